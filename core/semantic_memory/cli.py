@@ -1,0 +1,355 @@
+"""The `memory-mcp` command line. Plugins add commands through the `register_commands` hook."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, TextIO
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .config import ConfigError, Settings
+from .errors import InvalidMemory
+from .models import NewMemory, RecallFilters, parse_time
+from .pipeline import MemoryEngine, validate
+from .plugins import build_plugin_manager
+from .store import StoreError
+
+IMPORT_BATCH = 2_000
+err = Console(stderr=True)
+
+
+@dataclass
+class Context:
+    """Lazily opened engine shared by the subcommands of one invocation."""
+
+    settings: Settings
+    _engine: MemoryEngine | None = None
+
+    @property
+    def engine(self) -> MemoryEngine:
+        if self._engine is None:
+            try:
+                self._engine = MemoryEngine(self.settings)
+            except StoreError as exc:
+                raise click.ClickException(str(exc)) from None
+        return self._engine
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+def _settings(db: str | None) -> Settings:
+    try:
+        return Settings.from_env(**({"db_path": db} if db else {}))
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+def _filters(project: str | None, kind: str | None, source: str | None,
+             since: str | None) -> RecallFilters:
+    try:
+        since_ts = parse_time(since) if since else None
+    except ValueError:
+        raise click.BadParameter(f"cannot read {since!r} as ISO 8601 or unix seconds",
+                                 param_hint="--since") from None
+    return RecallFilters(project=project, kind=kind, source=source, since=since_ts)
+
+
+filter_options = [
+    click.option("--project", help="Only memories of this project."),
+    click.option("--kind", help="Only this kind (preference, decision, fact, artifact, …)."),
+    click.option("--source", help="Only this source (chat, compaction, tool, …)."),
+    click.option("--since", help="Only memories updated at or after this time (ISO 8601)."),
+]
+
+
+def with_filters(func: Any) -> Any:
+    for option in reversed(filter_options):
+        func = option(func)
+    return func
+
+
+@click.group(invoke_without_command=True)
+@click.option("--db", envvar="MEMORY_DB_PATH", help="Database file (default: MEMORY_DB_PATH).")
+@click.version_option(package_name="semantic-memory-mcp")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """semantic-memory-mcp: local memory for coding agents."""
+    ctx.obj = Context(_settings(db))
+    ctx.call_on_close(lambda: ctx.obj._engine and ctx.obj._engine.close())
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@cli.command()
+@click.argument("content")
+@click.option("--kind", default="fact", show_default=True)
+@click.option("--source", default="cli", show_default=True)
+@click.option("--project")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_context
+def store(obj: Context, content: str, kind: str, source: str, project: str | None,
+          tags: tuple[str, ...], as_json: bool) -> None:
+    """Store CONTENT ('-' reads standard input)."""
+    if content == "-":
+        content = sys.stdin.read()
+    try:
+        result = obj.engine.store_one(
+            NewMemory(content, kind=kind, source=source, project=project, tags=list(tags)))
+    except InvalidMemory as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        _echo_json(result.to_dict())
+    elif result.status == "rejected":
+        raise click.ClickException(f"rejected: {result.reason}")
+    else:
+        click.echo(f"{result.status} {result.uid}")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "--limit", "k", default=10, show_default=True, type=click.IntRange(1, 200))
+@with_filters
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.option("--block", "budget", type=click.IntRange(0), default=None,
+              help="Print the injection block within this many characters instead.")
+@pass_context
+def recall(obj: Context, query: str, k: int, project: str | None, kind: str | None,
+           source: str | None, since: str | None, as_json: bool, budget: int | None) -> None:
+    """Recall memories relevant to QUERY."""
+    hits = obj.engine.recall(query, k, _filters(project, kind, source, since))
+    if budget is not None:
+        click.echo(obj.engine.injection_block(query, hits, budget))
+    elif as_json:
+        _echo_json([h.to_dict() for h in hits])
+    else:
+        table = Table("score", "uid", "kind", "project", "channels", "content", box=None)
+        for h in hits:
+            ranks = " ".join(f"{c}:{r}" for c, r in h.ranks.items())
+            table.add_row(f"{h.score:.4f}", h.memory.uid, h.memory.kind, h.memory.project or "",
+                          ranks, h.memory.content[:120].replace("\n", " "))
+        Console().print(table)
+
+
+@cli.command()
+@click.argument("uid")
+@pass_context
+def forget(obj: Context, uid: str) -> None:
+    """Forget one memory (soft delete; `purge` removes it for good)."""
+    if not obj.engine.forget(uid):
+        raise click.ClickException(f"no live memory with uid {uid}")
+    click.echo(f"forgot {uid}")
+
+
+@cli.command("list")
+@with_filters
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0))
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def list_(obj: Context, project: str | None, kind: str | None, source: str | None,
+          since: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List memories, newest-updated first."""
+    memories = obj.engine.list(_filters(project, kind, source, since), limit, offset)
+    if as_json:
+        _echo_json([m.to_dict() for m in memories])
+        return
+    table = Table("uid", "updated", "kind", "source", "project", "content", box=None)
+    for m in memories:
+        d = m.to_dict()
+        table.add_row(m.uid, d["updated_at"], m.kind, m.source, m.project or "",
+                      m.content[:100].replace("\n", " "))
+    Console().print(table)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def stats(obj: Context, as_json: bool) -> None:
+    """Counts, channels, telemetry and db size."""
+    data = obj.engine.stats()
+    if as_json:
+        _echo_json(data)
+        return
+    console = Console()
+    console.print(f"[bold]{data['memories']}[/] memories ({data['deleted']} forgotten, "
+                  f"not yet purged) in {data['db_path']} ({data['db_bytes']:,} bytes)")
+    for key in ("by_kind", "by_source", "by_project"):
+        console.print(f"{key[3:]}: " + ", ".join(f"{k or '-'}={v}" for k, v in data[key].items()))
+    console.print("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
+                                           for c in data["channels"]))
+    inj = data["injections"]
+    console.print(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, "
+                  f"{inj['chars']:,} chars)")
+
+
+@cli.command()
+@pass_context
+def purge(obj: Context) -> None:
+    """Hard-delete forgotten memories, expire artifacts and telemetry, VACUUM if needed."""
+    _echo_json(obj.engine.purge().to_dict())
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def plugins(obj: Context, as_json: bool) -> None:
+    """Loaded plugins, their distributions, hooks and channels."""
+    pm = build_plugin_manager(obj.settings)
+    channels: list[Any] = []
+    pm.hook.register_channels(register=channels.append, settings=obj.settings)
+    owner = {id(c): name for name, plugin in pm.list_name_plugin()
+             for c in channels if type(c).__module__ == getattr(plugin, "__name__", None)}
+    rows = []
+    for info in pm.describe():
+        mine = [c.name for c in channels if owner.get(id(c)) == info.name]
+        rows.append({**info.__dict__, "channels": mine})
+    if as_json:
+        _echo_json(rows)
+        return
+    table = Table("plugin", "distribution", "version", "hooks", "channels", box=None)
+    for r in rows:
+        table.add_row(r["name"], r["distribution"] or "(core)", r["version"] or "",
+                      ", ".join(r["hooks"]), ", ".join(r["channels"]))
+    Console().print(table)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed:,}/{task.total:,}"), TimeRemainingColumn(),
+                    console=err, transient=True)
+
+
+def _record(line: str) -> NewMemory:
+    """One JSON line -> NewMemory; raises ValueError with a one-line reason."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    unknown = set(data) - {"content", "kind", "source", "project", "tags", "created_at",
+                           "updated_at", "uid"}
+    if unknown:
+        raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
+    if "content" not in data:
+        raise ValueError("content: missing")
+    created = data.get("created_at")
+    try:
+        created_ts = parse_time(created) if created is not None else None
+    except (ValueError, TypeError, AttributeError):
+        raise ValueError(f"created_at: cannot read {created!r} as a time") from None
+    return NewMemory(
+        content=data["content"], kind=data.get("kind", "fact"),
+        source=data.get("source", "import"), project=data.get("project"),
+        tags=data.get("tags", []), created_at=created_ts,
+    )
+
+
+@contextmanager
+def _open_input(path: str) -> Iterator[TextIO]:
+    if path == "-":
+        yield sys.stdin
+    else:
+        with open(path, encoding="utf-8", errors="strict") as handle:
+            yield handle
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(allow_dash=True))
+@pass_context
+def import_(obj: Context, path: str) -> None:
+    """Import memories from a JSON-lines file ('-' = standard input).
+
+    Each line: {"content", "kind", "source", "project", "tags", "created_at"}. Bad lines are
+    reported with their number and skipped; the exit code is 1 if any line was bad.
+    """
+    engine = obj.engine
+    counts = {"new": 0, "duplicate": 0, "rejected": 0, "bad": 0}
+    total = None
+    if path != "-":
+        try:
+            with open(path, "rb") as handle:
+                total = sum(1 for _ in handle)
+        except OSError as exc:
+            raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
+    batch: list[tuple[int, NewMemory]] = []
+
+    def flush() -> None:
+        results = engine.ingest([item for _, item in batch])
+        for (number, _), result in zip(batch, results):
+            counts[result.status] += 1
+            if result.status == "rejected":
+                err.print(f"line {number}: rejected: {result.reason}", highlight=False)
+        batch.clear()
+
+    try:
+        with _open_input(path) as handle, _progress() as progress:
+            task = progress.add_task("importing", total=total)
+            for number, line in enumerate(handle, start=1):
+                progress.advance(task)
+                if not line.strip():
+                    continue
+                try:
+                    item = _record(line)
+                    validate(item, engine.settings.max_content_chars)
+                except (ValueError, InvalidMemory) as exc:
+                    counts["bad"] += 1
+                    err.print(f"line {number}: {exc}", highlight=False)
+                    continue
+                batch.append((number, item))
+                if len(batch) >= IMPORT_BATCH:
+                    flush()
+            if batch:
+                flush()
+    except UnicodeDecodeError as exc:
+        if batch:
+            flush()
+        raise click.ClickException(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
+    _echo_json(counts)
+    if counts["bad"]:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(allow_dash=True), default="-", help="Output file ('-' = standard output).")
+@click.option("--include-deleted", is_flag=True, help="Also export forgotten memories.")
+@pass_context
+def export(obj: Context, output: str, include_deleted: bool) -> None:
+    """Export memories as JSON lines (the format `import` reads)."""
+    engine = obj.engine
+    total = engine.count() if not include_deleted else None
+    handle = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")
+    try:
+        with _progress() as progress:
+            task = progress.add_task("exporting", total=total)
+            for record in engine.export(include_deleted):
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                progress.advance(task)
+    finally:
+        if handle is not sys.stdout:
+            handle.close()
+
+
+def main() -> None:
+    """Console-script entry: load plugin commands, then run."""
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(2)
+    build_plugin_manager(settings).hook.register_commands(cli=cli)
+    cli()

@@ -1,0 +1,123 @@
+"""Settings from the `MEMORY_*` environment variables (names and defaults follow the spec)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Mapping
+
+
+class ConfigError(ValueError):
+    """A `MEMORY_*` variable holds a value that cannot be used."""
+
+
+def _default_db_path() -> str:
+    return str(Path("~/.local/share/memory-mcp/memory.db").expanduser())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every tunable of the service. `Settings.from_env()` reads them; tests build them directly."""
+
+    db_path: str = field(default_factory=_default_db_path)
+    model_path: str = ""
+    device: str = "cuda"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    discovery_file: str = ""  # empty = "<db>.server.json"; "off" disables
+    token: str = ""
+    rrf_k: int = 60
+    recall_min_cosine: float = 0.45
+    inject_boost: float = 0.15
+    ttl_artifact_days: int = 90
+    ttl_injection_days: int = 90
+    maintenance_on_start: bool = True
+    dedup_sim: float = 0.98
+    # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
+    channel_weights: str = ""
+    # How many candidates each channel contributes before fusion.
+    recall_depth: int = 100
+    # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
+    plugins: str = ""
+    # Largest accepted memory, in characters.
+    max_content_chars: int = 100_000
+    # 1 = log every plugin hook call with its arguments and results to stderr.
+    trace_hooks: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+        """Read `MEMORY_<FIELD>` for every field; raise ConfigError naming a bad variable."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = env.get(f"MEMORY_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f"MEMORY_{f.name.upper()}", raw, f.type)
+        values.update(overrides)
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.device not in ("cuda", "cpu"):
+            raise ConfigError(f"MEMORY_DEVICE must be 'cuda' or 'cpu', not {self.device!r}")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
+        if self.rrf_k < 1:
+            raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
+        if self.recall_depth < 1:
+            raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
+        self.weights()  # parses MEMORY_CHANNEL_WEIGHTS
+
+    @property
+    def resolved_db_path(self) -> Path:
+        return Path(self.db_path).expanduser()
+
+    @property
+    def discovery_path(self) -> Path | None:
+        if self.discovery_file.lower() == "off":
+            return None
+        if self.discovery_file:
+            return Path(self.discovery_file).expanduser()
+        db = self.resolved_db_path
+        return db.with_name(db.name + ".server.json")
+
+    def weights(self) -> dict[str, float]:
+        """Parse MEMORY_CHANNEL_WEIGHTS ("trigram=0.5,vector=1")."""
+        out: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in self.channel_weights.split(","))):
+            name, sep, value = part.partition("=")
+            try:
+                if not sep:
+                    raise ValueError
+                out[name.strip()] = float(value)
+            except ValueError:
+                raise ConfigError(
+                    f"MEMORY_CHANNEL_WEIGHTS: expected name=number, got {part!r}"
+                ) from None
+        return out
+
+    def plugin_allowlist(self) -> set[str] | None:
+        names = {p.strip() for p in self.plugins.split(",") if p.strip()}
+        return names or None
+
+
+def _parse(name: str, raw: str, type_name: object) -> object:
+    kind = str(type_name)
+    try:
+        if kind == "bool":
+            lowered = raw.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: cannot use {raw!r} as a {kind}") from None
+    return raw

@@ -1,0 +1,1 @@
+"""Plugins that ship inside core (see `semantic_memory.plugins.DEFAULT_PLUGINS`)."""

@@ -1,0 +1,9 @@
+"""Exceptions that cross module and plugin boundaries."""
+
+
+class InvalidMemory(ValueError):
+    """A memory that cannot be stored as given (empty, too large, bad field)."""
+
+
+class Rejected(Exception):
+    """Raised by a `filter_ingest` plugin to refuse a memory; the reason is reported."""

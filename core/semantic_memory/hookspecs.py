@@ -1,0 +1,72 @@
+"""Hook specifications: every way a plugin can extend semantic-memory-mcp.
+
+Plugins implement these with `@hookimpl` (from `semantic_memory.plugins`) and are found through
+the `semantic_memory` entry point group. Register-style hooks hand the plugin a `register`
+callback, so one plugin may register several things.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from .channels import Channel
+    from .config import Settings
+    from .models import NewMemory, RecallHit
+
+hookspec = pluggy.HookspecMarker("semantic_memory")
+
+
+@hookspec
+def register_channels(register: Callable[["Channel"], None], settings: "Settings") -> None:
+    """Register retrieval channels (objects following `semantic_memory.channels.Channel`).
+
+    Every registered channel searches on every recall; results are fused with weighted RRF.
+    """
+
+
+@hookspec
+def register_embedders(register: Callable[[Any], None], settings: "Settings") -> None:
+    """Register embedders: objects with `model_id`, `dim` and `embed_documents` /
+    `embed_query`. The vector channel uses the one configured by the settings."""
+
+
+@hookspec
+def register_harnesses(register: Callable[[Any], None]) -> None:
+    """Register harness adapters (Claude Code, Codex, …): objects with a `name` that handle
+    `memory-mcp hook <harness> <event>` and `memory-mcp install <harness>`."""
+
+
+@hookspec
+def register_commands(cli: "click.Group") -> None:
+    """Add subcommands to the `memory-mcp` command line (`@cli.command()`)."""
+
+
+@hookspec
+def filter_ingest(memory: "NewMemory", settings: "Settings") -> None:
+    """Inspect a memory before it is stored: edit it in place (e.g. redact a secret) or raise
+    `semantic_memory.errors.Rejected(reason)` to refuse it. Runs for every ingest path."""
+
+
+@hookspec
+def modify_hits(query: str, hits: list["RecallHit"], settings: "Settings", conn: Any) -> None:
+    """Post-process fused recall results in place: drop, re-score or reorder `hits`.
+
+    `conn` is a read connection to the store (e.g. to look up telemetry). The pipeline sorts
+    by score after all implementations ran.
+    """
+
+
+@hookspec(firstresult=True)
+def format_injection(
+    query: str, hits: list["RecallHit"], budget_chars: int
+) -> str | None:
+    """Render recalled memories as the block injected into an agent's context.
+
+    The first implementation returning a string wins; the in-core default follows the spec's
+    context hygiene (wrapper tags, "reference data, not instructions", budget).
+    """

@@ -1,0 +1,139 @@
+"""Plain data types shared by the pipeline, the channels and the interfaces."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+#: Kinds the docs name; any short identifier is accepted. Only `artifact` (tool captures)
+#: expires, after MEMORY_TTL_ARTIFACT_DAYS; everything else is permanent.
+KINDS = ("preference", "decision", "fact", "artifact", "note", "summary")
+EXPIRING_KIND = "artifact"
+
+
+def iso(ts: float) -> str:
+    """Unix seconds -> ISO 8601 UTC, the form every interface shows."""
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_time(value: str | float | int) -> float:
+    """ISO 8601 (naive = UTC) or unix seconds -> unix seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a timestamp cannot be a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+@dataclass
+class NewMemory:
+    """What a caller asks to store. Ingest filters may edit it in place."""
+
+    content: str
+    kind: str = "fact"
+    source: str = "chat"
+    project: str | None = None
+    tags: list[str] = field(default_factory=list)
+    created_at: float | None = None
+
+
+@dataclass
+class Memory:
+    """A stored memory row."""
+
+    id: int
+    uid: str
+    content: str
+    kind: str
+    source: str
+    project: str | None
+    tags: list[str]
+    created_at: float
+    updated_at: float
+    deleted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("id")
+        data["created_at"] = iso(self.created_at)
+        data["updated_at"] = iso(self.updated_at)
+        return data
+
+
+@dataclass
+class IngestResult:
+    """Outcome of one ingest: `new`, `duplicate` (existing entry refreshed) or `rejected`."""
+
+    status: str
+    uid: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    """Optional narrowing of a recall or a listing; None means "any"."""
+
+    project: str | None = None
+    kind: str | None = None
+    source: str | None = None
+    since: float | None = None  # unix seconds, on updated_at
+
+    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """An SQL condition over the `memories` table (aliased) for live rows matching the filters.
+
+        Channel plugins append it to their own queries so that filtering is uniform.
+        """
+        clauses = [f"{alias}.deleted = 0"]
+        params: list[Any] = []
+        for column in ("project", "kind", "source"):
+            value = getattr(self, column)
+            if value is not None:
+                clauses.append(f"{alias}.{column} = ?")
+                params.append(value)
+        if self.since is not None:
+            clauses.append(f"{alias}.updated_at >= ?")
+            params.append(self.since)
+        return " AND ".join(clauses), params
+
+
+@dataclass
+class ChannelHit:
+    """One candidate from one channel: the memory's row id and the channel's own score."""
+
+    id: int
+    score: float
+
+
+@dataclass
+class RecallHit:
+    """A fused result: the memory, its fused score and its 1-based rank in each channel."""
+
+    memory: Memory
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+    signals: dict[str, float] = field(default_factory=dict)  # e.g. cosine, injections
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.memory.to_dict()
+        data["score"] = round(self.score, 6)
+        data["ranks"] = dict(self.ranks)
+        if self.signals:
+            data["signals"] = {k: round(v, 6) for k, v in self.signals.items()}
+        return data
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,225 @@
+"""The SQLite store: one WAL file, a schema version with migrations, one writer at a time.
+
+Writers serialise on a process-wide lock and `BEGIN IMMEDIATE` (which waits on SQLite's busy
+handler for writers in other processes), so no caller ever sees "database is locked". Readers use
+a connection per thread and never block the writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .models import Memory
+
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_MS = 60_000
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    id INTEGER PRIMARY KEY,
+    uid TEXT NOT NULL UNIQUE,
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'fact',
+    source TEXT NOT NULL DEFAULT 'chat',
+    project TEXT,
+    tags TEXT NOT NULL DEFAULT '[]',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+CREATE INDEX IF NOT EXISTS memories_project ON memories(project, updated_at);
+CREATE TABLE IF NOT EXISTS injections (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    harness TEXT,
+    hook TEXT,
+    project TEXT,
+    query TEXT,
+    uids TEXT NOT NULL DEFAULT '[]',
+    chars INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS injections_ts ON injections(ts);
+CREATE TABLE IF NOT EXISTS injection_items (
+    injection_id INTEGER NOT NULL REFERENCES injections(id) ON DELETE CASCADE,
+    uid TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS injection_items_uid ON injection_items(uid);
+CREATE INDEX IF NOT EXISTS injection_items_injection ON injection_items(injection_id);
+"""
+
+MEMORY_COLUMNS = "id, uid, content, kind, source, project, tags, created_at, updated_at, deleted"
+
+
+def content_hash(content: str) -> str:
+    """Hash used for exact-duplicate detection: whitespace runs collapse, case is kept."""
+    return hashlib.sha256(" ".join(content.split()).encode("utf-8")).hexdigest()
+
+
+def row_to_memory(row: tuple) -> Memory:
+    """Build a Memory from a row selected with MEMORY_COLUMNS."""
+    return Memory(
+        id=row[0], uid=row[1], content=row[2], kind=row[3], source=row[4], project=row[5],
+        tags=json.loads(row[6]), created_at=row[7], updated_at=row[8], deleted=bool(row[9]),
+    )
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run several statements inside the caller's transaction.
+
+    (`executescript` would commit the open transaction first.)
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        conn.execute(statement)
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """v1 had no content hash and kept injected uids only as JSON text."""
+    conn.execute("ALTER TABLE memories ADD COLUMN content_hash TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute("SELECT id, content FROM memories").fetchall()
+    conn.executemany(
+        "UPDATE memories SET content_hash = ? WHERE id = ?",
+        [(content_hash(content), id_) for id_, content in rows],
+    )
+    run_script(conn, SCHEMA)
+    for injection_id, uids in conn.execute("SELECT id, uids FROM injections").fetchall():
+        try:
+            items = [u for u in json.loads(uids) if isinstance(u, str)]
+        except ValueError:
+            items = []
+        conn.executemany(
+            "INSERT INTO injection_items (injection_id, uid) VALUES (?, ?)",
+            [(injection_id, u) for u in items],
+        )
+
+
+#: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+
+
+class StoreError(RuntimeError):
+    """The db file cannot be used (newer schema, not a database, …)."""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+class Store:
+    """Connections to one db file. Use `write()` for changes and `read()` for queries."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        try:
+            self._writer = _connect(self.path)
+            self._writer.execute("PRAGMA journal_mode = WAL")
+            self._writer.execute("PRAGMA synchronous = NORMAL")
+            with self.write() as conn:
+                self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from None
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        has_memories = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
+        ).fetchone()
+        if version == 0 and not has_memories:
+            run_script(conn, SCHEMA)
+        elif version > SCHEMA_VERSION:
+            raise StoreError(
+                f"schema version {version} is newer than this release understands "
+                f"({SCHEMA_VERSION}); upgrade semantic-memory-mcp"
+            )
+        else:
+            for step in range(max(version, 1), SCHEMA_VERSION):
+                MIGRATIONS[step](conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @property
+    def schema_version(self) -> int:
+        return self.read().execute("PRAGMA user_version").fetchone()[0]
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; commits on success, rolls back on any exception."""
+        with self._write_lock:
+            conn = self._writer
+            if conn.in_transaction:  # nested use joins the outer transaction
+                yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def read(self) -> sqlite3.Connection:
+        """This thread's read connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several queries see one consistent state."""
+        conn = self.read()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def vacuum(self) -> None:
+        with self._write_lock:
+            self._writer.execute("VACUUM")
+
+    def size_bytes(self) -> int:
+        return sum(
+            p.stat().st_size
+            for p in (self.path, Path(f"{self.path}-wal"))
+            if p.exists()
+        )
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        with self._write_lock:
+            self._writer.close()

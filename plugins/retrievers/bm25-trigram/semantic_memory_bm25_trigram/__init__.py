@@ -1,0 +1,61 @@
+"""BM25 over character trigrams (FTS5 `trigram`): substrings, CJK/Thai and compound words.
+
+Owns the external-content FTS5 table `memories_fts_tri`, kept in step with `memories` by
+triggers in the writer's transaction. Each query word of 3+ characters becomes a substring
+phrase; a run of CJK/Thai characters (no spaces between words) is cut into its overlapping
+trigrams so that partial overlaps still match.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+from semantic_memory.channels import STOPWORDS, create_fts_table, fts_search, or_query, words
+from semantic_memory.config import Settings
+from semantic_memory.models import ChannelHit, Memory, RecallFilters
+from semantic_memory.plugins import hookimpl
+
+TABLE = "memories_fts_tri"
+
+# Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
+# Khmer, Myanmar.
+_UNSPACED = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff]"
+)
+
+
+def trigram_terms(query: str) -> list[str]:
+    """Substring terms for the trigram index, most specific first, without duplicates."""
+    terms: dict[str, None] = {}
+    for word in words(query):
+        if word in STOPWORDS or len(word) < 3:
+            continue
+        if _UNSPACED.search(word) and len(word) > 3:
+            for i in range(len(word) - 2):
+                terms.setdefault(word[i : i + 3], None)
+        else:
+            terms.setdefault(word, None)
+    return list(terms)
+
+
+class TrigramChannel:
+    name = "trigram"
+    weight = 1.0
+
+    def setup(self, conn: sqlite3.Connection) -> None:
+        create_fts_table(conn, TABLE, "trigram")
+
+    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
+        """Nothing to do: the table's triggers index each insert."""
+
+    def search(
+        self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
+    ) -> list[ChannelHit]:
+        return fts_search(conn, TABLE, or_query(trigram_terms(query)), k, filters)
+
+
+@hookimpl
+def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    register(TrigramChannel())
