@@ -1,0 +1,5 @@
+"""`python -m semantic_memory` = `memory-mcp`."""
+
+from .cli import main
+
+main()

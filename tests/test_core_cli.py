@@ -1,0 +1,137 @@
+"""The `memory-mcp` command line, run as a real subprocess against a real db file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMORY_DB_PATH": str(db)}
+    env.pop("MEMORY_PLUGINS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "semantic_memory", *args], input=stdin, capture_output=True,
+        text=True, env=env, timeout=60,
+    )
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli.db"
+
+
+def test_store_recall_list_forget_stats(db: Path) -> None:
+    stored = run(db, "store", "Use pnpm, not npm, in the web repo", "--kind", "preference",
+                 "--project", "web", "--tag", "js", "--json")
+    assert stored.returncode == 0, stored.stderr
+    uid = json.loads(stored.stdout)["uid"]
+    recalled = json.loads(run(db, "recall", "which package manager npm", "--json").stdout)
+    assert recalled[0]["uid"] == uid and recalled[0]["tags"] == ["js"]
+    block = run(db, "recall", "pnpm", "--block", "500").stdout
+    assert block.startswith("<semantic-memory>") and uid in block
+    listed = json.loads(run(db, "list", "--project", "web", "--json").stdout)
+    assert [m["uid"] for m in listed] == [uid]
+    stats = json.loads(run(db, "stats", "--json").stdout)
+    assert stats["memories"] == 1 and stats["by_kind"] == {"preference": 1}
+    assert run(db, "forget", uid).returncode == 0
+    missing = run(db, "forget", uid)
+    assert missing.returncode == 1 and "no live memory" in missing.stderr
+    assert json.loads(run(db, "purge").stdout)["soft_deleted"] == 1
+    assert "Traceback" not in missing.stderr
+
+
+def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:
+    assert run(db, "store", "-", stdin="from standard input\n").returncode == 0
+    empty = run(db, "store", "")
+    assert empty.returncode == 1 and empty.stderr.strip() == "Error: content: must not be empty"
+    bad_kind = run(db, "store", "x", "--kind", "two words")
+    assert bad_kind.returncode == 1 and "kind" in bad_kind.stderr
+    bad_since = run(db, "recall", "x", "--since", "yesterday-ish")
+    assert bad_since.returncode == 2 and "--since" in bad_since.stderr
+    assert "Traceback" not in empty.stderr + bad_kind.stderr + bad_since.stderr
+
+
+def test_bad_environment_is_a_one_line_error(db: Path) -> None:
+    env = {**os.environ, "MEMORY_DB_PATH": str(db), "MEMORY_RRF_K": "sixty"}
+    result = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as a int"
+
+
+def test_unusable_db_is_a_one_line_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"garbage" * 1000)
+    result = run(junk, "stats")
+    assert result.returncode == 1 and "cannot open" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"content": "first good", "kind": "decision", "project": "p",
+                    "tags": ["a"], "created_at": "2024-05-01T10:00:00Z"}),
+        "{not json",
+        json.dumps({"content": ""}),
+        json.dumps(["a list"]),
+        json.dumps({"content": "ok", "colour": "blue"}),
+        "",
+        json.dumps({"content": "second good", "created_at": 1700000000}),
+        json.dumps({"content": "bad time", "created_at": "last tuesday"}),
+        json.dumps({"content": "first good", "kind": "decision"}),
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = run(db, "import", str(path))
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == {"new": 2, "duplicate": 1, "rejected": 0, "bad": 5}
+    for number in (2, 3, 4, 5, 8):
+        assert f"line {number}:" in result.stderr
+    assert "Traceback" not in result.stderr
+    exported = [json.loads(line) for line in run(db, "export").stdout.splitlines()]
+    assert [e["content"] for e in exported] == ["first good", "second good"]
+    assert exported[0]["created_at"] == "2024-05-01T10:00:00+00:00"
+    assert exported[0]["tags"] == ["a"] and exported[0]["project"] == "p"
+
+
+def test_export_import_round_trip_in_batches(db: Path, tmp_path: Path) -> None:
+    source = tmp_path / "many.jsonl"
+    with source.open("w") as handle:
+        for i in range(5_000):
+            handle.write(json.dumps({"content": f"bulk memory {i} about topic {i % 37}",
+                                     "kind": "fact", "project": f"p{i % 3}", "tags": [f"t{i % 5}"],
+                                     "created_at": 1_600_000_000 + i}) + "\n")
+    first = run(db, "import", str(source))
+    assert first.returncode == 0 and json.loads(first.stdout)["new"] == 5_000
+    out = tmp_path / "out.jsonl"
+    assert run(db, "export", "-o", str(out)).returncode == 0
+    copy_db = tmp_path / "copy.db"
+    second = run(copy_db, "import", str(out))
+    assert json.loads(second.stdout)["new"] == 5_000
+    assert run(copy_db, "export").stdout == out.read_text()
+
+
+def test_import_of_binary_or_missing_file(db: Path, tmp_path: Path) -> None:
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b'{"content": "fine"}\n\xff\xfe\x00garbage\n{"content": "after"}\n')
+    result = run(db, "import", str(binary))
+    assert result.returncode == 1 and "line 2: not UTF-8 text" in result.stderr
+    assert json.loads(result.stdout)["new"] == 2
+    missing = run(db, "import", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
+    assert "Traceback" not in result.stderr + missing.stderr
+    from_stdin = run(db, "import", "-", stdin='{"content": "piped"}\n')
+    assert from_stdin.returncode == 0 and json.loads(from_stdin.stdout)["new"] == 1
+
+
+def test_plugins_command_lists_distributions_and_channels(db: Path) -> None:
+    rows = {r["name"]: r for r in json.loads(run(db, "plugins", "--json").stdout)}
+    assert rows["bm25_porter"]["distribution"] == "semantic-memory-bm25-porter"
+    assert rows["bm25_porter"]["channels"] == ["porter"]
+    assert rows["bm25_trigram"]["channels"] == ["trigram"]
+    assert rows["hygiene"]["hooks"] == ["filter_ingest"]

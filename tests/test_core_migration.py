@@ -1,0 +1,88 @@
+"""Opening a db written by an older schema version upgrades it in place, losing nothing."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.store import SCHEMA_VERSION, Store, StoreError
+
+V1_SCHEMA = """
+CREATE TABLE memories (
+    id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, content TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'fact', source TEXT NOT NULL DEFAULT 'chat', project TEXT,
+    tags TEXT NOT NULL DEFAULT '[]', created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE injections (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, harness TEXT, hook TEXT, project TEXT,
+    query TEXT, uids TEXT NOT NULL DEFAULT '[]', chars INTEGER NOT NULL DEFAULT 0);
+PRAGMA user_version = 1;
+"""
+
+
+def make_v1(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_SCHEMA)
+    conn.executemany(
+        "INSERT INTO memories (uid, content, kind, project, tags, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [("u1", "Prefer tabs over spaces in Makefiles", "preference", "tools", '["style"]', 1e9, 1e9),
+         ("u2", "The API gateway times out after 30 s", "fact", "api", "[]", 1e9, 1e9)],
+    )
+    conn.execute("INSERT INTO injections (ts, harness, uids, chars) VALUES (?, ?, ?, ?)",
+                 (2e9, "opencode", json.dumps(["u1", "u1", "u2"]), 120))
+    conn.commit()
+    conn.close()
+
+
+def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    make_v1(path)
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    assert engine.store.schema_version == SCHEMA_VERSION
+    assert {m.uid for m in engine.list()} == {"u1", "u2"}
+    assert engine.get("u1").tags == ["style"]
+    # Channels indexed the old rows; the hash was backfilled so dedup sees old content.
+    assert engine.recall("makefile tabs")[0].memory.uid == "u1"
+    dup = engine.store_one(NewMemory("Prefer tabs over spaces in Makefiles"))
+    assert dup.status == "duplicate" and dup.uid == "u1"
+    # Telemetry items were split out of the JSON column.
+    items = engine.store.read().execute(
+        "SELECT uid, count(*) FROM injection_items GROUP BY uid ORDER BY uid").fetchall()
+    assert items == [("u1", 2), ("u2", 1)]
+    engine.close()
+    # Opening again is a no-op.
+    again = MemoryEngine(Settings(db_path=str(path)))
+    assert again.count() == 2
+    again.close()
+
+
+def test_newer_schema_is_refused_not_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+
+
+def test_a_file_that_is_not_a_database_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot open"):
+        Store(path)
+
+
+def test_parent_directories_are_created(tmp_path: Path) -> None:
+    store = Store(tmp_path / "a" / "b" / "memory.db")
+    assert store.path.exists()
+    store.close()

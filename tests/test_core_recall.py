@@ -1,0 +1,120 @@
+"""Channels, query safety and fusion arithmetic."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from semantic_memory.fusion import rrf
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+
+
+def channel(engine: MemoryEngine, name: str):
+    return next(c for c in engine.channels if c.name == name)
+
+
+def search_uids(engine: MemoryEngine, name: str, query: str) -> list[str]:
+    with engine.store.snapshot() as conn:
+        hits = channel(engine, name).search(conn, query, 10, RecallFilters())
+    return [engine._load(conn, [h.id])[h.id].uid for h in hits]
+
+
+def test_porter_stems_english_words(engine: MemoryEngine) -> None:
+    uid = engine.store_one(NewMemory("The migrations were running slowly on deploys")).uid
+    engine.store_one(NewMemory("Unrelated note about coffee"))
+    assert search_uids(engine, "porter", "migration run slow deploy") == [uid]
+    assert search_uids(engine, "porter", "migrating") == [uid]
+
+
+def test_trigram_matches_substrings_and_identifiers(engine: MemoryEngine) -> None:
+    uid = engine.store_one(NewMemory("Call getUserAccountBalance() before charging")).uid
+    assert search_uids(engine, "porter", "AccountBalance") == []
+    assert search_uids(engine, "trigram", "AccountBalance") == [uid]
+    assert [h.memory.uid for h in engine.recall("AccountBalance")] == [uid]
+
+
+def test_trigram_matches_cjk_words_of_three_or_more_characters(engine: MemoryEngine) -> None:
+    zh = engine.store_one(NewMemory("坐标系转换必须使用投影算法")).uid
+    ja = engine.store_one(NewMemory("データベースの移行は金曜日に行う")).uid
+    ko = engine.store_one(NewMemory("데이터베이스 마이그레이션은 금요일에 한다")).uid
+    th = engine.store_one(NewMemory("ฐานข้อมูลย้ายในวันศุกร์")).uid
+    assert [h.memory.uid for h in engine.recall("坐标系转换")] == [zh]
+    assert [h.memory.uid for h in engine.recall("投影算法")][0] == zh
+    assert [h.memory.uid for h in engine.recall("データベース")][0] == ja
+    assert [h.memory.uid for h in engine.recall("마이그레이션")][0] == ko
+    assert [h.memory.uid for h in engine.recall("ฐานข้อมูล")][0] == th
+
+
+def test_porter_covers_spaced_scripts(engine: MemoryEngine) -> None:
+    de = engine.store_one(NewMemory("Die Datenbank läuft auf dem Server")).uid
+    ru = engine.store_one(NewMemory("База данных работает на сервере")).uid
+    assert [h.memory.uid for h in engine.recall("datenbank server")][0] == de
+    assert [h.memory.uid for h in engine.recall("сервере")][0] == ru
+
+
+def test_german_compound_found_by_substring(engine: MemoryEngine) -> None:
+    uid = engine.store_one(NewMemory("Die Krankenversicherungspflicht gilt ab Januar")).uid
+    assert [h.memory.uid for h in engine.recall("versicherung")] == [uid]
+
+
+NASTY = [
+    "", " ", '"', '""', "'", "*", "prefix*", ":", "a:b", "col:value", "-", "-term", "NEAR",
+    "NEAR(a b, 3)", "a NEAR b", "AND", "OR", "NOT", "a AND OR NOT b", "(", ")", "((a)", "a)",
+    "{a b}", "^start", "+", "🙂🙃🔥", "x" * 10_000, "word " * 2_000, "\x00", "\n\t\r",
+    "'; DROP TABLE memories; --", "\\", "%", "_", "content:foo", "memories_fts:bar", "\u200b",
+]
+
+
+def test_fts_syntax_and_odd_text_never_raise(engine: MemoryEngine) -> None:
+    engine.store_one(NewMemory("NEAR the prefix* of a col:value (with brackets) and 🙂 emoji"))
+    for query in NASTY:
+        hits = engine.recall(query, k=5)
+        assert isinstance(hits, list)
+    assert engine.recall("col:value")[0].memory.content.startswith("NEAR")
+    assert engine.count() == 1
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.text(max_size=300))
+def test_any_text_is_a_safe_query(engine: MemoryEngine, query: str) -> None:
+    for ch in engine.channels:
+        with engine.store.snapshot() as conn:
+            ch.search(conn, query, 5, RecallFilters())
+    engine.recall(query, k=5)
+
+
+def test_rrf_arithmetic() -> None:
+    fused = rrf({"a": [1, 2, 3], "b": [3, 1]}, k=60)
+    scores = {f.id: f.score for f in fused}
+    assert abs(scores[1] - (1 / 61 + 1 / 62)) < 1e-12
+    assert abs(scores[2] - 1 / 62) < 1e-12
+    assert abs(scores[3] - (1 / 63 + 1 / 61)) < 1e-12
+    assert [f.id for f in fused] == [1, 3, 2]
+    assert fused[0].ranks == {"a": 1, "b": 2}
+
+
+def test_rrf_weights_and_k() -> None:
+    fused = rrf({"a": [1, 2], "b": [2, 1]}, weights={"a": 2.0, "b": 0.5}, k=10)
+    scores = {f.id: f.score for f in fused}
+    assert abs(scores[1] - (2 / 11 + 0.5 / 12)) < 1e-12
+    assert abs(scores[2] - (2 / 12 + 0.5 / 11)) < 1e-12
+    zero = rrf({"a": [1], "b": [2]}, weights={"b": 0.0})
+    assert [f.id for f in zero] == [1, 2] and zero[1].score == 0 and zero[1].ranks == {"b": 1}
+
+
+def test_rrf_counts_a_repeated_id_once_and_keeps_tie_order() -> None:
+    fused = rrf({"a": [7, 7, 8], "b": [9]})
+    assert {f.id: f.ranks for f in fused}[7] == {"a": 1}
+    assert [f.id for f in rrf({"a": [4], "b": [5]})] == [4, 5]
+    assert rrf({}) == []
+
+
+def test_channel_weights_from_settings(tmp_path) -> None:
+    from semantic_memory.config import Settings
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "w.db"), channel_weights="trigram=0"))
+    assert engine.weights["trigram"] == 0.0
+    engine.store_one(NewMemory("Zebra crossing"))
+    hit = engine.recall("zebra")[0]
+    assert hit.ranks == {"porter": 1, "trigram": 1}
+    engine.close()

@@ -1,0 +1,181 @@
+"""Store, recall, forget, list, stats, dedup, TTL and purge on real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from semantic_memory.config import Settings
+from semantic_memory.errors import InvalidMemory
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+
+DAY = 86_400
+
+
+def test_store_then_recall_returns_memory_with_metadata(engine: MemoryEngine) -> None:
+    result = engine.store_one(NewMemory("We deploy the billing service with Helm charts",
+                                        kind="decision", source="chat", project="infra",
+                                        tags=["deploy", "helm"]))
+    assert result.status == "new" and result.uid
+    hits = engine.recall("how is billing deployed", k=5)
+    assert [h.memory.uid for h in hits] == [result.uid]
+    hit = hits[0]
+    assert hit.memory.kind == "decision" and hit.memory.project == "infra"
+    assert hit.memory.tags == ["deploy", "helm"]
+    assert hit.ranks["porter"] == 1 and hit.score > 0
+    data = hit.to_dict()
+    assert data["uid"] == result.uid and data["created_at"].endswith("+00:00")
+
+
+def test_memory_is_searchable_as_soon_as_store_returns(engine: MemoryEngine) -> None:
+    for i in range(20):
+        uid = engine.store_one(NewMemory(f"unique marker token zq{i}x recorded")).uid
+        assert [h.memory.uid for h in engine.recall(f"zq{i}x")] == [uid]
+
+
+def test_recall_filters(engine: MemoryEngine) -> None:
+    engine.ingest([
+        NewMemory("redis cache eviction policy is allkeys-lru", project="a", kind="decision"),
+        NewMemory("redis cache runs on port 6380", project="b", kind="fact", source="tool"),
+    ])
+    assert {h.memory.project for h in engine.recall("redis cache")} == {"a", "b"}
+    assert [h.memory.project for h in engine.recall("redis", filters=RecallFilters(project="a"))] == ["a"]
+    assert [h.memory.kind for h in engine.recall("redis", filters=RecallFilters(kind="fact"))] == ["fact"]
+    assert [h.memory.source for h in engine.recall("redis", filters=RecallFilters(source="tool"))] == ["tool"]
+    future = time.time() + 3600
+    assert engine.recall("redis", filters=RecallFilters(since=future)) == []
+
+
+def test_forget_hides_memory_and_unknown_uid_is_false(engine: MemoryEngine) -> None:
+    uid = engine.store_one(NewMemory("the staging password rotates monthly")).uid
+    assert engine.forget(uid) is True
+    assert engine.recall("staging rotates") == []
+    assert engine.forget(uid) is False
+    assert engine.forget("nope") is False
+    assert engine.get(uid).deleted is True
+    assert engine.stats()["deleted"] == 1
+
+
+def test_list_newest_first_with_pagination_and_filters(engine: MemoryEngine) -> None:
+    uids = [engine.store_one(NewMemory(f"note number {i}", project="p" if i % 2 else "q")).uid
+            for i in range(5)]
+    listed = engine.list(limit=3)
+    assert [m.uid for m in listed] == uids[::-1][:3]
+    assert [m.uid for m in engine.list(limit=3, offset=3)] == uids[::-1][3:]
+    assert {m.project for m in engine.list(RecallFilters(project="p"))} == {"p"}
+    assert engine.count(RecallFilters(project="q")) == 3
+
+
+def test_stats_counts_kinds_sources_projects_and_channels(engine: MemoryEngine) -> None:
+    engine.ingest([NewMemory("a1", kind="fact", project="x"),
+                   NewMemory("a2", kind="decision", project="x", source="tool")])
+    stats = engine.stats()
+    assert stats["memories"] == 2
+    assert stats["by_kind"] == {"fact": 1, "decision": 1} or stats["by_kind"] == {"decision": 1, "fact": 1}
+    assert stats["by_project"] == {"x": 2}
+    assert {c["name"] for c in stats["channels"]} >= {"porter", "trigram"}
+    assert stats["db_bytes"] > 0 and stats["schema_version"] == 2
+
+
+def test_exact_duplicate_refreshes_timestamp_instead_of_inserting(engine: MemoryEngine) -> None:
+    first = engine.store_one(NewMemory("Always run ruff before committing"))
+    before = engine.get(first.uid).updated_at
+    time.sleep(0.01)
+    again = engine.store_one(NewMemory("  Always run   ruff before committing \n"))
+    assert again.status == "duplicate" and again.uid == first.uid
+    assert engine.get(first.uid).updated_at > before
+    assert engine.count() == 1
+    batch = engine.ingest([NewMemory("twice in one batch"), NewMemory("twice in one batch")])
+    assert [r.status for r in batch] == ["new", "duplicate"] and batch[0].uid == batch[1].uid
+
+
+def test_forgotten_content_can_be_stored_again(engine: MemoryEngine) -> None:
+    uid = engine.store_one(NewMemory("temporary thought")).uid
+    engine.forget(uid)
+    again = engine.store_one(NewMemory("temporary thought"))
+    assert again.status == "new" and again.uid != uid
+
+
+@pytest.mark.parametrize("bad, field", [
+    (NewMemory(""), "content"),
+    (NewMemory("   \n"), "content"),
+    (NewMemory("x" * 100_001), "content"),
+    (NewMemory("bin\x00ary"), "content"),
+    (NewMemory("ok", kind="has space"), "kind"),
+    (NewMemory("ok", source=""), "source"),
+    (NewMemory("ok", tags=["x" * 65]), "tags"),
+    (NewMemory("ok", tags="notalist"), "tags"),  # type: ignore[arg-type]
+    (NewMemory(123), "content"),  # type: ignore[arg-type]
+])
+def test_invalid_memory_is_refused_with_field_and_nothing_written(
+    engine: MemoryEngine, bad: NewMemory, field: str
+) -> None:
+    engine.store_one(NewMemory("kept"))
+    with pytest.raises(InvalidMemory, match=field):
+        engine.ingest([NewMemory("valid one in the same batch"), bad])
+    assert [m.content for m in engine.list()] == ["kept"]
+
+
+def _age(engine: MemoryEngine, uid: str, days: float) -> None:
+    with engine.store.write() as conn:
+        ts = time.time() - days * DAY
+        conn.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE uid = ?", (ts, ts, uid))
+
+
+def test_purge_applies_ttl_tiers_and_removes_forgotten(settings: Settings) -> None:
+    engine = MemoryEngine(Settings(db_path=settings.db_path, ttl_artifact_days=90))
+    old_artifact = engine.store_one(NewMemory("old tool output", kind="artifact")).uid
+    new_artifact = engine.store_one(NewMemory("fresh tool output", kind="artifact")).uid
+    old_decision = engine.store_one(NewMemory("old decision", kind="decision")).uid
+    forgotten = engine.store_one(NewMemory("forget me")).uid
+    for uid in (old_artifact, old_decision):
+        _age(engine, uid, 91)
+    engine.forget(forgotten)
+    injection = engine.record_injection(uids=[new_artifact], harness="test")
+    with engine.store.write() as conn:
+        conn.execute("UPDATE injections SET ts = ? WHERE id = ?", (time.time() - 91 * DAY, injection))
+
+    report = engine.purge()
+    assert report.to_dict() == {"soft_deleted": 1, "expired_artifacts": 1,
+                                "expired_injections": 1, "vacuumed": True}
+    assert engine.get(old_artifact) is None and engine.get(forgotten) is None
+    assert engine.get(new_artifact) is not None and engine.get(old_decision) is not None
+    # FTS rows went with the memories: the index stays consistent.
+    assert engine.recall("old tool output")[0].memory.uid in (new_artifact,)
+    assert engine.stats()["injections"]["total"] == 0
+    assert engine.purge().to_dict() == {"soft_deleted": 0, "expired_artifacts": 0,
+                                        "expired_injections": 0, "vacuumed": False}
+    engine.close()
+
+
+def test_ttl_zero_never_expires(settings: Settings) -> None:
+    engine = MemoryEngine(Settings(db_path=settings.db_path, ttl_artifact_days=0))
+    uid = engine.store_one(NewMemory("ancient tool output", kind="artifact")).uid
+    _age(engine, uid, 10_000)
+    assert engine.purge().expired_artifacts == 0 and engine.get(uid) is not None
+    engine.close()
+
+
+def test_startup_maintenance_respects_setting(settings: Settings) -> None:
+    on = MemoryEngine(Settings(db_path=settings.db_path, maintenance_on_start=True))
+    uid = on.store_one(NewMemory("to be purged")).uid
+    on.forget(uid)
+    assert on.startup_maintenance().soft_deleted == 1
+    off = MemoryEngine(Settings(db_path=settings.db_path, maintenance_on_start=False))
+    assert off.startup_maintenance() is None
+    on.close(), off.close()
+
+
+def test_fts_index_stays_consistent_after_deletes(engine: MemoryEngine) -> None:
+    uids = [engine.store_one(NewMemory(f"consistency probe {i}")).uid for i in range(10)]
+    for uid in uids[:5]:
+        engine.forget(uid)
+    engine.purge()
+    conn = sqlite3.connect(engine.store.path)
+    for table in ("memories_fts", "memories_fts_tri"):
+        conn.execute(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
+    conn.close()
+    assert len(engine.recall("consistency probe", k=50)) == 5
