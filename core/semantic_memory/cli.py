@@ -6,11 +6,11 @@ import json
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, TextIO
+from typing import Any, BinaryIO, Iterator
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .config import ConfigError, Settings
@@ -81,14 +81,43 @@ def with_filters(func: Any) -> Any:
 
 @click.group(invoke_without_command=True)
 @click.option("--db", envvar="MEMORY_DB_PATH", help="Database file (default: MEMORY_DB_PATH).")
+@click.option("--stdio", is_flag=True,
+              help="Without a command: serve MCP over stdin/stdout instead of HTTP.")
 @click.version_option(package_name="semantic-memory-mcp")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
-    """semantic-memory-mcp: local memory for coding agents."""
+def cli(ctx: click.Context, db: str | None, stdio: bool) -> None:
+    """semantic-memory-mcp: local memory for coding agents.
+
+    Without a command it serves: MCP at http://MEMORY_HOST:MEMORY_PORT/mcp plus the REST
+    sidecar (default 127.0.0.1:8765), or MCP over stdio with --stdio.
+    """
     ctx.obj = Context(_settings(db))
     ctx.call_on_close(lambda: ctx.obj._engine and ctx.obj._engine.close())
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        ctx.invoke(serve, stdio=stdio)
+
+
+@cli.command()
+@click.option("--stdio", is_flag=True, help="Serve MCP over stdin/stdout (no port, no REST).")
+@click.option("--host", help="Bind address (default: MEMORY_HOST, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535),
+              help="Port (default: MEMORY_PORT, 8765; 0 = OS-assigned).")
+@pass_context
+def serve(obj: Context, stdio: bool, host: str | None = None, port: int | None = None) -> None:
+    """Run the service (what `memory-mcp` without a command does)."""
+    from dataclasses import replace
+
+    from .service import serve_http, serve_stdio
+
+    settings = replace(obj.settings, **{k: v for k, v in (("host", host), ("port", port))
+                                        if v is not None})
+    try:
+        if stdio:
+            serve_stdio(settings)
+        else:
+            serve_http(settings)
+    except (ConfigError, StoreError, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @cli.command()
@@ -226,13 +255,16 @@ def plugins(obj: Context, as_json: bool) -> None:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed:,}/{task.total:,}"), TimeRemainingColumn(),
-                    console=err, transient=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=err, transient=True)
 
 
-def _record(line: str) -> NewMemory:
+def _record(raw: bytes) -> NewMemory:
     """One JSON line -> NewMemory; raises ValueError with a one-line reason."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -258,11 +290,11 @@ def _record(line: str) -> NewMemory:
 
 
 @contextmanager
-def _open_input(path: str) -> Iterator[TextIO]:
+def _open_input(path: str) -> Iterator[BinaryIO]:
     if path == "-":
-        yield sys.stdin
+        yield sys.stdin.buffer
     else:
-        with open(path, encoding="utf-8", errors="strict") as handle:
+        with open(path, "rb") as handle:
             yield handle
 
 
@@ -313,10 +345,6 @@ def import_(obj: Context, path: str) -> None:
                     flush()
             if batch:
                 flush()
-    except UnicodeDecodeError as exc:
-        if batch:
-            flush()
-        raise click.ClickException(f"{path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
     _echo_json(counts)

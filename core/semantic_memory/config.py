@@ -34,6 +34,23 @@ class Settings:
     ttl_injection_days: int = 90
     maintenance_on_start: bool = True
     dedup_sim: float = 0.98
+    # --- embedder / vector channel (used by the `embed` extra's plugins) ---
+    # Which registered embedder the vector channel uses (empty = the first one registered).
+    embedder: str = ""
+    # Prompt overrides; unset = the model's own prompts (chosen from the GGUF architecture),
+    # the word "none" = no prefix. EMBED_INSTRUCT is the task text of Qwen3's query prefix.
+    embed_query_prefix: str | None = None
+    embed_doc_prefix: str | None = None
+    embed_instruct: str = ""
+    # Matryoshka truncation of the vectors (0 = the model's full dimension).
+    embed_dim: int = 0
+    # llama.cpp context size (capped at the model's trained context) and texts per sub-batch.
+    embed_n_ctx: int = 8192
+    embed_batch: int = 32
+    # Keyword fast path: skip embedding the query when BM25 evidence is this confident (0..1);
+    # fast_path = 0 always embeds.
+    fast_path: bool = True
+    fast_path_min: float = 0.8
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion.
@@ -44,6 +61,11 @@ class Settings:
     max_content_chars: int = 100_000
     # 1 = log every plugin hook call with its arguments and results to stderr.
     trace_hooks: bool = False
+    # Largest accepted HTTP request body (REST and /mcp), in bytes; larger ones get 413.
+    max_body_bytes: int = 4 * 1024 * 1024
+    # Extra Host names the HTTP service answers (DNS-rebinding allow-list), comma-separated,
+    # e.g. "memory.lan,192.168.1.5"; loopback names and the bound address are always allowed.
+    allowed_hosts: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -69,6 +91,8 @@ class Settings:
             raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"MEMORY_MAX_BODY_BYTES must be >= 1024, not {self.max_body_bytes}")
         self.weights()  # parses MEMORY_CHANNEL_WEIGHTS
 
     @property

@@ -1,0 +1,115 @@
+"""The one Starlette app: REST sidecar routes plus MCP streamable HTTP at `/mcp`.
+
+The MCP SDK takes about a second to import, several times the rest of the service's start-up,
+so it is loaded in a worker thread shortly after the app has started (at once when a `/mcp`
+request arrives first): `/health` and the REST routes answer meanwhile, and an early `/mcp`
+request simply waits until MCP is ready. The SDK's session manager runs inside this app's
+lifespan (it must: its task group serves the sessions).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+from ..config import Settings
+from ..pipeline import MemoryEngine
+from .auth import GuardMiddleware, sdk_transport_security, send_json
+from .rest import EXCEPTION_HANDLERS, ROUTES
+
+log = logging.getLogger("semantic_memory.service")
+
+#: Seconds after start-up before the MCP SDK is loaded when no /mcp request asks for it sooner;
+#: keeps the import (which holds the GIL) out of the way of the first /health probes.
+MCP_LOAD_DELAY_S = 0.3
+
+
+class LazyMCP:
+    """ASGI endpoint for `/mcp` that forwards to the SDK's app once it is built and running."""
+
+    def __init__(self, engine: MemoryEngine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.state = "starting"  # -> "ready" | "failed"
+        self.app: Any = None
+        self._ready: anyio.Event | None = None
+        self._wanted: anyio.Event | None = None
+
+    def _events(self) -> tuple[anyio.Event, anyio.Event]:
+        if self._ready is None or self._wanted is None:
+            self._ready, self._wanted = anyio.Event(), anyio.Event()
+        return self._ready, self._wanted
+
+    def _build(self) -> tuple[Any, Any]:
+        from . import schemas  # noqa: F401  (warm the REST request models too)
+        from .mcp_tools import build_mcp
+
+        mcp = build_mcp(self.engine)
+        app = mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            transport_security=sdk_transport_security(self.settings),
+            max_request_body_size=self.settings.max_body_bytes,
+        )
+        return mcp, app
+
+    async def run(self) -> None:
+        """Build the MCP server in a thread, then run its session manager until cancelled."""
+        ready, wanted = self._events()
+        try:
+            with anyio.move_on_after(MCP_LOAD_DELAY_S):
+                await wanted.wait()
+            mcp, app = await anyio.to_thread.run_sync(self._build)
+            async with mcp.session_manager.run():
+                self.app, self.state = app, "ready"
+                ready.set()
+                await anyio.sleep_forever()
+        except Exception:
+            log.exception("the MCP endpoint could not start; REST keeps working")
+            self.state = "failed"
+        finally:
+            ready.set()
+            if self.state == "ready":
+                self.state = "stopped"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        ready, wanted = self._events()
+        wanted.set()
+        with anyio.move_on_after(60):
+            await ready.wait()
+        if self.state != "ready":
+            await send_json(send, 503, {"error": f"MCP endpoint is {self.state}"})
+            return
+        await self.app(scope, receive, send)
+
+
+def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starlette:
+    """The service app over an open engine (the caller owns and closes the engine)."""
+    settings = settings or engine.settings
+    lazy = LazyMCP(engine, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lazy.run)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    app = Starlette(
+        routes=[*ROUTES, Route("/mcp", lazy)],
+        middleware=[Middleware(GuardMiddleware, settings=settings)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.mcp = lazy
+    return app

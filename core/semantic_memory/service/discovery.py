@@ -1,0 +1,113 @@
+"""Publishing where the HTTP service listens: one stdout line and a discovery file.
+
+The moment the socket is bound and the app has started, the service prints
+
+    MEMORY_MCP_LISTENING {"url": "http://127.0.0.1:41697", "mcp_url": ".../mcp", "port": 41697, "pid": ...}
+
+and writes the same JSON to `<db>.server.json` (`MEMORY_DISCOVERY_FILE` overrides the path,
+`off` disables the file). The file is removed on graceful shutdown (SIGINT/SIGTERM); after a
+hard kill, `read_discovery` recognises the leftover by its `pid` and reports it as stale.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import Settings
+from .auth import WILDCARD_HOSTS
+
+LINE_PREFIX = "MEMORY_MCP_LISTENING"
+log = logging.getLogger("semantic_memory.service")
+
+
+def base_url(host: str, port: int) -> str:
+    """The URL a local client should use: wildcard binds are reached via loopback."""
+    host = host.strip().strip("[]")
+    if host in WILDCARD_HOSTS:
+        host = "127.0.0.1" if host != "::" else "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def listening_info(settings: Settings, host: str, port: int) -> dict[str, Any]:
+    url = base_url(host, port)
+    return {
+        "url": url,
+        "mcp_url": f"{url}/mcp",
+        "port": port,
+        "pid": os.getpid(),
+        "host": host,
+        "db_path": str(settings.resolved_db_path),
+        "version": __version__,
+        "auth": bool(settings.token),
+        "started_at": time.time(),
+    }
+
+
+def publish(settings: Settings, info: dict[str, Any]) -> Path | None:
+    """Write the discovery file (atomically), then print the LISTENING line, so a client that
+    saw the line finds the file too; returns the file's path (None when disabled)."""
+    path = settings.discovery_path
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # serving matters more than advertising
+            log.warning("cannot write the discovery file %s: %s", path, exc.strerror or exc)
+            path = None
+    sys.stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
+    sys.stdout.flush()
+    return path
+
+
+def retract(path: Path | None, pid: int | None = None) -> bool:
+    """Remove the discovery file if it is ours (same pid); True when removed."""
+    if path is None:
+        return False
+    pid = os.getpid() if pid is None else pid
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict) or data.get("pid") != pid:
+        return False  # another instance took the file over; leave it
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def read_discovery(path: str | Path) -> dict[str, Any] | None:
+    """The published info, with `stale: true` added when its process is gone; None when the
+    file is absent or unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data["stale"] = not pid_alive(data.get("pid"))  # type: ignore[arg-type]
+    return data

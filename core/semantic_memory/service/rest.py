@@ -1,0 +1,298 @@
+"""The REST sidecar: hook-facing `/ingest` `/recall` `/inject/report`, the read/manage `/api/*`
+routes and `/health`. Every engine call runs in a worker thread (SQLite is synchronous), so
+concurrent clients do not queue on the event loop.
+
+Bad input never reaches the engine as a crash: malformed JSON is 400, a wrong type or value is
+422 naming the field, a body over `MEMORY_MAX_BODY_BYTES` is 413, an unknown uid is 404.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .. import __version__
+from ..errors import InvalidMemory
+from ..models import NewMemory, RecallFilters, parse_time
+from ..pipeline import MemoryEngine, validate
+from .errors import ApiError
+
+log = logging.getLogger("semantic_memory.service")
+
+MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+BODY_TIMEOUT_S = 30.0
+
+# --- request parsing -----------------------------------------------------------------------
+
+
+def schemas() -> Any:
+    """The pydantic request models, imported on first use (see schemas.py)."""
+    from . import schemas as module
+
+    return module
+
+
+def parse_model(model_name: str, data: Any) -> Any:
+    module = schemas()
+    return module.parse_model(getattr(module, model_name), data)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request) -> Any:
+    """The request body as JSON, within the size limit; ApiError 400/408/413 otherwise."""
+    limit: int = request.app.state.settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise ApiError(413, f"request body over the {limit}-byte limit (MEMORY_MAX_BODY_BYTES)")
+        except ValueError:
+            raise ApiError(400, "Content-Length is not a number") from None
+    body = bytearray()
+    try:
+        with anyio.fail_after(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise ApiError(
+                        413, f"request body over the {limit}-byte limit (MEMORY_MAX_BODY_BYTES)")
+    except TimeoutError:
+        raise ApiError(408, "request body not received in time") from None
+    except ClientDisconnect:
+        raise ApiError(400, "client disconnected before sending the whole body") from None
+    if not body.strip():
+        raise ApiError(400, "request body is empty; expected a JSON object")
+    try:
+        data = json.loads(bytes(body), parse_constant=_reject_constant)
+        json.dumps(data, ensure_ascii=False).encode("utf-8")  # lone surrogates ("\ud800")
+    except UnicodeError as exc:
+        raise ApiError(400, f"malformed JSON: not valid Unicode text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(400, f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") \
+            from None
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"malformed JSON: {str(exc) or 'nested too deeply'}") from None
+    return data
+
+
+def parse_query(model_name: str, request: Request) -> Any:
+    return parse_model(model_name, dict(request.query_params))
+
+
+def parse_ts(value: float | str | None, field: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        ts = parse_time(value)
+    except (ValueError, TypeError, OverflowError):
+        raise ApiError(422, f"{field}: expected ISO 8601 or unix seconds, got {value!r}"[:300],
+                       field) from None
+    if not 0 <= ts <= MAX_TS:  # also rejects NaN
+        raise ApiError(422, f"{field}: time out of range", field)
+    return ts
+
+
+def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
+    memory = NewMemory(content=item.content, kind=item.kind, source=item.source,
+                       project=item.project, tags=list(item.tags),
+                       created_at=parse_ts(item.created_at, f"{field}created_at"))
+    try:
+        validate(memory, max_chars)
+    except InvalidMemory as exc:
+        name = str(exc).split(":", 1)[0]
+        raise ApiError(422, f"{field}{exc}", f"{field}{name}") from None
+    return memory
+
+
+def engine_of(request: Request) -> MemoryEngine:
+    return request.app.state.engine
+
+
+async def threaded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return await run_in_threadpool(func, *args, **kwargs)
+
+
+# --- routes --------------------------------------------------------------------------------
+
+
+async def health(request: Request) -> JSONResponse:
+    engine = engine_of(request)
+    counts, embedder = await threaded(lambda: (engine.counts(), engine.embedder_info()))
+    return JSONResponse({
+        "ok": True,
+        "version": __version__,
+        "counts": counts,
+        "channels": [{"name": c.name, "weight": engine.weights[c.name]} for c in engine.channels],
+        "embedder": embedder,
+        "device": (embedder or {}).get("device"),
+        "mcp": request.app.state.mcp.state,
+    })
+
+
+async def ingest(request: Request) -> JSONResponse:
+    data = await read_json(request)
+    engine = engine_of(request)
+    max_chars = engine.settings.max_content_chars
+    batch = isinstance(data, dict) and "items" in data
+    if batch:
+        parsed = parse_model("IngestBatch", data)
+        items = [to_memory(item, f"items[{i}].", max_chars) for i, item in enumerate(parsed.items)]
+    else:
+        items = [to_memory(parse_model("IngestItem", data), "", max_chars)]
+    try:
+        results = await threaded(engine.ingest, items)
+    except InvalidMemory as exc:  # validated above; kept as a net
+        raise ApiError(422, str(exc), str(exc).split(":", 1)[0]) from None
+    out = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
+    if not batch:
+        return JSONResponse(out[0])
+    counts = {s: sum(r.status == s for r in results) for s in ("new", "duplicate", "rejected")}
+    return JSONResponse({"results": out, **counts})
+
+
+async def recall(request: Request) -> JSONResponse:
+    req = parse_model("RecallRequest", await read_json(request))
+    engine = engine_of(request)
+    filters = RecallFilters(project=req.project, kind=req.kind, source=req.source,
+                            since=parse_ts(req.since, "since"))
+
+    def work() -> tuple[list[dict[str, Any]], str]:
+        hits = engine.recall(req.query, req.k, filters)
+        return [h.to_dict() for h in hits], engine.injection_block(req.query, hits, req.budget_chars)
+
+    items, block = await threaded(work)
+    return JSONResponse({"query": req.query, "count": len(items), "items": items,
+                         "block": block, "block_chars": len(block)})
+
+
+async def stats(request: Request) -> JSONResponse:
+    engine = engine_of(request)
+
+    def work() -> dict[str, Any]:
+        data = engine.stats()
+        embedder = engine.embedder_info()
+        data["embedder"] = embedder
+        data["device"] = (embedder or {}).get("device")
+        data["vectorized"] = (embedder or {}).get("vectorized", 0)
+        data["injections"] = engine.injection_summary()
+        data["version"] = __version__
+        return data
+
+    return JSONResponse(await threaded(work))
+
+
+async def list_memories(request: Request) -> JSONResponse:
+    q = parse_query("MemoriesQuery", request)
+    filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
+                            since=parse_ts(q.since, "since"))
+    engine = engine_of(request)
+
+    def work() -> tuple[list[dict[str, Any]], int]:
+        return [m.to_dict() for m in engine.list(filters, q.limit, q.offset)], engine.count(filters)
+
+    items, total = await threaded(work)
+    return JSONResponse({"items": items, "total": total, "limit": q.limit, "offset": q.offset})
+
+
+async def get_memory(request: Request) -> JSONResponse:
+    uid = request.path_params["uid"]
+    memory = await threaded(engine_of(request).get, uid)
+    if memory is None or memory.deleted:
+        raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
+    return JSONResponse(memory.to_dict())
+
+
+async def forget_memory(request: Request) -> JSONResponse:
+    uid = request.path_params["uid"]
+    if not await threaded(engine_of(request).forget, uid):
+        raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
+    return JSONResponse({"forgotten": uid})
+
+
+async def list_injections(request: Request) -> JSONResponse:
+    q = parse_query("InjectionsQuery", request)
+    engine = engine_of(request)
+
+    def work() -> dict[str, Any]:
+        return {"items": engine.injections(harness=q.harness, project=q.project,
+                                           limit=q.limit, offset=q.offset),
+                "summary": engine.injection_summary(), "limit": q.limit, "offset": q.offset}
+
+    return JSONResponse(await threaded(work))
+
+
+async def inject_report(request: Request) -> JSONResponse:
+    report = parse_model("InjectReport", await read_json(request))
+    report_id = await threaded(
+        engine_of(request).record_injection, uids=list(report.uids), harness=report.harness,
+        hook=report.hook, project=report.project, query=report.query, chars=report.chars)
+    return JSONResponse({"ok": True, "id": report_id})
+
+
+def _maintenance_gate(request: Request) -> None:
+    """Bulk maintenance needs a configured token (403 otherwise); the auth middleware has
+    already answered 401 to requests without a valid one."""
+    if not request.app.state.settings.token:
+        raise ApiError(403, "bulk maintenance over HTTP is disabled without MEMORY_TOKEN; "
+                            "use the `memory-mcp purge` / `memory-mcp backfill` CLI")
+
+
+async def maintenance_purge(request: Request) -> JSONResponse:
+    _maintenance_gate(request)
+    report = await threaded(engine_of(request).purge)
+    return JSONResponse(report.to_dict())
+
+
+async def maintenance_backfill(request: Request) -> JSONResponse:
+    _maintenance_gate(request)
+    return JSONResponse(await threaded(engine_of(request).backfill))
+
+
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/ingest", ingest, methods=["POST"]),
+    Route("/recall", recall, methods=["POST"]),
+    Route("/inject/report", inject_report, methods=["POST"]),
+    Route("/api/stats", stats, methods=["GET"]),
+    Route("/api/memories", list_memories, methods=["GET"]),
+    Route("/api/memories/{uid}", get_memory, methods=["GET"]),
+    Route("/api/memories/{uid}", forget_memory, methods=["DELETE"]),
+    Route("/api/injections", list_injections, methods=["GET"]),
+    Route("/api/maintenance/purge", maintenance_purge, methods=["POST"]),
+    Route("/api/maintenance/backfill", maintenance_backfill, methods=["POST"]),
+]
+
+
+async def api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
+
+
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return JSONResponse({"error": "internal error (see the service log)"}, status_code=500)
+
+
+EXCEPTION_HANDLERS: dict[Any, Callable[..., Any]] = {
+    ApiError: api_error,
+    HTTPException: http_error,
+    Exception: unexpected_error,
+}

@@ -1,0 +1,149 @@
+"""Process entry points: `serve_http` (MCP + REST on one port) and `serve_stdio` (MCP only)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from contextlib import redirect_stdout
+from typing import Any
+
+from ..config import ConfigError, Settings
+from ..pipeline import MemoryEngine
+from .auth import check_bind
+from .discovery import listening_info, publish, retract
+
+log = logging.getLogger("semantic_memory.service")
+
+
+class ServiceError(RuntimeError):
+    """The service cannot start (port taken, bad bind); the message is one line."""
+
+
+def _setup_logging() -> None:
+    logger = logging.getLogger("semantic_memory")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("memory-mcp: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0 = the OS picks one)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ServiceError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ServiceError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def open_engine(settings: Settings) -> MemoryEngine:
+    """Open the store and run the start-up maintenance (MEMORY_MAINTENANCE_ON_START)."""
+    engine = MemoryEngine(settings)
+    try:
+        engine.startup_maintenance()
+    except Exception:
+        log.exception("start-up maintenance failed; serving anyway")
+    return engine
+
+
+def _graceful_exit(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | None = None) -> int:
+    """Serve MCP at /mcp and the REST sidecar from one uvicorn process until SIGINT/SIGTERM.
+
+    Prints `MEMORY_MCP_LISTENING {json}` and writes the discovery file once ready; removes the
+    file on the way out. Raises ConfigError / ServiceError (one line) when it cannot start.
+    """
+    check_bind(settings)
+    _setup_logging()
+    # uvicorn re-raises a caught SIGTERM after its graceful shutdown; this turns that into a
+    # clean exit 0 that still runs the clean-up below.
+    previous = signal.signal(signal.SIGTERM, _graceful_exit)
+    engine = None
+    sock = None
+    published: list[Any] = []
+
+    def started(server: Any) -> None:
+        host, port = sock.getsockname()[:2]
+        info = listening_info(settings, settings.host or host, port)
+        published.append(publish(settings, info))
+        log.info("serving %s (MCP at %s) with db %s", info["url"], info["mcp_url"],
+                 settings.resolved_db_path)
+        if on_listening:
+            on_listening(info)
+
+    def stopping() -> None:
+        while published:
+            retract(published.pop())
+
+    try:
+        sock = bind_socket(settings.host, settings.port)  # fail fast when the port is taken
+        engine = open_engine(settings)
+        import uvicorn
+
+        from .app import create_app
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started:
+                    started(self)
+
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                stopping()
+                await super().shutdown(sockets)
+
+        config = uvicorn.Config(
+            create_app(engine, settings), log_level="warning", access_log=False,
+            lifespan="on", timeout_graceful_shutdown=3, server_header=False,
+        )
+        Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stopping()
+        if sock is not None:
+            sock.close()
+        if engine is not None:
+            engine.close()
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def serve_stdio(settings: Settings) -> int:
+    """Serve the MCP tools over stdin/stdout. Nothing else is written to stdout."""
+    _setup_logging()
+    with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
+        engine = open_engine(settings)
+        from .mcp_tools import build_mcp
+
+        mcp = build_mcp(engine)
+    import anyio
+
+    try:
+        anyio.run(mcp.run_stdio_async)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.close()
+    return 0
+
+
+__all__ = ["ConfigError", "ServiceError", "bind_socket", "serve_http", "serve_stdio"]

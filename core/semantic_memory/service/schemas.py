@@ -1,0 +1,106 @@
+"""Request bodies and query strings of the REST routes, as pydantic models.
+
+Imported on first use (and warmed up in the background at start), not at start-up: pydantic
+costs more import time than the whole rest of the HTTP service's critical path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ApiError
+
+MAX_BATCH = 1_000
+MAX_QUERY_CHARS = 10_000
+DEFAULT_BUDGET = 2_000
+
+Model = TypeVar("Model", bound=BaseModel)
+Short = Annotated[str, Field(min_length=1, max_length=256)]
+Tag = Annotated[str, Field(max_length=64)]
+Timestamp = float | str
+
+
+# --- request models ------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    """JSON bodies: strict types (no "5" for 5, no true for 1); unknown fields are ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class IngestItem(_Body):
+    content: str
+    kind: str = "fact"
+    source: str = "chat"
+    project: str | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=64)
+    created_at: Timestamp | None = None
+
+
+class IngestBatch(_Body):
+    items: list[IngestItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class RecallRequest(_Body):
+    query: str = Field(max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=10, ge=1, le=200, validation_alias=AliasChoices("k", "limit"))
+    project: Short | None = None
+    kind: Short | None = None
+    source: Short | None = None
+    since: Timestamp | None = None
+    budget_chars: int = Field(default=DEFAULT_BUDGET, ge=0, le=1_000_000)
+
+
+class InjectReport(_Body):
+    uids: list[Tag] = Field(default_factory=list, max_length=500)
+    harness: Short | None = None
+    hook: Short | None = None
+    project: Short | None = None
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
+    chars: int = Field(default=0, ge=0, le=10**9)
+
+
+class _Query(BaseModel):
+    """Query strings: values arrive as text, so numbers are converted; unknown keys ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class MemoriesQuery(_Query):
+    project: Short | None = None
+    kind: Short | None = None
+    source: Short | None = None
+    since: str | None = Field(default=None, max_length=64)
+    limit: int = Field(default=50, ge=0, le=500)
+    offset: int = Field(default=0, ge=0, le=10**9)
+
+
+class InjectionsQuery(_Query):
+    harness: Short | None = None
+    project: Short | None = None
+    limit: int = Field(default=50, ge=0, le=500)
+    offset: int = Field(default=0, ge=0, le=10**9)
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+def parse_model(model: type[Model], data: Any) -> Model:
+    """Validate `data` as `model`; ApiError 422 naming the first bad field otherwise."""
+    if not isinstance(data, dict):
+        raise ApiError(422, "body: expected a JSON object", "body")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [{"field": _loc(tuple(e["loc"])), "message": e["msg"]}
+                  for e in exc.errors(include_url=False, include_input=False)]
+        first = errors[0]
+        raise ApiError(422, f"{first['field']}: {first['message']}", first["field"],
+                       errors) from None

@@ -1,0 +1,118 @@
+"""Helpers for the service tests: start a real `memory-mcp` process on 127.0.0.1, port 0.
+
+(No tests here; the `test_` prefix only keeps it beside the modules that import it.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+LISTENING = "MEMORY_MCP_LISTENING "
+START_TIMEOUT_S = 30.0
+
+
+def memory_mcp_command() -> list[str]:
+    script = Path(sys.executable).with_name("memory-mcp")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("memory-mcp")
+    if found:
+        return [found]
+    return [sys.executable, "-c", "from semantic_memory.cli import main; main()"]
+
+
+def service_env(tmp: Path, **overrides: str) -> dict[str, str]:
+    """A clean environment: no MEMORY_* from the caller's shell, db in `tmp`, port 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_DB_PATH=str(tmp / "memory.db"), MEMORY_PORT="0", MEMORY_DEVICE="cpu",
+               PYTHONUNBUFFERED="1")
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class Service:
+    proc: subprocess.Popen[str]
+    info: dict[str, Any]
+    tmp: Path
+    token: str | None = None
+    stdout_rest: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.info["url"]
+
+    @property
+    def mcp_url(self) -> str:
+        return self.info["mcp_url"]
+
+    def client(self, token: str | None | bool = True, **kwargs: Any) -> httpx2.Client:
+        """An HTTP client; token=True uses the service's own token (if any)."""
+        token = self.token if token is True else token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx2.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.stdout_rest.extend(self.proc.stdout.read().splitlines())
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def stderr(self) -> str:
+        return (self.tmp / "stderr.log").read_text(errors="replace")
+
+
+def start_service(tmp: Path, *args: str, **env: str) -> Service:
+    """Spawn `memory-mcp [args]` and wait for its MEMORY_MCP_LISTENING line."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    environment = service_env(tmp, **env)
+    stderr = open(tmp / "stderr.log", "w")
+    proc = subprocess.Popen([*memory_mcp_command(), *args], env=environment, text=True,
+                            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+    stderr.close()
+    deadline = time.monotonic() + START_TIMEOUT_S
+    assert proc.stdout is not None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or proc.poll() is not None:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError("memory-mcp did not start: "
+                               + (tmp / "stderr.log").read_text(errors="replace")[-2000:])
+        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        if not ready:
+            continue
+        line = proc.stdout.readline()
+        if line.startswith(LISTENING):
+            info = json.loads(line[len(LISTENING):])
+            return Service(proc, info, tmp, environment.get("MEMORY_TOKEN") or None)
+        if not line and proc.poll() is not None:
+            continue
+
+
+def wait_gone(path: Path, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not path.exists():
+            return True
+        time.sleep(0.05)
+    return not path.exists()
