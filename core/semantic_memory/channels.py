@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from typing import Protocol, runtime_checkable
@@ -65,9 +66,80 @@ def fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def or_query(terms: list[str]) -> str:
+def fts_terms(terms: list[str], prefix_min: int = 0) -> list[str]:
+    """Each term as a quoted FTS5 phrase (at most MAX_QUERY_TERMS).
+
+    With `prefix_min` > 0, a term of at least that many characters (not a number) also matches
+    as a prefix (`"term"*`; FTS5 stems the prefix too, so "health"* finds "healthy").
+    """
+    def one(term: str) -> str:
+        star = prefix_min > 0 and len(term) >= prefix_min and not term.isdigit()
+        return fts_phrase(term) + ("*" if star else "")
+
+    return [one(t) for t in terms[:MAX_QUERY_TERMS]]
+
+
+def or_query(terms: list[str], prefix_min: int = 0) -> str:
     """An FTS5 MATCH expression: any of the terms. Empty string when there are none."""
-    return " OR ".join(fts_phrase(t) for t in terms[:MAX_QUERY_TERMS])
+    return " OR ".join(fts_terms(terms, prefix_min))
+
+
+#: Work bound of an OR query, in matching rows. BM25 scores every memory that contains any
+#: query term, so on a big store one common term ("project", a speaker's name) costs more than
+#: all the others together. When the terms' document frequencies add up to more than this,
+#: terms are kept rarest first while they fit (always at least the rarest one) and the commoner
+#: rest, whose IDF is lowest, is left out (the "common terms" cut of Lucene). A query is exact
+#: whenever its terms match at most this many memories, so on every store up to that size.
+MATCH_BUDGET = 2_000
+#: A cut query that leaves fewer than k hits (a narrow filter) is run again with the budget
+#: that the share of its matches passing the filter asks for, up to this multiple of it.
+MATCH_BUDGET_MAX_FACTOR = 16
+
+
+def _doc_count(conn: sqlite3.Connection, table: str, phrase: str, cap: int) -> int:
+    """Memories matching `phrase`, counted up to `cap` (so the cost is bounded)."""
+    return conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+        (phrase, cap),
+    ).fetchone()[0]
+
+
+def bounded_search(
+    conn: sqlite3.Connection,
+    table: str,
+    phrases: list[str],
+    k: int,
+    filters: RecallFilters,
+    budget: int | None = None,
+) -> list[ChannelHit]:
+    """`fts_search` for the OR of `phrases` (FTS5 phrase strings), within a work budget.
+
+    Each phrase's document count is taken with a LIMIT just above the budget, so sizing a
+    query costs at most that many row visits per phrase however common the phrase is.
+    """
+    budget = MATCH_BUDGET if budget is None else budget
+    if len(phrases) <= 1 or budget <= 0:
+        return fts_search(conn, table, " OR ".join(phrases), k, filters)
+    limit = budget * MATCH_BUDGET_MAX_FACTOR
+    counts: dict[int, int] = {}  # phrase index -> count (exact when below the cap used)
+    cap = 0
+    while True:
+        for i, phrase in enumerate(phrases):
+            if i not in counts or counts[i] >= cap:
+                counts[i] = _doc_count(conn, table, phrase, budget + 1)
+        cap = budget + 1
+        keep: list[int] = []
+        total = 0
+        for i in sorted(counts, key=counts.__getitem__):
+            if keep and total + counts[i] > budget:
+                break
+            keep.append(i)
+            total += counts[i]
+        hits = fts_search(conn, table, " OR ".join(phrases[i] for i in sorted(keep)), k, filters)
+        if len(keep) == len(phrases) or len(hits) >= k or budget >= limit:
+            return hits
+        # `total` matches gave len(hits) that pass the filters: scale up to k of them (x2).
+        budget = min(limit, max(budget * 2, 2 * k * total // max(len(hits), 1)))
 
 
 def fts_search(
@@ -90,6 +162,28 @@ def fts_search(
         [match, *params, k],
     ).fetchall()
     return [ChannelHit(id=r[0], score=-r[1]) for r in rows]
+
+
+def idf_coverage(conn: sqlite3.Connection, table: str, terms: list[str], doc_id: int) -> float:
+    """How much of the query one document contains, IDF-weighted (0..1): the sum of the BM25
+    IDFs of the terms it matches over the sum for all terms. A rare query term the document
+    lacks (or that no memory contains) pulls it down; stopword-like terms barely count.
+    Channels use it for `confidence` (the keyword fast path)."""
+    terms = terms[:MAX_QUERY_TERMS]
+    if not terms:
+        return 0.0
+    n = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] or 1
+    total = got = 0.0
+    for term in terms:
+        phrase = fts_phrase(term)
+        df = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
+                          (phrase,)).fetchone()[0]
+        idf = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+        total += idf
+        if df and conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid = ?",
+                               (phrase, doc_id)).fetchone():
+            got += idf
+    return got / total if total > 0 else 0.0
 
 
 def create_fts_table(conn: sqlite3.Connection, table: str, tokenize: str) -> None:

@@ -115,6 +115,8 @@ class ChannelHit:
 
     id: int
     score: float
+    #: Named evidence the post-processing may use (e.g. {"cosine": 0.71}); copied to RecallHit.
+    signals: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

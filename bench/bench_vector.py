@@ -1,0 +1,349 @@
+"""Vector channel benchmarks (JSON on stdout).
+
+    # LoCoMo dev R@1/5/10/25/50 per channel (porter, trigram, vector), BM25-only vs hybrid,
+    # fast path on/off, in one run (embeddings cached on disk per model):
+    uv run --all-packages python bench/bench_vector.py locomo --model minilm
+    uv run --all-packages python bench/bench_vector.py locomo --model gemma   # builds it first
+    # embedding throughput (texts/s, single and batched) of a model:
+    uv run --all-packages python bench/bench_vector.py throughput --model minilm
+    # vector search p50 vs a per-query BLOB scan, synthetic unit vectors:
+    uv run --all-packages python bench/bench_vector.py search --rows 10000,100000 --dims 384,1024
+
+Models: `minilm` (tests/models.py builds it), `qwen3-tiny` (structure only), `gemma`
+(bench/build_embeddinggemma.sh builds it; never commit it) or a GGUF path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench.locomo import KS, Conversation, evaluate, load  # noqa: E402
+from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
+from semantic_memory.pipeline import MemoryEngine  # noqa: E402
+from semantic_memory.plugins import hookimpl  # noqa: E402
+
+CACHE = Path(os.environ.get("SEMANTIC_MEMORY_BENCH_CACHE",
+                            "~/.cache/semantic-memory-mcp/bench")).expanduser()
+BM25 = "bm25_porter,bm25_trigram"
+
+
+def model_path(name: str) -> str:
+    if name == "minilm":
+        import models
+
+        return str(models.minilm())
+    if name == "qwen3-tiny":
+        import models
+
+        return str(models.tiny_qwen3())
+    if name == "gemma":
+        out = subprocess.run(["bash", str(ROOT / "bench" / "build_embeddinggemma.sh")],
+                             check=True, capture_output=True, text=True).stdout
+        return out.strip().splitlines()[-1]
+    return name
+
+
+class CachedEmbedder:
+    """Wraps an embedder; vectors are cached on disk by (model id, prompt + text)."""
+
+    name = "cached"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.path = CACHE / f"emb-{inner.model_id}-{inner.dim}.npz".replace("#", "_")
+        self.cache: dict[str, np.ndarray] = {}
+        if self.path.exists():
+            with np.load(self.path) as data:
+                self.cache = dict(zip(data["keys"].tolist(), data["vecs"]))
+        self.dirty = False
+        self.misses = 0
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    def _get(self, texts: list[str], embed: Any) -> np.ndarray:
+        keys = [self._key(t) for t in texts]
+        todo = [i for i, k in enumerate(keys) if k not in self.cache]
+        if todo:
+            self.misses += len(todo)
+            vecs = embed([texts[i] for i in todo])
+            for i, v in zip(todo, vecs):
+                self.cache[keys[i]] = np.asarray(v, dtype=np.float32)
+            self.dirty = True
+        return np.stack([self.cache[k] for k in keys])
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._get([self.inner.prompts.document + t for t in texts],
+                         lambda ts: self.inner._run(ts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._get([self.inner.prompts.query + text], lambda ts: self.inner._run(ts))[0]
+
+    def save(self) -> None:
+        if self.dirty:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            keys = list(self.cache)
+            np.savez(self.path, keys=np.array(keys), vecs=np.stack([self.cache[k] for k in keys]))
+            self.dirty = False
+
+
+class _Provide:
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+
+    @hookimpl
+    def register_embedders(self, register, settings):  # type: ignore[no-untyped-def]
+        register(self.embedder)
+
+
+def build_engine(data: list[Conversation], embedder: Any | None, tmp: str,
+                 **settings: Any) -> MemoryEngine:
+    plugins = BM25 + (",vector" if embedder is not None else "")
+    extra = [_Provide(embedder)] if embedder is not None else []
+    engine = MemoryEngine(Settings(db_path=f"{tmp}/memory.db", device="cpu", plugins=plugins,
+                                   dedup_sim=0.0, **settings), plugins=extra)
+    for conv in data:
+        engine.ingest([NewMemory(c, kind="note", source="chat", project=conv.sample_id)
+                       for _, c in conv.turns])
+        if hasattr(embedder, "save"):
+            embedder.save()  # a slow model's embeddings survive an interrupted run
+    return engine
+
+
+def _recall_fn(engine: MemoryEngine, **overrides: Any):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    base = engine.settings
+
+    def recall(project: str, query: str, k: int) -> list[str]:
+        engine.settings = replace(base, **overrides)
+        try:
+            hits = engine.recall(query, k=k, filters=RecallFilters(project=project))
+        finally:
+            engine.settings = base
+        return [h.memory.content for h in hits]
+
+    return recall
+
+
+def _ready(fn):  # type: ignore[no-untyped-def]
+    """A locomo System whose data is already indexed."""
+    return lambda data: fn
+
+
+def _channel_fn(engine: MemoryEngine, name: str):  # type: ignore[no-untyped-def]
+    channel = next(c for c in engine.channels if c.name == name)
+
+    def recall(project: str, query: str, k: int) -> list[str]:
+        with engine.store.snapshot() as conn:
+            ids = [h.id for h in channel.search(conn, query, k, RecallFilters(project=project))]
+            mem = engine._load(conn, ids)
+        return [mem[i].content for i in ids if i in mem]
+
+    return recall
+
+
+def locomo(args: argparse.Namespace) -> dict[str, Any]:
+    from semantic_memory_llama_cpp import LlamaCppEmbedder
+
+    data = load(args.data) if args.data else load()
+    path = model_path(args.model)
+    inner = LlamaCppEmbedder(path, device="cpu")
+    embedder = CachedEmbedder(inner)
+    report: dict[str, Any] = {"model": args.model, "model_id": inner.model_id, "dim": inner.dim,
+                              "prompts": inner.prompts.__dict__, "ks": list(KS), "results": {}}
+    with tempfile.TemporaryDirectory(prefix="bench-vector-") as tmp:
+        t0 = time.perf_counter()
+        engine = build_engine(data, embedder, tmp)
+        report["index_s"] = round(time.perf_counter() - t0, 1)
+        report["embedded_fresh"] = embedder.misses
+        embedder.save()
+        results = report["results"]
+        for name in ("porter", "trigram", "vector"):
+            results[name] = evaluate(_ready(_channel_fn(engine, name)), data)
+        embedder.save()
+        if args.dump:
+            _dump(engine, data, args.dump)
+        configs: dict[str, dict[str, Any]] = {
+            "bm25_only": {"_bm25": True},
+            "hybrid_rrf_equal": {"fast_path": False, "recall_min_cosine": 0.0,
+                                 "channel_weights": "vector=1"},
+            "hybrid_default_no_fast_path": {"fast_path": False},
+            "hybrid_default": {},
+        }
+        for extra in args.config or []:
+            name, _, spec = extra.partition(":")
+            configs[name] = json.loads(spec)
+        for name, cfg in configs.items():
+            if cfg.pop("_bm25", False):
+                fn = _recall_fn(engine, plugins=BM25)
+                saved = engine.channels
+                engine.channels = [c for c in saved if c.name != "vector"]
+                try:
+                    results[name] = evaluate(_ready(fn), data)
+                finally:
+                    engine.channels = saved
+                continue
+            weights = cfg.pop("channel_weights", None)
+            saved_w = dict(engine.weights)
+            if weights:
+                engine.weights.update({k: float(v) for k, v in
+                                       (p.split("=") for p in weights.split(","))})
+            try:
+                results[name] = evaluate(_ready(_recall_fn(engine, **cfg)), data)
+            finally:
+                engine.weights = saved_w
+            embedder.save()
+        for r in results.values():
+            r.pop("per_sample", None)
+        engine.close()
+    embedder.save()
+    return report
+
+
+def _dump(engine: MemoryEngine, data: list[Conversation], path: str) -> None:
+    """Per question: each channel's top 100 (content, score) and the keyword confidence, for
+    exploring fusion offline."""
+    out = []
+    chans = {c.name: c for c in engine.channels}
+    porter = chans["porter"]
+    for conv in data:
+        for q in conv.questions:
+            item: dict[str, Any] = {"project": conv.sample_id, "q": q.text,
+                                    "evidence": sorted(q.evidence)}
+            with engine.store.snapshot() as conn:
+                for name, ch in chans.items():
+                    found = ch.search(conn, q.text, 100, RecallFilters(project=conv.sample_id))
+                    mem = engine._load(conn, [h.id for h in found])
+                    item[name] = [[mem[h.id].content, round(h.score, 5)] for h in found]
+                    if name == "porter":
+                        item["confidence"] = porter.confidence(conn, q.text, [h.id for h in found])
+            out.append(item)
+    Path(path).write_text(json.dumps(out))
+
+
+def throughput(args: argparse.Namespace) -> dict[str, Any]:
+    from semantic_memory_llama_cpp import LlamaCppEmbedder
+
+    data = load()
+    texts = [c for conv in data for _, c in conv.turns][: args.texts]
+    emb = LlamaCppEmbedder(model_path(args.model), device="cpu")
+    t = time.perf_counter()
+    emb.load()
+    load_s = time.perf_counter() - t
+    out: dict[str, Any] = {"model": args.model, "model_id": emb.model_id, "texts": len(texts),
+                           "load_s": round(load_s, 3)}
+    t = time.perf_counter()
+    emb.embed_documents(texts)
+    out["documents_per_s"] = round(len(texts) / (time.perf_counter() - t), 1)
+    lat = []
+    for q in texts[:50]:
+        t = time.perf_counter()
+        emb.embed_query(q)
+        lat.append(time.perf_counter() - t)
+    out["query_ms_p50"] = round(statistics.median(lat) * 1000, 2)
+    return out
+
+
+def search(args: argparse.Namespace) -> dict[str, Any]:
+    """p50 of VectorMatrix.top (what the channel does per query) vs reading every BLOB from
+    SQLite and scoring it (the spec's per-query approach), on synthetic unit vectors."""
+    from semantic_memory_vector.matrix import VectorMatrix
+
+    rng = np.random.default_rng(0)
+    rows_list = [int(r) for r in args.rows.split(",")]
+    dims = [int(d) for d in args.dims.split(",")]
+    out: dict[str, Any] = {"k": 50, "results": []}
+    for dim in dims:
+        for rows in rows_list:
+            matrix = VectorMatrix(dim)
+            chunk = 50_000
+            with tempfile.TemporaryDirectory(prefix="bench-search-", dir=args.tmp) as tmp:
+                conn = sqlite3.connect(f"{tmp}/v.db")
+                conn.execute("CREATE TABLE memories_vec (memory_id INTEGER PRIMARY KEY, vec BLOB)")
+                for start in range(0, rows, chunk):
+                    n = min(chunk, rows - start)
+                    v = rng.standard_normal((n, dim), dtype=np.float32)
+                    v /= np.linalg.norm(v, axis=1, keepdims=True)
+                    ids = list(range(start + 1, start + n + 1))
+                    matrix.upsert(ids, v)
+                    if rows * dim <= args.blob_limit:
+                        conn.executemany("INSERT INTO memories_vec VALUES (?, ?)",
+                                         zip(ids, (r.tobytes() for r in v)))
+                conn.commit()
+                queries = rng.standard_normal((args.queries, dim), dtype=np.float32)
+                queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+                lat = []
+                for q in queries:
+                    t = time.perf_counter()
+                    matrix.top(q, 50)
+                    lat.append(time.perf_counter() - t)
+                entry: dict[str, Any] = {"rows": rows, "dim": dim,
+                                         "matrix_p50_ms": round(statistics.median(lat) * 1000, 2)}
+                if rows * dim <= args.blob_limit:
+                    blat = []
+                    for q in queries[: max(3, args.queries // 10)]:
+                        t = time.perf_counter()
+                        got = conn.execute("SELECT memory_id, vec FROM memories_vec").fetchall()
+                        m = np.frombuffer(b"".join(r[1] for r in got), dtype=np.float32)
+                        sims = m.reshape(len(got), dim) @ q
+                        np.argpartition(-sims, 49)[:50]
+                        blat.append(time.perf_counter() - t)
+                    entry["blob_scan_p50_ms"] = round(statistics.median(blat) * 1000, 2)
+                    entry["speedup"] = round(entry["blob_scan_p50_ms"] / entry["matrix_p50_ms"], 1)
+                conn.close()
+                out["results"].append(entry)
+                print(json.dumps(entry), file=sys.stderr)
+            del matrix
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("locomo")
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--data", default=None)
+    p.add_argument("--dump", default=None, help="write per-question channel rankings here")
+    p.add_argument("--config", action="append",
+                   help='extra hybrid config NAME:{"settings": ...} (Settings overrides)')
+    p = sub.add_parser("throughput")
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--texts", type=int, default=300)
+    p = sub.add_parser("search")
+    p.add_argument("--rows", default="10000,100000,1000000")
+    p.add_argument("--dims", default="384,1024")
+    p.add_argument("--queries", type=int, default=30)
+    p.add_argument("--blob-limit", type=int, default=200_000_000,
+                   help="skip the BLOB baseline above rows*dim (disk/time)")
+    p.add_argument("--tmp", default=None)
+    args = parser.parse_args(argv)
+    report = {"locomo": locomo, "throughput": throughput, "search": search}[args.cmd](args)
+    json.dump(report, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

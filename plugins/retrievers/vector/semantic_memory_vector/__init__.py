@@ -1,0 +1,69 @@
+"""Vector channel plugin: cosine over an in-memory float32 matrix of embeddings.
+
+Uses the embedder the engine hands it (`register_embedders`, e.g. the llama-cpp plugin; chosen
+by MEMORY_EMBEDDER). Without a usable embedder it stays inactive and recall is BM25-only.
+Post-processing: vector-only hits below MEMORY_RECALL_MIN_COSINE are dropped (keyword hits
+always pass). Adds `memory-mcp backfill`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from semantic_memory.config import Settings
+from semantic_memory.models import RecallHit
+from semantic_memory.plugins import hookimpl
+
+from .channel import VectorChannel
+from .matrix import VectorMatrix
+
+__all__ = ["VectorChannel", "VectorMatrix"]
+
+
+@hookimpl
+def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    register(VectorChannel(settings))
+
+
+@hookimpl(tryfirst=True)
+def modify_hits(query: str, hits: list[RecallHit], settings: Settings, conn: Any) -> None:
+    """Cosine floor: RRF gives the nearest of the irrelevant a score too; a hit that only the
+    vector channel found must be at least this similar. Runs before the telemetry boost."""
+    floor = settings.recall_min_cosine
+    if floor <= 0:
+        return
+    hits[:] = [
+        h for h in hits
+        if not (set(h.ranks) == {"vector"} and h.signals.get("cosine", 1.0) < floor)
+    ]
+
+
+@hookimpl
+def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
+    import click
+
+    @cli.command()
+    @click.pass_obj
+    def backfill(obj: Any) -> None:
+        """Embed every live memory that has no vector of the configured model yet."""
+        import json
+
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeRemainingColumn)
+
+        engine = obj.engine
+        info = engine.embedder_info() or {}
+        if not info.get("active"):
+            raise click.ClickException(
+                f"no usable embedder: {info.get('reason') or 'install the embed extra'}")
+        with Progress(TextColumn("backfill"), BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), console=Console(stderr=True),
+                      transient=True) as bar:
+            task = bar.add_task("backfill", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = engine.backfill(progress=progress)
+        click.echo(json.dumps(result, ensure_ascii=False))

@@ -1,0 +1,360 @@
+"""The vector channel: brute-force cosine over an in-memory float32 matrix.
+
+Storage: `memories_vec(memory_id, model, dim, vec, seq)` in the one db file; each row is tagged
+with the embedder's model id and dimension, and only rows of the configured (model, dim) are
+ever loaded, so vectors of two models are never compared (old ones wait for `backfill`).
+`vector_state(seq, deletes, token)` lets every process notice writes: a search reads only the
+rows written since its last look (its own writes come from memory, not from SQLite), and
+reloads after deletions (purge).
+
+Write path: `prepare` embeds outside the write lock; `find_duplicate` (near-duplicate within the
+project, cosine >= MEMORY_DEDUP_SIM) and `index` run inside the write transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sqlite3
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
+from semantic_memory.store import run_script
+
+from .matrix import VectorMatrix
+
+log = logging.getLogger("semantic_memory.vector")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories_vec (
+    memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vec BLOB NOT NULL,
+    seq INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories_vec(seq);
+CREATE INDEX IF NOT EXISTS memories_vec_model ON memories_vec(model, dim);
+CREATE TABLE IF NOT EXISTS vector_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL DEFAULT 0,
+    deletes INTEGER NOT NULL DEFAULT 0,
+    token TEXT NOT NULL DEFAULT ''
+);
+INSERT OR IGNORE INTO vector_state (id) VALUES (1);
+CREATE TRIGGER IF NOT EXISTS memories_vec_ad AFTER DELETE ON memories_vec BEGIN
+    UPDATE vector_state SET deletes = deletes + 1 WHERE id = 1;
+END;
+"""
+
+BACKFILL_CHUNK = 64
+
+
+def to_blob(vec: np.ndarray) -> bytes:
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes, dim: int) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<f4", count=dim)
+
+
+class VectorChannel:
+    """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
+
+    name = "vector"
+    #: Embedding the query costs model time: the keyword fast path may skip this channel.
+    expensive = True
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        self.embedder: Any = None
+        self._db_path: str | None = None
+        self._state = (-1, -1)  # (seq, deletes) the matrix reflects
+        self._staged: dict[tuple[int, str], tuple[list[int], np.ndarray]] = {}
+        self._matrix: VectorMatrix | None = None
+        self._sync_lock = threading.Lock()
+        self._local = threading.local()
+
+    # --- wiring ----------------------------------------------------------------------------
+
+    def use_embedder(self, embedder: Any) -> None:
+        """Called by the engine with the configured embedder (or None)."""
+        self.embedder = embedder
+
+    @property
+    def weight(self) -> float:
+        """Default fusion weight: the embedder's (a model property, like its prompts)."""
+        return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
+
+    @property
+    def active(self) -> bool:
+        e = self.embedder
+        return e is not None and bool(getattr(e, "available", True)) and e.model_id is not None
+
+    def inactive_reason(self) -> str | None:
+        if self.embedder is None:
+            return "no embedder plugin installed"
+        if not getattr(self.embedder, "available", True):
+            return getattr(self.embedder, "error", None) or "embedder unavailable"
+        return None
+
+    def setup(self, conn: sqlite3.Connection) -> None:
+        run_script(conn, SCHEMA)
+        row = conn.execute("PRAGMA database_list").fetchone()
+        self._db_path = row[2] if row and row[2] else None
+
+    # --- the matrix, kept in step with the table --------------------------------------------
+
+    def _tag(self) -> tuple[str, int]:
+        return str(self.embedder.model_id), int(self.embedder.dim)
+
+    def sync(self, conn: sqlite3.Connection) -> VectorMatrix:
+        """Bring the matrix up to the committed state `conn` sees; cheap when nothing changed."""
+        model, dim = self._tag()
+        seq, deletes, token = conn.execute(
+            "SELECT seq, deletes, token FROM vector_state WHERE id = 1").fetchone()
+        with self._sync_lock:
+            matrix = self._matrix
+            if matrix is None or matrix.dim != dim or deletes != self._state[1]:
+                matrix = VectorMatrix(dim)
+                self._load(conn, matrix, model, dim, after=None)
+                self._matrix = matrix
+            elif seq != self._state[0]:
+                staged = self._staged.get((seq, token))
+                if staged is not None and seq == self._state[0] + 1:
+                    matrix.upsert(*staged)  # our own write: no BLOB read
+                else:
+                    self._load(conn, matrix, model, dim, after=self._state[0])
+            self._state = (seq, deletes)
+            for key in [k for k in self._staged if k[0] <= seq]:
+                del self._staged[key]
+        return matrix
+
+    @staticmethod
+    def _load(conn: sqlite3.Connection, matrix: VectorMatrix, model: str, dim: int,
+              after: int | None) -> None:
+        sql = "SELECT memory_id, model, dim, vec FROM memories_vec"
+        params: list[Any] = []
+        if after is not None:
+            sql += " WHERE seq > ?"
+            params.append(after)
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        stale: list[int] = []
+        for memory_id, row_model, row_dim, blob in conn.execute(sql, params):
+            if row_model == model and row_dim == dim:
+                ids.append(memory_id)
+                blobs.append(blob)
+            else:
+                stale.append(memory_id)
+        if stale:
+            matrix.remove(stale)
+        if ids:
+            vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
+            matrix.upsert(ids, vecs)
+
+    # --- write path ------------------------------------------------------------------------
+
+    def prepare(self, memories: Sequence[NewMemory]) -> list[np.ndarray | None]:
+        """Embed the documents before the write transaction (None where no vector is made)."""
+        if not memories or not self.active:
+            return [None] * len(memories)
+        try:
+            vecs = self.embedder.embed_documents([m.content for m in memories])
+        except Exception as exc:  # noqa: BLE001 - a failed embed leaves a vector gap
+            log.warning("vector: embedding %d memories failed (%s); they stay BM25-only until "
+                        "backfill", len(memories), exc)
+            return [None] * len(memories)
+        return [np.asarray(v, dtype=np.float32) for v in vecs]
+
+    def find_duplicate(self, conn: sqlite3.Connection, memory: NewMemory,
+                       prepared: np.ndarray | None) -> int | None:
+        """A live memory of the same project whose vector is within MEMORY_DEDUP_SIM."""
+        threshold = float(self.settings.dedup_sim)
+        if prepared is None or threshold <= 0 or threshold > 1 or not self.active:
+            return None
+        model, dim = self._tag()
+        matrix = self._matrix if self._matrix is not None and self._matrix.dim == dim else None
+        candidates: list[tuple[int, float]] = []
+        if matrix is not None:
+            candidates = [(i, s) for i, s in matrix.top(prepared, 16) if s >= threshold]
+            last = self._state[0]
+        else:
+            last = -1
+        # rows the matrix has not seen yet (this transaction's, other processes')
+        for memory_id, blob in conn.execute(
+            "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND model = ? AND dim = ?",
+            (last, model, dim),
+        ):
+            sim = float(from_blob(blob, dim) @ prepared)
+            if sim >= threshold:
+                candidates.append((memory_id, sim))
+        if not candidates:
+            return None
+        candidates.sort(key=lambda c: -c[1])
+        ids = [c[0] for c in candidates]
+        marks = ",".join("?" * len(ids))
+        live = {r[0] for r in conn.execute(
+            f"SELECT id FROM memories WHERE id IN ({marks}) AND deleted = 0 AND project IS ?",
+            [*ids, memory.project])}
+        return next((i for i in ids if i in live), None)
+
+    def index(self, conn: sqlite3.Connection, memories: list[Memory],
+              prepared: Sequence[np.ndarray | None] | None = None) -> None:
+        """Store the prepared vectors of newly inserted memories (same transaction)."""
+        if not prepared or not self.active:
+            return
+        rows = [(m.id, v) for m, v in zip(memories, prepared) if v is not None]
+        if rows:
+            self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
+
+    def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray) -> None:
+        model, dim = self._tag()
+        token = secrets.token_hex(8)
+        conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
+        seq = conn.execute("SELECT seq FROM vector_state WHERE id = 1").fetchone()[0]
+        conn.executemany(
+            "INSERT INTO memories_vec (memory_id, model, dim, vec, seq) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(memory_id) DO UPDATE SET model = excluded.model, dim = excluded.dim, "
+            "vec = excluded.vec, seq = excluded.seq",
+            [(i, model, dim, to_blob(v), seq) for i, v in zip(ids, vecs)],
+        )
+        with self._sync_lock:
+            self._staged[(seq, token)] = (list(ids), np.asarray(vecs, dtype=np.float32))
+
+    # --- read path -------------------------------------------------------------------------
+
+    def query_vector(self, query: str) -> np.ndarray:
+        return np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+
+    def search(self, conn: sqlite3.Connection, query: str, k: int,
+               filters: RecallFilters) -> list[ChannelHit]:
+        if not self.active:
+            return []
+        try:
+            qvec = self.query_vector(query)
+        except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
+            log.warning("vector: query embedding failed (%s); BM25-only for this recall", exc)
+            return []
+        matrix = self.sync(conn)
+        return [ChannelHit(id=i, score=s, signals={"cosine": s})
+                for i, s in self.filtered_top(conn, matrix, qvec, k, filters)]
+
+    @staticmethod
+    def filtered_top(conn: sqlite3.Connection, matrix: VectorMatrix, qvec: np.ndarray, k: int,
+                     filters: RecallFilters) -> list[tuple[int, float]]:
+        """The k best live rows passing `filters`: widen a window over the ranking, checking
+        it with SQL; fall back to the filter's id set when the filter is very selective."""
+        size = len(matrix)
+        if size == 0:
+            return []
+        where, params = filters.sql("m")
+        window = min(size, max(4 * k, 64))
+        while True:
+            ranked = matrix.top(qvec, window)
+            ids = [i for i, _ in ranked]
+            ok: set[int] = set()
+            for start in range(0, len(ids), 900):
+                chunk = ids[start : start + 900]
+                marks = ",".join("?" * len(chunk))
+                ok.update(r[0] for r in conn.execute(
+                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
+                    [*chunk, *params]))
+            hits = [(i, s) for i, s in ranked if i in ok]
+            if len(hits) >= k or window >= size:
+                return hits[:k]
+            if window * 8 > size // 4:  # selective filter: score only the rows it allows
+                allowed = np.fromiter(
+                    (r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {where}",
+                                                params)), dtype=np.int64)
+                return matrix.top(qvec, k, ids=allowed)
+            window *= 8
+
+    # --- maintenance and reporting ---------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection | None:
+        if self._db_path is None:
+            return None
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._db_path, check_same_thread=False)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+        return conn
+
+    def counts(self, conn: sqlite3.Connection | None = None) -> dict[str, int]:
+        conn = conn or self._reader()
+        if conn is None or not self.active:
+            return {}
+        model, dim = self._tag()
+        live, vectorized, other = conn.execute(
+            "SELECT count(*), coalesce(sum(v.model = ? AND v.dim = ?), 0), "
+            "coalesce(sum(v.memory_id IS NOT NULL AND NOT (v.model = ? AND v.dim = ?)), 0) "
+            "FROM memories m LEFT JOIN memories_vec v ON v.memory_id = m.id WHERE m.deleted = 0",
+            (model, dim, model, dim)).fetchone()
+        return {"vectorized": vectorized, "missing": live - vectorized,
+                "other_model_vectors": other}
+
+    def embedder_info(self) -> dict[str, Any]:
+        """What stats and /health report about the vector side."""
+        info: dict[str, Any] = {"channel": self.name, "active": self.active}
+        if self.embedder is not None:
+            describe = getattr(self.embedder, "info", None)
+            info.update(describe() if callable(describe) else {
+                "model_id": getattr(self.embedder, "model_id", None),
+                "dim": getattr(self.embedder, "dim", None)})
+        reason = self.inactive_reason()
+        if reason:
+            info["reason"] = reason
+            info["mode"] = "bm25-only"
+        else:
+            info["mode"] = "hybrid"
+            try:
+                info.update(self.counts())
+            except sqlite3.Error:
+                pass
+        return info
+
+    def backfill(self, store: Any, progress: Callable[[int, int], None] | None = None
+                 ) -> dict[str, Any]:
+        """Embed every live memory without a vector of the configured model (old-model vectors
+        are replaced). Embedding runs outside the write lock, chunk by chunk."""
+        if not self.active:
+            return {"embedded": 0, "reason": self.inactive_reason()}
+        model, dim = self._tag()
+        todo = store.read().execute(
+            "SELECT m.id, m.content FROM memories m LEFT JOIN memories_vec v "
+            "ON v.memory_id = m.id WHERE m.deleted = 0 AND (v.memory_id IS NULL OR v.model != ? "
+            "OR v.dim != ?) ORDER BY m.id", (model, dim)).fetchall()
+        done = failed = 0
+        if progress:
+            progress(0, len(todo))
+        for start in range(0, len(todo), BACKFILL_CHUNK):
+            chunk = todo[start : start + BACKFILL_CHUNK]
+            try:
+                vecs = self.embedder.embed_documents([c for _, c in chunk])
+            except Exception as exc:  # noqa: BLE001
+                log.error("vector: backfill embedding failed: %s", exc)
+                failed += len(chunk)
+                return {"embedded": done, "failed": failed, "total": len(todo),
+                        "reason": str(exc)}
+            with store.write() as conn:
+                alive = {r[0] for r in conn.execute(
+                    f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                    [i for i, _ in chunk])}
+                keep = [(i, v) for (i, _), v in zip(chunk, vecs) if i in alive]
+                if keep:
+                    self._write(conn, [i for i, _ in keep], np.stack([v for _, v in keep]))
+            done += len(chunk)
+            if progress:
+                progress(done, len(todo))
+        return {"embedded": done, "total": len(todo), "model": model, "dim": dim}
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+
