@@ -29,9 +29,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from semantic_memory.channels import STOPWORDS, words
 from semantic_memory.config import Settings

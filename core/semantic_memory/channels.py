@@ -18,6 +18,20 @@ class Channel(Protocol):
     A channel owns its own tables inside the one db file. `setup` runs once per process with a
     write connection; `index` runs inside the same transaction as every insert (channels kept in
     step by SQL triggers may do nothing there); `search` returns the best `k` candidates.
+
+    Optional members (the engine checks with getattr; BM25 channels need none of them):
+
+    - `use_embedder(embedder | None)`: called once with the configured embedder
+      (`register_embedders`, MEMORY_EMBEDDER).
+    - `prepare(new_memories) -> list`: runs before the write transaction (not under the write
+      lock: embedding goes here), one value per item; that value is handed to
+      `find_duplicate` and, as `index(conn, memories, prepared)`, to `index`.
+    - `find_duplicate(conn, new_memory, prepared) -> int | None`: inside the write
+      transaction, after the exact-hash check: the id of a live memory this one duplicates
+      (e.g. a vector near-duplicate); the existing entry is refreshed instead of inserting.
+    - `expensive = True`: the keyword fast path may skip this channel when a cheap channel's
+      `confidence(conn, query, ids) -> float | None` (0..1) reaches MEMORY_FAST_PATH_MIN.
+    - `embedder_info()`, `backfill(store[, progress])`: stats and `memory-mcp backfill`.
     """
 
     name: str
@@ -87,21 +101,49 @@ def or_query(terms: list[str], prefix_min: int = 0) -> str:
 #: Work bound of an OR query, in matching rows. BM25 scores every memory that contains any
 #: query term, so on a big store one common term ("project", a speaker's name) costs more than
 #: all the others together. When the terms' document frequencies add up to more than this,
-#: terms are kept rarest first while they fit (always at least the rarest one) and the commoner
-#: rest, whose IDF is lowest, is left out (the "common terms" cut of Lucene). A query is exact
-#: whenever its terms match at most this many memories, so on every store up to that size.
+#: terms are kept rarest first while they fit and the commoner rest, whose IDF is lowest, is
+#: left out (the "common terms" cut of Lucene); when even the rarest term matches more, its
+#: newest matches up to the budget are ranked. A query is exact whenever its terms match at
+#: most this many memories, so always on a store of up to that size.
 MATCH_BUDGET = 2_000
-#: A cut query that leaves fewer than k hits (a narrow filter) is run again with the budget
-#: that the share of its matches passing the filter asks for, up to this multiple of it.
+#: Left-out terms still score the memories the cut query matches (Lucene's common terms:
+#: "only used for scoring") when they match at most this multiple of the budget: FTS5 reads
+#: each phrase's whole doclist once per query for its IDF. Channels opt in (`rescore=True`).
+RESCORE_FACTOR = 8
+#: A cut query whose hits a narrow filter thins out below k/4 is run once more, with the
+#: budget the share of matches that passed asks for, up to this multiple of MATCH_BUDGET.
 MATCH_BUDGET_MAX_FACTOR = 16
 
 
-def _doc_count(conn: sqlite3.Connection, table: str, phrase: str, cap: int) -> int:
-    """Memories matching `phrase`, counted up to `cap` (so the cost is bounded)."""
-    return conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-        (phrase, cap),
-    ).fetchone()[0]
+def _doc_count(
+    conn: sqlite3.Connection, table: str, phrase: str, cap: int, ids: tuple[int, int]
+) -> int:
+    """Memories with an id in `ids` (lo, hi) matching `phrase`, counted up to `cap`.
+
+    FTS5 merges the whole doclist of every term a prefix phrase (`"term"*`) covers before the
+    first row, whatever the LIMIT, so a prefix phrase is counted only when the plain term is
+    not common already (the prefix matches at least as many memories).
+    """
+    sql = (f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? "
+           "AND rowid BETWEEN ? AND ? LIMIT ?)")
+    if phrase.endswith("*"):
+        plain = conn.execute(sql, (phrase[:-1], *ids, cap)).fetchone()[0]
+        if plain >= cap:
+            return plain
+    return conn.execute(sql, (phrase, *ids, cap)).fetchone()[0]
+
+
+def _cut(counts: list[int], lengths: list[int], budget: int) -> tuple[list[int], int]:
+    """Indexes of the rarest phrases whose counts fit the budget (at least one, in query
+    order) and their total count. Among equal (capped) counts the longer phrase goes first."""
+    keep: list[int] = []
+    total = 0
+    for i in sorted(range(len(counts)), key=lambda i: (counts[i], -lengths[i])):
+        if keep and total + counts[i] > budget:
+            break
+        keep.append(i)
+        total += counts[i]
+    return sorted(keep), total
 
 
 def bounded_search(
@@ -111,35 +153,73 @@ def bounded_search(
     k: int,
     filters: RecallFilters,
     budget: int | None = None,
+    rescore: bool = False,
 ) -> list[ChannelHit]:
-    """`fts_search` for the OR of `phrases` (FTS5 phrase strings), within a work budget.
+    """`fts_search` for the OR of `phrases` (FTS5 phrase strings) within MATCH_BUDGET.
 
-    Each phrase's document count is taken with a LIMIT just above the budget, so sizing a
-    query costs at most that many row visits per phrase however common the phrase is.
+    Sizing a query costs at most budget + 1 row visits per phrase (counts with a LIMIT), and
+    nothing when the memories in reach number no more than the budget. When even the rarest
+    phrase matches more memories than the budget, its newest `budget` matches are ranked. A
+    project filter also bounds the search to the project's id range (memories of one project
+    are mostly stored together), so counts and cuts are about that range.
     """
     budget = MATCH_BUDGET if budget is None else budget
-    if len(phrases) <= 1 or budget <= 0:
-        return fts_search(conn, table, " OR ".join(phrases), k, filters)
-    limit = budget * MATCH_BUDGET_MAX_FACTOR
-    counts: dict[int, int] = {}  # phrase index -> count (exact when below the cap used)
-    cap = 0
-    while True:
-        for i, phrase in enumerate(phrases):
-            if i not in counts or counts[i] >= cap:
-                counts[i] = _doc_count(conn, table, phrase, budget + 1)
-        cap = budget + 1
-        keep: list[int] = []
-        total = 0
-        for i in sorted(counts, key=counts.__getitem__):
-            if keep and total + counts[i] > budget:
-                break
-            keep.append(i)
-            total += counts[i]
-        hits = fts_search(conn, table, " OR ".join(phrases[i] for i in sorted(keep)), k, filters)
-        if len(keep) == len(phrases) or len(hits) >= k or budget >= limit:
-            return hits
-        # `total` matches gave len(hits) that pass the filters: scale up to k of them (x2).
-        budget = min(limit, max(budget * 2, 2 * k * total // max(len(hits), 1)))
+    if not phrases:
+        return []
+    if filters.project is not None:
+        lo, hi = conn.execute(
+            "SELECT min(id), max(id) FROM memories WHERE project = ?",  # index only
+            (filters.project,),
+        ).fetchone()
+        if lo is None:
+            return []
+    else:
+        lo, hi = 1, conn.execute("SELECT max(id) FROM memories").fetchone()[0] or 0
+    ids = (lo, hi)
+    if budget <= 0 or hi - lo + 1 <= budget:
+        return fts_search(conn, table, " OR ".join(phrases), k, filters, ids)
+    counts = [_doc_count(conn, table, p, budget + 1, ids) for p in phrases]
+    hits, total, narrowed = _bounded_pass(
+        conn, table, phrases, counts, budget, k, filters, ids, rescore)
+    if not narrowed or 4 * len(hits) >= min(k, total):
+        return hits  # exact, or enough hits (a quarter of k), or the filter dropped little
+    wide = min(budget * MATCH_BUDGET_MAX_FACTOR, k * total // max(len(hits), 1))
+    if wide <= budget:
+        return hits
+    counts = [c if c <= budget else _doc_count(conn, table, p, wide + 1, ids)
+              for p, c in zip(phrases, counts)]
+    return _bounded_pass(conn, table, phrases, counts, wide, k, filters, ids, rescore)[0]
+
+
+def _bounded_pass(
+    conn: sqlite3.Connection, table: str, phrases: list[str], counts: list[int], budget: int,
+    k: int, filters: RecallFilters, ids: tuple[int, int], rescore: bool,
+) -> tuple[list[ChannelHit], int, bool]:
+    """One search within `budget`: hits, the matches considered, whether it was narrowed."""
+    keep, total = _cut(counts, [len(p) for p in phrases], budget)
+    match = " OR ".join(phrases[i] for i in keep)
+    if total > budget:  # one phrase, commoner than the budget: only its newest matches
+        match = match.removesuffix("*")  # a prefix phrase would merge all its doclists first
+        row = conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
+            "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, *ids, budget - 1),
+        ).fetchone()
+        if row:
+            ids = (row[0], ids[1])
+        return fts_search(conn, table, match, k, filters, ids), budget, row is not None
+    cut = len(keep) < len(phrases)
+    if cut and rescore:
+        # `(kept) AND (left-out OR kept)` matches what `kept` matches and scores the left-out
+        # terms too; bm25() sums over the expression's phrases, so the kept ones count twice:
+        # the common terms weigh half, between leaving them out and the exact query.
+        limit = budget * RESCORE_FACTOR
+        rest = [plain for i in range(len(phrases)) if i not in keep
+                and _doc_count(conn, table, plain := phrases[i].removesuffix("*"), limit + 1,
+                               ids) <= limit]
+        if rest:
+            match = f"({match}) AND ({' OR '.join(rest)} OR {match})"
+    return fts_search(conn, table, match, k, filters, ids), total, cut
 
 
 def fts_search(
@@ -148,18 +228,37 @@ def fts_search(
     match: str,
     k: int,
     filters: RecallFilters,
+    ids: tuple[int, int] | None = None,
 ) -> list[ChannelHit]:
-    """BM25 search of an external-content FTS5 table over `memories`, filters applied.
+    """BM25 search of an external-content FTS5 table over `memories`, filters applied
+    (`ids`: only memories whose id lies in that (lo, hi) range).
 
     FTS5's bm25() is lower-is-better; the hit score is its negation (higher is better).
+    Without filters the FTS table is ranked alone and only its top k (plus slack) are checked
+    against `memories` (soft-deleted, or gone): no row lookup for every match.
     """
     if not match:
         return []
     where, params = filters.sql("m")
+    window, window_params = ("", []) if ids is None else (" AND rowid BETWEEN ? AND ?", list(ids))
+    if not params:  # no filter but "live"
+        rows = conn.execute(
+            f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ?{window} "
+            "ORDER BY s LIMIT ?",
+            [match, *window_params, k + 16],
+        ).fetchall()
+        found = [r[0] for r in rows]
+        live = {r[0] for r in conn.execute(
+            f"SELECT id FROM memories WHERE deleted = 0 AND id IN ({','.join('?' * len(found))})",
+            found,
+        )} if found else set()
+        if len(live) >= min(k, len(rows)) or len(rows) < k + 16:
+            return [ChannelHit(id=r[0], score=-r[1]) for r in rows if r[0] in live][:k]
     rows = conn.execute(
         f"SELECT f.rowid, bm25({table}) AS s FROM {table} f JOIN memories m ON m.id = f.rowid "
-        f"WHERE {table} MATCH ? AND {where} ORDER BY s LIMIT ?",
-        [match, *params, k],
+        f"WHERE {table} MATCH ?{window.replace('rowid', 'f.rowid')} AND {where} "
+        "ORDER BY s LIMIT ?",
+        [match, *window_params, *params, k],
     ).fetchall()
     return [ChannelHit(id=r[0], score=-r[1]) for r in rows]
 

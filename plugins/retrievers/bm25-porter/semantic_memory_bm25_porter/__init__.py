@@ -12,7 +12,12 @@ from __future__ import annotations
 import sqlite3
 
 from semantic_memory.channels import (
-    STOPWORDS, bounded_search, create_fts_table, fts_terms, idf_coverage, words,
+    STOPWORDS,
+    bounded_search,
+    create_fts_table,
+    fts_terms,
+    idf_coverage,
+    words,
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
@@ -48,7 +53,7 @@ class PorterChannel:
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        return bounded_search(conn, TABLE, self.phrases(query), k, filters)
+        return bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True)
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""

@@ -11,8 +11,13 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from semantic_memory import channels
 from semantic_memory.channels import (
-    STOPWORDS, bounded_search, create_fts_table, fts_terms, words,
+    STOPWORDS,
+    bounded_search,
+    create_fts_table,
+    fts_terms,
+    words,
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
@@ -61,7 +66,10 @@ class TrigramChannel:
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters)
+        # A trigram match costs ~2x a porter match to score (every trigram's positions), so
+        # this channel gets half the work budget (channels.MATCH_BUDGET).
+        return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters,
+                              budget=channels.MATCH_BUDGET // 2)
 
 
 @hookimpl

@@ -1,0 +1,147 @@
+"""The BM25 hot paths: batched ingest, prefix terms, the bounded OR query, the unfiltered search."""
+
+from __future__ import annotations
+
+import pytest
+from semantic_memory import channels
+from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+
+
+def search_contents(engine: MemoryEngine, name: str, query: str, filters=None) -> list[str]:
+    channel = next(c for c in engine.channels if c.name == name)
+    with engine.store.snapshot() as conn:
+        hits = channel.search(conn, query, 10, filters or RecallFilters())
+        memories = engine._load(conn, [h.id for h in hits])
+    return [memories[h.id].content for h in hits]
+
+
+def test_batch_ingest_dedups_within_the_batch_and_against_the_store(engine: MemoryEngine) -> None:
+    first = engine.store_one(NewMemory("alpha beta gamma"))
+    results = engine.ingest([
+        NewMemory("one new line", project="p"),
+        NewMemory("alpha   beta gamma"),  # same text after whitespace collapse
+        NewMemory("one new line", project="p"),
+        NewMemory("two new line", tags=["b", "a", "a"], created_at=1_000.0),
+    ])
+    assert [r.status for r in results] == ["new", "duplicate", "duplicate", "new"]
+    assert results[1].uid == first.uid and results[2].uid == results[0].uid
+    assert engine.count() == 3
+    listed = {m.content: m for m in engine.list()}
+    assert listed["two new line"].tags == ["a", "b"]
+    assert listed["two new line"].created_at == 1_000.0
+    assert listed["one new line"].project == "p"
+    by_id = sorted(listed.values(), key=lambda m: m.id)  # ids follow the batch's order
+    assert [m.content for m in by_id] == ["alpha beta gamma", "one new line", "two new line"]
+    for text in ("one new line", "two new line"):  # indexed by both channels' triggers
+        assert search_contents(engine, "porter", text.split()[0])[:1] == [text]
+        assert search_contents(engine, "trigram", text.split()[0])[:1] == [text]
+
+
+def test_porter_matches_long_terms_as_stemmed_prefixes(engine: MemoryEngine) -> None:
+    engine.store_one(NewMemory("Stay healthy and keep painting"))
+    engine.store_one(NewMemory("The car is red"))
+    assert search_contents(engine, "porter", "health") == ["Stay healthy and keep painting"]
+    assert search_contents(engine, "porter", "paint") == ["Stay healthy and keep painting"]
+    assert search_contents(engine, "porter", "ca") == []  # short terms stay exact
+
+
+def test_bounded_query_is_exact_below_the_budget_and_drops_common_terms_above(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory(f"common filler note {i}") for i in range(40)]
+                  + [NewMemory("common zebra sighting")])
+    query = "common zebra"
+    exact = search_contents(engine, "porter", query)
+    assert exact[0] == "common zebra sighting" and len(exact) == 10
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)
+    assert search_contents(engine, "porter", query) == ["common zebra sighting"]  # "common" cut
+    assert search_contents(engine, "porter", "common")[:1]  # a lone term is never cut
+    assert search_contents(engine, "trigram", query) == ["common zebra sighting"]
+
+
+def test_cut_query_widens_when_a_filter_leaves_too_few(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory("shared words first", project="b")]  # b spans every id
+                  + [NewMemory(f"rare{i % 3} shared words {i}", project="a") for i in range(30)]
+                  + [NewMemory("shared words only here", project="b")])
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 10)
+    hits = search_contents(engine, "porter", "rare0 shared", RecallFilters(project="b"))
+    assert sorted(hits) == ["shared words first", "shared words only here"]
+    hits = search_contents(engine, "porter", "rare0 shared", RecallFilters(kind="fact"))
+    assert len(hits) == 10 and all("rare0" in h for h in hits[:10])
+    assert search_contents(engine, "porter", "shared", RecallFilters(project="none")) == []
+
+
+def test_unfiltered_search_skips_soft_deleted_memories(engine: MemoryEngine) -> None:
+    uids = [engine.store_one(NewMemory(f"needle number {i}")).uid for i in range(30)]
+    for uid in uids[:25]:
+        engine.forget(uid)
+    for name in ("porter", "trigram"):
+        found = search_contents(engine, name, "needle")
+        assert sorted(found) == sorted(f"needle number {i}" for i in range(25, 30))
+    assert len(engine.recall("needle", k=10)) == 5
+
+
+def test_row_by_row_path_still_used_for_near_duplicate_channels(tmp_path) -> None:
+    class NearDup:
+        name = "neardup"
+        weight = 1.0
+
+        def setup(self, conn):
+            pass
+
+        def index(self, conn, memories):
+            self.indexed = getattr(self, "indexed", 0) + len(memories)
+
+        def search(self, conn, query, k, filters):
+            return []
+
+        def find_duplicate(self, conn, item, prepared):
+            return None
+
+    channel = NearDup()
+
+    class Plugin:
+        @staticmethod
+        @__import__("semantic_memory.plugins", fromlist=["hookimpl"]).hookimpl
+        def register_channels(register, settings):
+            register(channel)
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "n.db"), plugins="bm25_porter"),
+                          plugins=[Plugin])
+    try:
+        results = engine.ingest([NewMemory("x one"), NewMemory("x two"), NewMemory("x one")])
+        assert [r.status for r in results] == ["new", "new", "duplicate"]
+        assert channel.indexed == 2
+    finally:
+        engine.close()
+
+
+def test_a_term_commoner_than_the_budget_ranks_its_newest_matches(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory(f"common note {i}") for i in range(30)])
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 8)
+    for name in ("porter", "trigram"):
+        found = search_contents(engine, name, "common")
+        budget = 8 if name == "porter" else 4
+        assert sorted(found) == sorted(f"common note {i}" for i in range(30 - budget, 30))
+    assert len(search_contents(engine, "porter", "common", RecallFilters(project="x"))) == 0
+
+
+def test_left_out_common_terms_still_score_what_the_cut_query_matches(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory(f"common filler note {i}") for i in range(10)]
+                  + [NewMemory(f"other filler line {i}") for i in range(40)]
+                  + [NewMemory("zebra sighting"),
+                     NewMemory("common zebra sighting")])
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)  # "common" (11 memories) is cut
+    assert search_contents(engine, "porter", "common zebra") == [
+        "common zebra sighting", "zebra sighting"]
+    monkeypatch.setattr(channels, "RESCORE_FACTOR", 0)  # without rescoring: length decides
+    assert search_contents(engine, "porter", "common zebra") == [
+        "zebra sighting", "common zebra sighting"]
