@@ -169,7 +169,7 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
 
     data = load(args.data) if args.data else load()
     path = model_path(args.model)
-    inner = LlamaCppEmbedder(path, device="cpu")
+    inner = LlamaCppEmbedder(path, device="cpu", threads=args.threads)
     embedder = CachedEmbedder(inner)
     report: dict[str, Any] = {"model": args.model, "model_id": inner.model_id, "dim": inner.dim,
                               "prompts": inner.prompts.__dict__, "ks": list(KS), "results": {}}
@@ -188,7 +188,8 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
         configs: dict[str, dict[str, Any]] = {
             "bm25_only": {"_bm25": True},
             "hybrid_rrf_equal": {"fast_path": False, "recall_min_cosine": 0.0,
-                                 "channel_weights": "vector=1"},
+                                 "fusion_gate_power": 0.0, "channel_weights": "vector=1"},
+            "hybrid_model_weight_only": {"fast_path": False, "fusion_gate_power": 0.0},
             "hybrid_default_no_fast_path": {"fast_path": False},
             "hybrid_default": {},
         }
@@ -248,7 +249,7 @@ def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
     data = load()
     texts = [c for conv in data for _, c in conv.turns][: args.texts]
-    emb = LlamaCppEmbedder(model_path(args.model), device="cpu")
+    emb = LlamaCppEmbedder(model_path(args.model), device="cpu", threads=args.threads)
     t = time.perf_counter()
     emb.load()
     load_s = time.perf_counter() - t
@@ -326,11 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="minilm")
     p.add_argument("--data", default=None)
     p.add_argument("--dump", default=None, help="write per-question channel rankings here")
+    p.add_argument("--threads", type=int, default=1,
+                   help="llama.cpp threads (1 is fastest on a shared 2-core machine)")
     p.add_argument("--config", action="append",
                    help='extra hybrid config NAME:{"settings": ...} (Settings overrides)')
     p = sub.add_parser("throughput")
     p.add_argument("--model", default="minilm")
     p.add_argument("--texts", type=int, default=300)
+    p.add_argument("--threads", type=int, default=1)
     p = sub.add_parser("search")
     p.add_argument("--rows", default="10000,100000,1000000")
     p.add_argument("--dims", default="384,1024")

@@ -106,6 +106,11 @@ def test_cosine_floor_drops_weak_vector_only_hits_keyword_hits_pass(tmp_path: Pa
     assert not set(contents(hits)) & set(UNRELATED)  # nearest-of-the-irrelevant dropped
     eng.settings = replace(eng.settings, recall_min_cosine=0.0)  # 0 = floor off
     assert set(UNRELATED) <= set(contents(eng.recall(QUERY, 10)))
+    eng.settings = replace(eng.settings, recall_min_cosine=-1.0)  # default: the model's floor
+    assert eng.embedder.cosine_floor == 0.25  # MiniLM (bert); Qwen3 gets the spec's 0.45
+    hits = eng.recall(QUERY, 10)
+    assert not set(contents(hits)) & set(UNRELATED)
+    assert all("cosine_floor" not in h.signals for h in hits)  # internal signal removed
     eng.close()
 
 

@@ -304,3 +304,15 @@ def test_real_model_on_a_machine_without_gpu_falls_back(minilm_path: Path) -> No
     emb = LlamaCppEmbedder(str(minilm_path))  # MEMORY_DEVICE default: cuda
     emb.embed_query("x")
     assert emb.device == "cpu" and emb.fallback_reason
+
+
+def test_vector_settings_are_validated() -> None:
+    from semantic_memory.config import ConfigError
+
+    s = Settings.from_env({"MEMORY_FAST_PATH": "0", "MEMORY_EMBED_DIM": "256",
+                           "MEMORY_EMBED_INSTRUCT": "Find notes"})
+    assert s.fast_path is False and s.embed_dim == 256 and s.embed_instruct == "Find notes"
+    with pytest.raises(ConfigError, match="MEMORY_FAST_PATH_MIN"):
+        Settings.from_env({"MEMORY_FAST_PATH_MIN": "1.5"})
+    with pytest.raises(ConfigError, match="MEMORY_EMBED"):
+        Settings.from_env({"MEMORY_EMBED_BATCH": "0"})

@@ -28,7 +28,8 @@ class Settings:
     discovery_file: str = ""  # empty = "<db>.server.json"; "off" disables
     token: str = ""
     rrf_k: int = 60
-    recall_min_cosine: float = 0.45
+    # Cosine floor for vector-only hits; -1 = the model's calibrated floor (0.45 for Qwen3).
+    recall_min_cosine: float = -1.0
     inject_boost: float = 0.15
     ttl_artifact_days: int = 90
     ttl_injection_days: int = 90
@@ -47,10 +48,15 @@ class Settings:
     # llama.cpp context size (capped at the model's trained context) and texts per sub-batch.
     embed_n_ctx: int = 8192
     embed_batch: int = 32
+    # CPU threads for llama.cpp (0 = its default: all cores for batches).
+    embed_threads: int = 0
     # Keyword fast path: skip embedding the query when BM25 evidence is this confident (0..1);
     # fast_path = 0 always embeds.
     fast_path: bool = True
     fast_path_min: float = 0.8
+    # When the vector channel leads the fusion (its weight exceeds the keyword channels'), the
+    # keyword channels' weights are scaled by (IDF coverage)**power per query; 0 = off.
+    fusion_gate_power: float = 16.0
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion.
@@ -89,6 +95,11 @@ class Settings:
             raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
         if self.rrf_k < 1:
             raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
+        if not 0 <= self.fast_path_min <= 1:
+            raise ConfigError(f"MEMORY_FAST_PATH_MIN must be within 0..1, not {self.fast_path_min}")
+        if self.embed_dim < 0 or self.embed_n_ctx < 8 or self.embed_batch < 1:
+            raise ConfigError("MEMORY_EMBED_DIM must be >= 0, MEMORY_EMBED_N_CTX >= 8 and "
+                              "MEMORY_EMBED_BATCH >= 1")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:

@@ -33,3 +33,31 @@ def rrf(
             entry.ranks[channel] = rank
             entry.score += weight / (k + rank)
     return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+
+
+def keyword_gated_weights(
+    weights: dict[str, float], keyword: list[str], expensive: list[str],
+    confidence: float | None, power: float,
+) -> dict[str, float]:
+    """Confidence-aware weights for one query (RRF keeps its shape).
+
+    When the expensive (embedding) channels lead — their weights sum to more than the keyword
+    channels' — a keyword channel only speaks in proportion to its evidence: its weight is
+    multiplied by confidence**power (the IDF coverage of the query by the best keyword hit).
+    A strong embedder is then not dragged down by keyword noise, yet an exact, complete keyword
+    match still counts. When the keyword channels lead, weights are unchanged (the keyword fast
+    path covers that side). power <= 0 or no confidence: unchanged.
+    """
+    if power <= 0 or confidence is None or not expensive:
+        return weights
+    lead = sum(weights.get(n, 1.0) for n in expensive)
+    if lead <= sum(weights.get(n, 1.0) for n in keyword):
+        return weights
+    factor = max(0.0, min(1.0, confidence)) ** power
+    return {n: (w * factor if n in keyword else w) for n, w in weights.items()}
+
+
+def keyword_leads(weights: dict[str, float], keyword: list[str], expensive: list[str]) -> bool:
+    """True when the keyword channels' weights sum to at least the expensive channels'."""
+    return sum(weights.get(n, 1.0) for n in keyword) >= sum(
+        weights.get(n, 1.0) for n in expensive)

@@ -31,8 +31,12 @@ def register_channels(register: Callable[["Channel"], None], settings: "Settings
 
 @hookspec
 def register_embedders(register: Callable[[Any], None], settings: "Settings") -> None:
-    """Register embedders: objects with `model_id`, `dim` and `embed_documents` /
-    `embed_query`. The vector channel uses the one configured by the settings."""
+    """Register embedders: objects with `name`, `model_id`, `dim`, `available` and
+    `embed_documents(texts) -> float32 rows` / `embed_query(text) -> vector` (L2-normalised).
+
+    The engine collects them before the channels, picks the one named by MEMORY_EMBEDDER (else
+    the first) and hands it to channels that have `use_embedder` (the vector channel).
+    """
 
 
 @hookspec

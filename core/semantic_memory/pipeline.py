@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .channels import Channel
 from .config import Settings
 from .errors import InvalidMemory, Rejected
-from .fusion import rrf
+from .fusion import keyword_gated_weights, keyword_leads, rrf
 from .models import (
     EXPIRING_KIND,
     IngestResult,
@@ -308,13 +308,16 @@ class MemoryEngine:
             # Cheap channels first; `expensive` ones (embedding the query) may be skipped by
             # the keyword fast path when the keyword evidence is confident.
             ordered = sorted(self.channels, key=lambda c: bool(getattr(c, "expensive", False)))
+            expensive = [c.name for c in ordered if getattr(c, "expensive", False)]
+            keyword = [c.name for c in ordered if c.name not in expensive]
             confidence: float | None = None
             for channel in ordered:
-                if getattr(channel, "expensive", False):
+                if channel.name in expensive:
                     if confidence is None:
                         confidence = self._keyword_confidence(conn, query, rankings)
                     if (self.settings.fast_path and confidence is not None
-                            and confidence >= self.settings.fast_path_min):
+                            and confidence >= self.settings.fast_path_min
+                            and keyword_leads(self.weights, keyword, expensive)):
                         continue
                 try:
                     found = channel.search(conn, query, depth, filters)
@@ -325,7 +328,10 @@ class MemoryEngine:
                 for h in found:
                     if h.signals:
                         signals.setdefault(h.id, {}).update(h.signals)
-            fused = rrf(rankings, self.weights, self.settings.rrf_k)[:depth]
+            weights = keyword_gated_weights(
+                self.weights, keyword, [n for n in expensive if n in rankings], confidence,
+                self.settings.fusion_gate_power)
+            fused = rrf(rankings, weights, self.settings.rrf_k)[:depth]
             memories = self._load(conn, [f.id for f in fused])
             hits = [
                 RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))

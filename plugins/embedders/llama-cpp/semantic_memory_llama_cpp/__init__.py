@@ -34,6 +34,7 @@ def from_settings(settings: Settings) -> LlamaCppEmbedder:
         query_prefix=settings.embed_query_prefix,
         doc_prefix=settings.embed_doc_prefix,
         instruct=settings.embed_instruct,
+        threads=settings.embed_threads,
     )
 
 

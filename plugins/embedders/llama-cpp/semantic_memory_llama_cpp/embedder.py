@@ -65,8 +65,13 @@ def model_prompts(architecture: str, instruct: str = "") -> Prompts:
 #: Default fusion weight of the vector channel per architecture, measured on LoCoMo dev
 #: (bench/bench_vector.py): a weak embedder (MiniLM, bert) must not drag BM25 down, a strong one
 #: (EmbeddingGemma, Qwen3-Embedding) should lead. MEMORY_CHANNEL_WEIGHTS=vector=… overrides it.
-FUSION_WEIGHTS = {"bert": 0.3, "nomic-bert": 0.5, "gemma-embedding": 1.0, "qwen3": 1.0}
+FUSION_WEIGHTS = {"bert": 0.3, "nomic-bert": 0.5, "gemma-embedding": 20.0, "qwen3": 20.0}
 DEFAULT_FUSION_WEIGHT = 0.5
+#: Default cosine floor for vector-only hits, per architecture: where unrelated texts land for
+#: that model (spec: Qwen3 relevant ~0.68, unrelated ~0.3 -> 0.45; EmbeddingGemma 0.35 costs no
+#: LoCoMo recall while 0.45 cuts R@50 by 2 points; MiniLM unrelated ~0.0-0.1).
+COSINE_FLOORS = {"qwen3": 0.45, "gemma-embedding": 0.35, "bert": 0.25}
+DEFAULT_COSINE_FLOOR = 0.3
 
 
 def _override(value: str | None, default: str) -> str:
@@ -121,6 +126,7 @@ class LlamaCppEmbedder:
         gpu_pids: Callable[[], set[int]] | None = None,
         supports_gpu: Callable[[], bool] | None = None,
         pack_tokens: int | None = None,
+        threads: int = 0,
     ) -> None:
         self.model_path = model_path
         self.requested_device = device
@@ -128,6 +134,7 @@ class LlamaCppEmbedder:
         self.batch = max(1, batch)
         self.dim_requested = dim
         self.pack_tokens = pack_tokens
+        self.threads = threads
         self._query_override, self._doc_override = query_prefix, doc_prefix
         self._instruct = instruct
         self._pooling_override = pooling
@@ -225,6 +232,12 @@ class LlamaCppEmbedder:
         return FUSION_WEIGHTS.get(arch, DEFAULT_FUSION_WEIGHT)
 
     @property
+    def cosine_floor(self) -> float:
+        """Default MEMORY_RECALL_MIN_COSINE for this model (see COSINE_FLOORS)."""
+        arch = self.gguf.architecture if self.gguf else ""
+        return COSINE_FLOORS.get(arch, DEFAULT_COSINE_FLOOR)
+
+    @property
     def model_id(self) -> str | None:
         """Tags every stored vector; vectors of another id are never compared with these."""
         if self.gguf is None:
@@ -260,6 +273,8 @@ class LlamaCppEmbedder:
             n_ctx=self.n_ctx, n_batch=self.n_ctx, n_ubatch=self.n_ctx,
             n_gpu_layers=-1 if gpu else 0, verbose=False,
         )
+        if self.threads > 0:  # oversubscribed CPUs: OpenMP threads spinning cost 10-30x
+            kwargs.update(n_threads=self.threads, n_threads_batch=self.threads)
         return self._factory(**kwargs)
 
     def _try_gpu(self) -> tuple[Any | None, str | None]:

@@ -51,6 +51,8 @@ END;
 """
 
 BACKFILL_CHUNK = 64
+#: Signal carrying the floor from search to post-processing (removed there).
+FLOOR_SIGNAL = "cosine_floor"
 
 
 def to_blob(vec: np.ndarray) -> bytes:
@@ -65,8 +67,6 @@ class VectorChannel:
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
-    #: Embedding the query costs model time: the keyword fast path may skip this channel.
-    expensive = True
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -83,6 +83,12 @@ class VectorChannel:
     def use_embedder(self, embedder: Any) -> None:
         """Called by the engine with the configured embedder (or None)."""
         self.embedder = embedder
+
+    @property
+    def expensive(self) -> bool:
+        """Embedding the query costs model time: the keyword fast path may skip this channel
+        (an inactive channel costs nothing)."""
+        return self.active
 
     @property
     def weight(self) -> float:
@@ -240,7 +246,8 @@ class VectorChannel:
             log.warning("vector: query embedding failed (%s); BM25-only for this recall", exc)
             return []
         matrix = self.sync(conn)
-        return [ChannelHit(id=i, score=s, signals={"cosine": s})
+        floor = float(getattr(self.embedder, "cosine_floor", 0.45))  # the model's default
+        return [ChannelHit(id=i, score=s, signals={"cosine": s, FLOOR_SIGNAL: floor})
                 for i, s in self.filtered_top(conn, matrix, qvec, k, filters)]
 
     @staticmethod

@@ -1,0 +1,108 @@
+"""Confidence-aware fusion around the vector channel: RRF keeps its shape; the keyword fast path
+when keywords lead; keyword weights gated by their evidence when the vector leads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from semantic_memory.config import Settings
+from semantic_memory.fusion import keyword_gated_weights, keyword_leads, rrf
+from semantic_memory.models import NewMemory
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.plugins import hookimpl
+
+pytest.importorskip("semantic_memory_vector")
+
+KW = ["porter", "trigram"]
+
+
+def test_keyword_leads_by_weight_sums() -> None:
+    assert keyword_leads({"porter": 1, "trigram": 0.15, "vector": 0.3}, KW, ["vector"])
+    assert not keyword_leads({"porter": 1, "trigram": 0.15, "vector": 20}, KW, ["vector"])
+
+
+def test_gate_scales_keyword_weights_only_when_the_vector_leads() -> None:
+    strong = {"porter": 1.0, "trigram": 0.15, "vector": 20.0}
+    gated = keyword_gated_weights(strong, KW, ["vector"], 0.5, 2)
+    assert gated == {"porter": 0.25, "trigram": pytest.approx(0.0375), "vector": 20.0}
+    assert keyword_gated_weights(strong, KW, ["vector"], 1.0, 16) == strong  # full coverage
+    assert keyword_gated_weights(strong, KW, ["vector"], 0.5, 0) == strong  # off
+    assert keyword_gated_weights(strong, KW, ["vector"], None, 16) == strong  # no verdict
+    assert keyword_gated_weights(strong, KW, [], 0.2, 16) == strong  # vector skipped/absent
+    weak = {"porter": 1.0, "trigram": 0.15, "vector": 0.3}
+    assert keyword_gated_weights(weak, KW, ["vector"], 0.1, 16) == weak  # keywords lead
+
+
+def test_gated_rrf_keeps_the_leading_ranking_unless_keywords_are_complete() -> None:
+    rankings = {"vector": [1, 2, 3], "porter": [3, 2, 1]}
+    weights = {"porter": 1.0, "vector": 20.0}
+    low = rrf(rankings, keyword_gated_weights(weights, ["porter"], ["vector"], 0.6, 16))
+    assert [f.id for f in low] == [1, 2, 3]
+    assert low[0].ranks == {"vector": 1, "porter": 3}  # ranks still reported
+
+
+class StubEmbedder:
+    """A deterministic bag-of-letters embedder with a configurable fusion weight."""
+
+    name = "stub"
+    model_id = "stub#1"
+    dim = 26
+    available = True
+
+    def __init__(self, fusion_weight: float) -> None:
+        self.fusion_weight = fusion_weight
+        self.queries: list[str] = []
+
+    def _vec(self, text: str) -> np.ndarray:
+        v = np.zeros(26, np.float32)
+        for ch in text.lower():
+            if "a" <= ch <= "z":
+                v[ord(ch) - 97] += 1
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self._vec(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return self._vec(text)
+
+
+def engine_with(tmp_path: Path, embedder: StubEmbedder, **kw: Any) -> MemoryEngine:
+    class Provide:
+        @hookimpl
+        def register_embedders(self, register, settings):  # noqa: ANN001, ANN201
+            register(embedder)
+
+    settings = Settings(db_path=str(tmp_path / "m.db"), device="cpu", dedup_sim=0.0,
+                        plugins="bm25_porter,bm25_trigram,vector", recall_min_cosine=0.0, **kw)
+    return MemoryEngine(settings, plugins=[Provide()])
+
+
+def test_embedder_fusion_weight_becomes_the_channel_weight(tmp_path: Path) -> None:
+    eng = engine_with(tmp_path, StubEmbedder(20.0))
+    assert eng.weights["vector"] == 20.0
+    eng.close()
+    eng = engine_with(tmp_path, StubEmbedder(20.0), channel_weights="vector=2")
+    assert eng.weights["vector"] == 2.0  # MEMORY_CHANNEL_WEIGHTS wins
+    eng.close()
+
+
+def test_fast_path_only_when_keywords_lead(tmp_path: Path) -> None:
+    weak = StubEmbedder(0.3)
+    eng = engine_with(tmp_path / "w", weak)
+    eng.ingest([NewMemory("kubernetes namespaces per team"), NewMemory("pizza on fridays")])
+    eng.recall("kubernetes namespaces", 2)
+    assert weak.queries == []  # confident keywords, keywords lead: no embedding
+    eng.close()
+    strong = StubEmbedder(20.0)
+    eng = engine_with(tmp_path / "s", strong)
+    eng.ingest([NewMemory("kubernetes namespaces per team"), NewMemory("pizza on fridays")])
+    hits = eng.recall("kubernetes namespaces", 2)
+    assert strong.queries == ["kubernetes namespaces"]  # the vector leads: always asked
+    assert hits[0].memory.content == "kubernetes namespaces per team"
+    eng.close()
