@@ -6,10 +6,15 @@ memory is new text with realistic vocabulary statistics), spread over 20 project
 
     uv run --all-packages python bench/scale.py                            # 10k and 100k
     uv run --all-packages python bench/scale.py --sizes 10000,100000,1000000
+    uv run --all-packages python bench/scale.py --sizes 100000 --quality  # what the bound costs
 
-Import goes through `MemoryEngine.ingest` in batches of the CLI's `memory-mcp import` size.
-Recall runs the LoCoMo questions (a seeded sample) through `MemoryEngine.recall(k=10)` over all
-memories and filtered to one project (5% of them), and through each channel's `search` alone.
+Import goes through `MemoryEngine.ingest` in batches of the CLI's `memory-mcp import` size,
+then merges the FTS5 indexes as that command does (the merge counts in the import time).
+Recall runs LoCoMo questions through `MemoryEngine.recall(k=10)` over all memories and filtered
+to one project (5% of them), and through each channel's `search` alone. Each of the three runs
+gets its own seeded sample of questions, after a warm-up on another sample: channels remember
+phrase counts across queries (`channels.MatchCounts`), so a query is never timed twice and the
+timings are those of a service that has answered other questions before.
 As a yardstick from the same run (the machine is shared, so absolute numbers drift) the same
 rows are also bulk-inserted into one plain FTS5 porter table and the questions run on it as
 exact BM25 OR queries: `import_vs_plain_fts5` and `recall_fused_vs_plain_p50` are the ratios.
@@ -29,7 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from locomo import BM25, DEFAULT_DATA, load
+import semantic_memory.channels as channels
+from locomo import BM25, DEFAULT_DATA, load, mean_recall, question_recalls
 from semantic_memory.channels import STOPWORDS, fts_phrase, words
 from semantic_memory.cli import IMPORT_BATCH
 from semantic_memory.config import Settings
@@ -106,7 +112,7 @@ def plain_fts5(texts: list[str], questions: list[str], path: Path) -> tuple[floa
     return rate, latencies
 
 
-def run_size(texts: list[str], questions: list[str], plugins: str, tmp: Path) -> dict:
+def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp: Path) -> dict:
     n = len(texts)
     engine = MemoryEngine(Settings(db_path=str(tmp / f"scale-{n}.db"), device="cpu",
                                    plugins=plugins))
@@ -116,23 +122,28 @@ def run_size(texts: list[str], questions: list[str], plugins: str, tmp: Path) ->
         batch = [NewMemory(text, kind="note", source="import", project=f"p{(start + i) % PROJECTS}")
                  for i, text in enumerate(texts[start:start + IMPORT_BATCH])]
         statuses.update(r.status for r in engine.ingest(batch))
+    merge_t = time.perf_counter()
+    engine.store.optimize_fts()  # as `memory-mcp import` does after a bulk import
+    merge_s = time.perf_counter() - merge_t
     import_s = time.perf_counter() - t
-    plain, plain_latencies = plain_fts5(texts, questions, tmp / f"plain-{n}.db")
+    plain, plain_latencies = plain_fts5(texts, samples["fused"], tmp / f"plain-{n}.db")
     db_mb = engine.store.size_bytes() / 1e6
 
     project = RecallFilters(project="p3")
-    for q in questions[:20]:  # warm the page cache
+    for q in samples["warmup"]:  # page cache and remembered counts, on other questions
         engine.recall(q, k=10)
     result = {
         "memories": n,
         "import": {"seconds": round(import_s, 2), "per_s": round(n / import_s),
-                   "batch": IMPORT_BATCH, "statuses": dict(statuses),
+                   "batch": IMPORT_BATCH, "index_merge_s": round(merge_s, 2),
+                   "statuses": dict(statuses),
                    "plain_fts5_per_s": round(plain),
                    "import_vs_plain_fts5": round(n / import_s / plain, 2)},
         "db_mb": round(db_mb, 1),
-        "recall_fused": percentiles(timed(lambda q: engine.recall(q, k=10), questions)),
+        "recall_fused": percentiles(
+            timed(lambda q: engine.recall(q, k=10), samples["fused"])),
         "recall_fused_project": percentiles(
-            timed(lambda q: engine.recall(q, k=10, filters=project), questions)),
+            timed(lambda q: engine.recall(q, k=10, filters=project), samples["project"])),
         "plain_fts5_exact_or": percentiles(plain_latencies),
     }
     result["recall_fused_vs_plain_p50"] = round(
@@ -142,36 +153,85 @@ def run_size(texts: list[str], questions: list[str], plugins: str, tmp: Path) ->
         def search(q: str, c=channel) -> None:  # type: ignore[no-untyped-def]
             with engine.store.snapshot() as conn:
                 c.search(conn, q, depth, RecallFilters())
-        result[f"search_{channel.name}"] = percentiles(timed(search, questions))
+        result[f"search_{channel.name}"] = percentiles(timed(search, samples["channels"]))
     engine.close()
     return result
+
+
+def quality(n: int, plugins: str, data_path: str, seed: int, tmp: Path) -> dict:
+    """What the work budget costs: LoCoMo appended to `n` synthetic memories, R@10 of its
+    questions filtered to their conversation and unfiltered (the whole store), bounded
+    (the default budget) and exact (no budget), with p50 latencies."""
+    data = load(data_path)
+    engine = MemoryEngine(Settings(db_path=str(tmp / f"quality-{n}.db"), device="cpu",
+                                   plugins=plugins))
+    texts = synthetic(n, data_path, seed)
+    for start in range(0, n, IMPORT_BATCH):
+        engine.ingest([NewMemory(text, kind="note", project=f"p{(start + i) % PROJECTS}")
+                       for i, text in enumerate(texts[start:start + IMPORT_BATCH])])
+    for conv in data:
+        engine.ingest([NewMemory(content, kind="note", project=conv.sample_id)
+                       for _, content in conv.turns])
+    engine.store.optimize_fts()
+
+    def run(filtered: bool) -> dict:
+        def recall(project: str, query: str, k: int) -> list[str]:
+            scope = RecallFilters(project=project) if filtered else RecallFilters()
+            return [h.memory.content for h in engine.recall(query, k=k, filters=scope)]
+
+        per_sample, latencies = question_recalls(recall, data, ks=(10,))
+        return {"r_at_10": mean_recall(per_sample, 10),
+                "p50_ms": percentiles(latencies)["p50_ms"]}
+
+    report = {"memories": engine.count(), "bounded": {}, "exact": {}}
+    default_budget = channels.MATCH_BUDGET
+    for mode, budget in (("bounded", default_budget), ("exact", 10**12)):
+        channels.MATCH_BUDGET = budget
+        report[mode] = {"project_filter": run(True), "whole_store": run(False)}
+    channels.MATCH_BUDGET = default_budget
+    engine.close()
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated memory counts")
-    parser.add_argument("--queries", type=int, default=200, help="recall queries per size")
+    parser.add_argument("--queries", type=int, default=190,
+                        help="questions per timed run (each run its own; at most a quarter)")
     parser.add_argument("--plugins", default=BM25, help="MEMORY_PLUGINS for the engine")
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo json (text source)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--quality", action="store_true",
+                        help="instead: LoCoMo R@10 hidden among each size's synthetic memories, "
+                             "bounded vs exact search")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.quality:
+        with tempfile.TemporaryDirectory(prefix="scale-quality-") as tmp:
+            out = {str(n): quality(n, args.plugins, args.data, args.seed, Path(tmp))
+                   for n in sizes}
+        json.dump({"plugins": args.plugins, "quality": out}, sys.stdout, indent=2)
+        print()
+        return 0
     rng = random.Random(args.seed)
     questions = [q.text for c in load(args.data) for q in c.questions]
-    questions = rng.sample(questions, min(args.queries, len(questions)))
+    rng.shuffle(questions)
+    per = min(args.queries, len(questions) // 4)
+    samples = {name: questions[i * per:(i + 1) * per]
+               for i, name in enumerate(("warmup", "fused", "project", "channels"))}
     t = time.perf_counter()
     texts = synthetic(max(sizes), args.data, args.seed)
     report: dict[str, object] = {
         "plugins": args.plugins,
         "sqlite": sqlite3.sqlite_version,
         "generate_s": round(time.perf_counter() - t, 1),
-        "queries": len(questions),
+        "queries": per,
         "sizes": {},
     }
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         for n in sizes:
             sizes_report: dict = report["sizes"]  # type: ignore[assignment]
-            sizes_report[str(n)] = run_size(texts[:n], questions, args.plugins, Path(tmp))
+            sizes_report[str(n)] = run_size(texts[:n], samples, args.plugins, Path(tmp))
             for leftover in Path(tmp).iterdir():  # keep the disk use to one size at a time
                 leftover.unlink()
             print(json.dumps({n: sizes_report[str(n)]}), file=sys.stderr)

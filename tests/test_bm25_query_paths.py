@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from semantic_memory import channels
+from semantic_memory.channels import MatchCounts
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
@@ -127,7 +128,7 @@ def test_a_term_commoner_than_the_budget_ranks_its_newest_matches(
     monkeypatch.setattr(channels, "MATCH_BUDGET", 8)
     for name in ("porter", "trigram"):
         found = search_contents(engine, name, "common")
-        budget = 8 if name == "porter" else 4
+        budget = 8 if name == "porter" else 2  # trigram: a quarter of the budget
         assert sorted(found) == sorted(f"common note {i}" for i in range(30 - budget, 30))
     assert len(search_contents(engine, "porter", "common", RecallFilters(project="x"))) == 0
 
@@ -145,3 +146,54 @@ def test_left_out_common_terms_still_score_what_the_cut_query_matches(
     monkeypatch.setattr(channels, "RESCORE_FACTOR", 0)  # without rescoring: length decides
     assert search_contents(engine, "porter", "common zebra") == [
         "zebra sighting", "common zebra sighting"]
+
+
+def test_match_counts_reuse_only_what_their_bounds_settle(engine: MemoryEngine) -> None:
+    engine.ingest([NewMemory(f"common note {i}") for i in range(20)]
+                  + [NewMemory(f"rare{i} thing") for i in range(3)])
+    counts, statements = MatchCounts(), []
+    conn = engine.store.read()
+    conn.set_trace_callback(  # the counting statements only, not FTS5's own
+        lambda sql: sql.startswith("SELECT count(*) FROM (") and statements.append(sql))
+    try:
+        hi = engine.count()
+        assert counts.count(conn, "memories_fts", '"common"', 6, (1, hi)) == 6  # capped
+        assert counts.count(conn, "memories_fts", '"rare1"', 6, (1, hi)) == 1  # exact
+        asked = len(statements)
+        # Ids only grow: "at least 6" holds for any longer range, "exactly 1" for a range
+        # grown by a little (answered with its upper bound), neither for a shorter range.
+        assert counts.count(conn, "memories_fts", '"common"', 4, (1, hi + 50)) == 4
+        assert counts.count(conn, "memories_fts", '"rare1"', 6, (1, hi + 2)) == 3
+        assert len(statements) == asked
+        assert counts.count(conn, "memories_fts", '"common"', 6, (1, hi - 5)) == 6
+        assert counts.count(conn, "memories_fts", '"common"', 100, (1, hi)) == 20  # cap raised
+        assert counts.count(conn, "memories_fts", '"rare1"', 6, (1, hi + 30)) == 1  # grew a lot
+        assert len(statements) == asked + 3
+    finally:
+        conn.set_trace_callback(None)
+
+
+def test_remembered_counts_keep_search_results_exact_as_the_store_grows(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)
+    engine.ingest([NewMemory(f"common filler {i}") for i in range(10)])
+    # "common" is over the budget (remembered so) and cut; "zebra" matches nothing yet.
+    assert search_contents(engine, "porter", "common zebra") == []
+    engine.store_one(NewMemory("common zebra sighting"))
+    assert search_contents(engine, "porter", "common zebra") == ["common zebra sighting"]
+    assert search_contents(engine, "trigram", "common zebra") == ["common zebra sighting"]
+
+
+def test_optimize_merges_every_fts_index_and_search_still_works(engine: MemoryEngine) -> None:
+    for i in range(5):  # five write transactions: five segments per index
+        engine.ingest([NewMemory(f"segment{i} note {j}") for j in range(20)])
+    def pages(conn) -> int:  # FTS5 keeps each segment's leaves as rows of its _data table
+        return conn.execute("SELECT count(*) FROM memories_fts_data").fetchone()[0]
+
+    before = pages(engine.store.read())
+    assert {"memories_fts", "memories_fts_tri"} <= set(engine.store.optimize_fts())
+    assert pages(engine.store.read()) < before
+    assert search_contents(engine, "porter", "segment3 note 7")[0] == "segment3 note 7"
+    found = search_contents(engine, "trigram", "segment4")
+    assert len(found) == 10 and all(f.startswith("segment4 note") for f in found)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -115,6 +117,68 @@ def test_a_failing_channel_does_not_break_recall(settings: Settings) -> None:
     engine.store_one(NewMemory("still findable"))
     assert engine.recall("findable")[0].memory.content == "still findable"
     engine.close()
+
+
+@pytest.mark.parametrize("name", ["aa_broken", "zz_broken"])  # caller's thread, pool thread
+def test_a_failing_channel_does_not_break_recall_wherever_it_runs(
+    settings: Settings, name: str
+) -> None:
+    class Broken(ReverseChannel):
+        def search(self, conn, query, k, filters):
+            raise RuntimeError("boom")
+
+    Broken.name = name
+
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register, settings):
+            register(Broken())
+
+    engine = MemoryEngine(settings, plugins=[Plugin()])
+    try:
+        engine.store_one(NewMemory("still findable"))
+        hit = engine.recall("findable")[0]
+        assert hit.memory.content == "still findable" and name not in hit.ranks
+    finally:
+        engine.close()
+
+
+def test_cheap_channels_search_at_the_same_time(settings: Settings) -> None:
+    """Each waits at a barrier that only opens when both are inside `search` at once: run one
+    after the other, the barrier would time out and the channel would fail."""
+    barrier = threading.Barrier(2, timeout=10)
+    threads: dict[str, int] = {}
+
+    class Meeting(ReverseChannel):
+        def search(self, conn, query, k, filters):
+            threads[self.name] = threading.get_ident()
+            barrier.wait()
+            return super().search(conn, query, k, filters)
+
+    class First(Meeting):
+        name = "meet_a"
+
+    class Second(Meeting):
+        name = "meet_b"
+
+        def index(self, conn, memories):  # reads First's table
+            pass
+
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register, settings):
+            register(First())
+            register(Second())
+
+    engine = MemoryEngine(replace(settings, plugins="none"), plugins=[Plugin()])
+    try:
+        uid = engine.store_one(NewMemory("kubernetes")).uid
+        hits = engine.recall("setenrebuk")
+        assert [h.memory.uid for h in hits] == [uid]
+        assert hits[0].ranks == {"meet_a": 1, "meet_b": 1}
+        assert threads["meet_a"] == threading.get_ident() != threads["meet_b"]
+    finally:
+        engine.close()
 
 
 def test_filter_ingest_can_redact_and_reject(settings: Settings) -> None:

@@ -17,7 +17,9 @@ class Channel(Protocol):
 
     A channel owns its own tables inside the one db file. `setup` runs once per process with a
     write connection; `index` runs inside the same transaction as every insert (channels kept in
-    step by SQL triggers may do nothing there); `search` returns the best `k` candidates.
+    step by SQL triggers may do nothing there); `search` returns the best `k` candidates. The
+    engine searches cheap channels at once, on pool threads with a connection each: `search`
+    uses only the connection it is given and keeps any shared state thread-safe.
 
     Optional members (the engine checks with getattr; BM25 channels need none of them):
 
@@ -133,6 +135,44 @@ def _doc_count(
     return conn.execute(sql, (phrase, *ids, cap)).fetchone()[0]
 
 
+class MatchCounts:
+    """Phrase match counts remembered across queries: counting a common phrase is the dear
+    part of a bounded search (up to `cap` row visits per phrase, every query).
+
+    Ids only grow, so a count taken over (lo, hi) still bounds the count over (lo, hi') for
+    hi' >= hi: at least the old count, and, when it was exact, at most the old count plus
+    hi' - hi. A remembered count is reused while those bounds answer the question (common
+    phrases: for good; exact ones: until the store has grown by an eighth of the count). Only a
+    purge's hard deletes can make a bound stale, and a count only steers which terms a search
+    leaves out, never which hits the kept terms return. One per channel instance.
+    """
+
+    #: Remembered phrases; the memo starts afresh when full.
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str, int], tuple[int, int, bool]] = {}
+
+    def count(
+        self, conn: sqlite3.Connection, table: str, phrase: str, cap: int, ids: tuple[int, int]
+    ) -> int:
+        """`_doc_count`, from memory where the remembered bounds settle it."""
+        key = (table, phrase, ids[0])
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] <= ids[1]:
+            hi, n, exact = seen
+            if n >= cap:
+                return cap
+            grown = ids[1] - hi
+            if exact and n + grown < cap and grown <= n // 8 + 8:
+                return n + grown  # an upper bound: conservative for every caller
+        n = _doc_count(conn, table, phrase, cap, ids)
+        if len(self._seen) >= self.SIZE:
+            self._seen.clear()
+        self._seen[key] = (ids[1], n, n < cap)
+        return n
+
+
 def _cut(counts: list[int], lengths: list[int], budget: int) -> tuple[list[int], int]:
     """Indexes of the rarest phrases whose counts fit the budget (at least one, in query
     order) and their total count. Among equal (capped) counts the longer phrase goes first."""
@@ -154,6 +194,7 @@ def bounded_search(
     filters: RecallFilters,
     budget: int | None = None,
     rescore: bool = False,
+    counts: MatchCounts | None = None,
 ) -> list[ChannelHit]:
     """`fts_search` for the OR of `phrases` (FTS5 phrase strings) within MATCH_BUDGET.
 
@@ -178,25 +219,25 @@ def bounded_search(
     ids = (lo, hi)
     if budget <= 0 or hi - lo + 1 <= budget:
         return fts_search(conn, table, " OR ".join(phrases), k, filters, ids)
-    counts = [_doc_count(conn, table, p, budget + 1, ids) for p in phrases]
+    sizes = [counts.count(conn, table, p, budget + 1, ids) for p in phrases]
     hits, total, narrowed = _bounded_pass(
-        conn, table, phrases, counts, budget, k, filters, ids, rescore)
+        conn, table, phrases, sizes, budget, k, filters, ids, rescore, counts)
     if not narrowed or 4 * len(hits) >= min(k, total):
         return hits  # exact, or enough hits (a quarter of k), or the filter dropped little
     wide = min(budget * MATCH_BUDGET_MAX_FACTOR, k * total // max(len(hits), 1))
     if wide <= budget:
         return hits
-    counts = [c if c <= budget else _doc_count(conn, table, p, wide + 1, ids)
-              for p, c in zip(phrases, counts)]
-    return _bounded_pass(conn, table, phrases, counts, wide, k, filters, ids, rescore)[0]
+    sizes = [c if c <= budget else counts.count(conn, table, p, wide + 1, ids)
+             for p, c in zip(phrases, sizes)]
+    return _bounded_pass(conn, table, phrases, sizes, wide, k, filters, ids, rescore, counts)[0]
 
 
 def _bounded_pass(
-    conn: sqlite3.Connection, table: str, phrases: list[str], counts: list[int], budget: int,
-    k: int, filters: RecallFilters, ids: tuple[int, int], rescore: bool,
+    conn: sqlite3.Connection, table: str, phrases: list[str], sizes: list[int], budget: int,
+    k: int, filters: RecallFilters, ids: tuple[int, int], rescore: bool, counts: MatchCounts,
 ) -> tuple[list[ChannelHit], int, bool]:
     """One search within `budget`: hits, the matches considered, whether it was narrowed."""
-    keep, total = _cut(counts, [len(p) for p in phrases], budget)
+    keep, total = _cut(sizes, [len(p) for p in phrases], budget)
     match = " OR ".join(phrases[i] for i in keep)
     if total > budget:  # one phrase, commoner than the budget: only its newest matches
         match = match.removesuffix("*")  # a prefix phrase would merge all its doclists first
@@ -215,8 +256,8 @@ def _bounded_pass(
         # the common terms weigh half, between leaving them out and the exact query.
         limit = budget * RESCORE_FACTOR
         rest = [plain for i in range(len(phrases)) if i not in keep
-                and _doc_count(conn, table, plain := phrases[i].removesuffix("*"), limit + 1,
-                               ids) <= limit]
+                and counts.count(conn, table, plain := phrases[i].removesuffix("*"), limit + 1,
+                                 ids) <= limit]
         if rest:
             match = f"({match}) AND ({' OR '.join(rest)} OR {match})"
     return fts_search(conn, table, match, k, filters, ids), total, cut

@@ -347,6 +347,8 @@ def import_(obj: Context, path: str) -> None:
                 flush()
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
+    if counts["new"] >= IMPORT_BATCH:  # a bulk import leaves the indexes in many segments
+        engine.store.optimize_fts()
     _echo_json(counts)
     if counts["bad"]:
         sys.exit(1)

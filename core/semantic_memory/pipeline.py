@@ -7,8 +7,11 @@ import inspect
 import json
 import logging
 import re
+import os
 import secrets
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -19,6 +22,7 @@ from .fusion import keyword_gated_weights, keyword_leads, rrf
 from .models import (
     EXPIRING_KIND,
     IngestResult,
+    ChannelHit,
     Memory,
     NewMemory,
     RecallFilters,
@@ -132,6 +136,8 @@ class MemoryEngine:
         with self.store.write() as conn:
             for channel in self.channels:
                 channel.setup(conn)
+        self._executor: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     # --- write path ------------------------------------------------------------------------
 
@@ -302,34 +308,42 @@ class MemoryEngine:
         if not query or not query.strip():
             return []
         depth = max(k, self.settings.recall_depth)
+        cheap = [c for c in self.channels if not getattr(c, "expensive", False)]
+        expensive = [c for c in self.channels if getattr(c, "expensive", False)]
+        keyword = [c.name for c in cheap]
         with self.store.snapshot() as conn:
             rankings: dict[str, list[int]] = {}
             signals: dict[int, dict[str, float]] = {}
-            # Cheap channels first; `expensive` ones (embedding the query) may be skipped by
-            # the keyword fast path when the keyword evidence is confident.
-            ordered = sorted(self.channels, key=lambda c: bool(getattr(c, "expensive", False)))
-            expensive = [c.name for c in ordered if getattr(c, "expensive", False)]
-            keyword = [c.name for c in ordered if c.name not in expensive]
-            confidence: float | None = None
-            for channel in ordered:
-                if channel.name in expensive:
-                    if confidence is None:
-                        confidence = self._keyword_confidence(conn, query, rankings)
-                    if (self.settings.fast_path and confidence is not None
-                            and confidence >= self.settings.fast_path_min
-                            and keyword_leads(self.weights, keyword, expensive)):
-                        continue
-                try:
-                    found = channel.search(conn, query, depth, filters)
-                except Exception:  # one broken channel must not take recall down
-                    log.exception("channel %s failed; recall continues without it", channel.name)
-                    continue
+
+            def collect(channel: Channel, found: list[ChannelHit] | None) -> None:
+                if found is None:
+                    return
                 rankings[channel.name] = [h.id for h in found]
                 for h in found:
                     if h.signals:
                         signals.setdefault(h.id, {}).update(h.signals)
+
+            # Cheap channels at once, each on its own read snapshot (SQLite releases the GIL);
+            # `expensive` ones (embedding the query) after them, skipped by the keyword fast
+            # path when the keyword evidence is confident.
+            pending = [(c, self._pool().submit(self._search_own_snapshot, c, query, depth,
+                                                 filters)) for c in cheap[1:]]
+            if cheap:
+                collect(cheap[0], self._search(cheap[0], conn, query, depth, filters))
+            for channel, future in pending:
+                collect(channel, future.result())
+            confidence: float | None = None
+            if expensive:
+                confidence = self._keyword_confidence(conn, query, rankings)
+            names = [c.name for c in expensive]
+            for channel in expensive:
+                if (self.settings.fast_path and confidence is not None
+                        and confidence >= self.settings.fast_path_min
+                        and keyword_leads(self.weights, keyword, names)):
+                    continue
+                collect(channel, self._search(channel, conn, query, depth, filters))
             weights = keyword_gated_weights(
-                self.weights, keyword, [n for n in expensive if n in rankings], confidence,
+                self.weights, keyword, [n for n in names if n in rankings], confidence,
                 self.settings.fusion_gate_power)
             fused = rrf(rankings, weights, self.settings.rrf_k)[:depth]
             memories = self._load(conn, [f.id for f in fused])
@@ -340,6 +354,32 @@ class MemoryEngine:
             self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings, conn=conn)
         hits.sort(key=lambda h: h.score, reverse=True)
         return hits[:k]
+
+    @staticmethod
+    def _search(
+        channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters
+    ) -> list[ChannelHit] | None:
+        """One channel's hits; None when it fails (one broken channel must not take recall
+        down)."""
+        try:
+            return channel.search(conn, query, depth, filters)
+        except Exception:  # noqa: BLE001
+            log.exception("channel %s failed; recall continues without it", channel.name)
+            return None
+
+    def _search_own_snapshot(
+        self, channel: Channel, query: str, depth: int, filters: RecallFilters
+    ) -> list[ChannelHit] | None:
+        with self.store.snapshot() as conn:
+            return self._search(channel, conn, query, depth, filters)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """Threads for channel searches beyond the caller's own (one per CPU, made once)."""
+        with self._pool_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    max_workers=os.cpu_count() or 2, thread_name_prefix="recall")
+            return self._executor
 
     def _keyword_confidence(
         self, conn: Any, query: str, rankings: dict[str, list[int]]
@@ -557,6 +597,8 @@ class MemoryEngine:
                     "DELETE FROM injections WHERE ts < ?", (cutoff,)
                 ).rowcount
         if report.soft_deleted or report.expired_artifacts or report.expired_injections:
+            if report.soft_deleted or report.expired_artifacts:
+                self.store.optimize_fts()
             self.store.vacuum()
             report.vacuumed = True
         return report
@@ -590,4 +632,7 @@ class MemoryEngine:
         return out
 
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
         self.store.close()

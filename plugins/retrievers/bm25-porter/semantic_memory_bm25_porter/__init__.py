@@ -13,6 +13,7 @@ import sqlite3
 
 from semantic_memory.channels import (
     STOPWORDS,
+    MatchCounts,
     bounded_search,
     create_fts_table,
     fts_terms,
@@ -31,6 +32,9 @@ PREFIX_MIN = 4
 class PorterChannel:
     name = "porter"
     weight = 1.0
+
+    def __init__(self) -> None:
+        self.counts = MatchCounts()
 
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, "porter unicode61 remove_diacritics 2")
@@ -53,7 +57,8 @@ class PorterChannel:
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        return bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True)
+        return bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True,
+                              counts=self.counts)
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
