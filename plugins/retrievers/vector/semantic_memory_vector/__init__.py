@@ -15,9 +15,8 @@ from semantic_memory.models import RecallHit
 from semantic_memory.plugins import hookimpl
 
 from .channel import FLOOR_SIGNAL, VectorChannel
-from .matrix import VectorMatrix
 
-__all__ = ["VectorChannel", "VectorMatrix"]
+__all__ = ["VectorChannel"]
 
 
 @hookimpl
@@ -51,18 +50,14 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
         """Embed every live memory that has no vector of the configured model yet."""
         import json
 
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeRemainingColumn)
+        from semantic_memory.cli import progress_bar
 
         engine = obj.engine
         info = engine.embedder_info() or {}
         if not info.get("active"):
             raise click.ClickException(
                 f"no usable embedder: {info.get('reason') or 'install the embed extra'}")
-        with Progress(TextColumn("backfill"), BarColumn(), MofNCompleteColumn(),
-                      TimeRemainingColumn(), console=Console(stderr=True),
-                      transient=True) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("backfill", total=None)
 
             def progress(done: int, total: int) -> None:

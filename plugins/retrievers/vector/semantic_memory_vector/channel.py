@@ -17,14 +17,15 @@ import logging
 import secrets
 import sqlite3
 import threading
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
 from semantic_memory.store import run_script
 
-from .matrix import VectorMatrix
+if TYPE_CHECKING:  # numpy (also under .matrix) is imported where vectors are handled: an
+    import numpy as np  # inactive channel (no model) costs a service start nothing
+
+    from .matrix import VectorMatrix
 
 log = logging.getLogger("semantic_memory.vector")
 
@@ -56,10 +57,14 @@ FLOOR_SIGNAL = "cosine_floor"
 
 
 def to_blob(vec: np.ndarray) -> bytes:
+    import numpy as np
+
     return np.asarray(vec, dtype="<f4").tobytes()
 
 
 def from_blob(blob: bytes, dim: int) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(blob, dtype="<f4", count=dim)
 
 
@@ -125,6 +130,8 @@ class VectorChannel:
         with self._sync_lock:
             matrix = self._matrix
             if matrix is None or matrix.dim != dim or deletes != self._state[1]:
+                from .matrix import VectorMatrix
+
                 matrix = VectorMatrix(dim)
                 self._load(conn, matrix, model, dim, after=None)
                 self._matrix = matrix
@@ -142,6 +149,8 @@ class VectorChannel:
     @staticmethod
     def _load(conn: sqlite3.Connection, matrix: VectorMatrix, model: str, dim: int,
               after: int | None) -> None:
+        import numpy as np
+
         sql = "SELECT memory_id, model, dim, vec FROM memories_vec"
         params: list[Any] = []
         if after is not None:
@@ -166,6 +175,8 @@ class VectorChannel:
 
     def prepare(self, memories: Sequence[NewMemory]) -> list[np.ndarray | None]:
         """Embed the documents before the write transaction (None where no vector is made)."""
+        import numpy as np
+
         if not memories or not self.active:
             return [None] * len(memories)
         try:
@@ -211,6 +222,8 @@ class VectorChannel:
     def index(self, conn: sqlite3.Connection, memories: list[Memory],
               prepared: Sequence[np.ndarray | None] | None = None) -> None:
         """Store the prepared vectors of newly inserted memories (same transaction)."""
+        import numpy as np
+
         if not prepared or not self.active:
             return
         rows = [(m.id, v) for m, v in zip(memories, prepared) if v is not None]
@@ -218,6 +231,8 @@ class VectorChannel:
             self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
 
     def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray) -> None:
+        import numpy as np
+
         model, dim = self._tag()
         token = secrets.token_hex(8)
         conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
@@ -234,6 +249,8 @@ class VectorChannel:
     # --- read path -------------------------------------------------------------------------
 
     def query_vector(self, query: str) -> np.ndarray:
+        import numpy as np
+
         return np.asarray(self.embedder.embed_query(query), dtype=np.float32)
 
     def search(self, conn: sqlite3.Connection, query: str, k: int,
@@ -255,6 +272,8 @@ class VectorChannel:
                      filters: RecallFilters) -> list[tuple[int, float]]:
         """The k best live rows passing `filters`: widen a window over the ranking, checking
         it with SQL; fall back to the filter's id set when the filter is very selective."""
+        import numpy as np
+
         size = len(matrix)
         if size == 0:
             return []
@@ -329,6 +348,8 @@ class VectorChannel:
                  ) -> dict[str, Any]:
         """Embed every live memory without a vector of the configured model (old-model vectors
         are replaced). Embedding runs outside the write lock, chunk by chunk."""
+        import numpy as np
+
         if not self.active:
             return {"embedded": 0, "reason": self.inactive_reason()}
         model, dim = self._tag()
