@@ -97,6 +97,20 @@ def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
     return embedders[0] if embedders else None
 
 
+def _memory_totals(conn: Any) -> tuple[int, int]:
+    """(live, forgotten-not-yet-purged) memories."""
+    return conn.execute("SELECT coalesce(sum(deleted = 0), 0), coalesce(sum(deleted = 1), 0) "
+                        "FROM memories").fetchone()
+
+
+def _injection_totals(conn: Any) -> dict[str, int]:
+    """Injection reports: all, of the last 7 days, and the characters they injected."""
+    total, last_7_days, chars = conn.execute(
+        "SELECT count(*), coalesce(sum(ts >= ?), 0), coalesce(sum(chars), 0) FROM injections",
+        (now() - 7 * DAY,)).fetchone()
+    return {"total": total, "last_7_days": last_7_days, "chars": chars}
+
+
 @dataclass
 class PurgeReport:
     soft_deleted: int = 0
@@ -444,9 +458,7 @@ class MemoryEngine:
     def counts(self) -> dict[str, int]:
         """Cheap totals for health checks: live and forgotten memories, injection reports."""
         with self.store.snapshot() as conn:
-            live, deleted = conn.execute(
-                "SELECT coalesce(sum(deleted = 0), 0), coalesce(sum(deleted = 1), 0) "
-                "FROM memories").fetchone()
+            live, deleted = _memory_totals(conn)
             injections = conn.execute("SELECT count(*) FROM injections").fetchone()[0]
         return {"memories": live, "deleted": deleted, "injections": injections}
 
@@ -475,14 +487,7 @@ class MemoryEngine:
                 )
             }
 
-        live, deleted = conn.execute(
-            "SELECT coalesce(sum(deleted = 0), 0), coalesce(sum(deleted = 1), 0) FROM memories"
-        ).fetchone()
-        week_ago = now() - 7 * DAY
-        injections, injections_7d, injected_chars = conn.execute(
-            "SELECT count(*), coalesce(sum(ts >= ?), 0), coalesce(sum(chars), 0) FROM injections",
-            (week_ago,),
-        ).fetchone()
+        live, deleted = _memory_totals(conn)
         return {
             "memories": live,
             "deleted": deleted,
@@ -492,8 +497,7 @@ class MemoryEngine:
             "channels": [
                 {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
             ],
-            "injections": {"total": injections, "last_7_days": injections_7d,
-                           "chars": injected_chars},
+            "injections": _injection_totals(conn),
             "db_path": str(self.store.path),
             "db_bytes": self.store.size_bytes(),
             "schema_version": self.store.schema_version,
@@ -542,10 +546,7 @@ class MemoryEngine:
     def injection_summary(self, top: int = 10) -> dict[str, Any]:
         """Totals, per-harness / per-hook counts and the most-injected memories."""
         with self.store.snapshot() as conn:
-            total, last_7_days, chars = conn.execute(
-                "SELECT count(*), coalesce(sum(ts >= ?), 0), coalesce(sum(chars), 0) "
-                "FROM injections", (now() - 7 * DAY,),
-            ).fetchone()
+            totals = _injection_totals(conn)
 
             def grouped(column: str) -> dict[str, int]:
                 return {str(k): v for k, v in conn.execute(
@@ -558,8 +559,7 @@ class MemoryEngine:
                 "LIMIT ?", (top,),
             ).fetchall()
             return {
-                "total": total, "last_7_days": last_7_days, "chars": chars,
-                "approx_tokens": chars // 4, "by_harness": grouped("harness"),
+                **totals, "approx_tokens": totals["chars"] // 4, "by_harness": grouped("harness"),
                 "by_hook": grouped("hook"),
                 "top_memories": [{"uid": u, "injections": n,
                                   "content": (c or "")[:200] if c is not None else None}
