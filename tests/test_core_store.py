@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
+from semantic_memory import store
 from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory
 from semantic_memory.models import NewMemory, RecallFilters
@@ -179,3 +181,22 @@ def test_fts_index_stays_consistent_after_deletes(engine: MemoryEngine) -> None:
         conn.execute(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
     conn.close()
     assert len(engine.recall("consistency probe", k=50)) == 5
+
+
+def test_wal_gives_space_back_after_a_bulk_write(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "WAL_SIZE_LIMIT", 256 * 1024)
+    engine = MemoryEngine(settings)
+    try:
+        filler = " ".join(f"word{i}" for i in range(200))
+        engine.ingest([NewMemory(f"{i} {filler}") for i in range(3000)])  # several MB of WAL
+        wal = Path(f"{engine.store.path}-wal")
+        peak = wal.stat().st_size
+        engine.store.optimize_fts()
+        engine.store_one(NewMemory("one more after the bulk write"))
+        assert peak > 4 * 256 * 1024
+        assert wal.stat().st_size <= 256 * 1024 + 64 * 1024
+        assert engine.count() == 3001
+    finally:
+        engine.close()

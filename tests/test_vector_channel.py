@@ -15,7 +15,6 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-import models  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
@@ -31,16 +30,6 @@ UNRELATED = [
     "Bob adopted a grey kitten named Pixel last spring.",
     "The office plants need watering on Mondays.",
 ]
-
-
-@pytest.fixture(scope="session")
-def minilm_path() -> Path:
-    return models.minilm()
-
-
-@pytest.fixture(scope="session")
-def qwen3_path() -> Path:
-    return models.tiny_qwen3()
 
 
 def make_settings(tmp_path: Path, model: Path | str = "", **kw: Any) -> Settings:

@@ -11,21 +11,10 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-import models  # noqa: E402  (tests/models.py)
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory_llama_cpp import (  # noqa: E402
     ConfigRefused, EmbedderUnavailable, LlamaCppEmbedder, from_settings, model_prompts,
 )
-
-
-@pytest.fixture(scope="session")
-def minilm_path() -> Path:
-    return models.minilm()
-
-
-@pytest.fixture(scope="session")
-def qwen3_path() -> Path:
-    return models.tiny_qwen3()
 
 
 @pytest.fixture(scope="session")

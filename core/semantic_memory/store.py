@@ -115,6 +115,10 @@ class StoreError(RuntimeError):
     """The db file cannot be used (newer schema, not a database, …)."""
 
 
+#: Bytes a WAL file is cut back to when it restarts.
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -138,6 +142,9 @@ class Store:
             self._writer = _connect(self.path)
             self._writer.execute("PRAGMA journal_mode = WAL")
             self._writer.execute("PRAGMA synchronous = NORMAL")
+            # A bulk import or an index merge grows the WAL to tens of MB; give that space back
+            # when the WAL restarts after a checkpoint instead of keeping the high-water mark.
+            self._writer.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             with self.write() as conn:
                 self._migrate(conn)
         except sqlite3.DatabaseError as exc:
