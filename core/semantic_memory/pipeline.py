@@ -339,30 +339,23 @@ class MemoryEngine:
                     if h.signals:
                         signals.setdefault(h.id, {}).update(h.signals)
 
-            # Cheap channels at once, each on its own read snapshot (SQLite releases the GIL):
-            # this thread takes the slowest so far, the pool the others (measured: ~0.7 ms
-            # better at 100k than the other way round: each thread's page cache keeps serving
-            # the same index). `expensive` ones (embedding the query) come after them, skipped
-            # by the keyword fast path when the keyword evidence is confident.
-            by_cost = sorted(cheap, key=lambda c: self._cost.get(c.name, 0.0), reverse=True)
-            pending = [(c, self._pool().submit(self._search_own_snapshot, c, query, depth,
-                                                 filters)) for c in by_cost[1:]]
-            found = {c.name: self._search(c, conn, query, depth, filters) for c in by_cost[:1]}
-            found.update((c.name, future.result()) for c, future in pending)
+            found = self._search_at_once(cheap, conn, query, depth, filters)
             for channel in cheap:  # a fixed order: ties fuse the same way every time
                 collect(channel, found[channel.name])
+            # `expensive` channels (embedding the query) come after the cheap ones, skipped by
+            # the keyword fast path when the keyword evidence is confident.
             confidence: float | None = None
             if expensive:
                 confidence = self._keyword_confidence(conn, query, rankings)
-            names = [c.name for c in expensive]
+            expensive_names = [c.name for c in expensive]
             for channel in expensive:
                 if (self.settings.fast_path and confidence is not None
                         and confidence >= self.settings.fast_path_min
-                        and keyword_leads(self.weights, keyword, names)):
+                        and keyword_leads(self.weights, keyword, expensive_names)):
                     continue
                 collect(channel, self._search(channel, conn, query, depth, filters))
             weights = keyword_gated_weights(
-                self.weights, keyword, [n for n in names if n in rankings], confidence,
+                self.weights, keyword, [n for n in expensive_names if n in rankings], confidence,
                 self.settings.fusion_gate_power)
             fused = rrf(rankings, weights, self.settings.rrf_k)[:depth]
             memories = self._load(conn, [f.id for f in fused])
@@ -388,6 +381,20 @@ class MemoryEngine:
         finally:
             took = time.perf_counter() - start
             self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
+
+    def _search_at_once(
+        self, channels: list[Channel], conn: Any, query: str, depth: int, filters: RecallFilters
+    ) -> dict[str, list[ChannelHit] | None]:
+        """Every channel's hits, searched at the same time, each on its own read snapshot
+        (SQLite releases the GIL while it searches). This thread takes the slowest channel so
+        far and the pool the others: measured ~0.7 ms better at 100k memories than the other
+        way round, as each thread's page cache keeps serving the same index."""
+        by_cost = sorted(channels, key=lambda c: self._cost.get(c.name, 0.0), reverse=True)
+        pending = [(c, self._pool().submit(self._search_own_snapshot, c, query, depth, filters))
+                   for c in by_cost[1:]]
+        found = {c.name: self._search(c, conn, query, depth, filters) for c in by_cost[:1]}
+        found.update((c.name, future.result()) for c, future in pending)
+        return found
 
     def _search_own_snapshot(
         self, channel: Channel, query: str, depth: int, filters: RecallFilters
@@ -425,7 +432,8 @@ class MemoryEngine:
 
     def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
         """The ready-to-inject text for these hits (empty when nothing fits)."""
-        return self.pm.hook.format_injection(query=query, hits=hits, budget_chars=budget_chars) or ""
+        block = self.pm.hook.format_injection(query=query, hits=hits, budget_chars=budget_chars)
+        return block or ""
 
     @staticmethod
     def _load(conn: Any, ids: list[int]) -> dict[int, Memory]:
