@@ -253,7 +253,6 @@ def plugins(obj: Context, as_json: bool) -> None:
 
 
 # rich is imported where it is used: it would add ~50 ms to every start, the service's too.
-
 def _table(*columns: str) -> Any:
     from rich.table import Table
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import re
 import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -22,8 +22,8 @@ from .errors import InvalidMemory, Rejected
 from .fusion import keyword_gated_weights, keyword_leads, rrf
 from .models import (
     EXPIRING_KIND,
-    IngestResult,
     ChannelHit,
+    IngestResult,
     Memory,
     NewMemory,
     RecallFilters,
@@ -134,6 +134,9 @@ class MemoryEngine:
         plugin_manager: PluginManager | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
+        self._executor: ThreadPoolExecutor | None = None  # recall's pool, made on first use
+        self._pool_lock = threading.Lock()
+        self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
         self.store = Store(self.settings.resolved_db_path)
         self.embedders: list[Any] = []
@@ -151,9 +154,6 @@ class MemoryEngine:
         with self.store.write() as conn:
             for channel in self.channels:
                 channel.setup(conn)
-        self._executor: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
 
     # --- write path ------------------------------------------------------------------------
 

@@ -68,7 +68,8 @@ def row_to_memory(row: tuple) -> Memory:
     """Build a Memory from a row selected with MEMORY_COLUMNS."""
     return Memory(
         id=row[0], uid=row[1], content=row[2], kind=row[3], source=row[4], project=row[5],
-        tags=json.loads(row[6]) if row[6] != "[]" else [], created_at=row[7], updated_at=row[8], deleted=bool(row[9]),
+        tags=json.loads(row[6]) if row[6] != "[]" else [],  # most have none: skip the parser
+        created_at=row[7], updated_at=row[8], deleted=bool(row[9]),
     )
 
 

@@ -52,10 +52,10 @@ class TrigramChannel:
     name = "trigram"
     #: On spaced text every trigram query term is also a porter term, matched more loosely
     #: ("tim" inside "time"), so at equal weight RRF lets this noisier copy outvote porter
-    #: (LoCoMo dev R@10 60.2 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
-    #: and fused beats porter alone (61.7); where porter finds nothing (CJK runs, substrings of
+    #: (LoCoMo dev R@10 60.7 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
+    #: and fused beats porter alone (62.0); where porter finds nothing (CJK runs, substrings of
     #: identifiers and compounds) this channel's order is the fused order whatever the weight.
-    #: Leave-one-conversation-out picks 0.15 in 4 folds of 5 (R@10 61.5); see bench/README.md.
+    #: Leave-one-conversation-out picks 0.15 in 4 folds of 5 (R@10 61.8); see the README.
     weight = 0.15
 
     def __init__(self) -> None:
