@@ -197,3 +197,28 @@ def test_optimize_merges_every_fts_index_and_search_still_works(engine: MemoryEn
     assert search_contents(engine, "porter", "segment3 note 7")[0] == "segment3 note 7"
     found = search_contents(engine, "trigram", "segment4")
     assert len(found) == 10 and all(f.startswith("segment4 note") for f in found)
+
+
+def test_indexed_documents_counts_the_index_not_the_content(engine: MemoryEngine) -> None:
+    engine.ingest([NewMemory(f"english note {i}") for i in range(12)]
+                  + [NewMemory("坐标投影 的 说明"), NewMemory("投影 坐标系")])
+    conn = engine.store.read()
+    assert channels.indexed_documents(conn, "memories_fts") == 14
+    assert channels.indexed_documents(conn, "memories_fts_tri") == 14
+    assert channels.indexed_documents(conn, "memories_fts_bigram") == 2  # CJK text only
+
+
+def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: MemoryEngine) -> None:
+    engine.ingest([NewMemory(f"common filler {i}") for i in range(30)]
+                  + [NewMemory("common zebra sighting"), NewMemory("zebra crossing")])
+    porter = next(c for c in engine.channels if c.name == "porter")
+    conn = engine.store.read()
+    ids = {m.content: m.id for m in engine.list(limit=100)}
+    both = channels.idf_coverage(conn, "memories_fts", ["common", "zebra"],
+                                 ids["common zebra sighting"])
+    assert both == 1.0
+    lacking = ids["zebra crossing"]
+    partial = channels.idf_coverage(conn, "memories_fts", ["common", "zebra"], lacking)
+    assert 0.9 < partial < 1.0  # "common" (31 of 32 memories) weighs almost nothing
+    for _ in range(2):  # the second call answers from the channel's remembered counts
+        assert porter.confidence(conn, "common zebra", [lacking]) == pytest.approx(partial)

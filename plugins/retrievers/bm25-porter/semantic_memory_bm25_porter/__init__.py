@@ -65,7 +65,8 @@ class PorterChannel:
         if not ids:
             return 0.0
         terms = words(query)
-        return idf_coverage(conn, TABLE, [t for t in terms if t not in STOPWORDS] or terms, ids[0])
+        return idf_coverage(conn, TABLE, [t for t in terms if t not in STOPWORDS] or terms, ids[0],
+                            self.counts)
 
 
 @hookimpl
