@@ -56,10 +56,14 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     items = engine.store.read().execute(
         "SELECT uid, count(*) FROM injection_items GROUP BY uid ORDER BY uid").fetchall()
     assert items == [("u1", 2), ("u2", 1)]
+    # v3: forgotten memories are counted and filtered through their own index.
+    assert engine.forget("u2")
+    assert engine.counts()["memories"] == 1 and engine.counts()["deleted"] == 1
+    assert engine.recall("gateway times out") == []
     engine.close()
     # Opening again is a no-op.
     again = MemoryEngine(Settings(db_path=str(path)))
-    assert again.count() == 2
+    assert again.count() == 1 and again.store.schema_version == SCHEMA_VERSION
     again.close()
 
 

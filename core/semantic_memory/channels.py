@@ -276,7 +276,8 @@ def fts_search(
 
     FTS5's bm25() is lower-is-better; the hit score is its negation (higher is better).
     Without filters the FTS table is ranked alone and only its top k (plus slack) are checked
-    against `memories` (soft-deleted, or gone): no row lookup for every match.
+    against the index of forgotten memories: no row lookup for every match. (A memory that is
+    gone altogether has left the index through the delete trigger.)
     """
     if not match:
         return []
@@ -289,10 +290,11 @@ def fts_search(
             [match, *window_params, k + 16],
         ).fetchall()
         found = [r[0] for r in rows]
-        live = {r[0] for r in conn.execute(
-            f"SELECT id FROM memories WHERE deleted = 0 AND id IN ({','.join('?' * len(found))})",
-            found,
+        forgotten = {r[0] for r in conn.execute(  # probes of the small partial index only
+            "SELECT id FROM memories INDEXED BY memories_forgotten WHERE deleted = 1 "
+            f"AND id IN ({','.join('?' * len(found))})", found,
         )} if found else set()
+        live = set(found) - forgotten
         if len(live) >= min(k, len(rows)) or len(rows) < k + 16:
             return [ChannelHit(id=r[0], score=-r[1]) for r in rows if r[0] in live][:k]
     rows = conn.execute(

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from .models import Memory
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project, updated_at);
+CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1;
 CREATE TABLE IF NOT EXISTS injections (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
@@ -108,8 +109,15 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         )
 
 
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """v3 indexes the forgotten memories: counting them, and telling a search's hits from
+    forgotten ones, no longer reads every memory."""
+    conn.execute("CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1")
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 class StoreError(RuntimeError):
