@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("llama_cpp")
+llama_cpp = pytest.importorskip("llama_cpp")
 
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory_llama_cpp import (  # noqa: E402
@@ -285,11 +285,9 @@ def test_policy_cpu_requested_never_touches_the_gpu(minilm_path: Path) -> None:
     assert ("nvidia-smi", None) not in log and log[0] == ("build", "cpu")
 
 
+@pytest.mark.skipif(llama_cpp.llama_supports_gpu_offload(),
+                    reason="a CPU-only llama.cpp build is what this case is about")
 def test_real_model_on_a_machine_without_gpu_falls_back(minilm_path: Path) -> None:
-    import llama_cpp
-
-    if llama_cpp.llama_supports_gpu_offload():
-        pytest.skip("this llama.cpp build offloads to a GPU")
     emb = LlamaCppEmbedder(str(minilm_path))  # MEMORY_DEVICE default: cuda
     emb.embed_query("x")
     assert emb.device == "cpu" and emb.fallback_reason
