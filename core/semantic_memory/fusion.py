@@ -50,8 +50,7 @@ def keyword_gated_weights(
     """
     if power <= 0 or confidence is None or not expensive:
         return weights
-    lead = sum(weights.get(n, 1.0) for n in expensive)
-    if lead <= sum(weights.get(n, 1.0) for n in keyword):
+    if keyword_leads(weights, keyword, expensive):
         return weights
     factor = max(0.0, min(1.0, confidence)) ** power
     return {n: (w * factor if n in keyword else w) for n, w in weights.items()}
