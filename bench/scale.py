@@ -112,16 +112,22 @@ def plain_fts5(texts: list[str], questions: list[str], path: Path) -> tuple[floa
     return rate, latencies
 
 
+def import_synthetic(engine: MemoryEngine, texts: list[str]) -> Counter[str]:
+    """Ingest `texts` in the CLI's batches, round robin over PROJECTS; the statuses seen."""
+    statuses: Counter[str] = Counter()
+    for start in range(0, len(texts), IMPORT_BATCH):
+        batch = [NewMemory(text, kind="note", source="import", project=f"p{(start + i) % PROJECTS}")
+                 for i, text in enumerate(texts[start:start + IMPORT_BATCH])]
+        statuses.update(r.status for r in engine.ingest(batch))
+    return statuses
+
+
 def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp: Path) -> dict:
     n = len(texts)
     engine = MemoryEngine(Settings(db_path=str(tmp / f"scale-{n}.db"), device="cpu",
                                    plugins=plugins))
-    statuses: Counter[str] = Counter()
     t = time.perf_counter()
-    for start in range(0, n, IMPORT_BATCH):
-        batch = [NewMemory(text, kind="note", source="import", project=f"p{(start + i) % PROJECTS}")
-                 for i, text in enumerate(texts[start:start + IMPORT_BATCH])]
-        statuses.update(r.status for r in engine.ingest(batch))
+    statuses = import_synthetic(engine, texts)
     merge_t = time.perf_counter()
     engine.store.optimize_fts()  # as `memory-mcp import` does after a bulk import
     merge_s = time.perf_counter() - merge_t
@@ -165,10 +171,7 @@ def quality(n: int, plugins: str, data_path: str, seed: int, tmp: Path) -> dict:
     data = load(data_path)
     engine = MemoryEngine(Settings(db_path=str(tmp / f"quality-{n}.db"), device="cpu",
                                    plugins=plugins))
-    texts = synthetic(n, data_path, seed)
-    for start in range(0, n, IMPORT_BATCH):
-        engine.ingest([NewMemory(text, kind="note", project=f"p{(start + i) % PROJECTS}")
-                       for i, text in enumerate(texts[start:start + IMPORT_BATCH])])
+    import_synthetic(engine, synthetic(n, data_path, seed))
     for conv in data:
         engine.ingest([NewMemory(content, kind="note", project=conv.sample_id)
                        for _, content in conv.turns])
