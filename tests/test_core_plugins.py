@@ -101,6 +101,28 @@ def test_runtime_plugin_adds_a_channel(settings: Settings) -> None:
     engine.close()
 
 
+def test_channels_are_asked_for_the_depth_or_twice_k(settings: Settings) -> None:
+    asked: list[int] = []
+
+    class Counting(ReverseChannel):
+        def search(self, conn, query, k, filters):
+            asked.append(k)
+            return super().search(conn, query, k, filters)
+
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register, settings):
+            register(Counting())
+
+    engine = MemoryEngine(replace(settings, recall_depth=50), plugins=[Plugin()])
+    try:
+        for k in (1, 10, 25, 40):
+            engine.recall("anything", k=k)
+        assert asked == [50, 50, 50, 80]
+    finally:
+        engine.close()
+
+
 def test_a_failing_channel_does_not_break_recall(settings: Settings) -> None:
     class Broken(ReverseChannel):
         name = "broken"

@@ -109,6 +109,13 @@ def test_rrf_counts_a_repeated_id_once_and_keeps_tie_order() -> None:
     assert rrf({}) == []
 
 
+def test_rrf_limit_keeps_the_best() -> None:
+    fused = rrf({"a": [1, 2, 3], "b": [3, 4]}, limit=2)
+    assert [f.id for f in fused] == [3, 1]
+    assert fused[0].ranks == {"a": 3, "b": 1}
+    assert len(rrf({"a": [1, 2]}, limit=5)) == 2
+
+
 def test_channel_weights_from_settings(tmp_path) -> None:
     from semantic_memory.config import Settings
 

@@ -59,8 +59,8 @@ class Settings:
     fusion_gate_power: float = 16.0
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
-    # How many candidates each channel contributes before fusion.
-    recall_depth: int = 100
+    # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
+    recall_depth: int = 50
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.

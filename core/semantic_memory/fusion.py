@@ -13,26 +13,30 @@ class Fused:
 
 
 def rrf(
-    rankings: dict[str, list[int]], weights: dict[str, float] | None = None, k: int = 60
+    rankings: dict[str, list[int]], weights: dict[str, float] | None = None, k: int = 60,
+    limit: int | None = None,
 ) -> list[Fused]:
     """Fuse ranked id lists: score(d) = sum over channels c of w_c / (k + rank_c(d)).
 
     Ranks are 1-based. A channel without a weight counts 1.0; weight 0 keeps its ranks for
-    reporting but adds nothing. Ties keep the order of first appearance.
+    reporting but adds nothing. Ties keep the order of first appearance. `limit`: only the
+    best that many (the engine fuses hundreds of ids per query and keeps its depth).
     """
     weights = weights or {}
-    fused: dict[int, Fused] = {}
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
     for channel, ids in rankings.items():
         weight = weights.get(channel, 1.0)
         for rank, id_ in enumerate(ids, start=1):
-            entry = fused.get(id_)
-            if entry is None:
-                entry = fused[id_] = Fused(id_, 0.0)
-            if channel in entry.ranks:  # a channel listing an id twice counts once
-                continue
-            entry.ranks[channel] = rank
-            entry.score += weight / (k + rank)
-    return sorted(fused.values(), key=lambda f: f.score, reverse=True)
+            seen = ranks.get(id_)
+            if seen is None:
+                ranks[id_] = {channel: rank}
+                scores[id_] = weight / (k + rank)
+            elif channel not in seen:  # a channel listing an id twice counts once
+                seen[channel] = rank
+                scores[id_] += weight / (k + rank)
+    best = sorted(scores, key=scores.__getitem__, reverse=True)  # stable: ties keep their order
+    return [Fused(id_, scores[id_], ranks[id_]) for id_ in best[:limit]]
 
 
 def keyword_gated_weights(

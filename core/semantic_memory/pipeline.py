@@ -324,7 +324,8 @@ class MemoryEngine:
         k = max(1, min(int(k), MAX_RECALL_K))
         if not query or not query.strip():
             return []
-        depth = max(k, self.settings.recall_depth)
+        # Fusion needs slack below k: a fused top-k member may rank up to ~2k in one channel.
+        depth = max(2 * k, self.settings.recall_depth)
         cheap = [c for c in self.channels if not getattr(c, "expensive", False)]
         expensive = [c for c in self.channels if getattr(c, "expensive", False)]
         keyword = [c.name for c in cheap]
@@ -358,7 +359,7 @@ class MemoryEngine:
             weights = keyword_gated_weights(
                 self.weights, keyword, [n for n in expensive_names if n in rankings], confidence,
                 self.settings.fusion_gate_power)
-            fused = rrf(rankings, weights, self.settings.rrf_k)[:depth]
+            fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
             memories = self._load(conn, [f.id for f in fused])
             hits = [
                 RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))
