@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from semantic_memory.config import Settings
-from semantic_memory.models import NewMemory
+from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.store import SCHEMA_VERSION, Store, StoreError
 
@@ -60,11 +60,41 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     assert engine.forget("u2")
     assert engine.counts()["memories"] == 1 and engine.counts()["deleted"] == 1
     assert engine.recall("gateway times out") == []
+    assert project_index_columns(engine.store.read()) == ["project", "id"]
     engine.close()
     # Opening again is a no-op.
     again = MemoryEngine(Settings(db_path=str(path)))
     assert again.count() == 1 and again.store.schema_version == SCHEMA_VERSION
     again.close()
+
+
+def project_index_columns(conn: sqlite3.Connection) -> list[str]:
+    return [r[2] for r in conn.execute("PRAGMA index_info(memories_project)")]
+
+
+def test_v3_project_index_is_rebuilt_by_id(tmp_path: Path) -> None:
+    """v4: a project's id range (the bound of its searches) comes from two index seeks."""
+    path = tmp_path / "v3.db"
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    for i in range(3):
+        engine.store_one(NewMemory(f"deploy step {i} of the api", project="api"))
+    engine.store_one(NewMemory("deploy the web app", project="web"))
+    engine.close()
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP INDEX memories_project; "
+                       "CREATE INDEX memories_project ON memories(project, updated_at); "
+                       "PRAGMA user_version = 3;")
+    conn.close()
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    conn = engine.store.read()
+    assert engine.store.schema_version == SCHEMA_VERSION
+    assert project_index_columns(conn) == ["project", "id"]
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT (SELECT min(id) FROM memories WHERE project = ?1)", ("api",)))
+    assert "memories_project" in plan
+    hits = engine.recall("deploy", filters=RecallFilters(project="api"))
+    assert len(hits) == 3 and {h.memory.project for h in hits} == {"api"}
+    engine.close()
 
 
 def test_newer_schema_is_refused_not_damaged(tmp_path: Path) -> None:

@@ -208,8 +208,9 @@ def bounded_search(
     if not phrases:
         return []
     if filters.project is not None:
-        lo, hi = conn.execute(
-            "SELECT min(id), max(id) FROM memories WHERE project = ?",  # index only
+        lo, hi = conn.execute(  # one index seek each (memories_project is (project, id))
+            "SELECT (SELECT min(id) FROM memories WHERE project = ?1), "
+            "(SELECT max(id) FROM memories WHERE project = ?1)",
             (filters.project,),
         ).fetchone()
         if lo is None:
