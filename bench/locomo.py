@@ -93,7 +93,9 @@ def load(path: str | Path = DEFAULT_DATA) -> list[Conversation]:
 
 def question_recalls(recall: RecallFn, data: list[Conversation], ks: Iterable[int] = KS
                      ) -> tuple[dict[str, list[dict[int, float]]], list[float]]:
-    """Per conversation, each question's recall@k (0..1); plus each recall's latency (s)."""
+    """Per conversation, each question's recall@k (0..1), each k from its own recall(k) (the
+    engine's fusion depth grows with k, so a top 10 is not the head of a top 50); plus the
+    latency (s) of each question's largest recall."""
     ks = sorted(ks)
     out: dict[str, list[dict[int, float]]] = {}
     latencies = []
@@ -103,12 +105,15 @@ def question_recalls(recall: RecallFn, data: list[Conversation], ks: Iterable[in
             by_content.setdefault(content, set()).add(dia_id)
         rows = out[conv.sample_id] = []
         for q in conv.questions:
-            t = time.perf_counter()
-            contents = recall(conv.sample_id, q.text, ks[-1])
-            latencies.append(time.perf_counter() - t)
-            found = [by_content.get(c, set()) for c in contents]
-            rows.append({k: len(set().union(*found[:k]) & q.evidence) / len(q.evidence)
-                         for k in ks})
+            row = {}
+            for k in reversed(ks):
+                t = time.perf_counter()
+                contents = recall(conv.sample_id, q.text, k)
+                if k == ks[-1]:
+                    latencies.append(time.perf_counter() - t)
+                found = set().union(*(by_content.get(c, set()) for c in contents[:k]))
+                row[k] = len(found & q.evidence) / len(q.evidence)
+            rows.append(dict(sorted(row.items())))
     return out, latencies
 
 

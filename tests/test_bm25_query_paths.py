@@ -222,3 +222,48 @@ def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: Memor
     assert 0.9 < partial < 1.0  # "common" (31 of 32 memories) weighs almost nothing
     for _ in range(2):  # the second call answers from the channel's remembered counts
         assert porter.confidence(conn, "common zebra", [lacking]) == pytest.approx(partial)
+
+
+def binary_hits(engine: MemoryEngine, phrases: list[str], filters=None) -> list[tuple[str, float]]:
+    with engine.store.snapshot() as conn:
+        top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+        hits = channels.binary_search(conn, "memories_fts_tri", phrases, 10,
+                                      filters or RecallFilters(), (1, top))
+        memories = engine._load(conn, [h.id for h in hits])
+    return [(memories[h.id].content, h.score) for h in hits]
+
+
+def test_binary_tf_ranks_by_the_idf_of_the_phrases_a_memory_contains(engine: MemoryEngine) -> None:
+    """BM25 with k1 = 0: a phrase counts once per memory; rarer phrases weigh more; equal
+    scores go newest first; filters and forgotten memories apply."""
+    engine.ingest([NewMemory(f"gateway retry note {i}", project="api") for i in range(6)])
+    engine.ingest([NewMemory("gateway gateway gateway timeout", project="api"),
+                   NewMemory("timeout of the gateway", project="web"),
+                   NewMemory("a timeout alone", project="api")])
+    hits = binary_hits(engine, ['"gateway"', '"timeout"'])
+    contents = [c for c, _ in hits]
+    # Both phrases beat one; among the two-phrase memories the newer wins (repeats don't count).
+    assert contents[:2] == ["timeout of the gateway", "gateway gateway gateway timeout"]
+    assert hits[0][1] == hits[1][1]
+    # "timeout" (3 memories) is rarer than "gateway" (8): alone it outranks "gateway" alone.
+    assert contents[2] == "a timeout alone" and hits[2][1] > hits[3][1]
+    assert contents[3:] == [f"gateway retry note {i}" for i in range(5, -1, -1)]
+    # Filters, and forgotten memories, as in every channel.
+    only_web = binary_hits(engine, ['"gateway"', '"timeout"'], RecallFilters(project="web"))
+    assert [c for c, _ in only_web] == ["timeout of the gateway"]
+    engine.forget(next(m.uid for m in engine.list() if m.content == "timeout of the gateway"))
+    assert "timeout of the gateway" not in [c for c, _ in binary_hits(engine, ['"timeout"'])]
+
+
+def test_trigram_channel_ranks_with_binary_tf_on_both_search_paths(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory(f"getUserAccountBalance call {i}") for i in range(12)]
+                  + [NewMemory("AccountBalance and Overdraft checks")])
+    query = "AccountBalance overdraft"
+    exact = search_contents(engine, "trigram", query)  # 13 memories: within any budget
+    assert exact[0] == "AccountBalance and Overdraft checks"
+    assert exact[1:] == [f"getUserAccountBalance call {i}" for i in range(11, 2, -1)]
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 8)  # trigram gets a quarter: 2 matches
+    # Over budget "accountbalance" (13 matches) is cut; "overdraft" (1) is kept.
+    assert search_contents(engine, "trigram", query) == ["AccountBalance and Overdraft checks"]

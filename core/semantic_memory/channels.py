@@ -195,8 +195,10 @@ def bounded_search(
     budget: int | None = None,
     rescore: bool = False,
     counts: MatchCounts | None = None,
+    binary_tf: bool = False,
 ) -> list[ChannelHit]:
-    """`fts_search` for the OR of `phrases` (FTS5 phrase strings) within MATCH_BUDGET.
+    """`fts_search` for the OR of `phrases` (FTS5 phrase strings) within MATCH_BUDGET
+    (`binary_search` with `binary_tf`).
 
     Sizing a query costs at most budget + 1 row visits per phrase (counts with a LIMIT), and
     nothing when the memories in reach number no more than the budget. When even the rarest
@@ -205,6 +207,7 @@ def bounded_search(
     are mostly stored together), so counts and cuts are about that range.
     """
     budget = MATCH_BUDGET if budget is None else budget
+    counts = counts or MatchCounts()
     if not phrases:
         return []
     if filters.project is not None:
@@ -218,11 +221,12 @@ def bounded_search(
     else:
         lo, hi = 1, conn.execute("SELECT max(id) FROM memories").fetchone()[0] or 0
     ids = (lo, hi)
+    rank = _Ranking(rescore, binary_tf, counts)
     if budget <= 0 or hi - lo + 1 <= budget:
-        return fts_search(conn, table, " OR ".join(phrases), k, filters, ids)
+        return rank(conn, table, phrases, k, filters, ids)
     sizes = [counts.count(conn, table, p, budget + 1, ids) for p in phrases]
     hits, total, narrowed = _bounded_pass(
-        conn, table, phrases, sizes, budget, k, filters, ids, rescore, counts)
+        conn, table, phrases, sizes, budget, k, filters, ids, rank)
     if not narrowed or 4 * len(hits) >= min(k, total):
         return hits  # exact, or enough hits (a quarter of k), or the filter dropped little
     wide = min(budget * MATCH_BUDGET_MAX_FACTOR, k * total // max(len(hits), 1))
@@ -230,28 +234,46 @@ def bounded_search(
         return hits
     sizes = [c if c <= budget else counts.count(conn, table, p, wide + 1, ids)
              for p, c in zip(phrases, sizes)]
-    return _bounded_pass(conn, table, phrases, sizes, wide, k, filters, ids, rescore, counts)[0]
+    return _bounded_pass(conn, table, phrases, sizes, wide, k, filters, ids, rank)[0]
+
+
+class _Ranking:
+    """How a bounded search ranks what it kept: bm25() (`fts_search`, optionally rescoring the
+    left-out common terms) or BM25 with binary term frequency (`binary_search`)."""
+
+    def __init__(self, rescore: bool, binary_tf: bool, counts: MatchCounts) -> None:
+        self.rescore, self.binary_tf, self.counts = rescore, binary_tf, counts
+
+    def __call__(
+        self, conn: sqlite3.Connection, table: str, phrases: list[str], k: int,
+        filters: RecallFilters, ids: tuple[int, int],
+    ) -> list[ChannelHit]:
+        if self.binary_tf:
+            return binary_search(conn, table, phrases, k, filters, ids, self.counts)
+        return fts_search(conn, table, " OR ".join(phrases), k, filters, ids)
 
 
 def _bounded_pass(
     conn: sqlite3.Connection, table: str, phrases: list[str], sizes: list[int], budget: int,
-    k: int, filters: RecallFilters, ids: tuple[int, int], rescore: bool, counts: MatchCounts,
+    k: int, filters: RecallFilters, ids: tuple[int, int], rank: _Ranking,
 ) -> tuple[list[ChannelHit], int, bool]:
     """One search within `budget`: hits, the matches considered, whether it was narrowed."""
     keep, total = _cut(sizes, [len(p) for p in phrases], budget)
-    match = " OR ".join(phrases[i] for i in keep)
+    kept = [phrases[i] for i in keep]
     if total > budget:  # one phrase, commoner than the budget: only its newest matches
-        match = match.removesuffix("*")  # a prefix phrase would merge all its doclists first
+        phrase = kept[0].removesuffix("*")  # a prefix phrase would merge all its doclists first
         row = conn.execute(
             f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
             "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (match, *ids, budget - 1),
+            (phrase, *ids, budget - 1),
         ).fetchone()
         if row:
             ids = (row[0], ids[1])
-        return fts_search(conn, table, match, k, filters, ids), budget, row is not None
+        return rank(conn, table, [phrase], k, filters, ids), budget, row is not None
     cut = len(keep) < len(phrases)
-    if cut and rescore:
+    counts = rank.counts
+    match = " OR ".join(kept)
+    if cut and rank.rescore:
         # `(kept) AND (left-out OR kept)` matches what `kept` matches and scores the left-out
         # terms too; bm25() sums over the expression's phrases, so the kept ones count twice:
         # the common terms weigh half, between leaving them out and the exact query.
@@ -261,7 +283,8 @@ def _bounded_pass(
                                  ids) <= limit]
         if rest:
             match = f"({match}) AND ({' OR '.join(rest)} OR {match})"
-    return fts_search(conn, table, match, k, filters, ids), total, cut
+            return fts_search(conn, table, match, k, filters, ids), total, cut
+    return rank(conn, table, kept, k, filters, ids), total, cut
 
 
 def fts_search(
@@ -305,6 +328,48 @@ def fts_search(
         [match, *window_params, *params, k],
     ).fetchall()
     return [ChannelHit(id=r[0], score=-r[1]) for r in rows]
+
+
+def binary_search(
+    conn: sqlite3.Connection,
+    table: str,
+    phrases: list[str],
+    k: int,
+    filters: RecallFilters,
+    ids: tuple[int, int],
+    counts: MatchCounts | None = None,
+) -> list[ChannelHit]:
+    """Memories with an id in `ids` matching any of `phrases`, ranked by BM25 with k1 = 0: the
+    summed IDF of the phrases each one contains (a phrase counts once, whatever its frequency
+    and the memory's length), newer first among equals; filters applied.
+
+    For phrases that are dear to match (a word is a phrase of many trigrams): bm25() reads
+    every phrase's whole doclist for its IDF and then matches it again, where this matches each
+    phrase once and takes document counts from `counts`, which a bounded search has already
+    filled for the phrases it kept (half the work at 1M memories).
+    """
+    phrases = phrases[:MAX_QUERY_TERMS]
+    counts = counts or MatchCounts()
+    docs = max(ids[1] - ids[0] + 1, 1)
+    union: list[str] = []
+    params: list[object] = []
+    for phrase in phrases:
+        # One phrase ranks by recency alone: no need to count it.
+        df = min(docs, counts.count(conn, table, phrase, docs + 1, ids)) if len(phrases) > 1 else 1
+        if df:
+            union.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
+                         "AND rowid BETWEEN ? AND ?")
+            params += [math.log((docs - df + 0.5) / (df + 0.5) + 1.0), phrase, *ids]
+    if not union:
+        return []
+    where, filter_params = filters.sql("m")
+    rows = conn.execute(
+        f"WITH hits(id, w) AS ({' UNION ALL '.join(union)}) "
+        f"SELECT h.id, sum(h.w) AS s FROM hits h JOIN memories m ON m.id = h.id WHERE {where} "
+        "GROUP BY h.id ORDER BY s DESC, h.id DESC LIMIT ?",
+        [*params, *filter_params, k],
+    ).fetchall()
+    return [ChannelHit(id=r[0], score=r[1]) for r in rows]
 
 
 def idf_coverage(

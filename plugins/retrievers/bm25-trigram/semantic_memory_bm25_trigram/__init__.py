@@ -4,6 +4,12 @@ Owns the external-content FTS5 table `memories_fts_tri`, kept in step with `memo
 triggers in the writer's transaction. Each query word of 3+ characters becomes a substring
 phrase; a run of CJK/Thai characters (no spaces between words) is cut into its overlapping
 trigrams so that partial overlaps still match.
+
+Ranking is BM25 with k1 = 0 (`channels.binary_search`): the summed IDF of the query substrings
+a memory contains, newer first among equals. A word is a phrase of many trigrams, and FTS5's
+bm25() matches every phrase twice (once over the whole index for its IDF): this matches each
+once, which halves the channel's work at 1M memories; LoCoMo and the multilingual benchmark
+rank as well as with bm25() (bench/README.md).
 """
 
 from __future__ import annotations
@@ -70,12 +76,13 @@ class TrigramChannel:
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        # A trigram match costs ~2x a porter match to score (every trigram's positions), and
-        # at weight 0.15 its order only breaks porter's near-ties on spaced text: a quarter of
-        # the work budget (channels.MATCH_BUDGET) costs no recall (LoCoMo dev R@10 61.7 at a
-        # half, 62.0 at a quarter; LoCoMo among 100k others the same) and ~1.5 ms at 100k.
+        # A trigram match costs ~2x a porter match (every trigram's positions), and at weight
+        # 0.15 its order only breaks porter's near-ties on spaced text: a quarter of the work
+        # budget (channels.MATCH_BUDGET) costs no recall (LoCoMo dev R@10 61.7 at a half, 62.0
+        # at a quarter; LoCoMo among 100k others the same) and ~1.5 ms at 100k.
         return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters,
-                              budget=channels.MATCH_BUDGET // 4, counts=self.counts)
+                              budget=channels.MATCH_BUDGET // 4, counts=self.counts,
+                              binary_tf=True)
 
 
 @hookimpl
