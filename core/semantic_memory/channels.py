@@ -366,7 +366,7 @@ def binary_search(
     rows = conn.execute(
         f"WITH hits(id, w) AS ({' UNION ALL '.join(union)}) "
         f"SELECT h.id, sum(h.w) AS s FROM hits h JOIN memories m ON m.id = h.id WHERE {where} "
-        "GROUP BY h.id ORDER BY s DESC, h.id DESC LIMIT ?",
+        "GROUP BY h.id ORDER BY round(s, 9) DESC, h.id DESC LIMIT ?",  # float sums: ties tie
         [*params, *filter_params, k],
     ).fetchall()
     return [ChannelHit(id=r[0], score=r[1]) for r in rows]

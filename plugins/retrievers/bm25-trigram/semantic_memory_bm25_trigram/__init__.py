@@ -58,10 +58,10 @@ class TrigramChannel:
     name = "trigram"
     #: On spaced text every trigram query term is also a porter term, matched more loosely
     #: ("tim" inside "time"), so at equal weight RRF lets this noisier copy outvote porter
-    #: (LoCoMo dev R@10 60.7 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
-    #: and fused beats porter alone (62.0); where porter finds nothing (CJK runs, substrings of
+    #: (LoCoMo dev R@10 60.9 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
+    #: and fused beats porter alone (61.9); where porter finds nothing (CJK runs, substrings of
     #: identifiers and compounds) this channel's order is the fused order whatever the weight.
-    #: Leave-one-conversation-out picks 0.15 in 4 folds of 5 (R@10 61.8); see the README.
+    #: The curve is flat from 0.1 to 0.2 (leave-one-conversation-out: see the README).
     weight = 0.15
 
     def __init__(self) -> None:
@@ -78,8 +78,8 @@ class TrigramChannel:
     ) -> list[ChannelHit]:
         # A trigram match costs ~2x a porter match (every trigram's positions), and at weight
         # 0.15 its order only breaks porter's near-ties on spaced text: a quarter of the work
-        # budget (channels.MATCH_BUDGET) costs no recall (LoCoMo dev R@10 61.7 at a half, 62.0
-        # at a quarter; LoCoMo among 100k others the same) and ~1.5 ms at 100k.
+        # budget (channels.MATCH_BUDGET) cost no recall when it was chosen (LoCoMo dev R@10
+        # 61.7 at a half, 62.0 at a quarter; LoCoMo among 100k others the same).
         return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters,
                               budget=channels.MATCH_BUDGET // 4, counts=self.counts,
                               binary_tf=True)
