@@ -227,7 +227,7 @@ def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: Memor
 def binary_hits(engine: MemoryEngine, phrases: list[str], filters=None) -> list[tuple[str, float]]:
     with engine.store.snapshot() as conn:
         top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
-        hits = channels.binary_search(conn, "memories_fts_tri", phrases, 10,
+        hits = channels.binary_tf_search(conn, "memories_fts_tri", phrases, 10,
                                       filters or RecallFilters(), (1, top))
         memories = engine._load(conn, [h.id for h in hits])
     return [(memories[h.id].content, h.score) for h in hits]

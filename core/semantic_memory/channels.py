@@ -198,7 +198,7 @@ def bounded_search(
     binary_tf: bool = False,
 ) -> list[ChannelHit]:
     """`fts_search` for the OR of `phrases` (FTS5 phrase strings) within MATCH_BUDGET
-    (`binary_search` with `binary_tf`).
+    (`binary_tf_search` with `binary_tf`).
 
     Sizing a query costs at most budget + 1 row visits per phrase (counts with a LIMIT), and
     nothing when the memories in reach number no more than the budget. When even the rarest
@@ -239,7 +239,7 @@ def bounded_search(
 
 class _Ranking:
     """How a bounded search ranks what it kept: bm25() (`fts_search`, optionally rescoring the
-    left-out common terms) or BM25 with binary term frequency (`binary_search`)."""
+    left-out common terms) or BM25 with binary term frequency (`binary_tf_search`)."""
 
     def __init__(self, rescore: bool, binary_tf: bool, counts: MatchCounts) -> None:
         self.rescore, self.binary_tf, self.counts = rescore, binary_tf, counts
@@ -249,7 +249,7 @@ class _Ranking:
         filters: RecallFilters, ids: tuple[int, int],
     ) -> list[ChannelHit]:
         if self.binary_tf:
-            return binary_search(conn, table, phrases, k, filters, ids, self.counts)
+            return binary_tf_search(conn, table, phrases, k, filters, ids, self.counts)
         return fts_search(conn, table, " OR ".join(phrases), k, filters, ids)
 
 
@@ -330,7 +330,7 @@ def fts_search(
     return [ChannelHit(id=r[0], score=-r[1]) for r in rows]
 
 
-def binary_search(
+def binary_tf_search(
     conn: sqlite3.Connection,
     table: str,
     phrases: list[str],

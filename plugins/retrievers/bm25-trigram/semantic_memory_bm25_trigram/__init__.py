@@ -5,7 +5,7 @@ triggers in the writer's transaction. Each query word of 3+ characters becomes a
 phrase; a run of CJK/Thai characters (no spaces between words) is cut into its overlapping
 trigrams so that partial overlaps still match.
 
-Ranking is BM25 with k1 = 0 (`channels.binary_search`): the summed IDF of the query substrings
+Ranking is BM25 with k1 = 0 (`channels.binary_tf_search`): the summed IDF of the query substrings
 a memory contains, newer first among equals. A word is a phrase of many trigrams, and FTS5's
 bm25() matches every phrase twice (once over the whole index for its IDF): this matches each
 once, which halves the channel's work at 1M memories; LoCoMo and the multilingual benchmark
