@@ -8,8 +8,9 @@ trigrams so that partial overlaps still match.
 Ranking is BM25 with k1 = 0 (`channels.binary_tf_search`): the summed IDF of the query substrings
 a memory contains, newer first among equals. A word is a phrase of many trigrams, and FTS5's
 bm25() matches every phrase twice (once over the whole index for its IDF): this matches each
-once, which halves the channel's work at 1M memories; LoCoMo and the multilingual benchmark
-rank as well as with bm25() (bench/README.md).
+once, which halves the channel's work at 1M memories. Against bm25(): LoCoMo fused R@10 61.9 vs
+62.2, LoCoMo hidden among 100k synthetic memories 14.5 vs 10.3, the multilingual benchmark
+unchanged (bench/README.md).
 """
 
 from __future__ import annotations
