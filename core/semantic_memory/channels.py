@@ -242,7 +242,8 @@ class _Ranking:
     left-out common terms) or BM25 with binary term frequency (`binary_tf_search`)."""
 
     def __init__(self, rescore: bool, binary_tf: bool, counts: MatchCounts) -> None:
-        self.rescore, self.binary_tf, self.counts = rescore, binary_tf, counts
+        # Rescoring is a bm25() expression: it has no meaning for the binary ranking.
+        self.rescore, self.binary_tf, self.counts = rescore and not binary_tf, binary_tf, counts
 
     def __call__(
         self, conn: sqlite3.Connection, table: str, phrases: list[str], k: int,
