@@ -331,6 +331,11 @@ def fts_search(
     return [ChannelHit(id=r[0], score=-r[1]) for r in rows]
 
 
+def bm25_idf(docs: int, df: int) -> float:
+    """BM25's IDF of a term found in `df` of `docs` documents (Lucene's form: never negative)."""
+    return math.log((docs - df + 0.5) / (df + 0.5) + 1.0)
+
+
 def binary_tf_search(
     conn: sqlite3.Connection,
     table: str,
@@ -360,7 +365,7 @@ def binary_tf_search(
         if df:
             union.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
                          "AND rowid BETWEEN ? AND ?")
-            params += [math.log((docs - df + 0.5) / (df + 0.5) + 1.0), phrase, *ids]
+            params += [bm25_idf(docs, df), phrase, *ids]
     if not union:
         return []
     where, filter_params = filters.sql("m")
@@ -392,7 +397,7 @@ def idf_coverage(
     for term in terms:
         phrase = fts_phrase(term)
         df = min(n, counts.count(conn, table, phrase, n + 1, ids))
-        idf = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+        idf = bm25_idf(n, df)
         total += idf
         if df and conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid = ?",
                                (phrase, doc_id)).fetchone():
