@@ -8,7 +8,7 @@ memories they should recall. recall@k of a query = share of its relevant memorie
 the report averages it per language, per kind and overall.
 
     uv run --all-packages python bench/multilingual.py              # JSON report on stdout
-    uv run --all-packages python bench/multilingual.py --markdown   # the README tables
+    uv run --all-packages python bench/multilingual.py --markdown   # the docs/multilingual.md tables
     uv run --all-packages python bench/multilingual.py -k 10 --weights 0.5,1,2
 
 Per-channel numbers come from each channel's own `search` (its top k); "fused" is

@@ -1,7 +1,7 @@
 """llama.cpp embedder plugin: registers a GGUF embedder (Qwen3-Embedding by default).
 
 Configured by MEMORY_MODEL_PATH (empty = no model: the vector channel stays off and recall is
-BM25-only), MEMORY_DEVICE, MEMORY_EMBED_* (see the README's vector section).
+BM25-only), MEMORY_DEVICE, MEMORY_EMBED_* (see docs/vector.md).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class BigramChannel:
     #: alone vs porter 24.0, trigram 50.0 on bench/multilingual.py), so it should count as much
     #: as porter where both answer and more than trigram (0.15): below trigram's weight
     #: trigram's order wins where they disagree and MRR@10 drops; from 0.15 to 3 the set
-    #: scores the same (recall@5 is flat from 0.05). See the README's multilingual section.
+    #: scores the same (recall@5 is flat from 0.05). See docs/multilingual.md.
     weight = 1.0
 
     def setup(self, conn: sqlite3.Connection) -> None:

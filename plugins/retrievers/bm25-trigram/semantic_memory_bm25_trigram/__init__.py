@@ -62,7 +62,7 @@ class TrigramChannel:
     #: (LoCoMo dev R@10 60.9 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
     #: and fused beats porter alone (61.9); where porter finds nothing (CJK runs, substrings of
     #: identifiers and compounds) this channel's order is the fused order whatever the weight.
-    #: The curve is flat from 0.1 to 0.2 (leave-one-conversation-out: see the README).
+    #: The curve is flat from 0.1 to 0.2 (leave-one-conversation-out: docs/retrieval.md).
     weight = 0.15
 
     def __init__(self) -> None:
