@@ -61,6 +61,10 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     assert engine.counts()["memories"] == 1 and engine.counts()["deleted"] == 1
     assert engine.recall("gateway times out") == []
     assert project_index_columns(engine.store.read()) == ["project", "id"]
+    # v5: injection reports carry the agent session; old reports have none.
+    assert engine.injected_in_session("s1") == frozenset()
+    engine.record_injection(uids=["u1"], harness="claude-code", session="s1")
+    assert engine.injected_in_session("s1") == {"u1"}
     engine.close()
     # Opening again is a no-op.
     again = MemoryEngine(Settings(db_path=str(path)))

@@ -387,22 +387,37 @@ def idf_coverage(
     lacks (or that no memory contains) pulls it down; stopword-like terms barely count.
     Channels use it for `confidence` (the keyword fast path); `counts` (the channel's own)
     remembers document frequencies across queries."""
+    return idf_coverages(conn, table, terms, [doc_id], counts).get(doc_id, 0.0)
+
+
+def idf_coverages(
+    conn: sqlite3.Connection, table: str, terms: list[str], doc_ids: list[int],
+    counts: MatchCounts | None = None, min_df: int = 0, prefix_min: int = 0,
+) -> dict[int, float]:
+    """`idf_coverage` of several documents at once (a seek per term and document).
+
+    `min_df`: document frequencies below it count as it. With 1, a term no memory contains
+    weighs like one that a single memory contains, instead of dwarfing the rest on a small
+    store (on 5 memories an absent word weighs 3.5x one that two memories share).
+    `prefix_min`: terms this long also match as prefixes, as in `fts_terms`."""
     terms = terms[:MAX_QUERY_TERMS]
-    if not terms:
-        return 0.0
+    if not terms or not doc_ids:
+        return {}
     n = indexed_documents(conn, table) or 1
     counts = counts or MatchCounts()
     ids = (1, conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
-    total = got = 0.0
-    for term in terms:
-        phrase = fts_phrase(term)
+    sql = f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid = ?"  # a seek per document
+    total = 0.0
+    got = dict.fromkeys(doc_ids, 0.0)
+    for phrase in fts_terms(terms, prefix_min):
         df = min(n, counts.count(conn, table, phrase, n + 1, ids))
-        idf = bm25_idf(n, df)
+        idf = bm25_idf(n, max(df, min_df))
         total += idf
-        if df and conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? AND rowid = ?",
-                               (phrase, doc_id)).fetchone():
-            got += idf
-    return got / total if total > 0 else 0.0
+        if df:
+            for doc_id in got:
+                if conn.execute(sql, (phrase, doc_id)).fetchone():
+                    got[doc_id] += idf
+    return {d: (g / total if total > 0 else 0.0) for d, g in got.items()}
 
 
 def indexed_documents(conn: sqlite3.Connection, table: str) -> int:

@@ -72,6 +72,27 @@ class Settings:
     # Extra Host names the HTTP service answers (DNS-rebinding allow-list), comma-separated,
     # e.g. "memory.lan,192.168.1.5"; loopback names and the bound address are always allowed.
     allowed_hosts: str = ""
+    # A hit goes into a hook's injection only when a channel vouches for it: the IDF-weighted
+    # share of the query a keyword hit contains (0..1), or a vector hit's cosine floor.
+    inject_min_coverage: float = 0.5
+    # --- harness hooks and plugins (`memory-mcp hook`, the opencode plugin) ---
+    # The service URL; empty = the discovery file, else http://127.0.0.1:8765.
+    plugin_url: str = ""
+    # Bearer token for the service (empty = MEMORY_TOKEN).
+    plugin_token: str = ""
+    # Memories per injection and the block's character budget.
+    plugin_limit: int = 5
+    plugin_budget_chars: int = 2000
+    # Tools whose output is captured (comma-separated, case-insensitive; empty = none).
+    plugin_tool_capture: str = ""
+    # 1 = a SessionStart hook that finds no service starts one (MEMORY_PORT=0, discovery file).
+    plugin_autostart: bool = False
+    # 1 = hooks log each decision to stderr.
+    plugin_debug: bool = False
+    # The project memories are stored under and recalled for (empty = the git repository).
+    project: str = ""
+    # Wall-clock budget of one hook process, in seconds: past it the hook exits 0, silently.
+    hook_budget_s: float = 1.5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -104,6 +125,14 @@ class Settings:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"MEMORY_MAX_BODY_BYTES must be >= 1024, not {self.max_body_bytes}")
+        if not 0 <= self.inject_min_coverage <= 1:
+            raise ConfigError("MEMORY_INJECT_MIN_COVERAGE must be within 0..1, "
+                              f"not {self.inject_min_coverage}")
+        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 200:
+            raise ConfigError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
+                              "MEMORY_PLUGIN_BUDGET_CHARS >= 200")
+        if not 0.05 <= self.hook_budget_s <= 60:
+            raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
         self.weights()  # parses MEMORY_CHANNEL_WEIGHTS
 
     @property
@@ -133,6 +162,10 @@ class Settings:
                     f"MEMORY_CHANNEL_WEIGHTS: expected name=number, got {part!r}"
                 ) from None
         return out
+
+    def tool_capture(self) -> set[str]:
+        """MEMORY_PLUGIN_TOOL_CAPTURE as lowercase tool names."""
+        return {t.strip().lower() for t in self.plugin_tool_capture.split(",") if t.strip()}
 
     def plugin_allowlist(self) -> set[str] | None:
         names = {p.strip() for p in self.plugins.split(",") if p.strip()}

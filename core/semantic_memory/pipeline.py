@@ -317,9 +317,15 @@ class MemoryEngine:
     # --- read path -------------------------------------------------------------------------
 
     def recall(
-        self, query: str, k: int = 10, filters: RecallFilters | None = None
+        self, query: str, k: int = 10, filters: RecallFilters | None = None, *,
+        exclude: Callable[[Memory], bool] | None = None, relevant_only: bool = False,
     ) -> list[RecallHit]:
-        """Search every channel, fuse with weighted RRF, post-process, return the top k."""
+        """Search every channel, fuse with weighted RRF, post-process, return the top k.
+
+        `exclude`: memories to leave out (e.g. those already in an agent's context).
+        `relevant_only`: keep only hits a channel vouches for (`_vouched`): what an injection
+        takes, where a ranked list of the nearest memories is not enough.
+        """
         filters = filters or RecallFilters()
         k = max(1, min(int(k), MAX_RECALL_K))
         if not query or not query.strip():
@@ -366,8 +372,32 @@ class MemoryEngine:
                 for f in fused if f.id in memories
             ]
             self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings, conn=conn)
-        hits.sort(key=lambda h: h.score, reverse=True)
+            hits.sort(key=lambda h: h.score, reverse=True)
+            if exclude is not None:
+                hits = [h for h in hits if not exclude(h.memory)]
+            if relevant_only:
+                return self._vouched(conn, query, hits, k)
         return hits[:k]
+
+    def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
+        """The best k hits that some channel vouches for, in rank order. Channels opt in with
+        `relevant(conn, query, hits) -> set of ids` (BM25: IDF coverage of the query at least
+        MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). Hits are judged a page
+        of k at a time, so a strong top k costs one page."""
+        judges = [c for c in self.channels if callable(getattr(c, "relevant", None))]
+        kept: list[RecallHit] = []
+        for start in range(0, len(hits), k):
+            page = hits[start : start + k]
+            vouched: set[int] = set()
+            for channel in judges:
+                try:
+                    vouched |= channel.relevant(conn, query, page)  # type: ignore[attr-defined]
+                except Exception:  # noqa: BLE001 - no verdict from this channel
+                    log.exception("channel %s relevance failed", channel.name)
+            kept += [h for h in page if h.memory.id in vouched]
+            if len(kept) >= k:
+                break
+        return kept[:k]
 
     def _search(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters
@@ -526,19 +556,34 @@ class MemoryEngine:
     def record_injection(
         self, *, uids: list[str], harness: str | None = None, hook: str | None = None,
         project: str | None = None, query: str | None = None, chars: int = 0,
+        session: str | None = None,
     ) -> int:
         """Append one injection report; returns its id."""
         with self.store.write() as conn:
             cursor = conn.execute(
-                "INSERT INTO injections (ts, harness, hook, project, query, uids, chars) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (now(), harness, hook, project, query, json.dumps(uids), int(chars)),
+                "INSERT INTO injections (ts, harness, hook, project, query, uids, chars, session) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (now(), harness, hook, project, query, json.dumps(uids), int(chars), session),
             )
             conn.executemany(
                 "INSERT INTO injection_items (injection_id, uid) VALUES (?, ?)",
                 [(cursor.lastrowid, uid) for uid in dict.fromkeys(uids)],
             )
         return int(cursor.lastrowid)
+
+    def injected_in_session(self, session: str) -> frozenset[str]:
+        """Uids of the memories already injected in this agent session (one index range)."""
+        return frozenset(uid for (uid,) in self.store.read().execute(
+            "SELECT DISTINCT i.uid FROM injections s JOIN injection_items i "
+            "ON i.injection_id = s.id WHERE s.session = ?", (session,)))
+
+    def in_session_context(self, session: str) -> Callable[[Memory], bool]:
+        """Whether a memory is already in the context of agent session `session`: injected
+        into it, or flushed from it (tagged `session:<session>`). A harness names its context
+        anew after each compaction, so what compaction dropped can come back."""
+        injected = self.injected_in_session(session)
+        tag = f"session:{session}"
+        return lambda memory: memory.uid in injected or tag in memory.tags
 
     def injections(
         self, *, harness: str | None = None, project: str | None = None,
@@ -551,13 +596,13 @@ class MemoryEngine:
                 clauses.append(f"{column} = ?")
                 params.append(value)
         rows = self.store.read().execute(
-            "SELECT id, ts, harness, hook, project, query, uids, chars FROM injections "
+            "SELECT id, ts, harness, hook, project, query, uids, chars, session FROM injections "
             f"WHERE {' AND '.join(clauses)} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
             [*params, max(0, limit), max(0, offset)],
         ).fetchall()
         return [
             {"id": r[0], "ts": iso(r[1]), "harness": r[2], "hook": r[3], "project": r[4],
-             "query": r[5], "uids": json.loads(r[6]), "chars": r[7]}
+             "query": r[5], "uids": json.loads(r[6]), "chars": r[7], "session": r[8]}
             for r in rows
         ]
 

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from .models import Memory
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -46,9 +46,11 @@ CREATE TABLE IF NOT EXISTS injections (
     project TEXT,
     query TEXT,
     uids TEXT NOT NULL DEFAULT '[]',
-    chars INTEGER NOT NULL DEFAULT 0
+    chars INTEGER NOT NULL DEFAULT 0,
+    session TEXT
 );
 CREATE INDEX IF NOT EXISTS injections_ts ON injections(ts);
+CREATE INDEX IF NOT EXISTS injections_session ON injections(session) WHERE session IS NOT NULL;
 CREATE TABLE IF NOT EXISTS injection_items (
     injection_id INTEGER NOT NULL REFERENCES injections(id) ON DELETE CASCADE,
     uid TEXT NOT NULL
@@ -97,7 +99,16 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         "UPDATE memories SET content_hash = ? WHERE id = ?",
         [(content_hash(content), id_) for id_, content in rows],
     )
-    run_script(conn, SCHEMA)
+    run_script(conn, """
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+        CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
+        CREATE INDEX IF NOT EXISTS injections_ts ON injections(ts);
+        CREATE TABLE IF NOT EXISTS injection_items (
+            injection_id INTEGER NOT NULL REFERENCES injections(id) ON DELETE CASCADE,
+            uid TEXT NOT NULL);
+        CREATE INDEX IF NOT EXISTS injection_items_uid ON injection_items(uid);
+        CREATE INDEX IF NOT EXISTS injection_items_injection ON injection_items(injection_id);
+        """)
     for injection_id, uids in conn.execute("SELECT id, uids FROM injections").fetchall():
         try:
             items = [u for u in json.loads(uids) if isinstance(u, str)]
@@ -123,9 +134,19 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX memories_project ON memories(project, id)")
 
 
+def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """v5 records the agent session of each injection report, so a hook never injects a
+    memory twice into one session."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(injections)")}
+    if "session" not in columns:
+        conn.execute("ALTER TABLE injections ADD COLUMN session TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS injections_session ON injections(session) "
+                 "WHERE session IS NOT NULL")
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
+    1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5}
 
 
 class StoreError(RuntimeError):

@@ -169,12 +169,17 @@ async def recall(request: Request) -> JSONResponse:
                             since=parse_ts(req.since, "since"))
 
     def work() -> tuple[list[dict[str, Any]], str]:
-        hits = engine.recall(req.query, req.k, filters)
+        exclude = engine.in_session_context(req.session) if req.session else None
+        hits = engine.recall(req.query, req.k, filters, exclude=exclude,
+                             relevant_only=req.relevant_only)
         return [h.to_dict() for h in hits], engine.injection_block(req.query, hits, req.budget_chars)
 
     items, block = await threaded(work)
+    # Which memories made it into the block (the budget may leave some out): what an injecting
+    # client reports to /inject/report.
+    block_uids = [item["uid"] for item in items if f'"{item["uid"]}"' in block]
     return JSONResponse({"query": req.query, "count": len(items), "items": items,
-                         "block": block, "block_chars": len(block)})
+                         "block": block, "block_chars": len(block), "block_uids": block_uids})
 
 
 async def stats(request: Request) -> JSONResponse:
@@ -237,7 +242,8 @@ async def inject_report(request: Request) -> JSONResponse:
     report = parse_model("InjectReport", await read_json(request))
     report_id = await threaded(
         engine_of(request).record_injection, uids=list(report.uids), harness=report.harness,
-        hook=report.hook, project=report.project, query=report.query, chars=report.chars)
+        hook=report.hook, project=report.project, query=report.query, chars=report.chars,
+        session=report.session)
     return JSONResponse({"ok": True, "id": report_id})
 
 

@@ -52,6 +52,11 @@ class RecallRequest(_Body):
     source: Short | None = None
     since: Timestamp | None = None
     budget_chars: int = Field(default=DEFAULT_BUDGET, ge=0, le=1_000_000)
+    #: An agent's context: memories injected into it (/inject/report) or flushed from it
+    #: (tagged `session:<session>`) are left out.
+    session: Short | None = None
+    #: Only hits a channel vouches for (the bar hooks inject by), not merely the nearest.
+    relevant_only: bool = False
 
 
 class InjectReport(_Body):
@@ -61,6 +66,7 @@ class InjectReport(_Body):
     project: Short | None = None
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     chars: int = Field(default=0, ge=0, le=10**9)
+    session: Short | None = None
 
 
 class _Query(BaseModel):

@@ -27,8 +27,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
+from typing import Any
 
-from semantic_memory.channels import fts_search, idf_coverage, or_query
+from semantic_memory.channels import fts_search, idf_coverage, idf_coverages, or_query
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
 from semantic_memory.plugins import hookimpl
@@ -177,6 +178,9 @@ class BigramChannel:
     #: scores the same (recall@5 is flat from 0.05). See docs/multilingual.md.
     weight = 1.0
 
+    def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
+        self.min_coverage = min_coverage
+
     def setup(self, conn: sqlite3.Connection) -> None:
         create_tables(conn)
         drain(conn)  # catch-up: memories stored while this plugin was not loaded
@@ -203,7 +207,16 @@ class BigramChannel:
             return 0.0
         return idf_coverage(conn, TABLE, terms, ids[0])
 
+    def relevant(self, conn: sqlite3.Connection, query: str, hits: list[Any]) -> set[int]:
+        """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query's CJK bigrams,
+        IDF-weighted (the injection bar for CJK text; other words are the other channels')."""
+        terms = query_terms(query)
+        if not terms:
+            return set()
+        coverage = idf_coverages(conn, TABLE, terms, [h.memory.id for h in hits], min_df=1)
+        return {i for i, c in coverage.items() if c >= self.min_coverage}
+
 
 @hookimpl
 def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    register(BigramChannel())
+    register(BigramChannel(settings.inject_min_coverage))

@@ -18,10 +18,11 @@ from semantic_memory.channels import (
     create_fts_table,
     fts_terms,
     idf_coverage,
+    idf_coverages,
     words,
 )
 from semantic_memory.config import Settings
-from semantic_memory.models import ChannelHit, Memory, RecallFilters
+from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.plugins import hookimpl
 
 TABLE = "memories_fts"
@@ -33,8 +34,9 @@ class PorterChannel:
     name = "porter"
     weight = 1.0
 
-    def __init__(self) -> None:
+    def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
         self.counts = MatchCounts()
+        self.min_coverage = min_coverage
 
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, "porter unicode61 remove_diacritics 2")
@@ -60,15 +62,28 @@ class PorterChannel:
         return bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True,
                               counts=self.counts)
 
+    @staticmethod
+    def terms(query: str) -> list[str]:
+        """The query's non-stopword words (all words if that leaves none)."""
+        terms = words(query)
+        return [t for t in terms if t not in STOPWORDS] or terms
+
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
         if not ids:
             return 0.0
-        terms = words(query)
-        return idf_coverage(conn, TABLE, [t for t in terms if t not in STOPWORDS] or terms, ids[0],
-                            self.counts)
+        return idf_coverage(conn, TABLE, self.terms(query), ids[0], self.counts)
+
+    def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
+        """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (the
+        bar for injecting); each hit's coverage goes into its signals."""
+        coverage = idf_coverages(conn, TABLE, self.terms(query), [h.memory.id for h in hits],
+                                 self.counts, min_df=1, prefix_min=PREFIX_MIN)
+        for hit in hits:
+            hit.signals["coverage"] = coverage.get(hit.memory.id, 0.0)
+        return {i for i, c in coverage.items() if c >= self.min_coverage}
 
 
 @hookimpl
 def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    register(PorterChannel())
+    register(PorterChannel(settings.inject_min_coverage))

@@ -25,10 +25,11 @@ from semantic_memory.channels import (
     bounded_search,
     create_fts_table,
     fts_terms,
+    idf_coverages,
     words,
 )
 from semantic_memory.config import Settings
-from semantic_memory.models import ChannelHit, Memory, RecallFilters
+from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.plugins import hookimpl
 
 TABLE = "memories_fts_tri"
@@ -65,8 +66,9 @@ class TrigramChannel:
     #: The curve is flat from 0.1 to 0.2 (leave-one-conversation-out: docs/retrieval.md).
     weight = 0.15
 
-    def __init__(self) -> None:
+    def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
         self.counts = MatchCounts()
+        self.min_coverage = min_coverage
 
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, "trigram")
@@ -85,7 +87,17 @@ class TrigramChannel:
                               budget=channels.MATCH_BUDGET // 4, counts=self.counts,
                               binary_tf=True)
 
+    def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
+        """For queries in scripts without spaces (Thai, CJK runs), where porter's words are
+        whole runs and cannot judge: hits containing at least MEMORY_INJECT_MIN_COVERAGE of
+        the query's substrings, IDF-weighted. Spaced text is porter's to judge."""
+        if not _UNSPACED.search(query):
+            return set()
+        coverage = idf_coverages(conn, TABLE, trigram_terms(query), [h.memory.id for h in hits],
+                                 self.counts, min_df=1)
+        return {i for i, c in coverage.items() if c >= self.min_coverage}
+
 
 @hookimpl
 def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    register(TrigramChannel())
+    register(TrigramChannel(settings.inject_min_coverage))

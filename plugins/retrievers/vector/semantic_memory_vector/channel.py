@@ -267,6 +267,16 @@ class VectorChannel:
         return [ChannelHit(id=i, score=s, signals={"cosine": s, FLOOR_SIGNAL: floor})
                 for i, s in self.filtered_top(conn, matrix, qvec, k, filters)]
 
+    def relevant(self, conn: sqlite3.Connection, query: str, hits: list[Any]) -> set[int]:
+        """Hits this channel found at least as similar as the cosine floor
+        (MEMORY_RECALL_MIN_COSINE, else the model's calibrated one): the bar for injecting."""
+        if not self.active:
+            return set()
+        floor = self.settings.recall_min_cosine
+        if floor < 0:
+            floor = float(getattr(self.embedder, "cosine_floor", 0.45))
+        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
+
     @staticmethod
     def filtered_top(conn: sqlite3.Connection, matrix: VectorMatrix, qvec: np.ndarray, k: int,
                      filters: RecallFilters) -> list[tuple[int, float]]:
