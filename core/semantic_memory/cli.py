@@ -6,6 +6,7 @@ import json
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import click
@@ -252,6 +253,110 @@ def plugins(obj: Context, as_json: bool) -> None:
     _print(table)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("harness")
+@click.argument("event")
+def hook(harness: str, event: str) -> None:
+    """Run HARNESS's EVENT hook: hook JSON on stdin, the harness's answer on stdout.
+
+    Always exits 0 within MEMORY_HOOK_BUDGET_S (fail-open); outcomes go to the hook log that
+    `memory-mcp doctor` reads."""
+    from .harness.runner import main as run_hook
+
+    sys.exit(run_hook([harness, event]))
+
+
+def _adapter(obj: Context, harness: str) -> Any:
+    from .harness.registry import all_adapters
+
+    adapters = all_adapters(obj.settings)
+    if harness not in adapters:
+        known = ", ".join(sorted(adapters)) or "none installed"
+        raise click.ClickException(f"no harness adapter named {harness!r} (installed: {known})")
+    return adapters[harness]
+
+
+def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool,
+                  uninstall: bool, mcp: str = "http") -> None:
+    from .harness import install as inst
+
+    adapter = _adapter(obj, harness)
+    if project is not None and not Path(project).is_dir():
+        raise click.BadParameter(f"{project} is not a directory", param_hint="--project")
+    target = inst.make_target(harness, obj.settings, project_dir=project, mcp=mcp)
+    try:
+        changes = inst.plan(adapter.config_files(target), uninstall=uninstall)
+    except inst.InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    verb = "uninstall" if uninstall else "install"
+    if not changes:
+        click.echo(f"{harness}: nothing to {verb}: the config already says so")
+        return
+    if dry_run:
+        for change in changes:
+            click.echo(change.diff(), nl=False)
+        click.echo(f"(dry run: {len(changes)} file(s) would change)", err=True)
+        return
+    backups = inst.apply(changes)
+    for change in changes:
+        click.echo(f"{verb}ed: {change.path}" if verb == "install" else f"updated: {change.path}")
+    for backup in backups:
+        click.echo(f"backup:  {backup}")
+    for note in adapter.install_notes(target) if not uninstall else ():
+        click.echo(note)
+
+
+_scope_options = [
+    click.option("--project", type=click.Path(file_okay=False),
+                 help="Install into this project's config instead of the user's."),
+    click.option("--dry-run", is_flag=True, help="Print the diff; change nothing."),
+]
+
+
+@cli.command()
+@click.argument("harness")
+@_scope_options[0]
+@_scope_options[1]
+@click.option("--mcp", type=click.Choice(["http", "stdio", "none"]), default="http",
+              show_default=True, help="How the harness reaches the MCP tools.")
+@pass_context
+def install(obj: Context, harness: str, project: str | None, dry_run: bool, mcp: str) -> None:
+    """Wire HARNESS to the service: its hooks and the MCP server, merged into its config
+    (idempotent; your other settings are kept; changed files are backed up)."""
+    _edit_configs(obj, harness, project, dry_run, uninstall=False, mcp=mcp)
+
+
+@cli.command()
+@click.argument("harness")
+@_scope_options[0]
+@_scope_options[1]
+@pass_context
+def uninstall(obj: Context, harness: str, project: str | None, dry_run: bool) -> None:
+    """Remove what `install` added to HARNESS's config (nothing else)."""
+    _edit_configs(obj, harness, project, dry_run, uninstall=True)
+
+
+@cli.command()
+@click.option("--project", type=click.Path(file_okay=False),
+              help="Also check this project's harness configs (default: the current folder).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def doctor(obj: Context, project: str | None, as_json: bool) -> None:
+    """The wiring at a glance: service, embedder, each harness's hooks and MCP registration,
+    the last success and failure of every hook. Exit code 1 when the service is down."""
+    from .harness import doctor as doc
+    from .harness.registry import all_adapters
+
+    data = doc.report(obj.settings, all_adapters(obj.settings),
+                      Path(project or ".").resolve())
+    if as_json:
+        _echo_json(data)
+    else:
+        click.echo(doc.render(data))
+    if not data["service"]["reachable"]:
+        sys.exit(1)
+
+
 # rich is imported where it is used: it would add ~50 ms to every start, the service's too.
 def _table(*columns: str) -> Any:
     from rich.table import Table
@@ -392,7 +497,14 @@ def export(obj: Context, output: str, include_deleted: bool) -> None:
 
 
 def main() -> None:
-    """Console-script entry: load plugin commands, then run."""
+    """Console-script entry: load plugin commands, then run.
+
+    `memory-mcp hook …` takes a short path (no click, no other plugins): a harness runs it on
+    every prompt and tool call, so its start-up is on the agent's clock."""
+    if sys.argv[1:2] == ["hook"]:
+        from .harness.runner import main as run_hook
+
+        sys.exit(run_hook(sys.argv[2:]))
     try:
         settings = Settings.from_env()
     except ConfigError as exc:

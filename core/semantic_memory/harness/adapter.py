@@ -1,0 +1,308 @@
+"""The base of every harness adapter: what a hook does, whatever the harness.
+
+An adapter subclasses `HarnessAdapter`, names its harness, maps the harness's hook events to
+the four actions below and says how to read the harness's hook input and write its output:
+
+- `session_start`: recall for the session's last user message (if any) and inject.
+- `prompt`: a prompt starting with "remember" becomes an explicit memory; any other prompt is
+  a recall, and what clears the relevance bar is injected.
+- `compact`: store the turns compaction is about to drop (`source=compaction`).
+- `tool`: store a compact record of an allow-listed tool's output (`source=tool`).
+
+Recall, relevance, per-session dedup and hygiene all happen in the service; an adapter only
+translates. Every run ends in one outcome (`HookCall.done`) that the runner logs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..config import Settings
+from .client import ServiceClient, ServiceUnavailable
+from .project import detect_project
+from .transcript import Turn, chunk_turns, last_user_text
+
+if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import it
+    from .install import ConfigFile, InstallTarget
+
+#: Longest query sent to /recall (a pasted log is not a better query for being longer).
+QUERY_CHARS = 2_000
+#: Longest tool output kept in a capture record (head and tail of longer ones).
+CAPTURE_CHARS = 2_000
+#: Compaction chunks per /ingest request, and at most this many per flush (the newest).
+FLUSH_BATCH = 500
+FLUSH_MAX = 5_000
+
+_REMEMBER = re.compile(r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", re.I | re.S)
+
+
+@dataclass
+class ToolCall:
+    name: str
+    input: Any
+    output: str
+
+
+@dataclass
+class HookCall:
+    """One run of a hook: the harness's input, and what an adapter needs to answer it."""
+
+    harness: str
+    event: str
+    payload: dict[str, Any]
+    settings: Settings
+    service: ServiceClient
+    cwd: str
+    session: str | None = None
+    debug: Callable[[str], None] = lambda message: None
+    outcome: str = "skipped"
+    detail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def project(self) -> str | None:
+        return self.settings.project or detect_project(self.cwd)
+
+    def done(self, outcome: str, detail: str = "", **extra: Any) -> None:
+        self.outcome, self.detail = outcome, detail
+        self.extra.update(extra)
+        self.debug(f"{outcome}: {detail}" if detail else outcome)
+
+    def tags(self) -> list[str]:
+        tags = [f"harness:{self.harness}"]
+        if self.session:
+            tags.append(f"session:{self.session}"[:64])
+        return tags
+
+
+class HarnessAdapter:
+    """Subclass, set `name` and `events`, override the readers a harness needs."""
+
+    #: The harness's name on the command line (`memory-mcp hook <name> <event>`).
+    name: ClassVar[str] = ""
+    #: Hook event -> action: "session_start", "prompt", "compact" or "tool".
+    events: ClassVar[Mapping[str, str]] = {}
+    #: The harness's executable (`memory-mcp doctor` looks for it on PATH).
+    binary: ClassVar[str | None] = None
+
+    # --- install (`memory-mcp install/uninstall/doctor`) -------------------------------------
+
+    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        """The harness config files install edits, with the edits (see `install.py`)."""
+        return []
+
+    def install_notes(self, target: InstallTarget) -> list[str]:
+        """Lines printed after an install (what else the user should know)."""
+        return []
+
+    def handle(self, call: HookCall) -> str:
+        """Run the action mapped to `call.event`; returns what the hook prints."""
+        action = self.events.get(call.event)
+        if action is None:
+            call.done("skipped", f"{self.name} hooks do not handle {call.event!r}")
+            return ""
+        handlers: dict[str, Callable[[HookCall], str]] = {
+            "session_start": self.on_session_start, "prompt": self.on_prompt,
+            "compact": self.on_compact, "tool": self.on_tool}
+        return handlers[action](call)
+
+    # --- reading the harness's hook input (override what differs) -------------------------
+
+    def session_id(self, payload: dict[str, Any]) -> str | None:
+        value = payload.get("session_id")
+        return value if isinstance(value, str) and value else None
+
+    def compactions(self, payload: dict[str, Any]) -> int:
+        """How often this session's context has been compacted so far (0 if unknown)."""
+        return 0
+
+    def context_key(self, payload: dict[str, Any]) -> str | None:
+        """Names what is in the agent's context now: the session, and after its n-th
+        compaction `<session>+n`. The service leaves out what was injected into this context
+        or flushed from it; a compaction starts a new one, so what it dropped can come back."""
+        session = self.session_id(payload)
+        if session is None:
+            return None
+        n = self.compactions(payload)
+        return f"{session}+{n}" if n else session
+
+    def cwd(self, payload: dict[str, Any]) -> str | None:
+        value = payload.get("cwd")
+        return value if isinstance(value, str) and value else None
+
+    def prompt(self, payload: dict[str, Any]) -> str | None:
+        value = payload.get("prompt")
+        return value if isinstance(value, str) else None
+
+    def turns(self, payload: dict[str, Any]) -> list[Turn]:
+        """The session's conversation so far (empty when the harness has none yet)."""
+        return []
+
+    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
+        """The turns a compaction is about to summarise (default: the whole conversation)."""
+        return self.turns(payload)
+
+    def tool_call(self, payload: dict[str, Any]) -> ToolCall | None:
+        name = payload.get("tool_name")
+        if not isinstance(name, str):
+            return None
+        output = payload.get("tool_response", payload.get("tool_output", ""))
+        return ToolCall(name, payload.get("tool_input"), output_text(output))
+
+    # --- writing the harness's hook output --------------------------------------------------
+
+    def context_output(self, call: HookCall, text: str) -> str:
+        """What to print so `text` reaches the model (default: the text itself)."""
+        return text
+
+    # --- the actions ------------------------------------------------------------------------
+
+    def on_session_start(self, call: HookCall) -> str:
+        if call.settings.plugin_autostart:
+            from .autostart import ensure_running
+
+            call.service = ensure_running(call.service, call.settings)
+        query = last_user_text(self.turns(call.payload))
+        if not query:
+            call.done("skipped", "no earlier user message to recall for")
+            return ""
+        return self.inject(call, query)
+
+    def on_prompt(self, call: HookCall) -> str:
+        prompt = self.prompt(call.payload)
+        if not prompt or not prompt.strip():
+            call.done("skipped", "empty prompt")
+            return ""
+        remembered = _REMEMBER.match(prompt)
+        if remembered:
+            return self.remember(call, remembered.group("rest").strip())
+        return self.inject(call, prompt)
+
+    def on_compact(self, call: HookCall) -> str:
+        self.flush(call, self.compacted_turns(call.payload))
+        return ""  # compaction hooks have no context to add
+
+    def on_tool(self, call: HookCall) -> str:
+        tool = self.tool_call(call.payload)
+        if tool is None:
+            call.done("skipped", "no tool call in the hook input")
+        elif tool.name.lower() not in call.settings.tool_capture():
+            call.done("skipped", f"{tool.name} is not in MEMORY_PLUGIN_TOOL_CAPTURE")
+        else:
+            self.capture(call, tool)
+        return ""
+
+    # --- what the actions do with the service -----------------------------------------------
+
+    def inject(self, call: HookCall, query: str) -> str:
+        """Recall for `query`; the block of what clears the relevance bar, in the harness's
+        output form, reported to /inject/report. Empty when nothing is relevant."""
+        settings = call.settings
+        query = query.strip()[:QUERY_CHARS]
+        answer = call.service.post("/recall", {
+            "query": query, "k": settings.plugin_limit, "project": call.project,
+            "budget_chars": settings.plugin_budget_chars, "session": call.session,
+            "relevant_only": True})
+        block = answer.get("block") or ""
+        if not block:
+            call.done("nothing relevant")
+            return ""
+        uids = answer.get("block_uids") or [item["uid"] for item in answer.get("items", [])]
+        try:
+            call.service.post("/inject/report", {
+                "harness": self.name, "hook": call.event, "project": call.project,
+                "query": query, "uids": uids, "chars": len(block), "session": call.session})
+            reported = ""
+        except ServiceUnavailable as exc:  # the block still goes in
+            reported = f"; report failed: {exc}"
+        call.done("injected", f"{len(uids)} memories, {len(block)} chars{reported}",
+                  uids=uids)
+        return self.context_output(call, block)
+
+    def remember(self, call: HookCall, content: str) -> str:
+        """Store an explicit "remember …" as a memory; tell the model it is stored."""
+        answer = call.service.post("/ingest", {
+            "content": content, "kind": "fact", "source": "chat", "project": call.project,
+            "tags": call.tags()})
+        if answer.get("status") == "rejected":
+            call.done("refused", str(answer.get("reason", "")))
+            return ""
+        call.done("stored", f"remembered ({answer.get('status')} {answer.get('uid')})")
+        return self.context_output(
+            call, f"semantic-memory stored this as a memory (uid {answer.get('uid')}); "
+                  "it does not need to be stored again.")
+
+    def flush(self, call: HookCall, turns: list[Turn]) -> None:
+        """Store the turns as compaction memories, newest FLUSH_MAX chunks at most. A trailing
+        unanswered prompt is the live one (a mid-turn compaction keeps it): it is stored with
+        its answer later."""
+        while turns and turns[-1].role == "user":
+            turns = turns[:-1]
+        chunks = chunk_turns(turns)[-FLUSH_MAX:]
+        if not chunks:
+            call.done("skipped", "no conversation to flush")
+            return
+        counts = {"new": 0, "duplicate": 0, "rejected": 0}
+        for start in range(0, len(chunks), FLUSH_BATCH):
+            answer = call.service.post("/ingest", {"items": [
+                {"content": chunk, "kind": "note", "source": "compaction",
+                 "project": call.project, "tags": call.tags()}
+                for chunk in chunks[start : start + FLUSH_BATCH]]})
+            for key in counts:
+                counts[key] += int(answer.get(key, 0))
+        call.done("stored", f"{len(chunks)} chunks: {counts['new']} new, "
+                            f"{counts['duplicate']} already stored, {counts['rejected']} refused")
+
+    def capture(self, call: HookCall, tool: ToolCall) -> None:
+        answer = call.service.post("/ingest", {
+            "content": capture_record(tool), "kind": "artifact", "source": "tool",
+            "project": call.project, "tags": call.tags() + [f"tool:{tool.name}"[:64]]})
+        if answer.get("status") == "rejected":
+            call.done("refused", str(answer.get("reason", "")))
+        else:
+            call.done("stored", f"{tool.name} output ({answer.get('status')})")
+
+
+def output_text(value: Any) -> str:
+    """A tool result as text: strings as they are; known shapes (stdout/stderr, file
+    content) by their text; anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if isinstance(value.get("stdout"), str) or isinstance(value.get("stderr"), str):
+            return "\n".join(filter(None, (value.get("stdout"), value.get("stderr"))))
+        file = value.get("file")
+        if isinstance(file, dict) and isinstance(file.get("content"), str):
+            return file["content"]
+    if isinstance(value, list):
+        text = "\n".join(p.get("text", "") for p in value if isinstance(p, dict))
+        if text:
+            return text
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def describe_input(value: Any) -> str:
+    """The one-line gist of a tool's input: its command, path or query if it has one."""
+    if isinstance(value, dict):
+        for key in ("command", "cmd", "file_path", "path", "pattern", "query", "url"):
+            if isinstance(value.get(key), (str, list)):
+                found = value[key]
+                return " ".join(found) if isinstance(found, list) else found
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return " ".join(text.split())[:200]
+
+
+def capture_record(tool: ToolCall) -> str:
+    """`tool_name(input gist)` and the output, cut to CAPTURE_CHARS (head and tail)."""
+    output = tool.output.strip()
+    if len(output) > CAPTURE_CHARS:
+        half = CAPTURE_CHARS // 2
+        output = f"{output[:half].rstrip()}\n[… {len(output) - CAPTURE_CHARS} characters cut …]\n" \
+                 f"{output[-half:].lstrip()}"
+    gist = " ".join(describe_input(tool.input).split())[:300]
+    return f"{tool.name}({gist}):\n{output}" if output else f"{tool.name}({gist}): (no output)"

@@ -1,0 +1,89 @@
+"""MEMORY_PLUGIN_AUTOSTART=1: a session start that finds no service starts one.
+
+The service is spawned detached (its own session, so it outlives the hook and the agent's
+process group) on an OS-assigned port (MEMORY_PORT=0) and found again through its discovery
+file. The hook waits for it only while its own budget lasts; a service that needs longer is
+found by the next hook. A lock file keeps concurrent session starts from spawning twice.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..config import Settings
+from .client import ServiceClient, ServiceDown, resolve_url
+from .install import entry_point_path
+
+#: A lock younger than this means another hook is starting the service.
+LOCK_FRESH_S = 20.0
+POLL_S = 0.02
+
+
+def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
+    """`service` if it answers; else a client for a service started now, or ServiceDown."""
+    try:
+        service.get("/health")
+        return service
+    except ServiceDown:
+        pass
+    path = settings.discovery_path
+    if path is None and not settings.plugin_url:
+        raise ServiceDown("service down; autostart needs the discovery file "
+                          "(MEMORY_DISCOVERY_FILE is off)")
+    if _take_lock(_lock_path(settings)):
+        spawn(settings)
+    while service.remaining() > POLL_S:
+        url, origin = resolve_url(settings)
+        if url != service.url or origin == "MEMORY_PLUGIN_URL":
+            candidate = ServiceClient(url, service.deadline, service.token)
+            try:
+                candidate.get("/health")
+                return candidate
+            except ServiceDown:
+                pass
+        time.sleep(POLL_S)
+    raise ServiceDown("service down; started one, not ready within the hook's budget")
+
+
+def spawn(settings: Settings) -> subprocess.Popen[bytes]:
+    """Start `memory-mcp serve` detached, its log beside the db file."""
+    env = dict(os.environ)
+    if settings.plugin_url:  # the user named the address: serve there
+        parts = urlsplit(settings.plugin_url)
+        env["MEMORY_HOST"], env["MEMORY_PORT"] = parts.hostname or "127.0.0.1", str(parts.port or 80)
+    else:
+        env["MEMORY_PORT"] = "0"
+    log_path = settings.resolved_db_path.with_name("service.log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [entry_point_path(), "serve"], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True)
+
+
+def _lock_path(settings: Settings) -> Path:
+    return settings.resolved_db_path.with_name("autostart.lock")
+
+
+def _take_lock(path: Path) -> bool:
+    """True when this hook may spawn (no other spawned within LOCK_FRESH_S)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                if time.time() - path.stat().st_mtime < LOCK_FRESH_S:
+                    return False
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+    return False

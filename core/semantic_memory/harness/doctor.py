@@ -1,0 +1,111 @@
+"""`memory-mcp doctor`: the whole wiring at a glance.
+
+The service (reachable? which version, which embedder), then for each installed harness
+adapter: its binary, its hooks and MCP registration in the user and project configs, and the
+last success and last failure of each of its hooks (from the hook log).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from . import install, outcomes
+from .client import ServiceClient, ServiceUnavailable, resolve_url
+
+HEALTH_TIMEOUT_S = 2.0
+
+
+def service_report(settings: Settings) -> dict[str, Any]:
+    url, origin = resolve_url(settings)
+    report: dict[str, Any] = {"url": url, "from": origin, "reachable": False}
+    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S,
+                           settings.plugin_token or settings.token)
+    try:
+        health = client.get("/health")
+    except ServiceUnavailable as exc:
+        report["error"] = f"{exc.outcome}: {exc}"
+        return report
+    embedder = health.get("embedder") or {}
+    if embedder.get("active"):
+        described = (f"{embedder.get('embedder', '?')} {embedder.get('model_id')} on "
+                     f"{embedder.get('device') or embedder.get('device_requested') or '?'}, "
+                     f"{embedder.get('vectorized', 0)} vectorized, "
+                     f"{embedder.get('missing', 0)} missing")
+    elif embedder:
+        described = f"inactive, BM25-only ({embedder.get('reason', 'no model')})"
+    else:
+        described = "none (BM25-only)"
+    report.update(reachable=True, version=health.get("version"), counts=health.get("counts"),
+                  channels=[c.get("name") for c in health.get("channels", [])],
+                  embedder=described)
+    return report
+
+
+def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
+                   latest: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    scopes: dict[str, Any] = {}
+    for scope, folder in (("user", None), ("project", project_dir)):
+        if scope == "project" and folder is None:
+            continue
+        target = install.make_target(adapter.name, settings,
+                                     project_dir=str(folder) if folder else None)
+        files = adapter.config_files(target)
+        scopes[scope] = {"files": [str(f.path) for f in files],
+                         "entries": install.status(files)}
+    hooks = {}
+    for (harness, event), seen in sorted(latest.items()):
+        if harness == adapter.name:
+            hooks[event] = seen
+    binary = getattr(adapter, "binary", None)
+    return {"harness": adapter.name, "binary": binary and shutil.which(binary),
+            "binary_name": binary, "scopes": scopes, "hooks": hooks}
+
+
+def report(settings: Settings, adapters: dict[str, Any], project_dir: Path | None) -> dict[str, Any]:
+    latest = outcomes.latest(settings)
+    return {
+        "service": service_report(settings),
+        "hook_log": str(outcomes.log_path(settings)),
+        "harnesses": [harness_report(a, settings, project_dir, latest)
+                      for _, a in sorted(adapters.items())],
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    """The report as text for a terminal."""
+    service = data["service"]
+    lines = []
+    if service["reachable"]:
+        counts = service.get("counts") or {}
+        lines.append(f"service   {service['url']} ({service['from']}): up, version "
+                     f"{service.get('version')}, {counts.get('memories', '?')} memories, "
+                     f"channels {', '.join(service.get('channels') or [])}")
+        lines.append(f"embedder  {service.get('embedder')}")
+    else:
+        lines.append(f"service   {service['url']} ({service['from']}): NOT REACHABLE — "
+                     f"{service.get('error')}")
+        lines.append("          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)")
+    lines.append(f"hook log  {data['hook_log']}")
+    for harness in data["harnesses"]:
+        lines.append("")
+        binary = harness["binary"] or f"{harness['binary_name']} not on PATH"
+        lines.append(f"{harness['harness']}  ({binary})")
+        for scope, info in harness["scopes"].items():
+            entries = info["entries"]
+            marks = "  ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in entries.items())
+            lines.append(f"  {scope:8} {marks}")
+        if not harness["hooks"]:
+            lines.append("  no hook has run yet")
+        for event, seen in harness["hooks"].items():
+            for side in ("success", "failure"):
+                item = seen.get(side)
+                if item:
+                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.get("ts", 0)))
+                    detail = f" — {item['detail']}" if item.get("detail") else ""
+                    lines.append(f"  last {side:7} {event}: {when} {item.get('outcome')}"
+                                 f"{detail}")
+    return "\n".join(lines)

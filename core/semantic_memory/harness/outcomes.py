@@ -1,0 +1,75 @@
+"""Where every hook run leaves a line: `hooks.jsonl` beside the db file.
+
+Hooks fail open and print nothing harmful, so without this log a dead service or a hook that
+times out would be invisible. `memory-mcp doctor` reads it back: the last success and the last
+failure of each harness's hooks. One generation of history is kept (`hooks.jsonl.1`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+
+#: The log is rotated when it grows past this many bytes.
+MAX_LOG_BYTES = 1_000_000
+#: Outcomes that mean the hook did its job (the rest are failures a user should see).
+SUCCESSES = frozenset({"injected", "nothing relevant", "stored", "skipped"})
+FAILURES = frozenset({"service down", "timeout", "error"})
+
+
+def log_path(settings: Settings) -> Path:
+    return settings.resolved_db_path.with_name("hooks.jsonl")
+
+
+def record(settings: Settings, entry: dict[str, Any]) -> None:
+    """Append one outcome; never raises (a log problem must not fail the hook)."""
+    path = log_path(settings)
+    line = json.dumps({"ts": round(time.time(), 3), **entry}, ensure_ascii=False) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if path.stat().st_size > MAX_LOG_BYTES:
+                os.replace(path, path.with_name(path.name + ".1"))
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))  # one write: lines of concurrent hooks stay whole
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def entries(settings: Settings) -> Iterator[dict[str, Any]]:
+    """Every recorded outcome, oldest first (the rotated generation included)."""
+    path = log_path(settings)
+    for file in (path.with_name(path.name + ".1"), path):
+        try:
+            handle = open(file, encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        with handle:
+            for line in handle:
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(item, dict):
+                    yield item
+
+
+def latest(settings: Settings) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """(harness, event) -> {"success": entry, "failure": entry}, the latest of each."""
+    out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for item in entries(settings):
+        key = (str(item.get("harness")), str(item.get("event")))
+        side = "failure" if item.get("outcome") in FAILURES else "success"
+        out.setdefault(key, {})[side] = item
+    return out

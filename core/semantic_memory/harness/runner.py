@@ -1,0 +1,123 @@
+"""`memory-mcp hook <harness> <event>`: one hook run, fail-open within a hard budget.
+
+Whatever happens (service down, slow or starting, a bad payload, a bug) the process exits 0
+within MEMORY_HOOK_BUDGET_S and prints nothing but a well-formed answer for the harness; the
+outcome goes to the hook log (`outcomes.py`) for `memory-mcp doctor`. A watchdog timer turns
+any wait that overruns the budget into a timeout, whatever it was waiting on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from ..config import ConfigError, Settings
+from . import outcomes
+from .adapter import HookCall
+from .client import ServiceClient, ServiceUnavailable, resolve_url
+from .registry import find_adapter
+
+#: Kept back from the budget for printing the answer and writing the log line.
+EXIT_MARGIN_S = 0.05
+#: Largest hook input read from stdin.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+
+class HookTimeout(BaseException):
+    """Raised by the watchdog when the budget is spent (BaseException: nothing catches it
+    on the way out)."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise HookTimeout()
+
+
+def process_started() -> float:
+    """When this process started, on the `time.monotonic()` clock (to 10 ms; now if the
+    platform cannot tell): the budget covers the interpreter's own start-up too."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            ticks = int(handle.read().rsplit(b")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.monotonic() - min(max(age, 0.0), 5.0)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic()
+
+
+def main(argv: list[str], started: float | None = None) -> int:
+    """Run one hook; always returns 0 (a failing memory hook must never fail the agent)."""
+    started = process_started() if started is None else started
+    if len(argv) != 2:
+        sys.stderr.write("usage: memory-mcp hook <harness> <event> (hook JSON on stdin)\n")
+        return 0
+    harness, event = argv
+    entry: dict[str, Any] = {"harness": harness, "event": event}
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        sys.stderr.write(f"memory-mcp hook: {exc}\n")
+        return 0
+    debug = _debugger(settings, harness, event)
+    budget_end = started + settings.hook_budget_s
+    output = ""
+    call: HookCall | None = None
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
+    try:
+        adapter = find_adapter(harness, settings)
+        if adapter is None:
+            raise LookupError(f"no harness adapter named {harness!r} is installed "
+                              "(see `memory-mcp doctor`)")
+        payload = read_payload()
+        url, origin = resolve_url(settings)
+        debug(f"service {url} ({origin})")
+        service = ServiceClient(url, budget_end - EXIT_MARGIN_S,
+                                settings.plugin_token or settings.token)
+        call = HookCall(harness, event, payload, settings, service,
+                        cwd=adapter.cwd(payload) or ".", session=adapter.context_key(payload),
+                        debug=debug)
+        output = adapter.handle(call)
+        entry.update(outcome=call.outcome, detail=call.detail)
+    except HookTimeout:
+        output = ""
+        entry.update(outcome="timeout", detail=f"budget of {settings.hook_budget_s} s spent")
+    except ServiceUnavailable as exc:
+        output = ""
+        entry.update(outcome=exc.outcome, detail=str(exc))
+    except Exception as exc:  # noqa: BLE001 - fail open, but visibly
+        output = ""
+        entry.update(outcome="error", detail=f"{type(exc).__name__}: {exc}"[:500])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if call is not None:
+        entry.update(session=call.session, project=call.__dict__.get("project"))
+    entry["ms"] = round((time.monotonic() - started) * 1000, 1)
+    if entry.get("outcome") in outcomes.FAILURES:
+        debug(f"{entry['outcome']}: {entry.get('detail')}")
+    if output:
+        sys.stdout.write(output if output.endswith("\n") else output + "\n")
+        sys.stdout.flush()
+    outcomes.record(settings, entry)
+    return 0
+
+
+def read_payload() -> dict[str, Any]:
+    """The hook input: a JSON object on stdin (empty input = an empty object)."""
+    raw = sys.stdin.buffer.read(MAX_INPUT_BYTES)
+    if not raw.strip():
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("hook input is not a JSON object")
+    return data
+
+
+def _debugger(settings: Settings, harness: str, event: str) -> Any:
+    if not settings.plugin_debug:
+        return lambda message: None
+    return lambda message: sys.stderr.write(f"memory-mcp hook {harness} {event}: {message}\n")

@@ -1,0 +1,173 @@
+"""Conversation turns read from a harness's transcript, cleaned and cut into memories.
+
+A compaction flush stores what the harness is about to summarise away. Each memory is one
+exchange (a user message and the replies to it), so it can be recalled on its own; a long
+exchange is split at paragraph, line, sentence or word boundaries, each later piece headed by
+the question it answers. Chunking is deterministic, so a second compaction of the same turns
+produces the same memories and the store's hash dedup refreshes them instead of adding copies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Longest memory a flush writes, in characters (an exchange, or one piece of a long one).
+CHUNK_CHARS = 1_200
+#: Exchanges with less text than this ("User: ok / Assistant: Done.") are not worth a memory.
+MIN_CHUNK_CHARS = 40
+#: The question heading the later pieces of a long exchange.
+HEAD_CHARS = 160
+
+# Blocks a harness or this project put into the conversation that are not the conversation:
+# injected memories (never store them again), reminders, slash-command wrappers, hook output,
+# environment and instruction preambles.
+_NOT_CONVERSATION = re.compile(
+    r"<(semantic-memory|system-reminder|command-name|command-message|command-args|"
+    r"local-command-stdout|local-command-stderr|local-command-caveat|hook_result|"
+    r"environment_context|user_instructions|skills_instructions)\b[^>]*>"
+    r".*?</\1\s*>",
+    re.S | re.I,
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str  # "user" or "assistant"
+    text: str
+
+
+def clean(text: str) -> str:
+    """The conversation text without injected or harness-generated blocks."""
+    return _NOT_CONVERSATION.sub("", text).strip()
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; unreadable lines are skipped."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                yield item
+
+
+def count_in_file(path: str | Path | None, pattern: bytes) -> int:
+    """Occurrences of `pattern` in a file (0 when there is none): counting compaction markers
+    in a transcript without parsing it."""
+    if not path:
+        return 0
+    count, tail = 0, b""
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                data = tail + chunk
+                count += data.count(pattern)
+                tail = data[-(len(pattern) - 1):] if len(pattern) > 1 else b""
+                count -= tail.count(pattern)  # counted again with the next chunk
+    except OSError:
+        return 0
+    return count
+
+
+def text_of(content: Any, part_types: tuple[str, ...] = ("text",)) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"] for part in content
+            if isinstance(part, dict) and part.get("type") in part_types
+            and isinstance(part.get("text"), str))
+    return ""
+
+
+def last_user_text(turns: Iterable[Turn]) -> str | None:
+    """The latest non-empty user message (a session-start query), or None."""
+    found = None
+    for turn in turns:
+        if turn.role == "user" and turn.text.strip():
+            found = turn.text
+    return found
+
+
+def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
+    """(user text, assistant text) per exchange; assistant text before any user message
+    forms an exchange of its own."""
+    out: list[tuple[str, str]] = []
+    user: list[str] = []
+    reply: list[str] = []
+    for turn in turns:
+        text = clean(turn.text)
+        if not text:
+            continue
+        if turn.role == "user":
+            if reply:
+                out.append(("\n\n".join(user), "\n\n".join(reply)))
+                user, reply = [], []
+            user.append(text)
+        else:
+            reply.append(text)
+    if user or reply:
+        out.append(("\n\n".join(user), "\n\n".join(reply)))
+    return out
+
+
+def chunk_turns(turns: Iterable[Turn], max_chars: int = CHUNK_CHARS) -> list[str]:
+    """The memories a flush stores for these turns, oldest first, without repeats."""
+    chunks: dict[str, None] = {}
+    for user, reply in exchanges(turns):
+        for chunk in _chunk_exchange(user, reply, max_chars):
+            if len(chunk) >= MIN_CHUNK_CHARS:
+                chunks.setdefault(chunk, None)
+    return list(chunks)
+
+
+def _chunk_exchange(user: str, reply: str, max_chars: int) -> list[str]:
+    lines = ([f"User: {user}"] if user else []) + ([f"Assistant: {reply}"] if reply else [])
+    whole = "\n".join(lines)
+    if len(whole) <= max_chars:
+        return [whole]
+    head = ""
+    if user:
+        question = " ".join(user.split())
+        if len(question) > HEAD_CHARS:
+            question = question[: HEAD_CHARS - 1].rstrip() + "…"
+        head = f"(User asked: {question})\n"
+    pieces = split_text(whole, max_chars - len(head))
+    return [pieces[0], *(head + p for p in pieces[1:])]
+
+
+_BOUNDARIES = ("\n\n", "\n", ". ", " ")
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Cut text into pieces of at most `limit` characters at the coarsest boundary that
+    fits (paragraph, line, sentence, word; a hard cut as the last resort)."""
+    limit = max(limit, 1)
+    pieces: list[str] = []
+    rest = text.strip()
+    while len(rest) > limit:
+        window = rest[: limit + 1]
+        cut = -1
+        for boundary in _BOUNDARIES:
+            cut = window.rfind(boundary)
+            if cut > limit // 3:
+                cut += len(boundary.rstrip()) if boundary.strip() else 0
+                break
+            cut = -1
+        if cut <= 0:
+            cut = limit
+        piece = rest[:cut].strip()
+        if piece:
+            pieces.append(piece)
+        rest = rest[cut:].strip()
+    if rest:
+        pieces.append(rest)
+    return pieces

@@ -1,0 +1,178 @@
+"""Claude Code adapter: `memory-mcp hook claude-code <Event>` and `memory-mcp install claude-code`.
+
+Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_e2e.py):
+
+- stdin: `session_id, transcript_path, cwd, hook_event_name` plus, per event, `prompt`
+  (UserPromptSubmit), `source` (SessionStart: startup | resume | compact | fork), `trigger`
+  (PreCompact: manual | auto), `tool_name, tool_input, tool_response` (PostToolUse).
+- Context goes in as `{"hookSpecificOutput": {"hookEventName", "additionalContext"}}`; over
+  10,000 characters it is parked in a file and the model sees a preview, so blocks stay below.
+  PreCompact must print nothing (its stdout becomes summary instructions). Exit code 2 would
+  block the prompt: hooks always exit 0.
+- The transcript (JSON lines; `user` / `assistant` entries with `message.content`) does not
+  exist before a new session's first answer; compaction writes a `system` entry with subtype
+  `compact_boundary`. PreCompact(auto) may fire without a compaction following, or twice:
+  flushing is idempotent (the store dedups by content).
+- Hook `timeout` is in seconds. Project hooks go in `.claude/settings.local.json` (personal:
+  the command holds this machine's path), user hooks in `~/.claude/settings.json`; MCP servers
+  in `.mcp.json` (project) or `~/.claude.json` (user). `-p` runs refuse MCP tool calls that are
+  not allowed, so install allows `mcp__memory` there too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
+from semantic_memory.harness.install import (
+    has_command_hook,
+    remove_command_hooks,
+    set_command_hook,
+)
+from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.plugins import hookimpl
+
+SERVER = "memory"
+PERMISSION = f"mcp__{SERVER}"
+#: Claude Code parks additional context over 10,000 characters in a file.
+MAX_CONTEXT_CHARS = 9_500
+
+
+class ClaudeCodeAdapter(HarnessAdapter):
+    name = "claude-code"
+    binary = "claude"
+    events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+              "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def compactions(self, payload: dict[str, Any]) -> int:
+        done = count_in_file(payload.get("transcript_path"), b'"subtype":"compact_boundary"')
+        # SessionStart(compact) runs before the compaction's boundary is written.
+        return done + 1 if payload.get("source") == "compact" else done
+
+    def turns(self, payload: dict[str, Any]) -> list[Turn]:
+        return [turn for turn, _ in self._entries(payload)]
+
+    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
+        """The turns since the last compaction: the earlier ones were flushed then."""
+        entries = self._entries(payload)
+        last = max((i for i, (turn, boundary) in enumerate(entries) if boundary), default=-1)
+        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
+
+    @staticmethod
+    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
+        """(turn, is a compaction boundary) for each conversation entry of the transcript."""
+        path = payload.get("transcript_path")
+        if not isinstance(path, str) or not Path(path).is_file():
+            return []
+        out: list[tuple[Turn, bool]] = []
+        for entry in read_jsonl(path):
+            kind = entry.get("type")
+            if kind == "system" and entry.get("subtype") == "compact_boundary":
+                out.append((Turn("system", ""), True))
+            if kind not in ("user", "assistant") or entry.get("isMeta") \
+                    or entry.get("isCompactSummary") or entry.get("isSidechain"):
+                continue
+            message = entry.get("message")
+            if not isinstance(message, dict):
+                continue
+            text = text_of(message.get("content"))  # tool calls and results are not turns
+            if text.strip():
+                out.append((Turn(kind, text), False))
+        return out
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def context_output(self, call: HookCall, text: str) -> str:
+        return json.dumps({"hookSpecificOutput": {
+            "hookEventName": call.event, "additionalContext": text[:MAX_CONTEXT_CHARS]}},
+            ensure_ascii=False)
+
+    # --- installing --------------------------------------------------------------------------
+
+    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        if target.project_dir is not None:
+            settings = target.project_dir / ".claude" / "settings.local.json"
+            mcp_file = target.project_dir / ".mcp.json"
+        else:
+            settings = target.home / ".claude" / "settings.json"
+            mcp_file = target.home / ".claude.json"
+        events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
+
+        def install_hooks(doc: dict[str, Any]) -> None:
+            for event in self.events:
+                if event not in events:
+                    remove_command_hooks(doc, target, [event])
+                    continue
+                handler = {"type": "command", "command": target.hook_command(event),
+                           "timeout": target.hook_timeout_s}
+                set_command_hook(doc, target, event, handler,
+                                 matcher="*" if event == "PostToolUse" else None)
+            if target.mcp != "none":
+                allow = doc.setdefault("permissions", {}).setdefault("allow", [])
+                if PERMISSION not in allow:
+                    allow.append(PERMISSION)
+
+        def uninstall_hooks(doc: dict[str, Any]) -> None:
+            remove_command_hooks(doc, target)
+            permissions = doc.get("permissions")
+            if isinstance(permissions, dict) and PERMISSION in permissions.get("allow", []):
+                permissions["allow"].remove(PERMISSION)
+                if not permissions["allow"]:
+                    del permissions["allow"]
+                if not permissions:
+                    del doc["permissions"]
+
+        def hooks_installed(doc: dict[str, Any]) -> dict[str, bool]:
+            return {f"{e} hook": has_command_hook(doc, target, e) for e in self.events}
+
+        def install_mcp(doc: dict[str, Any]) -> None:
+            if target.mcp == "none":
+                return
+            doc.setdefault("mcpServers", {})[SERVER] = self.mcp_entry(target)
+
+        def uninstall_mcp(doc: dict[str, Any]) -> None:
+            found = doc.get("mcpServers")
+            if isinstance(found, dict) and self._ours(found.get(SERVER), target):
+                del found[SERVER]
+                if not found:
+                    del doc["mcpServers"]
+
+        def mcp_installed(doc: dict[str, Any]) -> dict[str, bool]:
+            return {"MCP server": self._ours((doc.get("mcpServers") or {}).get(SERVER), target)}
+
+        return [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
+                ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
+
+    @staticmethod
+    def mcp_entry(target: InstallTarget) -> dict[str, Any]:
+        if target.mcp == "stdio":
+            return {"type": "stdio", "command": target.stdio_command[0],
+                    "args": target.stdio_command[1:]}
+        entry: dict[str, Any] = {"type": "http", "url": target.mcp_url}
+        if target.token:
+            entry["headers"] = {"Authorization": "Bearer ${MEMORY_TOKEN}"}
+        return entry
+
+    @staticmethod
+    def _ours(entry: Any, target: InstallTarget) -> bool:
+        """A `memory` MCP entry pointing at this service (not someone else's "memory")."""
+        if not isinstance(entry, dict):
+            return False
+        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
+
+    def install_notes(self, target: InstallTarget) -> list[str]:
+        notes = ["Claude Code picks the hooks up at its next start. Check the wiring with "
+                 "`memory-mcp doctor`."]
+        if not target.tool_capture:
+            notes.append("Tool capture is off: set MEMORY_PLUGIN_TOOL_CAPTURE (e.g. Bash,Read) "
+                         "and install again to add the PostToolUse hook.")
+        return notes
+
+
+@hookimpl
+def register_harnesses(register) -> None:  # type: ignore[no-untyped-def]
+    register(ClaudeCodeAdapter())

@@ -1,0 +1,294 @@
+"""Codex CLI adapter: `memory-mcp hook codex <Event>` and `memory-mcp install codex`.
+
+Hook facts (Codex 0.171, checked against the binary; tests/test_harness_e2e.py):
+
+- Hooks live in `$CODEX_HOME/hooks.json` (Claude Code's layout); a new or changed hook runs
+  only once trusted: `[hooks.state."<real path of hooks.json>:<event_label>:<group>:<handler>"]
+  trusted_hash = "sha256:…"` in `$CODEX_HOME/config.toml`, the hash of the handler's canonical
+  JSON (`hook_hash`, as codex-rs/hooks/src/engine/discovery.rs computes it). Install writes
+  these for its own handlers only; uninstall re-keys the entries of handlers it shifts.
+- stdin as Claude Code's plus `turn_id, model`; PostToolUse `tool_response` is a string for
+  the shell (`tool_name` "Bash"), an object for MCP tools. `timeout` is in seconds; SessionEnd
+  hooks are clamped to 1..3 s.
+- Context: `hookSpecificOutput.additionalContext` (SessionStart, UserPromptSubmit), a developer
+  message; over ~2,500 tokens it is cut. PreCompact must not print context (it fails).
+  Exit code 2 would drop the prompt: hooks always exit 0.
+- The transcript is `transcript_path`, a rollout file of JSON lines: `response_item` messages
+  (role user / assistant; `content_item_kinds` tells the prompt from environment preambles)
+  and a `compacted` line per compaction. After one, SessionStart fires with source `compact`.
+- MCP: `[mcp_servers.memory] url = …` in config.toml; `codex exec` refuses tools that are not
+  read-only unless approved, so install approves `memory_store` (not `memory_forget`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
+from semantic_memory.harness.install import (
+    has_command_hook,
+    load,
+    remove_command_hooks,
+    set_command_hook,
+)
+from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.plugins import hookimpl
+
+SERVER = "memory"
+#: Codex cuts additional context over ~2,500 tokens.
+MAX_CONTEXT_CHARS = 9_000
+#: codex-rs/hooks/src/lib.rs: the event labels of trust keys.
+EVENT_LABELS = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
+                "PreCompact": "pre_compact", "PostToolUse": "post_tool_use",
+                "SessionEnd": "session_end", "PreToolUse": "pre_tool_use",
+                "PermissionRequest": "permission_request", "PostCompact": "post_compact",
+                "SubagentStart": "subagent_start", "SubagentStop": "subagent_stop",
+                "Stop": "stop", "Interrupt": "interrupt"}
+_NO_MATCHER = {"UserPromptSubmit", "Stop", "Interrupt"}  # their matcher is not hashed
+_CONTEXT_EVENTS = {"PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit",
+                   "SubagentStart"}
+_SHORT_EVENTS = {"SessionEnd", "Interrupt"}  # timeout clamped to 1..3 s, default 1
+
+
+def codex_home(target: InstallTarget) -> Path:
+    return Path(os.environ.get("CODEX_HOME") or target.home / ".codex")
+
+
+def hook_hash(event: str, handler: dict[str, Any], matcher: Any = None) -> str:
+    """Codex's trust hash of one command handler (`command_hook_hash`): sha256 over the
+    key-sorted compact JSON of its normalised identity."""
+    timeout = handler.get("timeout")
+    if event in _SHORT_EVENTS:
+        timeout = min(max(1 if timeout is None else int(timeout), 1), 3)
+    else:
+        timeout = max(600 if timeout is None else int(timeout), 1)
+    identity_handler: dict[str, Any] = {"type": "command", "command": handler["command"],
+                                        "timeout": timeout, "async": bool(handler.get("async"))}
+    if handler.get("statusMessage") is not None:
+        identity_handler["statusMessage"] = handler["statusMessage"]
+    if handler.get("additionalContextLimit") is not None and event in _CONTEXT_EVENTS:
+        identity_handler["additionalContextLimit"] = int(handler["additionalContextLimit"])
+    identity: dict[str, Any] = {"event_name": EVENT_LABELS[event], "hooks": [identity_handler]}
+    if matcher is not None and event not in _NO_MATCHER:
+        identity["matcher"] = matcher
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def handler_positions(hooks_doc: dict[str, Any], source: str, target: InstallTarget
+                      ) -> dict[str, tuple[str, bool]]:
+    """Trust key -> (hash, ours) for every command handler of a hooks.json document."""
+    out = {}
+    for event, groups in (hooks_doc.get("hooks") or {}).items():
+        if event not in EVENT_LABELS or not isinstance(groups, list):
+            continue
+        for gi, group in enumerate(groups):
+            for hi, handler in enumerate((group or {}).get("hooks") or []):
+                if isinstance(handler, dict) and handler.get("type") == "command" \
+                        and isinstance(handler.get("command"), str):
+                    key = f"{source}:{EVENT_LABELS[event]}:{gi}:{hi}"
+                    out[key] = (hook_hash(event, handler, group.get("matcher")),
+                                target.is_our_command(handler["command"]))
+    return out
+
+
+class CodexAdapter(HarnessAdapter):
+    name = "codex"
+    binary = "codex"
+    events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+              "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def compactions(self, payload: dict[str, Any]) -> int:
+        return count_in_file(payload.get("transcript_path"), b'"type":"compacted"')
+
+    def turns(self, payload: dict[str, Any]) -> list[Turn]:
+        return [turn for turn, _ in self._entries(payload)]
+
+    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
+        entries = self._entries(payload)
+        last = max((i for i, (_, boundary) in enumerate(entries) if boundary), default=-1)
+        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
+
+    @staticmethod
+    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
+        path = payload.get("transcript_path")
+        if not isinstance(path, str) or not Path(path).is_file():
+            return []
+        out: list[tuple[Turn, bool]] = []
+        for line in read_jsonl(path):
+            if line.get("type") == "compacted":
+                out.append((Turn("system", ""), True))
+                continue
+            item = line.get("payload")
+            if line.get("type") != "response_item" or not isinstance(item, dict) \
+                    or item.get("type") != "message" or item.get("role") not in ("user", "assistant"):
+                continue
+            meta = item.get("internal_chat_message_metadata_passthrough") or {}
+            kinds = meta.get("content_item_kinds") if isinstance(meta, dict) else None
+            if item["role"] == "user" and kinds and "user.text" not in kinds:
+                continue  # environment and instruction preambles
+            if (item.get("metadata") or {}).get("compaction_output"):
+                continue  # the compaction's own summary
+            text = text_of(item.get("content"), ("input_text", "output_text", "text"))
+            if text.strip():
+                out.append((Turn(item["role"], text), False))
+        return out
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def context_output(self, call: HookCall, text: str) -> str:
+        return json.dumps({"hookSpecificOutput": {
+            "hookEventName": call.event, "additionalContext": text[:MAX_CONTEXT_CHARS]}},
+            ensure_ascii=False)
+
+    # --- installing --------------------------------------------------------------------------
+
+    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        home = codex_home(target)
+        hooks_path, config_path = home / "hooks.json", home / "config.toml"
+        source = os.path.realpath(hooks_path)  # Codex keys trust by the real path
+        events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
+        # What the hooks.json edit did, for the trust entries of the config.toml edit after it.
+        layout: dict[str, Any] = {}
+
+        def install_hooks(doc: dict[str, Any]) -> None:
+            before = handler_positions(doc, source, target)
+            for event in self.events:
+                if event not in events:
+                    remove_command_hooks(doc, target, [event])
+                    continue
+                timeout = min(target.hook_timeout_s, 3) if event in _SHORT_EVENTS \
+                    else target.hook_timeout_s
+                set_command_hook(doc, target, event, {
+                    "type": "command", "command": target.hook_command(event), "timeout": timeout})
+            layout.update(before=before, after=handler_positions(doc, source, target))
+
+        def uninstall_hooks(doc: dict[str, Any]) -> None:
+            before = handler_positions(doc, source, target)
+            remove_command_hooks(doc, target)
+            layout.update(before=before, after=handler_positions(doc, source, target))
+
+        def hooks_installed(doc: dict[str, Any]) -> dict[str, bool]:
+            trusted = _trusted(config_path)
+            found = handler_positions(doc, source, target)
+            return {f"{e} hook": has_command_hook(doc, target, e) and any(
+                        ours and trusted.get(key) == digest
+                        for key, (digest, ours) in found.items()
+                        if key.split(":")[-3] == EVENT_LABELS[e])
+                    for e in self.events}
+
+        def edit_config(doc: Any, installing: bool) -> None:
+            import tomlkit
+
+            state = _table(doc, "hooks", "state")
+            before, after = layout.get("before", {}), layout.get("after", {})
+            # Re-key the user's trusted handlers that the edit moved (same hash, new place).
+            moved = {old: new for old, (digest, ours) in before.items() if not ours
+                     for new, (digest2, ours2) in after.items()
+                     if not ours2 and digest2 == digest and new != old and old in state}
+            entries = {old: state[old] for old in moved}
+            for old in moved:
+                del state[old]
+            for old, new in moved.items():
+                state[new] = entries[old]
+            for key, (_, ours) in before.items():  # our old entries go
+                if ours and key in state and key not in moved.values():
+                    del state[key]
+            if installing:
+                for key, (digest, ours) in after.items():
+                    if ours:
+                        entry = tomlkit.table()
+                        entry["trusted_hash"] = digest
+                        state[key] = entry
+                if target.mcp != "none":
+                    _table(doc, "mcp_servers")[SERVER] = self._mcp_entry(target)
+            elif self._ours(doc.get("mcp_servers", {}).get(SERVER), target):
+                del doc["mcp_servers"][SERVER]
+            _prune(doc, ("hooks", "state"), ("hooks",), ("mcp_servers",))
+
+        def mcp_installed(doc: Any) -> dict[str, bool]:
+            return {"MCP server": self._ours((doc.get("mcp_servers") or {}).get(SERVER), target)}
+
+        return [ConfigFile(hooks_path, "json", install_hooks, uninstall_hooks, hooks_installed),
+                ConfigFile(config_path, "toml", lambda d: edit_config(d, True),
+                           lambda d: edit_config(d, False), mcp_installed)]
+
+    @staticmethod
+    def _mcp_entry(target: InstallTarget) -> Any:
+        import tomlkit
+
+        entry = tomlkit.table()
+        if target.mcp == "stdio":
+            entry["command"] = target.stdio_command[0]
+            entry["args"] = target.stdio_command[1:]
+        else:
+            entry["url"] = target.mcp_url
+            if target.token:
+                entry["bearer_token_env_var"] = "MEMORY_TOKEN"
+        store = tomlkit.table()
+        store["approval_mode"] = "approve"  # exec refuses unapproved writes; forget stays asked
+        tools = tomlkit.table()
+        tools["memory_store"] = store
+        entry["tools"] = tools
+        return entry
+
+    @staticmethod
+    def _ours(entry: Any, target: InstallTarget) -> bool:
+        if not hasattr(entry, "get"):
+            return False
+        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
+
+    def install_notes(self, target: InstallTarget) -> list[str]:
+        notes = ["Codex hooks are per user ($CODEX_HOME/hooks.json) and trusted in config.toml; "
+                 "check with `memory-mcp doctor`."]
+        if target.project_dir is not None:
+            notes.append("(--project does not apply to Codex: its project hooks need the whole "
+                         "project trusted, so the user-level hooks serve every project.)")
+        return notes
+
+
+def _table(doc: Any, *path: str) -> Any:
+    """The nested TOML table at `path`, created when missing."""
+    import tomlkit
+
+    node = doc
+    for key in path:
+        if key not in node:
+            node[key] = tomlkit.table(is_super_table=len(path) > 1 and key != path[-1])
+        node = node[key]
+    return node
+
+
+def _prune(doc: Any, *paths: tuple[str, ...]) -> None:
+    """Remove the tables at `paths` when empty (deepest first)."""
+    for path in paths:
+        parent = doc
+        for key in path[:-1]:
+            parent = parent.get(key) if hasattr(parent, "get") else None
+            if parent is None:
+                break
+        if parent is not None and path[-1] in parent and not parent[path[-1]]:
+            del parent[path[-1]]
+
+
+def _trusted(config_path: Path) -> dict[str, str]:
+    """Trust key -> trusted hash, from config.toml (empty when unreadable)."""
+    try:
+        _, doc = load(ConfigFile(config_path, "toml", lambda d: None, lambda d: None,
+                                 lambda d: {}))
+    except Exception:  # noqa: BLE001 - doctor reports "not installed"
+        return {}
+    state = (doc.get("hooks") or {}).get("state") or {}
+    return {key: value.get("trusted_hash") for key, value in state.items()
+            if hasattr(value, "get")}
+
+
+@hookimpl
+def register_harnesses(register) -> None:  # type: ignore[no-untyped-def]
+    register(CodexAdapter())

@@ -1,0 +1,229 @@
+"""Kimi Code adapter: `memory-mcp hook kimi-code <Event>` and `memory-mcp install kimi-code`.
+
+Hook facts (Kimi Code CLI 2.1.0, checked against the binary; tests/test_harness_e2e.py):
+
+- Hooks are `[[hooks]]` tables in `$KIMI_CODE_HOME/config.toml` (default `~/.kimi-code`) with
+  exactly `event, command, matcher, timeout` (seconds, 1..600): any other key (`fail_mode`)
+  makes Kimi drop every hook, so install writes no other.
+- stdin: `hook_event_name, session_id, cwd, client_type`, no transcript path; UserPromptSubmit
+  `prompt` is a list of parts; PostToolUse `tool_name, tool_input, tool_output` (2,000 chars).
+- Only UserPromptSubmit adds context (its plain stdout, as a `<hook_result>` user message
+  before the prompt); auto compaction drops it. SessionStart only starts the service when
+  MEMORY_PLUGIN_AUTOSTART asks. SessionEnd fires only on an explicit close.
+- PostToolUse is fire-and-forget: the hook's process group is terminated ~70 ms later, when the
+  next model request starts, so its command runs detached (`setsid -f`).
+- The transcript is `$KIMI_CODE_HOME/sessions/<workdir key>/<session_id>/agents/main/wire.jsonl`
+  (the key as Kimi's `encodeWorkDirKey`): user prompts are `context.append_message` with origin
+  `user`, answers `context.append_loop_event` text parts, and each compaction appends a
+  `context.apply_compaction` line (earlier lines stay).
+- MCP servers: `$KIMI_CODE_HOME/mcp.json` (`{"mcpServers": {name: {url}}}`); project files need
+  the folder trusted, so install writes the user's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
+from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.plugins import hookimpl
+
+SERVER = "memory"
+COMPACTION = b'"type":"context.apply_compaction"'
+
+
+def kimi_home() -> Path:
+    return Path(os.environ.get("KIMI_CODE_HOME") or Path.home() / ".kimi-code")
+
+
+def workdir_key(cwd: str) -> str:
+    """Kimi's `encodeWorkDirKey`: `wd_<slug of the last folder>_<sha256(path)[:12]>`."""
+    normalized = re.sub(r"/+$", "", cwd.replace("\\", "/"))
+    slug = re.sub(r"[^a-z0-9._-]+", "-", normalized.split("/")[-1].lower()).strip("-")
+    slug = slug[:40].strip("-")
+    if slug in ("", ".", ".."):
+        slug = "workspace"
+    return f"wd_{slug}_{hashlib.sha256(normalized.encode('utf-8')).hexdigest()[:12]}"
+
+
+def wire_path(payload: dict[str, Any]) -> Path | None:
+    """The session's wire.jsonl, computed from `cwd` and `session_id`, else looked up in
+    `session_index.jsonl`; None when there is none."""
+    cwd, session = payload.get("cwd"), payload.get("session_id")
+    if not isinstance(cwd, str) or not isinstance(session, str) or "/" in session:
+        return None
+    home = kimi_home()
+    path = home / "sessions" / workdir_key(cwd) / session / "agents" / "main" / "wire.jsonl"
+    if path.is_file():
+        return path
+    index = home / "session_index.jsonl"
+    if index.is_file():
+        for entry in read_jsonl(index):
+            if entry.get("sessionId") == session and isinstance(entry.get("sessionDir"), str):
+                found = Path(entry["sessionDir"]) / "agents" / "main" / "wire.jsonl"
+                if found.is_file():
+                    return found
+    return None
+
+
+class KimiCodeAdapter(HarnessAdapter):
+    name = "kimi-code"
+    binary = "kimi"
+    events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
+              "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def prompt(self, payload: dict[str, Any]) -> str | None:
+        return text_of(payload.get("prompt")) or None
+
+    def compactions(self, payload: dict[str, Any]) -> int:
+        return count_in_file(wire_path(payload), COMPACTION)
+
+    def turns(self, payload: dict[str, Any]) -> list[Turn]:
+        return [turn for turn, _ in self._entries(payload)]
+
+    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
+        entries = self._entries(payload)
+        last = max((i for i, (_, boundary) in enumerate(entries) if boundary), default=-1)
+        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
+
+    @staticmethod
+    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
+        path = wire_path(payload)
+        if path is None:
+            return []
+        out: list[tuple[Turn, bool]] = []
+        for line in read_jsonl(path):
+            kind = line.get("type")
+            if kind == "context.apply_compaction":
+                out.append((Turn("system", ""), True))
+            elif kind == "context.append_message":
+                message = line.get("message") or {}
+                origin = message.get("origin") or {}
+                if message.get("role") == "user" and origin.get("kind") == "user":
+                    text = text_of(message.get("content"))
+                    if text.strip():
+                        out.append((Turn("user", text), False))
+            elif kind == "context.append_loop_event":
+                event = line.get("event") or {}
+                part = event.get("part") or {}
+                if event.get("type") == "content.part" and part.get("type") == "text" \
+                        and isinstance(part.get("text"), str) and part["text"].strip():
+                    out.append((Turn("assistant", part["text"]), False))
+        return out
+
+    def tool_call(self, payload: dict[str, Any]) -> Any:
+        return super().tool_call(payload)  # `tool_output` is read by the base class
+
+    # --- the actions -------------------------------------------------------------------------
+
+    def on_session_start(self, call: HookCall) -> str:
+        """Kimi drops SessionStart output: only start the service (MEMORY_PLUGIN_AUTOSTART)."""
+        if call.settings.plugin_autostart:
+            from semantic_memory.harness.autostart import ensure_running
+
+            call.service = ensure_running(call.service, call.settings)
+            call.done("skipped", "service up; Kimi Code takes no context at session start")
+        else:
+            call.done("skipped", "Kimi Code takes no context at session start")
+        return ""
+
+    # --- installing --------------------------------------------------------------------------
+
+    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        home = kimi_home()
+        events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
+        detach = shutil.which("setsid")
+
+        def command(event: str) -> str:
+            base = target.hook_command(event)
+            return f"{detach} -f {base}" if event == "PostToolUse" and detach else base
+
+        def ours(entry: Any) -> bool:
+            return hasattr(entry, "get") and target.is_our_command(entry.get("command"))
+
+        def install_hooks(doc: Any) -> None:
+            import tomlkit
+
+            hooks = doc.get("hooks")
+            if hooks is None:
+                hooks = doc["hooks"] = tomlkit.aot()
+            present = {entry.get("event"): entry for entry in hooks if ours(entry)}
+            for entry in [e for e in hooks if ours(e) and e.get("event") not in events]:
+                hooks.remove(entry)
+            for event in events:
+                wanted = {"event": event, "command": command(event),
+                          "timeout": target.hook_timeout_s}
+                entry = present.get(event)
+                if entry is None:
+                    table = tomlkit.table()
+                    table.update(wanted)
+                    hooks.append(table)
+                elif dict(entry) != wanted:
+                    entry.clear()
+                    entry.update(wanted)
+
+        def uninstall_hooks(doc: Any) -> None:
+            hooks = doc.get("hooks")
+            if hooks is None:
+                return
+            for entry in [e for e in hooks if ours(e)]:
+                hooks.remove(entry)
+            if not len(hooks):
+                del doc["hooks"]
+
+        def hooks_installed(doc: Any) -> dict[str, bool]:
+            found = {entry.get("event") for entry in doc.get("hooks") or [] if ours(entry)}
+            return {f"{e} hook": e in found for e in self.events}
+
+        def install_mcp(doc: dict[str, Any]) -> None:
+            if target.mcp == "none":
+                return
+            if target.mcp == "stdio":
+                entry: dict[str, Any] = {"command": target.stdio_command[0],
+                                         "args": target.stdio_command[1:]}
+            else:
+                entry = {"url": target.mcp_url}
+                if target.token:
+                    entry["bearerTokenEnvVar"] = "MEMORY_TOKEN"
+            doc.setdefault("mcpServers", {})[SERVER] = entry
+
+        def uninstall_mcp(doc: dict[str, Any]) -> None:
+            servers = doc.get("mcpServers")
+            if isinstance(servers, dict) and self._ours(servers.get(SERVER), target):
+                del servers[SERVER]
+                if not servers:
+                    del doc["mcpServers"]
+
+        def mcp_installed(doc: dict[str, Any]) -> dict[str, bool]:
+            return {"MCP server": self._ours((doc.get("mcpServers") or {}).get(SERVER), target)}
+
+        return [ConfigFile(home / "config.toml", "toml", install_hooks, uninstall_hooks,
+                           hooks_installed),
+                ConfigFile(home / "mcp.json", "json", install_mcp, uninstall_mcp, mcp_installed)]
+
+    @staticmethod
+    def _ours(entry: Any, target: InstallTarget) -> bool:
+        if not isinstance(entry, dict):
+            return False
+        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
+
+    def install_notes(self, target: InstallTarget) -> list[str]:
+        notes = ["Kimi Code hooks are per user ($KIMI_CODE_HOME/config.toml); check with "
+                 "`memory-mcp doctor` (and `kimi doctor`)."]
+        if target.project_dir is not None:
+            notes.append("(--project does not apply to Kimi Code: project MCP files need the "
+                         "folder trusted, so the user-level config serves every project.)")
+        return notes
+
+
+@hookimpl
+def register_harnesses(register) -> None:  # type: ignore[no-untyped-def]
+    register(KimiCodeAdapter())

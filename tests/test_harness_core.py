@@ -1,0 +1,331 @@
+"""The harness machinery that every adapter shares: transcripts cut into memories, the
+project name, the hook log, the one-shot client, and the hook runner's fail-open budget."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from harness_support import hook_env, hook_log, run_hook
+from test_service_support import Service, memory_mcp_command, start_service
+
+from semantic_memory.config import Settings
+from semantic_memory.harness import outcomes
+from semantic_memory.harness.client import (
+    ServiceClient,
+    ServiceDown,
+    ServiceFailed,
+    ServiceTimeout,
+    resolve_url,
+)
+from semantic_memory.harness.project import detect_project, normalise_remote
+from semantic_memory.harness.transcript import (
+    Turn,
+    chunk_turns,
+    clean,
+    count_in_file,
+    split_text,
+)
+
+# --- transcripts -----------------------------------------------------------------------------
+
+
+def test_each_exchange_becomes_one_memory() -> None:
+    turns = [Turn("user", "Why does the checkout test fail on CI?"),
+             Turn("assistant", "The Redis fixture flushes keys between workers."),
+             Turn("assistant", "Pin it to database 7."),
+             Turn("user", "ok"), Turn("assistant", "Done.")]
+    assert chunk_turns(turns) == [
+        "User: Why does the checkout test fail on CI?\n"
+        "Assistant: The Redis fixture flushes keys between workers.\n\nPin it to database 7."]
+    # "User: ok / Assistant: Done." is below MIN_CHUNK_CHARS: not worth a memory.
+
+
+def test_injected_blocks_and_harness_wrappers_are_not_conversation() -> None:
+    text = ("<semantic-memory>\nRecalled memories …\n<memory uid=\"x\">old</memory>\n"
+            "</semantic-memory>\nWhat is the deploy command?<system-reminder>be brief"
+            "</system-reminder><command-name>/compact</command-name>")
+    assert clean(text) == "What is the deploy command?"
+    assert chunk_turns([Turn("user", "<local-command-stdout>Compacted</local-command-stdout>"),
+                        Turn("assistant", "")]) == []
+
+
+def test_long_exchange_is_split_and_each_piece_names_the_question() -> None:
+    question = "How do we rotate the staging database credentials?"
+    answer = "\n\n".join(f"Step {i}: " + "rotate the key and restart the pods. " * 6
+                         for i in range(12))
+    chunks = chunk_turns([Turn("user", question), Turn("assistant", answer)], max_chars=600)
+    assert len(chunks) > 3 and all(len(c) <= 600 for c in chunks)
+    assert chunks[0].startswith(f"User: {question}\nAssistant: Step 0")
+    assert all(c.startswith(f"(User asked: {question})\n") for c in chunks[1:])
+    text = " ".join(c.split(")\n", 1)[-1] for c in chunks[1:])
+    assert "Step 11:" in text and "Step 5:" in text
+    # Deterministic: the same turns give the same memories (the store's dedup relies on it).
+    assert chunk_turns([Turn("user", question), Turn("assistant", answer)], max_chars=600) == chunks
+
+
+def test_split_text_prefers_paragraphs_then_sentences_then_words() -> None:
+    assert split_text("aaaa bbbb\n\ncccc dddd", 12) == ["aaaa bbbb", "cccc dddd"]
+    assert split_text("One sentence here. Another one there.", 25) == [
+        "One sentence here.", "Another one there."]
+    assert split_text("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+
+
+def test_count_in_file_across_read_boundaries(tmp_path: Path) -> None:
+    marker = b'"subtype":"compact_boundary"'
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"x" * ((1 << 20) - 10) + marker + b"y" * 100 + marker)
+    assert count_in_file(path, marker) == 2
+    assert count_in_file(tmp_path / "missing", marker) == 0
+    assert count_in_file(None, marker) == 0
+
+
+# --- project ---------------------------------------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("url", [
+    "git@github.com:Acme/web.git", "https://github.com/Acme/web", "https://user:tok@GitHub.com:443/Acme/web.git/",
+    "ssh://git@github.com/Acme/web.git"])
+def test_remote_urls_of_one_repository_agree(url: str) -> None:
+    assert normalise_remote(url) == "github.com/Acme/web"
+
+
+def test_two_checkouts_of_one_repository_share_a_project(tmp_path: Path) -> None:
+    for name, url in (("a", "git@github.com:acme/web.git"), ("b", "https://github.com/acme/web")):
+        (tmp_path / name / "src").mkdir(parents=True)
+        git(tmp_path / name, "init", "-q")
+        git(tmp_path / name, "remote", "add", "origin", url)
+    assert detect_project(tmp_path / "a" / "src") == "github.com/acme/web"
+    assert detect_project(tmp_path / "b") == "github.com/acme/web"
+
+
+def test_worktree_uses_the_main_repository_remote(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    main.mkdir()
+    git(main, "init", "-q")
+    git(main, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty",
+        "-m", "init")
+    git(main, "remote", "add", "origin", "git@gitlab.com:team/api.git")
+    git(main, "worktree", "add", "-q", str(tmp_path / "feature"))
+    assert detect_project(tmp_path / "feature") == "gitlab.com/team/api"
+
+
+def test_without_a_remote_the_top_level_folder_names_the_project(tmp_path: Path) -> None:
+    (tmp_path / "tool" / "deep" / "er").mkdir(parents=True)
+    git(tmp_path / "tool", "init", "-q")
+    assert detect_project(tmp_path / "tool" / "deep" / "er") == "tool"
+    (tmp_path / "plain").mkdir()
+    assert detect_project(tmp_path / "plain") == "plain"
+
+
+# --- the hook log ----------------------------------------------------------------------------
+
+
+def test_hook_log_keeps_last_success_and_failure(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings(db_path=str(tmp_path / "memory.db"))
+    monkeypatch.setattr(outcomes, "MAX_LOG_BYTES", 400)
+    for i in range(6):
+        outcomes.record(settings, {"harness": "h", "event": "E", "outcome": "injected",
+                                   "detail": str(i)})
+    outcomes.record(settings, {"harness": "h", "event": "E", "outcome": "service down"})
+    latest = outcomes.latest(settings)[("h", "E")]
+    assert latest["success"]["detail"] == "5" and latest["failure"]["outcome"] == "service down"
+    assert (tmp_path / "hooks.jsonl.1").exists()  # rotated, one generation kept
+    assert (tmp_path / "hooks.jsonl").stat().st_size < 400
+
+
+# --- the client ------------------------------------------------------------------------------
+
+
+class _Hanging:
+    """A TCP server that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+        self.sock.close()
+
+
+class _Failing(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = b'{"error": "database is on fire"}'
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hanging() -> Iterator[_Hanging]:
+    server = _Hanging()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def failing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_client_tells_down_from_slow_from_failing(hanging: _Hanging, failing: str) -> None:
+    with pytest.raises(ServiceDown):
+        ServiceClient(f"http://127.0.0.1:{free_port()}", time.monotonic() + 2).get("/health")
+    start = time.monotonic()
+    with pytest.raises(ServiceTimeout):
+        ServiceClient(hanging.url, time.monotonic() + 0.3).get("/health")
+    assert time.monotonic() - start < 1.5
+    with pytest.raises(ServiceFailed, match="database is on fire"):
+        ServiceClient(failing, time.monotonic() + 2).post("/recall", {"query": "x"})
+
+
+def test_service_url_from_env_then_discovery_then_default(tmp_path: Path) -> None:
+    settings = Settings(db_path=str(tmp_path / "memory.db"))
+    assert resolve_url(settings) == ("http://127.0.0.1:8765", "default")
+    discovery = tmp_path / "memory.db.server.json"
+    discovery.write_text(json.dumps({"url": "http://127.0.0.1:41000", "pid": 999_999_999}))
+    assert resolve_url(settings)[1] == "default"  # a stale file (dead pid) is ignored
+    import os
+
+    discovery.write_text(json.dumps({"url": "http://127.0.0.1:41000", "pid": os.getpid()}))
+    assert resolve_url(settings) == ("http://127.0.0.1:41000", f"discovery file {discovery}")
+    explicit = Settings(db_path=str(tmp_path / "memory.db"), plugin_url="http://h:1/")
+    assert resolve_url(explicit) == ("http://h:1", "MEMORY_PLUGIN_URL")
+
+
+# --- the runner: fail-open within the budget -------------------------------------------------
+
+PROMPT = {"session": "s1", "cwd": "/tmp", "prompt": "which port does staging use?"}
+BUDGET_S = 1.0
+
+
+def assert_failed_open(tmp_path: Path, run: object, outcome: str) -> dict:
+    assert run.returncode == 0 and run.stdout == "", run.stderr  # type: ignore[attr-defined]
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == outcome, entry
+    assert entry["ms"] <= BUDGET_S * 1000 + 20  # the hook's own clock, from process start
+    return entry
+
+
+def test_service_down_fails_open(tmp_path: Path) -> None:
+    env = hook_env(tmp_path, f"http://127.0.0.1:{free_port()}", MEMORY_HOOK_BUDGET_S=str(BUDGET_S))
+    run = run_hook("example", "prompt", PROMPT, env)
+    entry = assert_failed_open(tmp_path, run, "service down")
+    assert "nothing listens" in entry["detail"]
+
+
+def test_hanging_service_fails_open_within_the_budget(tmp_path: Path, hanging: _Hanging) -> None:
+    env = hook_env(tmp_path, hanging.url, MEMORY_HOOK_BUDGET_S=str(BUDGET_S))
+    run = run_hook("example", "prompt", PROMPT, env)
+    assert_failed_open(tmp_path, run, "timeout")
+    assert run.seconds < BUDGET_S + 3  # interpreter start-up on a loaded machine aside
+
+
+def test_service_error_fails_open(tmp_path: Path, failing: str) -> None:
+    run = run_hook("example", "prompt", PROMPT, hook_env(tmp_path, failing))
+    entry = assert_failed_open(tmp_path, run, "error")
+    assert "HTTP 500: database is on fire" in entry["detail"]
+
+
+@pytest.mark.parametrize("stdin", [b"{not json", b"\xff\xfe binary", b"[1, 2]", b""])
+def test_bad_hook_input_fails_open(tmp_path: Path, stdin: bytes, failing: str) -> None:
+    run = run_hook("example", "prompt", stdin, hook_env(tmp_path, failing))
+    assert run.returncode == 0 and run.stdout == ""
+    assert hook_log(tmp_path)[-1]["outcome"] in ("error", "skipped")
+
+
+def test_stdin_left_open_is_cut_by_the_budget(tmp_path: Path, failing: str) -> None:
+    env = hook_env(tmp_path, failing, MEMORY_HOOK_BUDGET_S=str(BUDGET_S))
+    proc = subprocess.Popen([*memory_mcp_command(), "hook", "example", "prompt"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.wait(timeout=BUDGET_S + 5)  # stdin stays open: the hook must not wait for it
+        out = proc.stdout.read()  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+        proc.stdin.close()  # type: ignore[union-attr]
+    assert proc.returncode == 0 and out == b""
+    assert hook_log(tmp_path)[-1]["outcome"] == "timeout"
+
+
+def test_unknown_harness_or_bad_config_never_fails_the_agent(tmp_path: Path) -> None:
+    run = run_hook("no-such-harness", "UserPromptSubmit", PROMPT, hook_env(tmp_path, None))
+    assert run.returncode == 0 and run.stdout == ""
+    assert "no harness adapter named 'no-such-harness'" in hook_log(tmp_path)[-1]["detail"]
+    run = run_hook("example", "prompt", PROMPT, hook_env(tmp_path, None, MEMORY_PORT="many"))
+    assert run.returncode == 0 and run.stdout == "" and "MEMORY_PORT" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start_service(tmp_path_factory.mktemp("harness-core"))
+    yield svc
+    svc.stop()
+
+
+def test_autostart_starts_a_service_the_next_hook_finds(tmp_path: Path) -> None:
+    """MEMORY_PLUGIN_AUTOSTART=1: a session start finding nothing starts one (port 0), and
+    the hooks find it through the discovery file."""
+    env = hook_env(tmp_path, None, MEMORY_PLUGIN_AUTOSTART="1", MEMORY_HOOK_BUDGET_S="20",
+                   MEMORY_DEVICE="cpu")
+    first = run_hook("example", "session-start", {"session": "s", "cwd": str(tmp_path)}, env)
+    assert first.returncode == 0
+    discovery = json.loads((tmp_path / "memory.db.server.json").read_text())
+    try:
+        assert hook_log(tmp_path)[-1]["outcome"] == "skipped"  # up, and nothing to recall yet
+        stored = run_hook("example", "prompt", {"session": "s", "cwd": str(tmp_path),
+                                                "prompt": "remember the cache lives in /var/c"},
+                          env)
+        assert stored.returncode == 0 and "stored this as a memory" in stored.stdout
+        again = run_hook("example", "session-start", {"session": "s2", "cwd": str(tmp_path)}, env)
+        assert again.returncode == 0
+        assert json.loads((tmp_path / "memory.db.server.json").read_text())["pid"] == \
+            discovery["pid"]  # the running one was found, not a second started
+    finally:
+        import os
+        import signal
+
+        os.kill(discovery["pid"], signal.SIGTERM)
