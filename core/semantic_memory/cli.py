@@ -497,14 +497,7 @@ def export(obj: Context, output: str, include_deleted: bool) -> None:
 
 
 def main() -> None:
-    """Console-script entry: load plugin commands, then run.
-
-    `memory-mcp hook …` takes a short path (no click, no other plugins): a harness runs it on
-    every prompt and tool call, so its start-up is on the agent's clock."""
-    if sys.argv[1:2] == ["hook"]:
-        from .harness.runner import main as run_hook
-
-        sys.exit(run_hook(sys.argv[2:]))
+    """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere)."""
     try:
         settings = Settings.from_env()
     except ConfigError as exc:

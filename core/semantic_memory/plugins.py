@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
 import pluggy
@@ -56,6 +55,8 @@ class PluginManager(pluggy.PluginManager):
 def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()) -> PluginManager:
     """Load default plugins, installed entry-point plugins (filtered by MEMORY_PLUGINS) and
     `extra` ones (tests register in-test plugins this way)."""
+    from importlib.metadata import entry_points  # not at import: hooks import this module
+
     pm = PluginManager()
     for module_name in DEFAULT_PLUGINS:
         pm.register(import_module(module_name), name=module_name.rsplit(".", 1)[-1])

@@ -3,11 +3,12 @@
 Hooks run as short processes inside an agent's turn, so this client never waits past the
 deadline it is given, never reuses a connection (`Connection: close`) and tells a service
 that is down (refused) from one that is slow (timed out) from one that answered an error.
+HTTP/1.1 over a plain socket: http.client's header parsing imports the email package, a
+fifth of a hook's start-up.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import socket
 import time
@@ -88,34 +89,77 @@ class ServiceClient:
         if timeout <= 0:
             raise ServiceTimeout("no time left in the hook's budget")
         parts = self._parts
-        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        conn = kind(parts.hostname, parts.port, timeout=timeout)
-        headers = {"Connection": "close", "Accept": "application/json"}
-        data = None
+        data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        head = [f"{method} {parts.path.rstrip('/')}{path} HTTP/1.1",
+                f"Host: {parts.netloc.rsplit('@', 1)[-1]}", "Connection: close",
+                "Accept: application/json", f"Content-Length: {len(data)}"]
         if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-            headers["Content-Type"] = "application/json"
+            head.append("Content-Type: application/json")
         if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+            head.append(f"Authorization: Bearer {self.token}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
+        port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
-            conn.request(method, parts.path.rstrip("/") + path, body=data, headers=headers)
-            response = conn.getresponse()
-            raw = response.read()
-        except (ConnectionRefusedError, FileNotFoundError) as exc:
-            raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror or exc})") from None
+            with socket.create_connection((parts.hostname, port), timeout=timeout) as sock:
+                if parts.scheme == "https":
+                    import ssl
+
+                    sock = ssl.create_default_context().wrap_socket(
+                        sock, server_hostname=parts.hostname)
+                sock.sendall(request)
+                raw = _read_all(sock, self.deadline)
+        except ConnectionRefusedError as exc:
+            raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror})") from None
         except (socket.timeout, TimeoutError):
             raise ServiceTimeout(f"{self.url} did not answer within the budget") from None
-        except OSError as exc:  # reset, unreachable, DNS
+        except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None
-        except http.client.HTTPException as exc:
-            raise ServiceUnavailable(f"{self.url}: bad HTTP answer ({exc!r})") from None
-        finally:
-            conn.close()
-        try:
-            answer = json.loads(raw) if raw else None
-        except ValueError:
-            answer = None
-        if response.status >= 400:
+        status, answer = _parse_response(raw, self.url)
+        if status >= 400:
             message = answer.get("error") if isinstance(answer, dict) else None
-            raise ServiceFailed(response.status, str(message or raw[:200]))
+            raise ServiceFailed(status, str(message or raw[-200:]))
         return answer
+
+
+def _read_all(sock: socket.socket, deadline: float) -> bytes:
+    """Everything the server sends until it closes the connection (it was asked to)."""
+    chunks = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ServiceTimeout("the answer did not complete within the budget")
+        sock.settimeout(remaining)
+        chunk = sock.recv(65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _parse_response(raw: bytes, url: str) -> tuple[int, Any]:
+    """(status, decoded JSON body or None) of a complete HTTP/1.x response."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        raise ServiceUnavailable(f"{url}: not an HTTP answer") from None
+    headers = {k.strip().lower(): v.strip() for k, _, v in
+               (line.decode("latin-1").partition(":") for line in lines[1:])}
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = _unchunk(body)
+    try:
+        return status, json.loads(body) if body else None
+    except ValueError:
+        return status, None
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = bytearray()
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out += body[:size]
+        body = body[size + 2:]
+    return bytes(out)

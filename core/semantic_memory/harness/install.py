@@ -9,12 +9,10 @@ parsed content an edit leaves equal is not rewritten, so running install twice c
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -77,6 +75,8 @@ def make_target(harness: str, settings: Settings, *, project_dir: str | None = N
 def entry_point_path() -> str:
     """The absolute path of the installed `memory-mcp` script (not `uv run`: a hook must start
     fast), beside this interpreter when it is there, else on PATH."""
+    import shutil
+
     beside = Path(sys.executable).with_name("memory-mcp")
     if beside.exists():
         return str(beside)
@@ -103,6 +103,8 @@ class Change:
     after: str
 
     def diff(self) -> str:
+        import difflib
+
         return "".join(difflib.unified_diff(
             (self.before or "").splitlines(keepends=True), self.after.splitlines(keepends=True),
             fromfile=str(self.path) if self.before is not None else "/dev/null",
@@ -158,6 +160,8 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
 
 def apply(changes: list[Change]) -> list[Path]:
     """Write the changes (a backup of each existing file first); returns the backups."""
+    import shutil
+
     backups = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for change in changes:

@@ -7,7 +7,6 @@ submodules included.
 
 from __future__ import annotations
 
-import configparser
 import re
 from pathlib import Path
 
@@ -53,6 +52,8 @@ def remote_url(git_dir: Path) -> str | None:
             common = (git_dir / commondir.read_text(encoding="utf-8").strip()).resolve()
         except OSError:
             pass
+    import configparser
+
     parser = configparser.RawConfigParser(strict=False)
     try:
         parser.read(common / "config", encoding="utf-8")

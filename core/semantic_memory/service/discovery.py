@@ -12,23 +12,23 @@ hard kill, `read_discovery` recognises the leftover by its `pid` and reports it 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..config import Settings
-from .auth import WILDCARD_HOSTS
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
-log = logging.getLogger("semantic_memory.service")
+# Hooks read the discovery file on every run: reading it imports nothing beyond this module
+# (logging and the auth rules are imported where the service side needs them).
 
 
 def base_url(host: str, port: int) -> str:
     """The URL a local client should use: wildcard binds are reached via loopback."""
+    from .auth import WILDCARD_HOSTS
+
     host = host.strip().strip("[]")
     if host in WILDCARD_HOSTS:
         host = "127.0.0.1" if host != "::" else "::1"
@@ -36,6 +36,8 @@ def base_url(host: str, port: int) -> str:
 
 
 def listening_info(settings: Settings, host: str, port: int) -> dict[str, Any]:
+    from .. import __version__  # read from the metadata: not at import (hooks read the file)
+
     url = base_url(host, port)
     return {
         "url": url,
@@ -61,7 +63,9 @@ def publish(settings: Settings, info: dict[str, Any]) -> Path | None:
             tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:  # serving matters more than advertising
-            log.warning("cannot write the discovery file %s: %s", path, exc.strerror or exc)
+            import logging
+
+            logging.getLogger("semantic_memory.service").warning("cannot write the discovery file %s: %s", path, exc.strerror or exc)
             path = None
     sys.stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
     sys.stdout.flush()

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
-from semantic_memory.harness.install import (
-    has_command_hook,
-    remove_command_hooks,
-    set_command_hook,
-)
+from semantic_memory.harness import HarnessAdapter, HookCall, Turn
 from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
 from semantic_memory.plugins import hookimpl
+
+if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
 PERMISSION = f"mcp__{SERVER}"
@@ -94,6 +92,13 @@ class ClaudeCodeAdapter(HarnessAdapter):
     # --- installing --------------------------------------------------------------------------
 
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        from semantic_memory.harness.install import (
+            ConfigFile,
+            has_command_hook,
+            remove_command_hooks,
+            set_command_hook,
+        )
+
         if target.project_dir is not None:
             settings = target.project_dir / ".claude" / "settings.local.json"
             mcp_file = target.project_dir / ".mcp.json"

@@ -26,17 +26,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
-from semantic_memory.harness.install import (
-    has_command_hook,
-    load,
-    remove_command_hooks,
-    set_command_hook,
-)
+from semantic_memory.harness import HarnessAdapter, HookCall, Turn
 from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
 from semantic_memory.plugins import hookimpl
+
+if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
 #: Codex cuts additional context over ~2,500 tokens.
@@ -150,6 +147,13 @@ class CodexAdapter(HarnessAdapter):
     # --- installing --------------------------------------------------------------------------
 
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        from semantic_memory.harness.install import (
+            ConfigFile,
+            has_command_hook,
+            remove_command_hooks,
+            set_command_hook,
+        )
+
         home = codex_home(target)
         hooks_path, config_path = home / "hooks.json", home / "config.toml"
         source = os.path.realpath(hooks_path)  # Codex keys trust by the real path
@@ -279,6 +283,8 @@ def _prune(doc: Any, *paths: tuple[str, ...]) -> None:
 
 def _trusted(config_path: Path) -> dict[str, str]:
     """Trust key -> trusted hash, from config.toml (empty when unreadable)."""
+    from semantic_memory.harness.install import ConfigFile, load
+
     try:
         _, doc = load(ConfigFile(config_path, "toml", lambda d: None, lambda d: None,
                                  lambda d: {}))

@@ -14,10 +14,13 @@ and reads its hooks from `.example-agent/hooks.json`: {"hooks": {"<event>": "<co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import ConfigFile, HarnessAdapter, InstallTarget, ToolCall, Turn
+from semantic_memory.harness import HarnessAdapter, ToolCall, Turn
 from semantic_memory.plugins import hookimpl
+
+if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from semantic_memory.harness import ConfigFile, InstallTarget
 
 
 class ExampleAdapter(HarnessAdapter):
@@ -44,6 +47,8 @@ class ExampleAdapter(HarnessAdapter):
 
     # Installing: one JSON file, in the project or in the user's home.
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        from semantic_memory.harness import ConfigFile
+
         folder = (target.project_dir or target.home) / ".example-agent"
         events = [e for e in self.events if e != "tool" or target.tool_capture]
 

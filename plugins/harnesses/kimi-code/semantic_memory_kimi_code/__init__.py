@@ -28,11 +28,14 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import ConfigFile, HarnessAdapter, HookCall, InstallTarget, Turn
+from semantic_memory.harness import HarnessAdapter, HookCall, Turn
 from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
 from semantic_memory.plugins import hookimpl
+
+if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
 COMPACTION = b'"type":"context.apply_compaction"'
@@ -138,6 +141,8 @@ class KimiCodeAdapter(HarnessAdapter):
     # --- installing --------------------------------------------------------------------------
 
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        from semantic_memory.harness.install import ConfigFile
+
         home = kimi_home()
         events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
         detach = shutil.which("setsid")
