@@ -125,3 +125,42 @@ def test_channel_weights_from_settings(tmp_path) -> None:
     hit = engine.recall("zebra")[0]
     assert hit.ranks == {"porter": 1, "trigram": 1}
     engine.close()
+
+
+# --- relevance bar and agent contexts (what hook injections ask for) --------------------------
+
+
+def test_relevant_only_keeps_what_covers_the_query(engine: MemoryEngine) -> None:
+    """A hit must contain at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted: the
+    nearest memories are not injected merely for being nearest."""
+    fact = engine.store_one(NewMemory("The staging database runs PostgreSQL 16 on port 5433")).uid
+    engine.store_one(NewMemory("We use port forwarding to debug the web app"))
+    engine.store_one(NewMemory("Lunch is at noon on Fridays"))
+    query = "which port does the staging database use?"
+    assert len(engine.recall(query)) == 2  # both share a word with the query
+    hits = engine.recall(query, relevant_only=True)
+    assert [h.memory.uid for h in hits] == [fact]
+    assert hits[0].signals["coverage"] > 0.5
+    assert engine.recall("what is for dinner on Mondays?", relevant_only=True) == []
+
+
+def test_relevance_counts_prefixes_and_judges_unspaced_scripts(engine: MemoryEngine) -> None:
+    """German compounds through porter's prefix terms, Chinese through the bigram channel:
+    porter sees a Chinese sentence as one word and cannot judge it."""
+    de = engine.store_one(NewMemory("Die Datenbankverbindung läuft über einen Pool")).uid
+    zh = engine.store_one(NewMemory("地图模块统一使用 WGS84 坐标")).uid
+    assert [h.memory.uid for h in engine.recall("Datenbank", relevant_only=True)] == [de]
+    assert [h.memory.uid for h in engine.recall("坐标", relevant_only=True)] == [zh]
+
+
+def test_session_context_leaves_out_injected_and_flushed_memories(engine: MemoryEngine) -> None:
+    injected = engine.store_one(NewMemory("Deploys go through Argo CD on the infra cluster")).uid
+    flushed = engine.store_one(NewMemory("User: how do deploys work?\nAssistant: Argo CD syncs",
+                                         tags=["session:s1"])).uid
+    other = engine.store_one(NewMemory("Argo CD deploys need a signed image")).uid
+    engine.record_injection(uids=[injected], harness="claude-code", session="s1")
+    in_s1 = engine.recall("argo cd deploys", exclude=engine.in_session_context("s1"))
+    assert [h.memory.uid for h in in_s1] == [other]
+    # After a compaction the context is "s1+1": both may come back.
+    after = engine.recall("argo cd deploys", exclude=engine.in_session_context("s1+1"))
+    assert {h.memory.uid for h in after} == {injected, flushed, other}

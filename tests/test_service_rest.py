@@ -195,6 +195,25 @@ def test_inject_report_and_injections(http: httpx2.Client) -> None:
     assert summary["chars"] >= 1360 and summary["approx_tokens"] == summary["chars"] // 4
 
 
+def test_recall_for_an_agent_context_injects_each_memory_once(http: httpx2.Client) -> None:
+    """What the hooks ask: only relevant hits (`relevant_only`), none already injected into
+    the same context (`session`), and which memories the block holds (`block_uids`)."""
+    uid = ingest(http, "The billing service retries webhooks three times", project="ctx")["uid"]
+    ingest(http, "Billing dashboards load slowly on Mondays", project="ctx")
+    body = {"query": "how often are billing webhooks retried?", "project": "ctx",
+            "session": "sess-1", "relevant_only": True}
+    first = http.post("/recall", json=body).json()
+    assert [i["uid"] for i in first["items"]] == [uid] and first["block_uids"] == [uid]
+    assert http.post("/inject/report", json={"harness": "codex", "hook": "UserPromptSubmit",
+                                             "uids": [uid], "session": "sess-1"}).status_code == 200
+    again = http.post("/recall", json=body).json()
+    assert again["items"] == [] and again["block"] == "" and again["block_uids"] == []
+    other = http.post("/recall", json={**body, "session": "sess-2"}).json()
+    assert other["block_uids"] == [uid]
+    rows = http.get("/api/injections", params={"harness": "codex"}).json()["items"]
+    assert rows[0]["session"] == "sess-1"
+
+
 def test_api_stats(http: httpx2.Client) -> None:
     ingest(http, "Stats probe memory", kind="preference", project="stats")
     data = http.get("/api/stats").json()

@@ -36,7 +36,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
                      f"{embedder.get('vectorized', 0)} vectorized, "
                      f"{embedder.get('missing', 0)} missing")
     elif embedder:
-        described = f"inactive, BM25-only ({embedder.get('reason', 'no model')})"
+        described = f"inactive: {embedder.get('reason', 'no model configured')}"
     else:
         described = "none (BM25-only)"
     report.update(reachable=True, version=health.get("version"), counts=health.get("counts"),
@@ -47,19 +47,23 @@ def service_report(settings: Settings) -> dict[str, Any]:
 
 def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
                    latest: dict[tuple[str, str], dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Where the adapter's entries are installed (the user's config, and the project's when
+    it has its own files there), its binary, and its hooks' latest outcomes."""
     scopes: dict[str, Any] = {}
+    seen: list[str] = []
     for scope, folder in (("user", None), ("project", project_dir)):
         if scope == "project" and folder is None:
             continue
         target = install.make_target(adapter.name, settings,
                                      project_dir=str(folder) if folder else None)
         files = adapter.config_files(target)
-        scopes[scope] = {"files": [str(f.path) for f in files],
-                         "entries": install.status(files)}
-    hooks = {}
-    for (harness, event), seen in sorted(latest.items()):
-        if harness == adapter.name:
-            hooks[event] = seen
+        paths = [str(f.path) for f in files]
+        if scope == "project" and (paths == seen or not any(f.path.exists() for f in files)):
+            continue  # a harness configured per user only, or nothing in this project
+        seen = paths
+        scopes[scope] = {"files": paths, "entries": install.status(files)}
+    hooks = {event: outcomes_ for (harness, event), outcomes_ in sorted(latest.items())
+             if harness == adapter.name}
     binary = getattr(adapter, "binary", None)
     return {"harness": adapter.name, "binary": binary and shutil.which(binary),
             "binary_name": binary, "scopes": scopes, "hooks": hooks}
@@ -96,8 +100,13 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"{harness['harness']}  ({binary})")
         for scope, info in harness["scopes"].items():
             entries = info["entries"]
-            marks = "  ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in entries.items())
-            lines.append(f"  {scope:8} {marks}")
+            hooks = [n.removesuffix(" hook") for n in entries if n.endswith(" hook")]
+            on = [h for h in hooks if entries[f"{h} hook"]]
+            off = [h for h in hooks if not entries[f"{h} hook"]]
+            text = f"hooks: {' '.join(on) or 'none'}" + (f" (not: {' '.join(off)})" if off else "")
+            if "MCP server" in entries:
+                text += f" · MCP server: {'yes' if entries['MCP server'] else 'no'}"
+            lines.append(f"  {scope:8} {text}")
         if not harness["hooks"]:
             lines.append("  no hook has run yet")
         for event, seen in harness["hooks"].items():
