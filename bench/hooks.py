@@ -66,8 +66,9 @@ def timed_runs(cmd: list[str], stdins: list[bytes], env: dict[str, str]) -> list
 
 def transcript(path: Path, questions: list[str], answers: list[str]) -> None:
     with path.open("w") as handle:
-        for q, a in zip(questions, answers):
-            handle.write(json.dumps({"type": "user", "message": {"role": "user", "content": q}}) + "\n")
+        for q, a in zip(questions, answers, strict=True):
+            handle.write(json.dumps({"type": "user", "message": {"role": "user",
+                                                                 "content": q}}) + "\n")
             handle.write(json.dumps({"type": "assistant", "message": {
                 "role": "assistant", "content": [{"type": "text", "text": a}]}}) + "\n")
 

@@ -28,7 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo import BM25, Conversation, engine_system, load  # noqa: E402
-
 from semantic_memory.models import RecallFilters  # noqa: E402
 
 K = 5

@@ -38,7 +38,7 @@ class ModelMock:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> "ModelMock":
+    def __enter__(self) -> ModelMock:
         self._thread.start()
         return self
 

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 from harness_support import hook_env, hook_log, run_hook
-from test_service_support import Service, memory_mcp_command, start_service
-
 from semantic_memory.config import Settings
 from semantic_memory.harness import outcomes
 from semantic_memory.harness.client import (
@@ -33,6 +31,7 @@ from semantic_memory.harness.transcript import (
     count_in_file,
     split_text,
 )
+from test_service_support import Service, memory_mcp_command, start_service
 
 # --- transcripts -----------------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ first use (`npm ci`, as `.ci/run` does)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -75,9 +74,11 @@ class World:
     def memories(self, source: str) -> list[dict[str, Any]]:
         assert self.service is not None
         with self.service.client() as http:
-            return http.get("/api/memories", params={"source": source, "limit": 100}).json()["items"]
+            found = http.get("/api/memories", params={"source": source, "limit": 100})
+            return found.json()["items"]
 
-    def run(self, args: list[str], timeout: float = 180, **env: str) -> subprocess.CompletedProcess[str]:
+    def run(self, args: list[str], timeout: float = 180,
+            **env: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(args, cwd=self.project, env={**self.env, **env}, capture_output=True,
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
@@ -194,7 +195,8 @@ def test_codex_recalls_flushes_and_captures(world: World) -> None:
                      "input_tokens": 200_000},
                     {"text": "Summary: a checkout test was discussed."},
                     {"text": "Fixed."})
-        codex(world, "resume", "--last", "what was wrong with the Redis fixture of the checkout test?")
+        codex(world, "resume", "--last",
+              "what was wrong with the Redis fixture of the checkout test?")
         flushed = [m["content"] for m in world.memories("compaction")]
         assert any(REDIS in c for c in flushed), flushed
         assert "stored" in world.outcomes("PreCompact")

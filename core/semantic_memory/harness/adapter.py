@@ -20,12 +20,22 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..config import Settings
 from .client import ServiceClient, ServiceUnavailable
 from .project import detect_project
-from .transcript import Turn, chunk_turns, last_user_text
+from .transcript import (
+    Turn,
+    chunk_turns,
+    clean,
+    count_in_file,
+    last_line_offset,
+    last_user_text,
+    read_jsonl,
+    read_jsonl_reversed,
+)
 
 if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import it
     from .install import ConfigFile, InstallTarget
@@ -89,6 +99,8 @@ class HarnessAdapter:
     events: ClassVar[Mapping[str, str]] = {}
     #: The harness's executable (`memory-mcp doctor` looks for it on PATH).
     binary: ClassVar[str | None] = None
+    #: Bytes written into the transcript once per compaction (counted and located, not parsed).
+    compaction_marker: ClassVar[bytes | None] = None
 
     # --- install (`memory-mcp install/uninstall/doctor`) -------------------------------------
 
@@ -118,8 +130,11 @@ class HarnessAdapter:
         return value if isinstance(value, str) and value else None
 
     def compactions(self, payload: dict[str, Any]) -> int:
-        """How often this session's context has been compacted so far (0 if unknown)."""
-        return 0
+        """How often this session's context has been compacted so far (0 if unknown): the
+        transcript's compaction markers, counted without parsing it."""
+        path = self.transcript_path(payload)
+        marker = self.compaction_marker
+        return count_in_file(path, marker) if path is not None and marker else 0
 
     def context_key(self, payload: dict[str, Any]) -> str | None:
         """Names what is in the agent's context now: the session, and after its n-th
@@ -139,13 +154,42 @@ class HarnessAdapter:
         value = payload.get("prompt")
         return value if isinstance(value, str) else None
 
+    def transcript_path(self, payload: dict[str, Any]) -> Path | None:
+        """The session's transcript file (JSON lines), if the harness keeps one."""
+        value = payload.get("transcript_path")
+        return Path(value) if isinstance(value, str) and Path(value).is_file() else None
+
+    def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
+        """One transcript line as a conversation turn; None for everything else (tool calls,
+        metadata, compaction markers, injected context)."""
+        return None
+
     def turns(self, payload: dict[str, Any]) -> list[Turn]:
         """The session's conversation so far (empty when the harness has none yet)."""
-        return []
+        path = self.transcript_path(payload)
+        if path is None:
+            return []
+        return [turn for entry in read_jsonl(path) if (turn := self.transcript_turn(entry))]
 
     def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
-        """The turns a compaction is about to summarise (default: the whole conversation)."""
-        return self.turns(payload)
+        """The turns a compaction is about to summarise: those after the transcript's last
+        compaction marker (the earlier ones were flushed by that compaction)."""
+        path, marker = self.transcript_path(payload), self.compaction_marker
+        if path is None or not marker:
+            return self.turns(payload)
+        start = last_line_offset(path, marker)
+        return [turn for entry in read_jsonl(path, start) if (turn := self.transcript_turn(entry))]
+
+    def last_user_message(self, payload: dict[str, Any]) -> str | None:
+        """The session's latest user message, read from the transcript's end."""
+        path = self.transcript_path(payload)
+        if path is None:
+            return last_user_text(self.turns(payload))
+        for entry in read_jsonl_reversed(path):
+            turn = self.transcript_turn(entry)
+            if turn is not None and turn.role == "user" and clean(turn.text):
+                return turn.text
+        return None
 
     def tool_call(self, payload: dict[str, Any]) -> ToolCall | None:
         name = payload.get("tool_name")
@@ -167,7 +211,7 @@ class HarnessAdapter:
             from .autostart import ensure_running
 
             call.service = ensure_running(call.service, call.settings)
-        query = last_user_text(self.turns(call.payload))
+        query = self.last_user_message(call.payload)
         if not query:
             call.done("skipped", "no earlier user message to recall for")
             return ""

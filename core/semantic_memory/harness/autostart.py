@@ -54,7 +54,8 @@ def spawn(settings: Settings) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     if settings.plugin_url:  # the user named the address: serve there
         parts = urlsplit(settings.plugin_url)
-        env["MEMORY_HOST"], env["MEMORY_PORT"] = parts.hostname or "127.0.0.1", str(parts.port or 80)
+        env["MEMORY_HOST"] = parts.hostname or "127.0.0.1"
+        env["MEMORY_PORT"] = str(parts.port or 80)
     else:
         env["MEMORY_PORT"] = "0"
     log_path = settings.resolved_db_path.with_name("service.log")

@@ -110,7 +110,7 @@ class ServiceClient:
                 raw = _read_all(sock, self.deadline)
         except ConnectionRefusedError as exc:
             raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror})") from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise ServiceTimeout(f"{self.url} did not answer within the budget") from None
         except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None

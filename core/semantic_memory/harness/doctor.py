@@ -69,7 +69,8 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
             "binary_name": binary, "scopes": scopes, "hooks": hooks}
 
 
-def report(settings: Settings, adapters: dict[str, Any], project_dir: Path | None) -> dict[str, Any]:
+def report(settings: Settings, adapters: dict[str, Any],
+           project_dir: Path | None) -> dict[str, Any]:
     latest = outcomes.latest(settings)
     return {
         "service": service_report(settings),

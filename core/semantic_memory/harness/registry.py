@@ -77,9 +77,9 @@ def _named_entry_points(name: str) -> list[tuple[str, str]]:
     importlib.metadata machinery costs a hook process more than everything else it imports
     (~50 ms), and `all_adapters` stays the fallback."""
     found = []
-    for folder in sys.path:
+    for folder in filter(None, sys.path):  # not "": the harness's working folder
         try:
-            entries = os.scandir(folder or ".")
+            entries = os.scandir(folder)
         except OSError:
             continue
         with entries:

@@ -65,8 +65,11 @@ def main(argv: list[str], started: float | None = None) -> int:
     budget_end = started + settings.hook_budget_s
     output = ""
     call: HookCall | None = None
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
+    watchdog = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
+    if watchdog:
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL,
+                         max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
     try:
         adapter = find_adapter(harness, settings)
         if adapter is None:
@@ -92,8 +95,9 @@ def main(argv: list[str], started: float | None = None) -> int:
         output = ""
         entry.update(outcome="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        if watchdog:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     if call is not None:
         entry.update(session=call.session, project=call.__dict__.get("project"))
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)

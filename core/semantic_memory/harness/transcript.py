@@ -46,16 +46,73 @@ def clean(text: str) -> str:
     return _NOT_CONVERSATION.sub("", text).strip()
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file; unreadable lines are skipped."""
+def read_jsonl(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file from byte offset `start`; bad lines are skipped."""
     with open(path, "rb") as handle:
+        handle.seek(start)
         for line in handle:
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(item, dict):
+            item = _object(line)
+            if item is not None:
                 yield item
+
+
+def read_jsonl_reversed(path: str | Path, block: int = 1 << 16) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, last first, reading only as far back as the
+    caller iterates (a session's last message is near the end of a long transcript)."""
+    with open(path, "rb") as handle:
+        position = handle.seek(0, 2)
+        rest = b""
+        while position > 0:
+            step = min(block, position)
+            position -= step
+            handle.seek(position)
+            lines = (handle.read(step) + rest).split(b"\n")
+            rest = lines.pop(0)  # may continue in the block before
+            for line in reversed(lines):
+                item = _object(line)
+                if item is not None:
+                    yield item
+        item = _object(rest)
+        if item is not None:
+            yield item
+
+
+def last_line_offset(path: str | Path, marker: bytes, block: int = 1 << 16) -> int:
+    """Byte offset of the start of the last line containing `marker` (0 when none): where the
+    turns since a transcript's last compaction begin."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, 2)
+        position, tail = end, b""
+        while position > 0:
+            step = min(block, position)
+            position -= step
+            handle.seek(position)
+            data = handle.read(step) + tail
+            found = data.rfind(marker)
+            if found >= 0:
+                return _line_start(handle, position + found, block)
+            tail = data[: len(marker) - 1]
+    return 0
+
+
+def _line_start(handle: Any, offset: int, block: int) -> int:
+    """Offset just after the last newline before `offset` (0 at the start of the file)."""
+    while offset > 0:
+        step = min(block, offset)
+        handle.seek(offset - step)
+        newline = handle.read(step).rfind(b"\n")
+        if newline >= 0:
+            return offset - step + newline + 1
+        offset -= step
+    return 0
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) else None
 
 
 def count_in_file(path: str | Path | None, pattern: bytes) -> int:
@@ -89,10 +146,10 @@ def text_of(content: Any, part_types: tuple[str, ...] = ("text",)) -> str:
 
 
 def last_user_text(turns: Iterable[Turn]) -> str | None:
-    """The latest non-empty user message (a session-start query), or None."""
+    """The latest user message with conversation text in it (a session-start query)."""
     found = None
     for turn in turns:
-        if turn.role == "user" and turn.text.strip():
+        if turn.role == "user" and clean(turn.text):
             found = turn.text
     return found
 

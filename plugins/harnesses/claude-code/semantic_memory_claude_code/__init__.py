@@ -22,11 +22,10 @@ Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
-from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.harness.transcript import text_of
 from semantic_memory.plugins import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
@@ -43,44 +42,25 @@ class ClaudeCodeAdapter(HarnessAdapter):
     binary = "claude"
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+    compaction_marker = b'"subtype":"compact_boundary"'
 
     # --- reading -----------------------------------------------------------------------------
 
     def compactions(self, payload: dict[str, Any]) -> int:
-        done = count_in_file(payload.get("transcript_path"), b'"subtype":"compact_boundary"')
+        done = super().compactions(payload)
         # SessionStart(compact) runs before the compaction's boundary is written.
         return done + 1 if payload.get("source") == "compact" else done
 
-    def turns(self, payload: dict[str, Any]) -> list[Turn]:
-        return [turn for turn, _ in self._entries(payload)]
-
-    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
-        """The turns since the last compaction: the earlier ones were flushed then."""
-        entries = self._entries(payload)
-        last = max((i for i, (turn, boundary) in enumerate(entries) if boundary), default=-1)
-        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
-
-    @staticmethod
-    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
-        """(turn, is a compaction boundary) for each conversation entry of the transcript."""
-        path = payload.get("transcript_path")
-        if not isinstance(path, str) or not Path(path).is_file():
-            return []
-        out: list[tuple[Turn, bool]] = []
-        for entry in read_jsonl(path):
-            kind = entry.get("type")
-            if kind == "system" and entry.get("subtype") == "compact_boundary":
-                out.append((Turn("system", ""), True))
-            if kind not in ("user", "assistant") or entry.get("isMeta") \
-                    or entry.get("isCompactSummary") or entry.get("isSidechain"):
-                continue
-            message = entry.get("message")
-            if not isinstance(message, dict):
-                continue
-            text = text_of(message.get("content"))  # tool calls and results are not turns
-            if text.strip():
-                out.append((Turn(kind, text), False))
-        return out
+    def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
+        kind = entry.get("type")
+        if kind not in ("user", "assistant") or entry.get("isMeta") \
+                or entry.get("isCompactSummary") or entry.get("isSidechain"):
+            return None
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            return None
+        text = text_of(message.get("content"))  # tool calls and results are not turns
+        return Turn(kind, text) if text.strip() else None
 
     # --- writing -----------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
-from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.harness.transcript import text_of
 from semantic_memory.plugins import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
@@ -98,44 +98,23 @@ class CodexAdapter(HarnessAdapter):
     binary = "codex"
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+    compaction_marker = b'"type":"compacted"'
 
     # --- reading -----------------------------------------------------------------------------
 
-    def compactions(self, payload: dict[str, Any]) -> int:
-        return count_in_file(payload.get("transcript_path"), b'"type":"compacted"')
-
-    def turns(self, payload: dict[str, Any]) -> list[Turn]:
-        return [turn for turn, _ in self._entries(payload)]
-
-    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
-        entries = self._entries(payload)
-        last = max((i for i, (_, boundary) in enumerate(entries) if boundary), default=-1)
-        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
-
-    @staticmethod
-    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
-        path = payload.get("transcript_path")
-        if not isinstance(path, str) or not Path(path).is_file():
-            return []
-        out: list[tuple[Turn, bool]] = []
-        for line in read_jsonl(path):
-            if line.get("type") == "compacted":
-                out.append((Turn("system", ""), True))
-                continue
-            item = line.get("payload")
-            if line.get("type") != "response_item" or not isinstance(item, dict) \
-                    or item.get("type") != "message" or item.get("role") not in ("user", "assistant"):
-                continue
-            meta = item.get("internal_chat_message_metadata_passthrough") or {}
-            kinds = meta.get("content_item_kinds") if isinstance(meta, dict) else None
-            if item["role"] == "user" and kinds and "user.text" not in kinds:
-                continue  # environment and instruction preambles
-            if (item.get("metadata") or {}).get("compaction_output"):
-                continue  # the compaction's own summary
-            text = text_of(item.get("content"), ("input_text", "output_text", "text"))
-            if text.strip():
-                out.append((Turn(item["role"], text), False))
-        return out
+    def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
+        item = entry.get("payload")
+        if entry.get("type") != "response_item" or not isinstance(item, dict) \
+                or item.get("type") != "message" or item.get("role") not in ("user", "assistant"):
+            return None
+        meta = item.get("internal_chat_message_metadata_passthrough") or {}
+        kinds = meta.get("content_item_kinds") if isinstance(meta, dict) else None
+        if item["role"] == "user" and kinds and "user.text" not in kinds:
+            return None  # environment and instruction preambles
+        if (item.get("metadata") or {}).get("compaction_output"):
+            return None  # the compaction's own summary
+        text = text_of(item.get("content"), ("input_text", "output_text", "text"))
+        return Turn(item["role"], text) if text.strip() else None
 
     # --- writing -----------------------------------------------------------------------------
 

@@ -23,7 +23,6 @@ Hook facts (Kimi Code CLI 2.1.0, checked against the binary; tests/test_harness_
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -31,14 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
-from semantic_memory.harness.transcript import count_in_file, read_jsonl, text_of
+from semantic_memory.harness.transcript import read_jsonl, text_of
 from semantic_memory.plugins import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
-COMPACTION = b'"type":"context.apply_compaction"'
 
 
 def kimi_home() -> Path:
@@ -80,50 +78,31 @@ class KimiCodeAdapter(HarnessAdapter):
     binary = "kimi"
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
+    compaction_marker = b'"type":"context.apply_compaction"'
 
     # --- reading -----------------------------------------------------------------------------
 
     def prompt(self, payload: dict[str, Any]) -> str | None:
         return text_of(payload.get("prompt")) or None
 
-    def compactions(self, payload: dict[str, Any]) -> int:
-        return count_in_file(wire_path(payload), COMPACTION)
+    def transcript_path(self, payload: dict[str, Any]) -> Path | None:
+        return wire_path(payload)
 
-    def turns(self, payload: dict[str, Any]) -> list[Turn]:
-        return [turn for turn, _ in self._entries(payload)]
-
-    def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
-        entries = self._entries(payload)
-        last = max((i for i, (_, boundary) in enumerate(entries) if boundary), default=-1)
-        return [turn for turn, boundary in entries[last + 1 :] if not boundary]
-
-    @staticmethod
-    def _entries(payload: dict[str, Any]) -> list[tuple[Turn, bool]]:
-        path = wire_path(payload)
-        if path is None:
-            return []
-        out: list[tuple[Turn, bool]] = []
-        for line in read_jsonl(path):
-            kind = line.get("type")
-            if kind == "context.apply_compaction":
-                out.append((Turn("system", ""), True))
-            elif kind == "context.append_message":
-                message = line.get("message") or {}
-                origin = message.get("origin") or {}
-                if message.get("role") == "user" and origin.get("kind") == "user":
-                    text = text_of(message.get("content"))
-                    if text.strip():
-                        out.append((Turn("user", text), False))
-            elif kind == "context.append_loop_event":
-                event = line.get("event") or {}
-                part = event.get("part") or {}
-                if event.get("type") == "content.part" and part.get("type") == "text" \
-                        and isinstance(part.get("text"), str) and part["text"].strip():
-                    out.append((Turn("assistant", part["text"]), False))
-        return out
-
-    def tool_call(self, payload: dict[str, Any]) -> Any:
-        return super().tool_call(payload)  # `tool_output` is read by the base class
+    def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
+        kind = entry.get("type")
+        if kind == "context.append_message":  # prompts; injected context has another origin
+            message = entry.get("message") or {}
+            origin = message.get("origin") or {}
+            if message.get("role") == "user" and origin.get("kind") == "user":
+                text = text_of(message.get("content"))
+                return Turn("user", text) if text.strip() else None
+        elif kind == "context.append_loop_event":  # answers, a text part per step
+            event = entry.get("event") or {}
+            part = event.get("part") or {}
+            if event.get("type") == "content.part" and part.get("type") == "text" \
+                    and isinstance(part.get("text"), str) and part["text"].strip():
+                return Turn("assistant", part["text"])
+        return None
 
     # --- the actions -------------------------------------------------------------------------
 
