@@ -137,6 +137,11 @@ def test_claude_code_recalls_flushes_and_captures(world: World) -> None:
         claude(world, mock, "what should I do about the checkout fixture?", "--continue")
         after = mock.bodies()[seen + 1:]  # the requests after the compaction's own
         assert any(REDIS in block_in(body) for body in after), "flushed turn not recalled"
+        # It came back with the session start that followed the compaction.
+        assert any("SessionStart hook additional context: <semantic-memory>" in body
+                   and REDIS in body for body in after)
+        assert "injected" in [e["outcome"] for e in hook_log(world.tmp / "svc")
+                              if e["event"] == "SessionStart"]
     # Each injection was reported with its session.
     with world.service.client() as http:  # type: ignore[union-attr]
         injections = http.get("/api/injections").json()["items"]
