@@ -29,7 +29,14 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from semantic_memory.channels import fts_search, idf_coverage, idf_coverages, or_query
+from semantic_memory.channels import (
+    coverages,
+    fts_search,
+    fts_terms,
+    idf_coverage,
+    idf_weights,
+    or_query,
+)
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
 from semantic_memory.plugins import hookimpl
@@ -213,7 +220,10 @@ class BigramChannel:
         terms = query_terms(query)
         if not terms:
             return set()
-        coverage = idf_coverages(conn, TABLE, terms, [h.memory.id for h in hits], min_df=1)
+        weights = idf_weights(conn, TABLE, fts_terms(terms), min_df=1)
+        grams = {h.memory.id: set(cjk_bigrams(h.memory.content)) for h in hits}
+        matched = [{i for i, g in grams.items() if term in g} for term in terms]
+        coverage = coverages(weights, matched, list(grams))
         return {i for i, c in coverage.items() if c >= self.min_coverage}
 
 

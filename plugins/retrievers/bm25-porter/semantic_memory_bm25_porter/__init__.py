@@ -14,11 +14,13 @@ import sqlite3
 from semantic_memory.channels import (
     STOPWORDS,
     MatchCounts,
+    TextMatcher,
     bounded_search,
+    coverages,
     create_fts_table,
     fts_terms,
     idf_coverage,
-    idf_coverages,
+    idf_weights,
     words,
 )
 from semantic_memory.config import Settings
@@ -26,6 +28,7 @@ from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.plugins import hookimpl
 
 TABLE = "memories_fts"
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Shortest query term that also matches as a prefix (LoCoMo dev R@10 +0.7, bench/README.md).
 PREFIX_MIN = 4
 
@@ -37,9 +40,10 @@ class PorterChannel:
     def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
         self.counts = MatchCounts()
         self.min_coverage = min_coverage
+        self.matcher = TextMatcher(TOKENIZE)
 
     def setup(self, conn: sqlite3.Connection) -> None:
-        create_fts_table(conn, TABLE, "porter unicode61 remove_diacritics 2")
+        create_fts_table(conn, TABLE, TOKENIZE)
 
     def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
         """Nothing to do: the table's triggers index each insert."""
@@ -76,11 +80,14 @@ class PorterChannel:
 
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (the
-        bar for injecting); each hit's coverage goes into its signals."""
-        coverage = idf_coverages(conn, TABLE, self.terms(query), [h.memory.id for h in hits],
-                                 self.counts, min_df=1, prefix_min=PREFIX_MIN)
+        bar for injecting); each hit's coverage goes into its signals. A term matches as the
+        search matches it (stemmed, prefixes of PREFIX_MIN+ letters)."""
+        phrases = fts_terms(self.terms(query), prefix_min=PREFIX_MIN)
+        weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
+        texts = {h.memory.id: h.memory.content for h in hits}
+        coverage = coverages(weights, self.matcher.matching(phrases, texts), list(texts))
         for hit in hits:
-            hit.signals["coverage"] = coverage.get(hit.memory.id, 0.0)
+            hit.signals["coverage"] = coverage[hit.memory.id]
         return {i for i, c in coverage.items() if c >= self.min_coverage}
 
 

@@ -22,10 +22,12 @@ from semantic_memory import channels
 from semantic_memory.channels import (
     STOPWORDS,
     MatchCounts,
+    TextMatcher,
     bounded_search,
+    coverages,
     create_fts_table,
     fts_terms,
-    idf_coverages,
+    idf_weights,
     words,
 )
 from semantic_memory.config import Settings
@@ -69,6 +71,7 @@ class TrigramChannel:
     def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
         self.counts = MatchCounts()
         self.min_coverage = min_coverage
+        self.matcher = TextMatcher("trigram")
 
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, "trigram")
@@ -93,8 +96,10 @@ class TrigramChannel:
         the query's substrings, IDF-weighted. Spaced text is porter's to judge."""
         if not _UNSPACED.search(query):
             return set()
-        coverage = idf_coverages(conn, TABLE, trigram_terms(query), [h.memory.id for h in hits],
-                                 self.counts, min_df=1)
+        phrases = fts_terms(trigram_terms(query))
+        weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
+        texts = {h.memory.id: h.memory.content for h in hits}
+        coverage = coverages(weights, self.matcher.matching(phrases, texts), list(texts))
         return {i for i, c in coverage.items() if c >= self.min_coverage}
 
 
