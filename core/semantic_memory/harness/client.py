@@ -100,7 +100,10 @@ class ServiceClient:
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
-            with socket.create_connection((parts.hostname, port), timeout=timeout) as sock:
+            # An ASCII host goes as bytes: a str host makes getaddrinfo import the IDNA codec.
+            name = parts.hostname
+            host = name.encode("ascii") if name.isascii() else name
+            with socket.create_connection((host, port), timeout) as sock:  # type: ignore[arg-type]
                 if parts.scheme == "https":
                     import ssl
 
