@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -72,15 +72,13 @@ class HookCall:
     debug: Callable[[str], None] = lambda message: None
     outcome: str = "skipped"
     detail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def project(self) -> str | None:
         return self.settings.project or detect_project(self.cwd)
 
-    def done(self, outcome: str, detail: str = "", **extra: Any) -> None:
+    def done(self, outcome: str, detail: str = "") -> None:
         self.outcome, self.detail = outcome, detail
-        self.extra.update(extra)
         self.debug(f"{outcome}: {detail}" if detail else outcome)
 
     def tags(self) -> list[str]:
@@ -101,16 +99,8 @@ class HarnessAdapter:
     binary: ClassVar[str | None] = None
     #: Bytes written into the transcript once per compaction (counted and located, not parsed).
     compaction_marker: ClassVar[bytes | None] = None
-
-    # --- install (`memory-mcp install/uninstall/doctor`) -------------------------------------
-
-    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
-        """The harness config files install edits, with the edits (see `install.py`)."""
-        return []
-
-    def install_notes(self, target: InstallTarget) -> list[str]:
-        """Lines printed after an install (what else the user should know)."""
-        return []
+    #: False when the harness drops what a session-start hook prints (it then only autostarts).
+    context_at_session_start: ClassVar[bool] = True
 
     def handle(self, call: HookCall) -> str:
         """Run the action mapped to `call.event`; returns what the hook prints."""
@@ -122,6 +112,16 @@ class HarnessAdapter:
             "session_start": self.on_session_start, "prompt": self.on_prompt,
             "compact": self.on_compact, "tool": self.on_tool}
         return handlers[action](call)
+
+    # --- install (`memory-mcp install/uninstall/doctor`) -------------------------------------
+
+    def config_files(self, target: InstallTarget) -> list[ConfigFile]:
+        """The harness config files install edits, with the edits (see `install.py`)."""
+        return []
+
+    def install_notes(self, target: InstallTarget) -> list[str]:
+        """Lines printed after an install (what else the user should know)."""
+        return []
 
     # --- reading the harness's hook input (override what differs) -------------------------
 
@@ -211,6 +211,9 @@ class HarnessAdapter:
             from .autostart import ensure_running
 
             call.service = ensure_running(call.service, call.settings)
+        if not self.context_at_session_start:
+            call.done("skipped", f"{self.name} takes no context at session start")
+            return ""
         query = self.last_user_message(call.payload)
         if not query:
             call.done("skipped", "no earlier user message to recall for")
@@ -264,8 +267,7 @@ class HarnessAdapter:
             reported = ""
         except ServiceUnavailable as exc:  # the block still goes in
             reported = f"; report failed: {exc}"
-        call.done("injected", f"{len(uids)} memories, {len(block)} chars{reported}",
-                  uids=uids)
+        call.done("injected", f"{len(uids)} memories, {len(block)} chars{reported}")
         return self.context_output(call, block)
 
     def remember(self, call: HookCall, content: str) -> str:

@@ -29,7 +29,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import HarnessAdapter, HookCall, Turn
+from semantic_memory.harness import HarnessAdapter, Turn
 from semantic_memory.harness.transcript import read_jsonl, text_of
 from semantic_memory.plugins import hookimpl
 
@@ -79,6 +79,7 @@ class KimiCodeAdapter(HarnessAdapter):
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
     compaction_marker = b'"type":"context.apply_compaction"'
+    context_at_session_start = False  # Kimi drops SessionStart output: it only autostarts
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -103,19 +104,6 @@ class KimiCodeAdapter(HarnessAdapter):
                     and isinstance(part.get("text"), str) and part["text"].strip():
                 return Turn("assistant", part["text"])
         return None
-
-    # --- the actions -------------------------------------------------------------------------
-
-    def on_session_start(self, call: HookCall) -> str:
-        """Kimi drops SessionStart output: only start the service (MEMORY_PLUGIN_AUTOSTART)."""
-        if call.settings.plugin_autostart:
-            from semantic_memory.harness.autostart import ensure_running
-
-            call.service = ensure_running(call.service, call.settings)
-            call.done("skipped", "service up; Kimi Code takes no context at session start")
-        else:
-            call.done("skipped", "Kimi Code takes no context at session start")
-        return ""
 
     # --- installing --------------------------------------------------------------------------
 
