@@ -299,7 +299,9 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
         return
     backups = inst.apply(changes)
     for change in changes:
-        click.echo(f"{verb}ed: {change.path}" if verb == "install" else f"updated: {change.path}")
+        done = "installed" if not uninstall else "updated" if change.after is not None \
+            else "removed (nothing else was in it)"
+        click.echo(f"{done}: {change.path}")
     for backup in backups:
         click.echo(f"backup:  {backup}")
     for note in adapter.install_notes(target) if not uninstall else ():

@@ -100,15 +100,16 @@ class ConfigFile:
 class Change:
     path: Path
     before: str | None
-    after: str
+    after: str | None  # None: uninstall left the file empty, so it goes
 
     def diff(self) -> str:
         import difflib
 
         return "".join(difflib.unified_diff(
-            (self.before or "").splitlines(keepends=True), self.after.splitlines(keepends=True),
+            (self.before or "").splitlines(keepends=True),
+            (self.after or "").splitlines(keepends=True),
             fromfile=str(self.path) if self.before is not None else "/dev/null",
-            tofile=str(self.path)))
+            tofile=str(self.path) if self.after is not None else "/dev/null"))
 
 
 def load(file: ConfigFile) -> tuple[str | None, Document]:
@@ -149,12 +150,17 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
     for file in files:
         before, doc = load(file)
         original = json.dumps(doc, sort_keys=True) if file.format == "json" else dump(file, doc)
-        (file.uninstall if uninstall else file.install)(doc)
+        try:
+            (file.uninstall if uninstall else file.install)(doc)
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a layout we never wrote
+            raise InstallError(f"{file.path} is not laid out as expected ({exc}); "
+                               "fix or move it — nothing was changed") from None
         after = dump(file, doc)
         same = (json.dumps(doc, sort_keys=True) if file.format == "json" else after) == original
         if same or (before is None and uninstall):
             continue
-        changes.append(Change(file.path, before, after))
+        empty = not (doc if file.format == "json" else after.strip())
+        changes.append(Change(file.path, before, None if uninstall and empty else after))
     return changes
 
 
@@ -170,9 +176,16 @@ def apply(changes: list[Change]) -> list[Path]:
         mode = 0o600
         if change.before is not None:
             backup = path.with_name(f"{path.name}.bak-{stamp}")
+            n = 1
+            while backup.exists():  # never overwrite an earlier backup (same second)
+                n += 1
+                backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
             shutil.copy2(path, backup)
             backups.append(backup)
             mode = path.stat().st_mode & 0o777
+        if change.after is None:
+            path.unlink()
+            continue
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(change.after, encoding="utf-8")
         os.chmod(tmp, mode)
@@ -187,11 +200,19 @@ def status(files: list[ConfigFile]) -> dict[str, bool]:
         try:
             _, doc = load(file)
             found = file.installed(doc)
-        except InstallError:
-            found = {}
+        except (InstallError, AttributeError, TypeError, KeyError, ValueError):
+            found = {}  # unreadable, or a layout install never wrote: nothing of ours
         for name, present in found.items():
             out[name] = out.get(name, False) or bool(present)
     return out
+
+
+def claim_server(servers: Any, name: str, ours: Callable[[Any], bool], path: Path) -> None:
+    """Refuse to replace an MCP server entry called `name` that is not this service's."""
+    existing = servers.get(name) if hasattr(servers, "get") else None
+    if existing is not None and not ours(existing):
+        raise InstallError(f"{path} already has an MCP server named {name!r} that is not this "
+                           "service; rename it, or install with --mcp none — nothing was changed")
 
 
 # --- helpers for the JSON hook layout Claude Code and Codex share -----------------------------

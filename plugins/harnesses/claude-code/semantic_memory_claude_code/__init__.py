@@ -74,6 +74,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
         from semantic_memory.harness.install import (
             ConfigFile,
+            claim_server,
             has_command_hook,
             remove_command_hooks,
             set_command_hook,
@@ -117,7 +118,9 @@ class ClaudeCodeAdapter(HarnessAdapter):
         def install_mcp(doc: dict[str, Any]) -> None:
             if target.mcp == "none":
                 return
-            doc.setdefault("mcpServers", {})[SERVER] = self.mcp_entry(target)
+            servers = doc.setdefault("mcpServers", {})
+            claim_server(servers, SERVER, lambda entry: self._ours(entry, target), mcp_file)
+            servers[SERVER] = self.mcp_entry(target)
 
         def uninstall_mcp(doc: dict[str, Any]) -> None:
             found = doc.get("mcpServers")

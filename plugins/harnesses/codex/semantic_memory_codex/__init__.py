@@ -128,6 +128,7 @@ class CodexAdapter(HarnessAdapter):
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
         from semantic_memory.harness.install import (
             ConfigFile,
+            claim_server,
             has_command_hook,
             remove_command_hooks,
             set_command_hook,
@@ -190,7 +191,9 @@ class CodexAdapter(HarnessAdapter):
                         entry["trusted_hash"] = digest
                         state[key] = entry
                 if target.mcp != "none":
-                    _table(doc, "mcp_servers")[SERVER] = self._mcp_entry(target)
+                    servers = _table(doc, "mcp_servers")
+                    claim_server(servers, SERVER, lambda e: self._ours(e, target), config_path)
+                    servers[SERVER] = self._mcp_entry(target)
             elif self._ours(doc.get("mcp_servers", {}).get(SERVER), target):
                 del doc["mcp_servers"][SERVER]
             _prune(doc, ("hooks", "state"), ("hooks",), ("mcp_servers",))

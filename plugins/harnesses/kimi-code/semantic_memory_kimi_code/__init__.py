@@ -108,7 +108,7 @@ class KimiCodeAdapter(HarnessAdapter):
     # --- installing --------------------------------------------------------------------------
 
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
-        from semantic_memory.harness.install import ConfigFile
+        from semantic_memory.harness.install import ConfigFile, claim_server
 
         home = kimi_home()
         events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
@@ -165,7 +165,9 @@ class KimiCodeAdapter(HarnessAdapter):
                 entry = {"url": target.mcp_url}
                 if target.token:
                     entry["bearerTokenEnvVar"] = "MEMORY_TOKEN"
-            doc.setdefault("mcpServers", {})[SERVER] = entry
+            servers = doc.setdefault("mcpServers", {})
+            claim_server(servers, SERVER, lambda e: self._ours(e, target), home / "mcp.json")
+            servers[SERVER] = entry
 
         def uninstall_mcp(doc: dict[str, Any]) -> None:
             servers = doc.get("mcpServers")

@@ -1,0 +1,519 @@
+"""`memory-mcp install / uninstall / doctor` run as a user runs them, against real config files
+that already hold the user's own hooks, servers and settings: install adds exactly our entries
+(and trusts them where the harness asks), keeps everything else, is idempotent, backs up what it
+changes; uninstall takes back exactly what install added; doctor shows the wiring."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import run_hook
+from semantic_memory_codex import EVENT_LABELS, hook_hash
+from test_service_support import Service, memory_mcp_command, start_service
+
+OURS = ["SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"]
+DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
+HARNESSES = ["claude-code", "codex", "example", "kimi-code"]
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def cli_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """No MEMORY_* from the caller; HOME, the harness homes and the db (so the hook log) in tmp.
+    CODEX_HOME is a symlink: Codex keys trust by the real path of hooks.json."""
+    for folder in ("home", "codex-real", "kimi", "project"):
+        (tmp / folder).mkdir(exist_ok=True)
+    if not (tmp / "codex").exists():
+        (tmp / "codex").symlink_to(tmp / "codex-real")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(HOME=str(tmp / "home"), CODEX_HOME=str(tmp / "codex"),
+               KIMI_CODE_HOME=str(tmp / "kimi"), MEMORY_DB_PATH=str(tmp / "memory.db"), **extra)
+    return env
+
+
+def memory_mcp(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*memory_mcp_command(), *args], env=env, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def ok(env: dict[str, str], *args: str) -> str:
+    done = memory_mcp(env, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def write(path: Path, content: dict[str, Any] | str) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+    return path.read_bytes()
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root (backups included), by relative path."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def ours(doc: dict[str, Any], harness: str, event: str) -> list[dict[str, Any]]:
+    """Our handlers for `event` in a Claude Code / Codex hooks document."""
+    return [h for g in doc.get("hooks", {}).get(event, []) for h in g["hooks"]
+            if f"memory-mcp hook {harness} {event}" in h["command"]]
+
+
+def backup_of(path: Path) -> bytes:
+    found = list(path.parent.glob(f"{path.name}.bak-*"))
+    assert len(found) == 1, found
+    return found[0].read_bytes()
+
+
+# The user's own configs, as install finds them.
+CLAUDE_SETTINGS = {
+    "theme": "dark", "model": "opus",
+    "permissions": {"allow": ["Bash(git status:*)"], "deny": ["Read(.env)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "~/bin/prompt-log"}]}],
+        "PreToolUse": [{"matcher": "Bash",
+                        "hooks": [{"type": "command", "command": "guard.sh", "timeout": 5}]}]}}
+CLAUDE_STATE = {"numStartups": 41, "userID": "abc123", "projects": {"/src/x": {"history": []}},
+                "mcpServers": {"github": {"type": "http", "url": "https://api.example/mcp"}}}
+CODEX_USER_HANDLER = {"type": "command", "command": "/opt/hooks/log.py UserPromptSubmit",
+                      "timeout": 10}
+KIMI_CONFIG = """\
+default_model = "kimi-k2"
+
+[providers.moonshot]
+type = "kimi"
+base_url = "https://api.moonshot.ai/v1"
+api_key = "sk-test"
+
+[models.kimi-k2]
+provider = "moonshot"
+model = "kimi-k2-0905"
+
+[[hooks]]
+event = "PreToolUse"
+command = "/usr/local/bin/kimi-guard"
+matcher = "Shell"
+timeout = 10
+"""
+
+
+def claude_files(tmp: Path, scope: str) -> tuple[Path, Path, list[str]]:
+    """(settings file, MCP file, CLI scope args), each file holding the user's own entries."""
+    if scope == "user":
+        settings, mcp_file = tmp / "home/.claude/settings.json", tmp / "home/.claude.json"
+        args: list[str] = []
+    else:
+        settings = tmp / "project/.claude/settings.local.json"
+        mcp_file, args = tmp / "project/.mcp.json", ["--project", str(tmp / "project")]
+    write(settings, CLAUDE_SETTINGS)
+    write(mcp_file, CLAUDE_STATE if scope == "user" else {"mcpServers": CLAUDE_STATE["mcpServers"]})
+    return settings, mcp_file, args
+
+
+def codex_files(tmp: Path) -> tuple[Path, Path, str]:
+    """hooks.json and config.toml with the user's hook, settings, server and trust entry;
+    the real path that trust keys start with."""
+    real = os.path.realpath(tmp / "codex-real" / "hooks.json")
+    write(tmp / "codex/hooks.json", {"hooks": {"UserPromptSubmit": [{"hooks": [CODEX_USER_HANDLER]}]}})
+    write(tmp / "codex/config.toml", f"""\
+# my settings
+model = "gpt-5"
+approval_policy = "on-request"
+
+[mcp_servers.github]
+command = "gh-mcp"
+args = ["--stdio"]
+
+[hooks.state."{real}:user_prompt_submit:0:0"]
+trusted_hash = "{hook_hash("UserPromptSubmit", CODEX_USER_HANDLER)}"
+""")
+    return tmp / "codex/hooks.json", tmp / "codex/config.toml", real
+
+
+def trust_state(config: Path) -> dict[str, str]:
+    state = tomllib.loads(config.read_text()).get("hooks", {}).get("state", {})
+    return {key: value["trusted_hash"] for key, value in state.items()}
+
+
+# --- Claude Code -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope: str) -> None:
+    """Install adds our hooks, server and permission beside the user's; a second install and a
+    second uninstall change nothing; uninstall gives back the user's exact content."""
+    env = cli_env(tmp_path)
+    settings, mcp_file, args = claude_files(tmp_path, scope)
+    before = {p: p.read_bytes() for p in (settings, mcp_file)}
+    other = claude_files(tmp_path, "project" if scope == "user" else "user")[1].parent
+    other_before = snapshot(other)  # the other scope's files, not to be touched
+
+    ok(env, "install", "claude-code", *args)
+    doc, servers = json.loads(settings.read_text()), json.loads(mcp_file.read_text())
+    for event in OURS:
+        [handler] = ours(doc, "claude-code", event)
+        assert handler["timeout"] == 3 and isinstance(handler["timeout"], int)  # 1.5 s budget
+        assert os.path.isabs(handler["command"].split()[0])  # no PATH lookup per hook
+    assert "PostToolUse" not in doc["hooks"]
+    original = json.loads(before[settings])
+    assert doc["hooks"]["UserPromptSubmit"][0] == original["hooks"]["UserPromptSubmit"][0]
+    assert doc["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
+    assert doc["permissions"] == {"allow": ["Bash(git status:*)", "mcp__memory"],
+                                  "deny": ["Read(.env)"]}
+    assert (doc["theme"], doc["model"]) == ("dark", "opus")
+    expected = json.loads(before[mcp_file])  # other servers and unrelated state kept
+    expected["mcpServers"]["memory"] = {"type": "http", "url": DEFAULT_MCP_URL}
+    assert servers == expected
+    for path, content in before.items():
+        assert backup_of(path) == content
+    assert snapshot(other) == other_before
+
+    installed = snapshot(tmp_path)
+    assert "nothing to install" in ok(env, "install", "claude-code", *args)
+    assert snapshot(tmp_path) == installed
+
+    ok(env, "uninstall", "claude-code", *args)
+    for path, content in before.items():
+        assert json.loads(path.read_text()) == json.loads(content)
+    uninstalled = snapshot(tmp_path)
+    assert "nothing to uninstall" in ok(env, "uninstall", "claude-code", *args)
+    assert snapshot(tmp_path) == uninstalled
+
+
+def test_claude_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
+    """--dry-run shows what install would write, as a unified diff, and writes nothing."""
+    env = cli_env(tmp_path)
+    settings, mcp_file, _ = claude_files(tmp_path, "user")
+    before = snapshot(tmp_path)
+    done = memory_mcp(env, "install", "claude-code", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert f"--- {settings}\n+++ {settings}\n@@ " in done.stdout
+    assert f"--- {mcp_file}\n+++ {mcp_file}\n@@ " in done.stdout
+    assert any(line.startswith("+") and "hook claude-code SessionStart" in line
+               for line in done.stdout.splitlines())
+    assert '+      "url": "http://127.0.0.1:8765/mcp"' in done.stdout
+    assert "2 file(s) would change" in done.stderr
+    assert snapshot(tmp_path) == before
+
+
+def test_claude_tool_hook_only_with_tool_capture(tmp_path: Path) -> None:
+    """PostToolUse costs a process per tool call: it is installed only when tool capture is
+    on at install time, and a later install without it takes it out again."""
+    env = cli_env(tmp_path)
+    settings, _, _ = claude_files(tmp_path, "user")
+    ok({**env, "MEMORY_PLUGIN_TOOL_CAPTURE": "Bash,Read"}, "install", "claude-code")
+    groups = json.loads(settings.read_text())["hooks"]["PostToolUse"]
+    assert [g["matcher"] for g in groups] == ["*"]
+    assert ours({"hooks": {"PostToolUse": groups}}, "claude-code", "PostToolUse")
+    ok(env, "install", "claude-code")
+    doc = json.loads(settings.read_text())
+    assert "PostToolUse" not in doc["hooks"] and all(ours(doc, "claude-code", e) for e in OURS)
+
+
+def test_claude_mcp_url_and_timeout_follow_the_settings(tmp_path: Path) -> None:
+    """The MCP server is MEMORY_PLUGIN_URL + /mcp; the hook timeout is whole seconds above
+    the hook's own budget."""
+    env = cli_env(tmp_path, MEMORY_PLUGIN_URL="http://127.0.0.1:9911/", MEMORY_HOOK_BUDGET_S="4")
+    settings, mcp_file, args = claude_files(tmp_path, "project")
+    ok(env, "install", "claude-code", *args)
+    server = json.loads(mcp_file.read_text())["mcpServers"]["memory"]
+    assert server == {"type": "http", "url": "http://127.0.0.1:9911/mcp"}
+    doc = json.loads(settings.read_text())
+    assert {ours(doc, "claude-code", e)[0]["timeout"] for e in OURS} == {8}
+
+
+def test_claude_mcp_stdio_and_none(tmp_path: Path) -> None:
+    """--mcp stdio registers `memory-mcp --stdio`; --mcp none registers no server and allows
+    no tool, but still installs the hooks."""
+    env = cli_env(tmp_path)
+    stdio, none = tmp_path / "stdio-project", tmp_path / "none-project"
+    stdio.mkdir(), none.mkdir()
+    ok(env, "install", "claude-code", "--project", str(stdio), "--mcp", "stdio")
+    server = json.loads((stdio / ".mcp.json").read_text())["mcpServers"]["memory"]
+    assert server["type"] == "stdio" and server["args"] == ["--stdio"]
+    assert os.path.isabs(server["command"]) and Path(server["command"]).name == "memory-mcp"
+    assert "mcp__memory" in json.loads((stdio / ".claude/settings.local.json").read_text())[
+        "permissions"]["allow"]
+
+    ok(env, "install", "claude-code", "--project", str(none), "--mcp", "none")
+    assert not (none / ".mcp.json").exists()
+    doc = json.loads((none / ".claude/settings.local.json").read_text())
+    assert "permissions" not in doc and all(ours(doc, "claude-code", e) for e in OURS)
+
+
+# --- Codex -----------------------------------------------------------------------------------
+
+
+def test_codex_hook_hash_matches_codex_0_171() -> None:
+    """A trust hash that differs from Codex's by one byte leaves the hook untrusted (silently
+    not run): this one was read back from a real Codex 0.171 config."""
+    handler = {"type": "command", "command": "/tmp/research/codex/bin/hooklog.py UserPromptSubmit"}
+    assert hook_hash("UserPromptSubmit", handler) == (
+        "sha256:0ba48dc3dd8237c94720fe34846a6e87b0b609814abc03c4e4229a2d952ac8ca")
+
+
+def test_codex_install_trusts_exactly_our_hooks(tmp_path: Path) -> None:
+    """Each of our handlers gets the trust entry Codex looks for (real path, event label,
+    position, hash of the handler as written); the user's hook, trust and settings stay."""
+    env = cli_env(tmp_path)
+    hooks_json, config, real = codex_files(tmp_path)
+    ok(env, "install", "codex")
+
+    doc = json.loads(hooks_json.read_text())
+    assert doc["hooks"]["UserPromptSubmit"][0] == {"hooks": [CODEX_USER_HANDLER]}
+    expected = {f"{real}:user_prompt_submit:0:0": hook_hash("UserPromptSubmit", CODEX_USER_HANDLER)}
+    for event in OURS:
+        assert len(ours(doc, "codex", event)) == 1
+        for gi, group in enumerate(doc["hooks"][event]):
+            for hi, handler in enumerate(group["hooks"]):
+                if "memory-mcp hook codex" in handler["command"]:
+                    expected[f"{real}:{EVENT_LABELS[event]}:{gi}:{hi}"] = hook_hash(
+                        event, handler, group.get("matcher"))
+    assert trust_state(config) == expected
+
+    toml = tomllib.loads(config.read_text())
+    assert (toml["model"], toml["approval_policy"]) == ("gpt-5", "on-request")
+    assert toml["mcp_servers"]["github"] == {"command": "gh-mcp", "args": ["--stdio"]}
+    assert toml["mcp_servers"]["memory"] == {
+        "url": DEFAULT_MCP_URL, "tools": {"memory_store": {"approval_mode": "approve"}}}
+    assert config.read_text().startswith("# my settings\n")
+
+
+def test_codex_round_trip_dry_run_and_project_note(tmp_path: Path) -> None:
+    """Dry run writes nothing; --project says it does not apply; install is idempotent and
+    uninstall gives back the user's files."""
+    env = cli_env(tmp_path)
+    hooks_json, config, _ = codex_files(tmp_path)
+    before = {p: p.read_text() for p in (hooks_json, config)}
+    original = snapshot(tmp_path)
+    dry = ok(env, "install", "codex", "--dry-run")
+    assert f"+++ {hooks_json}" in dry and "+[mcp_servers.memory]" in dry
+    assert snapshot(tmp_path) == original
+
+    out = ok(env, "install", "codex", "--project", str(tmp_path / "project"))
+    assert "--project does not apply to Codex" in out
+    assert backup_of(hooks_json) == before[hooks_json].encode()
+    assert backup_of(config) == before[config].encode()
+    installed = snapshot(tmp_path)
+    assert "nothing to install" in ok(env, "install", "codex")
+    assert snapshot(tmp_path) == installed
+
+    ok(env, "uninstall", "codex")
+    assert json.loads(hooks_json.read_text()) == json.loads(before[hooks_json])
+    assert config.read_text().rstrip("\n") == before[config].rstrip("\n")
+    uninstalled = snapshot(tmp_path)
+    assert "nothing to uninstall" in ok(env, "uninstall", "codex")
+    assert snapshot(tmp_path) == uninstalled
+
+
+def test_codex_uninstall_rekeys_a_user_hook_that_moves(tmp_path: Path) -> None:
+    """A user group added after ours moves down when ours goes: its trust entry must follow
+    (same hash, new index) or Codex stops running it; the user's first entry is left alone."""
+    env = cli_env(tmp_path)
+    hooks_json, config, real = codex_files(tmp_path)
+    ok(env, "install", "codex")
+    second = {"type": "command", "command": "/opt/hooks/second.sh", "timeout": 7}
+    doc = json.loads(hooks_json.read_text())
+    doc["hooks"]["UserPromptSubmit"].append({"hooks": [second]})
+    assert len(doc["hooks"]["UserPromptSubmit"]) == 3  # user's, ours, the new one
+    write(hooks_json, doc)
+    with config.open("a") as handle:
+        handle.write(f'\n[hooks.state."{real}:user_prompt_submit:2:0"]\n'
+                     f'trusted_hash = "{hook_hash("UserPromptSubmit", second)}"\n')
+
+    ok(env, "uninstall", "codex")
+    assert json.loads(hooks_json.read_text())["hooks"] == {
+        "UserPromptSubmit": [{"hooks": [CODEX_USER_HANDLER]}, {"hooks": [second]}]}
+    assert trust_state(config) == {
+        f"{real}:user_prompt_submit:0:0": hook_hash("UserPromptSubmit", CODEX_USER_HANDLER),
+        f"{real}:user_prompt_submit:1:0": hook_hash("UserPromptSubmit", second)}
+
+
+# --- Kimi Code -------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="no setsid on this machine")
+def test_kimi_install_appends_plain_hook_tables(tmp_path: Path) -> None:
+    """Kimi drops every hook when one table has an unknown key, so ours hold exactly event,
+    command and timeout; the tool hook runs detached (Kimi kills its process group)."""
+    env = cli_env(tmp_path, MEMORY_PLUGIN_TOOL_CAPTURE="Bash")
+    config, mcp_file = tmp_path / "kimi/config.toml", tmp_path / "kimi/mcp.json"
+    write(config, KIMI_CONFIG)
+    write(mcp_file, {"mcpServers": {"context7": {"url": "https://mcp.context7.com/mcp"}}})
+    ok(env, "install", "kimi-code")
+
+    doc, original = tomllib.loads(config.read_text()), tomllib.loads(KIMI_CONFIG)
+    assert doc["hooks"][0] == original["hooks"][0]  # the user's hook, then their tables
+    assert {**doc, "hooks": None} == {**original, "hooks": None}
+    added = {entry["event"]: entry for entry in doc["hooks"][1:]}
+    assert sorted(added) == sorted([*OURS, "PostToolUse"]) and len(doc["hooks"]) == 6
+    for event, entry in added.items():
+        assert sorted(entry) == ["command", "event", "timeout"] and entry["timeout"] == 3
+        assert f"memory-mcp hook kimi-code {event}" in entry["command"]
+    assert added["PostToolUse"]["command"].split()[:2] == [shutil.which("setsid"), "-f"]
+    assert json.loads(mcp_file.read_text())["mcpServers"] == {
+        "context7": {"url": "https://mcp.context7.com/mcp"}, "memory": {"url": DEFAULT_MCP_URL}}
+
+
+def test_kimi_round_trip_restores_the_users_text(tmp_path: Path) -> None:
+    """A second install changes nothing; uninstall leaves the user's TOML text as it was."""
+    env = cli_env(tmp_path)
+    config, mcp_file = tmp_path / "kimi/config.toml", tmp_path / "kimi/mcp.json"
+    write(config, KIMI_CONFIG)
+    mcp_before = write(mcp_file, {"mcpServers": {"context7": {"url": "https://c7.example/mcp"}}})
+    ok(env, "install", "kimi-code")
+    assert (backup_of(config), backup_of(mcp_file)) == (KIMI_CONFIG.encode(), mcp_before)
+    installed = snapshot(tmp_path)
+    assert "nothing to install" in ok(env, "install", "kimi-code")
+    assert snapshot(tmp_path) == installed
+
+    ok(env, "uninstall", "kimi-code")
+    assert config.read_text() == KIMI_CONFIG
+    assert json.loads(mcp_file.read_text()) == json.loads(mcp_before)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("harness, file, content", [
+    ("claude-code", "home/.claude/settings.json", '{"theme": "dark",\n'),
+    ("codex", "codex/config.toml", 'model = "gpt-5"\n[hooks\n'),
+    ("kimi-code", "kimi/config.toml", "default_model = \n"),
+    # Valid, but not laid out as the harness (or install) would ever write it.
+    ("claude-code", "home/.claude/settings.json", '{"hooks": []}'),
+    ("claude-code", "home/.claude/settings.json", '{"permissions": {"allow": "x"}}'),
+    ("claude-code", "home/.claude/settings.json", '{"hooks": {"SessionStart": {}}}'),
+    ("claude-code", "home/.claude.json", '{"mcpServers": []}'),
+    ("codex", "codex/config.toml", "hooks = 3\n"),
+    ("kimi-code", "kimi/config.toml", 'hooks = "x"\n'),
+])
+def test_malformed_config_fails_in_one_line_and_is_left_alone(
+        tmp_path: Path, harness: str, file: str, content: str) -> None:
+    """A file install cannot parse is the user's to fix: one line naming it, no traceback,
+    nothing written anywhere (not even a backup)."""
+    env = cli_env(tmp_path)
+    path = tmp_path / file
+    write(path, content)
+    before = snapshot(tmp_path)
+    done = memory_mcp(env, "install", harness)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert str(path) in line
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("harness, file", [
+    ("claude-code", "project/.mcp.json"), ("kimi-code", "kimi/mcp.json")])
+def test_someone_elses_memory_server_is_never_replaced(tmp_path: Path, harness: str,
+                                                        file: str) -> None:
+    """A `memory` MCP server that is not this service stays: install refuses in one line and
+    writes nothing; `--mcp none` installs the hooks alone."""
+    env = cli_env(tmp_path)
+    path = tmp_path / file
+    theirs = write(path, {"mcpServers": {"memory": {
+        "command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}}})
+    scope = ["--project", str(tmp_path / "project")] if harness == "claude-code" else []
+    before = snapshot(tmp_path)
+    done = memory_mcp(env, "install", harness, *scope)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "already has an MCP server named 'memory'" in line
+    assert snapshot(tmp_path) == before
+    ok(env, "install", harness, *scope, "--mcp", "none")
+    ok(env, "uninstall", harness, *scope)
+    assert path.read_bytes() == theirs
+
+
+def test_backups_never_overwrite_each_other_and_emptied_files_go(tmp_path: Path) -> None:
+    """Install and uninstall within one second keep two backups; a file install created and
+    uninstall emptied is removed (its backups stay)."""
+    env = cli_env(tmp_path)
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    original = write(settings, {"theme": "dark"})
+    ok(env, "install", "claude-code")
+    ok(env, "uninstall", "claude-code")
+    backups = sorted(settings.parent.glob("settings.json.bak-*"))
+    assert len(backups) == 2 and original in [b.read_bytes() for b in backups]
+    assert json.loads(settings.read_text()) == {"theme": "dark"}
+    claude_json = tmp_path / "home" / ".claude.json"  # created by install: removed again
+    assert not claude_json.exists() and list(claude_json.parent.glob(".claude.json.bak-*"))
+
+
+def test_unknown_harness_names_the_installed_ones(tmp_path: Path) -> None:
+    """A typo gets the list of adapters to choose from, not a traceback."""
+    done = memory_mcp(cli_env(tmp_path), "install", "claude")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "'claude'" in line and all(name in line for name in HARNESSES)
+
+
+# --- doctor ----------------------------------------------------------------------------------
+
+PROMPT = {"session_id": "s", "prompt": "hello there friend"}
+
+
+@pytest.fixture
+def wired(tmp_path: Path) -> Iterator[tuple[Service, dict[str, str], Path]]:
+    """A running service, and claude-code installed in a project pointing at it."""
+    service = start_service(tmp_path / "svc")
+    env = cli_env(tmp_path, MEMORY_PLUGIN_URL=service.url)
+    ok(env, "install", "claude-code", "--project", str(tmp_path / "project"))
+    yield service, env, tmp_path / "project"
+    if service.proc.poll() is None:  # one test stops it itself
+        service.stop()
+
+
+def doctor(env: dict[str, str], project: Path, *args: str) -> tuple[int, str]:
+    done = memory_mcp(env, "doctor", "--project", str(project), *args)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout
+
+
+def test_doctor_shows_the_service_the_wiring_and_the_last_success(wired: Any) -> None:
+    """After install and one hook run, doctor shows the service up, the project's entries
+    installed, and the hook's last success; its text lists every installed harness."""
+    _, env, project = wired
+    assert run_hook("claude-code", "UserPromptSubmit", {**PROMPT, "cwd": str(project)},
+                    {**env, "MEMORY_HOOK_BUDGET_S": "5"}).returncode == 0  # a loaded machine
+
+    code, out = doctor(env, project, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["service"]["reachable"] is True
+    assert data["service"]["version"] == version("semantic-memory-mcp")
+    claude = next(h for h in data["harnesses"] if h["harness"] == "claude-code")
+    entries = claude["scopes"]["project"]["entries"]
+    assert all(entries[f"{event} hook"] for event in OURS) and entries["MCP server"]
+    assert entries["PostToolUse hook"] is False
+    assert claude["hooks"]["UserPromptSubmit"]["success"]["outcome"] == "nothing relevant"
+    assert "failure" not in claude["hooks"]["UserPromptSubmit"]
+
+    code, text = doctor(env, project)
+    assert code == 0 and "up, version" in text
+    assert all(f"\n{name}  (" in text for name in HARNESSES)
+
+
+def test_doctor_says_when_the_service_is_down(wired: Any) -> None:
+    """With the service gone doctor exits 1 and says so, and a hook that ran meanwhile shows
+    as a failure "service down"."""
+    service, env, project = wired
+    service.stop()
+
+    code, text = doctor(env, project)
+    assert code == 1 and "NOT REACHABLE" in text
+    assert run_hook("claude-code", "UserPromptSubmit", {**PROMPT, "cwd": str(project)},
+                    env).returncode == 0  # fail-open
+    code, out = doctor(env, project, "--json")
+    claude = next(h for h in json.loads(out)["harnesses"] if h["harness"] == "claude-code")
+    assert code == 1 and claude["hooks"]["UserPromptSubmit"]["failure"]["outcome"] == \
+        "service down"
+    assert "last failure UserPromptSubmit" in doctor(env, project)[1]
