@@ -124,7 +124,8 @@ def codex_files(tmp: Path) -> tuple[Path, Path, str]:
     """hooks.json and config.toml with the user's hook, settings, server and trust entry;
     the real path that trust keys start with."""
     real = os.path.realpath(tmp / "codex-real" / "hooks.json")
-    write(tmp / "codex/hooks.json", {"hooks": {"UserPromptSubmit": [{"hooks": [CODEX_USER_HANDLER]}]}})
+    write(tmp / "codex/hooks.json",
+          {"hooks": {"UserPromptSubmit": [{"hooks": [CODEX_USER_HANDLER]}]}})
     write(tmp / "codex/config.toml", f"""\
 # my settings
 model = "gpt-5"
