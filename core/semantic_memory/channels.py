@@ -35,6 +35,9 @@ class Channel(Protocol):
     - `expensive = True`: the keyword fast path may skip this channel when a cheap channel's
       `confidence(conn, query, ids) -> float | None` (0..1) reaches MEMORY_FAST_PATH_MIN.
     - `embedder_info()`, `backfill(store[, progress])`: stats and `memory-mcp backfill`.
+    - `relevant(conn, query, hits) -> set of ids`: the hits this channel vouches for when a
+      recall asks for relevant hits only (what hooks inject); a hit any channel vouches for
+      goes in.
     """
 
     name: str
