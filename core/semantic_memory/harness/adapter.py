@@ -314,6 +314,12 @@ class HarnessAdapter:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
 
 
+def additional_context(event: str, text: str) -> str:
+    """The hook answer Claude Code and Codex read to add `text` to the model's context."""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
+                      ensure_ascii=False)
+
+
 def output_text(value: Any) -> str:
     """A tool result as text: strings as they are; known shapes (stdout/stderr, file
     content) by their text; anything else as JSON."""

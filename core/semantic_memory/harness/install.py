@@ -52,6 +52,12 @@ class InstallTarget:
         return isinstance(command, str) and re.search(
             rf"memory-mcp['\"]?\s+hook\s+{re.escape(self.harness)}(\s|$)", command) is not None
 
+    def is_our_server(self, entry: Any) -> bool:
+        """An MCP server entry for this service: its URL, or a `memory-mcp` command."""
+        if not hasattr(entry, "get"):  # a JSON object or a TOML table
+            return False
+        return entry.get("url") == self.mcp_url or "memory-mcp" in str(entry.get("command", ""))
+
     @property
     def stdio_command(self) -> list[str]:
         return [self.executable, "--stdio"]
@@ -207,10 +213,10 @@ def status(files: list[ConfigFile]) -> dict[str, bool]:
     return out
 
 
-def claim_server(servers: Any, name: str, ours: Callable[[Any], bool], path: Path) -> None:
+def claim_server(servers: Any, name: str, target: InstallTarget, path: Path) -> None:
     """Refuse to replace an MCP server entry called `name` that is not this service's."""
     existing = servers.get(name) if hasattr(servers, "get") else None
-    if existing is not None and not ours(existing):
+    if existing is not None and not target.is_our_server(existing):
         raise InstallError(f"{path} already has an MCP server named {name!r} that is not this "
                            "service; rename it, or install with --mcp none — nothing was changed")
 

@@ -21,10 +21,10 @@ Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
+from semantic_memory.harness.adapter import additional_context
 from semantic_memory.harness.transcript import text_of
 from semantic_memory.plugins import hookimpl
 
@@ -65,9 +65,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
-        return json.dumps({"hookSpecificOutput": {
-            "hookEventName": call.event, "additionalContext": text[:MAX_CONTEXT_CHARS]}},
-            ensure_ascii=False)
+        return additional_context(call.event, text[:MAX_CONTEXT_CHARS])
 
     # --- installing --------------------------------------------------------------------------
 
@@ -119,18 +117,18 @@ class ClaudeCodeAdapter(HarnessAdapter):
             if target.mcp == "none":
                 return
             servers = doc.setdefault("mcpServers", {})
-            claim_server(servers, SERVER, lambda entry: self._ours(entry, target), mcp_file)
+            claim_server(servers, SERVER, target, mcp_file)
             servers[SERVER] = self.mcp_entry(target)
 
         def uninstall_mcp(doc: dict[str, Any]) -> None:
             found = doc.get("mcpServers")
-            if isinstance(found, dict) and self._ours(found.get(SERVER), target):
+            if isinstance(found, dict) and target.is_our_server(found.get(SERVER)):
                 del found[SERVER]
                 if not found:
                     del doc["mcpServers"]
 
         def mcp_installed(doc: dict[str, Any]) -> dict[str, bool]:
-            return {"MCP server": self._ours((doc.get("mcpServers") or {}).get(SERVER), target)}
+            return {"MCP server": target.is_our_server((doc.get("mcpServers") or {}).get(SERVER))}
 
         return [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
                 ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
@@ -144,13 +142,6 @@ class ClaudeCodeAdapter(HarnessAdapter):
         if target.token:
             entry["headers"] = {"Authorization": "Bearer ${MEMORY_TOKEN}"}
         return entry
-
-    @staticmethod
-    def _ours(entry: Any, target: InstallTarget) -> bool:
-        """A `memory` MCP entry pointing at this service (not someone else's "memory")."""
-        if not isinstance(entry, dict):
-            return False
-        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
 
     def install_notes(self, target: InstallTarget) -> list[str]:
         notes = ["Claude Code picks the hooks up at its next start. Check the wiring with "

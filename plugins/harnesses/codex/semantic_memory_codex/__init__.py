@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
+from semantic_memory.harness.adapter import additional_context
 from semantic_memory.harness.transcript import text_of
 from semantic_memory.plugins import hookimpl
 
@@ -119,9 +120,7 @@ class CodexAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
-        return json.dumps({"hookSpecificOutput": {
-            "hookEventName": call.event, "additionalContext": text[:MAX_CONTEXT_CHARS]}},
-            ensure_ascii=False)
+        return additional_context(call.event, text[:MAX_CONTEXT_CHARS])
 
     # --- installing --------------------------------------------------------------------------
 
@@ -192,14 +191,14 @@ class CodexAdapter(HarnessAdapter):
                         state[key] = entry
                 if target.mcp != "none":
                     servers = _table(doc, "mcp_servers")
-                    claim_server(servers, SERVER, lambda e: self._ours(e, target), config_path)
+                    claim_server(servers, SERVER, target, config_path)
                     servers[SERVER] = self._mcp_entry(target)
-            elif self._ours(doc.get("mcp_servers", {}).get(SERVER), target):
+            elif target.is_our_server(doc.get("mcp_servers", {}).get(SERVER)):
                 del doc["mcp_servers"][SERVER]
             _prune(doc, ("hooks", "state"), ("hooks",), ("mcp_servers",))
 
         def mcp_installed(doc: Any) -> dict[str, bool]:
-            return {"MCP server": self._ours((doc.get("mcp_servers") or {}).get(SERVER), target)}
+            return {"MCP server": target.is_our_server((doc.get("mcp_servers") or {}).get(SERVER))}
 
         return [ConfigFile(hooks_path, "json", install_hooks, uninstall_hooks, hooks_installed),
                 ConfigFile(config_path, "toml", lambda d: edit_config(d, True),
@@ -223,12 +222,6 @@ class CodexAdapter(HarnessAdapter):
         tools["memory_store"] = store
         entry["tools"] = tools
         return entry
-
-    @staticmethod
-    def _ours(entry: Any, target: InstallTarget) -> bool:
-        if not hasattr(entry, "get"):
-            return False
-        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
 
     def install_notes(self, target: InstallTarget) -> list[str]:
         notes = ["Codex hooks are per user ($CODEX_HOME/hooks.json) and trusted in config.toml; "

@@ -166,28 +166,22 @@ class KimiCodeAdapter(HarnessAdapter):
                 if target.token:
                     entry["bearerTokenEnvVar"] = "MEMORY_TOKEN"
             servers = doc.setdefault("mcpServers", {})
-            claim_server(servers, SERVER, lambda e: self._ours(e, target), home / "mcp.json")
+            claim_server(servers, SERVER, target, home / "mcp.json")
             servers[SERVER] = entry
 
         def uninstall_mcp(doc: dict[str, Any]) -> None:
             servers = doc.get("mcpServers")
-            if isinstance(servers, dict) and self._ours(servers.get(SERVER), target):
+            if isinstance(servers, dict) and target.is_our_server(servers.get(SERVER)):
                 del servers[SERVER]
                 if not servers:
                     del doc["mcpServers"]
 
         def mcp_installed(doc: dict[str, Any]) -> dict[str, bool]:
-            return {"MCP server": self._ours((doc.get("mcpServers") or {}).get(SERVER), target)}
+            return {"MCP server": target.is_our_server((doc.get("mcpServers") or {}).get(SERVER))}
 
         return [ConfigFile(home / "config.toml", "toml", install_hooks, uninstall_hooks,
                            hooks_installed),
                 ConfigFile(home / "mcp.json", "json", install_mcp, uninstall_mcp, mcp_installed)]
-
-    @staticmethod
-    def _ours(entry: Any, target: InstallTarget) -> bool:
-        if not isinstance(entry, dict):
-            return False
-        return entry.get("url") == target.mcp_url or "memory-mcp" in str(entry.get("command", ""))
 
     def install_notes(self, target: InstallTarget) -> list[str]:
         notes = ["Kimi Code hooks are per user ($KIMI_CODE_HOME/config.toml); check with "
