@@ -50,7 +50,13 @@ def process_started() -> float:
 
 def main(argv: list[str], started: float | None = None) -> int:
     """Run one hook; always returns 0 (a failing memory hook must never fail the agent)."""
-    started = process_started() if started is None else started
+    try:
+        return _run(argv, process_started() if started is None else started)
+    except HookTimeout:  # the watchdog fired just as the run was finishing
+        return 0
+
+
+def _run(argv: list[str], started: float) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: memory-mcp hook <harness> <event> (hook JSON on stdin)\n")
         return 0
