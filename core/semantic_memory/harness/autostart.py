@@ -12,10 +12,9 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..config import Settings
-from .client import ServiceClient, ServiceDown, resolve_url
+from .client import ServiceClient, ServiceDown, resolve_url, split_url
 from .install import entry_point_path
 
 #: A lock younger than this means another hook is starting the service.
@@ -53,9 +52,8 @@ def spawn(settings: Settings) -> subprocess.Popen[bytes]:
     """Start `memory-mcp serve` detached, its log beside the db file."""
     env = dict(os.environ)
     if settings.plugin_url:  # the user named the address: serve there
-        parts = urlsplit(settings.plugin_url)
-        env["MEMORY_HOST"] = parts.hostname or "127.0.0.1"
-        env["MEMORY_PORT"] = str(parts.port or 80)
+        parts = split_url(settings.plugin_url)
+        env["MEMORY_HOST"], env["MEMORY_PORT"] = parts.host, str(parts.port)
     else:
         env["MEMORY_PORT"] = "0"
     log_path = settings.resolved_db_path.with_name("service.log")
