@@ -18,8 +18,8 @@ from ..config import Settings
 
 #: The log is rotated when it grows past this many bytes.
 MAX_LOG_BYTES = 1_000_000
-#: Outcomes that mean the hook did its job (the rest are failures a user should see).
-SUCCESSES = frozenset({"injected", "nothing relevant", "stored", "skipped"})
+#: Outcomes a user should see as failures; the others (injected, nothing relevant, stored,
+#: refused, skipped) mean the hook did its job.
 FAILURES = frozenset({"service down", "timeout", "error"})
 
 

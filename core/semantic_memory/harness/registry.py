@@ -10,13 +10,10 @@ from __future__ import annotations
 import os
 import sys
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import Settings
-from ..plugins import ENTRY_POINT_GROUP
-
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
+from ..plugins import ENTRY_POINT_GROUP, PluginManager, build_plugin_manager
 
 
 def _key(name: str) -> str:
@@ -24,35 +21,22 @@ def _key(name: str) -> str:
 
 
 def _collect(plugins: list[Any]) -> dict[str, Any]:
-    import pluggy
-
-    from .. import hookspecs
-
-    pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
-    pm.add_hookspecs(hookspecs)
+    """The adapters these plugin modules register, by harness name."""
+    pm = PluginManager()
     for plugin in plugins:
         pm.register(plugin)
+    return _registered(pm)
+
+
+def _registered(pm: PluginManager) -> dict[str, Any]:
     found: list[Any] = []
     pm.hook.register_harnesses(register=found.append)
     return {adapter.name: adapter for adapter in found}
 
 
-def _entry_points(settings: Settings) -> list[EntryPoint]:
-    from importlib.metadata import entry_points
-
-    allow = settings.plugin_allowlist()
-    return [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if allow is None or ep.name in allow]
-
-
-def all_adapters(settings: Settings, extra: tuple[Any, ...] = ()) -> dict[str, Any]:
-    """Every installed adapter by harness name (plus those of `extra` plugins)."""
-    plugins = []
-    for ep in _entry_points(settings):
-        try:
-            plugins.append(ep.load())
-        except Exception:  # noqa: BLE001 - a broken plugin must not hide the others
-            continue
-    return _collect([*plugins, *extra])
+def all_adapters(settings: Settings) -> dict[str, Any]:
+    """Every installed adapter by harness name (the plugin manager every command uses)."""
+    return _registered(build_plugin_manager(settings))
 
 
 def find_adapter(name: str, settings: Settings) -> Any | None:

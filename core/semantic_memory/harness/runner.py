@@ -105,6 +105,7 @@ def _run(argv: list[str], started: float) -> int:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     if call is not None:
+        # The project as far as it was worked out (a run that failed early never needed it).
         entry.update(session=call.session, project=call.__dict__.get("project"))
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)
     if entry.get("outcome") in outcomes.FAILURES:
