@@ -10,6 +10,7 @@ parsed content an edit leaves equal is not rewritten, so running install twice c
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -64,16 +65,16 @@ class InstallTarget:
 
 
 def make_target(harness: str, settings: Settings, *, project_dir: str | None = None,
-                mcp: str = "http", home: Path | None = None) -> InstallTarget:
+                mcp: str = "http") -> InstallTarget:
     return InstallTarget(
         harness=harness,
-        home=home or Path.home(),
+        home=Path.home(),
         project_dir=Path(project_dir).expanduser().resolve() if project_dir else None,
         executable=entry_point_path(),
         mcp=mcp,
         mcp_url=(settings.plugin_url or DEFAULT_URL).rstrip("/") + "/mcp",
         token=bool(settings.token or settings.plugin_token),
-        hook_timeout_s=max(2, int(settings.hook_budget_s * 2 + 0.999)),
+        hook_timeout_s=max(2, math.ceil(settings.hook_budget_s * 2)),
         tool_capture=bool(settings.tool_capture()),
     )
 
