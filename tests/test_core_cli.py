@@ -116,6 +116,56 @@ def test_export_import_round_trip_in_batches(db: Path, tmp_path: Path) -> None:
     assert run(copy_db, "export").stdout == out.read_text()
 
 
+def test_a_backup_restores_the_same_memories(db: Path, tmp_path: Path) -> None:
+    lines = [{"content": f"backup memory {n}", "project": "web" if n % 2 else None,
+              "created_at": 1_700_000_000 + n, "updated_at": 1_700_100_000 + n}
+             for n in range(4)]
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert run(db, "import", str(tmp_path / "seed.jsonl")).returncode == 0
+    first = [json.loads(x) for x in run(db, "export").stdout.splitlines()]
+    assert first[1]["updated_at"] == "2023-11-16T02:00:01+00:00"  # 1_700_100_001
+    assert run(db, "forget", first[2]["uid"]).returncode == 0
+    backup = tmp_path / "backup.jsonl"
+    assert run(db, "export", "--include-deleted", "-o", str(backup)).returncode == 0
+    restored_db = tmp_path / "restored.db"
+    result = run(restored_db, "import", str(backup))
+    assert json.loads(result.stdout) == {"new": 4, "duplicate": 0, "rejected": 0, "bad": 0}
+    assert run(restored_db, "export", "--include-deleted").stdout == backup.read_text()
+    live = [json.loads(x) for x in run(restored_db, "export").stdout.splitlines()]
+    assert [m["uid"] for m in live] == [first[n]["uid"] for n in (0, 1, 3)]
+    assert json.loads(run(restored_db, "stats", "--json").stdout)["forgotten"] == 1
+    again = run(restored_db, "import", str(backup))  # restoring twice changes nothing
+    assert json.loads(again.stdout) == {"new": 0, "duplicate": 4, "rejected": 0, "bad": 0}
+    assert run(restored_db, "export", "--include-deleted").stdout == backup.read_text()
+
+
+def test_stats_name_forgotten_and_memories_without_a_project(db: Path) -> None:
+    run(db, "store", "no project here")
+    run(db, "store", "in the web project", "--project", "web")
+    data = json.loads(run(db, "stats", "--json").stdout)
+    assert data["by_project"] == {"web": 1} and data["without_project"] == 1
+    assert data["forgotten"] == 0 and data["recall_mode"] == "keyword"
+    text = run(db, "stats").stdout
+    assert "web=1, (no project)=1" in text and "recall: by words only" in text
+
+
+def test_an_empty_recall_says_so_and_what_to_try(db: Path) -> None:
+    run(db, "store", "The web repo uses pnpm")
+    result = run(db, "recall", "completely unrelated words")
+    assert result.returncode == 0 and result.stdout == ""
+    assert "No memory matched 'completely unrelated words'." in result.stderr
+    assert "Recall is by words until an embedder is set up" in result.stderr
+    assert json.loads(run(db, "recall", "completely unrelated words", "--json").stdout) == []
+    assert "recall is by words" in run(db, "recall", "--help").stdout.replace("\n", " ")
+
+
+def test_a_db_path_that_cannot_exist_is_a_one_line_error(tmp_path: Path) -> None:
+    result = run(Path("/proc/nope/x.db"), "stats")
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("Error: cannot create the folder /proc/nope")
+    assert "Traceback" not in result.stderr
+
+
 def test_import_of_binary_or_missing_file(db: Path, tmp_path: Path) -> None:
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b'{"content": "fine"}\n\xff\xfe\x00garbage\n{"content": "after"}\n')

@@ -21,8 +21,9 @@ def test_secrets_are_redacted_before_storage(engine: MemoryEngine) -> None:
     stored = "\n".join(m.content for m in engine.list(limit=100))
     for leaked in ("sk-proj-abc", "ghp_abc", "AKIAABCD", "hunter2", "very-secret", "MIIEabc"):
         assert leaked not in stored
-    assert stored.count("[REDACTED]") == len(secrets)
-    assert "db password: [REDACTED]" in stored
+    assert stored.count("[REDACTED:") == len(secrets)
+    assert "db password: [REDACTED:password]" in stored
+    assert "export OPENAI_API_KEY=[REDACTED:openai-key]" in stored
 
 
 def test_prompt_injection_in_tool_output_is_not_remembered(engine: MemoryEngine) -> None:

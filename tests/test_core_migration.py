@@ -58,7 +58,7 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     assert items == [("u1", 2), ("u2", 1)]
     # v3: forgotten memories are counted and filtered through their own index.
     assert engine.forget("u2")
-    assert engine.counts()["memories"] == 1 and engine.counts()["deleted"] == 1
+    assert engine.counts()["memories"] == 1 and engine.counts()["forgotten"] == 1
     assert engine.recall("gateway times out") == []
     assert project_index_columns(engine.store.read()) == ["project", "id"]
     # v5: injection reports carry the agent session; old reports have none.

@@ -58,7 +58,7 @@ def test_forget_hides_memory_and_unknown_uid_is_false(engine: MemoryEngine) -> N
     assert engine.forget(uid) is False
     assert engine.forget("nope") is False
     assert engine.get(uid).deleted is True
-    assert engine.stats()["deleted"] == 1
+    assert engine.stats()["forgotten"] == 1
 
 
 def test_list_newest_first_with_pagination_and_filters(engine: MemoryEngine) -> None:

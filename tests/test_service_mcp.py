@@ -73,8 +73,15 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     assert {t.name for t in listed.tools} == TOOLS
     for tool in listed.tools:
         assert tool.description and len(tool.description) > 20
+        assert "\n" not in tool.description, tool.name  # no raw docstring layout
         for name, prop in tool.input_schema.get("properties", {}).items():
             assert prop.get("description"), (tool.name, name)
+    described = {t.name: t.description or "" for t in listed.tools}
+    # Written for the model: when to call, and (BM25-only here) how to phrase a query.
+    assert "a preference the user states" in described["memory_store"]
+    assert "took effort" in described["memory_store"]
+    assert "at the start of a task" in described["memory_recall"]
+    assert "Recall is by words in this install" in described["memory_recall"]
     schema = {t.name: t.input_schema for t in listed.tools}
     assert schema["memory_recall"]["properties"]["k"]["maximum"] == 50
     assert schema["memory_store"]["required"] == ["content"]

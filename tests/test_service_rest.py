@@ -42,7 +42,7 @@ def ingest(http: httpx2.Client, content: str, **fields: object) -> dict:
 def test_health_reports_version_counts_channels_and_embedder(http: httpx2.Client) -> None:
     data = http.get("/health").json()
     assert data["ok"] is True and re.match(r"^\d+\.\d+", data["version"])
-    assert set(data["counts"]) >= {"memories", "deleted", "injections"}
+    assert set(data["counts"]) >= {"memories", "forgotten", "injections"}
     names = {c["name"] for c in data["channels"]}
     assert {"porter", "trigram"} <= names
     assert "embedder" in data and "device" in data
@@ -75,6 +75,38 @@ def test_ingest_batch_reports_each_item(http: httpx2.Client) -> None:
     assert data["results"][1]["uid"] == known
     assert "prompt-injection" in data["results"][2]["reason"]
     assert (data["new"], data["duplicate"], data["rejected"]) == (1, 1, 1)
+
+
+def test_one_bad_item_does_not_cost_the_rest_of_the_batch(http: httpx2.Client) -> None:
+    chunks = [{"content": f"Flush chunk {n}: the deploy step {n} runs", "source": "compaction"}
+              for n in range(200)]
+    chunks[57] = {"content": "   ", "source": "compaction"}  # an empty chunk
+    chunks[120] = {"content": "x", "source": "compaction", "colour": "red"}  # an unknown field
+    chunks[150] = "not an object"
+    response = http.post("/ingest", json={"items": chunks})
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert (data["new"], data["rejected"]) == (197, 3)
+    results = data["results"]
+    assert [r["status"] for r in results].count("new") == 197
+    assert results[57]["reason"].startswith("items[57].content:")
+    assert results[120]["reason"] == "items[120].colour: unknown field"
+    assert results[150]["reason"] == "items[150]: expected a JSON object"
+    assert http.get(f"/api/memories/{results[199]['uid']}").status_code == 200
+
+
+def test_recall_items_are_cleaned_and_honour_the_budget(http: httpx2.Client) -> None:
+    huge = "Budget probe: the huge fixture log. </semantic-memory " + "line of log " * 2_500
+    uid = ingest(http, huge)["uid"]
+    data = http.post("/recall", json={"query": "budget probe huge fixture", "budget_chars": 500}
+                     ).json()
+    item = next(i for i in data["items"] if i["uid"] == uid)
+    assert item["truncated"] is True and item["content_chars"] > 25_000
+    assert len(item["content"]) <= 500 and item["content"].endswith("…")
+    assert "</semantic-memory" not in item["content"].lower()
+    assert all(len(i["content"]) <= 500 for i in data["items"])
+    small = http.post("/recall", json={"query": "budget probe huge fixture"}).json()["items"]
+    assert all("truncated" not in i or i["truncated"] for i in small)
 
 
 def test_ingest_accepts_created_at_iso_or_unix(http: httpx2.Client) -> None:
@@ -251,9 +283,10 @@ def test_malformed_json_is_400(http: httpx2.Client, body: bytes) -> None:
     ("/ingest", {"content": "x", "created_at": "yesterday"}, "created_at"),
     ("/ingest", {"content": "x", "created_at": 1e300}, "created_at"),
     ("/ingest", {"items": []}, "items"),
-    ("/ingest", {"items": [{"content": "ok"}, {"content": None}]}, "items[1].content"),
-    ("/ingest", {"items": [{"content": "ok"}, {"content": "x", "source": "a b"}]},
-     "items[1].source"),
+    ("/ingest", {"items": "not a list"}, "items"),
+    ("/ingest", {"content": "x", "projetc": "typo"}, "projetc"),
+    ("/recall", {"query": "a", "limt": 3}, "limt"),
+    ("/inject/report", {"uids": [], "extra": 1}, "extra"),
     ("/ingest", [1, 2], "body"),
     ("/ingest", {}, "content"),
     ("/recall", {"query": ["a"]}, "query"),

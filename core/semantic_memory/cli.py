@@ -14,7 +14,7 @@ import click
 from .config import ConfigError, Settings
 from .errors import InvalidMemory
 from .models import NewMemory, RecallFilters, parse_time
-from .pipeline import MemoryEngine, validate
+from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
 from .plugins import build_plugin_manager
 from .store import StoreError
 
@@ -153,8 +153,20 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
 @pass_context
 def recall(obj: Context, query: str, k: int, project: str | None, kind: str | None,
            source: str | None, since: str | None, as_json: bool, budget: int | None) -> None:
-    """Recall memories relevant to QUERY."""
+    """Recall memories relevant to QUERY.
+
+    Without an embedder (the default install) recall is by words: QUERY finds memories that
+    share its words (stemmed, or as substrings), not a rephrasing of them; see docs/vector.md.
+    """
     hits = obj.engine.recall(query, k, _filters(project, kind, source, since))
+    if not hits and not as_json:
+        click.echo(f"No memory matched {query!r}" + (" with these filters" if any(
+            (project, kind, source, since)) else "") + ".", err=True)
+        if obj.engine.recall_mode == "keyword":
+            click.echo(KEYWORD_MODE_NOTE, err=True)
+        click.echo("Try other words, fewer filters, or `memory-mcp list` to see what is stored.",
+                   err=True)
+        return
     if budget is not None:
         click.echo(obj.engine.injection_block(query, hits, budget))
     elif as_json:
@@ -211,15 +223,22 @@ def stats(obj: Context, as_json: bool) -> None:
     from rich.console import Console
 
     console = Console()
-    console.print(f"[bold]{data['memories']}[/] memories ({data['deleted']} forgotten, "
+    console.print(f"[bold]{data['memories']}[/] memories ({data['forgotten']} forgotten, "
                   f"not yet purged) in {data['db_path']} ({data['db_bytes']:,} bytes)")
     for key in ("by_kind", "by_source", "by_project"):
-        console.print(f"{key[3:]}: " + ", ".join(f"{k or '-'}={v}" for k, v in data[key].items()))
+        groups = [f"{k}={v}" for k, v in data[key].items()]
+        if key == "by_project" and data["without_project"]:
+            groups.append(f"(no project)={data['without_project']}")
+        console.print(f"{key[3:]}: " + (", ".join(groups) or "-"), markup=False)
     console.print("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
                                            for c in data["channels"]))
     inj = data["injections"]
     console.print(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, "
                   f"{inj['chars']:,} chars)")
+    if data["recall_mode"] == "keyword":
+        console.print(f"recall: by words only. {KEYWORD_MODE_NOTE}", markup=False)
+    else:
+        console.print("recall: by words and meaning (keyword channels + embedder)")
 
 
 @cli.command()
@@ -395,21 +414,23 @@ def _record(raw: bytes) -> NewMemory:
         raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
-    unknown = set(data) - {"content", "kind", "source", "project", "tags", "created_at",
-                           "updated_at", "uid"}
+    unknown = set(data) - {*EXPORT_FIELDS, "forgotten"}
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
     if "content" not in data:
         raise ValueError("content: missing")
-    created = data.get("created_at")
-    try:
-        created_ts = parse_time(created) if created is not None else None
-    except (ValueError, TypeError, AttributeError):
-        raise ValueError(f"created_at: cannot read {created!r} as a time") from None
+    times = {}
+    for name in ("created_at", "updated_at"):
+        value = data.get(name)
+        try:
+            times[name] = parse_time(value) if value is not None else None
+        except (ValueError, TypeError, AttributeError, OverflowError):
+            raise ValueError(f"{name}: cannot read {value!r} as a time") from None
     return NewMemory(
         content=data["content"], kind=data.get("kind", "fact"),
         source=data.get("source", "import"), project=data.get("project"),
-        tags=data.get("tags", []), created_at=created_ts,
+        tags=data.get("tags", []), uid=data.get("uid"), forgotten=data.get("forgotten", False),
+        **times,
     )
 
 
@@ -428,8 +449,10 @@ def _open_input(path: str) -> Iterator[BinaryIO]:
 def import_(obj: Context, path: str) -> None:
     """Import memories from a JSON-lines file ('-' = standard input).
 
-    Each line: {"content", "kind", "source", "project", "tags", "created_at"}. Bad lines are
-    reported with their number and skipped; the exit code is 1 if any line was bad.
+    Each line: {"content", "kind", "source", "project", "tags", "created_at"}; an `export`
+    line also brings its uid, updated_at and forgotten state, so a backup restores the same
+    memories (a uid already stored is left as it is). Bad lines are reported with their number
+    and skipped; the exit code is 1 if any line was bad.
     """
     engine = obj.engine
     counts = {"new": 0, "duplicate": 0, "rejected": 0, "bad": 0}
@@ -483,7 +506,8 @@ def import_(obj: Context, path: str) -> None:
 @click.option("--include-deleted", is_flag=True, help="Also export forgotten memories.")
 @pass_context
 def export(obj: Context, output: str, include_deleted: bool) -> None:
-    """Export memories as JSON lines (the format `import` reads)."""
+    """Export memories as JSON lines (the format `import` reads; a round trip keeps uids,
+    timestamps and, with --include-deleted, forgotten memories)."""
     engine = obj.engine
     total = engine.count() if not include_deleted else None
     handle = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")

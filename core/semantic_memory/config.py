@@ -69,6 +69,14 @@ class Settings:
     trace_hooks: bool = False
     # Largest accepted HTTP request body (REST and /mcp), in bytes; larger ones get 413.
     max_body_bytes: int = 4 * 1024 * 1024
+    # Seconds a client has to deliver a whole request body (REST and /mcp); later ones get 408.
+    body_timeout_s: float = 30.0
+    # MCP streamable-HTTP sessions held at once: past it, opening one closes the least recently
+    # used idle session (agents that die never close theirs).
+    mcp_max_sessions: int = 100
+    # Seconds an MCP session may go without a request in flight before it is closed (the client
+    # then gets 404 and initializes a new one).
+    mcp_session_idle_s: float = 1800.0
     # Extra Host names the HTTP service answers (DNS-rebinding allow-list), comma-separated,
     # e.g. "memory.lan,192.168.1.5"; loopback names and the bound address are always allowed.
     allowed_hosts: str = ""
@@ -125,6 +133,15 @@ class Settings:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"MEMORY_MAX_BODY_BYTES must be >= 1024, not {self.max_body_bytes}")
+        if not 0 < self.body_timeout_s <= 3600:  # also rejects NaN
+            raise ConfigError("MEMORY_BODY_TIMEOUT_S must be within (0, 3600], "
+                              f"not {self.body_timeout_s}")
+        if not 1 <= self.mcp_max_sessions <= 100_000:
+            raise ConfigError("MEMORY_MCP_MAX_SESSIONS must be 1..100000, "
+                              f"not {self.mcp_max_sessions}")
+        if not 0 < self.mcp_session_idle_s <= 7 * 86400:
+            raise ConfigError("MEMORY_MCP_SESSION_IDLE_S must be within (0, 604800], "
+                              f"not {self.mcp_session_idle_s}")
         if not 0 <= self.inject_min_coverage <= 1:
             raise ConfigError("MEMORY_INJECT_MIN_COVERAGE must be within 0..1, "
                               f"not {self.inject_min_coverage}")

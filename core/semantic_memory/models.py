@@ -45,6 +45,11 @@ class NewMemory:
     project: str | None = None
     tags: list[str] = field(default_factory=list)
     created_at: float | None = None
+    # Restoring a backup (`memory-mcp import` of an export) keeps each memory's identity and
+    # state; everything else leaves these unset.
+    uid: str | None = None
+    updated_at: float | None = None
+    forgotten: bool = False
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .channels import Channel
 from .config import Settings
+from .default_plugins.redaction import redact
 from .errors import InvalidMemory, Rejected
 from .fusion import keyword_gated_weights, keyword_leads, rrf
 from .models import (
@@ -37,18 +38,28 @@ from .store import MEMORY_COLUMNS, Store, content_hash, row_to_memory
 log = logging.getLogger("semantic_memory")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_PROJECT_CHARS = 256
 MAX_RECALL_K = 200
+#: What every interface says while recall is by words only (no embedder set up).
+KEYWORD_MODE_NOTE = (
+    "Recall is by words until an embedder is set up (MEMORY_MODEL_PATH, see docs/vector.md): "
+    "a query finds memories that share its words, not a rephrasing of them."
+)
+#: The fields of an export line, in order (`forgotten` is added to forgotten memories only).
+EXPORT_FIELDS = ("uid", "content", "kind", "source", "project", "tags", "created_at",
+                 "updated_at")
 DAY = 86_400.0
 
 #: One statement inserting a JSON array of rows (needs RETURNING: SQLite 3.35+); None = row by
-#: row. Column order: uid, content, content_hash, kind, source, project, tags, created, updated.
+#: row. Column order: uid, content, content_hash, kind, source, project, tags, created, updated,
+#: deleted.
 _BATCH_INSERT = (
     "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at, "
-    "updated_at) SELECT "
-    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(9))
+    "updated_at, deleted) SELECT "
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(10))
     + " FROM json_each(?) ORDER BY key RETURNING id, uid"
     if sqlite3.sqlite_version_info >= (3, 35) else None
 )
@@ -81,10 +92,14 @@ def validate(memory: NewMemory, max_chars: int) -> None:
     for tag in memory.tags:
         if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_CHARS:
             raise InvalidMemory(f"tags: each tag must be a string of 1..{MAX_TAG_CHARS} characters")
-    if memory.created_at is not None and (
-        isinstance(memory.created_at, bool) or not isinstance(memory.created_at, (int, float))
-    ):
-        raise InvalidMemory("created_at: expected unix seconds")
+    for name in ("created_at", "updated_at"):
+        value = getattr(memory, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidMemory(f"{name}: expected unix seconds")
+    if memory.uid is not None and (not isinstance(memory.uid, str) or not _UID.match(memory.uid)):
+        raise InvalidMemory("uid: expected 1..64 letters, digits, _ or -")
+    if not isinstance(memory.forgotten, bool):
+        raise InvalidMemory("forgotten: expected true or false")
 
 
 def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
@@ -96,6 +111,14 @@ def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
         log.warning("MEMORY_EMBEDDER=%s is not registered; using %s", name,
                     getattr(embedders[0], "name", "?") if embedders else "none")
     return embedders[0] if embedders else None
+
+
+def _times(item: NewMemory, ts: float) -> tuple[float, float]:
+    """(created_at, updated_at) of a new row: the item's own when it brings them, else now."""
+    created = float(item.created_at) if item.created_at is not None else ts
+    if item.updated_at is not None:
+        return created, float(item.updated_at)
+    return created, created if item.created_at is not None else ts
 
 
 def _memory_totals(conn: Any) -> tuple[int, int]:
@@ -186,13 +209,17 @@ class MemoryEngine:
             callable(getattr(c, "find_duplicate", None)) for c in self.channels
         ):
             with self.store.write() as conn:
+                accepted = self._skip_restored(conn, accepted, results)
                 inserted = self._insert_batch(conn, accepted, results)
                 if inserted:
                     for channel in self.channels:
                         channel.index(conn, inserted)
             return results
         with self.store.write() as conn:
+            kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
             for n, (position, item) in enumerate(accepted):
+                if position not in kept:
+                    continue
                 mine = {name: values[n] for name, values in prepared.items()}
                 result, memory = self._insert_or_refresh(conn, item, mine)
                 results[position] = result
@@ -208,6 +235,27 @@ class MemoryEngine:
 
     def store_one(self, item: NewMemory) -> IngestResult:
         return self.ingest([item])[0]
+
+    @staticmethod
+    def _skip_restored(conn: Any, accepted: list[tuple[int, NewMemory]],
+                       results: list[IngestResult]) -> list[tuple[int, NewMemory]]:
+        """Leave out restored items whose uid is already stored (an import run twice): they
+        are `duplicate`, and the stored memory stays as it is."""
+        uids = [item.uid for _, item in accepted if item.uid is not None]
+        known: set[str] = set()
+        for start in range(0, len(uids), 500):
+            chunk = uids[start : start + 500]
+            known.update(uid for (uid,) in conn.execute(
+                f"SELECT uid FROM memories WHERE uid IN ({','.join('?' * len(chunk))})", chunk))
+        kept = []
+        for position, item in accepted:
+            if item.uid in known:
+                results[position] = IngestResult("duplicate", uid=item.uid)
+            else:
+                kept.append((position, item))
+                if item.uid is not None:
+                    known.add(item.uid)  # the same uid twice in one batch: the first wins
+        return kept
 
     def _insert_batch(
         self, conn: Any, accepted: list[tuple[int, NewMemory]], results: list[IngestResult]
@@ -231,7 +279,8 @@ class MemoryEngine:
         refresh_uids: list[str] = []
         rows: list[list[Any]] = []
         for (position, item), digest in zip(accepted, digests):
-            hit = known.get(digest)
+            # A forgotten memory being restored is not live: it neither dedups nor is deduped.
+            hit = None if item.forgotten else known.get(digest)
             if hit is not None:
                 if hit[0] is None:
                     refresh_uids.append(hit[1])
@@ -239,13 +288,13 @@ class MemoryEngine:
                     refresh_ids.append(hit[0])
                 results[position] = IngestResult("duplicate", uid=hit[1])
                 continue
-            uid = secrets.token_hex(8)
-            known[digest] = (None, uid)
+            uid = item.uid or secrets.token_hex(8)
+            if not item.forgotten:
+                known[digest] = (None, uid)
             results[position] = IngestResult("new", uid=uid)
-            created = float(item.created_at) if item.created_at is not None else ts
+            created, updated = _times(item, ts)
             rows.append([uid, item.content, digest, item.kind, item.source, item.project,
-                         sorted(set(item.tags)), created,
-                         created if item.created_at is not None else ts])
+                         sorted(set(item.tags)), created, updated, int(item.forgotten)])
         ids: dict[str, int] = {}
         start = 0
         while start < len(rows):  # statements of <= 500 rows and ~8 MB of text
@@ -266,18 +315,20 @@ class MemoryEngine:
                 f"UPDATE memories SET updated_at = ? WHERE id IN ({','.join('?' * len(chunk))})",
                 [ts, *chunk],
             )
-        return [Memory(ids[r[0]], r[0], r[1], r[3], r[4], r[5], r[6], r[7], r[8]) for r in rows]
+        return [Memory(ids[r[0]], r[0], r[1], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]))
+                for r in rows]
 
     def _insert_or_refresh(
         self, conn: Any, item: NewMemory, prepared: dict[str, Any] | None = None
     ) -> tuple[IngestResult, Memory | None]:
         digest = content_hash(item.content)
         ts = now()
-        existing = conn.execute(
+        existing = None if item.forgotten else conn.execute(
             "SELECT id, uid FROM memories WHERE content_hash = ? AND deleted = 0 LIMIT 1",
             (digest,),
         ).fetchone()
-        if existing is None:  # near-duplicates: channels with find_duplicate (e.g. vectors)
+        # near-duplicates: channels with find_duplicate (e.g. vectors)
+        if existing is None and not item.forgotten:
             for channel in self.channels:
                 find = getattr(channel, "find_duplicate", None)
                 if not callable(find):
@@ -291,18 +342,17 @@ class MemoryEngine:
         if existing:
             conn.execute("UPDATE memories SET updated_at = ? WHERE id = ?", (ts, existing[0]))
             return IngestResult("duplicate", uid=existing[1]), None
-        created = float(item.created_at) if item.created_at is not None else ts
-        updated = created if item.created_at is not None else ts
-        uid = secrets.token_hex(8)
+        created, updated = _times(item, ts)
+        uid = item.uid or secrets.token_hex(8)
         tags = sorted(set(item.tags))
         cursor = conn.execute(
             "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (uid, item.content, digest, item.kind, item.source, item.project,
-             json.dumps(tags, ensure_ascii=False), created, updated),
+             json.dumps(tags, ensure_ascii=False), created, updated, int(item.forgotten)),
         )
         memory = Memory(cursor.lastrowid, uid, item.content, item.kind, item.source,
-                        item.project, tags, created, updated)
+                        item.project, tags, created, updated, item.forgotten)
         return IngestResult("new", uid=uid), memory
 
     def forget(self, uid: str) -> bool:
@@ -508,10 +558,12 @@ class MemoryEngine:
         with self.store.snapshot() as conn:
             live, deleted = _memory_totals(conn)
             injections = conn.execute("SELECT count(*) FROM injections").fetchone()[0]
-        return {"memories": live, "deleted": deleted, "injections": injections}
+        return {"memories": live, "forgotten": deleted, "injections": injections}
 
     def export(self, include_deleted: bool = False) -> Iterator[dict[str, Any]]:
-        """Every memory as the JSON-lines record `import` accepts, oldest first."""
+        """Every memory as the JSON-lines record `import` accepts, oldest first: importing it
+        restores the same memories (uids, timestamps, and with `include_deleted` the forgotten
+        ones, marked `"forgotten": true`)."""
         cursor = self.store.read().execute(
             f"SELECT {MEMORY_COLUMNS} FROM memories"
             + ("" if include_deleted else " WHERE deleted = 0")
@@ -520,17 +572,19 @@ class MemoryEngine:
         for row in cursor:
             memory = row_to_memory(row)
             record = memory.to_dict()
-            yield {key: record[key] for key in
-                   ("content", "kind", "source", "project", "tags", "created_at", "updated_at")}
+            out = {key: record[key] for key in EXPORT_FIELDS}
+            if memory.deleted:
+                out["forgotten"] = True
+            yield out
 
     def stats(self) -> dict[str, Any]:
         conn = self.store.read()
 
-        def grouped(column: str) -> dict[str, int]:
+        def grouped(column: str, where: str = "") -> dict[str, int]:
             return {
                 str(name): count
                 for name, count in conn.execute(
-                    f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 "
+                    f"SELECT {column}, count(*) FROM memories WHERE {where}deleted = 0 "
                     f"GROUP BY {column} ORDER BY count(*) DESC LIMIT 50"
                 )
             }
@@ -538,14 +592,18 @@ class MemoryEngine:
         live, deleted = _memory_totals(conn)
         return {
             "memories": live,
-            "deleted": deleted,
+            "forgotten": deleted,
             "by_kind": grouped("kind"),
             "by_source": grouped("source"),
-            "by_project": grouped("coalesce(project, '')"),
+            "by_project": grouped("project", "project IS NOT NULL AND "),
+            "without_project": conn.execute(
+                "SELECT count(*) FROM memories WHERE deleted = 0 AND project IS NULL"
+            ).fetchone()[0],
             "channels": [
                 {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
             ],
             "injections": _injection_totals(conn),
+            "recall_mode": self.recall_mode,
             "db_path": str(self.store.path),
             "db_bytes": self.store.size_bytes(),
             "schema_version": self.store.schema_version,
@@ -558,7 +616,9 @@ class MemoryEngine:
         project: str | None = None, query: str | None = None, chars: int = 0,
         session: str | None = None,
     ) -> int:
-        """Append one injection report; returns its id."""
+        """Append one injection report; returns its id. Free text is redacted like memories."""
+        project = redact(project) if project else project
+        query = redact(query) if query else query
         with self.store.write() as conn:
             cursor = conn.execute(
                 "INSERT INTO injections (ts, harness, hook, project, query, uids, chars, session) "
@@ -628,6 +688,12 @@ class MemoryEngine:
                                   "content": (c or "")[:200] if c is not None else None}
                                  for u, n, c in top_rows],
             }
+
+    @property
+    def recall_mode(self) -> str:
+        """"hybrid" when an embedder is active, else "keyword" (recall by words only)."""
+        info = self.embedder_info()
+        return "keyword" if info is None or info.get("active") is False else "hybrid"
 
     def embedder_info(self) -> dict[str, Any] | None:
         """What the vector side reports (model, dim, device, vectorized count), or None when no

@@ -5,11 +5,16 @@ so it is loaded in a worker thread shortly after the app has started (at once wh
 request arrives first): `/health` and the REST routes answer meanwhile, and an early `/mcp`
 request simply waits until MCP is ready. The SDK's session manager runs inside this app's
 lifespan (it must: its task group serves the sessions).
+
+MCP sessions are bounded: one idle for `MEMORY_MCP_SESSION_IDLE_S` is closed by the SDK, and at
+`MEMORY_MCP_MAX_SESSIONS` opening another closes the least recently used idle one first (agents
+that die never close their session, so refusing newcomers would lock live agents out).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +27,7 @@ from starlette.routing import Route
 from ..config import Settings
 from ..pipeline import MemoryEngine
 from .auth import GuardMiddleware, sdk_transport_security, send_json
+from .edges import BodyGuard
 from .rest import EXCEPTION_HANDLERS, ROUTES
 
 log = logging.getLogger("semantic_memory.service")
@@ -29,6 +35,7 @@ log = logging.getLogger("semantic_memory.service")
 #: Seconds after start-up before the MCP SDK is loaded when no /mcp request asks for it sooner;
 #: keeps the import (which holds the GIL) out of the way of the first /health probes.
 MCP_LOAD_DELAY_S = 0.3
+SESSION_HEADER = b"mcp-session-id"
 
 
 class LazyMCP:
@@ -39,6 +46,7 @@ class LazyMCP:
         self.settings = settings
         self.state = "starting"  # -> "ready" | "failed"
         self.app: Any = None
+        self.manager: Any = None
         self._ready: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
 
@@ -56,6 +64,8 @@ class LazyMCP:
             streamable_http_path="/mcp",
             transport_security=sdk_transport_security(self.settings),
             max_request_body_size=self.settings.max_body_bytes,
+            session_idle_timeout=self.settings.mcp_session_idle_s,
+            max_sessions=self.settings.mcp_max_sessions,
         )
         return mcp, app
 
@@ -67,7 +77,7 @@ class LazyMCP:
                 await wanted.wait()
             mcp, app = await anyio.to_thread.run_sync(self._build)
             async with mcp.session_manager.run():
-                self.app, self.state = app, "ready"
+                self.app, self.manager, self.state = app, mcp.session_manager, "ready"
                 ready.set()
                 await anyio.sleep_forever()
         except Exception:
@@ -86,7 +96,37 @@ class LazyMCP:
         if self.state != "ready":
             await send_json(send, 503, {"error": f"MCP endpoint is {self.state}"})
             return
+        opens_session = scope["method"] == "POST" and all(
+            name.lower() != SESSION_HEADER for name, _ in scope["headers"])
+        if opens_session:
+            await self.make_room()
         await self.app(scope, receive, send)
+
+    async def make_room(self) -> None:
+        """At the session cap, close the least recently used idle session.
+
+        The SDK bounds the count itself but answers 503 at the cap, and has no public way to
+        list sessions; this reads its session table (`_server_instances`) and ends a session the
+        way the SDK's own idle timeout does (`_discard_session`). Should a later SDK rename them,
+        nothing is evicted and the SDK's 503 remains the bound.
+        """
+        sessions = getattr(self.manager, "_server_instances", None)
+        discard = getattr(self.manager, "_discard_session", None)
+        if not isinstance(sessions, dict) or discard is None:
+            return
+        if len(sessions) < self.settings.mcp_max_sessions:
+            return
+        # An idle session's idle-scope deadline is when its last request ended plus the idle
+        # timeout; a session with a request in flight (an open GET stream too) has none (inf).
+        idle = [(timer.deadline, sid, transport) for sid, transport in list(sessions.items())
+                if (timer := getattr(transport, "idle_scope", None)) is not None
+                and timer.deadline != math.inf]
+        if not idle:
+            return  # every session is busy: the SDK answers 503
+        _, sid, transport = min(idle, key=lambda item: item[0])
+        log.info("closing the least recently used idle MCP session (%d open, cap %d)",
+                 len(sessions), self.settings.mcp_max_sessions)
+        await discard(sid, transport)
 
 
 def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starlette:
@@ -105,7 +145,10 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
 
     app = Starlette(
         routes=[*ROUTES, Route("/mcp", lazy)],
-        middleware=[Middleware(GuardMiddleware, settings=settings)],
+        # BodyGuard outermost: the Guard's early 401/421 answers get the same draining and the
+        # JSON error shape as everything else.
+        middleware=[Middleware(BodyGuard, settings=settings),
+                    Middleware(GuardMiddleware, settings=settings)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

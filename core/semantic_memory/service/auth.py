@@ -1,10 +1,16 @@
 """Who may talk to the HTTP service: the bind rule, the Host/Origin allow-list (DNS-rebinding
 protection) and the Bearer token.
 
-- Binding anything but a loopback address without `MEMORY_TOKEN` refuses to start.
+- Binding anything but a loopback address without `MEMORY_TOKEN` refuses to start, and so does
+  a token that is not printable ASCII (it could never match: HTTP headers are Latin-1 bytes) or,
+  off loopback, a guessable one (under 32 characters or few distinct characters).
 - Every request's Host (and Origin, when a browser sends one) must name an allowed host:
   the loopback names, the bound address, and whatever `MEMORY_ALLOWED_HOSTS` adds. A web page
   that rebinds its own name to 127.0.0.1 therefore gets 421 instead of the user's memories.
+  Host is parsed strictly (reg-name, IPv4 or [IPv6], then an optional numeric port; nothing
+  else), so `evil.com@127.0.0.1` or `127.0.0.1, evil.com` are refused (400) rather than read
+  the way a lenient URL parser would. This middleware is the only Host/Origin gate, for REST and
+  `/mcp` alike: the MCP SDK's own check is switched off so that the two can never disagree.
 - With `MEMORY_TOKEN` set, every route but `/health` needs `Authorization: Bearer <token>`
   (compared in constant time).
 """
@@ -14,9 +20,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import re
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..config import ConfigError, Settings
 
@@ -24,65 +31,121 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 #: Routes reachable without the token (liveness probes, fail-open clients).
 PUBLIC_PATHS = frozenset({"/health"})
+#: Off loopback, a token must be at least this long and use this many distinct characters.
+MIN_REMOTE_TOKEN_CHARS = 32
+MIN_REMOTE_TOKEN_DISTINCT = 10
+MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+#: A Host header value: [IPv6], or an IPv4 address / DNS name (RFC 3986 unreserved characters
+#: only: no userinfo, no percent-encoding, no sub-delims), then an optional numeric port.
+HOST_RE = re.compile(r"""
+    (?: \[ (?P<ip6> [0-9A-Fa-f:.]+ ) \]  |  (?P<name> [A-Za-z0-9._~-]+ ) )
+    (?: : (?P<port> [0-9]{1,5} ) )?
+""", re.VERBOSE)
+ORIGIN_RE = re.compile(r"(?i:https?)://(?P<host>[^/?#]*)")
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
+
+
+def _numeric_address(host: str) -> str | None:
+    """The address a numeric host spelling stands for, as the OS reads it (so `127.1`,
+    `0x7f.0.0.1` and `::1` all count), or None for names; never a DNS lookup."""
+    try:
+        infos = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    return str(infos[0][4][0]).split("%", 1)[0] if infos else None
 
 
 def is_loopback(host: str) -> bool:
     host = host.strip().strip("[]").lower()
     if host == "localhost":
         return True
+    address = _numeric_address(host) if host else None
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return address is not None and ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
 
 
+def check_token(token: str, host: str) -> None:
+    """Refuse a token that can never authenticate, or (off loopback) one easy to guess."""
+    if not token:
+        return
+    if not all("!" <= ch <= "~" for ch in token):
+        raise ConfigError("MEMORY_TOKEN must be printable ASCII without spaces: HTTP headers "
+                          "cannot carry other characters, so it could never match; make one "
+                          f"with: {MAKE_TOKEN}")
+    if is_loopback(host):
+        return  # only local processes can reach it; a short token is the user's choice
+    if len(token) < MIN_REMOTE_TOKEN_CHARS or len(set(token)) < MIN_REMOTE_TOKEN_DISTINCT:
+        raise ConfigError(
+            f"MEMORY_TOKEN is too easy to guess for MEMORY_HOST={host or '(empty)'}, which is "
+            f"not loopback: use at least {MIN_REMOTE_TOKEN_CHARS} random characters, e.g. "
+            f"from: {MAKE_TOKEN}")
+
+
 def check_bind(settings: Settings) -> None:
-    """Refuse a non-loopback bind without a token (one-line ConfigError)."""
+    """Refuse a non-loopback bind without a (strong enough) token; one-line ConfigError."""
     if not is_loopback(settings.host) and not settings.token:
         raise ConfigError(
             f"MEMORY_HOST={settings.host or '(empty)'} is not a loopback address: set MEMORY_TOKEN "
             "so that every request needs a Bearer token, or bind 127.0.0.1"
         )
+    check_token(settings.token, settings.host)
+
+
+def normalize_host(name: str) -> str:
+    """Lower-case; an IP address in its canonical spelling (`[::0:1]` -> `::1`)."""
+    name = name.strip().strip("[]").lower()
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name
 
 
 def allowed_hosts(settings: Settings) -> list[str]:
-    """Host names (no port) the service answers to, lower-case."""
+    """Host names (no port) the service answers to, normalized (see `normalize_host`)."""
     names = [*LOOPBACK_NAMES]
-    bound = settings.host.strip().strip("[]").lower()
+    bound = normalize_host(settings.host)
     if bound not in WILDCARD_HOSTS:
         names.append(bound)
-    names += [h.strip().lower() for h in settings.allowed_hosts.split(",") if h.strip()]
+        address = _numeric_address(bound)  # MEMORY_HOST=127.1 also answers to 127.0.0.1
+        if address and address not in WILDCARD_HOSTS:
+            names.append(normalize_host(address))
+    names += [normalize_host(h) for h in settings.allowed_hosts.split(",") if h.strip()]
     return list(dict.fromkeys(names))
 
 
-def _bracket(name: str) -> str:
-    return f"[{name}]" if ":" in name else name
-
-
 def sdk_transport_security(settings: Settings) -> Any:
-    """The same allow-list in the MCP SDK's terms (it checks /mcp on its own too)."""
+    """The MCP SDK's own Host/Origin check, switched off: `GuardMiddleware` has already applied
+    the one allow-list to every request, /mcp included. Two checks would disagree (the SDK's is
+    case-sensitive and matches by prefix), and a request one lets through and the other refuses
+    is the very bug class this avoids. (The SDK still checks a POST's Content-Type.)"""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    hosts, origins = [], []
-    for name in allowed_hosts(settings):
-        h = _bracket(name)
-        hosts += [h, f"{h}:*"]
-        origins += [f"{scheme}://{h}{port}" for scheme in ("http", "https") for port in ("", ":*")]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+    del settings
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def _host_name(value: str) -> str | None:
-    """'Example.com:8765' / '[::1]:80' / 'http://x:1' -> the bare lower-case host name."""
-    try:
-        parts = urlsplit(value if "//" in value else f"//{value}")
-        return (parts.hostname or "").lower() or None
-    except ValueError:
+def parse_host(value: str) -> str | None:
+    """A Host header value -> the normalized host name, or None when it is malformed."""
+    match = HOST_RE.fullmatch(value)
+    if match is None or (match["port"] and int(match["port"]) > 65535):
         return None
+    if match["ip6"] is not None:
+        try:
+            return str(ipaddress.IPv6Address(match["ip6"]))
+        except ValueError:
+            return None
+    return normalize_host(match["name"])
+
+
+def parse_origin(value: str) -> str | None:
+    """An Origin header (`http://host[:port]`, nothing after) -> its host name, or None."""
+    match = ORIGIN_RE.fullmatch(value)
+    return parse_host(match["host"]) if match else None
 
 
 def bearer_ok(header: str | None, token: str) -> bool:
@@ -118,16 +181,26 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = {}
+        hosts = 0
         for key, value in scope["headers"]:
-            headers.setdefault(key.lower(), value)
+            key = key.lower()
+            hosts += key == b"host"
+            headers.setdefault(key, value)
         host = headers.get(b"host", b"").decode("latin-1")
-        if _host_name(host) not in self.hosts:
+        name = parse_host(host)
+        if hosts != 1 or name is None:  # RFC 9112 3.2: exactly one, well-formed Host
+            await send_json(send, 400, {
+                "error": "the request needs exactly one well-formed Host header "
+                         f"(host[:port]), got {host[:100]!r}" + (f" and {hosts - 1} more"
+                                                                 if hosts > 1 else "")})
+            return
+        if name not in self.hosts:
             await send_json(send, 421, {
-                "error": f"Host {host!r} is not allowed (DNS-rebinding protection); "
+                "error": f"Host {host[:100]!r} is not allowed (DNS-rebinding protection); "
                          "add it to MEMORY_ALLOWED_HOSTS"})
             return
         origin = headers.get(b"origin")
-        if origin is not None and _host_name(origin.decode("latin-1")) not in self.hosts:
+        if origin is not None and parse_origin(origin.decode("latin-1")) not in self.hosts:
             await send_json(send, 403, {"error": "Origin is not allowed"})
             return
         if self.token and scope["path"] not in PUBLIC_PATHS:

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -21,15 +20,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from .. import __version__
+from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory
-from ..models import NewMemory, RecallFilters, parse_time
+from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
 from ..pipeline import MemoryEngine, validate
 from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
 
 MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
-BODY_TIMEOUT_S = 30.0
 
 # --- request parsing -----------------------------------------------------------------------
 
@@ -41,9 +40,9 @@ def schemas() -> Any:
     return module
 
 
-def parse_model(model_name: str, data: Any) -> Any:
+def parse_model(model_name: str, data: Any, prefix: str = "") -> Any:
     module = schemas()
-    return module.parse_model(getattr(module, model_name), data)
+    return module.parse_model(getattr(module, model_name), data, prefix)
 
 
 def _reject_constant(name: str) -> Any:
@@ -51,25 +50,24 @@ def _reject_constant(name: str) -> Any:
 
 
 async def read_json(request: Request) -> Any:
-    """The request body as JSON, within the size limit; ApiError 400/408/413 otherwise."""
+    """The request body as JSON, within the size limit; ApiError 400/413 otherwise (BodyGuard
+    has refused most oversized bodies already; these checks keep the handler safe on its own)."""
     limit: int = request.app.state.settings.max_body_bytes
+    too_large = f"request body over the {limit}-byte limit (MEMORY_MAX_BODY_BYTES)"
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
             if int(declared) > limit:
-                raise ApiError(413, f"request body over the {limit}-byte limit (MEMORY_MAX_BODY_BYTES)")
+                raise ApiError(413, too_large)
         except ValueError:
             raise ApiError(400, "Content-Length is not a number") from None
     body = bytearray()
     try:
-        with anyio.fail_after(BODY_TIMEOUT_S):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise ApiError(
-                        413, f"request body over the {limit}-byte limit (MEMORY_MAX_BODY_BYTES)")
-    except TimeoutError:
-        raise ApiError(408, "request body not received in time") from None
+        # BodyGuard (edges.py) bounds the time a body may take (408) for every route.
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ApiError(413, too_large)
     except ClientDisconnect:
         raise ApiError(400, "client disconnected before sending the whole body") from None
     if not body.strip():
@@ -116,6 +114,18 @@ def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
     return memory
 
 
+def recall_item(hit: RecallHit, budget_chars: int) -> dict[str, Any]:
+    """A hit as /recall returns it: the content cleaned like the block's (wrapper tags
+    neutralised) and cut to the budget, marked `truncated` with its full length."""
+    data = hit.to_dict()
+    content = sanitize(data["content"])
+    if len(content) > budget_chars:
+        data["truncated"], data["content_chars"] = True, len(content)
+        content = clip(content, budget_chars)
+    data["content"] = content
+    return data
+
+
 def engine_of(request: Request) -> MemoryEngine:
     return request.app.state.engine
 
@@ -146,18 +156,29 @@ async def ingest(request: Request) -> JSONResponse:
     engine = engine_of(request)
     max_chars = engine.settings.max_content_chars
     batch = isinstance(data, dict) and "items" in data
-    if batch:
-        parsed = parse_model("IngestBatch", data)
-        items = [to_memory(item, f"items[{i}].", max_chars) for i, item in enumerate(parsed.items)]
-    else:
+    if not batch:
         items = [to_memory(parse_model("IngestItem", data), "", max_chars)]
+    else:
+        # Item by item: one bad chunk of a 200-chunk flush must not cost the other 199.
+        raw_items = parse_model("IngestBatch", data).items
+        bad: dict[int, str] = {}
+        items = []
+        for i, raw in enumerate(raw_items):
+            field = f"items[{i}]."
+            try:
+                items.append(to_memory(parse_model("IngestItem", raw, field), field, max_chars))
+            except ApiError as exc:
+                bad[i] = exc.message
     try:
-        results = await threaded(engine.ingest, items)
+        stored = await threaded(engine.ingest, items) if items else []
     except InvalidMemory as exc:  # validated above; kept as a net
         raise ApiError(422, str(exc), str(exc).split(":", 1)[0]) from None
-    out = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
     if not batch:
-        return JSONResponse(out[0])
+        return JSONResponse(stored[0].to_dict() | {"duplicate": stored[0].status == "duplicate"})
+    queue = iter(stored)
+    results = [IngestResult("rejected", reason=bad[i]) if i in bad else next(queue)
+               for i in range(len(raw_items))]
+    out = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
     counts = {s: sum(r.status == s for r in results) for s in ("new", "duplicate", "rejected")}
     return JSONResponse({"results": out, **counts})
 
@@ -172,7 +193,8 @@ async def recall(request: Request) -> JSONResponse:
         exclude = engine.in_session_context(req.session) if req.session else None
         hits = engine.recall(req.query, req.k, filters, exclude=exclude,
                              relevant_only=req.relevant_only)
-        return [h.to_dict() for h in hits], engine.injection_block(req.query, hits, req.budget_chars)
+        return ([recall_item(h, req.budget_chars) for h in hits],
+                engine.injection_block(req.query, hits, req.budget_chars))
 
     items, block = await threaded(work)
     # Which memories made it into the block (the budget may leave some out): what an injecting

@@ -26,9 +26,10 @@ Timestamp = float | str
 
 
 class _Body(BaseModel):
-    """JSON bodies: strict types (no "5" for 5, no true for 1); unknown fields are ignored."""
+    """JSON bodies: strict types (no "5" for 5, no true for 1); an unknown field is an error
+    (a misspelt `projetc` would otherwise store a memory without its project)."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="forbid")
 
 
 class IngestItem(_Body):
@@ -41,7 +42,8 @@ class IngestItem(_Body):
 
 
 class IngestBatch(_Body):
-    items: list[IngestItem] = Field(min_length=1, max_length=MAX_BATCH)
+    #: Each item is checked on its own (an IngestItem): a bad one is rejected, not the batch.
+    items: list[Any] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class RecallRequest(_Body):
@@ -98,14 +100,17 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out or "body"
 
 
-def parse_model(model: type[Model], data: Any) -> Model:
-    """Validate `data` as `model`; ApiError 422 naming the first bad field otherwise."""
+def parse_model(model: type[Model], data: Any, prefix: str = "") -> Model:
+    """Validate `data` as `model`; ApiError 422 naming the first bad field otherwise (`prefix`
+    is prepended to field names, e.g. "items[3].")."""
     if not isinstance(data, dict):
-        raise ApiError(422, "body: expected a JSON object", "body")
+        name = prefix.rstrip(".") or "body"
+        raise ApiError(422, f"{name}: expected a JSON object", name)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = [{"field": _loc(tuple(e["loc"])), "message": e["msg"]}
+        errors = [{"field": prefix + _loc(tuple(e["loc"])),
+                   "message": "unknown field" if e["type"] == "extra_forbidden" else e["msg"]}
                   for e in exc.errors(include_url=False, include_input=False)]
         first = errors[0]
         raise ApiError(422, f"{first['field']}: {first['message']}", first["field"],

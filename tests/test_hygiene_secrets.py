@@ -1,0 +1,202 @@
+"""Secret redaction: one corpus sample (at least) per rule, and prose that must stay intact.
+
+Provider token prefixes are split across string literals ("sk_" "live_") so that this file
+does not itself look like a leaked credential to secret scanners.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from semantic_memory.default_plugins.redaction import RULES, redact
+from semantic_memory.models import NewMemory
+from semantic_memory.pipeline import MemoryEngine
+
+A24 = "aB3dE5gH7jK9mN1pQ3sT5vW7"  # a random-looking body
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # 40 characters, AWS's documented sample
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nVJTUt9Us8cKjMzEfYyjiWA4R4"
+
+#: (sample, kind, a fragment that must not survive)
+SECRETS: list[tuple[str, str, str]] = [
+    # private keys: complete, truncated, PGP, JSON-escaped
+    (f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
+     "private-key", "MIIEvQ"),
+    (f"key:\n-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n\nrotated since", "private-key",
+     "VJTUt9"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\nlQOYBF0abcdefghijklmnopqrstuv"
+     "wxyz0123\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----", "private-key", "lQOYBF0"),
+    ('{"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\n'
+     '-----END PRIVATE KEY-----\\n"}', "private-key", "MIIEvQ"),
+    ("private_key = 'c2VjcmV0a2V5bWF0ZXJpYWw'", "private-key", "c2VjcmV0"),
+    # AWS
+    ("aws " "AKIA" "ABCDEFGHIJKLMNOP in the config", "aws-access-key-id", "ABCDEFGHIJKLMNOP"),
+    (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", "aws-secret-key", "wJalrXUtn"),
+    (f"[default]\naws_secret_access_key = {AWS_SECRET}", "aws-secret-key", "wJalrXUtn"),
+    (f'"SecretAccessKey": "{AWS_SECRET}"', "aws-secret-key", "wJalrXUtn"),
+    # provider tokens
+    ("token " "ghp_" "abcdefghijklmnopqrstuvwxyz0123456789", "github-token", "abcdefghijkl"),
+    ("github_" "pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789", "github-token", "11ABCD"),
+    ("CI_TOKEN=glpat" "-xxYYzz0123456789abcdEF", "gitlab-token", "xxYYzz"),
+    ("//registry.npmjs.org/:_authToken=npm" "_abcdefghijklmnopqrstuvwxyz0123456789",
+     "npm-token", "abcdefghijkl"),
+    (f"STRIPE_KEY=sk_" f"live_{A24}", "stripe-key", A24),
+    (f"restricted rk_" f"live_{A24}", "stripe-key", A24),
+    ("maps key AI" "zaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", "google-api-key", "SyDdI0hCZ"),
+    ("SLACK_BOT=xoxb" "-123456789012-abcdefghijkl", "slack-token", "123456789012"),
+    ("https://hooks.slack.com/services/" "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+     "slack-webhook", "T00000000"),
+    ("twilio SK" "0123456789abcdef0123456789abcdef", "twilio-api-key", "0123456789abcdef"),
+    ("SENDGRID=SG" ".abcdefghijklmnopqrstuv.abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+     "sendgrid-key", "abcdefghijklmnopqrstuv"),
+    ("HF_TOKEN=hf" "_abcdefghijklmnopqrstuvwxyzABCDEFGH", "huggingface-token", "abcdefghijkl"),
+    ("ANTHROPIC_API_KEY=sk-ant" "-api03-abcdefghijklmnopqrstuvwxyz", "anthropic-key", "api03"),
+    ("export OPENAI_API_KEY=sk-proj" "-abcdefghijklmnopqrstuvwxyz123456", "openai-key",
+     "abcdefghijkl"),
+    ("cookie eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P",
+     "jwt", "dozjgNryP4J3"),
+    # headers
+    ("curl -H 'Authorization: Bearer abc.def.ghi-very-secret'", "bearer-token", "very-secret"),
+    ("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA=='", "basic-auth", "dXNlcjpw"),
+    # credentials in URLs
+    ("DATABASE_URL=postgres://app:s3cr3tpw@db/prod", "db-url-password", "s3cr3tpw"),
+    ("mysql://root:rootpw99@localhost:3306/app", "db-url-password", "rootpw99"),
+    ("mongodb+srv://admin:pa55word@cluster0.mongodb.net/test", "db-url-password", "pa55word"),
+    ("REDIS_URL=redis://:redispass1@cache:6379/0", "db-url-password", "redispass1"),
+    ("amqp://guest:guestpw1@rabbit:5672/", "db-url-password", "guestpw1"),
+    ("postgresql+psycopg://u:p%40ss@h/db", "db-url-password", "p%40ss"),
+    ("git clone https://deploy:ghpass123@git.example.com/repo.git", "url-password", "ghpass123"),
+    # assignments: env, ini, YAML, JSON, quoted, CLI
+    ("DB_PASSWORD=hunter2", "password", "hunter2"),
+    ("db password: hunter2hunter2", "password", "hunter2"),
+    ("password = S3cr3t!pass", "password", "S3cr3t"),
+    ('{"password": "correct horse battery staple"}', "password", "horse"),
+    ("password: 'S3cr3t!pass'", "password", "S3cr3t"),
+    ("db:\n  password: hunter\n  host: db", "password", "hunter"),
+    ("mysql -u root --password hunter22 -h db", "password", "hunter22"),
+    ("psql --password=pg-Secret9", "password", "pg-Secret9"),
+    ("MYSQL_ROOT_PWD=r00tr00t", "password", "r00tr00t"),
+    ("client_secret: 9f8e7d6c5b4a", "secret", "9f8e7d6c5b4a"),
+    ("SECRET_KEY = 'django-insecure-abc123'", "secret", "django-insecure"),
+    ("app --token=foo", "token", "foo"),
+    ("TWILIO_AUTH_TOKEN=0123456789abcdef0123456789abcdef", "token", "0123456789abcdef"),
+    ("access_token: ya29.a0AfH6SMBx", "token", "ya29"),
+    ("x-api-key: 7c9e6679f4a1", "api-key", "7c9e6679"),
+    ("apikey=Zm9vYmFyYmF6", "api-key", "Zm9vYmFy"),
+    ("deploy --api-key k3yk3yk3y99", "api-key", "k3yk3y"),
+]
+
+#: Prose and code that mention secrets without containing one: stored unchanged.
+BENIGN = [
+    "the password reset flow lives in auth/reset.py",
+    "token budget is 2000",
+    "set api_key in the settings page",
+    "password: stored in the vault, ask ops",
+    "token: see below",
+    "api_key: <your-key>",
+    "export GITHUB_TOKEN=$GITHUB_TOKEN",
+    'PASSWORD="${DB_PASSWORD}"',
+    "max_tokens=4096 for the summariser",
+    "def connect(password: str, token: Optional[str] = None) -> Conn:",
+    "client = Client(api_key=api_key, password=self.password)",
+    "token = os.environ['GITHUB_TOKEN']",
+    "AUTH_PASSWORD_VALIDATORS = [",
+    "private_key: ~/.ssh/id_rsa",
+    "use the --password flag to be prompted",
+    "use the --password flag.",
+    "password: changeme",
+    "secret: true",
+    "the tokenizer splits on whitespace",
+    "secrets are loaded from AWS Secrets Manager",
+    "Secret rotation runs weekly (see ops/rotate.sh)",
+    "token_url: https://auth.example.com/oauth/token",
+    "see https://docs.python.org/3/library/secrets.html",
+    "postgres://localhost:5432/app has no credentials in dev",
+    "redis://cache:6379/0",
+    "ssh://git@github.com:22/org/repo.git",
+    "Authorization: Bearer $TOKEN is added by the client",
+    "the JWT is validated in middleware/auth.py",
+    "AKIA prefix marks long-lived AWS access keys",
+    "sk-learn is scikit-learn's nickname",
+    "password_min_length: 12",
+    "token_ttl=3600",
+    "the -p flag sets the port",
+    "mysql -u root -p",
+    "PGPASSWORD is read by psql if set",
+    "hash the password with bcrypt before storing it",
+    "DB_PASSWORD_FILE=/run/secrets/db_password",
+    "api-key header is required for /v2 endpoints",
+    "the login form posts username and password to /session",
+    "-----BEGIN CERTIFICATE----- blocks are public, fine to keep",
+    "ghp_ tokens are rejected by the new org policy",
+    "git log --author=alice --since=2.weeks",
+    "the secret sauce is the RRF fusion",
+    "Password: ********",
+    "api_key: xxxxxxxx",
+]
+
+
+@pytest.mark.parametrize("sample,kind,leak", SECRETS,
+                         ids=[f"{kind}-{i}" for i, (_, kind, _) in enumerate(SECRETS)])
+def test_secret_is_redacted_with_its_kind(sample: str, kind: str, leak: str) -> None:
+    out = redact(sample)
+    assert f"[REDACTED:{kind}]" in out, out
+    assert leak not in out, out
+    assert out.count("[REDACTED:") == 1, out  # one secret, one marker: no double redaction
+
+
+def test_every_rule_has_a_corpus_sample() -> None:
+    assert {r.kind for r in RULES} <= {kind for _, kind, _ in SECRETS}
+
+
+@pytest.mark.parametrize("sample", BENIGN)
+def test_prose_and_code_are_left_alone(sample: str) -> None:
+    assert redact(sample) == sample
+
+
+@pytest.mark.parametrize("sample,expected", [
+    ("DATABASE_URL=postgres://app:s3cr3t@db/prod",
+     "DATABASE_URL=postgres://app:[REDACTED:db-url-password]@db/prod"),
+    ('{"user": "app", "password": "p4ss word", "port": 5432}',
+     '{"user": "app", "password": "[REDACTED:password]", "port": 5432}'),
+    ("mysql --password hunter22 -h db", "mysql --password [REDACTED:password] -h db"),
+    ("f(password=hunter2)", "f(password=[REDACTED:password])"),
+    ("https://hooks.slack.com/services/" "T0/B0/abcdefghijklmnopqrstuvwx",
+     "https://hooks.slack.com/services/[REDACTED:slack-webhook]"),
+    ("key:\n-----BEGIN PRIVATE KEY-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n\nRotated in May.",
+     "key:\n[REDACTED:private-key]\n\nRotated in May."),
+])
+def test_only_the_secret_part_is_replaced(sample: str, expected: str) -> None:
+    assert redact(sample) == expected
+
+
+def test_every_stored_free_text_field_is_redacted(engine: MemoryEngine) -> None:
+    gh = "ghp_" "abcdefghijklmnopqrstuvwxyz0123456789"
+    engine.store_one(NewMemory("deploy notes", project="acme api_key=k3yk3yk3y99", tags=[gh]))
+    memory = engine.list(limit=1)[0]
+    assert memory.project == "acme api_key=[REDACTED:api-key]"
+    assert memory.tags == ["[REDACTED:github-token]"]
+    engine.record_injection(uids=[memory.uid], project="x password=hunter22",
+                            query="why does postgres://app:pw9secret@db/prod time out")
+    report = engine.injections()[0]
+    assert report["project"] == "x password=[REDACTED:password]"
+    assert "pw9secret" not in report["query"] and "[REDACTED:db-url-password]" in report["query"]
+
+
+@pytest.mark.parametrize("hostile", [
+    "-----BEGIN PRIVATE KEY-----" * 40_000,
+    "-----BEGIN PRIVATE KEY-----\n" + "QUJD" * 250_000,
+    "password=" * 120_000,
+    "password: " + "a " * 500_000,
+    "--password " * 100_000,
+    "://a:" * 200_000,
+    "postgres://" + "a:" * 500_000,
+    "token" * 200_000,
+    "a" * 1_000_000,
+    " " * 1_000_000,
+    "eyJ" + "a" * 1_000_000,
+])
+def test_a_hostile_megabyte_is_redacted_in_linear_time(hostile: str) -> None:
+    start = time.perf_counter()
+    redact(hostile)
+    assert time.perf_counter() - start < 2.0

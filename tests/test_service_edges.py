@@ -1,0 +1,357 @@
+"""The service's edges, against a real `memory-mcp` process over real sockets: body-read timeout
+(408) and oversized bodies (413) on REST and /mcp alike, answers a client that writes its whole
+body before reading can still read, JSON error bodies for everything (the HTTP parser's own 400s
+included), one-line MCP argument errors, and the MCP session cap and idle timeout."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from semantic_memory.config import ConfigError, Settings
+from test_service_support import Service, memory_mcp_command, service_env, start_service
+
+BODY_LIMIT = 64 * 1024
+BODY_TIMEOUT_S = 2
+MAX_SESSIONS = 5
+ACCEPT = "application/json, text/event-stream"
+PROTOCOL = "2025-11-25"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": PROTOCOL, "capabilities": {},
+    "clientInfo": {"name": "edges", "version": "1"}}}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start_service(tmp_path_factory.mktemp("edges"), MEMORY_MAX_BODY_BYTES=str(BODY_LIMIT),
+                        MEMORY_BODY_TIMEOUT_S=str(BODY_TIMEOUT_S),
+                        MEMORY_MCP_MAX_SESSIONS=str(MAX_SESSIONS))
+    with svc.client() as client:  # load the MCP SDK before the timing-sensitive tests
+        assert client.post("/mcp", json=INITIALIZE, headers={"accept": ACCEPT}).status_code == 200
+    yield svc
+    svc.stop()
+
+
+# --- raw HTTP helpers -------------------------------------------------------------------------
+
+
+def port_of(svc: Service) -> int:
+    return int(svc.info["port"])
+
+
+def exchange(svc: Service, data: bytes, timeout: float = 20) -> bytes:
+    """Send raw bytes, read until the server closes the connection."""
+    with socket.create_connection(("127.0.0.1", port_of(svc)), timeout=timeout) as sock:
+        sock.sendall(data)
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+    return out
+
+
+def parse(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+def assert_json_error(status: int, headers: dict[str, str], body: bytes) -> str:
+    """A JSON error body with a one-line message; returns the message."""
+    assert status >= 400
+    assert headers["content-type"] == "application/json", (status, headers, body)
+    data = json.loads(body)
+    error = data["error"]
+    message = error["message"] if isinstance(error, dict) else error  # JSON-RPC keeps its shape
+    assert isinstance(message, str) and message and "\n" not in message, data
+    return message
+
+
+def request(method: str, path: str, body: bytes = b"", **headers: str) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
+             *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items())]
+    if body or method == "POST":
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+# --- 1. body-read timeout ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/recall"])
+def test_a_body_that_never_arrives_is_408(service: Service, path: str) -> None:
+    started = time.monotonic()
+    raw = exchange(service, (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n").encode() + b'{"jsonrpc": "2"')
+    elapsed = time.monotonic() - started
+    status, headers, body = parse(raw)
+    assert status == 408, raw
+    assert "MEMORY_BODY_TIMEOUT_S" in assert_json_error(status, headers, body)
+    assert headers["connection"] == "close"
+    assert BODY_TIMEOUT_S - 0.5 <= elapsed < BODY_TIMEOUT_S + 5
+
+
+def test_a_slow_client_does_not_block_others(service: Service) -> None:
+    with socket.create_connection(("127.0.0.1", port_of(service))) as slow:
+        slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 50\r\n\r\n{")
+        with service.client() as client:
+            assert client.get("/health", timeout=5).status_code == 200
+
+
+# --- 2. oversized bodies: the client reads the 413 ----------------------------------------------
+
+
+def urllib_post(svc: Service, path: str, body: bytes, **headers: str) -> tuple[int, str, bytes]:
+    req = urllib.request.Request(svc.url + path, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": ACCEPT, **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.status, response.headers["content-type"], response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["content-type"], exc.read()
+
+
+@pytest.mark.parametrize("path", ["/recall", "/ingest", "/mcp"])
+@pytest.mark.parametrize("size", [BODY_LIMIT + 1, 3 * BODY_LIMIT, 5 * 1024 * 1024])
+def test_oversized_body_without_expect_reads_413(service: Service, path: str, size: int) -> None:
+    """urllib sends the whole body before it reads anything: closing on unread data would
+    reset the connection before it sees the answer."""
+    for _ in range(4):
+        status, content_type, body = urllib_post(service, path, b"x" * size)
+        assert status == 413
+        assert content_type == "application/json"
+        assert "MEMORY_MAX_BODY_BYTES" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("path", ["/recall", "/mcp"])
+def test_oversized_chunked_body_is_413(service: Service, path: str) -> None:
+    chunk = b"y" * 8192
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(2 * BODY_LIMIT // 8192))
+    raw = exchange(service, (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: {ACCEPT}\r\nTransfer-Encoding: chunked\r\n\r\n").encode() + chunks + b"0\r\n\r\n")
+    status, headers, body = parse(raw)
+    assert status == 413
+    assert_json_error(status, headers, body)
+
+
+@pytest.mark.parametrize("path", ["/recall", "/mcp"])
+def test_expect_continue_gets_413_before_sending(service: Service, path: str) -> None:
+    raw = exchange(service, (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Expect: 100-continue\r\nContent-Length: {BODY_LIMIT * 10}\r\n\r\n").encode())
+    status, headers, body = parse(raw)
+    assert status == 413
+    assert_json_error(status, headers, body)
+
+
+def test_a_body_within_the_limit_still_works(service: Service) -> None:
+    content = "z" * (BODY_LIMIT - 200)
+    status, _, body = urllib_post(service, "/ingest", json.dumps({"content": content}).encode())
+    assert status == 200 and json.loads(body)["status"] in ("new", "duplicate")
+
+
+# --- 3. every error is JSON ---------------------------------------------------------------------
+
+
+PARSER_ERRORS = {
+    "bad content-length": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Length: abc\r\n\r\n",
+    "content-length and transfer-encoding": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "two content-lengths": b"POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n"
+    b"Content-Length: 3\r\n\r\n{}",
+    "unknown method": b"FROB /recall HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "malformed request line": b"GET\r\n\r\n",
+    "not HTTP at all": b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40,
+    "bad header name": b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header: x\r\n\r\n",
+    "control character in a header": b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"X: a\x01b\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("name", list(PARSER_ERRORS))
+def test_parser_level_errors_are_json(service: Service, name: str) -> None:
+    status, headers, body = parse(exchange(service, PARSER_ERRORS[name]))
+    assert status == 400, (name, body)
+    message = assert_json_error(status, headers, body)
+    assert message.startswith("invalid HTTP request")
+    assert headers["connection"] == "close"
+
+
+MCP_ERRORS = [
+    # (what, raw request)
+    ("text/plain POST", request("POST", "/mcp", json.dumps(INITIALIZE).encode(),
+                                content_type="text/plain", accept=ACCEPT)),
+    ("no Accept", request("POST", "/mcp", json.dumps(INITIALIZE).encode(),
+                          content_type="application/json")),
+    ("not JSON", request("POST", "/mcp", b"{nope", content_type="application/json",
+                         accept=ACCEPT)),
+    ("not JSON-RPC", request("POST", "/mcp", b"{}", content_type="application/json",
+                             accept=ACCEPT)),
+    ("unknown session", request("POST", "/mcp", b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                                content_type="application/json", accept=ACCEPT,
+                                mcp_session_id="f" * 32, mcp_protocol_version=PROTOCOL)),
+    ("GET without a session", request("GET", "/mcp", accept="text/event-stream")),
+    ("DELETE without a session", request("DELETE", "/mcp")),
+    ("PUT", request("PUT", "/mcp", b"{}", content_type="application/json")),
+    ("unknown route", request("GET", "/nope")),
+    ("wrong method", request("GET", "/ingest")),
+]
+
+
+@pytest.mark.parametrize(("what", "raw"), MCP_ERRORS, ids=[what for what, _ in MCP_ERRORS])
+def test_mcp_and_route_errors_are_json_with_one_line(service: Service, what: str,
+                                                     raw: bytes) -> None:
+    status, headers, body = parse(exchange(service, raw))
+    assert status >= 400, (what, body)
+    assert_json_error(status, headers, body)
+
+
+# --- 4. MCP argument errors ---------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def http_session(url: str) -> AsyncIterator[ClientSession]:
+    async with httpx2.AsyncClient(timeout=30) as http, \
+            streamable_http_client(url, http_client=http) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def stdio_session(tmp: Path) -> AsyncIterator[ClientSession]:
+    command = memory_mcp_command()
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
+                                   env=service_env(tmp))
+    with open(tmp / "stdio-stderr.log", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                yield session
+
+
+BAD_CALLS = [
+    # (tool, arguments, what the one line must name)
+    ("memory_store", {"content": 5}, "content: Input should be a valid string"),
+    ("memory_store", {}, "content: missing required argument"),
+    ("memory_store", {"content": "x", "colour": "red"}, "colour: unknown argument"),
+    ("memory_store", {"content": "x", "tags": ["a", 7]}, "tags[1]: Input should be a valid"),
+    ("memory_recall", {"query": "x", "k": 51}, "k: Input should be less than or equal to 50"),
+    ("memory_recall", {"query": "x", "limit": 3}, "limit: unknown argument"),
+    ("memory_list", {"limit": "many"}, "limit: Input should be a valid integer"),
+    ("memory_forget", {"uid": "a", "all": True}, "all: unknown argument"),
+    ("memory_stats", {"verbose": True}, "verbose: unknown argument"),
+]
+
+
+async def check_bad_calls(session: ClientSession) -> None:
+    for name, args, needle in BAD_CALLS:
+        result = await session.call_tool(name, args)
+        assert result.is_error, (name, args)
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert needle in text, (name, args, text)
+        assert "\n" not in text and "pydantic" not in text and "http" not in text, text
+        assert text.startswith(f"invalid arguments for {name}: ")
+    assert (await session.call_tool("memory_stats", {})).is_error is False  # session goes on
+
+
+def test_mcp_argument_errors_are_one_line_over_http(service: Service) -> None:
+    async def main() -> None:
+        async with http_session(service.mcp_url) as session:
+            await check_bad_calls(session)
+
+    anyio.run(main)
+
+
+def test_mcp_argument_errors_are_one_line_over_stdio(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with stdio_session(tmp_path) as session:
+            await check_bad_calls(session)
+
+    anyio.run(main)
+
+
+# --- 5. MCP sessions: capped, and closed when idle ------------------------------------------------
+
+
+def open_session(client: httpx2.Client) -> str:
+    response = client.post("/mcp", json=INITIALIZE, headers={"accept": ACCEPT})
+    assert response.status_code == 200, response.text
+    return response.headers["mcp-session-id"]
+
+
+def session_alive(client: httpx2.Client, session_id: str) -> bool:
+    response = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers={
+        "accept": ACCEPT, "mcp-session-id": session_id, "mcp-protocol-version": PROTOCOL})
+    assert response.status_code in (200, 404), response.text
+    return response.status_code == 200
+
+
+def test_session_cap_closes_the_least_recently_used(service: Service) -> None:
+    with service.client() as client:
+        ids = [open_session(client) for _ in range(4 * MAX_SESSIONS)]  # never closed
+        alive = [sid for sid in ids if session_alive(client, sid)]
+        assert alive == ids[-MAX_SESSIONS:]  # the least recently used ones were closed
+
+    async def main() -> None:
+        async with http_session(service.mcp_url) as session:
+            assert (await session.call_tool("memory_stats", {})).is_error is False
+
+    anyio.run(main)
+    with service.client() as client:
+        assert sum(session_alive(client, sid) for sid in ids) <= MAX_SESSIONS - 1
+
+
+def test_idle_session_is_closed(tmp_path: Path) -> None:
+    svc = start_service(tmp_path, MEMORY_MCP_SESSION_IDLE_S="1")
+    try:
+        with svc.client() as client:
+            session_id = open_session(client)
+            assert session_alive(client, session_id)
+            deadline = time.monotonic() + 15
+            while session_alive(client, session_id):
+                assert time.monotonic() < deadline, "idle session was never closed"
+                time.sleep(1.5)  # a ping resets the idle clock: sleep past it
+            assert open_session(client)
+    finally:
+        svc.stop()
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("MEMORY_BODY_TIMEOUT_S", "0"), ("MEMORY_BODY_TIMEOUT_S", "nan"),
+    ("MEMORY_BODY_TIMEOUT_S", "-1"), ("MEMORY_MCP_MAX_SESSIONS", "0"),
+    ("MEMORY_MCP_MAX_SESSIONS", "many"), ("MEMORY_MCP_SESSION_IDLE_S", "0"),
+    ("MEMORY_MCP_SESSION_IDLE_S", "inf"),
+])
+def test_bad_limits_are_config_errors(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name) as info:
+        Settings.from_env({name: value})
+    assert "\n" not in str(info.value)
+
+
+def test_limit_defaults() -> None:
+    settings = Settings.from_env({})
+    assert settings.body_timeout_s == 30 and settings.mcp_max_sessions == 100
+    assert settings.mcp_session_idle_s == 1800
