@@ -10,18 +10,20 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from semantic_memory.config import ConfigError, Settings
-from test_service_support import Service, memory_mcp_command, service_env, start_service
+from test_service_support import (
+    Service,
+    http_session,
+    start_service,
+    stdio_session,
+)
 
 BODY_LIMIT = 64 * 1024
 BODY_TIMEOUT_S = 2
@@ -226,27 +228,6 @@ def test_mcp_and_route_errors_are_json_with_one_line(service: Service, what: str
 
 
 # --- 4. MCP argument errors ---------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
-    async with httpx2.AsyncClient(timeout=30) as http, \
-            streamable_http_client(url, http_client=http) as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            yield session
-
-
-@asynccontextmanager
-async def stdio_session(tmp: Path) -> AsyncIterator[ClientSession]:
-    command = memory_mcp_command()
-    params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
-                                   env=service_env(tmp))
-    with open(tmp / "stdio-stderr.log", "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                yield session
 
 
 BAD_CALLS = [

@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from test_service_support import Service, memory_mcp_command, service_env, start_service
+from test_service_support import (
+    Service,
+    http_session,
+    memory_mcp_command,
+    service_env,
+    start_service,
+    stdio_session,
+)
 
 TOOLS = {"memory_store", "memory_recall", "memory_forget", "memory_list", "memory_stats"}
 TOKEN = "mcp-test-token"
@@ -28,28 +31,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = start_service(tmp_path_factory.mktemp("mcp"), MEMORY_TOKEN=TOKEN)
     yield svc
     svc.stop()
-
-
-@asynccontextmanager
-async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-            streamable_http_client(url, http_client=http) as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            yield session
-
-
-@asynccontextmanager
-async def stdio_session(tmp: Path) -> AsyncIterator[ClientSession]:
-    command = memory_mcp_command()
-    params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
-                                   env=service_env(tmp))
-    with open(tmp / "stdio-stderr.log", "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                yield session
 
 
 def run(func: Callable[[], Awaitable[Any]]) -> Any:

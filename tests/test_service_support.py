@@ -13,11 +13,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 LISTENING = "MEMORY_MCP_LISTENING "
 START_TIMEOUT_S = 30.0
@@ -116,3 +121,25 @@ def wait_gone(path: Path, timeout: float = 10) -> bool:
             return True
         time.sleep(0.05)
     return not path.exists()
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            streamable_http_client(url, http_client=http) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def stdio_session(tmp: Path) -> AsyncIterator[ClientSession]:
+    command = memory_mcp_command()
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
+                                   env=service_env(tmp))
+    with open(tmp / "stdio-stderr.log", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                yield session
