@@ -187,9 +187,12 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             _dump(engine, data, args.dump)
         configs: dict[str, dict[str, Any]] = {
             "bm25_only": {"_bm25": True},
-            "hybrid_rrf_equal": {"fast_path": False, "recall_min_cosine": 0.0,
+            "hybrid_rrf_equal": {"fusion": "rrf", "fast_path": False, "recall_min_cosine": 0.0,
                                  "fusion_gate_power": 0.0, "channel_weights": "vector=1"},
-            "hybrid_model_weight_only": {"fast_path": False, "fusion_gate_power": 0.0},
+            "hybrid_rrf_model_weight_only": {"fusion": "rrf", "fast_path": False,
+                                             "fusion_gate_power": 0.0},
+            "hybrid_rrf": {"fusion": "rrf"},
+            "hybrid_no_neighbours": {"neighbours": 0},
             "hybrid_default_no_fast_path": {"fast_path": False},
             "hybrid_default": {},
         }
@@ -216,11 +219,32 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 engine.weights = saved_w
             embedder.save()
+        if args.shares:
+            report["shares"] = share_sweep(engine, data, [float(x) for x in args.shares.split(",")])
+            embedder.save()
         for r in results.values():
             r.pop("per_sample", None)
         engine.close()
     embedder.save()
     return report
+
+
+def share_sweep(engine: MemoryEngine, data: list[Conversation], shares: list[float],
+                k: int = 10) -> dict[str, Any]:
+    """Score fusion at each vector share (MEMORY_FUSION_VECTOR_SHARE), with leave-one-
+    conversation-out on R@k: the share chosen on four conversations, scored on the fifth."""
+    runs = {share: evaluate(_ready(_recall_fn(engine, fusion="score",
+                                              fusion_vector_share=share)), data)
+            for share in shares}
+    folds = {}
+    for held in (c.sample_id for c in data):
+        best = max(shares, key=lambda sh: statistics.fmean(
+            v[k] for s, v in runs[sh]["per_sample"].items() if s != held))
+        folds[held] = {"chosen": best, f"R@{k}": runs[best]["per_sample"][held][k]}
+    n = {c.sample_id: len(c.questions) for c in data}
+    pooled = sum(f[f"R@{k}"] * n[s] for s, f in folds.items()) / sum(n.values())
+    return {"recall": {str(sh): r["recall"] for sh, r in runs.items()},
+            "leave_one_out": {"folds": folds, f"R@{k}": round(pooled, 1)}}
 
 
 def _dump(engine: MemoryEngine, data: list[Conversation], path: str) -> None:
@@ -327,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="minilm")
     p.add_argument("--data", default=None)
     p.add_argument("--dump", default=None, help="write per-question channel rankings here")
+    p.add_argument("--shares", default=None, metavar="S1,S2,…",
+                   help="also sweep the score-fusion vector share, with leave-one-out")
     p.add_argument("--threads", type=int, default=1,
                    help="llama.cpp threads (1 is fastest on a shared 2-core machine)")
     p.add_argument("--config", action="append",

@@ -22,6 +22,7 @@ turn ids (identical turns of one conversation are indistinguishable, so a hit co
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import sqlite3
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from semantic_memory.channels import STOPWORDS, words
@@ -238,6 +239,36 @@ def sweep(data: list[Conversation], channel: str, weights: list[float], k: int =
     }
 
 
+def grid(data: list[Conversation], system: System, space: dict[str, list[float]],
+         k: int = 10) -> dict:
+    """recall@k (every k of KS) for each combination of the Settings values in `space`, on one
+    engine whose settings are swapped in place, plus leave-one-conversation-out on R@`k`: the
+    combination chosen on four conversations, scored on the fifth."""
+    recall = system(data)
+    engine = recall.engine  # type: ignore[attr-defined]
+    names = list(space)
+    runs = {}
+    for values in itertools.product(*(space[n] for n in names)):
+        engine.settings = replace(engine.settings, **dict(zip(names, values, strict=True)))
+        runs[values] = question_recalls(recall, data)[0]
+    samples = [c.sample_id for c in data]
+    folds, pooled = {}, {}
+    for held in samples:
+        train = [s for s in samples if s != held]
+        best = max(runs, key=lambda v: mean_recall(runs[v], k, train))
+        folds[held] = {"chosen": dict(zip(names, best, strict=True)),
+                       f"R@{k}": mean_recall(runs[best], k, [held])}
+        pooled[held] = runs[best][held]
+    engine.close()
+    label = ", ".join
+    return {
+        "grid": {label(f"{n}={v}" for n, v in zip(names, values, strict=True)):
+                 {kk: mean_recall(r, kk) for kk in KS} for values, r in runs.items()},
+        "leave_one_out": {"folds": folds,
+                          "recall": {kk: mean_recall(pooled, kk) for kk in KS}},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo json file")
@@ -249,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-sample", action="store_true", help="add per-conversation recall")
     parser.add_argument("--sweep", default=None, metavar="CHANNEL=W1,W2,...",
                         help="instead: sweep one channel's fusion weight, with leave-one-out")
+    parser.add_argument("--grid", default=None, metavar="SETTING=V1,V2;SETTING=…",
+                        help="instead: every combination of these Settings values on the "
+                             "fused engine (--plugins), with leave-one-out, e.g. "
+                             "'neighbours=0,1,2;neighbour_gap=1,2'")
+    parser.add_argument("--plugins", default=BM25, help="the engine of --grid (MEMORY_PLUGINS)")
     args = parser.parse_args(argv)
     data = load(args.data)
     report: dict[str, object] = {
@@ -258,7 +294,15 @@ def main(argv: list[str] | None = None) -> int:
         "questions": sum(len(c.questions) for c in data),
         "metric": "recall@k in %: share of evidence turns in the top k, mean over questions",
     }
-    if args.sweep:
+    if args.grid:
+        space = {}
+        for part in args.grid.split(";"):
+            name, _, values = part.partition("=")
+            kind = type(getattr(Settings(), name.strip()))
+            space[name.strip()] = [kind(v) for v in values.split(",")]
+        overrides = {"channel_weights": args.weights} if args.weights is not None else {}
+        report["grid"] = grid(data, engine_system(args.plugins, **overrides), space)
+    elif args.sweep:
         channel, _, values = args.sweep.partition("=")
         report["sweep"] = sweep(data, channel, [float(v) for v in values.split(",")])
     else:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,8 +53,52 @@ def run_hook(harness: str, event: str, payload: dict[str, Any] | bytes | str,
                    time.monotonic() - start)
 
 
+def run_memory_mcp(env: dict[str, str], *args: str) -> str:
+    """`memory-mcp ARGS` in `env`; its stdout (a failing command fails the test)."""
+    done = subprocess.run([*memory_mcp_command(), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def hook_log(tmp: Path) -> list[dict[str, Any]]:
     path = tmp / "hooks.jsonl"
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound, then closed): a service that is down."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def hanging_server() -> Iterator[str]:
+    """The URL of a server that accepts connections and never answers: a hung service."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        server.close()

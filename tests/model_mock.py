@@ -9,7 +9,9 @@ streamed as server-sent events:
 
 Every request body is recorded (`requests`). Replies come from a queue (`script`), else the
 default text; a reply may call a tool first (`{"tool": {"name": "Bash", "input": {...}}}`), and
-may report a large prompt (`"input_tokens"`) to make a harness compact its context.
+may report a large prompt (`"input_tokens"`) to make a harness compact its context. Requests a
+test does not script (a harness's side calls, such as opencode's title generation running
+beside the agent's first call) can be answered by `aside` without taking a scripted reply.
 (No tests here; the module is imported by the harness tests.)
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,8 +28,11 @@ Reply = dict[str, Any]
 
 
 class ModelMock:
-    def __init__(self, default_text: str = "MOCK-REPLY") -> None:
+    def __init__(self, default_text: str = "MOCK-REPLY",
+                 aside: Callable[[Any], Reply | None] | None = None) -> None:
         self.default: Reply = {"text": default_text}
+        #: Answers the requests it returns a reply for, leaving the script to the others.
+        self.aside = aside
         self.queue: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -51,6 +57,9 @@ class ModelMock:
             self.queue.extend(replies)
 
     def next_reply(self, body: Any) -> Reply:
+        reply = self.aside(body) if self.aside is not None else None
+        if reply is not None:
+            return reply
         with self._lock:
             return self.queue.pop(0) if self.queue else dict(self.default)
 

@@ -65,10 +65,15 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     assert engine.injected_in_session("s1") == frozenset()
     engine.record_injection(uids=["u1"], harness="claude-code", session="s1")
     assert engine.injected_in_session("s1") == {"u1"}
+    # v6: memories keep their place in a session; old ones have none (and no neighbours).
+    assert engine.get("u1").session is None
+    batch = engine.ingest([NewMemory("after the upgrade one"), NewMemory("after the upgrade two")])
+    placed = [engine.get(r.uid) for r in batch]
+    assert placed[0].session == placed[1].session and [m.seq for m in placed] == [0, 1]
     engine.close()
     # Opening again is a no-op.
     again = MemoryEngine(Settings(db_path=str(path)))
-    assert again.count() == 1 and again.store.schema_version == SCHEMA_VERSION
+    assert again.count() == 3 and again.store.schema_version == SCHEMA_VERSION
     again.close()
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from semantic_memory.fusion import rrf
+from semantic_memory.config import ConfigError, Settings
+from semantic_memory.fusion import rrf, score_fusion, with_share
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 
@@ -164,3 +168,73 @@ def test_session_context_leaves_out_injected_and_flushed_memories(engine: Memory
     # After a compaction the context is "s1+1": both may come back.
     after = engine.recall("argo cd deploys", exclude=engine.in_session_context("s1+1"))
     assert {h.memory.uid for h in after} == {injected, flushed, other}
+
+
+# --- neighbour expansion --------------------------------------------------------------------
+
+CHAT = [
+    "Caroline: I went to the LGBTQ support group yesterday",
+    "Melanie: How did it go?",
+    "Caroline: It was powerful, the stories were inspiring",
+    "Melanie: I painted a sunrise last weekend",
+    "Caroline: The lake looked beautiful at dawn",
+]
+
+
+def test_a_hit_brings_its_session_neighbours_in_order(engine: MemoryEngine) -> None:
+    uids = [r.uid for r in engine.ingest([NewMemory(t, project="chat") for t in CHAT])]
+    engine.store_one(NewMemory("Melanie: support group meets on Tuesdays", project="other"))
+    hits = engine.recall("support group", k=5, filters=RecallFilters(project="chat"))
+    assert hits[0].memory.uid == uids[0] and hits[0].neighbour_of is None
+    # The hit at rank 0 brings the next two turns of its batch (distance 1 and 2), each marked.
+    brought = {h.memory.uid: h.neighbour_of for h in hits if h.neighbour_of}
+    assert brought == {uids[1]: uids[0], uids[2]: uids[0]}
+    assert hits[1].memory.uid == uids[1] and hits[2].memory.uid == uids[2]
+    assert "neighbour_of" in hits[1].to_dict() and "neighbour_of" not in hits[0].to_dict()
+
+
+def test_neighbours_obey_filters_exclusions_forgetting_and_the_setting(
+        engine: MemoryEngine, settings) -> None:
+    uids = [r.uid for r in engine.ingest([NewMemory(t, kind="note") for t in CHAT])]
+    engine.forget(uids[1])
+    hits = engine.recall("support group", k=5)
+    assert uids[1] not in [h.memory.uid for h in hits]  # forgotten: the next one steps in
+    assert [h.memory.uid for h in hits[:3]] == [uids[0], uids[2], uids[3]]
+    only_facts = engine.recall("support group", k=5, filters=RecallFilters(kind="fact"))
+    assert only_facts == []
+    skip = engine.recall("support group", k=5, exclude=lambda m: m.uid == uids[2])
+    assert uids[2] not in [h.memory.uid for h in skip]
+    engine.settings = replace(settings, neighbours=0)
+    assert [h.memory.uid for h in engine.recall("support group", k=5)] == [uids[0]]
+
+
+def test_a_named_session_keeps_its_order_across_ingests(engine: MemoryEngine) -> None:
+    first = engine.ingest([NewMemory(t, session="claude-code:s1") for t in CHAT[:2]])
+    later = engine.store_one(NewMemory(CHAT[2], session="claude-code:s1"))
+    alone = engine.store_one(NewMemory("Caroline: a lone support group note"))
+    assert [engine.get(r.uid).seq for r in (*first, later)] == [0, 1, 2]
+    assert engine.get(alone.uid).session is None  # one memory alone has no neighbours
+    hits = engine.recall("It was powerful", k=3)
+    assert [h.memory.uid for h in hits] == [later.uid, first[1].uid, first[0].uid]
+
+
+def test_score_fusion_arithmetic_and_shares() -> None:
+    fused = score_fusion({"porter": [(1, -2.0), (2, -4.0), (3, -6.0)],
+                          "vector": [(3, 0.9), (4, 0.5)], "empty": []},
+                         {"porter": 0.25, "vector": 0.75})
+    scores = {f.id: round(f.score, 6) for f in fused}
+    # porter min-max: 1 -> 1, 2 -> 0.5, 3 -> 0; vector: 3 -> 1, 4 -> 0; weights sum to 1.
+    assert scores == {3: 0.75, 1: 0.25, 2: 0.125, 4: 0.0}
+    assert [f.id for f in fused] == [3, 1, 2, 4] and fused[0].ranks == {"porter": 3, "vector": 1}
+    shared = with_share({"porter": 1.0, "trigram": 0.15, "vector": 0.3}, ["vector"], 0.4)
+    assert round(shared["vector"], 6) == 0.4
+    assert round(shared["porter"] + shared["trigram"], 6) == 0.6
+    assert round(shared["porter"] / shared["trigram"], 6) == round(1 / 0.15, 6)
+
+
+def test_fusion_settings_are_checked(tmp_path) -> None:
+    for bad in ({"MEMORY_FUSION": "max"}, {"MEMORY_FUSION_VECTOR_SHARE": "1.5"},
+                {"MEMORY_NEIGHBOURS": "-1"}, {"MEMORY_NEIGHBOUR_GAP": "0"}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            Settings.from_env(bad)
+    assert Settings.from_env({"MEMORY_FUSION_VECTOR_SHARE": "-1"}).fusion_vector_share == -1

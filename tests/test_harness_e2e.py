@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import HARNESS_BIN, hook_log
+from harness_support import HARNESS_BIN, hook_log, run_memory_mcp
 from model_mock import ModelMock
-from test_service_support import Service, memory_mcp_command, start_service
+from test_service_support import Service, start_service
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).parent / "harnesses"
@@ -60,10 +60,7 @@ class World:
             self.env["MEMORY_PLUGIN_URL"] = service.url
 
     def memory_mcp(self, *args: str) -> str:
-        done = subprocess.run([*memory_mcp_command(), *args], env=self.env, capture_output=True,
-                              text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return run_memory_mcp(self.env, *args)
 
     def store(self, content: str) -> str:
         assert self.service is not None

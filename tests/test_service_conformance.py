@@ -12,14 +12,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from test_service_support import start_service
 
 HERE = Path(__file__).parent / "conformance"
 CLI = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 BASELINE = HERE / "baseline.yml"
 MUST_PASS = {"server-initialize", "ping", "tools-list", "resources-list", "prompts-list",
-             "server-sse-multiple-streams", "dns-rebinding-protection"}
+             "server-sse-multiple-streams", "dns-rebinding-protection", "logging-set-level",
+             "completion-complete"}
 
 
 def _install_suite() -> None:

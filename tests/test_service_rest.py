@@ -109,6 +109,21 @@ def test_recall_items_are_cleaned_and_honour_the_budget(http: httpx2.Client) -> 
     assert all("truncated" not in i or i["truncated"] for i in small)
 
 
+def test_recall_says_which_hits_came_in_as_neighbours(http: httpx2.Client) -> None:
+    turns = ["Dana: shall we move the standup?", "Eli: yes, to 9:30 on Mondays",
+             "Dana: noted, thanks"]
+    first = [ingest(http, t, session="claude-code:abc") for t in turns[:2]]
+    last = ingest(http, turns[2], session="claude-code:abc")  # a later request: same session
+    data = http.post("/recall", json={"query": "move the standup", "k": 3}).json()
+    items = {i["uid"]: i for i in data["items"]}
+    assert data["items"][0]["uid"] == first[0]["uid"]
+    assert "neighbour_of" not in data["items"][0]
+    assert items[first[1]["uid"]]["neighbour_of"] == first[0]["uid"]
+    assert items[last["uid"]]["neighbour_of"] == first[0]["uid"]
+    assert [items[u]["seq"] for u in (first[0]["uid"], first[1]["uid"], last["uid"])] == [0, 1, 2]
+    assert {i["session"] for i in data["items"]} == {"claude-code:abc"}
+
+
 def test_ingest_accepts_created_at_iso_or_unix(http: httpx2.Client) -> None:
     uid = ingest(http, "Imported note from 2024", created_at="2024-03-01T10:00:00Z")["uid"]
     memory = http.get(f"/api/memories/{uid}").json()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, LoggingFnT
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -124,22 +124,27 @@ def wait_gone(path: Path, timeout: float = 10) -> bool:
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, token: str | None = None,
+                       logging_callback: LoggingFnT | None = None
+                       ) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
             streamable_http_client(url, http_client=http) as streams:
-        async with ClientSession(streams[0], streams[1]) as session:
+        async with ClientSession(streams[0], streams[1],
+                                 logging_callback=logging_callback) as session:
             await session.initialize()
             yield session
 
 
 @asynccontextmanager
-async def stdio_session(tmp: Path) -> AsyncIterator[ClientSession]:
+async def stdio_session(tmp: Path, logging_callback: LoggingFnT | None = None,
+                        **env: str) -> AsyncIterator[ClientSession]:
     command = memory_mcp_command()
     params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
-                                   env=service_env(tmp))
+                                   env=service_env(tmp, **env))
     with open(tmp / "stdio-stderr.log", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
+            async with ClientSession(streams[0], streams[1],
+                                     logging_callback=logging_callback) as session:
                 await session.initialize()
                 yield session

@@ -86,7 +86,9 @@ def test_cosine_floor_drops_weak_vector_only_hits_keyword_hits_pass(tmp_path: Pa
                                                                     minilm_path: Path) -> None:
     eng = MemoryEngine(make_settings(tmp_path, minilm_path, fast_path=False,
                                      recall_min_cosine=0.45))
-    eng.ingest([NewMemory(u) for u in UNRELATED] + [NewMemory("passwords live in the vault")])
+    # One by one: a batch is a session, and a hit would bring its batch neighbours along.
+    for text in [*UNRELATED, "passwords live in the vault"]:
+        eng.store_one(NewMemory(text))
     hits = eng.recall(QUERY, 10)
     assert "passwords live in the vault" in contents(hits)  # keyword hit passes whatever cosine
     for h in hits:

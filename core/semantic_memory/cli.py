@@ -175,6 +175,8 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
         table = _table("score", "uid", "kind", "project", "channels", "content")
         for h in hits:
             ranks = " ".join(f"{c}:{r}" for c, r in h.ranks.items())
+            if h.neighbour_of:  # brought along by the hit next to it in its session
+                ranks = f"next to {h.neighbour_of[:8]}" + (f" {ranks}" if ranks else "")
             table.add_row(f"{h.score:.4f}", h.memory.uid, h.memory.kind, h.memory.project or "",
                           ranks, h.memory.content[:120].replace("\n", " "))
         _print(table)
@@ -429,8 +431,8 @@ def _record(raw: bytes) -> NewMemory:
     return NewMemory(
         content=data["content"], kind=data.get("kind", "fact"),
         source=data.get("source", "import"), project=data.get("project"),
-        tags=data.get("tags", []), uid=data.get("uid"), forgotten=data.get("forgotten", False),
-        **times,
+        tags=data.get("tags", []), session=data.get("session"), uid=data.get("uid"),
+        forgotten=data.get("forgotten", False), seq=data.get("seq"), **times,
     )
 
 

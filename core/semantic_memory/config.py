@@ -57,10 +57,19 @@ class Settings:
     # When the vector channel leads the fusion (its weight exceeds the keyword channels'), the
     # keyword channels' weights are scaled by (IDF coverage)**power per query; 0 = off.
     fusion_gate_power: float = 16.0
+    # How an embedder's channel is fused with the keyword channels: "score" (per-query
+    # normalised scores, the embedder holding `fusion_vector_share` of the weight; -1 = the
+    # model's own share) or "rrf" (ranks). Keyword channels alone always fuse by rank.
+    fusion: str = "score"
+    fusion_vector_share: float = -1.0
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
     recall_depth: int = 50
+    # Neighbour expansion: memories brought along from each side of a top hit in its session
+    # (0 = off), and how many ranks behind the hit each step away puts them.
+    neighbours: int = 2
+    neighbour_gap: float = 1.0
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.
@@ -129,6 +138,16 @@ class Settings:
         if self.embed_dim < 0 or self.embed_n_ctx < 8 or self.embed_batch < 1:
             raise ConfigError("MEMORY_EMBED_DIM must be >= 0, MEMORY_EMBED_N_CTX >= 8 and "
                               "MEMORY_EMBED_BATCH >= 1")
+        if self.fusion not in ("rrf", "score"):
+            raise ConfigError(f"MEMORY_FUSION must be 'rrf' or 'score', not {self.fusion!r}")
+        if not (0 <= self.fusion_vector_share <= 1 or self.fusion_vector_share == -1):
+            raise ConfigError("MEMORY_FUSION_VECTOR_SHARE must be within 0..1 (or -1: the "
+                              f"model's), not {self.fusion_vector_share}")
+        if not 0 <= self.neighbours <= 10:
+            raise ConfigError(f"MEMORY_NEIGHBOURS must be 0..10, not {self.neighbours}")
+        if not 0 < self.neighbour_gap <= 100:  # also rejects NaN
+            raise ConfigError(f"MEMORY_NEIGHBOUR_GAP must be within (0, 100], "
+                              f"not {self.neighbour_gap}")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:

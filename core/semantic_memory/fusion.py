@@ -1,4 +1,10 @@
-"""Reciprocal Rank Fusion with per-channel weights."""
+"""Fusing the channels' rankings: Reciprocal Rank Fusion, or a convex combination of scores.
+
+RRF needs only ranks, so channels whose scores mean different things (BM25, cosine) fuse
+without calibration; but it cannot tell a clear winner from a near tie. Score fusion can: each
+channel's scores are normalised per query and mixed with fixed shares, which suits a strong
+embedder whose cosine gaps carry information (`MEMORY_FUSION`).
+"""
 
 from __future__ import annotations
 
@@ -37,6 +43,44 @@ def rrf(
                 scores[id_] += weight / (k + rank)
     best = sorted(scores, key=scores.__getitem__, reverse=True)  # stable: ties keep their order
     return [Fused(id_, scores[id_], ranks[id_]) for id_ in best[:limit]]
+
+
+def score_fusion(
+    results: dict[str, list[tuple[int, float]]], weights: dict[str, float],
+    limit: int | None = None,
+) -> list[Fused]:
+    """Fuse (id, score) lists, best first: score(d) = sum over channels c of
+    w_c * (s_c(d) - min_c) / (max_c - min_c), with the weights scaled to sum to 1 over the
+    channels that answered; an id a channel did not return scores 0 there. Ranks are kept for
+    reporting, and ties keep the order of first appearance."""
+    answered = {c: hits for c, hits in results.items() if hits}
+    total = sum(weights.get(c, 1.0) for c in answered) or 1.0
+    scores: dict[int, float] = {}
+    ranks: dict[int, dict[str, int]] = {}
+    for channel, hits in answered.items():
+        weight = weights.get(channel, 1.0) / total
+        top, bottom = max(s for _, s in hits), min(s for _, s in hits)
+        spread = top - bottom
+        for rank, (id_, score) in enumerate(hits, start=1):
+            if channel in ranks.setdefault(id_, {}):
+                continue  # a channel listing an id twice counts once
+            ranks[id_][channel] = rank
+            normalised = (score - bottom) / spread if spread > 0 else 1.0
+            scores[id_] = scores.get(id_, 0.0) + weight * normalised
+    best = sorted(scores, key=scores.__getitem__, reverse=True)
+    return [Fused(id_, scores[id_], ranks[id_]) for id_ in best[:limit]]
+
+
+def with_share(weights: dict[str, float], expensive: list[str], share: float
+               ) -> dict[str, float]:
+    """`weights` rescaled so that the expensive (embedding) channels hold `share` of the total
+    and the keyword channels the rest, each side keeping its own proportions."""
+    cheap_total = sum(w for n, w in weights.items() if n not in expensive)
+    dear_total = sum(weights.get(n, 1.0) for n in expensive)
+    if not expensive or cheap_total <= 0 or dear_total <= 0:
+        return weights
+    return {n: (w * share / dear_total if n in expensive else w * (1 - share) / cheap_total)
+            for n, w in weights.items()}
 
 
 def keyword_gated_weights(

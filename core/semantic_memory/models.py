@@ -45,11 +45,15 @@ class NewMemory:
     project: str | None = None
     tags: list[str] = field(default_factory=list)
     created_at: float | None = None
+    # The agent session (or capture) it came from: memories of one session are kept in arrival
+    # order, and recall brings a hit's neighbours along. A batch without one is its own session.
+    session: str | None = None
     # Restoring a backup (`memory-mcp import` of an export) keeps each memory's identity and
     # state; everything else leaves these unset.
     uid: str | None = None
     updated_at: float | None = None
     forgotten: bool = False
+    seq: int | None = None
 
 
 @dataclass
@@ -66,6 +70,8 @@ class Memory:
     created_at: float
     updated_at: float
     deleted: bool = False
+    session: str | None = None
+    seq: int | None = None  # its place in `session`
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -132,11 +138,15 @@ class RecallHit:
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
     signals: dict[str, float] = field(default_factory=dict)  # e.g. cosine, injections
+    #: The uid of the hit this memory came in next to (neighbour expansion); None for a hit.
+    neighbour_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = self.memory.to_dict()
         data["score"] = round(self.score, 6)
         data["ranks"] = dict(self.ranks)
+        if self.neighbour_of:
+            data["neighbour_of"] = self.neighbour_of
         if self.signals:
             data["signals"] = {k: round(v, 6) for k, v in self.signals.items()}
         return data

@@ -16,11 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from . import neighbours
 from .channels import Channel
 from .config import Settings
 from .default_plugins.redaction import redact
 from .errors import InvalidMemory, Rejected
-from .fusion import keyword_gated_weights, keyword_leads, rrf
+from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (
     EXPIRING_KIND,
     ChannelHit,
@@ -29,11 +30,11 @@ from .models import (
     NewMemory,
     RecallFilters,
     RecallHit,
-    iso,
     now,
 )
 from .plugins import PluginManager, build_plugin_manager
 from .store import MEMORY_COLUMNS, Store, content_hash, row_to_memory
+from .telemetry import INJECTION_COLUMNS, memory_injections, per_day, row_to_dict
 
 log = logging.getLogger("semantic_memory")
 
@@ -42,6 +43,7 @@ _UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_PROJECT_CHARS = 256
+MAX_SESSION_CHARS = 256
 MAX_RECALL_K = 200
 #: What every interface says while recall is by words only (no embedder set up).
 KEYWORD_MODE_NOTE = (
@@ -50,16 +52,20 @@ KEYWORD_MODE_NOTE = (
 )
 #: The fields of an export line, in order (`forgotten` is added to forgotten memories only).
 EXPORT_FIELDS = ("uid", "content", "kind", "source", "project", "tags", "created_at",
-                 "updated_at")
+                 "updated_at", "session", "seq")
 DAY = 86_400.0
+#: Days of per-day injection counts in the telemetry summary (the browse page's chart).
+SUMMARY_DAYS = 30
+#: Columns whose distinct values `values()` offers (completion, filter lists).
+VALUE_COLUMNS = ("project", "kind", "source")
 
 #: One statement inserting a JSON array of rows (needs RETURNING: SQLite 3.35+); None = row by
 #: row. Column order: uid, content, content_hash, kind, source, project, tags, created, updated,
-#: deleted.
+#: deleted, session, seq.
 _BATCH_INSERT = (
     "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at, "
-    "updated_at, deleted) SELECT "
-    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(10))
+    "updated_at, deleted, session, seq) SELECT "
+    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(12))
     + " FROM json_each(?) ORDER BY key RETURNING id, uid"
     if sqlite3.sqlite_version_info >= (3, 35) else None
 )
@@ -100,6 +106,15 @@ def validate(memory: NewMemory, max_chars: int) -> None:
         raise InvalidMemory("uid: expected 1..64 letters, digits, _ or -")
     if not isinstance(memory.forgotten, bool):
         raise InvalidMemory("forgotten: expected true or false")
+    if memory.session is not None and (
+        not isinstance(memory.session, str) or not 0 < len(memory.session) <= MAX_SESSION_CHARS
+    ):
+        raise InvalidMemory(f"session: expected a string of 1..{MAX_SESSION_CHARS} characters")
+    if memory.seq is not None and (
+        isinstance(memory.seq, bool) or not isinstance(memory.seq, int) or memory.seq < 0
+        or memory.session is None
+    ):
+        raise InvalidMemory("seq: expected a whole number >= 0, with a session")
 
 
 def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
@@ -111,6 +126,24 @@ def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
         log.warning("MEMORY_EMBEDDER=%s is not registered; using %s", name,
                     getattr(embedders[0], "name", "?") if embedders else "none")
     return embedders[0] if embedders else None
+
+
+def _place_in_sessions(conn: Any, items: list[NewMemory], batch_size: int) -> None:
+    """Give each item about to be stored its session and its place there: an item without a
+    session joins its batch's (when the batch holds more than one item); its `seq` continues
+    the session's order (a restored item keeps its own)."""
+    batch = f"batch:{secrets.token_hex(8)}" if batch_size > 1 else None
+    next_seq: dict[str, int] = {}
+    for item in items:
+        item.session = item.session or batch
+        if item.session is None or item.seq is not None:
+            continue
+        if item.session not in next_seq:
+            last = conn.execute("SELECT max(seq) FROM memories WHERE session = ?",
+                                (item.session,)).fetchone()[0]
+            next_seq[item.session] = 0 if last is None else last + 1
+        item.seq = next_seq[item.session]
+        next_seq[item.session] += 1
 
 
 def _times(item: NewMemory, ts: float) -> tuple[float, float]:
@@ -129,11 +162,13 @@ def _memory_totals(conn: Any) -> tuple[int, int]:
 
 
 def _injection_totals(conn: Any) -> dict[str, int]:
-    """Injection reports: all, of the last 7 days, and the characters they injected."""
-    total, last_7_days, chars = conn.execute(
-        "SELECT count(*), coalesce(sum(ts >= ?), 0), coalesce(sum(chars), 0) FROM injections",
+    """Injection reports, all and of the last 7 days, and the characters they injected."""
+    total, last_7_days, chars, chars_7_days = conn.execute(
+        "SELECT count(*), coalesce(sum(ts >= ?1), 0), coalesce(sum(chars), 0), "
+        "coalesce(sum(CASE WHEN ts >= ?1 THEN chars ELSE 0 END), 0) FROM injections",
         (now() - 7 * DAY,)).fetchone()
-    return {"total": total, "last_7_days": last_7_days, "chars": chars}
+    return {"total": total, "last_7_days": last_7_days, "chars": chars,
+            "last_7_days_chars": chars_7_days}
 
 
 @dataclass
@@ -210,6 +245,7 @@ class MemoryEngine:
         ):
             with self.store.write() as conn:
                 accepted = self._skip_restored(conn, accepted, results)
+                _place_in_sessions(conn, [item for _, item in accepted], len(items))
                 inserted = self._insert_batch(conn, accepted, results)
                 if inserted:
                     for channel in self.channels:
@@ -217,6 +253,8 @@ class MemoryEngine:
             return results
         with self.store.write() as conn:
             kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
+            _place_in_sessions(conn, [item for position, item in accepted if position in kept],
+                               len(items))
             for n, (position, item) in enumerate(accepted):
                 if position not in kept:
                     continue
@@ -294,7 +332,8 @@ class MemoryEngine:
             results[position] = IngestResult("new", uid=uid)
             created, updated = _times(item, ts)
             rows.append([uid, item.content, digest, item.kind, item.source, item.project,
-                         sorted(set(item.tags)), created, updated, int(item.forgotten)])
+                         sorted(set(item.tags)), created, updated, int(item.forgotten),
+                         item.session, item.seq])
         ids: dict[str, int] = {}
         start = 0
         while start < len(rows):  # statements of <= 500 rows and ~8 MB of text
@@ -315,8 +354,8 @@ class MemoryEngine:
                 f"UPDATE memories SET updated_at = ? WHERE id IN ({','.join('?' * len(chunk))})",
                 [ts, *chunk],
             )
-        return [Memory(ids[r[0]], r[0], r[1], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]))
-                for r in rows]
+        return [Memory(ids[r[0]], r[0], r[1], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]),
+                       r[10], r[11]) for r in rows]
 
     def _insert_or_refresh(
         self, conn: Any, item: NewMemory, prepared: dict[str, Any] | None = None
@@ -347,12 +386,15 @@ class MemoryEngine:
         tags = sorted(set(item.tags))
         cursor = conn.execute(
             "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, "
-            "created_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, updated_at, deleted, session, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (uid, item.content, digest, item.kind, item.source, item.project,
-             json.dumps(tags, ensure_ascii=False), created, updated, int(item.forgotten)),
+             json.dumps(tags, ensure_ascii=False), created, updated, int(item.forgotten),
+             item.session, item.seq),
         )
         memory = Memory(cursor.lastrowid, uid, item.content, item.kind, item.source,
-                        item.project, tags, created, updated, item.forgotten)
+                        item.project, tags, created, updated, item.forgotten, item.session,
+                        item.seq)
         return IngestResult("new", uid=uid), memory
 
     def forget(self, uid: str) -> bool:
@@ -370,7 +412,8 @@ class MemoryEngine:
         self, query: str, k: int = 10, filters: RecallFilters | None = None, *,
         exclude: Callable[[Memory], bool] | None = None, relevant_only: bool = False,
     ) -> list[RecallHit]:
-        """Search every channel, fuse with weighted RRF, post-process, return the top k.
+        """Search every channel, fuse with weighted RRF, post-process, bring the top hits'
+        neighbours along (`neighbours.py`), return the top k.
 
         `exclude`: memories to leave out (e.g. those already in an agent's context).
         `relevant_only`: keep only hits a channel vouches for (`_vouched`): what an injection
@@ -387,12 +430,14 @@ class MemoryEngine:
         keyword = [c.name for c in cheap]
         with self.store.snapshot() as conn:
             rankings: dict[str, list[int]] = {}
+            scored: dict[str, list[tuple[int, float]]] = {}
             signals: dict[int, dict[str, float]] = {}
 
             def collect(channel: Channel, found: list[ChannelHit] | None) -> None:
                 if found is None:
                     return
                 rankings[channel.name] = [h.id for h in found]
+                scored[channel.name] = [(h.id, h.score) for h in found]
                 for h in found:
                     if h.signals:
                         signals.setdefault(h.id, {}).update(h.signals)
@@ -412,10 +457,18 @@ class MemoryEngine:
                         and keyword_leads(self.weights, keyword, expensive_names)):
                     continue
                 collect(channel, self._search(channel, conn, query, depth, filters))
-            weights = keyword_gated_weights(
-                self.weights, keyword, [n for n in expensive_names if n in rankings], confidence,
-                self.settings.fusion_gate_power)
-            fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
+            answered = [n for n in expensive_names if n in rankings]
+            if answered and self.settings.fusion == "score":
+                share = self.settings.fusion_vector_share
+                if share < 0:  # the embedder's own
+                    lead = next(c for c in expensive if c.name == answered[0])
+                    share = float(getattr(lead, "fusion_share", 0.5))
+                weights = with_share(self.weights, answered, share)
+                fused = score_fusion(scored, weights, limit=depth)
+            else:
+                weights = keyword_gated_weights(self.weights, keyword, answered, confidence,
+                                                self.settings.fusion_gate_power)
+                fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
             memories = self._load(conn, [f.id for f in fused])
             hits = [
                 RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))
@@ -426,8 +479,9 @@ class MemoryEngine:
             if exclude is not None:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
-                return self._vouched(conn, query, hits, k)
-        return hits[:k]
+                hits = self._vouched(conn, query, hits, k)
+            return neighbours.expand(conn, hits, k, self.settings.neighbours,
+                                     self.settings.neighbour_gap, filters, exclude)
 
     def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with
@@ -656,18 +710,21 @@ class MemoryEngine:
                 clauses.append(f"{column} = ?")
                 params.append(value)
         rows = self.store.read().execute(
-            "SELECT id, ts, harness, hook, project, query, uids, chars, session FROM injections "
+            f"SELECT {INJECTION_COLUMNS} FROM injections "
             f"WHERE {' AND '.join(clauses)} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
             [*params, max(0, limit), max(0, offset)],
         ).fetchall()
-        return [
-            {"id": r[0], "ts": iso(r[1]), "harness": r[2], "hook": r[3], "project": r[4],
-             "query": r[5], "uids": json.loads(r[6]), "chars": r[7], "session": r[8]}
-            for r in rows
-        ]
+        return [row_to_dict(r) for r in rows]
+
+    def memory_injections(self, uid: str, limit: int = 50, offset: int = 0
+                          ) -> tuple[list[dict[str, Any]], int]:
+        """The injections memory `uid` took part in, newest first, and their total."""
+        with self.store.snapshot() as conn:
+            return memory_injections(conn, uid, limit, offset)
 
     def injection_summary(self, top: int = 10) -> dict[str, Any]:
-        """Totals, per-harness / per-hook counts and the most-injected memories."""
+        """Totals (all time and 7 days), per-harness / per-hook counts, the most-injected
+        memories and per-day counts of the last SUMMARY_DAYS days."""
         with self.store.snapshot() as conn:
             totals = _injection_totals(conn)
 
@@ -682,12 +739,26 @@ class MemoryEngine:
                 "LIMIT ?", (top,),
             ).fetchall()
             return {
-                **totals, "approx_tokens": totals["chars"] // 4, "by_harness": grouped("harness"),
-                "by_hook": grouped("hook"),
+                **totals, "approx_tokens": totals["chars"] // 4,
+                "last_7_days_approx_tokens": totals["last_7_days_chars"] // 4,
+                "by_harness": grouped("harness"), "by_hook": grouped("hook"),
+                "per_day": per_day(conn, SUMMARY_DAYS, now()),
                 "top_memories": [{"uid": u, "injections": n,
                                   "content": (c or "")[:200] if c is not None else None}
                                  for u, n, c in top_rows],
             }
+
+    def values(self, column: str, prefix: str = "", limit: int = 100) -> tuple[list[str], int]:
+        """Distinct values of `column` (one of VALUE_COLUMNS) among live memories that start
+        with `prefix` (case-insensitive), most used first, at most `limit`; and how many match."""
+        if column not in VALUE_COLUMNS:
+            raise ValueError(f"values: unknown column {column!r}")
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self.store.read().execute(
+            f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND {column} IS NOT NULL "
+            f"AND {column} LIKE ? ESCAPE '\\' GROUP BY {column} ORDER BY 2 DESC, 1",
+            (like,)).fetchall()
+        return [str(r[0]) for r in rows[: max(0, limit)]], len(rows)
 
     @property
     def recall_mode(self) -> str:

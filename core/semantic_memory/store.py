@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from .models import Memory
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -32,12 +32,15 @@ CREATE TABLE IF NOT EXISTS memories (
     tags TEXT NOT NULL DEFAULT '[]',
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    session TEXT,
+    seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project, id);
 CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1;
+CREATE INDEX IF NOT EXISTS memories_session ON memories(session, seq) WHERE session IS NOT NULL;
 CREATE TABLE IF NOT EXISTS injections (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
@@ -59,7 +62,8 @@ CREATE INDEX IF NOT EXISTS injection_items_uid ON injection_items(uid);
 CREATE INDEX IF NOT EXISTS injection_items_injection ON injection_items(injection_id);
 """
 
-MEMORY_COLUMNS = "id, uid, content, kind, source, project, tags, created_at, updated_at, deleted"
+MEMORY_COLUMNS = ("id, uid, content, kind, source, project, tags, created_at, updated_at, deleted, "
+                  "session, seq")
 
 
 def content_hash(content: str) -> str:
@@ -72,7 +76,7 @@ def row_to_memory(row: tuple) -> Memory:
     return Memory(
         id=row[0], uid=row[1], content=row[2], kind=row[3], source=row[4], project=row[5],
         tags=json.loads(row[6]) if row[6] != "[]" else [],  # most have none: skip the parser
-        created_at=row[7], updated_at=row[8], deleted=bool(row[9]),
+        created_at=row[7], updated_at=row[8], deleted=bool(row[9]), session=row[10], seq=row[11],
     )
 
 
@@ -144,9 +148,21 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
                  "WHERE session IS NOT NULL")
 
 
+def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
+    """v6 keeps each memory's place in its session (the agent session or ingest batch it came
+    in, and its order there), so that recall can bring a hit's neighbours along."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+    for column, kind in (("session", "TEXT"), ("seq", "INTEGER")):
+        if column not in columns:
+            conn.execute(f"ALTER TABLE memories ADD COLUMN {column} {kind}")
+    conn.execute("CREATE INDEX IF NOT EXISTS memories_session ON memories(session, seq) "
+                 "WHERE session IS NOT NULL")
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5}
+    1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
+    5: _migrate_5_to_6}
 
 
 class StoreError(RuntimeError):

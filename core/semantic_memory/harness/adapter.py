@@ -68,7 +68,10 @@ class HookCall:
     settings: Settings
     service: ServiceClient
     cwd: str
+    #: The agent's context (`<session>+n` after n compactions; see `context_key`).
     session: str | None = None
+    #: The agent session itself, whatever its compactions.
+    agent_session: str | None = None
     debug: Callable[[str], None] = lambda message: None
     outcome: str = "skipped"
     detail: str = ""
@@ -86,6 +89,14 @@ class HookCall:
         if self.session:
             tags.append(f"session:{self.session}"[:64])
         return tags
+
+    def memory_fields(self) -> dict[str, Any]:
+        """What every memory this hook stores carries: its project, its tags and the agent
+        session it belongs to (kept in order there, so recall can bring neighbours along)."""
+        fields: dict[str, Any] = {"project": self.project, "tags": self.tags()}
+        if self.agent_session:
+            fields["session"] = f"{self.harness}:{self.agent_session}"[:256]
+        return fields
 
 
 class HarnessAdapter:
@@ -273,8 +284,7 @@ class HarnessAdapter:
     def remember(self, call: HookCall, content: str) -> str:
         """Store an explicit "remember …" as a memory; tell the model it is stored."""
         answer = call.service.post("/ingest", {
-            "content": content, "kind": "fact", "source": "chat", "project": call.project,
-            "tags": call.tags()})
+            "content": content, "kind": "fact", "source": "chat", **call.memory_fields()})
         if answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
             return ""
@@ -297,7 +307,7 @@ class HarnessAdapter:
         for start in range(0, len(chunks), FLUSH_BATCH):
             answer = call.service.post("/ingest", {"items": [
                 {"content": chunk, "kind": "note", "source": "compaction",
-                 "project": call.project, "tags": call.tags()}
+                 **call.memory_fields()}
                 for chunk in chunks[start : start + FLUSH_BATCH]]})
             for key in counts:
                 counts[key] += int(answer.get(key, 0))
@@ -305,9 +315,10 @@ class HarnessAdapter:
                             f"{counts['duplicate']} already stored, {counts['rejected']} refused")
 
     def capture(self, call: HookCall, tool: ToolCall) -> None:
+        fields = call.memory_fields()
+        fields["tags"].append(f"tool:{tool.name}"[:64])
         answer = call.service.post("/ingest", {
-            "content": capture_record(tool), "kind": "artifact", "source": "tool",
-            "project": call.project, "tags": call.tags() + [f"tool:{tool.name}"[:64]]})
+            "content": capture_record(tool), "kind": "artifact", "source": "tool", **fields})
         if answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
         else:
@@ -341,7 +352,7 @@ def output_text(value: Any) -> str:
 def describe_input(value: Any) -> str:
     """The one-line gist of a tool's input: its command, path or query if it has one."""
     if isinstance(value, dict):
-        for key in ("command", "cmd", "file_path", "path", "pattern", "query", "url"):
+        for key in ("command", "cmd", "file_path", "filePath", "path", "pattern", "query", "url"):
             if isinstance(value.get(key), (str, list)):
                 found = value[key]
                 return " ".join(found) if isinstance(found, list) else found

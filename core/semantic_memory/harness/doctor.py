@@ -104,10 +104,12 @@ def render(data: dict[str, Any]) -> str:
             hooks = [n.removesuffix(" hook") for n in entries if n.endswith(" hook")]
             on = [h for h in hooks if entries[f"{h} hook"]]
             off = [h for h in hooks if not entries[f"{h} hook"]]
-            text = f"hooks: {' '.join(on) or 'none'}" + (f" (not: {' '.join(off)})" if off else "")
-            if "MCP server" in entries:
-                text += f" · MCP server: {'yes' if entries['MCP server'] else 'no'}"
-            lines.append(f"  {scope:8} {text}")
+            parts = [f"hooks: {' '.join(on) or 'none'}" + (f" (not: {' '.join(off)})" if off
+                                                           else "")] if hooks else []
+            # Other entries (the MCP server; an in-process plugin for a harness without hooks).
+            parts += [f"{name}: {'yes' if present else 'no'}" for name, present in entries.items()
+                      if not name.endswith(" hook")]
+            lines.append(f"  {scope:8} {' · '.join(parts) or 'nothing installed'}")
         if not harness["hooks"]:
             lines.append("  no hook has run yet")
         for event, seen in harness["hooks"].items():

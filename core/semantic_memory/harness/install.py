@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
+from . import jsonc
 from .client import DEFAULT_URL
 
 Document = Any  # a JSON object (dict) or a tomlkit document
@@ -95,7 +96,7 @@ class ConfigFile:
     """One harness config file and the edits install and uninstall make to it."""
 
     path: Path
-    format: str  # "json" or "toml"
+    format: str  # "json", "jsonc" (JSON with comments, edited in place) or "toml"
     install: Callable[[Document], None]
     uninstall: Callable[[Document], None]
     #: Which of the project's entries this file holds, by name ("UserPromptSubmit hook",
@@ -128,8 +129,11 @@ def load(file: ConfigFile) -> tuple[str | None, Document]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InstallError(f"cannot read {file.path}: {exc}") from None
     try:
-        if file.format == "json":
-            doc = json.loads(text) if text and text.strip() else {}
+        if file.format in ("json", "jsonc"):
+            if not text or not text.strip():
+                doc = {}
+            else:
+                doc = json.loads(text) if file.format == "json" else jsonc.loads(text)
             if not isinstance(doc, dict):
                 raise ValueError("the top level is not an object")
         else:
@@ -137,13 +141,16 @@ def load(file: ConfigFile) -> tuple[str | None, Document]:
 
             doc = tomlkit.parse(text or "")
     except Exception as exc:  # noqa: BLE001 - json, tomlkit and our own ValueError
-        kind = "JSON" if file.format == "json" else "TOML"
+        kind = {"json": "JSON", "jsonc": "JSON (with comments)"}.get(file.format, "TOML")
         raise InstallError(f"{file.path} is not valid {kind} ({exc}); "
                            "fix or move it — nothing was changed") from None
     return text, doc
 
 
-def dump(file: ConfigFile, doc: Document) -> str:
+def dump(file: ConfigFile, doc: Document, before: str | None = None) -> str:
+    """The file's new text; a JSONC file is edited in place (its comments and layout kept)."""
+    if file.format == "jsonc":
+        return jsonc.update(before or "", doc)
     if file.format == "json":
         return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     import tomlkit
@@ -156,17 +163,21 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
     changes = []
     for file in files:
         before, doc = load(file)
-        original = json.dumps(doc, sort_keys=True) if file.format == "json" else dump(file, doc)
+        is_json = file.format in ("json", "jsonc")
+        original = json.dumps(doc, sort_keys=True) if is_json else dump(file, doc)
         try:
             (file.uninstall if uninstall else file.install)(doc)
         except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a layout we never wrote
             raise InstallError(f"{file.path} is not laid out as expected ({exc}); "
                                "fix or move it — nothing was changed") from None
-        after = dump(file, doc)
-        same = (json.dumps(doc, sort_keys=True) if file.format == "json" else after) == original
+        after = dump(file, doc, before)
+        same = (json.dumps(doc, sort_keys=True) if is_json else after) == original
         if same or (before is None and uninstall):
             continue
-        empty = not (doc if file.format == "json" else after.strip())
+        if file.format == "jsonc":  # a file that still holds comments is the user's: kept
+            empty = not doc and "".join(after.split()) == "{}"
+        else:
+            empty = not (doc if is_json else after.strip())
         changes.append(Change(file.path, before, None if uninstall and empty else after))
     return changes
 

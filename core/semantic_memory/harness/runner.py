@@ -88,7 +88,7 @@ def _run(argv: list[str], started: float) -> int:
                                 settings.plugin_token or settings.token)
         call = HookCall(harness, event, payload, settings, service,
                         cwd=adapter.cwd(payload) or ".", session=adapter.context_key(payload),
-                        debug=debug)
+                        agent_session=adapter.session_id(payload), debug=debug)
         output = adapter.handle(call)
         entry.update(outcome=call.outcome, detail=call.detail)
     except HookTimeout:

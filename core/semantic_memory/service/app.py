@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from ..config import Settings
 from ..pipeline import MemoryEngine
+from . import browse
 from .auth import GuardMiddleware, sdk_transport_security, send_json
 from .edges import BodyGuard
 from .rest import EXCEPTION_HANDLERS, ROUTES
@@ -144,7 +145,7 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
                 tg.cancel_scope.cancel()
 
     app = Starlette(
-        routes=[*ROUTES, Route("/mcp", lazy)],
+        routes=[*ROUTES, *browse.ROUTES, Route("/mcp", lazy)],
         # BodyGuard outermost: the Guard's early 401/421 answers get the same draining and the
         # JSON error shape as everything else.
         middleware=[Middleware(BodyGuard, settings=settings),

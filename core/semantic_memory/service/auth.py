@@ -11,8 +11,8 @@ protection) and the Bearer token.
   else), so `evil.com@127.0.0.1` or `127.0.0.1, evil.com` are refused (400) rather than read
   the way a lenient URL parser would. This middleware is the only Host/Origin gate, for REST and
   `/mcp` alike: the MCP SDK's own check is switched off so that the two can never disagree.
-- With `MEMORY_TOKEN` set, every route but `/health` needs `Authorization: Bearer <token>`
-  (compared in constant time).
+- With `MEMORY_TOKEN` set, every route but `/health` and the browse page's three static files
+  (read with GET or HEAD) needs `Authorization: Bearer <token>` (compared in constant time).
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ from ..config import ConfigError, Settings
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-#: Routes reachable without the token (liveness probes, fail-open clients).
-PUBLIC_PATHS = frozenset({"/health"})
+#: Routes reachable without the token, with GET or HEAD only: liveness probes (fail-open
+#: clients) and the browse page's files (browse.py), which hold no data: the page has to load
+#: to ask for the token that its /api calls then send.
+PUBLIC_PATHS = frozenset({"/health", "/", "/ui/app.js", "/ui/app.css"})
+PUBLIC_METHODS = frozenset({"GET", "HEAD"})
 #: Off loopback, a token must be at least this long and use this many distinct characters.
 MIN_REMOTE_TOKEN_CHARS = 32
 MIN_REMOTE_TOKEN_DISTINCT = 10
@@ -203,7 +206,8 @@ class GuardMiddleware:
         if origin is not None and parse_origin(origin.decode("latin-1")) not in self.hosts:
             await send_json(send, 403, {"error": "Origin is not allowed"})
             return
-        if self.token and scope["path"] not in PUBLIC_PATHS:
+        public = scope["path"] in PUBLIC_PATHS and scope["method"] in PUBLIC_METHODS
+        if self.token and not public:
             auth = headers.get(b"authorization")
             if not bearer_ok(auth.decode("latin-1") if auth else None, self.token):
                 await send_json(send, 401, {"error": "a valid Bearer token is required"},

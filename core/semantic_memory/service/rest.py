@@ -1,6 +1,6 @@
 """The REST sidecar: hook-facing `/ingest` `/recall` `/inject/report`, the read/manage `/api/*`
-routes and `/health`. Every engine call runs in a worker thread (SQLite is synchronous), so
-concurrent clients do not queue on the event loop.
+routes (the browse page's data, see browse.py) and `/health`. Every engine call runs in a worker
+thread (SQLite is synchronous), so concurrent clients do not queue on the event loop.
 
 Bad input never reaches the engine as a crash: malformed JSON is 400, a wrong type or value is
 422 naming the field, a body over `MEMORY_MAX_BODY_BYTES` is 413, an unknown uid is 404.
@@ -104,7 +104,7 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
 
 def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
     memory = NewMemory(content=item.content, kind=item.kind, source=item.source,
-                       project=item.project, tags=list(item.tags),
+                       project=item.project, tags=list(item.tags), session=item.session,
                        created_at=parse_ts(item.created_at, f"{field}created_at"))
     try:
         validate(memory, max_chars)
@@ -148,6 +148,8 @@ async def health(request: Request) -> JSONResponse:
         "embedder": embedder,
         "device": (embedder or {}).get("device"),
         "mcp": request.app.state.mcp.state,
+        # Whether the other routes need the token: the browse page asks for one only then.
+        "auth": bool(request.app.state.settings.token),
     })
 
 
@@ -233,12 +235,53 @@ async def list_memories(request: Request) -> JSONResponse:
     return JSONResponse({"items": items, "total": total, "limit": q.limit, "offset": q.offset})
 
 
+async def search(request: Request) -> JSONResponse:
+    """Recall (the same pipeline as /recall) a page at a time, each hit with its fused `score`
+    and its rank in each channel that found it (`ranks`): why it was recalled. The content is
+    the stored text, unclipped, as `/api/memories` shows it."""
+    q = parse_query("SearchQuery", request)
+    filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
+                            since=parse_ts(q.since, "since"))
+    engine = engine_of(request)
+    # One more than the page shows, to know whether a next page exists.
+    wanted = min(q.offset + q.limit + 1, schemas().MAX_SEARCH_RESULTS)
+    hits = await threaded(engine.recall, q.q, wanted, filters)
+    page = hits[q.offset:q.offset + q.limit]
+    return JSONResponse({
+        "query": q.q, "items": [h.to_dict() for h in page], "limit": q.limit, "offset": q.offset,
+        "has_more": len(hits) > q.offset + q.limit,
+        # The channels that search (an inactive vector channel ranks nothing): a channel
+        # listed here but missing from a hit's `ranks` did not find that hit.
+        "channels": [c.name for c in engine.channels if getattr(c, "active", True)],
+    })
+
+
 async def get_memory(request: Request) -> JSONResponse:
     uid = request.path_params["uid"]
     memory = await threaded(engine_of(request).get, uid)
     if memory is None or memory.deleted:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
     return JSONResponse(memory.to_dict())
+
+
+async def memory_injections(request: Request) -> JSONResponse:
+    """The injections one live memory took part in, newest first (the detail view's list)."""
+    uid = request.path_params["uid"]
+    q = parse_query("PageQuery", request)
+    engine = engine_of(request)
+
+    def work() -> tuple[list[dict[str, Any]], int] | None:
+        memory = engine.get(uid)
+        if memory is None or memory.deleted:
+            return None
+        return engine.memory_injections(uid, q.limit, q.offset)
+
+    found = await threaded(work)
+    if found is None:
+        raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
+    items, total = found
+    return JSONResponse({"uid": uid, "items": items, "total": total, "limit": q.limit,
+                         "offset": q.offset})
 
 
 async def forget_memory(request: Request) -> JSONResponse:
@@ -295,7 +338,9 @@ ROUTES = [
     Route("/inject/report", inject_report, methods=["POST"]),
     Route("/api/stats", stats, methods=["GET"]),
     Route("/api/memories", list_memories, methods=["GET"]),
+    Route("/api/search", search, methods=["GET"]),
     Route("/api/memories/{uid}", get_memory, methods=["GET"]),
+    Route("/api/memories/{uid}/injections", memory_injections, methods=["GET"]),
     Route("/api/memories/{uid}", forget_memory, methods=["DELETE"]),
     Route("/api/injections", list_injections, methods=["GET"]),
     Route("/api/maintenance/purge", maintenance_purge, methods=["POST"]),

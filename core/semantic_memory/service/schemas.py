@@ -15,6 +15,8 @@ from .errors import ApiError
 MAX_BATCH = 1_000
 MAX_QUERY_CHARS = 10_000
 DEFAULT_BUDGET = 2_000
+#: The most results `GET /api/search` pages through (the engine's recall limit).
+MAX_SEARCH_RESULTS = 200
 
 Model = TypeVar("Model", bound=BaseModel)
 Short = Annotated[str, Field(min_length=1, max_length=256)]
@@ -39,6 +41,9 @@ class IngestItem(_Body):
     project: str | None = None
     tags: list[Tag] = Field(default_factory=list, max_length=64)
     created_at: Timestamp | None = None
+    #: The agent session (or capture) it belongs to: kept in arrival order there, so recall
+    #: can bring a hit's neighbours along. Without one, a batch is its own session.
+    session: Short | None = None
 
 
 class IngestBatch(_Body):
@@ -89,6 +94,24 @@ class MemoriesQuery(_Query):
 class InjectionsQuery(_Query):
     harness: Short | None = None
     project: Short | None = None
+    limit: int = Field(default=50, ge=0, le=500)
+    offset: int = Field(default=0, ge=0, le=10**9)
+
+
+class SearchQuery(_Query):
+    """`GET /api/search`: recall, a page at a time. Recall ranks at most MAX_SEARCH_RESULTS
+    memories, so `offset + limit` stays within them."""
+
+    q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    project: Short | None = None
+    kind: Short | None = None
+    source: Short | None = None
+    since: str | None = Field(default=None, max_length=64)
+    limit: int = Field(default=20, ge=1, le=100)
+    offset: int = Field(default=0, ge=0, le=MAX_SEARCH_RESULTS - 1)
+
+
+class PageQuery(_Query):
     limit: int = Field(default=50, ge=0, le=500)
     offset: int = Field(default=0, ge=0, le=10**9)
 

@@ -67,6 +67,11 @@ def model_prompts(architecture: str, instruct: str = "") -> Prompts:
 #: (EmbeddingGemma, Qwen3-Embedding) should lead. MEMORY_CHANNEL_WEIGHTS=vector=… overrides it.
 FUSION_WEIGHTS = {"bert": 0.3, "nomic-bert": 0.5, "gemma-embedding": 20.0, "qwen3": 20.0}
 DEFAULT_FUSION_WEIGHT = 0.5
+#: Its default share of the weight under score fusion (MEMORY_FUSION=score), per architecture,
+#: chosen on LoCoMo dev with leave-one-conversation-out (bench/bench_vector.py --shares):
+#: MiniLM (bert) speaks up for a third, a strong embedder leads.
+FUSION_SHARES = {"bert": 0.35, "nomic-bert": 0.5, "gemma-embedding": 0.75, "qwen3": 0.75}
+DEFAULT_FUSION_SHARE = 0.5
 #: Default cosine floor for vector-only hits, per architecture: where unrelated texts land for
 #: that model (spec: Qwen3 relevant ~0.68, unrelated ~0.3 -> 0.45; EmbeddingGemma 0.35 costs no
 #: LoCoMo recall while 0.45 cuts R@50 by 2 points; MiniLM unrelated ~0.0-0.1).
@@ -230,6 +235,12 @@ class LlamaCppEmbedder:
         """The vector channel's default RRF weight for this model (see FUSION_WEIGHTS)."""
         arch = self.gguf.architecture if self.gguf else ""
         return FUSION_WEIGHTS.get(arch, DEFAULT_FUSION_WEIGHT)
+
+    @property
+    def fusion_share(self) -> float:
+        """The vector channel's default share under score fusion (see FUSION_SHARES)."""
+        arch = self.gguf.architecture if self.gguf else ""
+        return FUSION_SHARES.get(arch, DEFAULT_FUSION_SHARE)
 
     @property
     def cosine_floor(self) -> float:

@@ -101,6 +101,11 @@ class VectorChannel:
         return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
 
     @property
+    def fusion_share(self) -> float:
+        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
+        return float(getattr(self.embedder, "fusion_share", 0.5))
+
+    @property
     def active(self) -> bool:
         e = self.embedder
         return e is not None and bool(getattr(e, "available", True)) and e.model_id is not None

@@ -1,0 +1,154 @@
+"""Browsing memory from inside the agent: MCP resources (what clients offer as @-mentions), a
+prompt (a slash command) and completion of their arguments.
+
+- `memory://recent`: the newest-updated memories; `memory://recent/{+project}`: one project's
+  (resources/list names one such resource per project that has memories);
+  `memory://memories/{uid}`: one memory. A resource goes into the model's context like a hook's
+  injection, so its text is the same `<semantic-memory>` block: labelled as reference data, with
+  any wrapper tags inside stored content neutralised.
+- Prompt `recall`: recalls for a described task with the hooks' relevance bar and budget and
+  returns the block as a user message.
+- `completion/complete`: the projects and kinds that exist, most used first, for the prompt's
+  `project` / `kind` arguments and the project template's `project`.
+"""
+
+# No `from __future__ import annotations`: the SDK reads the prompt's signature at runtime.
+from typing import TYPE_CHECKING, Annotated
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.resources import ResourceSecurity
+from mcp.shared.uri_template import UriTemplate
+from mcp_types import (
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    Resource,
+    ResourceTemplateReference,
+)
+from pydantic import Field
+
+from ..models import Memory, RecallFilters, RecallHit
+from ..pipeline import MemoryEngine
+from .mcp_logging import embedder_fallback
+
+if TYPE_CHECKING:
+    from .mcp_tools import MemoryMCP
+
+RECENT_URI = "memory://recent"
+PROJECT_TEMPLATE = "memory://recent/{+project}"  # `+`: project names hold slashes (host/org/repo)
+MEMORY_TEMPLATE = "memory://memories/{uid}"
+PROMPT_NAME = "recall"
+#: Memories in a "recent" resource, and the characters its block may take.
+RECENT_LIMIT = 20
+RECENT_BUDGET = 20_000
+#: Projects listed as resources of their own (most memories first); the template reaches all.
+MAX_LISTED_PROJECTS = 50
+#: The protocol's cap on values in one completion answer.
+MAX_COMPLETIONS = 100
+
+PROMPT_DESCRIPTION = (
+    "Recall what long-term memory holds about a task: the memories relevant to it, as the "
+    "labelled block the hooks inject (nothing when nothing is relevant).")
+
+#: (reference kind, prompt name or template URI, argument) -> the memories column it completes.
+COMPLETED: dict[tuple[str, str, str], str] = {
+    ("ref/prompt", PROMPT_NAME, "project"): "project",
+    ("ref/prompt", PROMPT_NAME, "kind"): "kind",
+    ("ref/resource", PROJECT_TEMPLATE, "project"): "project",
+}
+
+
+def as_block(engine: MemoryEngine, memories: list[Memory], budget: int) -> str:
+    """Memories as an injection block (newest first, as given), without a query."""
+    return engine.injection_block("", [RecallHit(m, 0.0) for m in memories], budget)
+
+
+def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
+    """Add the resources, the prompt and the completion handler to `mcp`."""
+
+    def recent(project: str | None) -> str:
+        memories = engine.list(RecallFilters(project=project), RECENT_LIMIT, 0)
+        if not memories:
+            return "No memories stored" + (f" for project {project}." if project else ".")
+        return as_block(engine, memories, RECENT_BUDGET)
+
+    @mcp.resource(RECENT_URI, name="recent-memories", title="Recent memories",
+                  description=f"The {RECENT_LIMIT} most recently updated memories of every "
+                              "project, as reference data.", mime_type="text/plain")
+    def recent_memories() -> str:
+        return recent(None)
+
+    # Project names are not paths: the SDK's path-traversal checks would refuse legitimate
+    # ones, and the value only ever reaches SQL as a bound parameter.
+    @mcp.resource(PROJECT_TEMPLATE, name="recent-project-memories",
+                  title="Recent memories of a project",
+                  description=f"The {RECENT_LIMIT} most recently updated memories of one project "
+                              "(e.g. github.com/acme/web), as reference data.",
+                  mime_type="text/plain", security=ResourceSecurity(exempt_params={"project"}))
+    def recent_project_memories(project: str) -> str:
+        return recent(project)
+
+    @mcp.resource(MEMORY_TEMPLATE, name="memory", title="One memory",
+                  description="One memory by uid (from memory_recall or memory_list), as "
+                              "reference data.", mime_type="text/plain")
+    def one_memory(uid: str) -> str:
+        memory = engine.get(uid)
+        if memory is None or memory.deleted:
+            raise ResourceNotFoundError(f"no live memory with uid {uid[:80]!r}")
+        # Escaping `<` as `&lt;` at most quadruples the content; the wrapper needs the rest.
+        return as_block(engine, [memory], 4 * len(memory.content) + 2_000)
+
+    def project_resources() -> list[Resource]:
+        projects, _ = engine.values("project", "", MAX_LISTED_PROJECTS)
+        template = UriTemplate.parse(PROJECT_TEMPLATE)
+        return [Resource(uri=template.expand({"project": project}),
+                         name=f"recent-memories:{project}",
+                         title=f"Recent memories: {project}",
+                         description=f"The {RECENT_LIMIT} most recently updated memories of "
+                                     f"project {project}.",
+                         mime_type="text/plain")
+                for project in projects]
+
+    mcp.dynamic_resources = project_resources
+
+    settings = engine.settings
+
+    @mcp.prompt(name=PROMPT_NAME, title="Recall memories for a task",
+                description=PROMPT_DESCRIPTION)
+    async def recall_prompt(
+        task: Annotated[str, Field(min_length=1, max_length=10_000, description=(
+            "The task at hand, in a sentence or a few keywords."))],
+        project: Annotated[str | None, Field(max_length=256, description=(
+            "Only this project's memories (e.g. github.com/acme/web)."))] = None,
+        kind: Annotated[str | None, Field(max_length=64, description=(
+            "Only memories of this kind (decision, preference, fact, …)."))] = None,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> str:
+        def work() -> str:
+            filters = RecallFilters(project=project or None, kind=kind or None)
+            hits = engine.recall(task, settings.plugin_limit, filters, relevant_only=True)
+            return engine.injection_block(task, hits, settings.plugin_budget_chars)
+
+        block = await anyio.to_thread.run_sync(work)
+        fallback = await anyio.to_thread.run_sync(embedder_fallback, engine)
+        if fallback and ctx is not None:
+            await mcp.client_log.send(ctx, "warning", fallback)
+        if not block:
+            return f"No stored memory is relevant to this task: {task}"
+        return f"Memories recalled for this task: {task}\n\n{block}"
+
+    @mcp.completion()
+    async def complete(ref: PromptReference | ResourceTemplateReference,
+                       argument: CompletionArgument,
+                       context: CompletionContext | None) -> Completion | None:
+        key = (ref.type, ref.name if isinstance(ref, PromptReference) else ref.uri,
+               argument.name)
+        column = COMPLETED.get(key)
+        if column is None:
+            return None  # the SDK answers an empty list: nothing to offer for that argument
+        values, total = await anyio.to_thread.run_sync(
+            engine.values, column, argument.value, MAX_COMPLETIONS)
+        return Completion(values=values, total=total, has_more=total > len(values))

@@ -1,0 +1,612 @@
+// The browse page of semantic-memory-mcp: plain JavaScript, no framework, no build step.
+//
+// Memory content, projects, queries and tags are untrusted: agents and tools wrote them. The DOM
+// is therefore built with createElement and text nodes only (never innerHTML), links are made
+// only from our own route names plus encodeURIComponent, and the Content-Security-Policy the
+// service sends (script-src 'self', no inline script, no eval) would stop anything that slipped
+// through anyway.
+
+const TOKEN_KEY = "semantic-memory.token";
+const PREVIEW_CHARS = 280;
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+const state = {
+  health: null, // GET /health: version, auth (whether the API needs a token)
+  stats: null, // GET /api/stats: refreshed by the overview, its lists fill the search filters
+  ticket: 0, // bumped per navigation: a slow answer for a view left behind is dropped
+  listHash: "#search", // the list a memory was opened from, for "back" and after forgetting
+  nextNotice: "", // shown after the navigation under way (which clears the notice otherwise)
+};
+
+class AuthNeeded extends Error {}
+
+// --- DOM helpers ----------------------------------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+
+function setProps(node, { cls, text, attrs = {}, on = {} } = {}) {
+  if (cls) node.setAttribute("class", cls);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value !== null && value !== undefined && value !== false) {
+      node.setAttribute(name, value === true ? "" : String(value));
+    }
+  }
+  for (const [event, handler] of Object.entries(on)) node.addEventListener(event, handler);
+  return node;
+}
+
+function addChildren(node, children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : String(child)); // strings become text nodes
+  }
+  return node;
+}
+
+/** An HTML element: el("a", {cls, text, attrs, on}, ...children). */
+const el = (tag, props, ...children) =>
+  addChildren(setProps(document.createElement(tag), props), children);
+
+/** An SVG element, the same way. */
+const svgEl = (tag, props, ...children) =>
+  addChildren(setProps(document.createElementNS(SVG_NS, tag), props), children);
+
+// --- formatting -----------------------------------------------------------------------------
+
+const num = (n) => Number(n || 0).toLocaleString("en-US");
+const tokens = (chars) => `~${num(Math.floor((chars || 0) / 4))} tokens`;
+
+function bytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = Number(n || 0);
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${value.toFixed(unit ? 1 : 0)} ${units[unit]}`;
+}
+
+function when(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return el("span", { text: iso || "—" });
+  const pad = (v) => String(v).padStart(2, "0");
+  const shown = `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} `
+    + `${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  return el("time", { text: shown, attrs: { datetime: iso, title: iso } });
+}
+
+function preview(text, limit = PREVIEW_CHARS) {
+  const flat = String(text || "").replace(/\s+/g, " ").trim();
+  return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+}
+
+const memoryHref = (uid) => `#memory/${encodeURIComponent(uid)}`;
+const searchHref = (params) => `#search?${new URLSearchParams(params)}`;
+const labelOf = (value) => (value === "" || value === null || value === undefined
+  ? "(none)" : value);
+
+// --- notices and confirmation ---------------------------------------------------------------
+
+function notify(message, kind = "info") {
+  const box = $("notice");
+  box.textContent = message;
+  box.setAttribute("class", `notice ${kind}`);
+  box.hidden = !message;
+}
+
+/** A modal yes/no question; resolves true when the user confirms. Escape cancels. */
+function confirmAction(title, detail, action) {
+  const dialog = $("confirm-dialog");
+  $("confirm-title").textContent = title;
+  $("confirm-detail").textContent = detail;
+  $("confirm-ok").textContent = action;
+  dialog.returnValue = "";
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+    $("confirm-cancel").focus(); // the safe choice has the focus
+  });
+}
+
+// --- the API --------------------------------------------------------------------------------
+
+const token = () => sessionStorage.getItem(TOKEN_KEY);
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json" };
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  const response = await fetch(path, { ...options, headers, cache: "no-store" });
+  const body = await response.json().catch(() => null);
+  if (response.status === 401) {
+    const refused = Boolean(token());
+    sessionStorage.removeItem(TOKEN_KEY);
+    showTokenView(refused ? "That token was refused: enter the service's MEMORY_TOKEN." : "");
+    throw new AuthNeeded();
+  }
+  if (!response.ok) {
+    throw new Error((body && body.error) || `${response.status} ${response.statusText}`);
+  }
+  return body;
+}
+
+async function loadStats() {
+  if (!state.stats) state.stats = await api("/api/stats");
+  return state.stats;
+}
+
+// --- auth -----------------------------------------------------------------------------------
+
+const needsToken = () => Boolean(state.health && state.health.auth);
+
+function renderAuthStatus() {
+  const box = $("auth-status");
+  if (!needsToken()) {
+    box.replaceChildren(el("span", { cls: "badge", text: "open (no token)" }));
+    return;
+  }
+  if (!token()) {
+    box.replaceChildren(el("span", { cls: "badge warn", text: "token needed" }));
+    return;
+  }
+  box.replaceChildren(
+    el("span", { cls: "badge ok", text: "token set" }),
+    el("button", {
+      cls: "link", text: "Forget token", attrs: { type: "button" },
+      on: {
+        click: () => {
+          sessionStorage.removeItem(TOKEN_KEY);
+          state.stats = null;
+          showTokenView("");
+        },
+      },
+    }),
+  );
+}
+
+function showTokenView(error) {
+  showView("token");
+  renderAuthStatus();
+  $("token-error").textContent = error;
+  $("token-error").hidden = !error;
+  $("token-input").value = "";
+  $("token-input").focus();
+}
+
+async function submitToken(event) {
+  event.preventDefault();
+  const value = $("token-input").value.trim();
+  if (!/^[!-~]+$/.test(value)) {
+    // HTTP headers carry Latin-1 only, and the service's tokens are printable ASCII.
+    showTokenView("A token is printable ASCII without spaces.");
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, value);
+  state.stats = null;
+  try {
+    await loadStats(); // proves the token before leaving this view
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) showTokenView(err.message);
+    return;
+  }
+  renderAuthStatus();
+  await route();
+}
+
+// --- views ----------------------------------------------------------------------------------
+
+const VIEWS = ["token", "overview", "search", "memory", "telemetry"];
+
+function showView(name) {
+  for (const view of VIEWS) $(`${view}-view`).hidden = view !== name;
+  for (const link of document.querySelectorAll("nav a[data-view]")) {
+    // A memory is opened from the search view: that tab stays the current one.
+    const current = link.dataset.view === (name === "memory" ? "search" : name);
+    if (current) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+function card(label, value, note) {
+  return el("div", { cls: "card" },
+    el("div", { cls: "card-label", text: label }),
+    el("div", { cls: "card-value", text: value }),
+    note ? el("div", { cls: "card-note", text: note }) : null);
+}
+
+function countList(target, counts, filter, extra) {
+  const entries = Object.entries(counts || {});
+  const items = entries.map(([value, count]) => el("li", {},
+    el("a", { text: labelOf(value), attrs: { href: searchHref({ [filter]: value }) } }),
+    el("span", { cls: "count", text: num(count) })));
+  if (extra) items.push(extra);
+  if (!items.length) items.push(el("li", { cls: "empty", text: "None yet." }));
+  $(target).replaceChildren(...items);
+}
+
+function embedderText(embedder) {
+  if (!embedder) return ["none", "no embedder plugin: keyword channels only"];
+  if (!embedder.active) return ["off", embedder.reason || "vector channel inactive"];
+  return [embedder.model_id || embedder.embedder || "on", embedder.embedder || ""];
+}
+
+async function renderOverview(ticket) {
+  state.stats = null; // the overview always shows fresh numbers (agents write meanwhile)
+  const stats = await loadStats();
+  if (ticket !== state.ticket) return;
+  const injections = stats.injections || {};
+  const embedder = stats.embedder;
+  const [embedderName, embedderNote] = embedderText(embedder);
+  const vectorized = embedder && embedder.active
+    ? `${num(stats.vectorized)} of ${num(stats.memories)}` : "—";
+  $("overview-cards").replaceChildren(
+    card("Memories", num(stats.memories)),
+    card("Forgotten", num(stats.forgotten), "removed for good by a purge"),
+    card("Vectorized", vectorized, embedder && embedder.active ? "" : "no active embedder"),
+    card("Database", bytes(stats.db_bytes), stats.db_path),
+    card("Recall", stats.recall_mode === "hybrid" ? "hybrid" : "keyword",
+      stats.recall_mode === "hybrid" ? "words and meaning" : "by words only"),
+    card("Embedder", embedderName, embedderNote),
+    card("Device", stats.device || "—"),
+    card("Injections", num(injections.total),
+      `${num(injections.last_7_days)} in 7 days · ${tokens(injections.chars)}`),
+  );
+  const idle = embedder && !embedder.active ? embedder.channel : null; // searches nothing
+  $("overview-channels").replaceChildren(...(stats.channels || []).map((channel) =>
+    el("li", {}, el("strong", { text: channel.name }), ` weight ${channel.weight}`,
+      channel.name === idle ? el("span", { cls: "muted", text: " (inactive)" }) : null)));
+  countList("overview-kinds", stats.by_kind, "kind");
+  countList("overview-sources", stats.by_source, "source");
+  const unnamed = stats.without_project
+    ? el("li", {}, el("span", { text: "(no project)" }),
+      el("span", { cls: "count", text: num(stats.without_project) }))
+    : null;
+  countList("overview-projects", stats.by_project, "project", unnamed);
+  // Bulk maintenance answers 403 without MEMORY_TOKEN: offer it only where it can work.
+  $("maintenance").hidden = !(needsToken() && token());
+  $("maintenance-hint").hidden = needsToken();
+}
+
+async function runMaintenance(kind) {
+  const questions = {
+    purge: ["Purge now?", "Forgotten memories are deleted for good, expired artifacts and old "
+      + "telemetry are removed, and the file is compacted. This cannot be undone.", "Purge"],
+    backfill: ["Backfill vectors now?", "Every memory without a vector is embedded. With a "
+      + "large store this takes a while.", "Backfill"],
+  };
+  if (!(await confirmAction(...questions[kind]))) return;
+  const report = $("maintenance-report");
+  notify(`${kind === "purge" ? "Purging" : "Backfilling"}…`);
+  try {
+    const result = await api(`/api/maintenance/${kind}`, { method: "POST" });
+    const rows = Object.entries(result).flatMap(([key, value]) => [
+      el("dt", { text: key.replaceAll("_", " ") }),
+      el("dd", { text: typeof value === "object" ? JSON.stringify(value) : String(value) }),
+    ]);
+    report.replaceChildren(...rows);
+    report.hidden = false;
+    notify(`${kind === "purge" ? "Purge" : "Backfill"} done.`, "ok");
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) notify(err.message, "error");
+    return;
+  }
+  state.stats = null; // the counts changed
+  await renderOverview(state.ticket);
+}
+
+// --- search ---------------------------------------------------------------------------------
+
+const FILTERS = ["project", "kind", "source"];
+
+function fillSelect(select, counts, chosen, anyLabel) {
+  const values = Object.keys(counts || {});
+  if (chosen && !values.includes(chosen)) values.unshift(chosen); // e.g. from a link
+  select.replaceChildren(el("option", { text: anyLabel, attrs: { value: "" } }),
+    ...values.map((value) => el("option", { text: value, attrs: { value } })));
+  select.value = chosen || "";
+}
+
+function fillForm(stats, params) {
+  $("search-q").value = params.get("q") || "";
+  fillSelect($("search-project"), stats.by_project, params.get("project"), "Any project");
+  fillSelect($("search-kind"), stats.by_kind, params.get("kind"), "Any kind");
+  fillSelect($("search-source"), stats.by_source, params.get("source"), "Any source");
+  $("search-since").value = params.get("since") || "";
+  $("search-limit").value = ["20", "50", "100"].includes(params.get("limit"))
+    ? params.get("limit") : "20";
+}
+
+function submitSearch(event) {
+  event.preventDefault();
+  const params = new URLSearchParams();
+  for (const [name, value] of new FormData($("search-form"))) {
+    if (String(value).trim() && !(name === "limit" && value === "20")) params.set(name, value);
+  }
+  const hash = `#search?${params}`;
+  if (location.hash === hash) route(); // the same search again: refresh it
+  else location.hash = hash;
+}
+
+function rankChips(item, channels) {
+  if (item.neighbour_of) {
+    // Not ranked itself: recall brought it along as the session neighbour of a hit.
+    return el("p", { cls: "why" }, el("span", { cls: "rank miss", text: "neighbour of" }),
+      el("a", { text: item.neighbour_of, attrs: { href: memoryHref(item.neighbour_of) } }));
+  }
+  const chips = channels.map((name) => (item.ranks && item.ranks[name]
+    ? el("span", { cls: "rank", text: `${name} #${item.ranks[name]}`,
+      attrs: { title: `rank ${item.ranks[name]} in the ${name} channel` } })
+    : el("span", { cls: "rank miss", text: `${name} –`,
+      attrs: { title: `not among the ${name} channel's candidates` } })));
+  const cosine = item.signals && item.signals.cosine;
+  return el("p", { cls: "why" },
+    el("span", { cls: "score", text: `score ${Number(item.score).toFixed(4)}`,
+      attrs: { title: "fused weighted-RRF score" } }),
+    chips,
+    cosine !== undefined ? el("span", { cls: "rank", text: `cosine ${cosine.toFixed(3)}` }) : null);
+}
+
+function resultItem(item, channels) {
+  return el("li", { cls: "hit" },
+    el("a", { cls: "hit-content", text: preview(item.content) || "(empty)",
+      attrs: { href: memoryHref(item.uid) } }),
+    el("p", { cls: "meta" },
+      el("span", { cls: "tag kind", text: item.kind }),
+      el("span", { cls: "tag", text: item.source }),
+      item.project ? el("span", { cls: "tag project", text: item.project }) : null,
+      (item.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` })),
+      el("span", { cls: "updated" }, "updated ", when(item.updated_at))),
+    channels ? rankChips(item, channels) : null);
+}
+
+function pager(params, offset, limit, hasMore) {
+  const go = (to) => {
+    const next = new URLSearchParams(params);
+    if (to > 0) next.set("offset", String(to));
+    else next.delete("offset");
+    location.hash = `#search?${next}`;
+  };
+  return [
+    el("button", { text: "← Previous", attrs: { type: "button", disabled: offset <= 0 },
+      on: { click: () => go(Math.max(0, offset - limit)) } }),
+    el("button", { text: "Next →", attrs: { type: "button", disabled: !hasMore },
+      on: { click: () => go(offset + limit) } }),
+  ];
+}
+
+async function renderSearch(params, ticket) {
+  const stats = await loadStats();
+  if (ticket !== state.ticket) return;
+  fillForm(stats, params);
+  const q = (params.get("q") || "").trim();
+  const limit = Number($("search-limit").value);
+  const offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0);
+  const query = new URLSearchParams({ limit: String(limit), offset: String(offset) });
+  for (const name of [...FILTERS, "since"]) if (params.get(name)) query.set(name, params.get(name));
+  let data;
+  if (q) {
+    query.set("q", q);
+    data = await api(`/api/search?${query}`);
+  } else {
+    data = await api(`/api/memories?${query}`);
+  }
+  if (ticket !== state.ticket) return;
+  state.listHash = location.hash || "#search";
+  const shown = data.items.length;
+  const range = shown ? `${num(offset + 1)}–${num(offset + shown)}` : "none";
+  $("search-summary").textContent = q
+    ? `Results ${range} for “${preview(q, 80)}”, best first: each shows its fused score and `
+      + "its rank in every channel (– where a channel did not find it)."
+    : `Newest-updated memories: ${range} of ${num(data.total)}.`;
+  const items = data.items.map((item) => resultItem(item, q ? data.channels : null));
+  if (!items.length) items.push(el("li", { cls: "empty", text: "Nothing found." }));
+  $("search-results").replaceChildren(...items);
+  const hasMore = q ? data.has_more : offset + shown < data.total;
+  $("search-pager").replaceChildren(...pager(params, offset, limit, hasMore));
+}
+
+// --- one memory -----------------------------------------------------------------------------
+
+function injectionsTable(target, rows, withMemories) {
+  const head = el("tr", {}, ["When", "Harness", "Hook", "Project", "Query",
+    withMemories ? "Memories" : null, "Chars"].filter(Boolean).map((h) => el("th", {
+    text: h, attrs: { scope: "col" } })));
+  const body = rows.map((row) => el("tr", {},
+    el("td", {}, when(row.ts)),
+    el("td", { text: labelOf(row.harness) }),
+    el("td", { text: labelOf(row.hook) }),
+    el("td", { text: labelOf(row.project) }),
+    el("td", { cls: "query", text: preview(row.query, 120) || "—" }),
+    withMemories ? el("td", { cls: "uids" }, row.uids.map((uid) =>
+      el("a", { text: uid.slice(0, 8), attrs: { href: memoryHref(uid), title: uid } }))) : null,
+    el("td", { cls: "number", text: num(row.chars) })));
+  if (!body.length) {
+    body.push(el("tr", {}, el("td", { cls: "empty", text: "No injection recorded.",
+      attrs: { colspan: 7 } })));
+  }
+  $(target).replaceChildren(el("thead", {}, head), el("tbody", {}, body));
+}
+
+async function renderMemory(uid, ticket) {
+  const path = `/api/memories/${encodeURIComponent(uid)}`;
+  const [memory, injections] = await Promise.all([api(path), api(`${path}/injections?limit=100`)]);
+  if (ticket !== state.ticket) return;
+  $("memory-back").setAttribute("href", state.listHash);
+  $("memory-title").textContent = `Memory ${memory.uid}`;
+  $("memory-content").textContent = memory.content;
+  const meta = [["uid", memory.uid], ["kind", memory.kind], ["source", memory.source],
+    ["project", labelOf(memory.project)], ["tags", (memory.tags || []).join(", ") || "—"]];
+  if (memory.session) meta.push(["session", `${memory.session} (#${memory.seq ?? "?"})`]);
+  $("memory-meta").replaceChildren(
+    ...meta.flatMap(([key, value]) => [el("dt", { text: key }), el("dd", { text: value })]),
+    el("dt", { text: "created" }), el("dd", {}, when(memory.created_at)),
+    el("dt", { text: "updated" }), el("dd", {}, when(memory.updated_at)));
+  $("memory-injections-title").textContent = injections.total === 1
+    ? "Injected once" : `Injected ${num(injections.total)} times`;
+  injectionsTable("memory-injections", injections.items, false);
+  $("forget-button").onclick = () => forget(memory);
+}
+
+async function forget(memory) {
+  const yes = await confirmAction("Forget this memory?", preview(memory.content, 200), "Forget");
+  if (!yes) return;
+  try {
+    await api(`/api/memories/${encodeURIComponent(memory.uid)}`, { method: "DELETE" });
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) notify(err.message, "error");
+    return;
+  }
+  state.stats = null;
+  state.nextNotice = `Forgotten: ${preview(memory.content, 60)}`;
+  location.hash = state.listHash;
+}
+
+// --- telemetry ------------------------------------------------------------------------------
+
+/** Bars of injections per day. Drawn `width` units wide for a box that many pixels wide, so that
+    its labels keep their size on a narrow window. */
+function perDayChart(days, width) {
+  const height = 170;
+  const pad = { left: 34, right: 6, top: 10, bottom: 24 };
+  const plot = height - pad.top - pad.bottom;
+  const max = Math.max(1, ...days.map((d) => d.count));
+  const total = days.reduce((sum, d) => sum + d.count, 0);
+  const step = (width - pad.left - pad.right) / Math.max(1, days.length);
+  const bars = days.map((day, i) => {
+    const h = (day.count / max) * plot;
+    const tip = `${day.day}: ${num(day.count)} injections, ${num(day.chars)} characters`;
+    return svgEl("rect", {
+      cls: day.count ? "bar" : "bar zero",
+      attrs: {
+        x: (pad.left + i * step + 1).toFixed(1),
+        y: (pad.top + plot - h).toFixed(1),
+        width: Math.max(1, step - 2).toFixed(1),
+        height: Math.max(day.count ? 1 : 0.5, h).toFixed(1), // an empty day: a hairline
+      },
+    }, svgEl("title", {}, tip));
+  });
+  const label = (x, y, text, anchor) => svgEl("text", { cls: "axis", text,
+    attrs: { x, y, "text-anchor": anchor } });
+  const first = days.length ? days[0].day : "";
+  const last = days.length ? days[days.length - 1].day : "";
+  return svgEl("svg", {
+    cls: "chart",
+    attrs: { viewBox: `0 0 ${width} ${height}`, role: "img",
+      "aria-label": `Injections per day from ${first} to ${last}: ${total} in all, `
+        + `at most ${max} a day` },
+  },
+  svgEl("line", { cls: "baseline", attrs: { x1: pad.left, x2: width - pad.right,
+    y1: pad.top + plot, y2: pad.top + plot } }),
+  label(pad.left - 4, pad.top + 8, String(max), "end"),
+  label(pad.left - 4, pad.top + plot, "0", "end"),
+  label(pad.left, height - 6, first, "start"),
+  label(width - pad.right, height - 6, `${last} (UTC)`, "end"),
+  bars);
+}
+
+function splitTable(target, counts, total, heading) {
+  const rows = Object.entries(counts || {}).map(([name, count]) => el("tr", {},
+    el("th", { text: labelOf(name), attrs: { scope: "row" } }),
+    el("td", { cls: "number", text: num(count) }),
+    el("td", {}, el("meter", { attrs: { min: 0, max: Math.max(1, total), value: count,
+      "aria-label": `${labelOf(name)}: ${count} of ${total}` } }))));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { cls: "empty", text: "None yet." })));
+  $(target).replaceChildren(
+    el("thead", {}, el("tr", {}, ["", "Injections", "Share"].map((h, i) =>
+      el("th", { text: i ? h : heading, attrs: { scope: "col" } })))),
+    el("tbody", {}, rows));
+}
+
+async function renderTelemetry(ticket) {
+  const data = await api("/api/injections?limit=20");
+  if (ticket !== state.ticket) return;
+  const s = data.summary;
+  $("telemetry-cards").replaceChildren(
+    card("Injections", num(s.total)),
+    card("Last 7 days", num(s.last_7_days)),
+    card("Characters", num(s.chars), tokens(s.chars)),
+    card("Characters, 7 days", num(s.last_7_days_chars), tokens(s.last_7_days_chars)),
+  );
+  const box = $("telemetry-chart");
+  box.replaceChildren(perDayChart(s.per_day || [], Math.max(320, box.clientWidth || 800)));
+  splitTable("telemetry-harness", s.by_harness, s.total, "Harness");
+  splitTable("telemetry-hook", s.by_hook, s.total, "Hook");
+  const top = (s.top_memories || []).map((m) => el("li", {},
+    m.content === null
+      ? el("span", { cls: "muted", text: `${m.uid} (deleted)` })
+      : el("a", { text: preview(m.content, 160) || m.uid, attrs: { href: memoryHref(m.uid) } }),
+    el("span", { cls: "count", text: `${num(m.injections)}×` })));
+  if (!top.length) top.push(el("li", { cls: "empty", text: "Nothing injected yet." }));
+  $("telemetry-top").replaceChildren(...top);
+  injectionsTable("telemetry-latest", data.items, true);
+}
+
+// --- routing --------------------------------------------------------------------------------
+
+function parseHash() {
+  const raw = location.hash.slice(1);
+  const cut = raw.indexOf("?");
+  const path = cut < 0 ? raw : raw.slice(0, cut);
+  const params = new URLSearchParams(cut < 0 ? "" : raw.slice(cut + 1));
+  if (path.startsWith("memory/")) {
+    try {
+      return { view: "memory", uid: decodeURIComponent(path.slice("memory/".length)) };
+    } catch {
+      return { view: "overview", params };
+    }
+  }
+  return { view: ["search", "telemetry"].includes(path) ? path : "overview", params };
+}
+
+async function route() {
+  const ticket = ++state.ticket;
+  if (needsToken() && !token()) {
+    showTokenView("");
+    return;
+  }
+  const where = parseHash();
+  showView(where.view);
+  renderAuthStatus();
+  try {
+    if (where.view === "overview") await renderOverview(ticket);
+    else if (where.view === "search") await renderSearch(where.params, ticket);
+    else if (where.view === "memory") await renderMemory(where.uid, ticket);
+    else await renderTelemetry(ticket);
+  } catch (err) {
+    if (!(err instanceof AuthNeeded) && ticket === state.ticket) notify(err.message, "error");
+    return;
+  }
+  if (ticket === state.ticket) {
+    // Keyboard and screen-reader users land on the new view's heading.
+    $(`${where.view}-title`).focus({ preventScroll: true });
+  }
+}
+
+async function start() {
+  $("token-form").addEventListener("submit", submitToken);
+  $("search-form").addEventListener("submit", submitSearch);
+  $("search-reset").addEventListener("click", () => {
+    if (location.hash === "#search") route(); // no hashchange to wait for
+    else location.hash = "#search";
+  });
+  $("purge-button").addEventListener("click", () => runMaintenance("purge"));
+  $("backfill-button").addEventListener("click", () => runMaintenance("backfill"));
+  $("confirm-ok").addEventListener("click", () => $("confirm-dialog").close("ok"));
+  $("confirm-cancel").addEventListener("click", () => $("confirm-dialog").close("cancel"));
+  window.addEventListener("hashchange", () => {
+    notify(state.nextNotice, "ok");
+    state.nextNotice = "";
+    route();
+  });
+  try {
+    state.health = await (await fetch("/health", { cache: "no-store" })).json();
+    $("version").textContent = `v${state.health.version}`;
+  } catch (err) {
+    notify(`The service does not answer: ${err.message}`, "error");
+    return;
+  }
+  await route();
+}
+
+start();

@@ -1,0 +1,1111 @@
+// semantic-memory-mcp's opencode plugin (https://opencode.ai/docs/plugins/).
+// Generated from opencode-plugin/src by `npm run build`: edit the sources, not this file.
+
+// src/memory.ts
+import { randomBytes } from "node:crypto";
+
+// src/autostart.ts
+import { spawn } from "node:child_process";
+import { closeSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { dirname as dirname2, join as join2 } from "node:path";
+
+// src/client.ts
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import { performance } from "node:perf_hooks";
+
+// src/settings.ts
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+var DEFAULT_DB = "~/.local/share/memory-mcp/memory.db";
+var BadValue = class extends Error {
+};
+function text(raw) {
+  if (typeof raw === "string") return raw.trim();
+  if (typeof raw === "number" || typeof raw === "boolean") return String(raw);
+  throw new BadValue(`expected a string, got ${JSON.stringify(raw)}`);
+}
+function integer(min, max) {
+  return (raw) => {
+    const value = typeof raw === "number" ? raw : Number(text(raw));
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new BadValue(`must be a whole number within ${min}..${max}, not ${JSON.stringify(raw)}`);
+    }
+    return value;
+  };
+}
+function flag(raw) {
+  if (typeof raw === "boolean") return raw;
+  const word = text(raw).toLowerCase();
+  if (["1", "true", "yes", "on"].includes(word)) return true;
+  if (["0", "false", "no", "off"].includes(word)) return false;
+  throw new BadValue(`must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(raw)}`);
+}
+function seconds(raw) {
+  const value = typeof raw === "number" ? raw : Number(text(raw));
+  if (!(value >= 0.05 && value <= 60)) {
+    throw new BadValue(`must be 0.05..60 seconds, not ${JSON.stringify(raw)}`);
+  }
+  return Math.round(value * 1e3);
+}
+function toolNames(raw) {
+  const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
+  return new Set(names.map((name) => name.trim().toLowerCase()).filter(Boolean));
+}
+function expandHome(path) {
+  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+}
+var FIELDS = {
+  url: { env: "MEMORY_PLUGIN_URL", option: "url", parse: (raw) => text(raw).replace(/\/+$/, ""), fallback: "" },
+  token: { env: "MEMORY_PLUGIN_TOKEN", option: "token", parse: text, fallback: "" },
+  limit: { env: "MEMORY_PLUGIN_LIMIT", option: "limit", parse: integer(1, 50), fallback: 5 },
+  budgetChars: {
+    env: "MEMORY_PLUGIN_BUDGET_CHARS",
+    option: "budgetChars",
+    parse: integer(200, 1e6),
+    fallback: 2e3
+  },
+  toolCapture: {
+    env: "MEMORY_PLUGIN_TOOL_CAPTURE",
+    option: "toolCapture",
+    parse: toolNames,
+    fallback: /* @__PURE__ */ new Set()
+  },
+  autostart: { env: "MEMORY_PLUGIN_AUTOSTART", option: "autostart", parse: flag, fallback: false },
+  debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
+  project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
+  budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
+  dbPath: {
+    env: "MEMORY_DB_PATH",
+    option: "dbPath",
+    parse: (raw) => expandHome(text(raw)),
+    fallback: expandHome(DEFAULT_DB)
+  },
+  discoveryFile: {
+    env: "MEMORY_DISCOVERY_FILE",
+    option: "discoveryFile",
+    parse: text,
+    fallback: ""
+  },
+  command: { env: "MEMORY_PLUGIN_COMMAND", option: "command", parse: text, fallback: "memory-mcp" }
+};
+function loadSettings(env, options = {}) {
+  const problems = [];
+  const values = {};
+  for (const key of Object.keys(FIELDS)) {
+    const field = FIELDS[key];
+    let value = field.fallback;
+    const fromEnv = env[field.env] || (key === "token" ? env["MEMORY_TOKEN"] : void 0);
+    const sources = [
+      [field.env, fromEnv === "" ? void 0 : fromEnv],
+      [`option ${field.option}`, options[field.option]]
+    ];
+    for (const [name, raw] of sources) {
+      if (raw === void 0 || raw === null) continue;
+      try {
+        value = field.parse(raw);
+      } catch (error) {
+        if (!(error instanceof BadValue)) throw error;
+        problems.push({ name, message: `${name} ${error.message}; using the default` });
+      }
+      break;
+    }
+    values[key] = value;
+  }
+  return { settings: values, problems };
+}
+function hookLogPath(settings) {
+  return join(dirname(settings.dbPath), "hooks.jsonl");
+}
+function discoveryPath(settings) {
+  const configured = settings.discoveryFile;
+  if (configured.toLowerCase() === "off") return null;
+  if (configured) return expandHome(configured);
+  return `${settings.dbPath}.server.json`;
+}
+
+// src/client.ts
+var DEFAULT_URL = "http://127.0.0.1:8765";
+var ServiceUnavailable = class extends Error {
+  constructor(outcome, message) {
+    super(message);
+    this.outcome = outcome;
+  }
+  outcome;
+};
+function now() {
+  return performance.now();
+}
+function resolveUrl(settings) {
+  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
+  const path = discoveryPath(settings);
+  if (path !== null) {
+    const info = readDiscovery(path);
+    if (info && !info.stale && typeof info.url === "string") {
+      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
+    }
+  }
+  return { url: DEFAULT_URL, origin: "default" };
+}
+function readDiscovery(path) {
+  let data;
+  try {
+    data = JSON.parse(readFileSync(path, "utf8"));
+  } catch {
+    return null;
+  }
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
+  const info = data;
+  return { ...info, stale: !pidAlive(info["pid"]) };
+}
+function pidAlive(pid) {
+  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === "EPERM";
+  }
+}
+var ServiceClient = class {
+  constructor(url, token) {
+    this.url = url;
+    this.token = token;
+  }
+  url;
+  token;
+  get(path, deadline) {
+    return this.request("GET", path, void 0, deadline);
+  }
+  post(path, body, deadline) {
+    return this.request("POST", path, body, deadline);
+  }
+  /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
+  request(method, path, body, deadline) {
+    const remaining = Math.floor(deadline - now());
+    if (remaining <= 0) {
+      return Promise.reject(new ServiceUnavailable("timeout", "no time left in the action's budget"));
+    }
+    let target;
+    try {
+      target = new URL(this.url + path);
+      if (target.protocol !== "http:" && target.protocol !== "https:") throw new TypeError();
+    } catch {
+      return Promise.reject(new ServiceUnavailable("error", `not an http(s) URL: ${this.url}`));
+    }
+    const data = body === void 0 ? Buffer.alloc(0) : Buffer.from(JSON.stringify(body), "utf8");
+    const headers = {
+      Accept: "application/json",
+      Connection: "close",
+      "Content-Length": String(data.length)
+    };
+    if (body !== void 0) headers["Content-Type"] = "application/json";
+    if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+    const transport = target.protocol === "https:" ? https : http;
+    return new Promise((resolve2, reject) => {
+      let settled = false;
+      const settle = (error, value) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (error) reject(error);
+        else resolve2(value);
+      };
+      const req = transport.request(target, { method, headers, agent: false }, (res) => {
+        const chunks = [];
+        res.on("data", (chunk) => chunks.push(chunk));
+        res.on("error", (error) => settle(this.failure(error)));
+        res.on("end", () => {
+          const raw = Buffer.concat(chunks).toString("utf8");
+          let answer = null;
+          try {
+            answer = raw ? JSON.parse(raw) : null;
+          } catch {
+            answer = null;
+          }
+          const status = res.statusCode ?? 0;
+          if (status >= 400) {
+            const message = answer?.error;
+            settle(new ServiceUnavailable("error", `HTTP ${status}: ${String(message ?? raw.slice(-200))}`));
+          } else {
+            settle(null, answer);
+          }
+        });
+      });
+      const timer = setTimeout(() => {
+        settle(new ServiceUnavailable("timeout", `${this.url} did not answer within the budget`));
+        req.destroy();
+      }, remaining);
+      req.on("error", (error) => settle(this.failure(error)));
+      req.end(data);
+    });
+  }
+  failure(error) {
+    const code = error.code;
+    if (code === "ECONNREFUSED") {
+      return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);
+    }
+    if (code && /^(ECONNRESET|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EADDRNOTAVAIL|EPIPE)$/.test(code)) {
+      return new ServiceUnavailable("service down", `${this.url}: ${error.message}`);
+    }
+    return new ServiceUnavailable("error", `${this.url}: ${error.message}`);
+  }
+};
+
+// src/autostart.ts
+var LOCK_FRESH_MS = 2e4;
+var LISTENING = "MEMORY_MCP_LISTENING ";
+var POLL_MS = 50;
+async function startService(settings, waitMs) {
+  const deadline = now() + waitMs;
+  const lock = join2(dirname2(settings.dbPath), "autostart.lock");
+  if (takeLock(lock)) {
+    return { url: await spawnService(settings, deadline), how: "started" };
+  }
+  while (now() < deadline) {
+    const { url, origin } = resolveUrl(settings);
+    if (origin !== "default") {
+      try {
+        await new ServiceClient(url, settings.token).get("/health", Math.min(deadline, now() + 1e3));
+        return { url, how: "found" };
+      } catch {
+      }
+    }
+    await sleep(POLL_MS);
+  }
+  throw new ServiceUnavailable("service down", "another process is starting the service; not up in time");
+}
+function spawnService(settings, deadline) {
+  const env = { ...process.env, MEMORY_DB_PATH: settings.dbPath };
+  if (settings.url) {
+    const url = new URL(settings.url);
+    env["MEMORY_HOST"] = url.hostname.replace(/^\[|\]$/g, "");
+    env["MEMORY_PORT"] = url.port || (url.protocol === "https:" ? "443" : "80");
+  } else {
+    env["MEMORY_PORT"] = "0";
+  }
+  const logPath = join2(dirname2(settings.dbPath), "service.log");
+  mkdirSync(dirname2(logPath), { recursive: true });
+  const log = openSync(logPath, "a", 384);
+  return new Promise((resolve2, reject) => {
+    let settled = false;
+    let seen = "";
+    const child = spawn(settings.command, ["serve"], {
+      env,
+      detached: true,
+      // its own session: it outlives opencode and opencode's process group
+      stdio: ["ignore", "pipe", log]
+    });
+    closeSync(log);
+    const settle = (error, url) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      child.stdout?.destroy();
+      child.unref();
+      if (error) reject(error);
+      else resolve2(url);
+    };
+    const down = (message) => new ServiceUnavailable("service down", message);
+    const timer = setTimeout(
+      () => settle(down(`started ${settings.command} (pid ${child.pid}); not listening in time, see ${logPath}`)),
+      Math.max(deadline - now(), 1)
+    );
+    child.on("error", (error) => settle(down(`cannot start ${settings.command}: ${error.message}`)));
+    child.on("exit", (code) => settle(down(`${settings.command} exited with code ${code}; see ${logPath}`)));
+    child.stdout?.setEncoding("utf8");
+    child.stdout?.on("data", (chunk) => {
+      seen += chunk;
+      for (const line of seen.split("\n").slice(0, -1)) {
+        if (!line.startsWith(LISTENING)) continue;
+        try {
+          const info = JSON.parse(line.slice(LISTENING.length));
+          if (typeof info.url === "string") return settle(null, info.url.replace(/\/+$/, ""));
+        } catch {
+        }
+      }
+    });
+  });
+}
+function takeLock(path) {
+  mkdirSync(dirname2(path), { recursive: true });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, "wx", 384);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return true;
+    } catch (error) {
+      if (error.code !== "EEXIST") return false;
+      try {
+        if (Date.now() - statSync(path).mtimeMs < LOCK_FRESH_MS) return false;
+        unlinkSync(path);
+      } catch {
+      }
+    }
+  }
+  return false;
+}
+function sleep(ms) {
+  return new Promise((resolve2) => setTimeout(resolve2, ms));
+}
+
+// src/text.ts
+var SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+var LEADING = new RegExp(`^[${SPACE}]+`);
+var TRAILING = new RegExp(`[${SPACE}]+$`);
+var RUNS = new RegExp(`[${SPACE}]+`);
+var SURROGATE = /[\ud800-\udfff]/;
+function strip(text2) {
+  return rstrip(lstrip(text2));
+}
+function lstrip(text2) {
+  return text2.replace(LEADING, "");
+}
+function rstrip(text2) {
+  return text2.replace(TRAILING, "");
+}
+function words(text2) {
+  return text2.split(RUNS).filter(Boolean);
+}
+function length(text2) {
+  if (!SURROGATE.test(text2)) return text2.length;
+  let count = 0;
+  for (const _ of text2) count++;
+  return count;
+}
+function slice(text2, start, end = Infinity) {
+  if (!SURROGATE.test(text2)) return text2.slice(start, end);
+  return Array.from(text2).slice(start, end).join("");
+}
+function rfind(text2, sub) {
+  const unit = text2.lastIndexOf(sub);
+  return unit < 0 ? -1 : length(text2.slice(0, unit));
+}
+
+// src/transcript.ts
+var CHUNK_CHARS = 1200;
+var MIN_CHUNK_CHARS = 40;
+var HEAD_CHARS = 160;
+var NOT_CONVERSATION = new RegExp(
+  "<(semantic-memory|system-reminder|command-name|command-message|command-args|local-command-stdout|local-command-stderr|local-command-caveat|hook_result|environment_context|user_instructions|skills_instructions)\\b[^>]*>[\\s\\S]*?</\\1\\s*>",
+  "gi"
+);
+function clean(text2) {
+  return strip(text2.replace(NOT_CONVERSATION, ""));
+}
+function exchanges(turns) {
+  const out = [];
+  let user = [];
+  let reply = [];
+  for (const turn of turns) {
+    const text2 = clean(turn.text);
+    if (!text2) continue;
+    if (turn.role === "user") {
+      if (reply.length) {
+        out.push([user.join("\n\n"), reply.join("\n\n")]);
+        user = [];
+        reply = [];
+      }
+      user.push(text2);
+    } else {
+      reply.push(text2);
+    }
+  }
+  if (user.length || reply.length) out.push([user.join("\n\n"), reply.join("\n\n")]);
+  return out;
+}
+function chunkTurns(turns, maxChars = CHUNK_CHARS) {
+  const chunks = /* @__PURE__ */ new Set();
+  for (const [user, reply] of exchanges(turns)) {
+    for (const chunk of chunkExchange(user, reply, maxChars)) {
+      if (length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
+    }
+  }
+  return [...chunks];
+}
+function chunkExchange(user, reply, maxChars) {
+  const lines = [...user ? [`User: ${user}`] : [], ...reply ? [`Assistant: ${reply}`] : []];
+  const whole = lines.join("\n");
+  if (length(whole) <= maxChars) return [whole];
+  let head = "";
+  if (user) {
+    let question = words(user).join(" ");
+    if (length(question) > HEAD_CHARS) question = rstrip(slice(question, 0, HEAD_CHARS - 1)) + "\u2026";
+    head = `(User asked: ${question})
+`;
+  }
+  const [first, ...rest] = splitText(whole, maxChars - length(head));
+  return first === void 0 ? [] : [first, ...rest.map((piece) => head + piece)];
+}
+var BOUNDARIES = ["\n\n", "\n", ". ", " "];
+function splitText(text2, limit) {
+  limit = Math.max(limit, 1);
+  const pieces = [];
+  let rest = strip(text2);
+  while (length(rest) > limit) {
+    const window = slice(rest, 0, limit + 1);
+    let cut = -1;
+    for (const boundary of BOUNDARIES) {
+      cut = rfind(window, boundary);
+      if (cut > Math.floor(limit / 3)) {
+        cut += strip(boundary) ? rstrip(boundary).length : 0;
+        break;
+      }
+      cut = -1;
+    }
+    if (cut <= 0) cut = limit;
+    const piece = strip(slice(rest, 0, cut));
+    if (piece) pieces.push(piece);
+    rest = strip(slice(rest, cut));
+  }
+  if (rest) pieces.push(rest);
+  return pieces;
+}
+
+// src/messages.ts
+function conversationText(parts) {
+  return parts.flatMap((part) => part.type === "text" && !part.synthetic && !part.ignored ? [part.text] : []).join("\n");
+}
+function messageTurns(messages) {
+  const turns = [];
+  for (const { info, parts } of messages) {
+    if (info.role === "assistant" && info.summary) continue;
+    const text2 = conversationText(parts);
+    if (text2.trim()) turns.push({ role: info.role, text: text2 });
+  }
+  return turns;
+}
+function latestUserText(messages) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message.info.role !== "user") continue;
+    const text2 = conversationText(message.parts);
+    if (clean(text2)) return text2;
+  }
+  return null;
+}
+function sessionOf(messages) {
+  for (const { info } of messages) {
+    if (typeof info.sessionID === "string" && info.sessionID) return info.sessionID;
+  }
+  return null;
+}
+function isAgentTurn(system) {
+  return system.some((part) => part.includes("<env>") && part.includes("</env>"));
+}
+
+// src/outcomes.ts
+import { closeSync as closeSync2, mkdirSync as mkdirSync2, openSync as openSync2, renameSync, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
+import { dirname as dirname3 } from "node:path";
+var MAX_LOG_BYTES = 1e6;
+function record(path, entry) {
+  const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry }) + "\n";
+  try {
+    mkdirSync2(dirname3(path), { recursive: true });
+    try {
+      if (statSync2(path).size > MAX_LOG_BYTES) renameSync(path, `${path}.1`);
+    } catch {
+    }
+    const fd = openSync2(path, "a", 384);
+    try {
+      writeSync2(fd, line);
+    } finally {
+      closeSync2(fd);
+    }
+  } catch {
+  }
+}
+
+// src/project.ts
+import { readFileSync as readFileSync2, realpathSync, statSync as statSync3 } from "node:fs";
+import { homedir as homedir2 } from "node:os";
+import { basename, dirname as dirname4, isAbsolute, join as join3, resolve } from "node:path";
+var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
+function detectProject(cwd) {
+  const start = resolvePath(cwd);
+  const [top, gitDir] = findRepository(start);
+  if (gitDir !== null) {
+    const remote = remoteUrl(gitDir);
+    if (remote) return normaliseRemote(remote);
+  }
+  return basename(top ?? start) || null;
+}
+function resolvePath(path) {
+  const expanded = path === "~" || path.startsWith("~/") ? join3(homedir2(), path.slice(1)) : path;
+  const absolute = resolve(expanded);
+  try {
+    return realpathSync(absolute);
+  } catch {
+    const parent = dirname4(absolute);
+    return parent === absolute ? absolute : join3(resolvePath(parent), basename(absolute));
+  }
+}
+function kind(path) {
+  try {
+    const stat = statSync3(path);
+    return stat.isDirectory() ? "dir" : stat.isFile() ? "file" : null;
+  } catch {
+    return null;
+  }
+}
+function findRepository(start) {
+  for (let folder = start; ; folder = dirname4(folder)) {
+    const dotGit = join3(folder, ".git");
+    const found = kind(dotGit);
+    if (found === "dir") return [folder, dotGit];
+    if (found === "file") {
+      let text2;
+      try {
+        text2 = readFileSync2(dotGit, "utf8").trim();
+      } catch {
+        return [folder, null];
+      }
+      if (text2.startsWith("gitdir:")) {
+        const target = text2.slice("gitdir:".length).trim();
+        return [folder, resolvePath(isAbsolute(target) ? target : join3(folder, target))];
+      }
+      return [folder, null];
+    }
+    if (dirname4(folder) === folder) return [null, null];
+  }
+}
+function remoteUrl(gitDir) {
+  let common = gitDir;
+  try {
+    const pointer = readFileSync2(join3(gitDir, "commondir"), "utf8").trim();
+    common = resolvePath(resolve(gitDir, pointer));
+  } catch {
+  }
+  let text2;
+  try {
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync2(join3(common, "config")));
+  } catch {
+    return null;
+  }
+  const sections = parseGitConfig(text2);
+  if (sections === null) return null;
+  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
+  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
+  for (const name of remotes) {
+    const url = (sections.get(name)?.get("url") ?? "").trim();
+    if (url) return url;
+  }
+  return null;
+}
+function parseGitConfig(text2) {
+  const sections = /* @__PURE__ */ new Map();
+  let current = null;
+  let option = null;
+  let indentLevel = 0;
+  for (const line of text2.split(/\r\n|\n|\r/)) {
+    const value = line.trim();
+    if (value.startsWith("#") || value.startsWith(";")) continue;
+    if (!value) {
+      if (current !== null && option !== null) current.get(option)?.push("");
+      continue;
+    }
+    const indent = line.length - line.trimStart().length;
+    if (current !== null && option !== null && indent > indentLevel) {
+      current.get(option)?.push(value);
+      continue;
+    }
+    indentLevel = indent;
+    const header = /^\[(.+)\]/.exec(value);
+    if (header) {
+      const name = header[1];
+      current = sections.get(name) ?? /* @__PURE__ */ new Map();
+      sections.set(name, current);
+      option = null;
+      continue;
+    }
+    if (current === null) return null;
+    const assignment = /^(.*?)\s*[=:]\s*(.*)$/.exec(value);
+    if (!assignment || !assignment[1]) return null;
+    option = assignment[1].trimEnd().toLowerCase();
+    current.set(option, [assignment[2].trim()]);
+  }
+  const joined = /* @__PURE__ */ new Map();
+  for (const [name, options] of sections) {
+    joined.set(name, new Map([...options].map(([key, lines]) => [key, lines.join("\n").trimEnd()])));
+  }
+  return joined;
+}
+function normaliseRemote(raw) {
+  const url = raw.trim();
+  let host;
+  let path;
+  const scheme = url.indexOf("://");
+  const scp = SCP_LIKE.exec(url);
+  if (scheme >= 0) {
+    const rest = url.slice(scheme + 3);
+    const slash = rest.indexOf("/");
+    const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
+    path = slash >= 0 ? rest.slice(slash + 1) : "";
+    host = netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0];
+  } else if (scp) {
+    host = scp[1];
+    path = scp[2];
+  } else {
+    return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
+  }
+  path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
+  return host ? `${host.toLowerCase()}/${path}` : path;
+}
+function removeSuffix(text2, suffix) {
+  return text2.endsWith(suffix) ? text2.slice(0, -suffix.length) : text2;
+}
+
+// src/records.ts
+var CAPTURE_CHARS = 2e3;
+var GIST_KEYS = ["command", "cmd", "file_path", "filePath", "path", "pattern", "query", "url"];
+function describeInput(value) {
+  if (isObject(value)) {
+    for (const key of GIST_KEYS) {
+      const found = value[key];
+      if (typeof found === "string") return found;
+      if (Array.isArray(found)) return found.map(String).join(" ");
+    }
+  }
+  const text2 = typeof value === "string" ? value : pythonJson(value);
+  return slice(words(text2).join(" "), 0, 200);
+}
+function captureRecord(tool) {
+  let output = strip(tool.output);
+  const size = length(output);
+  if (size > CAPTURE_CHARS) {
+    const half = Math.floor(CAPTURE_CHARS / 2);
+    output = `${rstrip(slice(output, 0, half))}
+[\u2026 ${size - CAPTURE_CHARS} characters cut \u2026]
+` + lstrip(slice(output, size - half));
+  }
+  const gist = slice(words(describeInput(tool.input)).join(" "), 0, 300);
+  return output ? `${tool.name}(${gist}):
+${output}` : `${tool.name}(${gist}): (no output)`;
+}
+function isObject(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+function pythonJson(value) {
+  if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`;
+  if (isObject(value)) {
+    const items = Object.entries(value).filter(([, item]) => item !== void 0);
+    return `{${items.map(([key, item]) => `${JSON.stringify(key)}: ${pythonJson(item)}`).join(", ")}}`;
+  }
+  if (typeof value === "number" && !Number.isFinite(value)) {
+    return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+// src/memory.ts
+var HARNESS = "opencode";
+var HOOKS = {
+  inject: "experimental.chat.system.transform",
+  flush: "experimental.session.compacting",
+  remember: "chat.message",
+  capture: "tool.execute.after",
+  autostart: "autostart"
+};
+var QUERY_CHARS = 2e3;
+var FLUSH_BATCH = 500;
+var FLUSH_MAX = 5e3;
+var QUIET_MS = 3e4;
+var START_WAIT_MS = 2e4;
+var MAX_SESSIONS = 200;
+var REMEMBER = /^\s*remember\b[\s:,.-]*(?:that\s+)?(?<rest>.+)$/is;
+var Action = class {
+  constructor(deadline, service) {
+    this.deadline = deadline;
+    this.service = service;
+  }
+  deadline;
+  service;
+  outcome = "skipped";
+  detail = "";
+  done(outcome, detail = "") {
+    this.outcome = outcome;
+    this.detail = detail;
+  }
+};
+var MemoryPlugin = class {
+  constructor(settings, directory, problems = [], write = (line) => process.stderr.write(line)) {
+    this.settings = settings;
+    this.directory = directory;
+    this.write = write;
+    for (const problem of problems) {
+      this.log("settings", "error", problem.message, null, 0);
+    }
+  }
+  settings;
+  directory;
+  write;
+  sessions = /* @__PURE__ */ new Map();
+  /** Names this process's contexts: a new opencode process rebuilds every system prompt. */
+  processTag = randomBytes(3).toString("hex");
+  pending = /* @__PURE__ */ new Set();
+  detectedProject;
+  quietUntil = 0;
+  starting = null;
+  startedUrl = null;
+  startNote = "";
+  get project() {
+    if (this.settings.project) return this.settings.project;
+    if (this.detectedProject === void 0) {
+      try {
+        this.detectedProject = detectProject(this.directory);
+      } catch {
+        this.detectedProject = null;
+      }
+    }
+    return this.detectedProject;
+  }
+  // --- opencode hooks ---------------------------------------------------------------------
+  /** `chat.message`: a new user message; "remember …" is stored. */
+  async chatMessage(sessionID, parts) {
+    const text2 = conversationText(parts);
+    if (!text2.trim()) return;
+    const state = this.state(sessionID);
+    state.prompt = text2;
+    const match = REMEMBER.exec(text2);
+    if (match) await this.remember(sessionID, state, strip(match.groups?.["rest"] ?? ""));
+  }
+  /**
+   * `experimental.chat.messages.transform`: runs before each agent call with the session's
+   * messages, and once during a compaction with exactly the messages it summarises.
+   */
+  async messagesTransform(messages) {
+    const sessionID = sessionOf(messages);
+    if (sessionID === null) return;
+    const state = this.state(sessionID);
+    if (state.flushNext) {
+      state.flushNext = false;
+      await this.flush(sessionID, state, messages);
+      return;
+    }
+    const text2 = latestUserText(messages);
+    if (text2 !== null) state.prompt = text2;
+  }
+  /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
+  async systemTransform(sessionID, system) {
+    if (!sessionID) return;
+    if (!isAgentTurn(system)) {
+      this.debug(HOOKS.inject, "not an agent turn (title or compaction call): nothing added");
+      return;
+    }
+    const state = this.state(sessionID);
+    const key = this.contextKey(sessionID, state);
+    const query = state.prompt;
+    if (query && !REMEMBER.test(query) && state.recalled !== `${key}
+${query}`) {
+      state.recalled = `${key}
+${query}`;
+      await this.inject(key, state, query);
+    }
+    if (state.added.length) system.push(state.added.join("\n\n"));
+  }
+  /** `experimental.session.compacting`: the next messages transform is the one to flush. */
+  compacting(sessionID) {
+    this.state(sessionID).flushNext = true;
+  }
+  /** opencode's bus events: a finished compaction starts a new context. */
+  event(type, properties) {
+    if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
+      const state = this.state(properties["sessionID"]);
+      state.compactions += 1;
+      state.added = [];
+      state.recalled = null;
+    } else if (type === "session.deleted") {
+      const info = properties["info"];
+      if (typeof info?.id === "string") this.sessions.delete(info.id);
+    } else if (type === "session.created") {
+      this.autostart();
+    }
+  }
+  /** `tool.execute.after`: an allow-listed tool's output is stored, without holding the turn. */
+  toolExecuted(tool, sessionID, args, output) {
+    if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
+    const key = this.contextKey(sessionID, this.state(sessionID));
+    const task = this.run(HOOKS.capture, key, async (action) => {
+      const answer = await this.post(action, "/ingest", {
+        content: captureRecord({ name: tool, input: args, output }),
+        kind: "artifact",
+        source: "tool",
+        ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64))
+      });
+      if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
+      else action.done("stored", `${tool} output (${String(answer["status"])})`);
+    });
+    this.pending.add(task);
+    void task.finally(() => this.pending.delete(task));
+  }
+  /** Starts the service in the background when autostart is on and nothing answers. */
+  autostart() {
+    if (!this.settings.autostart || this.starting) return;
+    this.starting = this.ensureRunning().finally(() => {
+      this.starting = null;
+    });
+  }
+  /** Lets captures still in flight finish (within one budget) before opencode exits. */
+  async dispose() {
+    const deadline = new Promise((resolve2) => setTimeout(resolve2, this.settings.budgetMs).unref());
+    await Promise.race([Promise.allSettled([...this.pending]), deadline]);
+  }
+  // --- the actions --------------------------------------------------------------------------
+  async inject(key, state, prompt) {
+    await this.run(HOOKS.inject, key, async (action) => {
+      const query = slice(strip(prompt), 0, QUERY_CHARS);
+      const answer = await this.post(action, "/recall", {
+        query,
+        k: this.settings.limit,
+        project: this.project,
+        budget_chars: this.settings.budgetChars,
+        session: key,
+        relevant_only: true
+      });
+      const block = typeof answer["block"] === "string" ? answer["block"] : "";
+      if (!block) {
+        action.done("nothing relevant");
+        return;
+      }
+      state.added.push(block);
+      const uids = blockUids(answer);
+      let reported = "";
+      try {
+        await this.post(action, "/inject/report", {
+          harness: HARNESS,
+          hook: HOOKS.inject,
+          project: this.project,
+          query,
+          uids,
+          chars: length(block),
+          session: key
+        });
+      } catch (error) {
+        if (!(error instanceof ServiceUnavailable)) throw error;
+        reported = `; report failed: ${error.message}`;
+      }
+      action.done("injected", `${uids.length} memories, ${length(block)} chars${reported}`);
+    });
+  }
+  async remember(sessionID, state, content) {
+    const key = this.contextKey(sessionID, state);
+    await this.run(HOOKS.remember, key, async (action) => {
+      if (!content) {
+        action.done("skipped", "nothing to remember");
+        return;
+      }
+      const answer = await this.post(action, "/ingest", {
+        content,
+        kind: "fact",
+        source: "chat",
+        ...this.memoryFields(sessionID, key)
+      });
+      if (answer["status"] === "rejected") {
+        action.done("refused", String(answer["reason"] ?? ""));
+        return;
+      }
+      const uid = String(answer["uid"]);
+      action.done("stored", `remembered (${String(answer["status"])} ${uid})`);
+      state.added.push(
+        `semantic-memory stored the user's "remember" message as a memory (uid ${uid}); it does not need to be stored again.`
+      );
+    });
+  }
+  async flush(sessionID, state, messages) {
+    const key = this.contextKey(sessionID, state);
+    await this.run(HOOKS.flush, key, async (action) => {
+      const turns = messageTurns(messages);
+      while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
+      const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
+      if (!chunks.length) {
+        action.done("skipped", "no conversation to flush");
+        return;
+      }
+      const counts = { new: 0, duplicate: 0, rejected: 0 };
+      for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
+        const answer = await this.post(action, "/ingest", {
+          items: chunks.slice(start, start + FLUSH_BATCH).map((content) => ({
+            content,
+            kind: "note",
+            source: "compaction",
+            ...this.memoryFields(sessionID, key)
+          }))
+        });
+        for (const name of ["new", "duplicate", "rejected"]) {
+          counts[name] += Number(answer[name] ?? 0) || 0;
+        }
+      }
+      action.done(
+        "stored",
+        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`
+      );
+    });
+  }
+  // --- plumbing -----------------------------------------------------------------------------
+  /**
+   * Names what is in a session's context now, for the service's per-context dedup: memories
+   * injected into it (or flushed from it, tagged `session:<key>`) are not injected again.
+   * A compaction or a new opencode process (which rebuilds the system prompt without what
+   * an earlier one added) starts a new context, so what left it can come back.
+   */
+  contextKey(sessionID, state) {
+    const base = `${slice(sessionID, 0, 40)}@${this.processTag}`;
+    return state.compactions ? `${base}+${state.compactions}` : base;
+  }
+  /**
+   * What every memory the plugin stores carries (adapter.py `memory_fields`): the project, the
+   * tags (the context key among them, so this context is not given it back) and the agent
+   * session, in which the service keeps memories in arrival order.
+   */
+  memoryFields(sessionID, key, ...extraTags) {
+    return {
+      project: this.project,
+      tags: [`harness:${HARNESS}`, slice(`session:${key}`, 0, 64), ...extraTags],
+      session: slice(`${HARNESS}:${sessionID}`, 0, 256)
+    };
+  }
+  state(sessionID) {
+    let state = this.sessions.get(sessionID);
+    if (state === void 0) {
+      state = { compactions: 0, prompt: null, recalled: null, added: [], flushNext: false };
+    } else {
+      this.sessions.delete(sessionID);
+    }
+    this.sessions.set(sessionID, state);
+    if (this.sessions.size > MAX_SESSIONS) {
+      const oldest = this.sessions.keys().next().value;
+      if (oldest !== void 0) this.sessions.delete(oldest);
+    }
+    return state;
+  }
+  async post(action, path, body) {
+    const answer = await action.service.post(path, body, action.deadline);
+    return typeof answer === "object" && answer !== null ? answer : {};
+  }
+  /** Runs an action within its budget; whatever happens, one line in the hook log. */
+  async run(event, session, body) {
+    const started = now();
+    const debug = (message) => this.debug(event, message);
+    const quiet = started < this.quietUntil;
+    let { outcome, detail } = quiet ? { outcome: "timeout", detail: `skipped: the service timed out less than ${QUIET_MS / 1e3} s ago` } : await this.attempt(started + this.settings.budgetMs, debug, body);
+    if (outcome === "timeout" && !quiet) this.quietUntil = now() + QUIET_MS;
+    if (this.startNote) {
+      detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
+      this.startNote = "";
+    }
+    debug(detail ? `${outcome}: ${detail}` : outcome);
+    this.log(event, outcome, detail, session, now() - started);
+  }
+  /** The action's outcome: its own, or how the service failed it. */
+  async attempt(deadline, debug, body) {
+    try {
+      await this.waitForStart(deadline);
+      const { url, origin } = this.serviceUrl();
+      debug(`service ${url} (${origin})`);
+      const action = new Action(deadline, new ServiceClient(url, this.settings.token));
+      await body(action);
+      return { outcome: action.outcome, detail: action.detail };
+    } catch (error) {
+      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message };
+      const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
+      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500) };
+    }
+  }
+  /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
+  serviceUrl() {
+    const found = resolveUrl(this.settings);
+    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart" };
+    return found;
+  }
+  async ensureRunning() {
+    const { url } = this.serviceUrl();
+    try {
+      await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
+      return;
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailable) || error.outcome !== "service down") return;
+    }
+    try {
+      const started = await startService(this.settings, START_WAIT_MS);
+      this.startedUrl = started.url;
+      this.startNote = `autostart: ${started.how} the service at ${started.url}`;
+    } catch (error) {
+      this.startNote = `autostart failed: ${error.message}`;
+    }
+    this.debug(HOOKS.autostart, this.startNote);
+  }
+  /** An action that comes while autostart runs waits for it, within the action's budget. */
+  async waitForStart(deadline) {
+    if (this.starting === null) return;
+    let timer;
+    const timeout = new Promise((resolve2) => {
+      timer = setTimeout(resolve2, Math.max(deadline - now() - 50, 0));
+    });
+    await Promise.race([this.starting, timeout]);
+    clearTimeout(timer);
+  }
+  log(event, outcome, detail, session, ms) {
+    record(hookLogPath(this.settings), {
+      harness: HARNESS,
+      event,
+      outcome,
+      detail,
+      session,
+      project: this.project,
+      ms: Math.round(ms * 10) / 10
+    });
+  }
+  debug(event, message) {
+    if (this.settings.debug) this.write(`memory-mcp ${HARNESS} ${event}: ${message}
+`);
+  }
+};
+function blockUids(answer) {
+  if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);
+  const items = Array.isArray(answer["items"]) ? answer["items"] : [];
+  return items.flatMap((item) => typeof item?.uid === "string" ? [item.uid] : []);
+}
+
+// src/index.ts
+var server = async (input, options) => {
+  const { settings, problems } = loadSettings(process.env, options ?? {});
+  const memory = new MemoryPlugin(settings, input.directory, problems);
+  memory.autostart();
+  return {
+    "chat.message": async (hook, output) => {
+      await memory.chatMessage(hook.sessionID, output.parts);
+    },
+    "experimental.chat.messages.transform": async (_hook, output) => {
+      await memory.messagesTransform(output.messages);
+    },
+    "experimental.chat.system.transform": async (hook, output) => {
+      await memory.systemTransform(hook.sessionID, output.system);
+    },
+    "experimental.session.compacting": async (hook) => {
+      memory.compacting(hook.sessionID);
+    },
+    "tool.execute.after": async (hook, output) => {
+      memory.toolExecuted(hook.tool, hook.sessionID, hook.args, String(output.output ?? ""));
+    },
+    event: async ({ event }) => {
+      memory.event(event.type, event.properties);
+    },
+    dispose: () => memory.dispose()
+  };
+};
+var index_default = { id: "semantic-memory", server };
+export {
+  MemoryPlugin,
+  captureRecord,
+  chunkTurns,
+  clean,
+  index_default as default,
+  describeInput,
+  detectProject,
+  loadSettings,
+  normaliseRemote,
+  server,
+  splitText
+};

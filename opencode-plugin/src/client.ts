@@ -1,0 +1,167 @@
+/**
+ * The REST sidecar client: one request per connection, every call ending by a deadline, and
+ * a failure that says how the service failed ("service down", "timeout", "error"), as the
+ * Python hooks' client does (harness/client.py). Node built-ins only (node:http works the
+ * same under Bun, which runs opencode, and under Node, which runs the tests).
+ */
+
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import { performance } from "node:perf_hooks";
+
+import { discoveryPath, type Settings } from "./settings.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:8765";
+
+/** The outcomes that mean the service could not be used (harness/outcomes.py FAILURES). */
+export type FailureOutcome = "service down" | "timeout" | "error";
+
+export class ServiceUnavailable extends Error {
+  constructor(
+    readonly outcome: FailureOutcome,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A monotonic clock in milliseconds: deadlines are `now() + budget`. */
+export function now(): number {
+  return performance.now();
+}
+
+/**
+ * The service URL and where it came from: MEMORY_PLUGIN_URL, else a live discovery file, else
+ * the default port (harness/client.py resolve_url).
+ */
+export function resolveUrl(settings: Settings): { url: string; origin: string } {
+  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
+  const path = discoveryPath(settings);
+  if (path !== null) {
+    const info = readDiscovery(path);
+    if (info && !info.stale && typeof info.url === "string") {
+      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
+    }
+  }
+  return { url: DEFAULT_URL, origin: "default" };
+}
+
+export interface Discovery {
+  url?: unknown;
+  pid?: unknown;
+  /** The process that wrote the file is gone (a hard-killed service leaves it behind). */
+  stale: boolean;
+}
+
+/** The service's discovery file (service/discovery.py); null when absent or unreadable. */
+export function readDiscovery(path: string): Discovery | null {
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(path, "utf8"));
+  } catch {
+    return null;
+  }
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
+  const info = data as Record<string, unknown>;
+  return { ...info, stale: !pidAlive(info["pid"]) };
+}
+
+export function pidAlive(pid: unknown): boolean {
+  if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"; // alive, someone else's
+  }
+}
+
+export class ServiceClient {
+  constructor(
+    readonly url: string,
+    private readonly token: string,
+  ) {}
+
+  get(path: string, deadline: number): Promise<unknown> {
+    return this.request("GET", path, undefined, deadline);
+  }
+
+  post(path: string, body: unknown, deadline: number): Promise<unknown> {
+    return this.request("POST", path, body, deadline);
+  }
+
+  /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
+  request(method: string, path: string, body: unknown, deadline: number): Promise<unknown> {
+    const remaining = Math.floor(deadline - now());
+    if (remaining <= 0) {
+      return Promise.reject(new ServiceUnavailable("timeout", "no time left in the action's budget"));
+    }
+    let target: URL;
+    try {
+      target = new URL(this.url + path);
+      if (target.protocol !== "http:" && target.protocol !== "https:") throw new TypeError();
+    } catch {
+      return Promise.reject(new ServiceUnavailable("error", `not an http(s) URL: ${this.url}`));
+    }
+    const data = body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(body), "utf8");
+    const headers: Record<string, string> = {
+      Accept: "application/json",
+      Connection: "close",
+      "Content-Length": String(data.length),
+    };
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+    const transport = target.protocol === "https:" ? https : http;
+
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const settle = (error: ServiceUnavailable | null, value?: unknown): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (error) reject(error);
+        else resolve(value);
+      };
+      // `agent: false`: no pooled socket outlives the call (and keeps the process alive).
+      const req = transport.request(target, { method, headers, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("error", (error) => settle(this.failure(error)));
+        res.on("end", () => {
+          const raw = Buffer.concat(chunks).toString("utf8");
+          let answer: unknown = null;
+          try {
+            answer = raw ? JSON.parse(raw) : null;
+          } catch {
+            answer = null;
+          }
+          const status = res.statusCode ?? 0;
+          if (status >= 400) {
+            const message = (answer as { error?: unknown } | null)?.error;
+            settle(new ServiceUnavailable("error", `HTTP ${status}: ${String(message ?? raw.slice(-200))}`));
+          } else {
+            settle(null, answer);
+          }
+        });
+      });
+      const timer = setTimeout(() => {
+        settle(new ServiceUnavailable("timeout", `${this.url} did not answer within the budget`));
+        req.destroy();
+      }, remaining);
+      req.on("error", (error) => settle(this.failure(error)));
+      req.end(data);
+    });
+  }
+
+  private failure(error: Error): ServiceUnavailable {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ECONNREFUSED") {
+      return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);
+    }
+    if (code && /^(ECONNRESET|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EADDRNOTAVAIL|EPIPE)$/.test(code)) {
+      return new ServiceUnavailable("service down", `${this.url}: ${error.message}`);
+    }
+    return new ServiceUnavailable("error", `${this.url}: ${error.message}`);
+  }
+}

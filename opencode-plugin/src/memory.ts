@@ -1,0 +1,466 @@
+/**
+ * What the plugin does with opencode's hooks, as the Python adapters do with a harness's hook
+ * events (harness/adapter.py), through the same REST calls with the same fields:
+ *
+ * - inject: for the agent's model calls, recall for the latest user message (`/recall`,
+ *   relevant_only) and add what clears the service's relevance bar to the system prompt; each
+ *   injection is reported (`/inject/report`).
+ * - flush: the messages a compaction is about to summarise are stored (`source=compaction`).
+ * - remember: a user message starting with "remember" is stored as a `fact`.
+ * - capture: an allow-listed tool's output is stored (`source=tool`, kind `artifact`).
+ *
+ * Recall, relevance, dedup and hygiene stay in the service. What the plugin adds to a session's
+ * context is kept per session and sent again, byte for byte, with every later model call (the
+ * system prompt is rebuilt for each call; an unchanged prefix keeps the provider's prompt cache
+ * hitting). It grows only when a new prompt brings memories this context has not seen, and
+ * starts over when a compaction replaces the context. Every service call is bounded by the
+ * action's budget; a failure is a silent skip for the session and a line in the hook log.
+ */
+
+import { randomBytes } from "node:crypto";
+
+import { startService } from "./autostart.js";
+import { ServiceClient, ServiceUnavailable, now, resolveUrl } from "./client.js";
+import {
+  conversationText,
+  isAgentTurn,
+  latestUserText,
+  messageTurns,
+  sessionOf,
+  type MessagePart,
+  type SessionMessage,
+} from "./messages.js";
+import { record, type Outcome } from "./outcomes.js";
+import { detectProject } from "./project.js";
+import { captureRecord } from "./records.js";
+import { hookLogPath, type Settings, type SettingProblem } from "./settings.js";
+import { length, slice, strip } from "./text.js";
+import { chunkTurns } from "./transcript.js";
+
+export const HARNESS = "opencode";
+/** The opencode hooks, by action: the `event` of hook log lines and injection reports. */
+export const HOOKS = {
+  inject: "experimental.chat.system.transform",
+  flush: "experimental.session.compacting",
+  remember: "chat.message",
+  capture: "tool.execute.after",
+  autostart: "autostart",
+} as const;
+
+/** Longest query sent to /recall. */
+export const QUERY_CHARS = 2000;
+/** Compaction chunks per /ingest request, and at most this many per flush (the newest). */
+export const FLUSH_BATCH = 500;
+export const FLUSH_MAX = 5000;
+/** After a call timed out, the service is left alone this long (a hung service costs one wait). */
+export const QUIET_MS = 30_000;
+/** How long an autostarted service may take to listen (it runs in the background meanwhile). */
+export const START_WAIT_MS = 20_000;
+/** Sessions whose state is kept (the least recently used go first). */
+export const MAX_SESSIONS = 200;
+
+// adapter.py _REMEMBER
+const REMEMBER = /^\s*remember\b[\s:,.-]*(?:that\s+)?(?<rest>.+)$/is;
+
+interface SessionState {
+  /** Compactions of this session seen by this process: each starts a new context. */
+  compactions: number;
+  /** The latest user message: what a recall is for. */
+  prompt: string | null;
+  /** The context key and prompt of the last recall (a turn's later calls reuse its answer). */
+  recalled: string | null;
+  /** What the plugin added to this context (blocks, notes), sent with every model call. */
+  added: string[];
+  /** A compaction started: the next messages transform carries the messages it summarises. */
+  flushNext: boolean;
+}
+
+/** One action: its deadline, the service to use, and how it ended (for the hook log). */
+class Action {
+  outcome: Outcome = "skipped";
+  detail = "";
+
+  constructor(
+    readonly deadline: number,
+    readonly service: ServiceClient,
+  ) {}
+
+  done(outcome: Outcome, detail = ""): void {
+    this.outcome = outcome;
+    this.detail = detail;
+  }
+}
+
+export class MemoryPlugin {
+  private readonly sessions = new Map<string, SessionState>();
+  /** Names this process's contexts: a new opencode process rebuilds every system prompt. */
+  private readonly processTag = randomBytes(3).toString("hex");
+  private readonly pending = new Set<Promise<unknown>>();
+  private detectedProject: string | null | undefined;
+  private quietUntil = 0;
+  private starting: Promise<void> | null = null;
+  private startedUrl: string | null = null;
+  private startNote = "";
+
+  constructor(
+    readonly settings: Settings,
+    readonly directory: string,
+    problems: readonly SettingProblem[] = [],
+    private readonly write: (line: string) => void = (line) => process.stderr.write(line),
+  ) {
+    for (const problem of problems) {
+      this.log("settings", "error", problem.message, null, 0);
+    }
+  }
+
+  get project(): string | null {
+    if (this.settings.project) return this.settings.project;
+    if (this.detectedProject === undefined) {
+      try {
+        this.detectedProject = detectProject(this.directory);
+      } catch {
+        this.detectedProject = null;
+      }
+    }
+    return this.detectedProject;
+  }
+
+  // --- opencode hooks ---------------------------------------------------------------------
+
+  /** `chat.message`: a new user message; "remember …" is stored. */
+  async chatMessage(sessionID: string, parts: readonly MessagePart[]): Promise<void> {
+    const text = conversationText(parts);
+    if (!text.trim()) return;
+    const state = this.state(sessionID);
+    state.prompt = text;
+    const match = REMEMBER.exec(text);
+    if (match) await this.remember(sessionID, state, strip(match.groups?.["rest"] ?? ""));
+  }
+
+  /**
+   * `experimental.chat.messages.transform`: runs before each agent call with the session's
+   * messages, and once during a compaction with exactly the messages it summarises.
+   */
+  async messagesTransform(messages: readonly SessionMessage[]): Promise<void> {
+    const sessionID = sessionOf(messages);
+    if (sessionID === null) return;
+    const state = this.state(sessionID);
+    if (state.flushNext) {
+      state.flushNext = false;
+      await this.flush(sessionID, state, messages);
+      return;
+    }
+    // After a compaction the prompt may be summarised away; the last one seen stays the query.
+    const text = latestUserText(messages);
+    if (text !== null) state.prompt = text;
+  }
+
+  /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
+  async systemTransform(sessionID: string | undefined, system: string[]): Promise<void> {
+    if (!sessionID) return;
+    if (!isAgentTurn(system)) {
+      this.debug(HOOKS.inject, "not an agent turn (title or compaction call): nothing added");
+      return;
+    }
+    const state = this.state(sessionID);
+    const key = this.contextKey(sessionID, state);
+    const query = state.prompt;
+    if (query && !REMEMBER.test(query) && state.recalled !== `${key}\n${query}`) {
+      state.recalled = `${key}\n${query}`; // a turn's later calls (tool steps) reuse the answer
+      await this.inject(key, state, query);
+    }
+    if (state.added.length) system.push(state.added.join("\n\n"));
+  }
+
+  /** `experimental.session.compacting`: the next messages transform is the one to flush. */
+  compacting(sessionID: string): void {
+    this.state(sessionID).flushNext = true;
+  }
+
+  /** opencode's bus events: a finished compaction starts a new context. */
+  event(type: string, properties: Record<string, unknown>): void {
+    if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
+      const state = this.state(properties["sessionID"]);
+      state.compactions += 1;
+      state.added = [];
+      state.recalled = null;
+    } else if (type === "session.deleted") {
+      const info = properties["info"] as { id?: unknown } | undefined;
+      if (typeof info?.id === "string") this.sessions.delete(info.id);
+    } else if (type === "session.created") {
+      this.autostart();
+    }
+  }
+
+  /** `tool.execute.after`: an allow-listed tool's output is stored, without holding the turn. */
+  toolExecuted(tool: string, sessionID: string, args: unknown, output: string): void {
+    if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
+    const key = this.contextKey(sessionID, this.state(sessionID));
+    const task = this.run(HOOKS.capture, key, async (action) => {
+      const answer = await this.post(action, "/ingest", {
+        content: captureRecord({ name: tool, input: args, output }),
+        kind: "artifact",
+        source: "tool",
+        ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64)),
+      });
+      if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
+      else action.done("stored", `${tool} output (${String(answer["status"])})`);
+    });
+    this.pending.add(task);
+    void task.finally(() => this.pending.delete(task));
+  }
+
+  /** Starts the service in the background when autostart is on and nothing answers. */
+  autostart(): void {
+    if (!this.settings.autostart || this.starting) return;
+    this.starting = this.ensureRunning().finally(() => {
+      this.starting = null;
+    });
+  }
+
+  /** Lets captures still in flight finish (within one budget) before opencode exits. */
+  async dispose(): Promise<void> {
+    const deadline = new Promise((resolve) => setTimeout(resolve, this.settings.budgetMs).unref());
+    await Promise.race([Promise.allSettled([...this.pending]), deadline]);
+  }
+
+  // --- the actions --------------------------------------------------------------------------
+
+  private async inject(key: string, state: SessionState, prompt: string): Promise<void> {
+    await this.run(HOOKS.inject, key, async (action) => {
+      const query = slice(strip(prompt), 0, QUERY_CHARS);
+      const answer = await this.post(action, "/recall", {
+        query,
+        k: this.settings.limit,
+        project: this.project,
+        budget_chars: this.settings.budgetChars,
+        session: key,
+        relevant_only: true,
+      });
+      const block = typeof answer["block"] === "string" ? answer["block"] : "";
+      if (!block) {
+        action.done("nothing relevant");
+        return;
+      }
+      state.added.push(block);
+      const uids = blockUids(answer);
+      let reported = "";
+      try {
+        await this.post(action, "/inject/report", {
+          harness: HARNESS,
+          hook: HOOKS.inject,
+          project: this.project,
+          query,
+          uids,
+          chars: length(block),
+          session: key,
+        });
+      } catch (error) {
+        if (!(error instanceof ServiceUnavailable)) throw error;
+        reported = `; report failed: ${error.message}`; // the block still goes in
+      }
+      action.done("injected", `${uids.length} memories, ${length(block)} chars${reported}`);
+    });
+  }
+
+  private async remember(sessionID: string, state: SessionState, content: string): Promise<void> {
+    const key = this.contextKey(sessionID, state);
+    await this.run(HOOKS.remember, key, async (action) => {
+      if (!content) {
+        action.done("skipped", "nothing to remember");
+        return;
+      }
+      const answer = await this.post(action, "/ingest", {
+        content,
+        kind: "fact",
+        source: "chat",
+        ...this.memoryFields(sessionID, key),
+      });
+      if (answer["status"] === "rejected") {
+        action.done("refused", String(answer["reason"] ?? ""));
+        return;
+      }
+      const uid = String(answer["uid"]);
+      action.done("stored", `remembered (${String(answer["status"])} ${uid})`);
+      // Tell the model, so that it does not store the same thing again through the MCP tools.
+      state.added.push(
+        `semantic-memory stored the user's "remember" message as a memory (uid ${uid}); ` +
+          "it does not need to be stored again.",
+      );
+    });
+  }
+
+  private async flush(sessionID: string, state: SessionState, messages: readonly SessionMessage[]): Promise<void> {
+    const key = this.contextKey(sessionID, state);
+    await this.run(HOOKS.flush, key, async (action) => {
+      const turns = messageTurns(messages);
+      // A trailing unanswered prompt is the live one: it is stored with its answer later.
+      while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
+      const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
+      if (!chunks.length) {
+        action.done("skipped", "no conversation to flush");
+        return;
+      }
+      const counts = { new: 0, duplicate: 0, rejected: 0 };
+      for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
+        const answer = await this.post(action, "/ingest", {
+          items: chunks.slice(start, start + FLUSH_BATCH).map((content) => ({
+            content,
+            kind: "note",
+            source: "compaction",
+            ...this.memoryFields(sessionID, key),
+          })),
+        });
+        for (const name of ["new", "duplicate", "rejected"] as const) {
+          counts[name] += Number(answer[name] ?? 0) || 0;
+        }
+      }
+      action.done(
+        "stored",
+        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`,
+      );
+    });
+  }
+
+  // --- plumbing -----------------------------------------------------------------------------
+
+  /**
+   * Names what is in a session's context now, for the service's per-context dedup: memories
+   * injected into it (or flushed from it, tagged `session:<key>`) are not injected again.
+   * A compaction or a new opencode process (which rebuilds the system prompt without what
+   * an earlier one added) starts a new context, so what left it can come back.
+   */
+  private contextKey(sessionID: string, state: SessionState): string {
+    const base = `${slice(sessionID, 0, 40)}@${this.processTag}`;
+    return state.compactions ? `${base}+${state.compactions}` : base;
+  }
+
+  /**
+   * What every memory the plugin stores carries (adapter.py `memory_fields`): the project, the
+   * tags (the context key among them, so this context is not given it back) and the agent
+   * session, in which the service keeps memories in arrival order.
+   */
+  private memoryFields(sessionID: string, key: string, ...extraTags: string[]): Record<string, unknown> {
+    return {
+      project: this.project,
+      tags: [`harness:${HARNESS}`, slice(`session:${key}`, 0, 64), ...extraTags],
+      session: slice(`${HARNESS}:${sessionID}`, 0, 256),
+    };
+  }
+
+  private state(sessionID: string): SessionState {
+    let state = this.sessions.get(sessionID);
+    if (state === undefined) {
+      state = { compactions: 0, prompt: null, recalled: null, added: [], flushNext: false };
+    } else {
+      this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
+    }
+    this.sessions.set(sessionID, state);
+    if (this.sessions.size > MAX_SESSIONS) {
+      const oldest = this.sessions.keys().next().value;
+      if (oldest !== undefined) this.sessions.delete(oldest);
+    }
+    return state;
+  }
+
+  private async post(action: Action, path: string, body: unknown): Promise<Record<string, unknown>> {
+    const answer = await action.service.post(path, body, action.deadline);
+    return typeof answer === "object" && answer !== null ? (answer as Record<string, unknown>) : {};
+  }
+
+  /** Runs an action within its budget; whatever happens, one line in the hook log. */
+  private async run(event: string, session: string | null, body: (action: Action) => Promise<void>): Promise<void> {
+    const started = now();
+    const debug = (message: string): void => this.debug(event, message);
+    const quiet = started < this.quietUntil;
+    let { outcome, detail } = quiet
+      ? { outcome: "timeout" as Outcome, detail: `skipped: the service timed out less than ${QUIET_MS / 1000} s ago` }
+      : await this.attempt(started + this.settings.budgetMs, debug, body);
+    if (outcome === "timeout" && !quiet) this.quietUntil = now() + QUIET_MS;
+    if (this.startNote) {
+      detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
+      this.startNote = "";
+    }
+    debug(detail ? `${outcome}: ${detail}` : outcome);
+    this.log(event, outcome, detail, session, now() - started);
+  }
+
+  /** The action's outcome: its own, or how the service failed it. */
+  private async attempt(
+    deadline: number,
+    debug: (message: string) => void,
+    body: (action: Action) => Promise<void>,
+  ): Promise<{ outcome: Outcome; detail: string }> {
+    try {
+      await this.waitForStart(deadline);
+      const { url, origin } = this.serviceUrl();
+      debug(`service ${url} (${origin})`);
+      const action = new Action(deadline, new ServiceClient(url, this.settings.token));
+      await body(action);
+      return { outcome: action.outcome, detail: action.detail };
+    } catch (error) {
+      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message };
+      const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
+      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500) };
+    }
+  }
+
+  /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
+  private serviceUrl(): { url: string; origin: string } {
+    const found = resolveUrl(this.settings);
+    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart" };
+    return found;
+  }
+
+  private async ensureRunning(): Promise<void> {
+    const { url } = this.serviceUrl();
+    try {
+      await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
+      return;
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailable) || error.outcome !== "service down") return;
+    }
+    try {
+      const started = await startService(this.settings, START_WAIT_MS);
+      this.startedUrl = started.url;
+      this.startNote = `autostart: ${started.how} the service at ${started.url}`;
+    } catch (error) {
+      this.startNote = `autostart failed: ${(error as Error).message}`;
+    }
+    this.debug(HOOKS.autostart, this.startNote);
+  }
+
+  /** An action that comes while autostart runs waits for it, within the action's budget. */
+  private async waitForStart(deadline: number): Promise<void> {
+    if (this.starting === null) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(deadline - now() - 50, 0));
+    });
+    await Promise.race([this.starting, timeout]);
+    clearTimeout(timer);
+  }
+
+  private log(event: string, outcome: Outcome, detail: string, session: string | null, ms: number): void {
+    record(hookLogPath(this.settings), {
+      harness: HARNESS,
+      event,
+      outcome,
+      detail,
+      session,
+      project: this.project,
+      ms: Math.round(ms * 10) / 10,
+    });
+  }
+
+  private debug(event: string, message: string): void {
+    if (this.settings.debug) this.write(`memory-mcp ${HARNESS} ${event}: ${message}\n`);
+  }
+}
+
+/** The uids of the memories in the block (the budget may leave some recalled ones out). */
+function blockUids(answer: Record<string, unknown>): string[] {
+  if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);
+  const items = Array.isArray(answer["items"]) ? answer["items"] : [];
+  return items.flatMap((item) => (typeof item?.uid === "string" ? [item.uid] : []));
+}

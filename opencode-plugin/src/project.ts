@@ -1,0 +1,175 @@
+/**
+ * Which project the agent works in, by the Python hooks' rule (harness/project.py), so that a
+ * memory stored from opencode is recalled from Claude Code in the same repository and back:
+ * the `origin` remote (else the first remote) normalised to `host/owner/repo`, else the
+ * repository's top-level folder name, else the folder's own name. Read straight from `.git`
+ * (worktrees and submodules included), without running git.
+ */
+
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+
+// git@host:owner/repo.git (project.py _SCP_LIKE)
+const SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
+
+export function detectProject(cwd: string): string | null {
+  const start = resolvePath(cwd);
+  const [top, gitDir] = findRepository(start);
+  if (gitDir !== null) {
+    const remote = remoteUrl(gitDir);
+    if (remote) return normaliseRemote(remote);
+  }
+  return basename(top ?? start) || null;
+}
+
+/** `Path(p).expanduser().resolve()`: absolute, symlinks resolved as far as the path exists. */
+function resolvePath(path: string): string {
+  const expanded = path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+  const absolute = resolve(expanded);
+  try {
+    return realpathSync(absolute);
+  } catch {
+    // Resolve the part that exists, keep the rest as written (what Python's resolve does).
+    const parent = dirname(absolute);
+    return parent === absolute ? absolute : join(resolvePath(parent), basename(absolute));
+  }
+}
+
+function kind(path: string): "dir" | "file" | null {
+  try {
+    const stat = statSync(path);
+    return stat.isDirectory() ? "dir" : stat.isFile() ? "file" : null;
+  } catch {
+    return null;
+  }
+}
+
+/** [top-level folder, git dir] of the repository holding `start`, or [null, null]. */
+export function findRepository(start: string): [string | null, string | null] {
+  for (let folder = start; ; folder = dirname(folder)) {
+    const dotGit = join(folder, ".git");
+    const found = kind(dotGit);
+    if (found === "dir") return [folder, dotGit];
+    if (found === "file") {
+      // A worktree or submodule: "gitdir: <path>".
+      let text: string;
+      try {
+        text = readFileSync(dotGit, "utf8").trim();
+      } catch {
+        return [folder, null];
+      }
+      if (text.startsWith("gitdir:")) {
+        const target = text.slice("gitdir:".length).trim();
+        return [folder, resolvePath(isAbsolute(target) ? target : join(folder, target))];
+      }
+      return [folder, null];
+    }
+    if (dirname(folder) === folder) return [null, null];
+  }
+}
+
+/** The `origin` remote's URL (else the first remote's) from the repository's config. */
+export function remoteUrl(gitDir: string): string | null {
+  let common = gitDir;
+  try {
+    // Worktrees keep their config in the main git dir.
+    const pointer = readFileSync(join(gitDir, "commondir"), "utf8").trim();
+    common = resolvePath(resolve(gitDir, pointer));
+  } catch {
+    // not a worktree
+  }
+  let text: string;
+  try {
+    // Strict UTF-8, as Python reads it: a file that is not gives no remote.
+    text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(join(common, "config")));
+  } catch {
+    return null; // missing (Python's parser.read skips it) or not UTF-8
+  }
+  const sections = parseGitConfig(text);
+  if (sections === null) return null;
+  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
+  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
+  for (const name of remotes) {
+    const url = (sections.get(name)?.get("url") ?? "").trim();
+    if (url) return url;
+  }
+  return null;
+}
+
+/**
+ * The sections of a git config file as Python's `configparser.RawConfigParser(strict=False)`
+ * reads them (the Python rule reads it that way, so this must too): section names as
+ * written, option names lower-cased, the last value of a repeated option winning, lines
+ * indented deeper than their option continuing its value; null where configparser raises (an
+ * option before any section, a line that is neither), so both sides fall back alike.
+ */
+export function parseGitConfig(text: string): Map<string, Map<string, string>> | null {
+  const sections = new Map<string, Map<string, string[]>>();
+  let current: Map<string, string[]> | null = null;
+  let option: string | null = null;
+  let indentLevel = 0;
+  for (const line of text.split(/\r\n|\n|\r/)) {
+    const value = line.trim();
+    if (value.startsWith("#") || value.startsWith(";")) continue; // a comment line
+    if (!value) {
+      if (current !== null && option !== null) current.get(option)?.push(""); // kept in a value
+      continue;
+    }
+    const indent = line.length - line.trimStart().length;
+    if (current !== null && option !== null && indent > indentLevel) {
+      current.get(option)?.push(value);
+      continue;
+    }
+    indentLevel = indent;
+    const header = /^\[(.+)\]/.exec(value);
+    if (header) {
+      const name = header[1] as string;
+      current = sections.get(name) ?? new Map<string, string[]>();
+      sections.set(name, current);
+      option = null;
+      continue;
+    }
+    if (current === null) return null; // MissingSectionHeaderError
+    const assignment = /^(.*?)\s*[=:]\s*(.*)$/.exec(value);
+    if (!assignment || !assignment[1]) return null; // ParsingError
+    option = assignment[1].trimEnd().toLowerCase();
+    current.set(option, [(assignment[2] as string).trim()]);
+  }
+  const joined = new Map<string, Map<string, string>>();
+  for (const [name, options] of sections) {
+    joined.set(name, new Map([...options].map(([key, lines]) => [key, lines.join("\n").trimEnd()])));
+  }
+  return joined;
+}
+
+/**
+ * `host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
+ * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web).
+ */
+export function normaliseRemote(raw: string): string {
+  const url = raw.trim();
+  let host: string;
+  let path: string;
+  const scheme = url.indexOf("://");
+  const scp = SCP_LIKE.exec(url);
+  if (scheme >= 0) {
+    const rest = url.slice(scheme + 3);
+    const slash = rest.indexOf("/");
+    const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
+    path = slash >= 0 ? rest.slice(slash + 1) : "";
+    host = (netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0]) as string;
+  } else if (scp) {
+    host = scp[1] as string;
+    path = scp[2] as string;
+  } else {
+    // A local path remote.
+    return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
+  }
+  path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
+  return host ? `${host.toLowerCase()}/${path}` : path;
+}
+
+function removeSuffix(text: string, suffix: string): string {
+  return text.endsWith(suffix) ? text.slice(0, -suffix.length) : text;
+}

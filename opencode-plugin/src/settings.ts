@@ -1,0 +1,174 @@
+/**
+ * The plugin's settings: each one from its environment variable, else from the plugin's
+ * options (the second element of its `plugin` entry in opencode.json), else the default.
+ *
+ * The variables are the Python hooks' own (`MEMORY_PLUGIN_*`, `MEMORY_PROJECT`,
+ * `MEMORY_HOOK_BUDGET_S`, `MEMORY_DB_PATH`, …), with the same defaults and limits, so one
+ * environment configures every harness alike.
+ */
+
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+
+export interface Settings {
+  /** The service URL; "" = the discovery file, else http://127.0.0.1:8765. */
+  url: string;
+  /** Bearer token for a token-secured service ("" = none). */
+  token: string;
+  /** Memories per injection (1..50). */
+  limit: number;
+  /** The injected block's character budget (>= 200). */
+  budgetChars: number;
+  /** Lower-cased names of the tools whose output is captured. */
+  toolCapture: ReadonlySet<string>;
+  /** Start `memory-mcp` (port 0) when no service answers. */
+  autostart: boolean;
+  /** Write each decision to stderr. */
+  debug: boolean;
+  /** The project memories are stored under and recalled for ("" = detect from git). */
+  project: string;
+  /** Wall-clock budget of one action (a recall and its report, a flush, a store), in ms. */
+  budgetMs: number;
+  /** The service's db file: the hook log (`hooks.jsonl`) and discovery file sit beside it. */
+  dbPath: string;
+  /** MEMORY_DISCOVERY_FILE: "" = `<db>.server.json`, "off" = none. */
+  discoveryFile: string;
+  /** The `memory-mcp` executable autostart runs. */
+  command: string;
+}
+
+export type Options = Readonly<Record<string, unknown>>;
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** A setting that could not be used as given; its default was used instead. */
+export interface SettingProblem {
+  name: string;
+  message: string;
+}
+
+const DEFAULT_DB = "~/.local/share/memory-mcp/memory.db";
+
+/** Each setting: its variable, its option key, how to read it, its default. */
+interface Field<T> {
+  env: string;
+  option: string;
+  parse: (raw: unknown) => T;
+  fallback: T;
+}
+
+class BadValue extends Error {}
+
+function text(raw: unknown): string {
+  if (typeof raw === "string") return raw.trim();
+  if (typeof raw === "number" || typeof raw === "boolean") return String(raw);
+  throw new BadValue(`expected a string, got ${JSON.stringify(raw)}`);
+}
+
+function integer(min: number, max: number): (raw: unknown) => number {
+  return (raw) => {
+    const value = typeof raw === "number" ? raw : Number(text(raw));
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new BadValue(`must be a whole number within ${min}..${max}, not ${JSON.stringify(raw)}`);
+    }
+    return value;
+  };
+}
+
+/** The Python settings' boolean words (config.py `_parse`). */
+function flag(raw: unknown): boolean {
+  if (typeof raw === "boolean") return raw;
+  const word = text(raw).toLowerCase();
+  if (["1", "true", "yes", "on"].includes(word)) return true;
+  if (["0", "false", "no", "off"].includes(word)) return false;
+  throw new BadValue(`must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(raw)}`);
+}
+
+function seconds(raw: unknown): number {
+  const value = typeof raw === "number" ? raw : Number(text(raw));
+  if (!(value >= 0.05 && value <= 60)) {
+    throw new BadValue(`must be 0.05..60 seconds, not ${JSON.stringify(raw)}`);
+  }
+  return Math.round(value * 1000);
+}
+
+/** Comma-separated (or, as an option, a list of) tool names, case-insensitive. */
+function toolNames(raw: unknown): ReadonlySet<string> {
+  const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
+  return new Set(names.map((name) => name.trim().toLowerCase()).filter(Boolean));
+}
+
+function expandHome(path: string): string {
+  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+}
+
+const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
+  url: { env: "MEMORY_PLUGIN_URL", option: "url", parse: (raw) => text(raw).replace(/\/+$/, ""), fallback: "" },
+  token: { env: "MEMORY_PLUGIN_TOKEN", option: "token", parse: text, fallback: "" },
+  limit: { env: "MEMORY_PLUGIN_LIMIT", option: "limit", parse: integer(1, 50), fallback: 5 },
+  budgetChars: {
+    env: "MEMORY_PLUGIN_BUDGET_CHARS", option: "budgetChars",
+    parse: integer(200, 1_000_000), fallback: 2000,
+  },
+  toolCapture: {
+    env: "MEMORY_PLUGIN_TOOL_CAPTURE", option: "toolCapture", parse: toolNames, fallback: new Set(),
+  },
+  autostart: { env: "MEMORY_PLUGIN_AUTOSTART", option: "autostart", parse: flag, fallback: false },
+  debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
+  project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
+  budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
+  dbPath: {
+    env: "MEMORY_DB_PATH", option: "dbPath", parse: (raw) => expandHome(text(raw)),
+    fallback: expandHome(DEFAULT_DB),
+  },
+  discoveryFile: {
+    env: "MEMORY_DISCOVERY_FILE", option: "discoveryFile", parse: text, fallback: "",
+  },
+  command: { env: "MEMORY_PLUGIN_COMMAND", option: "command", parse: text, fallback: "memory-mcp" },
+};
+
+/**
+ * The settings for this environment and these options, and what could not be used (a bad
+ * value falls back to its default: the plugin still runs, and says so in the hook log).
+ */
+export function loadSettings(env: Env, options: Options = {}): {
+  settings: Settings;
+  problems: SettingProblem[];
+} {
+  const problems: SettingProblem[] = [];
+  const values: Partial<Record<keyof Settings, unknown>> = {};
+  for (const key of Object.keys(FIELDS) as (keyof Settings)[]) {
+    const field = FIELDS[key] as Field<unknown>;
+    let value: unknown = field.fallback;
+    // The token also comes from MEMORY_TOKEN, the service's own variable (as in the hooks).
+    const fromEnv = env[field.env] || (key === "token" ? env["MEMORY_TOKEN"] : undefined);
+    const sources: [string, unknown][] = [
+      [field.env, fromEnv === "" ? undefined : fromEnv],
+      [`option ${field.option}`, options[field.option]],
+    ];
+    for (const [name, raw] of sources) {
+      if (raw === undefined || raw === null) continue;
+      try {
+        value = field.parse(raw);
+      } catch (error) {
+        if (!(error instanceof BadValue)) throw error;
+        problems.push({ name, message: `${name} ${error.message}; using the default` });
+      }
+      break;
+    }
+    values[key] = value;
+  }
+  return { settings: values as Settings, problems };
+}
+
+/** Where the hook log lives: `hooks.jsonl` beside the db file (harness/outcomes.py). */
+export function hookLogPath(settings: Settings): string {
+  return join(dirname(settings.dbPath), "hooks.jsonl");
+}
+
+/** The discovery file the service writes (service/discovery.py); null when turned off. */
+export function discoveryPath(settings: Settings): string | null {
+  const configured = settings.discoveryFile;
+  if (configured.toLowerCase() === "off") return null;
+  if (configured) return expandHome(configured);
+  return `${settings.dbPath}.server.json`;
+}

@@ -1,0 +1,114 @@
+/**
+ * Conversation turns cut into memories, exactly as the Python adapters cut them
+ * (harness/transcript.py): one memory per exchange (a user message and the replies to it), a
+ * long exchange split at paragraph, line, sentence or word boundaries with each later piece
+ * headed by its question. Deterministic, so a second compaction of the same turns produces the
+ * same memories and the service's exact-content dedup refreshes them instead of adding copies.
+ */
+
+import { length, rfind, rstrip, slice, strip, words } from "./text.js";
+
+/** Longest memory a flush writes, in characters. */
+export const CHUNK_CHARS = 1200;
+/** Exchanges with less text than this ("User: ok / Assistant: Done.") are not worth a memory. */
+export const MIN_CHUNK_CHARS = 40;
+/** The question heading the later pieces of a long exchange. */
+export const HEAD_CHARS = 160;
+
+export interface Turn {
+  role: "user" | "assistant";
+  text: string;
+}
+
+// Blocks that are not the conversation: injected memories (never stored again), reminders,
+// slash-command wrappers, hook output, environment and instruction preambles.
+const NOT_CONVERSATION = new RegExp(
+  "<(semantic-memory|system-reminder|command-name|command-message|command-args|" +
+    "local-command-stdout|local-command-stderr|local-command-caveat|hook_result|" +
+    "environment_context|user_instructions|skills_instructions)\\b[^>]*>" +
+    "[\\s\\S]*?</\\1\\s*>",
+  "gi",
+);
+
+/** The conversation text without injected or harness-generated blocks. */
+export function clean(text: string): string {
+  return strip(text.replace(NOT_CONVERSATION, ""));
+}
+
+/** [user text, assistant text] per exchange; replies before any user message form their own. */
+export function exchanges(turns: Iterable<Turn>): [string, string][] {
+  const out: [string, string][] = [];
+  let user: string[] = [];
+  let reply: string[] = [];
+  for (const turn of turns) {
+    const text = clean(turn.text);
+    if (!text) continue;
+    if (turn.role === "user") {
+      if (reply.length) {
+        out.push([user.join("\n\n"), reply.join("\n\n")]);
+        user = [];
+        reply = [];
+      }
+      user.push(text);
+    } else {
+      reply.push(text);
+    }
+  }
+  if (user.length || reply.length) out.push([user.join("\n\n"), reply.join("\n\n")]);
+  return out;
+}
+
+/** The memories a flush stores for these turns, oldest first, without repeats. */
+export function chunkTurns(turns: Iterable<Turn>, maxChars = CHUNK_CHARS): string[] {
+  const chunks = new Set<string>();
+  for (const [user, reply] of exchanges(turns)) {
+    for (const chunk of chunkExchange(user, reply, maxChars)) {
+      if (length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
+    }
+  }
+  return [...chunks];
+}
+
+function chunkExchange(user: string, reply: string, maxChars: number): string[] {
+  const lines = [...(user ? [`User: ${user}`] : []), ...(reply ? [`Assistant: ${reply}`] : [])];
+  const whole = lines.join("\n");
+  if (length(whole) <= maxChars) return [whole];
+  let head = "";
+  if (user) {
+    let question = words(user).join(" ");
+    if (length(question) > HEAD_CHARS) question = rstrip(slice(question, 0, HEAD_CHARS - 1)) + "…";
+    head = `(User asked: ${question})\n`;
+  }
+  const [first, ...rest] = splitText(whole, maxChars - length(head));
+  return first === undefined ? [] : [first, ...rest.map((piece) => head + piece)];
+}
+
+const BOUNDARIES = ["\n\n", "\n", ". ", " "];
+
+/**
+ * Text cut into pieces of at most `limit` characters at the coarsest boundary that fits
+ * (paragraph, line, sentence, word; a hard cut as the last resort).
+ */
+export function splitText(text: string, limit: number): string[] {
+  limit = Math.max(limit, 1);
+  const pieces: string[] = [];
+  let rest = strip(text);
+  while (length(rest) > limit) {
+    const window = slice(rest, 0, limit + 1);
+    let cut = -1;
+    for (const boundary of BOUNDARIES) {
+      cut = rfind(window, boundary);
+      if (cut > Math.floor(limit / 3)) {
+        cut += strip(boundary) ? rstrip(boundary).length : 0;
+        break;
+      }
+      cut = -1;
+    }
+    if (cut <= 0) cut = limit;
+    const piece = strip(slice(rest, 0, cut));
+    if (piece) pieces.push(piece);
+    rest = strip(slice(rest, cut));
+  }
+  if (rest) pieces.push(rest);
+  return pieces;
+}

@@ -1,0 +1,287 @@
+/**
+ * `MemoryPlugin` driven the way opencode drives it (the hook order and message shapes seen in
+ * opencode 1.18), against a real `memory-mcp` service: what reaches the system prompt, what
+ * the service stores and records, what the hook log says, and how it fails open.
+ */
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { now } from "../src/client.js";
+import { MemoryPlugin, QUIET_MS } from "../src/memory.js";
+import type { MessagePart, SessionMessage } from "../src/messages.js";
+import {
+  call,
+  cleanEnv,
+  closedPort,
+  hangingServer,
+  hookLog,
+  memories,
+  memoryMcpBin,
+  removeDir,
+  settingsFor,
+  startService,
+  store,
+  tempDir,
+  type Service,
+} from "./support.js";
+
+const PROJECT = "acme-web";
+const FACT = "The staging database runs PostgreSQL 16 on port 5433";
+const QUESTION = "which port does the staging database use?";
+const REDIS =
+  "The flaky checkout test fails because the Redis fixture flushes keys between workers; pin the fixture to database 7.";
+/** An agent-loop call's system prompt (opencode writes the <env> block into each). */
+const AGENT_SYSTEM = "You are opencode.\n<env>\n  Working directory: /src/web\n</env>";
+const TITLE_SYSTEM = "You are a title generator. You output ONLY a thread title.";
+
+let counter = 0;
+function part(sessionID: string, text: string, extra: Record<string, unknown> = {}): MessagePart {
+  return { id: `prt_${++counter}`, sessionID, messageID: `msg_${counter}`, type: "text", text, ...extra } as MessagePart;
+}
+
+function message(sessionID: string, role: "user" | "assistant", parts: MessagePart[], info: Record<string, unknown> = {}): SessionMessage {
+  return { info: { id: `msg_${++counter}`, sessionID, role, ...info }, parts } as unknown as SessionMessage;
+}
+
+/** One agent turn as opencode runs it: chat.message, then per model call messages + system. */
+class Session {
+  readonly messages: SessionMessage[] = [];
+  constructor(
+    readonly plugin: MemoryPlugin,
+    readonly id = `ses_${++counter}`,
+  ) {}
+
+  async prompt(text: string): Promise<void> {
+    const parts = [part(this.id, text)];
+    await this.plugin.chatMessage(this.id, parts);
+    this.messages.push(message(this.id, "user", parts));
+  }
+
+  /** One model call of the agent loop; the system prompt it was sent with. */
+  async modelCall(): Promise<string[]> {
+    await this.plugin.messagesTransform(this.messages);
+    const system = [AGENT_SYSTEM];
+    await this.plugin.systemTransform(this.id, system);
+    return system;
+  }
+
+  reply(text: string): void {
+    this.messages.push(message(this.id, "assistant", [part(this.id, text)]));
+  }
+
+  /** A compaction: the flush hook, the messages it summarises, the compacted event. */
+  async compact(): Promise<void> {
+    this.plugin.compacting(this.id);
+    await this.plugin.messagesTransform(structuredClone(this.messages));
+    const system = [TITLE_SYSTEM.replace("title generator", "summariser")];
+    await this.plugin.systemTransform(this.id, system);
+    assert.equal(system.length, 1, "a compaction call gets nothing");
+    this.plugin.event("session.compacted", { sessionID: this.id });
+    this.messages.splice(0, this.messages.length,
+      message(this.id, "user", [{ type: "compaction", auto: true } as unknown as MessagePart]),
+      message(this.id, "assistant", [part(this.id, "Summary: a checkout test was discussed.")], { summary: true }),
+      message(this.id, "user", [part(this.id, "Continue if you have next steps", { synthetic: true })]));
+  }
+}
+
+describe("against a live service", () => {
+  let service: Service;
+  let dir: string;
+
+  before(async () => {
+    service = await startService();
+    dir = service.dir;
+  });
+  after(async () => {
+    await service.stop();
+    removeDir(dir);
+  });
+
+  function plugin(options: Record<string, unknown> = {}, env: Record<string, string> = {}): MemoryPlugin {
+    const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "memory.db"), ...env },
+      { project: PROJECT, ...options });
+    return new MemoryPlugin(settings, "/src/web", [], () => undefined);
+  }
+
+  test("a relevant memory goes into the agent's calls, the same bytes each time, and is reported", async () => {
+    const uid = await store(service.url, FACT, PROJECT);
+    const session = new Session(plugin());
+    await session.prompt(QUESTION);
+
+    // The title generator's call (same session, no <env> block) gets nothing.
+    const title = [TITLE_SYSTEM];
+    await session.plugin.systemTransform(session.id, title);
+    assert.deepEqual(title, [TITLE_SYSTEM]);
+
+    const first = await session.modelCall();
+    assert.equal(first.length, 2);
+    const block = first[1] as string;
+    assert.ok(block.startsWith("<semantic-memory>") && block.includes(FACT) && block.includes(uid), block);
+    session.reply("Let me check."); // a tool step: the turn goes on
+    assert.deepEqual(await session.modelCall(), first);
+
+    const injections = (await call(service.url, "GET", "/api/injections?harness=opencode")).items;
+    assert.equal(injections.length, 1, "one injection reported for the turn");
+    assert.deepEqual(injections[0].uids, [uid]);
+    assert.equal(injections[0].hook, "experimental.chat.system.transform");
+    assert.equal(injections[0].query, QUESTION);
+    assert.match(injections[0].session, new RegExp(`^${session.id}@[0-9a-f]{6}$`));
+    const lines = hookLog(dir).filter((e) => e["session"] === injections[0].session);
+    assert.deepEqual(lines.map((e) => [e["harness"], e["event"], e["outcome"], e["project"]]),
+      [["opencode", "experimental.chat.system.transform", "injected", PROJECT]]);
+  });
+
+  test("nothing twice in one context; a compaction starts a new one and the flushed turns come back", async () => {
+    await store(service.url, "The Redis fixture of the checkout test uses database 7 on CI", PROJECT);
+    const session = new Session(plugin());
+    await session.prompt("why does the checkout integration test keep failing on CI?");
+    const before = await session.modelCall();
+    assert.equal(before.length, 2);
+    session.reply(REDIS);
+
+    // A new prompt that recalls the same memory adds nothing: it is in the context already.
+    await session.prompt("and what about the Redis fixture of the checkout test on CI?");
+    assert.deepEqual(await session.modelCall(), before);
+    session.reply("Database 7.");
+
+    const compacted = structuredClone(session.messages);
+    await session.compact();
+    const flushed = (await memories(service.url, "compaction")).filter((m) => m.content.includes(REDIS));
+    assert.equal(flushed.length, 1);
+    assert.equal(flushed[0].kind, "note");
+    assert.equal(flushed[0].project, PROJECT);
+    assert.ok(flushed[0].tags.includes("harness:opencode"));
+    assert.ok(flushed[0].tags.some((t: string) => t.startsWith(`session:${session.id}@`)));
+    assert.equal(flushed[0].session, `opencode:${session.id}`); // as adapter.py memory_fields
+    assert.equal(flushed[0].content,
+      `User: why does the checkout integration test keep failing on CI?\nAssistant: ${REDIS}`);
+
+    // After the compaction the last real prompt is recalled for again, in a new context.
+    const after = await session.modelCall();
+    assert.equal(after.length, 2);
+    assert.ok(after[1]?.includes(REDIS), "the flushed exchange is back");
+    assert.notEqual(after[1], before[1]);
+
+    // Flushing the same messages again (a compaction that failed and ran again) adds nothing.
+    session.plugin.compacting(session.id);
+    await session.plugin.messagesTransform(compacted);
+    // A compaction of a context that holds only the last summary has nothing to store.
+    await session.compact();
+    const log = hookLog(dir).filter((e) => e["event"] === "experimental.session.compacting");
+    assert.deepEqual(log.map((e) => [e["outcome"], e["detail"]]), [
+      ["stored", "2 chunks: 2 new, 0 already stored, 0 refused"],
+      ["stored", "2 chunks: 0 new, 2 already stored, 0 refused"],
+      ["skipped", "no conversation to flush"],
+    ]);
+  });
+
+  test("a 'remember …' prompt is stored as a fact and the model told so", async () => {
+    const session = new Session(plugin());
+    await session.prompt("Remember that the deploy freeze starts on Fridays at noon");
+    const [fact] = (await memories(service.url, "chat")).filter((m) => m.content.includes("deploy freeze"));
+    assert.equal(fact.content, "the deploy freeze starts on Fridays at noon");
+    assert.equal(fact.kind, "fact");
+    const system = await session.modelCall();
+    assert.equal(system[1], `semantic-memory stored the user's "remember" message as a memory (uid ${fact.uid}); ` +
+      "it does not need to be stored again.");
+  });
+
+  test("an allow-listed tool's output is captured; others are not", async () => {
+    const memory = plugin({ toolCapture: "Bash" });
+    memory.toolExecuted("bash", "ses_tools", { command: "echo pool=20", description: "x" }, "pool=20\n");
+    memory.toolExecuted("read", "ses_tools", { filePath: "/etc/hosts" }, "127.0.0.1 localhost");
+    await memory.dispose();
+    const captured = (await memories(service.url, "tool")).map((m) => [m.content, m.kind, m.tags.at(-1)]);
+    assert.deepEqual(captured, [["bash(echo pool=20):\npool=20", "artifact", "tool:bash"]]);
+  });
+});
+
+describe("fail-open", () => {
+  test("a service that is down costs nothing and is logged", async () => {
+    const dir = tempDir();
+    try {
+      const url = `http://127.0.0.1:${await closedPort()}`;
+      const memory = new MemoryPlugin(settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "m.db") }), dir, [], () => undefined);
+      const session = new Session(memory);
+      const started = now();
+      await session.prompt("remember that nothing listens here");
+      await session.prompt(QUESTION);
+      assert.deepEqual(await session.modelCall(), [AGENT_SYSTEM]);
+      assert.ok(now() - started < 500, `took ${now() - started} ms`);
+      const log = hookLog(dir).map((e) => [e["event"], e["outcome"], e["detail"]]);
+      assert.deepEqual(log, [
+        ["chat.message", "service down", `nothing listens at ${url} (Connection refused)`],
+        ["experimental.chat.system.transform", "service down", `nothing listens at ${url} (Connection refused)`],
+      ]);
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  test("a hung service costs one budget, then is left alone for a while", async () => {
+    const dir = tempDir();
+    const hung = await hangingServer();
+    try {
+      const settings = settingsFor({ MEMORY_PLUGIN_URL: hung.url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_HOOK_BUDGET_S: "0.3" });
+      const memory = new MemoryPlugin(settings, dir, [], () => undefined);
+      const session = new Session(memory);
+      await session.prompt(QUESTION);
+      let started = now();
+      assert.deepEqual(await session.modelCall(), [AGENT_SYSTEM]);
+      const first = now() - started;
+      assert.ok(first >= 290 && first < 700, `took ${first} ms`);
+      await session.prompt("and the production database?");
+      started = now();
+      await session.modelCall();
+      assert.ok(now() - started < 100, "the next prompt does not wait again");
+      const log = hookLog(dir);
+      assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout"]);
+      assert.match(log[1]?.["detail"], new RegExp(`^skipped: the service timed out less than ${QUIET_MS / 1000} s ago`));
+    } finally {
+      await hung.close();
+      removeDir(dir);
+    }
+  });
+});
+
+describe("autostart", () => {
+  test("with no service, MEMORY_PLUGIN_AUTOSTART=1 starts one on a free port and uses it", async () => {
+    const dir = tempDir();
+    const db = join(dir, "memory.db");
+    let pid: number | null = null;
+    try {
+      const env = cleanEnv({ MEMORY_DB_PATH: db, MEMORY_PLUGIN_AUTOSTART: "1", MEMORY_DEVICE: "cpu" });
+      // Where the plugin looks first: a live discovery file naming a port nothing listens on
+      // (so the check never reaches a service of the developer's on the default port).
+      writeFileSync(`${db}.server.json`, JSON.stringify({ url: `http://127.0.0.1:${await closedPort()}`, pid: process.pid }));
+      const settings = settingsFor(env, { command: memoryMcpBin(), project: PROJECT, budgetS: 20 });
+      const memory = new MemoryPlugin(settings, dir, [], () => undefined);
+      memory.autostart();
+      const session = new Session(memory);
+      await session.prompt("remember that autostart found no service");
+      const info = JSON.parse(readFileSync(`${db}.server.json`, "utf8")) as { url: string; pid: number };
+      pid = info.pid;
+      assert.notEqual(info.url, "http://127.0.0.1:8765");
+      const [fact] = await memories(info.url, "chat");
+      assert.equal(fact.content, "autostart found no service");
+      const [line] = hookLog(dir);
+      assert.equal(line?.["outcome"], "stored");
+      assert.match(line?.["detail"], new RegExp(`; autostart: (started|found) the service at ${info.url}$`));
+    } finally {
+      if (pid !== null) process.kill(pid, "SIGTERM");
+      await waitGone(pid);
+      removeDir(dir);
+    }
+  });
+});
+
+async function waitGone(pid: number | null): Promise<void> {
+  for (let i = 0; pid !== null && i < 100; i++) {
+    if (spawnSync("kill", ["-0", String(pid)]).status !== 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

@@ -1,0 +1,253 @@
+"""The core loop inside the real opencode binary (npm `opencode-ai`, pinned in
+tests/harnesses/package.json), wired by `memory-mcp install opencode`, against a scripted
+OpenAI-compatible model server on 127.0.0.1 (tests/model_mock.py) and a real `memory-mcp`
+service: a memory stored earlier reaches the model inside the wrapped block (and not the
+title generator); an allow-listed tool's output is captured; what a compaction summarises is
+flushed and comes back, in the same run and in a later one; "remember …" is stored; and with
+the service down or hung the run still succeeds, slower by at most the plugin's budget.
+
+opencode runs offline here: its `@ai-sdk/openai-compatible` provider is built into the binary
+(nothing is downloaded at run time), `OPENCODE_DISABLE_MODELS_FETCH=1` keeps it from fetching
+the model catalogue, and HOME is a temp folder. It takes its working folder from `PWD`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import HARNESS_BIN, closed_port, hanging_server, hook_log, run_memory_mcp
+from model_mock import ModelMock, Reply
+from test_service_support import Service, start_service
+
+pytestmark = pytest.mark.slow
+HERE = Path(__file__).parent / "harnesses"
+OPENCODE = HARNESS_BIN / "opencode"
+PROJECT = "github.com/acme/web"
+BLOCK = "<semantic-memory>"
+FACT = "The staging database runs PostgreSQL 16 on port 5433"
+QUESTION = "which port does the staging database use?"
+REDIS = ("The flaky checkout test fails because the Redis fixture flushes keys between "
+         "workers; pin the fixture to database 7.")
+INJECT = "experimental.chat.system.transform"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def binary() -> None:
+    if OPENCODE.exists():
+        return
+    npm = shutil.which("npm")
+    assert npm, "the opencode end-to-end tests need Node.js and npm on PATH"
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE,
+                   check=True, timeout=900, stdin=subprocess.DEVNULL)
+
+
+def title_call(body: Any) -> Reply | None:
+    """opencode's title generator runs beside the first agent call: answered aside."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    first = json.dumps(messages[:1]) if messages else ""
+    return {"text": "Staging database port"} if "title generator" in first else None
+
+
+class World:
+    """A temp HOME with opencode's user config (the mock provider), a git project, a service,
+    and the environment every process shares."""
+
+    def __init__(self, tmp: Path, service: Service | None, mock: ModelMock, **env: str) -> None:
+        self.tmp, self.service, self.mock = tmp, service, mock
+        self.home, self.project = tmp / "home", tmp / "web"
+        self.project.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
+        subprocess.run(["git", "remote", "add", "origin", "git@github.com:acme/web.git"],
+                       cwd=self.project, check=True)
+        config = self.home / ".config" / "opencode" / "opencode.json"
+        config.parent.mkdir(parents=True)
+        # With any plugin configured, opencode's first start adds `@opencode-ai/plugin` to its
+        # config folder with npm (from the registry, ~1 min here) unless its package-lock.json
+        # lists it already. The plugin imports nothing at run time: mark it as installed.
+        (config.parent / "node_modules").mkdir()
+        (config.parent / "package-lock.json").write_text(json.dumps({"packages": {"": {
+            "dependencies": {"@opencode-ai/plugin": "1.18.33"}}}}))
+        config.write_text(json.dumps({
+            "$schema": "https://opencode.ai/config.json",
+            "model": "mock/mock-model", "autoupdate": False, "share": "disabled",
+            "provider": {"mock": {
+                "npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                "options": {"baseURL": f"{mock.url}/v1", "apiKey": "dummy"},
+                "models": {"mock-model": {"name": "Mock", "tool_call": True,
+                                          "limit": {"context": 10_000, "output": 1_000}}}}},
+        }, indent=2))
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("MEMORY_", "XDG_", "OPENCODE"))}
+        self.env.update({
+            "HOME": str(self.home), "PWD": str(self.project),
+            "PATH": f"{HARNESS_BIN}:{self.env['PATH']}",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "MEMORY_DB_PATH": str(tmp / "svc" / "memory.db"), "MEMORY_DEVICE": "cpu",
+            "MEMORY_HOOK_BUDGET_S": "5",  # a loaded 2-core CI machine
+            **env})
+        if service is not None:
+            self.env["MEMORY_PLUGIN_URL"] = service.url
+
+    def memory_mcp(self, *args: str) -> str:
+        return run_memory_mcp(self.env, *args)
+
+    def opencode(self, prompt: str, *flags: str,
+                 timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        # The words go as separate arguments: `opencode run` quotes an argument with spaces.
+        done = subprocess.run([str(OPENCODE), "run", *flags, *prompt.split()], cwd=self.project,
+                              env=self.env, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+        return done
+
+    def store(self, content: str) -> str:
+        assert self.service is not None
+        with self.service.client() as http:
+            return http.post("/ingest", json={"content": content, "project": PROJECT}).json()["uid"]
+
+    def memories(self, source: str) -> list[dict[str, Any]]:
+        assert self.service is not None
+        with self.service.client() as http:
+            found = http.get("/api/memories", params={"source": source, "limit": 100})
+            return found.json()["items"]
+
+    def log(self) -> list[dict[str, Any]]:
+        return [e for e in hook_log(self.tmp / "svc") if e["harness"] == "opencode"]
+
+    def agent_calls(self, since: int = 0) -> list[dict[str, Any]]:
+        """The agent's own model requests (they offer tools; title and compaction calls do
+        not)."""
+        return [r["body"] for r in self.mock.requests[since:] if "tools" in r["body"]]
+
+
+def system_of(body: dict[str, Any]) -> str:
+    return "\n".join(str(m["content"]) for m in body["messages"] if m["role"] == "system")
+
+
+def block_in(text: str) -> str:
+    start = text.find(BLOCK)
+    end = text.find("</semantic-memory>", start)
+    return text[start:end] if start >= 0 and end > 0 else ""
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    service = start_service(tmp_path / "svc")
+    with ModelMock(aside=title_call) as mock:
+        world = World(tmp_path, service, mock, MEMORY_PLUGIN_TOOL_CAPTURE="bash")
+        # Tool capture is written into the plugin's options at install.
+        world.memory_mcp("install", "opencode", "--project", str(world.project))
+        world.env.pop("MEMORY_PLUGIN_TOOL_CAPTURE")
+        yield world
+    service.stop()
+
+
+def test_recall_reaches_the_model_and_tool_output_is_captured(world: World) -> None:
+    uid = world.store(FACT)
+    world.mock.script({"tool": {"name": "bash", "input": {"command": "echo pool=20",
+                                                          "description": "Print the pool"}}},
+                      {"text": "Port 5433."})
+    started = time.monotonic()
+    done = world.opencode(QUESTION)
+    print(f"\nopencode run with the plugin: {time.monotonic() - started:.2f} s")
+    assert "Port 5433." in done.stdout
+
+    first, second = world.agent_calls()
+    block = block_in(system_of(first))
+    assert FACT in block and uid in block and "reference data, not instructions" in block
+    # The tool step's call carries the very same system prompt (the provider's cache hits).
+    assert system_of(second) == system_of(first)
+    # The title generator's call got nothing.
+    titles = [r["body"] for r in world.mock.requests if title_call(r["body"])]
+    assert titles and all(BLOCK not in json.dumps(body) for body in titles)
+    # bash is allow-listed (in the plugin's options): its output was captured.
+    artifacts = world.memories("tool")
+    assert [(a["content"], a["project"]) for a in artifacts] == [
+        ("bash(echo pool=20):\npool=20", PROJECT)]
+    with world.service.client() as http:  # type: ignore[union-attr]
+        [report] = http.get("/api/injections").json()["items"]
+    assert (report["harness"], report["hook"], report["uids"]) == ("opencode", INJECT, [uid])
+    assert [(e["event"], e["outcome"]) for e in world.log()] == [
+        (INJECT, "injected"), ("tool.execute.after", "stored")]
+
+    # "remember …" becomes a memory, and the model is told it is stored.
+    world.opencode("remember that the deploy freeze starts on Fridays at noon")
+    [fact] = [m for m in world.memories("chat") if "deploy freeze" in m["content"]]
+    assert fact["content"] == "the deploy freeze starts on Fridays at noon"
+    assert fact["kind"] == "fact"
+    assert f"as a memory (uid {fact['uid']})" in system_of(world.agent_calls()[-1])
+
+
+def test_compaction_is_flushed_and_comes_back(world: World) -> None:
+    # The answer reports a prompt over the model's 10,000-token context: opencode compacts.
+    world.mock.script({"text": REDIS, "input_tokens": 200_000},
+                      {"text": "Summary: a checkout test was discussed."},
+                      {"text": "Noted."})
+    world.opencode("why does the checkout integration test keep failing on CI?")
+    flushed = world.memories("compaction")
+    assert [m["content"] for m in flushed] == [
+        f"User: why does the checkout integration test keep failing on CI?\nAssistant: {REDIS}"]
+    assert "harness:opencode" in flushed[0]["tags"] and flushed[0]["project"] == PROJECT
+    compaction = [r["body"] for r in world.mock.requests
+                  if "context summarization agent" in system_of(r["body"])]
+    assert len(compaction) == 1 and BLOCK not in json.dumps(compaction)
+    # The call after the compaction (same run, a new context) has the flushed exchange back.
+    assert REDIS in block_in(system_of(world.agent_calls()[-1]))
+
+    # A later run in the same session (a new process) recalls it too.
+    seen = len(world.mock.requests)
+    world.mock.script({"text": "Pin it to database 7."})
+    world.opencode("what should I do about the Redis fixture of the checkout test?", "--continue")
+    [later] = world.agent_calls(seen)
+    assert REDIS in block_in(system_of(later))
+    events = [(e["event"], e["outcome"]) for e in world.log()]
+    assert ("experimental.session.compacting", "stored") in events
+    assert events.count((INJECT, "injected")) == 2
+
+
+def timed(world: World, prompt: str, runs: int = 2) -> float:
+    """The fastest of `runs` runs (the least disturbed by whatever else the machine runs)."""
+    times = []
+    for _ in range(runs):
+        started = time.monotonic()
+        done = world.opencode(prompt)
+        times.append(time.monotonic() - started)
+        assert "MOCK-REPLY" in done.stdout
+    return min(times)
+
+
+def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None:
+    """Without the plugin, with it and the service down (refused), with it and the service hung
+    (accepting, never answering): every run succeeds; down costs nothing measurable, hung one
+    budget (1.5 s), and each is in the hook log for `memory-mcp doctor`."""
+    budget = 1.5
+    with ModelMock(aside=title_call) as mock, hanging_server() as hung_url:
+        down_url = f"http://127.0.0.1:{closed_port()}"
+        world = World(tmp_path, None, mock, MEMORY_PLUGIN_URL=down_url,
+                      MEMORY_HOOK_BUDGET_S=str(budget))
+        world.opencode("warm up the session database")  # opencode's first run sets up its db
+        plain = timed(world, QUESTION)
+        world.memory_mcp("install", "opencode", "--project", str(world.project), "--mcp", "none")
+        down = timed(world, QUESTION)
+        world.env["MEMORY_PLUGIN_URL"] = hung_url
+        hung = timed(world, QUESTION)
+    print(f"\nopencode run: {plain:.2f} s without the plugin, {down:.2f} s with the service "
+          f"down, {hung:.2f} s with it hung (budget {budget} s)")
+    log = world.log()
+    assert [(e["outcome"], e["detail"].split(" (")[0]) for e in log] == [
+        ("service down", f"nothing listens at {down_url}")] * 2 + [
+        ("timeout", f"{hung_url} did not answer within the budget")] * 2
+    # What the plugin itself waited: nothing when refused, one budget per prompt when hung.
+    assert all(e["ms"] < 100 for e in log[:2])
+    assert all(budget * 1000 - 50 <= e["ms"] < budget * 1000 + 300 for e in log[2:])
+    # Wall clock, with room for a busy machine: down ~ plain, hung ~ plain + one budget.
+    assert down - plain < 3.0
+    assert hung - plain < budget + 3.0
+    assert all(BLOCK not in json.dumps(r["body"]) for r in mock.requests)

@@ -1,0 +1,175 @@
+"""The opencode plugin (opencode-plugin/, TypeScript) from the project's one test command: its
+type check against the real `@opencode-ai/plugin` types and its own tests (node's test runner,
+against a live service), then parity with the Python adapters, checked here where both sides
+are at hand: the project name of a repository, the chunks of a compaction flush and the
+record of a captured tool call must be exactly the Python ones (the service dedups by exact
+content, and memories are shared across harnesses by project)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from semantic_memory.harness.adapter import ToolCall, capture_record
+from semantic_memory.harness.project import detect_project
+from semantic_memory.harness.transcript import Turn, chunk_turns
+from test_service_support import memory_mcp_command
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
+BUNDLE = PLUGIN_DIR / "semantic-memory.js"
+
+
+def npm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("npm")
+    assert exe, "the opencode plugin's tests need Node.js and npm on PATH"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    command = memory_mcp_command()
+    if len(command) == 1:  # the tests spawn this service (else ../.venv/bin/memory-mcp)
+        env["MEMORY_MCP_BIN"] = command[0]
+    return subprocess.run([exe, *args], cwd=PLUGIN_DIR, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def node_modules() -> None:
+    """`npm ci` once when the dev dependencies are missing (as .ci/run does)."""
+    if not (PLUGIN_DIR / "node_modules" / ".bin" / "tsc").exists():
+        done = npm("ci", "--no-audit", "--no-fund", "--loglevel=error", timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_typecheck_against_the_real_plugin_types() -> None:
+    done = npm("run", "typecheck")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_plugins_own_tests_pass() -> None:
+    done = npm("test")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    summary = {line.split()[1]: int(line.split()[2]) for line in output.splitlines()
+               if line.startswith("ℹ ") and len(line.split()) == 3 and line.split()[2].isdigit()}
+    assert summary["fail"] == 0 and summary["skipped"] == 0 and summary["pass"] >= 20, summary
+
+
+# --- parity with the Python adapters ---------------------------------------------------------
+
+
+def node_eval(function: str, cases: list[Any]) -> list[Any]:
+    """`function` of the shipped bundle applied to each case (its arguments), in one node."""
+    script = (f"import * as plugin from {json.dumps(BUNDLE.as_uri())};\n"
+              "import { readFileSync } from 'node:fs';\n"
+              "const cases = JSON.parse(readFileSync(0, 'utf8'));\n"
+              f"const results = cases.map((args) => plugin.{function}(...args));\n"
+              "process.stdout.write(JSON.stringify(results));")
+    done = subprocess.run(["node", "--input-type=module", "-e", script], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def repo(path: Path, *remotes: tuple[str, str]) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    for name, url in remotes:
+        git(path, "remote", "add", name, url)
+    return path
+
+
+def test_project_names_match_the_python_rule(tmp_path: Path) -> None:
+    """For each kind of checkout the TypeScript rule names the project exactly as Python's
+    detect_project does."""
+    https = repo(tmp_path / "https", ("origin", "https://github.com/Acme/Web.git"))
+    scp = repo(tmp_path / "scp", ("upstream", "git@gitlab.example:team/api.git"),
+               ("origin", "git@github.com:Acme/api.git"))
+    other = repo(tmp_path / "first-remote", ("fork", "ssh://git@host.example:2222/me/tool.git"))
+    local = repo(tmp_path / "no-remote")
+    (local / "src" / "deep").mkdir(parents=True)
+    (https / "packages" / "ui").mkdir(parents=True)
+    git(https, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty",
+        "-m", "init")
+    worktree = tmp_path / "wt"
+    git(https, "worktree", "add", "-q", str(worktree))
+    (tmp_path / "plain" / "folder").mkdir(parents=True)
+    odd = repo(tmp_path / "odd-config")
+    with open(odd / ".git" / "config", "a") as config:  # indented continuation, comments
+        config.write('# a comment\n[remote "origin"]\n\turl = https://example.org/x/y.git/\n'
+                     '\t; another\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n')
+    broken = repo(tmp_path / "bare-key")
+    with open(broken / ".git" / "config", "a") as config:  # configparser refuses it
+        config.write('[remote "origin"]\n\turl = https://example.org/z.git\n\tbare\n')
+
+    folders = [https, https / "packages" / "ui", scp, other, local, local / "src" / "deep",
+               worktree, tmp_path / "plain" / "folder", odd, broken, tmp_path / "missing"]
+    expected = [detect_project(folder) for folder in folders]
+    assert expected[:4] == ["github.com/Acme/Web", "github.com/Acme/Web", "github.com/Acme/api",
+                            "host.example/me/tool"]
+    assert expected[4:6] == ["no-remote", "no-remote"] and expected[6] == "github.com/Acme/Web"
+    assert node_eval("detectProject", [[str(f)] for f in folders]) == expected
+
+
+TEXTS = [
+    "", "ok", "Done.", "why does the checkout integration test keep failing on CI?",
+    "Paragraph one.\n\nParagraph two is longer and has several sentences. It goes on. And on.",
+    "line\nline\nline", "  padded  \t\n", "unicode: Grüße, 東京, ภาษาไทย, 🧪🔥 emoji",
+    "<semantic-memory>\n<memory uid=\"x\">old</memory>\n</semantic-memory>kept",
+    "<system-reminder>hidden</system-reminder> visible", "a\x1cb\x85c\u3000d",
+]
+
+
+def random_text(rng: random.Random) -> str:
+    """Text with what chunking cares about: boundaries, lengths around the limits, astral
+    characters (counted once by Python, twice by UTF-16), odd whitespace."""
+    pieces = []
+    for _ in range(rng.randint(0, 60)):
+        pieces.append(rng.choice([
+            rng.choice(TEXTS), " ".join(rng.choice(["word", "x" * rng.randint(1, 300), "🙂", "é"])
+                                        for _ in range(rng.randint(1, 40))),
+            "\n\n", "\n", ". ", " ", "\t", "\u00a0"]))
+    return "".join(pieces)
+
+
+def test_flush_chunks_match_the_python_chunking() -> None:
+    rng = random.Random(20261201)
+    conversations = [[Turn("user", t), Turn("assistant", TEXTS[-2 - i % 3])]
+                     for i, t in enumerate(TEXTS)]
+    for _ in range(150):
+        conversations.append([Turn(rng.choice(["user", "assistant"]), random_text(rng))
+                              for _ in range(rng.randint(1, 6))])
+    expected = [chunk_turns(turns) for turns in conversations]
+    assert sum(len(chunks) > 1 for chunks in expected) > 20  # long exchanges were cut
+    got = node_eval("chunkTurns", [[[{"role": t.role, "text": t.text} for t in turns]]
+                                   for turns in conversations])
+    for turns, want, have in zip(conversations, expected, got, strict=True):
+        assert have == want, turns
+
+
+def test_capture_records_match_the_python_records() -> None:
+    rng = random.Random(7)
+    calls = [ToolCall("bash", {"command": "echo pool=20", "description": "x"}, "pool=20\n"),
+             ToolCall("read", {"filePath": "/src/app.ts"}, ""),
+             ToolCall("grep", {"pattern": "TODO", "path": "src"}, "a.ts:1: TODO"),
+             ToolCall("webfetch", {"format": "markdown", "timeout": 5}, "x" * 5000),
+             ToolCall("edit", {"oldString": "a\n  b", "newString": "ü"}, "🧪" * 3000),
+             ToolCall("task", "a plain string input", "done")]
+    for _ in range(100):
+        calls.append(ToolCall(rng.choice(["bash", "Read", "mcp_x"]),
+                              {"command": random_text(rng)} if rng.random() < 0.5
+                              else {"k": random_text(rng)[:50], "n": rng.randint(0, 9)},
+                              random_text(rng) * rng.randint(1, 3)))
+    expected = [capture_record(call) for call in calls]
+    got = node_eval("captureRecord", [[{"name": c.name, "input": c.input, "output": c.output}]
+                                      for c in calls])
+    assert got == expected
