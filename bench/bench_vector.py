@@ -196,9 +196,11 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             "hybrid_default_no_fast_path": {"fast_path": False},
             "hybrid_default": {},
         }
+        extras = []
         for extra in args.config or []:
             name, _, spec = extra.partition(":")
             configs[name] = json.loads(spec)
+            extras.append(name)
         for name, cfg in configs.items():
             if cfg.pop("_bm25", False):
                 fn = _recall_fn(engine, plugins=BM25)
@@ -219,6 +221,8 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 engine.weights = saved_w
             embedder.save()
+        if args.loo and extras:
+            report["leave_one_out"] = leave_one_out({n: results[n] for n in extras}, data)
         if args.shares:
             report["shares"] = share_sweep(engine, data, [float(x) for x in args.shares.split(",")])
             embedder.save()
@@ -229,6 +233,20 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def leave_one_out(runs: dict[Any, dict[str, Any]], data: list[Conversation], k: int = 10
+                  ) -> dict[str, Any]:
+    """Leave-one-conversation-out over `evaluate` reports: the run with the best mean R@k on
+    four conversations, scored on the fifth; pooled over questions."""
+    folds = {}
+    for held in (c.sample_id for c in data):
+        best = max(runs, key=lambda name: statistics.fmean(
+            v[k] for s, v in runs[name]["per_sample"].items() if s != held))
+        folds[held] = {"chosen": best, f"R@{k}": runs[best]["per_sample"][held][k]}
+    n = {c.sample_id: len(c.questions) for c in data}
+    pooled = sum(f[f"R@{k}"] * n[s] for s, f in folds.items()) / sum(n.values())
+    return {"folds": folds, f"R@{k}": round(pooled, 1)}
+
+
 def share_sweep(engine: MemoryEngine, data: list[Conversation], shares: list[float],
                 k: int = 10) -> dict[str, Any]:
     """Score fusion at each vector share (MEMORY_FUSION_VECTOR_SHARE), with leave-one-
@@ -236,15 +254,8 @@ def share_sweep(engine: MemoryEngine, data: list[Conversation], shares: list[flo
     runs = {share: evaluate(_ready(_recall_fn(engine, fusion="score",
                                               fusion_vector_share=share)), data)
             for share in shares}
-    folds = {}
-    for held in (c.sample_id for c in data):
-        best = max(shares, key=lambda sh: statistics.fmean(
-            v[k] for s, v in runs[sh]["per_sample"].items() if s != held))
-        folds[held] = {"chosen": best, f"R@{k}": runs[best]["per_sample"][held][k]}
-    n = {c.sample_id: len(c.questions) for c in data}
-    pooled = sum(f[f"R@{k}"] * n[s] for s, f in folds.items()) / sum(n.values())
     return {"recall": {str(sh): r["recall"] for sh, r in runs.items()},
-            "leave_one_out": {"folds": folds, f"R@{k}": round(pooled, 1)}}
+            "leave_one_out": leave_one_out(runs, data, k)}
 
 
 def _dump(engine: MemoryEngine, data: list[Conversation], path: str) -> None:
@@ -351,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="minilm")
     p.add_argument("--data", default=None)
     p.add_argument("--dump", default=None, help="write per-question channel rankings here")
+    p.add_argument("--loo", action="store_true",
+                   help="leave-one-conversation-out over the --config runs (by R@10)")
     p.add_argument("--shares", default=None, metavar="S1,S2,…",
                    help="also sweep the score-fusion vector share, with leave-one-out")
     p.add_argument("--threads", type=int, default=1,

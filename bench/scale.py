@@ -113,12 +113,13 @@ def plain_fts5(texts: list[str], questions: list[str], path: Path) -> tuple[floa
 
 
 def import_synthetic(engine: MemoryEngine, texts: list[str]) -> Counter[str]:
-    """Ingest `texts` in the CLI's batches, round robin over PROJECTS; the statuses seen."""
+    """Ingest `texts` as `memory-mcp import` does (batches of its size, no batch sessions),
+    round robin over PROJECTS; the statuses seen."""
     statuses: Counter[str] = Counter()
     for start in range(0, len(texts), IMPORT_BATCH):
         batch = [NewMemory(text, kind="note", source="import", project=f"p{(start + i) % PROJECTS}")
                  for i, text in enumerate(texts[start:start + IMPORT_BATCH])]
-        statuses.update(r.status for r in engine.ingest(batch))
+        statuses.update(r.status for r in engine.ingest(batch, batch_is_session=False))
     return statuses
 
 

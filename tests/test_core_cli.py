@@ -124,6 +124,8 @@ def test_a_backup_restores_the_same_memories(db: Path, tmp_path: Path) -> None:
     assert run(db, "import", str(tmp_path / "seed.jsonl")).returncode == 0
     first = [json.loads(x) for x in run(db, "export").stdout.splitlines()]
     assert first[1]["updated_at"] == "2023-11-16T02:00:01+00:00"  # 1_700_100_001
+    # A file's lines are not one session (no neighbours) unless a line names its session.
+    assert {m["session"] for m in first} == {None}
     assert run(db, "forget", first[2]["uid"]).returncode == 0
     backup = tmp_path / "backup.jsonl"
     assert run(db, "export", "--include-deleted", "-o", str(backup)).returncode == 0

@@ -468,7 +468,9 @@ def import_(obj: Context, path: str) -> None:
     batch: list[tuple[int, NewMemory]] = []
 
     def flush() -> None:
-        results = engine.ingest([item for _, item in batch])
+        # A file is cut into batches for the transactions, not by meaning: lines are kept in
+        # order only within the session a line names (an export's lines do).
+        results = engine.ingest([item for _, item in batch], batch_is_session=False)
         for (number, _), result in zip(batch, results):
             counts[result.status] += 1
             if result.status == "rejected":

@@ -67,9 +67,10 @@ class Settings:
     # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
     recall_depth: int = 50
     # Neighbour expansion: memories brought along from each side of a top hit in its session
-    # (0 = off), and how many ranks behind the hit each step away puts them.
+    # (0 = off), and how many ranks behind the hit each step away puts them (-1 = 1, or the
+    # embedder's own when its channel answers).
     neighbours: int = 2
-    neighbour_gap: float = 1.0
+    neighbour_gap: float = -1.0
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.
@@ -145,9 +146,9 @@ class Settings:
                               f"model's), not {self.fusion_vector_share}")
         if not 0 <= self.neighbours <= 10:
             raise ConfigError(f"MEMORY_NEIGHBOURS must be 0..10, not {self.neighbours}")
-        if not 0 < self.neighbour_gap <= 100:  # also rejects NaN
-            raise ConfigError(f"MEMORY_NEIGHBOUR_GAP must be within (0, 100], "
-                              f"not {self.neighbour_gap}")
+        if not (0 < self.neighbour_gap <= 100 or self.neighbour_gap == -1):  # rejects NaN
+            raise ConfigError(f"MEMORY_NEIGHBOUR_GAP must be within (0, 100] (or -1: the "
+                              f"default), not {self.neighbour_gap}")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:

@@ -128,11 +128,11 @@ def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
     return embedders[0] if embedders else None
 
 
-def _place_in_sessions(conn: Any, items: list[NewMemory], batch_size: int) -> None:
+def _place_in_sessions(conn: Any, items: list[NewMemory], batch_session: bool) -> None:
     """Give each item about to be stored its session and its place there: an item without a
-    session joins its batch's (when the batch holds more than one item); its `seq` continues
-    the session's order (a restored item keeps its own)."""
-    batch = f"batch:{secrets.token_hex(8)}" if batch_size > 1 else None
+    session joins the batch's own (with `batch_session`); its `seq` continues the session's
+    order (a restored item keeps its own)."""
+    batch = f"batch:{secrets.token_hex(8)}" if batch_session else None
     next_seq: dict[str, int] = {}
     for item in items:
         item.session = item.session or batch
@@ -216,11 +216,15 @@ class MemoryEngine:
 
     # --- write path ------------------------------------------------------------------------
 
-    def ingest(self, items: list[NewMemory]) -> list[IngestResult]:
+    def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True
+               ) -> list[IngestResult]:
         """Store a batch in one transaction. Invalid input raises InvalidMemory before anything
-        is written; a filter's refusal is reported per item as `rejected`."""
+        is written; a filter's refusal is reported per item as `rejected`. Items without a
+        session of their own share the batch's, unless `batch_is_session` is False (a bulk
+        load cut into batches, whose neighbours mean nothing)."""
         for item in items:
             validate(item, self.settings.max_content_chars)
+        batch_session = batch_is_session and len(items) > 1  # one memory alone has no neighbours
         accepted: list[tuple[int, NewMemory]] = []
         results: list[IngestResult] = [IngestResult("rejected")] * len(items)
         for position, item in enumerate(items):
@@ -245,7 +249,7 @@ class MemoryEngine:
         ):
             with self.store.write() as conn:
                 accepted = self._skip_restored(conn, accepted, results)
-                _place_in_sessions(conn, [item for _, item in accepted], len(items))
+                _place_in_sessions(conn, [item for _, item in accepted], batch_session)
                 inserted = self._insert_batch(conn, accepted, results)
                 if inserted:
                     for channel in self.channels:
@@ -254,7 +258,7 @@ class MemoryEngine:
         with self.store.write() as conn:
             kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
             _place_in_sessions(conn, [item for position, item in accepted if position in kept],
-                               len(items))
+                               batch_session)
             for n, (position, item) in enumerate(accepted):
                 if position not in kept:
                     continue
@@ -457,16 +461,19 @@ class MemoryEngine:
                         and keyword_leads(self.weights, keyword, expensive_names)):
                     continue
                 collect(channel, self._search(channel, conn, query, depth, filters))
-            answered = [n for n in expensive_names if n in rankings]
+            answered = [c for c in expensive if c.name in rankings]
+            gap = self.settings.neighbour_gap
+            if gap < 0:  # 1, or the answering embedder's own
+                gap = float(getattr(answered[0], "neighbour_gap", 1.0)) if answered else 1.0
             if answered and self.settings.fusion == "score":
                 share = self.settings.fusion_vector_share
                 if share < 0:  # the embedder's own
-                    lead = next(c for c in expensive if c.name == answered[0])
-                    share = float(getattr(lead, "fusion_share", 0.5))
-                weights = with_share(self.weights, answered, share)
+                    share = float(getattr(answered[0], "fusion_share", 0.5))
+                weights = with_share(self.weights, [c.name for c in answered], share)
                 fused = score_fusion(scored, weights, limit=depth)
             else:
-                weights = keyword_gated_weights(self.weights, keyword, answered, confidence,
+                weights = keyword_gated_weights(self.weights, keyword,
+                                                [c.name for c in answered], confidence,
                                                 self.settings.fusion_gate_power)
                 fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
             memories = self._load(conn, [f.id for f in fused])
@@ -480,8 +487,8 @@ class MemoryEngine:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
                 hits = self._vouched(conn, query, hits, k)
-            return neighbours.expand(conn, hits, k, self.settings.neighbours,
-                                     self.settings.neighbour_gap, filters, exclude)
+            return neighbours.expand(conn, hits, k, self.settings.neighbours, gap, filters,
+                                     exclude)
 
     def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with

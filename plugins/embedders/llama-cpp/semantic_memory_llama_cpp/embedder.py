@@ -72,6 +72,11 @@ DEFAULT_FUSION_WEIGHT = 0.5
 #: MiniLM (bert) speaks up for a third, a strong embedder leads.
 FUSION_SHARES = {"bert": 0.35, "nomic-bert": 0.5, "gemma-embedding": 0.75, "qwen3": 0.75}
 DEFAULT_FUSION_SHARE = 0.5
+#: How many ranks behind its hit each step away puts a session neighbour (MEMORY_NEIGHBOUR_GAP)
+#: when this model's channel answers: a strong embedder's top hits are mostly right, so their
+#: neighbours come after them rather than among them (same bench, leave-one-out).
+NEIGHBOUR_GAPS = {"gemma-embedding": 8.0, "qwen3": 8.0}
+DEFAULT_NEIGHBOUR_GAP = 1.0
 #: Default cosine floor for vector-only hits, per architecture: where unrelated texts land for
 #: that model (spec: Qwen3 relevant ~0.68, unrelated ~0.3 -> 0.45; EmbeddingGemma 0.35 costs no
 #: LoCoMo recall while 0.45 cuts R@50 by 2 points; MiniLM unrelated ~0.0-0.1).
@@ -241,6 +246,12 @@ class LlamaCppEmbedder:
         """The vector channel's default share under score fusion (see FUSION_SHARES)."""
         arch = self.gguf.architecture if self.gguf else ""
         return FUSION_SHARES.get(arch, DEFAULT_FUSION_SHARE)
+
+    @property
+    def neighbour_gap(self) -> float:
+        """The default MEMORY_NEIGHBOUR_GAP when this model answers (see NEIGHBOUR_GAPS)."""
+        arch = self.gguf.architecture if self.gguf else ""
+        return NEIGHBOUR_GAPS.get(arch, DEFAULT_NEIGHBOUR_GAP)
 
     @property
     def cosine_floor(self) -> float:

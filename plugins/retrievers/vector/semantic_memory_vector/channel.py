@@ -106,6 +106,11 @@ class VectorChannel:
         return float(getattr(self.embedder, "fusion_share", 0.5))
 
     @property
+    def neighbour_gap(self) -> float:
+        """Where session neighbours go when this channel answers: the embedder's choice."""
+        return float(getattr(self.embedder, "neighbour_gap", 1.0))
+
+    @property
     def active(self) -> bool:
         e = self.embedder
         return e is not None and bool(getattr(e, "available", True)) and e.model_id is not None
