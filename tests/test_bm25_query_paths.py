@@ -148,6 +148,20 @@ def test_left_out_common_terms_still_score_what_the_cut_query_matches(
         "zebra sighting", "common zebra sighting"]
 
 
+def test_two_left_out_common_terms_together_still_select_a_memory(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.ingest([NewMemory(f"caroline filler note {i}") for i in range(30)]
+                  + [NewMemory(f"started filler line {i}") for i in range(30)]
+                  + [NewMemory("painting zebra"),
+                     NewMemory("caroline started painting")])  # no rare term
+    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)  # "caroline" and "started" are cut
+    found = search_contents(engine, "porter", "when caroline started zebra")
+    assert found[:2] == ["painting zebra", "caroline started painting"]
+    monkeypatch.setattr(channels, "MAX_COMMON_PAIRS", 0)  # without the pairs it is missed
+    assert search_contents(engine, "porter", "when caroline started zebra") == ["painting zebra"]
+
+
 def test_match_counts_reuse_only_what_their_bounds_settle(engine: MemoryEngine) -> None:
     engine.ingest([NewMemory(f"common note {i}") for i in range(20)]
                   + [NewMemory(f"rare{i} thing") for i in range(3)])

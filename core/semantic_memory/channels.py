@@ -116,6 +116,9 @@ MATCH_BUDGET = 2_000
 #: "only used for scoring") when they match at most this multiple of the budget: FTS5 reads
 #: each phrase's whole doclist once per query for its IDF. Channels opt in (`rescore=True`).
 RESCORE_FACTOR = 8
+#: Pairs of left-out common phrases tried as `(a AND b)` selections, rarest pairs first: each
+#: costs a count over both phrases' matches.
+MAX_COMMON_PAIRS = 3
 #: A cut query whose hits a narrow filter thins out below k/4 is run once more, with the
 #: budget the share of matches that passed asks for, up to this multiple of MATCH_BUDGET.
 MATCH_BUDGET_MAX_FACTOR = 16
@@ -277,6 +280,9 @@ def _bounded_pass(
         return rank(conn, table, [phrase], k, filters, ids), budget, row is not None
     cut = len(keep) < len(phrases)
     counts = rank.counts
+    if cut and rank.rescore:
+        kept = kept + _common_pairs(conn, table, phrases, sizes, keep, budget - total, ids,
+                                    counts)
     match = " OR ".join(kept)
     if cut and rank.rescore:
         # `(kept) AND (left-out OR kept)` matches what `kept` matches and scores the left-out
@@ -290,6 +296,27 @@ def _bounded_pass(
             match = f"({match}) AND ({' OR '.join(rest)} OR {match})"
             return fts_search(conn, table, match, k, filters, ids), total, cut
     return rank(conn, table, kept, k, filters, ids), total, cut
+
+
+def _common_pairs(conn: sqlite3.Connection, table: str, phrases: list[str], sizes: list[int],
+                  keep: list[int], room: int, ids: tuple[int, int], counts: MatchCounts
+                  ) -> list[str]:
+    """`(a AND b)` selections for pairs of left-out (common) phrases whose co-occurrences fit
+    the budget left: a memory with two of the query's common words (a speaker's name and a
+    verb) is found, as the exact query would, without scanning either word's matches."""
+    left_out = sorted((i for i in range(len(phrases)) if i not in keep), key=lambda i: sizes[i])
+    candidates = sorted(((i, j) for x, i in enumerate(left_out) for j in left_out[x + 1:]),
+                        key=lambda pair: sizes[pair[0]] + sizes[pair[1]])[:MAX_COMMON_PAIRS]
+    pairs = []
+    for i, j in candidates:
+        if room <= 0:
+            break
+        a, b = phrases[i].removesuffix("*"), phrases[j].removesuffix("*")
+        n = counts.count(conn, table, f"{a} AND {b}", room + 1, ids)
+        if n <= room:
+            pairs.append(f"({a} AND {b})")
+            room -= n
+    return pairs
 
 
 def fts_search(
