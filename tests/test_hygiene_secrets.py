@@ -170,6 +170,14 @@ def test_only_the_secret_part_is_replaced(sample: str, expected: str) -> None:
     assert redact(sample) == expected
 
 
+def test_a_marker_longer_than_its_secret_never_costs_the_memory(engine: MemoryEngine) -> None:
+    tag = "release-" + "a" * 32 + " password=hunter22"  # 58 characters, 69 once redacted
+    result = engine.store_one(NewMemory("release checklist", tags=[tag]))
+    assert result.status == "new"
+    stored = engine.get(result.uid).tags[0]
+    assert len(stored) == 64 and " password=[REDACTED:pass" in stored and "hunter" not in stored
+
+
 def test_every_stored_free_text_field_is_redacted(engine: MemoryEngine) -> None:
     gh = "ghp_" "abcdefghijklmnopqrstuvwxyz0123456789"
     engine.store_one(NewMemory("deploy notes", project="acme api_key=k3yk3yk3y99", tags=[gh]))

@@ -24,6 +24,10 @@ from .errors import InvalidMemory, Rejected
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (
     EXPIRING_KIND,
+    MAX_PROJECT_CHARS,
+    MAX_SESSION_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
     ChannelHit,
     IngestResult,
     Memory,
@@ -40,10 +44,6 @@ log = logging.getLogger("semantic_memory")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-MAX_TAGS = 32
-MAX_TAG_CHARS = 64
-MAX_PROJECT_CHARS = 256
-MAX_SESSION_CHARS = 256
 MAX_RECALL_K = 200
 #: What every interface says while recall is by words only (no embedder set up).
 KEYWORD_MODE_NOTE = (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..config import Settings
 from ..errors import Rejected
-from ..models import NewMemory
+from ..models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
 from ..plugins import hookimpl
 from .redaction import redact
 from .textnorm import normalize_for_matching
@@ -234,10 +234,13 @@ def looks_like_injection(text: str) -> bool:
 @hookimpl
 def filter_ingest(memory: NewMemory, settings: Settings) -> None:
     """Redact every stored free-text field; refuse untrusted content that reads as injection."""
+    # A marker can be longer than the secret it replaces: cut to the field's limit rather than
+    # refuse the memory for it.
     if isinstance(memory.project, str):
-        memory.project = redact(memory.project)
+        memory.project = redact(memory.project)[:MAX_PROJECT_CHARS]
     if isinstance(memory.tags, list):
-        memory.tags = [redact(t) if isinstance(t, str) else t for t in memory.tags]
+        memory.tags = [redact(t)[:MAX_TAG_CHARS] if isinstance(t, str) else t
+                       for t in memory.tags]
     if isinstance(memory.content, str):
         memory.content = redact(memory.content)
         if (memory.source in UNTRUSTED_SOURCES or memory.kind == "artifact") and (
