@@ -154,6 +154,11 @@ def _times(item: NewMemory, ts: float) -> tuple[float, float]:
     return created, created if item.created_at is not None else ts
 
 
+def _recall_mode(embedder_info: dict[str, Any] | None) -> str:
+    return "keyword" if embedder_info is None or embedder_info.get("active") is False \
+        else "hybrid"
+
+
 def _memory_totals(conn: Any) -> tuple[int, int]:
     """(live, forgotten-not-yet-purged) memories, from two indexes (no table scan)."""
     total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
@@ -651,6 +656,7 @@ class MemoryEngine:
             }
 
         live, deleted = _memory_totals(conn)
+        embedder = self.embedder_info()
         return {
             "memories": live,
             "forgotten": deleted,
@@ -664,7 +670,9 @@ class MemoryEngine:
                 {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
             ],
             "injections": _injection_totals(conn),
-            "recall_mode": self.recall_mode,
+            "recall_mode": _recall_mode(embedder),
+            "embedder": embedder,
+            "device": (embedder or {}).get("device"),
             "db_path": str(self.store.path),
             "db_bytes": self.store.size_bytes(),
             "schema_version": self.store.schema_version,
@@ -770,8 +778,7 @@ class MemoryEngine:
     @property
     def recall_mode(self) -> str:
         """"hybrid" when an embedder is active, else "keyword" (recall by words only)."""
-        info = self.embedder_info()
-        return "keyword" if info is None or info.get("active") is False else "hybrid"
+        return _recall_mode(self.embedder_info())
 
     def embedder_info(self) -> dict[str, Any] | None:
         """What the vector side reports (model, dim, device, vectorized count), or None when no

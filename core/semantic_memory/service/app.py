@@ -63,7 +63,7 @@ class LazyMCP:
         mcp = build_mcp(self.engine)
         app = mcp.streamable_http_app(
             streamable_http_path="/mcp",
-            transport_security=sdk_transport_security(self.settings),
+            transport_security=sdk_transport_security(),
             max_request_body_size=self.settings.max_body_bytes,
             session_idle_timeout=self.settings.mcp_session_idle_s,
             max_sessions=self.settings.mcp_max_sessions,

@@ -121,14 +121,13 @@ def allowed_hosts(settings: Settings) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def sdk_transport_security(settings: Settings) -> Any:
+def sdk_transport_security() -> Any:
     """The MCP SDK's own Host/Origin check, switched off: `GuardMiddleware` has already applied
     the one allow-list to every request, /mcp included. Two checks would disagree (the SDK's is
     case-sensitive and matches by prefix), and a request one lets through and the other refuses
     is the very bug class this avoids. (The SDK still checks a POST's Content-Type.)"""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    del settings
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 

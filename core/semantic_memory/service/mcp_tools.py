@@ -30,6 +30,7 @@ from ..models import NewMemory, RecallFilters, parse_time
 from ..pipeline import KEYWORD_MODE_NOTE, MAX_TAG_CHARS, MAX_TAGS, MemoryEngine
 from .mcp_browse import register_browsing
 from .mcp_logging import ClientLog, embedder_fallback
+from .schemas import field_path
 
 MAX_RECALL_K = 50
 MAX_LIST = 100
@@ -111,13 +112,6 @@ MAX_SHOWN_ERRORS = 3
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
 
-def _field(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "arguments"
-
-
 def describe(exc: ValidationError) -> str:
     """A pydantic error as one line naming each field: `k: Input should be …; query: …`.
     (The SDK's default text is pydantic's multi-line dump with a documentation URL.)"""
@@ -125,7 +119,8 @@ def describe(exc: ValidationError) -> str:
     parts = []
     for err in errors[:MAX_SHOWN_ERRORS]:
         message = "missing required argument" if err["type"] == "missing" else err["msg"]
-        parts.append(f"{_field(tuple(err['loc']))}: {' '.join(str(message).split())}")
+        parts.append(f"{field_path(tuple(err['loc']), 'arguments')}: "
+                     f"{' '.join(str(message).split())}")
     more = len(errors) - MAX_SHOWN_ERRORS
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
@@ -290,14 +285,12 @@ def build_mcp(engine: MemoryEngine) -> MCPServer:
         """Counts by kind, source and project, retrieval channels, embedder, injection telemetry
         and db size, with maintenance recommendations for the user."""
         data = engine.stats()
-        embedder = engine.embedder_info()
-        data["embedder"] = embedder
-        data["device"] = (embedder or {}).get("device")
+        embedder = data["embedder"]
         advice = []
         if data["forgotten"]:
             advice.append(f"{data['forgotten']} forgotten memories await removal: the user can run "
                           "`memory-mcp purge` (it also applies TTLs and VACUUMs).")
-        if embedder is None or embedder.get("active") is False:
+        if data["recall_mode"] == "keyword":
             advice.append(KEYWORD_MODE_NOTE)
         elif embedder.get("missing"):
             advice.append(f"{embedder['missing']} memories have no vector yet: the user can run "

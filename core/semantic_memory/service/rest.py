@@ -211,10 +211,7 @@ async def stats(request: Request) -> JSONResponse:
 
     def work() -> dict[str, Any]:
         data = engine.stats()
-        embedder = engine.embedder_info()
-        data["embedder"] = embedder
-        data["device"] = (embedder or {}).get("device")
-        data["vectorized"] = (embedder or {}).get("vectorized", 0)
+        data["vectorized"] = (data["embedder"] or {}).get("vectorized", 0)
         data["injections"] = engine.injection_summary()
         data["version"] = __version__
         return data

@@ -10,13 +10,14 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from ..pipeline import MAX_RECALL_K
 from .errors import ApiError
 
 MAX_BATCH = 1_000
 MAX_QUERY_CHARS = 10_000
 DEFAULT_BUDGET = 2_000
 #: The most results `GET /api/search` pages through (the engine's recall limit).
-MAX_SEARCH_RESULTS = 200
+MAX_SEARCH_RESULTS = MAX_RECALL_K
 
 Model = TypeVar("Model", bound=BaseModel)
 Short = Annotated[str, Field(min_length=1, max_length=256)]
@@ -116,11 +117,12 @@ class PageQuery(_Query):
     offset: int = Field(default=0, ge=0, le=10**9)
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
+def field_path(loc: tuple[Any, ...], whole: str = "body") -> str:
+    """A pydantic error location as a field path (`items[3].content`); `whole` when empty."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "body"
+    return out or whole
 
 
 def parse_model(model: type[Model], data: Any, prefix: str = "") -> Model:
@@ -132,7 +134,7 @@ def parse_model(model: type[Model], data: Any, prefix: str = "") -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = [{"field": prefix + _loc(tuple(e["loc"])),
+        errors = [{"field": prefix + field_path(tuple(e["loc"])),
                    "message": "unknown field" if e["type"] == "extra_forbidden" else e["msg"]}
                   for e in exc.errors(include_url=False, include_input=False)]
         first = errors[0]
