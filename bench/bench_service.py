@@ -225,7 +225,7 @@ def build_db(path: Path, texts: list[str], plugins: str) -> float:
             engine.ingest([NewMemory(x, kind="note", source="import",
                                      project=f"p{(start + i) % PROJECTS}")
                            for i, x in enumerate(texts[start:start + 2000])])
-        engine.store.optimize_fts()  # as `memory-mcp import` does after a bulk import
+        engine.store.optimize()  # as `memory-mcp import` does after a bulk import
         return time.perf_counter() - t
     finally:
         engine.close()

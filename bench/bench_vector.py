@@ -158,7 +158,7 @@ def _channel_fn(engine: MemoryEngine, name: str):  # type: ignore[no-untyped-def
     def recall(project: str, query: str, k: int) -> list[str]:
         with engine.store.snapshot() as conn:
             ids = [h.id for h in channel.search(conn, query, k, RecallFilters(project=project))]
-            mem = engine._load(conn, ids)
+            mem = engine.store.load(conn, ids)
         return [mem[i].content for i in ids if i in mem]
 
     return recall
@@ -271,7 +271,7 @@ def _dump(engine: MemoryEngine, data: list[Conversation], path: str) -> None:
             with engine.store.snapshot() as conn:
                 for name, ch in chans.items():
                     found = ch.search(conn, q.text, 100, RecallFilters(project=conv.sample_id))
-                    mem = engine._load(conn, [h.id for h in found])
+                    mem = engine.store.load(conn, [h.id for h in found])
                     item[name] = [[mem[h.id].content, round(h.score, 5)] for h in found]
                     if name == "porter":
                         item["confidence"] = porter.confidence(conn, q.text, [h.id for h in found])

@@ -74,7 +74,7 @@ def rankers(engine: MemoryEngine) -> dict[str, Ranker]:
         def rank(query: str, k: int) -> list[str]:
             with engine.store.snapshot() as conn:
                 hits = channel.search(conn, query, k, RecallFilters())
-            memories = engine._load(engine.store.read(), [h.id for h in hits])
+            memories = engine.store.load(engine.store.read(), [h.id for h in hits])
             return dataset_ids([memories[h.id].tags for h in hits if h.id in memories])
         return rank
 

@@ -130,7 +130,7 @@ def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp:
     t = time.perf_counter()
     statuses = import_synthetic(engine, texts)
     merge_t = time.perf_counter()
-    engine.store.optimize_fts()  # as `memory-mcp import` does after a bulk import
+    engine.store.optimize()  # as `memory-mcp import` does after a bulk import
     merge_s = time.perf_counter() - merge_t
     import_s = time.perf_counter() - t
     plain, plain_latencies = plain_fts5(texts, samples["fused"], tmp / f"plain-{n}.db")
@@ -176,7 +176,7 @@ def quality(n: int, plugins: str, data_path: str, seed: int, tmp: Path) -> dict:
     for conv in data:
         engine.ingest([NewMemory(content, kind="note", project=conv.sample_id)
                        for _, content in conv.turns])
-    engine.store.optimize_fts()
+    engine.store.optimize()
 
     def run(filtered: bool) -> dict:
         def recall(project: str, query: str, k: int) -> list[str]:

@@ -52,7 +52,7 @@ def channel(engine: MemoryEngine, name: str):
 def search_uids(engine: MemoryEngine, name: str, query: str, **filters: str) -> list[str]:
     with engine.store.snapshot() as conn:
         hits = channel(engine, name).search(conn, query, 10, RecallFilters(**filters))
-        memories = engine._load(conn, [h.id for h in hits])
+        memories = engine.store.load(conn, [h.id for h in hits])
     return [memories[h.id].uid for h in hits]
 
 

@@ -14,7 +14,7 @@ def search_contents(engine: MemoryEngine, name: str, query: str, filters=None) -
     channel = next(c for c in engine.channels if c.name == name)
     with engine.store.snapshot() as conn:
         hits = channel.search(conn, query, 10, filters or RecallFilters())
-        memories = engine._load(conn, [h.id for h in hits])
+        memories = engine.store.load(conn, [h.id for h in hits])
     return [memories[h.id].content for h in hits]
 
 
@@ -206,7 +206,7 @@ def test_optimize_merges_every_fts_index_and_search_still_works(engine: MemoryEn
         return conn.execute("SELECT count(*) FROM memories_fts_data").fetchone()[0]
 
     before = pages(engine.store.read())
-    assert {"memories_fts", "memories_fts_tri"} <= set(engine.store.optimize_fts())
+    assert {"memories_fts", "memories_fts_tri"} <= set(engine.store.optimize())
     assert pages(engine.store.read()) < before
     assert search_contents(engine, "porter", "segment3 note 7")[0] == "segment3 note 7"
     found = search_contents(engine, "trigram", "segment4")
@@ -243,7 +243,7 @@ def binary_hits(engine: MemoryEngine, phrases: list[str], filters=None) -> list[
         top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
         hits = channels.binary_tf_search(conn, "memories_fts_tri", phrases, 10,
                                       filters or RecallFilters(), (1, top))
-        memories = engine._load(conn, [h.id for h in hits])
+        memories = engine.store.load(conn, [h.id for h in hits])
     return [(memories[h.id].content, h.score) for h in hits]
 
 

@@ -11,7 +11,8 @@ import pytest
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.store import SCHEMA_VERSION, Store, StoreError
+from semantic_memory.stores import StoreError
+from semantic_memory.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 
 V1_SCHEMA = """
 CREATE TABLE memories (
@@ -114,7 +115,7 @@ def test_newer_schema_is_refused_not_damaged(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     with pytest.raises(StoreError, match="newer"):
-        Store(path)
+        SQLiteStore(path)
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
 
 
@@ -122,10 +123,10 @@ def test_a_file_that_is_not_a_database_gives_a_clear_error(tmp_path: Path) -> No
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="cannot open"):
-        Store(path)
+        SQLiteStore(path)
 
 
 def test_parent_directories_are_created(tmp_path: Path) -> None:
-    store = Store(tmp_path / "a" / "b" / "memory.db")
+    store = SQLiteStore(tmp_path / "a" / "b" / "memory.db")
     assert store.path.exists()
     store.close()

@@ -20,7 +20,7 @@ def channel(engine: MemoryEngine, name: str):
 def search_uids(engine: MemoryEngine, name: str, query: str) -> list[str]:
     with engine.store.snapshot() as conn:
         hits = channel(engine, name).search(conn, query, 10, RecallFilters())
-    return [engine._load(conn, [h.id])[h.id].uid for h in hits]
+    return [engine.store.load(conn, [h.id])[h.id].uid for h in hits]
 
 
 def test_porter_stems_english_words(engine: MemoryEngine) -> None:

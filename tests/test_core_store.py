@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from semantic_memory import store
+from semantic_memory.stores import sqlite as store
 from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory
 from semantic_memory.models import NewMemory, RecallFilters
@@ -193,7 +193,7 @@ def test_wal_gives_space_back_after_a_bulk_write(
         engine.ingest([NewMemory(f"{i} {filler}") for i in range(3000)])  # several MB of WAL
         wal = Path(f"{engine.store.path}-wal")
         peak = wal.stat().st_size
-        engine.store.optimize_fts()
+        engine.store.optimize()
         engine.store_one(NewMemory("one more after the bulk write"))
         assert peak > 4 * 256 * 1024
         assert wal.stat().st_size <= 256 * 1024 + 64 * 1024

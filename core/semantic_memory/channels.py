@@ -9,7 +9,7 @@ import threading
 from typing import Protocol, runtime_checkable
 
 from .models import ChannelHit, Memory, RecallFilters
-from .store import run_script
+from .stores.sqlite import run_script
 
 
 @runtime_checkable
@@ -43,6 +43,8 @@ class Channel(Protocol):
     name: str
     #: Default weight in fusion; MEMORY_CHANNEL_WEIGHTS overrides it.
     weight: float
+    #: The stores (`MemoryStore.name`) whose connections it speaks; ("sqlite",) when absent.
+    stores: tuple[str, ...]
 
     def setup(self, conn: sqlite3.Connection) -> None: ...
 
@@ -51,6 +53,14 @@ class Channel(Protocol):
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]: ...
+
+
+def skip_reason(channel: Channel, store: str) -> str | None:
+    """Why `channel` cannot run on the store named `store`; None when it can."""
+    speaks = tuple(getattr(channel, "stores", ("sqlite",)))
+    if store in speaks:
+        return None
+    return f"works with the {', '.join(speaks)} store, not {store}"
 
 
 # --- query building shared by the FTS5 channels -------------------------------------------------

@@ -16,7 +16,8 @@ from .errors import InvalidMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
 from .plugins import build_plugin_manager
-from .store import StoreError
+from .channels import skip_reason
+from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
 
@@ -43,7 +44,9 @@ pass_context = click.make_pass_decorator(Context)
 
 def _settings(db: str | None) -> Settings:
     try:
-        return Settings.from_env(**({"db_path": db} if db else {}))
+        if not db:
+            return Settings.from_env()
+        return Settings.from_env(**({"db_url": db} if "://" in db else {"db_path": db}))
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -77,7 +80,8 @@ def with_filters(func: Any) -> Any:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--db", envvar="MEMORY_DB_PATH", help="Database file (default: MEMORY_DB_PATH).")
+@click.option("--db", help="Database file or store URL (default: MEMORY_DB_URL, else "
+                           "MEMORY_DB_PATH).")
 @click.option("--stdio", is_flag=True,
               help="Without a command: serve MCP over stdin/stdout instead of HTTP.")
 @click.version_option(package_name="semantic-memory-mcp")
@@ -260,18 +264,23 @@ def plugins(obj: Context, as_json: bool) -> None:
     pm.hook.register_channels(register=channels.append, settings=obj.settings)
     owner = {id(c): name for name, plugin in pm.list_name_plugin()
              for c in channels if type(c).__module__ == getattr(plugin, "__name__", None)}
+    store = scheme_of(store_url(obj.settings))
     rows = []
     for info in pm.describe():
-        mine = [c.name for c in channels if owner.get(id(c)) == info.name]
-        rows.append({**info.__dict__, "channels": mine})
+        mine = [c for c in channels if owner.get(id(c)) == info.name]
+        skipped = {c.name: why for c in mine if (why := skip_reason(c, store))}
+        rows.append({**info.__dict__, "skipped": skipped,
+                     "channels": [c.name for c in mine if c.name not in skipped]})
     if as_json:
         _echo_json(rows)
         return
     table = _table("plugin", "distribution", "version", "hooks", "channels")
     for r in rows:
+        skipped = [f"{name} (skipped: {why})" for name, why in r["skipped"].items()]
         table.add_row(r["name"], r["distribution"] or "(core)", r["version"] or "",
-                      ", ".join(r["hooks"]), ", ".join(r["channels"]))
+                      ", ".join(r["hooks"]), ", ".join([*r["channels"], *skipped]))
     _print(table)
+    click.echo(f"store: {store}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -499,7 +508,7 @@ def import_(obj: Context, path: str) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
     if counts["new"] >= IMPORT_BATCH:  # a bulk import leaves the indexes in many segments
-        engine.store.optimize_fts()
+        engine.store.optimize()
     _echo_json(counts)
     if counts["bad"]:
         sys.exit(1)
@@ -524,6 +533,36 @@ def export(obj: Context, output: str, include_deleted: bool) -> None:
     finally:
         if handle is not sys.stdout:
             handle.close()
+
+
+@cli.command()
+@click.option("--to", "target", required=True, metavar="URL",
+              help="The empty store to copy into: postgresql://… or sqlite:///path.")
+@pass_context
+def migrate(obj: Context, target: str) -> None:
+    """Copy this store (MEMORY_DB_URL or --db) into the empty store at URL, then check the
+    counts. Memories keep uids, timestamps, forgotten state and sessions; injection reports
+    come along. Exits 1 if anything did not arrive."""
+    from dataclasses import replace
+
+    from .migrate import MigrationError
+    from .migrate import migrate as copy_store
+
+    source = obj.engine
+    try:
+        destination = MemoryEngine(replace(obj.settings, db_url=target))
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    total = source.counts()
+    try:
+        with progress_bar() as progress:
+            task = progress.add_task("migrating", total=total["memories"] + total["forgotten"])
+            result = copy_store(source, destination, lambda n: progress.advance(task, n))
+    except MigrationError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        destination.close()
+    _echo_json(result)
 
 
 def main() -> None:

@@ -21,6 +21,13 @@ class Settings:
     """Every tunable of the service. `Settings.from_env()` reads them; tests build them directly."""
 
     db_path: str = field(default_factory=_default_db_path)
+    # The store, as a URL: `sqlite:///path` or `postgresql://…` (the semantic-memory-postgres
+    # plugin); empty = the SQLite file db_path. Never shown (repr) or logged: it may hold a
+    # password. MEMORY_DB_URL_FILE reads it from a file instead (a secret mount).
+    db_url: str = field(default="", repr=False)
+    db_url_file: str = ""
+    # Connections a PostgreSQL store's pool keeps open at most.
+    db_pool_size: int = 8
     model_path: str = ""
     device: str = "cuda"
     host: str = "127.0.0.1"
@@ -123,6 +130,8 @@ class Settings:
                 continue
             values[f.name] = _parse(f"MEMORY_{f.name.upper()}", raw, f.type)
         values.update(overrides)
+        if values.get("db_url_file") and not values.get("db_url"):
+            values["db_url"] = _read_secret("MEMORY_DB_URL_FILE", str(values["db_url_file"]))
         settings = cls(**values)  # type: ignore[arg-type]
         settings.validate()
         return settings
@@ -132,6 +141,8 @@ class Settings:
             raise ConfigError(f"MEMORY_DEVICE must be 'cuda' or 'cpu', not {self.device!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
+        if not 1 <= self.db_pool_size <= 1000:
+            raise ConfigError(f"MEMORY_DB_POOL_SIZE must be 1..1000, not {self.db_pool_size}")
         if self.rrf_k < 1:
             raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
         if not 0 <= self.fast_path_min <= 1:
@@ -207,6 +218,18 @@ class Settings:
     def plugin_allowlist(self) -> set[str] | None:
         names = {p.strip() for p in self.plugins.split(",") if p.strip()}
         return names or None
+
+
+def _read_secret(name: str, path: str) -> str:
+    """The first line of a secret file (a connection string), without its newline."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}: cannot read {path}: {getattr(exc, 'strerror', exc)}") from None
+    lines = text.strip().splitlines()
+    if not lines:
+        raise ConfigError(f"{name}: {path} is empty")
+    return lines[0].strip()
 
 
 def _parse(name: str, raw: str, type_name: object) -> object:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .channels import Channel
     from .config import Settings
     from .models import NewMemory, RecallHit
+    from .stores import MemoryStore
 
 hookspec = pluggy.HookspecMarker("semantic_memory")
 
@@ -27,6 +28,13 @@ def register_channels(register: Callable[["Channel"], None], settings: "Settings
 
     Every registered channel searches on every recall; results are fused with weighted RRF.
     """
+
+
+@hookspec
+def register_stores(register: Callable[[Any], None]) -> None:
+    """Register store kinds: classes (or factories) with `name`, `schemes` (URL schemes they
+    open, e.g. ("postgresql",)) and `open(url, settings) -> MemoryStore`
+    (`semantic_memory.stores`). MEMORY_DB_URL's scheme picks one; SQLite is the default."""
 
 
 @hookspec
@@ -57,11 +65,14 @@ def filter_ingest(memory: "NewMemory", settings: "Settings") -> None:
 
 
 @hookspec
-def modify_hits(query: str, hits: list["RecallHit"], settings: "Settings", conn: Any) -> None:
+def modify_hits(
+    query: str, hits: list["RecallHit"], settings: "Settings", store: "MemoryStore", conn: Any
+) -> None:
     """Post-process fused recall results in place: drop, re-score or reorder `hits`.
 
-    `conn` is a read connection to the store (e.g. to look up telemetry). The pipeline sorts
-    by score after all implementations ran.
+    `store` and `conn` (its read snapshot of this recall) answer questions such as
+    `store.injection_counts(conn, uids)`. The pipeline sorts by score after all
+    implementations ran.
     """
 
 

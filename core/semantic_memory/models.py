@@ -107,8 +107,9 @@ class RecallFilters:
     source: str | None = None
     since: float | None = None  # unix seconds, on updated_at
 
-    def sql(self, alias: str = "m") -> tuple[str, list[Any]]:
-        """An SQL condition over the `memories` table (aliased) for live rows matching the filters.
+    def sql(self, alias: str = "m", placeholder: str = "?") -> tuple[str, list[Any]]:
+        """An SQL condition over the `memories` table (aliased) for live rows matching the filters,
+        with `placeholder` marking each parameter (`%s` for psycopg).
 
         Channel plugins append it to their own queries so that filtering is uniform.
         """
@@ -117,10 +118,10 @@ class RecallFilters:
         for column in ("project", "kind", "source"):
             value = getattr(self, column)
             if value is not None:
-                clauses.append(f"{alias}.{column} = ?")
+                clauses.append(f"{alias}.{column} = {placeholder}")
                 params.append(value)
         if self.since is not None:
-            clauses.append(f"{alias}.updated_at >= ?")
+            clauses.append(f"{alias}.updated_at >= {placeholder}")
             params.append(self.since)
         return " AND ".join(clauses), params
 

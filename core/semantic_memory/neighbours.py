@@ -16,29 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .models import Memory, RecallFilters, RecallHit
-from .store import MEMORY_COLUMNS, row_to_memory
-
-_COLUMNS = ", ".join(f"m.{column}" for column in MEMORY_COLUMNS.split(", "))
+from .stores import MemoryStore
 
 
-def adjacent(conn: Any, memory: Memory, window: int, filters: RecallFilters
-             ) -> list[tuple[int, Memory]]:
-    """(distance, memory) of the nearest `window` live memories on each side of `memory` in
-    its session that pass `filters`: gaps left by forgotten or filtered memories are skipped."""
-    if memory.session is None or memory.seq is None:
-        return []
-    where, params = filters.sql("m")
-    found = []
-    for op, order in (("<", "DESC"), (">", "ASC")):
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE m.session = ? AND m.seq {op} ? AND {where} "
-            f"ORDER BY m.seq {order} LIMIT ?", [memory.session, memory.seq, *params, window])
-        found += [(distance, row_to_memory(row)) for distance, row in enumerate(rows, start=1)]
-    return found
-
-
-def expand(conn: Any, hits: list[RecallHit], k: int, window: int, gap: float,
-           filters: RecallFilters, exclude: Callable[[Memory], bool] | None = None
+def expand(store: MemoryStore, conn: Any, hits: list[RecallHit], k: int, window: int,
+           gap: float, filters: RecallFilters, exclude: Callable[[Memory], bool] | None = None
            ) -> list[RecallHit]:
     """The top k of `hits` (best first) with the neighbours of its hits placed among them."""
     if window <= 0:
@@ -48,7 +30,7 @@ def expand(conn: Any, hits: list[RecallHit], k: int, window: int, gap: float,
     for rank, hit in enumerate(hits):
         placed.setdefault(hit.memory.id, (rank, hit))
     for rank, hit in enumerate(hits[:k]):
-        for distance, memory in adjacent(conn, hit.memory, window, filters):
+        for distance, memory in store.adjacent(conn, hit.memory, window, filters):
             place = rank + gap * distance + 0.5
             if memory.id in placed and placed[memory.id][0] <= place:
                 continue

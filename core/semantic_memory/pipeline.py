@@ -4,12 +4,10 @@ post-process -> injection block. Interfaces (CLI, MCP, REST) all go through `Mem
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import re
 import secrets
-import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from . import neighbours
-from .channels import Channel
+from .channels import Channel, skip_reason
 from .config import Settings
 from .default_plugins.redaction import redact
 from .errors import InvalidMemory, Rejected
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (
-    EXPIRING_KIND,
     MAX_PROJECT_CHARS,
     MAX_SESSION_CHARS,
     MAX_TAG_CHARS,
@@ -37,8 +34,9 @@ from .models import (
     now,
 )
 from .plugins import PluginManager, build_plugin_manager
-from .store import MEMORY_COLUMNS, Store, content_hash, row_to_memory
-from .telemetry import INJECTION_COLUMNS, memory_injections, per_day, row_to_dict
+from .stores import MemoryStore, open_store
+from .stores.base import VALUE_COLUMNS, content_hash
+from .telemetry import fill_days, to_api
 
 log = logging.getLogger("semantic_memory")
 
@@ -56,19 +54,6 @@ EXPORT_FIELDS = ("uid", "content", "kind", "source", "project", "tags", "created
 DAY = 86_400.0
 #: Days of per-day injection counts in the telemetry summary (the browse page's chart).
 SUMMARY_DAYS = 30
-#: Columns whose distinct values `values()` offers (completion, filter lists).
-VALUE_COLUMNS = ("project", "kind", "source")
-
-#: One statement inserting a JSON array of rows (needs RETURNING: SQLite 3.35+); None = row by
-#: row. Column order: uid, content, content_hash, kind, source, project, tags, created, updated,
-#: deleted, session, seq.
-_BATCH_INSERT = (
-    "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at, "
-    "updated_at, deleted, session, seq) SELECT "
-    + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(12))
-    + " FROM json_each(?) ORDER BY key RETURNING id, uid"
-    if sqlite3.sqlite_version_info >= (3, 35) else None
-)
 
 
 def validate(memory: NewMemory, max_chars: int) -> None:
@@ -128,7 +113,8 @@ def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
     return embedders[0] if embedders else None
 
 
-def _place_in_sessions(conn: Any, items: list[NewMemory], batch_session: bool) -> None:
+def _place_in_sessions(store: MemoryStore, conn: Any, items: list[NewMemory],
+                       batch_session: bool) -> None:
     """Give each item about to be stored its session and its place there: an item without a
     session joins the batch's own (with `batch_session`); its `seq` continues the session's
     order (a restored item keeps its own)."""
@@ -139,8 +125,7 @@ def _place_in_sessions(conn: Any, items: list[NewMemory], batch_session: bool) -
         if item.session is None or item.seq is not None:
             continue
         if item.session not in next_seq:
-            last = conn.execute("SELECT max(seq) FROM memories WHERE session = ?",
-                                (item.session,)).fetchone()[0]
+            last = store.last_seq(conn, item.session)
             next_seq[item.session] = 0 if last is None else last + 1
         item.seq = next_seq[item.session]
         next_seq[item.session] += 1
@@ -159,21 +144,12 @@ def _recall_mode(embedder_info: dict[str, Any] | None) -> str:
         else "hybrid"
 
 
-def _memory_totals(conn: Any) -> tuple[int, int]:
-    """(live, forgotten-not-yet-purged) memories, from two indexes (no table scan)."""
-    total = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-    forgotten = conn.execute("SELECT count(*) FROM memories WHERE deleted = 1").fetchone()[0]
-    return total - forgotten, forgotten
-
-
-def _injection_totals(conn: Any) -> dict[str, int]:
-    """Injection reports, all and of the last 7 days, and the characters they injected."""
-    total, last_7_days, chars, chars_7_days = conn.execute(
-        "SELECT count(*), coalesce(sum(ts >= ?1), 0), coalesce(sum(chars), 0), "
-        "coalesce(sum(CASE WHEN ts >= ?1 THEN chars ELSE 0 END), 0) FROM injections",
-        (now() - 7 * DAY,)).fetchone()
-    return {"total": total, "last_7_days": last_7_days, "chars": chars,
-            "last_7_days_chars": chars_7_days}
+def _new_row(item: NewMemory, uid: str, ts: float) -> Memory:
+    """The memory `item` becomes (its id comes from the store)."""
+    created, updated = _times(item, ts)
+    return Memory(0, uid, item.content, item.kind, item.source, item.project,
+                  sorted(set(item.tags)), created, updated, item.forgotten, item.session,
+                  item.seq)
 
 
 @dataclass
@@ -202,13 +178,17 @@ class MemoryEngine:
         self._pool_lock = threading.Lock()
         self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
-        self.store = Store(self.settings.resolved_db_path)
+        self.store: MemoryStore = open_store(self.settings, self.pm)
         self.embedders: list[Any] = []
         self.pm.hook.register_embedders(register=self.embedders.append, settings=self.settings)
         self.embedder = select_embedder(self.embedders, self.settings.embedder)
-        self.channels: list[Channel] = []
-        self.pm.hook.register_channels(register=self.channels.append, settings=self.settings)
-        self.channels.sort(key=lambda c: c.name)
+        registered: list[Channel] = []
+        self.pm.hook.register_channels(register=registered.append, settings=self.settings)
+        #: Channels left out because they do not speak this store: name -> why.
+        self.skipped_channels = {c.name: skip_reason(c, self.store.name) for c in registered
+                                 if skip_reason(c, self.store.name)}
+        self.channels = sorted((c for c in registered if c.name not in self.skipped_channels),
+                               key=lambda c: c.name)
         for channel in self.channels:  # optional: channels that embed get the configured embedder
             use = getattr(channel, "use_embedder", None)
             if callable(use):
@@ -249,12 +229,13 @@ class MemoryEngine:
             prepare = getattr(channel, "prepare", None)
             if callable(prepare):
                 prepared[channel.name] = list(prepare([item for _, item in accepted]))
-        if not prepared and _BATCH_INSERT and not any(
+        if not prepared and not any(
             callable(getattr(c, "find_duplicate", None)) for c in self.channels
         ):
             with self.store.write() as conn:
                 accepted = self._skip_restored(conn, accepted, results)
-                _place_in_sessions(conn, [item for _, item in accepted], batch_session)
+                _place_in_sessions(self.store, conn, [item for _, item in accepted],
+                                   batch_session)
                 inserted = self._insert_batch(conn, accepted, results)
                 if inserted:
                     for channel in self.channels:
@@ -262,7 +243,8 @@ class MemoryEngine:
             return results
         with self.store.write() as conn:
             kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
-            _place_in_sessions(conn, [item for position, item in accepted if position in kept],
+            _place_in_sessions(self.store, conn,
+                               [item for position, item in accepted if position in kept],
                                batch_session)
             for n, (position, item) in enumerate(accepted):
                 if position not in kept:
@@ -283,17 +265,12 @@ class MemoryEngine:
     def store_one(self, item: NewMemory) -> IngestResult:
         return self.ingest([item])[0]
 
-    @staticmethod
-    def _skip_restored(conn: Any, accepted: list[tuple[int, NewMemory]],
+    def _skip_restored(self, conn: Any, accepted: list[tuple[int, NewMemory]],
                        results: list[IngestResult]) -> list[tuple[int, NewMemory]]:
         """Leave out restored items whose uid is already stored (an import run twice): they
         are `duplicate`, and the stored memory stays as it is."""
-        uids = [item.uid for _, item in accepted if item.uid is not None]
-        known: set[str] = set()
-        for start in range(0, len(uids), 500):
-            chunk = uids[start : start + 500]
-            known.update(uid for (uid,) in conn.execute(
-                f"SELECT uid FROM memories WHERE uid IN ({','.join('?' * len(chunk))})", chunk))
+        known = self.store.known_uids(
+            conn, [item.uid for _, item in accepted if item.uid is not None])
         kept = []
         for position, item in accepted:
             if item.uid in known:
@@ -307,113 +284,70 @@ class MemoryEngine:
     def _insert_batch(
         self, conn: Any, accepted: list[tuple[int, NewMemory]], results: list[IngestResult]
     ) -> list[Memory]:
-        """Exact-dedup a batch (one lookup per 500 hashes) and insert its new memories with a
-        few multi-row INSERTs. FTS5 flushes its pending index at every statement boundary, so
-        the channels' insert triggers cost ~3x less per row in one big statement than in one
-        statement per row. Used when no channel needs items indexed one by one (near-dup)."""
+        """Exact-dedup a batch and insert its new memories in one store call. Used when no
+        channel needs items indexed one by one (near-duplicates). Returns the new memories."""
         ts = now()
         digests = [content_hash(item.content) for _, item in accepted]
-        known: dict[str, tuple[int | None, str]] = {}  # hash -> (id or None if new here, uid)
-        unique = list(dict.fromkeys(digests))
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            for digest, id_, uid in conn.execute(
-                "SELECT content_hash, id, uid FROM memories WHERE deleted = 0 AND content_hash "
-                f"IN ({','.join('?' * len(chunk))})", chunk,
-            ):
-                known.setdefault(digest, (id_, uid))
-        refresh_ids: list[int] = []
-        refresh_uids: list[str] = []
-        rows: list[list[Any]] = []
-        for (position, item), digest in zip(accepted, digests):
+        known = self.store.live_by_hash(conn, digests)  # hash -> (id, uid) of live memories
+        later: dict[str, str] = {}  # hash -> uid of an item earlier in this batch
+        refresh: list[int] = []
+        rows: list[tuple[int, Memory]] = []
+        for (position, item), digest in zip(accepted, digests, strict=True):
             # A forgotten memory being restored is not live: it neither dedups nor is deduped.
-            hit = None if item.forgotten else known.get(digest)
-            if hit is not None:
-                if hit[0] is None:
-                    refresh_uids.append(hit[1])
-                else:
-                    refresh_ids.append(hit[0])
-                results[position] = IngestResult("duplicate", uid=hit[1])
+            uid = None if item.forgotten else (known[digest][1] if digest in known
+                                               else later.get(digest))
+            if uid is not None:
+                if digest in known:
+                    refresh.append(known[digest][0])
+                results[position] = IngestResult("duplicate", uid=uid)
                 continue
-            uid = item.uid or secrets.token_hex(8)
+            row = _new_row(item, item.uid or secrets.token_hex(8), ts)
             if not item.forgotten:
-                known[digest] = (None, uid)
-            results[position] = IngestResult("new", uid=uid)
-            created, updated = _times(item, ts)
-            rows.append([uid, item.content, digest, item.kind, item.source, item.project,
-                         sorted(set(item.tags)), created, updated, int(item.forgotten),
-                         item.session, item.seq])
-        ids: dict[str, int] = {}
-        start = 0
-        while start < len(rows):  # statements of <= 500 rows and ~8 MB of text
-            end, size = start, 0
-            while end < len(rows) and end - start < 500 and size < 8_000_000:
-                size += len(rows[end][1])
-                end += 1
-            payload = json.dumps(
-                [[*r[:6], json.dumps(r[6], ensure_ascii=False), *r[7:]] for r in rows[start:end]],
-                ensure_ascii=False,
-            )
-            ids.update((uid, id_) for id_, uid in conn.execute(_BATCH_INSERT, (payload,)))
-            start = end
-        refresh_ids += [ids[uid] for uid in refresh_uids]
-        for start in range(0, len(refresh_ids), 500):
-            chunk = refresh_ids[start : start + 500]
-            conn.execute(
-                f"UPDATE memories SET updated_at = ? WHERE id IN ({','.join('?' * len(chunk))})",
-                [ts, *chunk],
-            )
-        return [Memory(ids[r[0]], r[0], r[1], r[3], r[4], r[5], r[6], r[7], r[8], bool(r[9]),
-                       r[10], r[11]) for r in rows]
+                later[digest] = row.uid
+            rows.append((position, row))
+        stored = self.store.insert(conn, [row for _, row in rows]) if rows else []
+        inserted = []
+        for (position, _), (memory, new) in zip(rows, stored, strict=True):
+            results[position] = IngestResult("new" if new else "duplicate", uid=memory.uid)
+            if new:
+                inserted.append(memory)
+            else:  # another writer stored the same text first (a shared store)
+                refresh.append(memory.id)
+        self.store.touch(conn, refresh, ts)
+        return inserted
 
     def _insert_or_refresh(
         self, conn: Any, item: NewMemory, prepared: dict[str, Any] | None = None
     ) -> tuple[IngestResult, Memory | None]:
-        digest = content_hash(item.content)
         ts = now()
-        existing = None if item.forgotten else conn.execute(
-            "SELECT id, uid FROM memories WHERE content_hash = ? AND deleted = 0 LIMIT 1",
-            (digest,),
-        ).fetchone()
-        # near-duplicates: channels with find_duplicate (e.g. vectors)
-        if existing is None and not item.forgotten:
+        existing = None if item.forgotten else \
+            self.store.live_by_hash(conn, [content_hash(item.content)]).get(
+                content_hash(item.content))
+        # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
+        # import or migration of one already judged) is only checked for its exact text
+        if existing is None and not item.forgotten and item.uid is None:
             for channel in self.channels:
                 find = getattr(channel, "find_duplicate", None)
                 if not callable(find):
                     continue
                 dup_id = find(conn, item, (prepared or {}).get(channel.name))
                 if dup_id is not None:
-                    existing = conn.execute(
-                        "SELECT id, uid FROM memories WHERE id = ?", (dup_id,)).fetchone()
-                    if existing:
+                    found = self.store.load(conn, [dup_id]).get(dup_id)
+                    if found is not None:
+                        existing = (found.id, found.uid)
                         break
-        if existing:
-            conn.execute("UPDATE memories SET updated_at = ? WHERE id = ?", (ts, existing[0]))
-            return IngestResult("duplicate", uid=existing[1]), None
-        created, updated = _times(item, ts)
-        uid = item.uid or secrets.token_hex(8)
-        tags = sorted(set(item.tags))
-        cursor = conn.execute(
-            "INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, "
-            "created_at, updated_at, deleted, session, seq) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (uid, item.content, digest, item.kind, item.source, item.project,
-             json.dumps(tags, ensure_ascii=False), created, updated, int(item.forgotten),
-             item.session, item.seq),
-        )
-        memory = Memory(cursor.lastrowid, uid, item.content, item.kind, item.source,
-                        item.project, tags, created, updated, item.forgotten, item.session,
-                        item.seq)
-        return IngestResult("new", uid=uid), memory
+        if existing is None:
+            memory, new = self.store.insert(
+                conn, [_new_row(item, item.uid or secrets.token_hex(8), ts)])[0]
+            if new:
+                return IngestResult("new", uid=memory.uid), memory
+            existing = (memory.id, memory.uid)  # another writer stored it first
+        self.store.touch(conn, [existing[0]], ts)
+        return IngestResult("duplicate", uid=existing[1]), None
 
     def forget(self, uid: str) -> bool:
         """Soft-delete one memory; False when no live memory has this uid."""
-        with self.store.write() as conn:
-            cursor = conn.execute(
-                "UPDATE memories SET deleted = 1, updated_at = ? WHERE uid = ? AND deleted = 0",
-                (now(), uid),
-            )
-        return cursor.rowcount > 0
+        return self.store.forget(uid, now())
 
     # --- read path -------------------------------------------------------------------------
 
@@ -481,19 +415,20 @@ class MemoryEngine:
                                                 [c.name for c in answered], confidence,
                                                 self.settings.fusion_gate_power)
                 fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
-            memories = self._load(conn, [f.id for f in fused])
+            memories = self.store.load(conn, [f.id for f in fused])
             hits = [
                 RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))
                 for f in fused if f.id in memories
             ]
-            self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings, conn=conn)
+            self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
+                                     store=self.store, conn=conn)
             hits.sort(key=lambda h: h.score, reverse=True)
             if exclude is not None:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
                 hits = self._vouched(conn, query, hits, k)
-            return neighbours.expand(conn, hits, k, self.settings.neighbours, gap, filters,
-                                     exclude)
+            return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours, gap,
+                                     filters, exclude)
 
     def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with
@@ -583,60 +518,30 @@ class MemoryEngine:
         block = self.pm.hook.format_injection(query=query, hits=hits, budget_chars=budget_chars)
         return block or ""
 
-    @staticmethod
-    def _load(conn: Any, ids: list[int]) -> dict[int, Memory]:
-        out: dict[int, Memory] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in conn.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk
-            ):
-                out[row[0]] = row_to_memory(row)
-        return out
-
     def get(self, uid: str) -> Memory | None:
-        row = self.store.read().execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ?", (uid,)
-        ).fetchone()
-        return row_to_memory(row) if row else None
+        return self.store.get(uid)
 
     def list(
         self, filters: RecallFilters | None = None, limit: int = 50, offset: int = 0
     ) -> list[Memory]:
         """Live memories, newest-updated first."""
-        where, params = (filters or RecallFilters()).sql("m")
-        rows = self.store.read().execute(
-            f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
-            f"WHERE {where} ORDER BY m.updated_at DESC, m.id DESC LIMIT ? OFFSET ?",
-            [*params, max(0, limit), max(0, offset)],
-        ).fetchall()
-        return [row_to_memory(r) for r in rows]
+        return self.store.list(filters or RecallFilters(), limit, offset)
 
     def count(self, filters: RecallFilters | None = None) -> int:
-        where, params = (filters or RecallFilters()).sql("m")
-        return self.store.read().execute(
-            f"SELECT count(*) FROM memories m WHERE {where}", params
-        ).fetchone()[0]
+        return self.store.count(filters or RecallFilters())
 
     def counts(self) -> dict[str, int]:
         """Cheap totals for health checks: live and forgotten memories, injection reports."""
         with self.store.snapshot() as conn:
-            live, deleted = _memory_totals(conn)
-            injections = conn.execute("SELECT count(*) FROM injections").fetchone()[0]
+            live, deleted = self.store.totals(conn)
+            injections = self.store.injection_totals(conn, now())["total"]
         return {"memories": live, "forgotten": deleted, "injections": injections}
 
     def export(self, include_deleted: bool = False) -> Iterator[dict[str, Any]]:
         """Every memory as the JSON-lines record `import` accepts, oldest first: importing it
         restores the same memories (uids, timestamps, and with `include_deleted` the forgotten
         ones, marked `"forgotten": true`)."""
-        cursor = self.store.read().execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories"
-            + ("" if include_deleted else " WHERE deleted = 0")
-            + " ORDER BY id"
-        )
-        for row in cursor:
-            memory = row_to_memory(row)
+        for memory in self.store.export(include_deleted):
             record = memory.to_dict()
             out = {key: record[key] for key in EXPORT_FIELDS}
             if memory.deleted:
@@ -644,39 +549,29 @@ class MemoryEngine:
             yield out
 
     def stats(self) -> dict[str, Any]:
-        conn = self.store.read()
-
-        def grouped(column: str, where: str = "") -> dict[str, int]:
-            return {
-                str(name): count
-                for name, count in conn.execute(
-                    f"SELECT {column}, count(*) FROM memories WHERE {where}deleted = 0 "
-                    f"GROUP BY {column} ORDER BY count(*) DESC LIMIT 50"
-                )
-            }
-
-        live, deleted = _memory_totals(conn)
         embedder = self.embedder_info()
-        return {
-            "memories": live,
-            "forgotten": deleted,
-            "by_kind": grouped("kind"),
-            "by_source": grouped("source"),
-            "by_project": grouped("project", "project IS NOT NULL AND "),
-            "without_project": conn.execute(
-                "SELECT count(*) FROM memories WHERE deleted = 0 AND project IS NULL"
-            ).fetchone()[0],
-            "channels": [
-                {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
-            ],
-            "injections": _injection_totals(conn),
-            "recall_mode": _recall_mode(embedder),
-            "embedder": embedder,
-            "device": (embedder or {}).get("device"),
-            "db_path": str(self.store.path),
-            "db_bytes": self.store.size_bytes(),
-            "schema_version": self.store.schema_version,
-        }
+        with self.store.snapshot() as conn:
+            live, deleted = self.store.totals(conn)
+            return {
+                "memories": live,
+                "forgotten": deleted,
+                "by_kind": self.store.grouped(conn, "kind"),
+                "by_source": self.store.grouped(conn, "source"),
+                "by_project": self.store.grouped(conn, "project", named_only=True),
+                "without_project": self.store.unnamed(conn, "project"),
+                "channels": [
+                    {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
+                ],
+                "skipped_channels": dict(self.skipped_channels),
+                "injections": self.store.injection_totals(conn, now() - 7 * DAY),
+                "recall_mode": _recall_mode(embedder),
+                "embedder": embedder,
+                "device": (embedder or {}).get("device"),
+                "store": self.store.name,
+                "db_path": self.store.location,
+                "db_bytes": self.store.size_bytes(),
+                "schema_version": self.store.schema_version,
+            }
 
     # --- telemetry -------------------------------------------------------------------------
 
@@ -686,25 +581,15 @@ class MemoryEngine:
         session: str | None = None,
     ) -> int:
         """Append one injection report; returns its id. Free text is redacted like memories."""
-        project = redact(project) if project else project
-        query = redact(query) if query else query
-        with self.store.write() as conn:
-            cursor = conn.execute(
-                "INSERT INTO injections (ts, harness, hook, project, query, uids, chars, session) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (now(), harness, hook, project, query, json.dumps(uids), int(chars), session),
-            )
-            conn.executemany(
-                "INSERT INTO injection_items (injection_id, uid) VALUES (?, ?)",
-                [(cursor.lastrowid, uid) for uid in dict.fromkeys(uids)],
-            )
-        return int(cursor.lastrowid)
+        row = {"ts": now(), "harness": harness, "hook": hook,
+               "project": redact(project) if project else project,
+               "query": redact(query) if query else query, "chars": int(chars),
+               "session": session}
+        return self.store.record_injection(row, uids)
 
     def injected_in_session(self, session: str) -> frozenset[str]:
         """Uids of the memories already injected in this agent session (one index range)."""
-        return frozenset(uid for (uid,) in self.store.read().execute(
-            "SELECT DISTINCT i.uid FROM injections s JOIN injection_items i "
-            "ON i.injection_id = s.id WHERE s.session = ?", (session,)))
+        return frozenset(self.store.injected_in_session(session))
 
     def in_session_context(self, session: str) -> Callable[[Memory], bool]:
         """Whether a memory is already in the context of agent session `session`: injected
@@ -719,45 +604,27 @@ class MemoryEngine:
         limit: int = 50, offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Injection telemetry rows, newest first."""
-        clauses, params = ["1 = 1"], []
-        for column, value in (("harness", harness), ("project", project)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        rows = self.store.read().execute(
-            f"SELECT {INJECTION_COLUMNS} FROM injections "
-            f"WHERE {' AND '.join(clauses)} ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
-            [*params, max(0, limit), max(0, offset)],
-        ).fetchall()
-        return [row_to_dict(r) for r in rows]
+        return [to_api(r) for r in self.store.injections(harness, project, limit, offset)]
 
     def memory_injections(self, uid: str, limit: int = 50, offset: int = 0
                           ) -> tuple[list[dict[str, Any]], int]:
         """The injections memory `uid` took part in, newest first, and their total."""
-        with self.store.snapshot() as conn:
-            return memory_injections(conn, uid, limit, offset)
+        rows, total = self.store.memory_injections(uid, limit, offset)
+        return [to_api(r) for r in rows], total
 
     def injection_summary(self, top: int = 10) -> dict[str, Any]:
         """Totals (all time and 7 days), per-harness / per-hook counts, the most-injected
         memories and per-day counts of the last SUMMARY_DAYS days."""
+        current = now()
         with self.store.snapshot() as conn:
-            totals = _injection_totals(conn)
-
-            def grouped(column: str) -> dict[str, int]:
-                return {str(k): v for k, v in conn.execute(
-                    f"SELECT coalesce({column}, ''), count(*) FROM injections "
-                    f"GROUP BY 1 ORDER BY 2 DESC LIMIT 50")}
-
-            top_rows = conn.execute(
-                "SELECT i.uid, count(*) AS n, m.content FROM injection_items i "
-                "LEFT JOIN memories m ON m.uid = i.uid GROUP BY i.uid ORDER BY n DESC, i.uid "
-                "LIMIT ?", (top,),
-            ).fetchall()
+            totals = self.store.injection_totals(conn, current - 7 * DAY)
+            top_rows = self.store.top_injected(conn, top)
             return {
                 **totals, "approx_tokens": totals["chars"] // 4,
                 "last_7_days_approx_tokens": totals["last_7_days_chars"] // 4,
-                "by_harness": grouped("harness"), "by_hook": grouped("hook"),
-                "per_day": per_day(conn, SUMMARY_DAYS, now()),
+                "by_harness": self.store.injection_groups(conn, "harness"),
+                "by_hook": self.store.injection_groups(conn, "hook"),
+                "per_day": fill_days(self.store, conn, SUMMARY_DAYS, current),
                 "top_memories": [{"uid": u, "injections": n,
                                   "content": (c or "")[:200] if c is not None else None}
                                  for u, n, c in top_rows],
@@ -768,12 +635,8 @@ class MemoryEngine:
         with `prefix` (case-insensitive), most used first, at most `limit`; and how many match."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"values: unknown column {column!r}")
-        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        rows = self.store.read().execute(
-            f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND {column} IS NOT NULL "
-            f"AND {column} LIKE ? ESCAPE '\\' GROUP BY {column} ORDER BY 2 DESC, 1",
-            (like,)).fetchall()
-        return [str(r[0]) for r in rows[: max(0, limit)]], len(rows)
+        rows = self.store.values(column, prefix)
+        return [value for value, _ in rows[: max(0, limit)]], len(rows)
 
     @property
     def recall_mode(self) -> str:
@@ -795,25 +658,13 @@ class MemoryEngine:
 
     def purge(self) -> PurgeReport:
         """Hard-delete soft-deleted memories, apply TTLs, VACUUM only when something went."""
-        report = PurgeReport()
         current = now()
-        with self.store.write() as conn:
-            report.soft_deleted = conn.execute("DELETE FROM memories WHERE deleted = 1").rowcount
-            if self.settings.ttl_artifact_days > 0:
-                cutoff = current - self.settings.ttl_artifact_days * DAY
-                report.expired_artifacts = conn.execute(
-                    "DELETE FROM memories WHERE kind = ? AND updated_at < ?",
-                    (EXPIRING_KIND, cutoff),
-                ).rowcount
-            if self.settings.ttl_injection_days > 0:
-                cutoff = current - self.settings.ttl_injection_days * DAY
-                report.expired_injections = conn.execute(
-                    "DELETE FROM injections WHERE ts < ?", (cutoff,)
-                ).rowcount
+        artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
+        report = PurgeReport(*self.store.purge(
+            current - artifacts * DAY if artifacts > 0 else None,
+            current - injections * DAY if injections > 0 else None))
         if report.soft_deleted or report.expired_artifacts or report.expired_injections:
-            if report.soft_deleted or report.expired_artifacts:
-                self.store.optimize_fts()
-            self.store.vacuum()
+            self.store.optimize(vacuum=True)
             report.vacuumed = True
         return report
 

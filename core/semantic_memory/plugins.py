@@ -17,6 +17,7 @@ hookimpl = pluggy.HookimplMarker("semantic_memory")
 
 #: Plugins that ship inside core. They always load (MEMORY_PLUGINS restricts installed ones).
 DEFAULT_PLUGINS = (
+    "semantic_memory.stores.sqlite",
     "semantic_memory.default_plugins.hygiene",
     "semantic_memory.default_plugins.boost",
     "semantic_memory.default_plugins.injection",

@@ -11,20 +11,15 @@ from typing import Any
 from ..config import Settings
 from ..models import RecallHit
 from ..plugins import hookimpl
+from ..stores import MemoryStore
 
 
 @hookimpl
-def modify_hits(query: str, hits: list[RecallHit], settings: Settings, conn: Any) -> None:
+def modify_hits(hits: list[RecallHit], settings: Settings, store: MemoryStore, conn: Any) -> None:
     alpha = settings.inject_boost
     if alpha <= 0 or not hits:
         return
-    uids = [h.memory.uid for h in hits]
-    marks = ",".join("?" * len(uids))
-    counts = dict(
-        conn.execute(
-            f"SELECT uid, count(*) FROM injection_items WHERE uid IN ({marks}) GROUP BY uid", uids
-        ).fetchall()
-    )
+    counts = store.injection_counts(conn, [h.memory.uid for h in hits])
     for hit in hits:
         n = counts.get(hit.memory.uid, 0)
         if n:

@@ -40,7 +40,7 @@ from semantic_memory.channels import (
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
 from semantic_memory.plugins import hookimpl
-from semantic_memory.store import run_script
+from semantic_memory.stores.sqlite import run_script
 
 TABLE = "memories_fts_bigram"
 QUEUE = "memories_fts_bigram_queue"
@@ -177,6 +177,7 @@ def drain(conn: sqlite3.Connection) -> int:
 
 class BigramChannel:
     name = "bigram"
+    stores = ("sqlite",)  # an FTS5 index in the db file
     #: Porter's weight. It answers only queries with CJK text, so no weight can move an
     #: English, German or Thai result. On CJK queries it is the precise channel (recall@5 96.9
     #: alone vs porter 24.0, trigram 50.0 on bench/multilingual.py), so it should count as much

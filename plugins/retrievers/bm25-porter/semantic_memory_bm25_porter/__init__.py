@@ -35,6 +35,7 @@ PREFIX_MIN = 4
 
 class PorterChannel:
     name = "porter"
+    stores = ("sqlite",)  # an FTS5 index in the db file
     weight = 1.0
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:

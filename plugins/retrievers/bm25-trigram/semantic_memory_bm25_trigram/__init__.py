@@ -60,6 +60,7 @@ def trigram_terms(query: str) -> list[str]:
 
 class TrigramChannel:
     name = "trigram"
+    stores = ("sqlite",)  # an FTS5 index in the db file
     #: On spaced text every trigram query term is also a porter term, matched more loosely
     #: ("tim" inside "time"), so at equal weight RRF lets this noisier copy outvote porter
     #: (LoCoMo dev R@10 60.9 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties

@@ -20,7 +20,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
-from semantic_memory.store import run_script
+from semantic_memory.stores.sqlite import run_script
 
 if TYPE_CHECKING:  # numpy (also under .matrix) is imported where vectors are handled: an
     import numpy as np  # inactive channel (no model) costs a service start nothing
@@ -72,6 +72,7 @@ class VectorChannel:
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
+    stores = ("sqlite",)  # vectors in the db file, a matrix in this process
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings

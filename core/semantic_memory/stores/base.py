@@ -1,0 +1,365 @@
+"""What every SQL store shares: the memory model's queries in SQL both SQLite and PostgreSQL
+speak. A store subclass supplies its connections, schema and the few statements that differ
+(bulk insert, per-day grouping, maintenance); it writes `?` for parameters and `_q` turns them
+into its driver's style.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from contextlib import AbstractContextManager
+from typing import Any, Iterator
+
+from ..models import EXPIRING_KIND, Memory, RecallFilters
+
+#: The columns a memory is read with, in `row_to_memory`'s order.
+MEMORY_COLUMNS = ("id, uid, content, kind, source, project, tags, created_at, updated_at, deleted, "
+                  "session, seq")
+#: The columns an injection row is read with, in `injection_to_dict`'s order.
+INJECTION_COLUMNS = "id, ts, harness, hook, project, query, uids, chars, session"
+#: Columns whose distinct values a store groups and offers (stats, completion, filter lists).
+VALUE_COLUMNS = ("project", "kind", "source")
+#: Parameters per IN (…) list: below every engine's limit.
+CHUNK = 500
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (newer schema, not a database, unreachable server, …)."""
+
+
+def content_hash(content: str) -> str:
+    """Hash used for exact-duplicate detection: whitespace runs collapse, case is kept."""
+    return hashlib.sha256(" ".join(content.split()).encode("utf-8")).hexdigest()
+
+
+def row_to_memory(row: tuple) -> Memory:
+    """Build a Memory from a row selected with MEMORY_COLUMNS."""
+    return Memory(
+        id=row[0], uid=row[1], content=row[2], kind=row[3], source=row[4], project=row[5],
+        tags=json.loads(row[6]) if row[6] != "[]" else [],  # most have none: skip the parser
+        created_at=row[7], updated_at=row[8], deleted=bool(row[9]), session=row[10], seq=row[11],
+    )
+
+
+def memory_row(memory: Memory) -> tuple[Any, ...]:
+    """The values an INSERT of `memory` writes (uid … seq, tags as JSON text)."""
+    return (memory.uid, memory.content, content_hash(memory.content), memory.kind,
+            memory.source, memory.project, json.dumps(memory.tags, ensure_ascii=False),
+            memory.created_at, memory.updated_at, int(memory.deleted), memory.session,
+            memory.seq)
+
+
+def injection_to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """One `injections` row (INJECTION_COLUMNS) with its time as unix seconds."""
+    return {"id": row[0], "ts": row[1], "harness": row[2], "hook": row[3], "project": row[4],
+            "query": row[5], "uids": json.loads(row[6]), "chars": row[7], "session": row[8]}
+
+
+def _chunks(values: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(values), CHUNK):
+        yield values[start : start + CHUNK]
+
+
+def _marks(values: list[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+class SQLMemoryStore:
+    """The shared half of a SQL store; see the module docstring. Subclasses provide `name`,
+    `location`, `write()`, `read()`, `snapshot()`, `close()`, `schema_version`,
+    `size_bytes()`, `insert()`, `injections_per_day()`, `purge()`'s cleanup and `optimize()`."""
+
+    name = ""
+    location = ""
+    #: The driver's parameter mark, replacing every `?` of the shared SQL.
+    placeholder = "?"
+
+    def _q(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _run(self, conn: Any, sql: str, params: Any = ()) -> Any:
+        return conn.execute(self._q(sql), params)
+
+    def write(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def snapshot(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    # --- ingest (inside the caller's write transaction) -------------------------------------
+
+    def known_uids(self, conn: Any, uids: list[str]) -> set[str]:
+        """The uids of `uids` already stored, live or forgotten."""
+        known: set[str] = set()
+        for chunk in _chunks(uids):
+            known.update(r[0] for r in self._run(
+                conn, f"SELECT uid FROM memories WHERE uid IN ({_marks(chunk)})", chunk))
+        return known
+
+    def live_by_hash(self, conn: Any, digests: list[str]) -> dict[str, tuple[int, str]]:
+        """content hash -> (id, uid) of the live memories holding one of `digests`."""
+        found: dict[str, tuple[int, str]] = {}
+        for chunk in _chunks(list(dict.fromkeys(digests))):
+            for digest, id_, uid in self._run(
+                conn, "SELECT content_hash, id, uid FROM memories WHERE deleted = 0 AND "
+                f"content_hash IN ({_marks(chunk)})", chunk):
+                found.setdefault(digest, (id_, uid))
+        return found
+
+    def last_seq(self, conn: Any, session: str) -> int | None:
+        """The highest place taken in `session`, None for a new session."""
+        return self._run(conn, "SELECT max(seq) FROM memories WHERE session = ?",
+                         (session,)).fetchone()[0]
+
+    def insert(self, conn: Any, rows: list[Memory]) -> list[tuple[Memory, bool]]:
+        """Store new memories (their `id` is ignored): each comes back with its id and True,
+        or, where a live memory with the same content won a race, as that one with False."""
+        raise NotImplementedError
+
+    def touch(self, conn: Any, ids: list[int], ts: float) -> None:
+        """Refresh `updated_at` (a duplicate came in again)."""
+        for chunk in _chunks(ids):
+            self._run(conn, f"UPDATE memories SET updated_at = ? WHERE id IN ({_marks(chunk)})",
+                      [ts, *chunk])
+
+    def load(self, conn: Any, ids: list[int]) -> dict[int, Memory]:
+        """id -> Memory of those ids still stored."""
+        out: dict[int, Memory] = {}
+        for chunk in _chunks(ids):
+            for row in self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories "
+                                       f"WHERE id IN ({_marks(chunk)})", chunk):
+                out[row[0]] = row_to_memory(row)
+        return out
+
+    # --- memories ---------------------------------------------------------------------------
+
+    def get(self, uid: str) -> Memory | None:
+        row = self._run(self.read(), f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ?",
+                        (uid,)).fetchone()
+        return row_to_memory(row) if row else None
+
+    def list(self, filters: RecallFilters, limit: int, offset: int) -> list[Memory]:
+        """Live memories passing `filters`, newest-updated first."""
+        where, params = filters.sql("m")
+        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
+        rows = self._run(self.read(),
+                         f"SELECT {columns} FROM memories m WHERE {where} "
+                         "ORDER BY m.updated_at DESC, m.id DESC LIMIT ? OFFSET ?",
+                         [*params, max(0, limit), max(0, offset)]).fetchall()
+        return [row_to_memory(r) for r in rows]
+
+    def count(self, filters: RecallFilters) -> int:
+        where, params = filters.sql("m")
+        return self._run(self.read(), f"SELECT count(*) FROM memories m WHERE {where}",
+                         params).fetchone()[0]
+
+    def totals(self, conn: Any) -> tuple[int, int]:
+        """(live, forgotten-not-yet-purged) memories, from two indexes (no table scan)."""
+        total = self._run(conn, "SELECT count(*) FROM memories").fetchone()[0]
+        forgotten = self._run(conn, "SELECT count(*) FROM memories WHERE deleted = 1"
+                              ).fetchone()[0]
+        return total - forgotten, forgotten
+
+    def grouped(self, conn: Any, column: str, *, named_only: bool = False, limit: int = 50
+                ) -> dict[str, int]:
+        """Live memories per value of `column` (one of VALUE_COLUMNS), most first; with
+        `named_only`, NULL is left out, else it counts under ""."""
+        if column not in VALUE_COLUMNS:
+            raise ValueError(f"unknown column {column!r}")
+        where = f"{column} IS NOT NULL AND " if named_only else ""
+        return {str(name or ""): count for name, count in self._run(
+            conn, f"SELECT {column}, count(*) FROM memories WHERE {where}deleted = 0 "
+                  f"GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT ?", (limit,))}
+
+    def unnamed(self, conn: Any, column: str) -> int:
+        """Live memories without a value in `column` (one of VALUE_COLUMNS)."""
+        if column not in VALUE_COLUMNS:
+            raise ValueError(f"unknown column {column!r}")
+        return self._run(conn, f"SELECT count(*) FROM memories WHERE deleted = 0 AND {column} "
+                               "IS NULL").fetchone()[0]
+
+    def values(self, column: str, prefix: str) -> list[tuple[str, int]]:
+        """(value, live memories) of `column` starting with `prefix`, case-insensitive, most
+        used first."""
+        if column not in VALUE_COLUMNS:
+            raise ValueError(f"values: unknown column {column!r}")
+        like = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        return [(str(v), n) for v, n in self._run(
+            self.read(), f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND "
+                         f"{column} IS NOT NULL AND lower({column}) LIKE ? ESCAPE '\\' "
+                         f"GROUP BY {column} ORDER BY 2 DESC, 1", (like,))]
+
+    def export(self, include_deleted: bool) -> Iterator[Memory]:
+        """Every memory (live, and forgotten with `include_deleted`), oldest first."""
+        last = 0
+        while True:  # pages by id: no cursor held open across a long export
+            rows = self._run(self.read(), f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > ?"
+                             + ("" if include_deleted else " AND deleted = 0")
+                             + " ORDER BY id LIMIT ?", (last, 1000)).fetchall()
+            if not rows:
+                return
+            yield from (row_to_memory(r) for r in rows)
+            last = rows[-1][0]
+
+    def adjacent(self, conn: Any, memory: Memory, window: int, filters: RecallFilters
+                 ) -> list[tuple[int, Memory]]:
+        """(distance, memory) of the nearest `window` live memories on each side of `memory`
+        in its session that pass `filters`: gaps left by forgotten or filtered memories are
+        skipped."""
+        if memory.session is None or memory.seq is None:
+            return []
+        where, params = filters.sql("m")
+        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
+        found = []
+        for op, order in (("<", "DESC"), (">", "ASC")):
+            rows = self._run(
+                conn, f"SELECT {columns} FROM memories m WHERE m.session = ? AND m.seq {op} ? "
+                      f"AND {where} ORDER BY m.seq {order} LIMIT ?",
+                [memory.session, memory.seq, *params, window]).fetchall()
+            found += [(d, row_to_memory(row)) for d, row in enumerate(rows, start=1)]
+        return found
+
+    def forget(self, uid: str, ts: float) -> bool:
+        """Soft-delete one memory; False when no live memory has this uid."""
+        with self.write() as conn:
+            cursor = self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? "
+                                     "WHERE uid = ? AND deleted = 0", (ts, uid))
+            return cursor.rowcount > 0
+
+    # --- injection telemetry ----------------------------------------------------------------
+
+    def record_injection(self, row: dict[str, Any], uids: list[str]) -> int:
+        """Append one injection report (`row`: ts, harness, hook, project, query, chars,
+        session) with its memories; returns its id."""
+        with self.write() as conn:
+            return self._append_injection(conn, row, uids)
+
+    def _append_injection(self, conn: Any, row: dict[str, Any], uids: list[str]) -> int:
+        id_ = self._run(
+            conn, "INSERT INTO injections (ts, harness, hook, project, query, uids, chars, "
+                  "session) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (row["ts"], row.get("harness"), row.get("hook"), row.get("project"),
+             row.get("query"), json.dumps(uids), int(row.get("chars", 0)),
+             row.get("session"))).fetchone()[0]
+        items = [(id_, uid) for uid in dict.fromkeys(uids)]
+        if items:
+            conn.cursor().executemany(self._q("INSERT INTO injection_items (injection_id, uid) "
+                                              "VALUES (?, ?)"), items)
+        return int(id_)
+
+    def injected_in_session(self, session: str) -> set[str]:
+        """Uids of the memories already injected in this agent session (one index range)."""
+        return {uid for (uid,) in self._run(
+            self.read(), "SELECT DISTINCT i.uid FROM injections s JOIN injection_items i "
+                         "ON i.injection_id = s.id WHERE s.session = ?", (session,))}
+
+    def injections(self, harness: str | None, project: str | None, limit: int, offset: int
+                   ) -> list[dict[str, Any]]:
+        """Injection rows, newest first."""
+        clauses, params = ["1 = 1"], []
+        for column, value in (("harness", harness), ("project", project)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        rows = self._run(self.read(), f"SELECT {INJECTION_COLUMNS} FROM injections "
+                                      f"WHERE {' AND '.join(clauses)} "
+                                      "ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
+                         [*params, max(0, limit), max(0, offset)]).fetchall()
+        return [injection_to_dict(r) for r in rows]
+
+    def memory_injections(self, uid: str, limit: int, offset: int
+                          ) -> tuple[list[dict[str, Any]], int]:
+        """The injections one memory took part in, newest first, and how many there are."""
+        with self.snapshot() as conn:
+            total = self._run(conn, "SELECT count(DISTINCT injection_id) FROM injection_items "
+                                    "WHERE uid = ?", (uid,)).fetchone()[0]
+            columns = ", ".join(f"s.{c}" for c in INJECTION_COLUMNS.split(", "))
+            rows = self._run(conn, f"SELECT {columns} FROM injections s WHERE s.id IN ("
+                                   "SELECT injection_id FROM injection_items WHERE uid = ?) "
+                                   "ORDER BY s.ts DESC, s.id DESC LIMIT ? OFFSET ?",
+                             (uid, max(0, limit), max(0, offset))).fetchall()
+        return [injection_to_dict(r) for r in rows], total
+
+    def injection_totals(self, conn: Any, since: float) -> dict[str, int]:
+        """Injection reports, all and since `since`, and the characters they injected."""
+        total, recent, chars, recent_chars = self._run(
+            conn, "SELECT count(*), coalesce(sum(CASE WHEN ts >= ? THEN 1 ELSE 0 END), 0), "
+                  "coalesce(sum(chars), 0), coalesce(sum(CASE WHEN ts >= ? THEN chars ELSE 0 "
+                  "END), 0) FROM injections", (since, since)).fetchone()
+        return {"total": int(total), "last_7_days": int(recent), "chars": int(chars),
+                "last_7_days_chars": int(recent_chars)}
+
+    def injection_groups(self, conn: Any, column: str) -> dict[str, int]:
+        """Injection reports per harness or hook, most first."""
+        if column not in ("harness", "hook"):
+            raise ValueError(f"unknown column {column!r}")
+        return {str(k): int(v) for k, v in self._run(
+            conn, f"SELECT coalesce({column}, ''), count(*) FROM injections "
+                  "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50")}
+
+    def top_injected(self, conn: Any, top: int) -> list[tuple[str, int, str | None]]:
+        """(uid, injections, content or None once purged) of the most-injected memories."""
+        return [(u, int(n), c) for u, n, c in self._run(
+            conn, "SELECT i.uid, count(*) AS n, min(m.content) FROM injection_items i "
+                  "LEFT JOIN memories m ON m.uid = i.uid GROUP BY i.uid ORDER BY n DESC, i.uid "
+                  "LIMIT ?", (top,))]
+
+    def injections_per_day(self, conn: Any, start: float) -> dict[str, tuple[int, int]]:
+        """"YYYY-MM-DD" (UTC) -> (injections, characters) since `start`."""
+        raise NotImplementedError
+
+    def injection_counts(self, conn: Any, uids: list[str]) -> dict[str, int]:
+        """uid -> how many injections it took part in (for the uids that have any)."""
+        out: dict[str, int] = {}
+        for chunk in _chunks(uids):
+            out.update((u, int(n)) for u, n in self._run(
+                conn, f"SELECT uid, count(*) FROM injection_items WHERE uid IN ({_marks(chunk)}) "
+                      "GROUP BY uid", chunk))
+        return out
+
+    def export_injections(self) -> Iterator[dict[str, Any]]:
+        """Every injection report, oldest first, with its memories (`uids`)."""
+        last = 0
+        while True:
+            rows = self._run(self.read(), f"SELECT {INJECTION_COLUMNS} FROM injections "
+                                          "WHERE id > ? ORDER BY id LIMIT 1000", (last,)
+                             ).fetchall()
+            if not rows:
+                return
+            yield from (injection_to_dict(r) for r in rows)
+            last = rows[-1][0]
+
+    def restore_injections(self, rows: list[dict[str, Any]]) -> int:
+        """Append exported injection reports (a migration) in one transaction; returns how
+        many."""
+        with self.write() as conn:
+            for row in rows:
+                self._append_injection(conn, row, list(row.get("uids") or []))
+        return len(rows)
+
+    # --- maintenance ------------------------------------------------------------------------
+
+    def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None
+              ) -> tuple[int, int, int]:
+        """Hard-delete forgotten memories, artifacts last updated before `artifact_cutoff` and
+        injection reports before `injection_cutoff` (None: keep). Returns the three counts."""
+        with self.write() as conn:
+            forgotten = self._run(conn, "DELETE FROM memories WHERE deleted = 1").rowcount
+            artifacts = injections = 0
+            if artifact_cutoff is not None:
+                artifacts = self._run(conn, "DELETE FROM memories WHERE kind = ? "
+                                            "AND updated_at < ?",
+                                      (EXPIRING_KIND, artifact_cutoff)).rowcount
+            if injection_cutoff is not None:
+                injections = self._run(conn, "DELETE FROM injections WHERE ts < ?",
+                                       (injection_cutoff,)).rowcount
+        return forgotten, artifacts, injections
+
+    def optimize(self, vacuum: bool = False) -> list[str]:
+        """Tidy indexes after a bulk load, and with `vacuum` give back the space deletions
+        left; returns what was optimised."""
+        raise NotImplementedError
