@@ -1,4 +1,5 @@
-"""Shared fixtures: every test gets real SQLite files in its own temp dir."""
+"""Shared fixtures: every test gets real SQLite files in its own temp dir; a module marked
+`both_stores` runs each engine test once more on a fresh PostgreSQL database (tests/pg.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,29 @@ from semantic_memory.config import Settings
 from semantic_memory.pipeline import MemoryEngine
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "both_stores: run on the SQLite and PostgreSQL stores")
+    config.addinivalue_line("markers", "sqlite_only: in a both_stores module, SQLite only "
+                                       "(it looks at the file or SQLite's own channels)")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_kind" not in metafunc.fixturenames:
+        return
+    both = (metafunc.definition.get_closest_marker("both_stores") is not None
+            and metafunc.definition.get_closest_marker("sqlite_only") is None)
+    metafunc.parametrize("store_kind", ["sqlite", "postgresql"] if both else ["sqlite"])
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(db_path=str(tmp_path / "memory.db"), device="cpu")
+def settings(tmp_path: Path, store_kind: str) -> Settings:
+    """SQLite in the test's temp dir, or (store_kind "postgresql") a new PostgreSQL database."""
+    db_url = ""
+    if store_kind == "postgresql":
+        import pg
+
+        db_url = pg.new_database()
+    return Settings(db_path=str(tmp_path / "memory.db"), db_url=db_url, device="cpu")
 
 
 @pytest.fixture

@@ -1,9 +1,14 @@
+
 """Write-side hygiene (secrets, prompt injection) and the injection block's context hygiene."""
 
 from __future__ import annotations
 
+import pytest
+
 from semantic_memory.default_plugins.injection import CLOSE_TAG, NOTICE, OPEN_TAG
 from semantic_memory.models import NewMemory
+
+pytestmark = pytest.mark.both_stores
 from semantic_memory.pipeline import MemoryEngine
 
 

@@ -19,6 +19,8 @@ from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters,
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.plugins import build_plugin_manager, hookimpl
 
+pytestmark = pytest.mark.both_stores
+
 
 def test_installed_channel_plugins_are_discovered_with_their_distributions(
     settings: Settings,
@@ -90,6 +92,7 @@ class ReversePlugin:
         register(self.channel)
 
 
+@pytest.mark.sqlite_only  # its channels are SQLite ones
 def test_runtime_plugin_adds_a_channel(settings: Settings) -> None:
     plugin = ReversePlugin()
     engine = MemoryEngine(settings, plugins=[plugin])
@@ -101,6 +104,7 @@ def test_runtime_plugin_adds_a_channel(settings: Settings) -> None:
     engine.close()
 
 
+@pytest.mark.sqlite_only  # its channels are SQLite ones
 def test_channels_are_asked_for_the_depth_or_twice_k(settings: Settings) -> None:
     asked: list[int] = []
 
@@ -165,6 +169,7 @@ def test_a_failing_channel_does_not_break_recall_wherever_it_runs(
         engine.close()
 
 
+@pytest.mark.sqlite_only  # its channels are SQLite ones
 def test_cheap_channels_search_at_the_same_time(settings: Settings) -> None:
     """Each waits at a barrier that only opens when both are inside `search` at once: run one
     after the other, the barrier would time out and the channel would fail."""

@@ -12,6 +12,8 @@ from semantic_memory.fusion import rrf, score_fusion, with_share
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 
+pytestmark = pytest.mark.both_stores
+
 
 def channel(engine: MemoryEngine, name: str):
     return next(c for c in engine.channels if c.name == name)
@@ -23,6 +25,7 @@ def search_uids(engine: MemoryEngine, name: str, query: str) -> list[str]:
     return [engine.store.load(conn, [h.id])[h.id].uid for h in hits]
 
 
+@pytest.mark.sqlite_only  # SQLite's own channels
 def test_porter_stems_english_words(engine: MemoryEngine) -> None:
     uid = engine.store_one(NewMemory("The migrations were running slowly on deploys")).uid
     engine.store_one(NewMemory("Unrelated note about coffee"))
@@ -30,6 +33,7 @@ def test_porter_stems_english_words(engine: MemoryEngine) -> None:
     assert search_uids(engine, "porter", "migrating") == [uid]
 
 
+@pytest.mark.sqlite_only  # SQLite's own channels
 def test_trigram_matches_substrings_and_identifiers(engine: MemoryEngine) -> None:
     uid = engine.store_one(NewMemory("Call getUserAccountBalance() before charging")).uid
     assert search_uids(engine, "porter", "AccountBalance") == []

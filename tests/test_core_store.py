@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from semantic_memory.stores import sqlite as store
 from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.stores import sqlite as sqlite_store
+
+pytestmark = pytest.mark.both_stores
+#: Each store's keyword channels.
+KEYWORD = {"sqlite": "porter", "postgresql": "pg_fulltext"}
+CHANNELS = {"sqlite": {"porter", "trigram"}, "postgresql": {"pg_fulltext", "pg_trigram"}}
 
 DAY = 86_400
 
@@ -27,7 +32,7 @@ def test_store_then_recall_returns_memory_with_metadata(engine: MemoryEngine) ->
     hit = hits[0]
     assert hit.memory.kind == "decision" and hit.memory.project == "infra"
     assert hit.memory.tags == ["deploy", "helm"]
-    assert hit.ranks["porter"] == 1 and hit.score > 0
+    assert hit.ranks[KEYWORD[engine.store.name]] == 1 and hit.score > 0
     data = hit.to_dict()
     assert data["uid"] == result.uid and data["created_at"].endswith("+00:00")
 
@@ -78,8 +83,9 @@ def test_stats_counts_kinds_sources_projects_and_channels(engine: MemoryEngine) 
     assert stats["memories"] == 2
     assert stats["by_kind"] == {"fact": 1, "decision": 1} or stats["by_kind"] == {"decision": 1, "fact": 1}
     assert stats["by_project"] == {"x": 2}
-    assert {c["name"] for c in stats["channels"]} >= {"porter", "trigram"}
-    assert stats["db_bytes"] > 0 and stats["schema_version"] == store.SCHEMA_VERSION
+    assert {c["name"] for c in stats["channels"]} >= CHANNELS[engine.store.name]
+    assert stats["db_bytes"] > 0 and stats["schema_version"] >= 1
+    assert stats["store"] == engine.store.name
 
 
 def test_exact_duplicate_refreshes_timestamp_instead_of_inserting(engine: MemoryEngine) -> None:
@@ -121,14 +127,20 @@ def test_invalid_memory_is_refused_with_field_and_nothing_written(
     assert [m.content for m in engine.list()] == ["kept"]
 
 
+def _sql(engine: MemoryEngine, sql: str) -> str:
+    """`sql` with the store's own parameter marks (psycopg writes %s)."""
+    return sql.replace("?", engine.store.placeholder)
+
+
 def _age(engine: MemoryEngine, uid: str, days: float) -> None:
     with engine.store.write() as conn:
         ts = time.time() - days * DAY
-        conn.execute("UPDATE memories SET created_at = ?, updated_at = ? WHERE uid = ?", (ts, ts, uid))
+        conn.execute(_sql(engine, "UPDATE memories SET created_at = ?, updated_at = ? WHERE uid = ?"),
+                     (ts, ts, uid))
 
 
 def test_purge_applies_ttl_tiers_and_removes_forgotten(settings: Settings) -> None:
-    engine = MemoryEngine(Settings(db_path=settings.db_path, ttl_artifact_days=90))
+    engine = MemoryEngine(replace(settings, ttl_artifact_days=90))
     old_artifact = engine.store_one(NewMemory("old tool output", kind="artifact")).uid
     new_artifact = engine.store_one(NewMemory("fresh tool output", kind="artifact")).uid
     old_decision = engine.store_one(NewMemory("old decision", kind="decision")).uid
@@ -138,7 +150,8 @@ def test_purge_applies_ttl_tiers_and_removes_forgotten(settings: Settings) -> No
     engine.forget(forgotten)
     injection = engine.record_injection(uids=[new_artifact], harness="test")
     with engine.store.write() as conn:
-        conn.execute("UPDATE injections SET ts = ? WHERE id = ?", (time.time() - 91 * DAY, injection))
+        conn.execute(_sql(engine, "UPDATE injections SET ts = ? WHERE id = ?"),
+                     (time.time() - 91 * DAY, injection))
 
     report = engine.purge()
     assert report.to_dict() == {"soft_deleted": 1, "expired_artifacts": 1,
@@ -154,7 +167,7 @@ def test_purge_applies_ttl_tiers_and_removes_forgotten(settings: Settings) -> No
 
 
 def test_ttl_zero_never_expires(settings: Settings) -> None:
-    engine = MemoryEngine(Settings(db_path=settings.db_path, ttl_artifact_days=0))
+    engine = MemoryEngine(replace(settings, ttl_artifact_days=0))
     uid = engine.store_one(NewMemory("ancient tool output", kind="artifact")).uid
     _age(engine, uid, 10_000)
     assert engine.purge().expired_artifacts == 0 and engine.get(uid) is not None
@@ -162,15 +175,16 @@ def test_ttl_zero_never_expires(settings: Settings) -> None:
 
 
 def test_startup_maintenance_respects_setting(settings: Settings) -> None:
-    on = MemoryEngine(Settings(db_path=settings.db_path, maintenance_on_start=True))
+    on = MemoryEngine(replace(settings, maintenance_on_start=True))
     uid = on.store_one(NewMemory("to be purged")).uid
     on.forget(uid)
     assert on.startup_maintenance().soft_deleted == 1
-    off = MemoryEngine(Settings(db_path=settings.db_path, maintenance_on_start=False))
+    off = MemoryEngine(replace(settings, maintenance_on_start=False))
     assert off.startup_maintenance() is None
     on.close(), off.close()
 
 
+@pytest.mark.sqlite_only
 def test_fts_index_stays_consistent_after_deletes(engine: MemoryEngine) -> None:
     uids = [engine.store_one(NewMemory(f"consistency probe {i}")).uid for i in range(10)]
     for uid in uids[:5]:
@@ -183,10 +197,11 @@ def test_fts_index_stays_consistent_after_deletes(engine: MemoryEngine) -> None:
     assert len(engine.recall("consistency probe", k=50)) == 5
 
 
+@pytest.mark.sqlite_only
 def test_wal_gives_space_back_after_a_bulk_write(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "WAL_SIZE_LIMIT", 256 * 1024)
+    monkeypatch.setattr(sqlite_store, "WAL_SIZE_LIMIT", 256 * 1024)
     engine = MemoryEngine(settings)
     try:
         filler = " ".join(f"word{i}" for i in range(200))

@@ -18,6 +18,8 @@ from semantic_memory.default_plugins.textnorm import normalize_for_matching
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
+pytestmark = pytest.mark.both_stores
+
 ZW = "\u200b"
 
 #: Known misses, kept in the corpus so they count against the detection rate.

@@ -13,6 +13,8 @@ from semantic_memory.default_plugins.redaction import RULES, redact
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
+pytestmark = pytest.mark.both_stores
+
 A24 = "aB3dE5gH7jK9mN1pQ3sT5vW7"  # a random-looking body
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # 40 characters, AWS's documented sample
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nVJTUt9Us8cKjMzEfYyjiWA4R4"

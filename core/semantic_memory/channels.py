@@ -6,9 +6,9 @@ import math
 import re
 import sqlite3
 import threading
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from .models import ChannelHit, Memory, RecallFilters
+from .models import ChannelHit, Memory, RecallFilters, RecallHit
 from .stores.sqlite import run_script
 
 
@@ -16,8 +16,9 @@ from .stores.sqlite import run_script
 class Channel(Protocol):
     """A retrieval channel. Registered through the `register_channels` hook.
 
-    A channel owns its own tables inside the one db file. `setup` runs once per process with a
-    write connection; `index` runs inside the same transaction as every insert (channels kept in
+    A channel owns its own tables inside the store, and speaks the stores it names in `stores`
+    (`MemoryStore.name`; the engine skips it on any other): `conn` is that store's DB-API
+    connection (sqlite3, psycopg). `setup` runs once per process with a write connection; `index` runs inside the same transaction as every insert (channels kept in
     step by SQL triggers may do nothing there); `search` returns the best `k` candidates. The
     engine searches cheap channels at once, on pool threads with a connection each: `search`
     uses only the connection it is given and keeps any shared state thread-safe.
@@ -26,6 +27,7 @@ class Channel(Protocol):
 
     - `use_embedder(embedder | None)`: called once with the configured embedder
       (`register_embedders`, MEMORY_EMBEDDER).
+    - `use_store(store)`: called once with the `MemoryStore` (e.g. to count outside a recall).
     - `prepare(new_memories) -> list`: runs before the write transaction (not under the write
       lock: embedding goes here), one value per item; that value is handed to
       `find_duplicate` and, as `index(conn, memories, prepared)`, to `index`.
@@ -46,13 +48,29 @@ class Channel(Protocol):
     #: The stores (`MemoryStore.name`) whose connections it speaks; ("sqlite",) when absent.
     stores: tuple[str, ...]
 
-    def setup(self, conn: sqlite3.Connection) -> None: ...
+    def setup(self, conn: Any) -> None: ...
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None: ...
+    def index(self, conn: Any, memories: list[Memory]) -> None: ...
 
     def search(
-        self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
+        self, conn: Any, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]: ...
+
+
+def apply_cosine_floor(hits: list[RecallHit], configured: float, channel: str, signal: str
+                       ) -> None:
+    """Drop the hits only `channel` (a vector channel) found whose cosine is below the floor:
+    `configured` (MEMORY_RECALL_MIN_COSINE) when >= 0, else the model's own, which the channel
+    carries in each hit's `signal` (removed here); 0 = off. Fusion gives the nearest of the
+    irrelevant a score too; a keyword hit always passes."""
+    kept = []
+    for hit in hits:
+        model_floor = hit.signals.pop(signal, 0.0)
+        floor = configured if configured >= 0 else model_floor
+        if floor > 0 and set(hit.ranks) == {channel} and hit.signals.get("cosine", 1.0) < floor:
+            continue
+        kept.append(hit)
+    hits[:] = kept
 
 
 def skip_reason(channel: Channel, store: str) -> str | None:

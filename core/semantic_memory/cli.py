@@ -262,8 +262,12 @@ def plugins(obj: Context, as_json: bool) -> None:
     pm = build_plugin_manager(obj.settings)
     channels: list[Any] = []
     pm.hook.register_channels(register=channels.append, settings=obj.settings)
-    owner = {id(c): name for name, plugin in pm.list_name_plugin()
-             for c in channels if type(c).__module__ == getattr(plugin, "__name__", None)}
+    def owns(plugin: Any, channel: Any) -> bool:  # a plugin's package, or one of its modules
+        package, module = getattr(plugin, "__name__", None), type(channel).__module__
+        return package is not None and (module == package or module.startswith(package + "."))
+
+    owner = {id(c): name for name, plugin in pm.list_name_plugin() for c in channels
+             if owns(plugin, c)}
     store = scheme_of(store_url(obj.settings))
     rows = []
     for info in pm.describe():
@@ -276,11 +280,13 @@ def plugins(obj: Context, as_json: bool) -> None:
         return
     table = _table("plugin", "distribution", "version", "hooks", "channels")
     for r in rows:
-        skipped = [f"{name} (skipped: {why})" for name, why in r["skipped"].items()]
         table.add_row(r["name"], r["distribution"] or "(core)", r["version"] or "",
-                      ", ".join(r["hooks"]), ", ".join([*r["channels"], *skipped]))
+                      ", ".join(r["hooks"]), ", ".join(r["channels"]))
     _print(table)
     click.echo(f"store: {store}")
+    for r in rows:
+        for name, why in r["skipped"].items():
+            click.echo(f"skipped channel {name} ({r['name']}): {why}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -189,10 +189,13 @@ class MemoryEngine:
                                  if skip_reason(c, self.store.name)}
         self.channels = sorted((c for c in registered if c.name not in self.skipped_channels),
                                key=lambda c: c.name)
-        for channel in self.channels:  # optional: channels that embed get the configured embedder
+        for channel in self.channels:  # optional: the configured embedder, the store
             use = getattr(channel, "use_embedder", None)
             if callable(use):
                 use(self.embedder)
+            use = getattr(channel, "use_store", None)
+            if callable(use):
+                use(self.store)
         configured = self.settings.weights()
         self.weights = {c.name: configured.get(c.name, c.weight) for c in self.channels}
         with self.store.write() as conn:

@@ -10,7 +10,9 @@ so a channel declares the stores it speaks (`Channel.stores`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from .base import StoreError
@@ -30,11 +32,13 @@ class MemoryStore(Protocol):
     name: str
     #: Where the data is, safe to show and log (a path, or a URL without its password).
     location: str
+    #: The driver's parameter mark in SQL ("?" for sqlite3, "%s" for psycopg).
+    placeholder: str
 
     # connections: a DB-API connection of the store's engine
-    def write(self) -> ContextManager[Any]: ...
+    def write(self) -> AbstractContextManager[Any]: ...
     def read(self) -> Any: ...
-    def snapshot(self) -> ContextManager[Any]: ...
+    def snapshot(self) -> AbstractContextManager[Any]: ...
     def close(self) -> None: ...
 
     @property

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Iterator
+from typing import Any
 
 from ..models import EXPIRING_KIND, Memory, RecallFilters
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from semantic_memory.channels import apply_cosine_floor
 from semantic_memory.config import Settings
 from semantic_memory.models import RecallHit
 from semantic_memory.plugins import hookimpl
@@ -25,19 +26,11 @@ def register_channels(register, settings: Settings) -> None:  # type: ignore[no-
 
 
 @hookimpl(tryfirst=True)
-def modify_hits(query: str, hits: list[RecallHit], settings: Settings, conn: Any) -> None:
-    """Cosine floor: RRF gives the nearest of the irrelevant a score too; a hit that only the
-    vector channel found must be at least MEMORY_RECALL_MIN_COSINE similar (default: the
-    model's calibrated floor, 0.45 for Qwen3; 0 = off). Runs before the telemetry boost."""
-    configured = settings.recall_min_cosine  # < 0 (default): the model's calibrated floor
-    kept = []
-    for hit in hits:
-        model_floor = hit.signals.pop(FLOOR_SIGNAL, 0.0)
-        floor = configured if configured >= 0 else model_floor
-        if floor > 0 and set(hit.ranks) == {"vector"} and hit.signals.get("cosine", 1.0) < floor:
-            continue
-        kept.append(hit)
-    hits[:] = kept
+def modify_hits(hits: list[RecallHit], settings: Settings) -> None:
+    """Cosine floor: a hit that only the vector channel found must be at least
+    MEMORY_RECALL_MIN_COSINE similar (default: the model's calibrated floor, 0.45 for Qwen3;
+    0 = off). Runs before the telemetry boost."""
+    apply_cosine_floor(hits, settings.recall_min_cosine, VectorChannel.name, FLOOR_SIGNAL)
 
 
 @hookimpl

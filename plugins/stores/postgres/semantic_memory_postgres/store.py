@@ -1,0 +1,246 @@
+"""The PostgreSQL store: one database shared by every service of a team.
+
+psycopg 3 with a connection pool. Every write transaction first takes one advisory lock, so
+writes from all services are serialised as they are on one SQLite file (the duplicate check,
+the session order and the channels' indexing never race), while reads run beside them on their
+own snapshots. The unique index on live content hashes backs that up: an INSERT that would
+duplicate a live memory refreshes it instead (`insert`). A killed service's transaction rolls
+back and its lock goes with its connection.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+from semantic_memory.models import Memory
+from semantic_memory.stores import StoreError, redact_url
+from semantic_memory.stores.base import SQLMemoryStore, memory_row
+
+from .schema import SCHEMA, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from semantic_memory.config import Settings
+
+#: The advisory lock every write transaction takes (any constant shared by all services).
+WRITE_LOCK = 0x5E3A_17C0
+#: Seconds to wait for a first connection before giving up with a clear error.
+CONNECT_TIMEOUT_S = 15.0
+#: Extensions the channels need: created when the role may, else an admin must.
+EXTENSIONS = ("vector", "pg_trgm")
+
+_INSERT = """
+INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at,
+                      updated_at, deleted, session, seq)
+SELECT r.uid, r.content, r.content_hash, r.kind, r.source, r.project, r.tags, r.created_at,
+       r.updated_at, r.deleted, r.session, r.seq
+FROM jsonb_to_recordset(%s::jsonb) AS r(ord int, uid text, content text, content_hash text,
+     kind text, source text, project text, tags text, created_at float8, updated_at float8,
+     deleted int2, session text, seq int)
+ORDER BY r.ord
+ON CONFLICT (content_hash) WHERE deleted = 0 DO UPDATE SET updated_at = memories.updated_at
+RETURNING id, uid, content_hash, (xmax = 0) AS inserted
+"""
+_ROW_KEYS = ("uid", "content", "content_hash", "kind", "source", "project", "tags",
+             "created_at", "updated_at", "deleted", "session", "seq")
+
+
+def conninfo(url: str) -> str:
+    """What libpq accepts: `postgresql+psycopg://` and `postgres://` become `postgresql://`."""
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql://{rest}" if sep and scheme.split("+")[0] in ("postgres", "postgresql") \
+        else url
+
+
+class _Rows:
+    """A fetched result that outlives its pooled connection (what `read()` queries return)."""
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return list(self._rows)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+
+class _PooledReads:
+    """`read()`: each statement borrows a pooled connection for as long as it runs."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+
+    def execute(self, sql: str, params: Any = ()) -> _Rows:
+        with self._pool.connection() as conn:
+            cursor = conn.execute(sql, params)
+            rows = cursor.fetchall() if cursor.description is not None else []
+            return _Rows(rows, cursor.rowcount)
+
+
+class PostgresStore(SQLMemoryStore):
+    """Memories, injections and telemetry in one PostgreSQL database."""
+
+    name = "postgresql"
+    schemes = ("postgresql",)
+    placeholder = "%s"
+
+    @classmethod
+    def open(cls, url: str, settings: Settings) -> PostgresStore:
+        return cls(url, pool_size=settings.db_pool_size)
+
+    def __init__(self, url: str, pool_size: int = 8) -> None:
+        self.location = redact_url(url)
+        self._local = threading.local()  # this thread's open transaction, for nested use
+        self._pool = ConnectionPool(
+            conninfo(url), min_size=1, max_size=max(2, pool_size), open=False,
+            kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
+            name="semantic-memory")
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout:
+            reason = self._connect_error(url)
+            self._pool.close()
+            raise StoreError(f"cannot connect to {self.location}: {reason}") from None
+        try:
+            self._migrate()
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StoreError(f"cannot set up {self.location}: {_one_line(exc)}") from None
+        self._reads = _PooledReads(self._pool)
+
+    @staticmethod
+    def _connect_error(url: str) -> str:
+        """libpq's own reason (the pool only says it timed out); never includes the URL."""
+        try:
+            psycopg.connect(conninfo(url), connect_timeout=5).close()
+        except psycopg.Error as exc:
+            return _one_line(exc)
+        return f"no connection within {CONNECT_TIMEOUT_S:.0f} s"
+
+    def _migrate(self) -> None:
+        with self.write() as conn:
+            version = 0
+            if conn.execute("SELECT to_regclass('store_meta')").fetchone()[0] is not None:
+                row = conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
+                                   ).fetchone()
+                version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"schema version {version} is newer than this release "
+                                 f"understands ({SCHEMA_VERSION}); upgrade "
+                                 "semantic-memory-postgres")
+            if version == SCHEMA_VERSION:
+                return
+            conn.execute(SCHEMA)
+            for extension in EXTENSIONS:
+                try:
+                    with conn.transaction():  # a savepoint: a refusal spoils nothing
+                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
+                except psycopg.errors.InsufficientPrivilege:
+                    pass  # an admin creates it (docs); the channel that needs it says so
+            conn.execute("INSERT INTO store_meta (key, value) VALUES ('schema_version', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                         (str(SCHEMA_VERSION),))
+
+    # --- connections ------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[psycopg.Connection]:
+        """One write transaction holding the store-wide write lock; nested use joins it."""
+        current = getattr(self._local, "write", None)
+        if current is not None:
+            yield current
+            return
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            self._local.write = conn
+            try:
+                yield conn
+            finally:
+                self._local.write = None
+
+    def read(self) -> _PooledReads:
+        """Single statements, each on a pooled connection (autocommit)."""
+        return self._reads
+
+    @contextmanager
+    def snapshot(self) -> Iterator[psycopg.Connection]:
+        """A read-only repeatable-read transaction: several queries see one state. Inside a
+        write transaction it is that transaction (which sees its own writes)."""
+        current = getattr(self._local, "write", None) or getattr(self._local, "snapshot", None)
+        if current is not None:
+            yield current
+            return
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self._local.snapshot = conn
+            try:
+                yield conn
+            finally:
+                self._local.snapshot = None
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @property
+    def schema_version(self) -> int:
+        row = self._reads.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
+                                  ).fetchone()
+        return int(row[0]) if row else 0
+
+    def size_bytes(self) -> int:
+        return int(self._reads.execute("SELECT pg_database_size(current_database())"
+                                       ).fetchone()[0])
+
+    # --- what PostgreSQL says differently -----------------------------------------------------
+
+    def insert(self, conn: psycopg.Connection, rows: list[Memory]) -> list[tuple[Memory, bool]]:
+        """One INSERT per 500 rows; a live duplicate (unique hash) comes back as that memory."""
+        out: list[tuple[Memory, bool]] = []
+        for start in range(0, len(rows), 500):
+            chunk = rows[start : start + 500]
+            values = [dict(zip(_ROW_KEYS, memory_row(m), strict=True), ord=n)
+                      for n, m in enumerate(chunk)]
+            returned = conn.execute(_INSERT, (json.dumps(values, ensure_ascii=False),)).fetchall()
+            new = {uid: id_ for id_, uid, _, inserted in returned if inserted}
+            existing = {digest: (id_, uid) for id_, uid, digest, inserted in returned
+                        if not inserted}
+            for memory, value in zip(chunk, values, strict=True):
+                if memory.uid in new:
+                    memory.id = new[memory.uid]
+                    out.append((memory, True))
+                else:
+                    id_, uid = existing[value["content_hash"]]
+                    out.append((Memory(id_, uid, memory.content, memory.kind, memory.source,
+                                       memory.project, memory.tags, memory.created_at,
+                                       memory.updated_at), False))
+        return out
+
+    def injections_per_day(self, conn: Any, start: float) -> dict[str, tuple[int, int]]:
+        return {day: (int(count), int(chars)) for day, count, chars in conn.execute(
+            "SELECT to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*), "
+            "coalesce(sum(chars), 0) FROM injections WHERE ts >= %s GROUP BY 1", (start,))}
+
+    def optimize(self, vacuum: bool = False) -> list[str]:
+        """ANALYZE (VACUUM ANALYZE with `vacuum`) the store's tables: fresh planner statistics
+        after a bulk load; autovacuum does the rest."""
+        with self._pool.connection() as conn:
+            tables = [r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "AND (tablename LIKE 'memories%%' OR tablename LIKE 'injection%%')")]
+            for table in tables:
+                conn.execute(f"{'VACUUM (ANALYZE)' if vacuum else 'ANALYZE'} {table}")
+        return tables
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

