@@ -297,3 +297,55 @@ def test_the_readme_least_privilege_role_runs_the_service(tmp_path: Path) -> Non
             conn.execute("CREATE TABLE public.intruder (x int)")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
+
+
+def test_migration_copies_vectors_without_embedding_again(tmp_path: Path,
+                                                         minilm_path: Path) -> None:
+    """SQLite (vector channel) -> PostgreSQL (pg_vector) -> SQLite: the same vectors, with their
+    model tags, and the copy answers a paraphrase at once."""
+    import numpy as np
+    from semantic_memory.migrate import migrate
+
+    def engine(db: str, url: str = "", model: Path | None = minilm_path) -> MemoryEngine:
+        return MemoryEngine(Settings(db_path=str(tmp_path / db), db_url=url, device="cpu",
+                                     model_path=str(model or ""), recall_min_cosine=0.25))
+
+    source = engine("a.db")
+    source.ingest([NewMemory("Rotate the database credentials every ninety days.", project="ops"),
+                   NewMemory("The office plants need watering on Mondays.", project="ops"),
+                   NewMemory("Bob adopted a grey kitten named Pixel.", project="home")])
+    before = sorted(next(c for c in source.channels if c.name == "vector").export_vectors(
+        source.store))
+    assert len(before) == 3
+    url = pg.new_database()
+    middle = engine("unused.db", url)
+    report = migrate(source, middle)
+    assert report["vectors"] == {"exported": 3, "copied": 3}
+    pg_vector = next(c for c in middle.channels if c.name == "pg_vector")
+    assert [(u, m, d, np.float32(v).tobytes()) for u, m, d, v in sorted(
+        pg_vector.export_vectors(middle.store))] == [(u, m, d, np.float32(v).tobytes())
+                                                     for u, m, d, v in before]
+    hits = middle.recall("How often should DB passwords be changed?", k=1,
+                         filters=RecallFilters(project="ops"))
+    assert "credentials" in hits[0].memory.content and "pg_vector" in hits[0].ranks
+    back = engine("b.db")
+    assert migrate(middle, back)["vectors"] == {"exported": 3, "copied": 3}
+    vector = next(c for c in back.channels if c.name == "vector")
+    assert sorted(vector.export_vectors(back.store)) == before
+    assert back.recall("How often should DB passwords be changed?", k=1)[0].memory.content \
+        .startswith("Rotate")
+    for e in (source, middle, back):
+        e.close()
+
+
+def test_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    import psycopg
+
+    url = pg.new_database()
+    MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url)).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE store_meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99 is newer"):
+        MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM store_meta").fetchone()[0] == "99"

@@ -18,8 +18,9 @@ class Channel(Protocol):
 
     A channel owns its own tables inside the store, and speaks the stores it names in `stores`
     (`MemoryStore.name`; the engine skips it on any other): `conn` is that store's DB-API
-    connection (sqlite3, psycopg). `setup` runs once per process with a write connection; `index` runs inside the same transaction as every insert (channels kept in
-    step by SQL triggers may do nothing there); `search` returns the best `k` candidates. The
+    connection (sqlite3, psycopg). `setup` runs once per process with a write connection;
+    `index` runs inside the same transaction as every insert (channels kept in step by SQL
+    triggers may do nothing there); `search` returns the best `k` candidates. The
     engine searches cheap channels at once, on pool threads with a connection each: `search`
     uses only the connection it is given and keeps any shared state thread-safe.
 
@@ -37,6 +38,9 @@ class Channel(Protocol):
     - `expensive = True`: the keyword fast path may skip this channel when a cheap channel's
       `confidence(conn, query, ids) -> float | None` (0..1) reaches MEMORY_FAST_PATH_MIN.
     - `embedder_info()`, `backfill(store[, progress])`: stats and `memory-mcp backfill`.
+    - `export_vectors(store)` -> (uid, model, dim, vector) rows and
+      `import_vectors(conn, rows) -> count`: `memory-mcp migrate` copies a store's vectors
+      with their model tags instead of embedding again.
     - `relevant(conn, query, hits) -> set of ids`: the hits this channel vouches for when a
       recall asks for relevant hits only (what hooks inject); a hit any channel vouches for
       goes in.
@@ -55,6 +59,65 @@ class Channel(Protocol):
     def search(
         self, conn: Any, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]: ...
+
+
+class EmbeddingChannel:
+    """What a vector channel takes from the engine's embedder (`use_embedder`): its default
+    weight, score-fusion share and neighbour gap are the model's, and it is `active` (and
+    `expensive`: the keyword fast path may skip it) only with a usable model."""
+
+    embedder: Any = None
+
+    def use_embedder(self, embedder: Any) -> None:
+        """Called by the engine with the configured embedder (or None)."""
+        self.embedder = embedder
+
+    @property
+    def expensive(self) -> bool:
+        """Embedding the query costs model time; an inactive channel costs nothing."""
+        return self.active
+
+    @property
+    def weight(self) -> float:
+        """Default fusion weight: the embedder's (a model property, like its prompts)."""
+        return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
+
+    @property
+    def fusion_share(self) -> float:
+        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
+        return float(getattr(self.embedder, "fusion_share", 0.5))
+
+    @property
+    def neighbour_gap(self) -> float:
+        """Where session neighbours go when this channel answers: the embedder's choice."""
+        return float(getattr(self.embedder, "neighbour_gap", 1.0))
+
+    @property
+    def active(self) -> bool:
+        return self.inactive_reason() is None and self.embedder.model_id is not None
+
+    def describe_embedder(self) -> dict[str, Any]:
+        """The model part of `embedder_info()`: channel, active, the embedder's own `info()`
+        (model, dim, device…), and `mode` hybrid, or bm25-only with the `reason`."""
+        info: dict[str, Any] = {"channel": getattr(self, "name", ""), "active": self.active}
+        if self.embedder is not None:
+            describe = getattr(self.embedder, "info", None)
+            info.update(describe() if callable(describe) else {
+                "model_id": getattr(self.embedder, "model_id", None),
+                "dim": getattr(self.embedder, "dim", None)})
+        reason = self.inactive_reason()
+        if reason:
+            info["reason"] = reason
+        info["mode"] = "bm25-only" if reason else "hybrid"
+        return info
+
+    def inactive_reason(self) -> str | None:
+        """Why the channel is off (no model, a model that failed to load), None when on."""
+        if self.embedder is None:
+            return "no embedder plugin installed"
+        if not getattr(self.embedder, "available", True):
+            return getattr(self.embedder, "error", None) or "embedder unavailable"
+        return None
 
 
 def apply_cosine_floor(hits: list[RecallHit], configured: float, channel: str, signal: str
@@ -107,6 +170,30 @@ def words(text: str) -> list[str]:
     for match in _WORD.finditer(text.lower()):
         seen.setdefault(match.group(), None)
     return list(seen)
+
+
+#: Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
+#: Khmer, Myanmar.
+UNSPACED = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff]"
+)
+
+
+def trigram_terms(query: str) -> list[str]:
+    """Substrings a substring channel looks for, without duplicates: words of 3+ characters
+    (no stopwords); a run of an unspaced script is cut into its overlapping 3-character pieces,
+    so a partial overlap between query and memory still matches."""
+    terms: dict[str, None] = {}
+    for word in words(query):
+        if word in STOPWORDS or len(word) < 3:
+            continue
+        if UNSPACED.search(word) and len(word) > 3:
+            for i in range(len(word) - 2):
+                terms.setdefault(word[i : i + 3], None)
+        else:
+            terms.setdefault(word, None)
+    return list(terms)
 
 
 def fts_phrase(term: str) -> str:

@@ -11,12 +11,12 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
+from .channels import skip_reason
 from .config import ConfigError, Settings
 from .errors import InvalidMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
 from .plugins import build_plugin_manager
-from .channels import skip_reason
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
@@ -46,7 +46,7 @@ def _settings(db: str | None) -> Settings:
     try:
         if not db:
             return Settings.from_env()
-        return Settings.from_env(**({"db_url": db} if "://" in db else {"db_path": db}))
+        return Settings.from_env(**{"db_url" if "://" in db else "db_path": db})
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -412,8 +412,13 @@ def progress_bar() -> Any:
     """A transient progress bar on stderr (`with progress_bar() as p: p.add_task(...)`);
     plugin commands use it too."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeRemainingColumn(), console=Console(stderr=True), transient=True)

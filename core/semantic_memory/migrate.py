@@ -2,9 +2,10 @@
 that everything arrived.
 
 Memories keep their uid, timestamps (to the microsecond), forgotten state, session and place;
-injection reports keep their memories. The target must be empty, so that the counts after the
-copy say whether anything was lost. Vectors are not copied: the target's vector channel embeds
-what it stores (the same model gives the same vectors), or `memory-mcp backfill` does later.
+injection reports keep their memories; vectors are copied with their model tags from a channel
+that exports them to one that imports them (nothing is embedded again: a vector of the model the
+target is configured with serves at once, others wait for `memory-mcp backfill`). The target
+must be empty, so that the counts after the copy say whether anything was lost.
 """
 
 from __future__ import annotations
@@ -29,6 +30,35 @@ def _restore(memory: Memory) -> NewMemory:
                      updated_at=memory.updated_at, forgotten=memory.deleted, seq=memory.seq)
 
 
+def _copy_vectors(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
+    """Copy every vector the source's channels export into the target's first channel that
+    imports them; returns how many were exported and stored."""
+    importer = next((c for c in target.channels if callable(getattr(c, "import_vectors", None))),
+                    None)
+    counts = {"exported": 0, "copied": 0}
+    for channel in source.channels:
+        export = getattr(channel, "export_vectors", None)
+        if not callable(export):
+            continue
+        rows: list[tuple[str, str, int, list[float]]] = []
+        for row in export(source.store):
+            rows.append(row)
+            if len(rows) >= BATCH:
+                counts["copied"] += _import(target, importer, rows)
+                counts["exported"] += len(rows)
+                rows = []
+        counts["copied"] += _import(target, importer, rows)
+        counts["exported"] += len(rows)
+    return counts
+
+
+def _import(target: MemoryEngine, importer: Any, rows: list[Any]) -> int:
+    if importer is None or not rows:
+        return 0
+    with target.store.write() as conn:
+        return int(importer.import_vectors(conn, rows))
+
+
 def migrate(source: MemoryEngine, target: MemoryEngine,
             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Copy every memory and injection report of `source` into the empty `target`; returns
@@ -43,7 +73,7 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
     batch: list[NewMemory] = []
 
     def flush() -> None:
-        results = target.ingest(batch, batch_is_session=False)
+        results = target.ingest(batch, batch_is_session=False, prepare=False)
         rejected.extend(f"{item.uid}: {r.reason}" for item, r in zip(batch, results, strict=True)
                         if r.status == "rejected")
         if progress is not None:
@@ -63,12 +93,21 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
             target.store.restore_injections(reports)
             reports.clear()
     target.store.restore_injections(reports)
+    vectors = _copy_vectors(source, target)
     target.store.optimize()
     copied = target.counts()
     result = {"source": source.store.location, "target": target.store.location,
-              "expected": expected, "copied": copied, "verified": copied == expected}
+              "expected": expected, "copied": copied, "verified": copied == expected,
+              "vectors": vectors}
     if rejected:
         result["rejected"] = rejected[:20]
+    if vectors["exported"] and not any(callable(getattr(c, "import_vectors", None))
+                                       for c in target.channels):
+        result["note"] = (f"{vectors['exported']} vectors were not copied: no channel of the "
+                          "target stores them (install the embed extra there and run backfill)")
+    elif vectors["copied"] != vectors["exported"]:
+        raise MigrationError(f"vectors: {vectors['exported']} exported, "
+                             f"{vectors['copied']} stored")
     if copied != expected:
         raise MigrationError(f"counts differ after the copy: expected {expected}, "
                              f"copied {copied}" + (f"; rejected: {rejected[:3]}" if rejected

@@ -204,12 +204,13 @@ class MemoryEngine:
 
     # --- write path ------------------------------------------------------------------------
 
-    def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True
-               ) -> list[IngestResult]:
+    def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True,
+               prepare: bool = True) -> list[IngestResult]:
         """Store a batch in one transaction. Invalid input raises InvalidMemory before anything
         is written; a filter's refusal is reported per item as `rejected`. Items without a
         session of their own share the batch's, unless `batch_is_session` is False (a bulk
-        load cut into batches, whose neighbours mean nothing)."""
+        load cut into batches, whose neighbours mean nothing). `prepare=False` skips the
+        channels' `prepare` step (embedding): a migration copies the vectors instead."""
         for item in items:
             validate(item, self.settings.max_content_chars)
         batch_session = batch_is_session and len(items) > 1  # one memory alone has no neighbours
@@ -228,10 +229,10 @@ class MemoryEngine:
         # Optional channel step outside the write lock (e.g. embedding): one value per item,
         # handed to that channel's find_duplicate and index.
         prepared: dict[str, list[Any]] = {}
-        for channel in self.channels:
-            prepare = getattr(channel, "prepare", None)
-            if callable(prepare):
-                prepared[channel.name] = list(prepare([item for _, item in accepted]))
+        for channel in self.channels if prepare else []:
+            step = getattr(channel, "prepare", None)
+            if callable(step):
+                prepared[channel.name] = list(step([item for _, item in accepted]))
         if not prepared and not any(
             callable(getattr(c, "find_duplicate", None)) for c in self.channels
         ):

@@ -15,12 +15,11 @@ unchanged (bench/README.md).
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
 from semantic_memory import channels
 from semantic_memory.channels import (
-    STOPWORDS,
+    UNSPACED,
     MatchCounts,
     TextMatcher,
     bounded_search,
@@ -28,34 +27,13 @@ from semantic_memory.channels import (
     create_fts_table,
     fts_terms,
     idf_weights,
-    words,
+    trigram_terms,
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.plugins import hookimpl
 
 TABLE = "memories_fts_tri"
-
-# Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
-# Khmer, Myanmar.
-_UNSPACED = re.compile(
-    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    r"\uac00-\ud7af\uf900-\ufaff]"
-)
-
-
-def trigram_terms(query: str) -> list[str]:
-    """Substring terms for the trigram index, most specific first, without duplicates."""
-    terms: dict[str, None] = {}
-    for word in words(query):
-        if word in STOPWORDS or len(word) < 3:
-            continue
-        if _UNSPACED.search(word) and len(word) > 3:
-            for i in range(len(word) - 2):
-                terms.setdefault(word[i : i + 3], None)
-        else:
-            terms.setdefault(word, None)
-    return list(terms)
 
 
 class TrigramChannel:
@@ -95,7 +73,7 @@ class TrigramChannel:
         """For queries in scripts without spaces (Thai, CJK runs), where porter's words are
         whole runs and cannot judge: hits containing at least MEMORY_INJECT_MIN_COVERAGE of
         the query's substrings, IDF-weighted. Spaced text is porter's to judge."""
-        if not _UNSPACED.search(query):
+        if not UNSPACED.search(query):
             return set()
         phrases = fts_terms(trigram_terms(query))
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)

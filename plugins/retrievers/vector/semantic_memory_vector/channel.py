@@ -17,8 +17,9 @@ import logging
 import secrets
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
+from semantic_memory.channels import EmbeddingChannel
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
 from semantic_memory.stores.sqlite import run_script
 
@@ -68,7 +69,7 @@ def from_blob(blob: bytes, dim: int) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4", count=dim)
 
 
-class VectorChannel:
+class VectorChannel(EmbeddingChannel):
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
@@ -83,45 +84,6 @@ class VectorChannel:
         self._matrix: VectorMatrix | None = None
         self._sync_lock = threading.Lock()
         self._local = threading.local()
-
-    # --- wiring ----------------------------------------------------------------------------
-
-    def use_embedder(self, embedder: Any) -> None:
-        """Called by the engine with the configured embedder (or None)."""
-        self.embedder = embedder
-
-    @property
-    def expensive(self) -> bool:
-        """Embedding the query costs model time: the keyword fast path may skip this channel
-        (an inactive channel costs nothing)."""
-        return self.active
-
-    @property
-    def weight(self) -> float:
-        """Default fusion weight: the embedder's (a model property, like its prompts)."""
-        return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
-
-    @property
-    def fusion_share(self) -> float:
-        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
-        return float(getattr(self.embedder, "fusion_share", 0.5))
-
-    @property
-    def neighbour_gap(self) -> float:
-        """Where session neighbours go when this channel answers: the embedder's choice."""
-        return float(getattr(self.embedder, "neighbour_gap", 1.0))
-
-    @property
-    def active(self) -> bool:
-        e = self.embedder
-        return e is not None and bool(getattr(e, "available", True)) and e.model_id is not None
-
-    def inactive_reason(self) -> str | None:
-        if self.embedder is None:
-            return "no embedder plugin installed"
-        if not getattr(self.embedder, "available", True):
-            return getattr(self.embedder, "error", None) or "embedder unavailable"
-        return None
 
     def setup(self, conn: sqlite3.Connection) -> None:
         run_script(conn, SCHEMA)
@@ -241,10 +203,13 @@ class VectorChannel:
         if rows:
             self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
 
-    def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray) -> None:
+    def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray,
+               tag: tuple[str, int] | None = None) -> None:
+        """Upsert vectors tagged with `tag` (default: the configured model's); only those of
+        the configured model go into this process's matrix."""
         import numpy as np
 
-        model, dim = self._tag()
+        model, dim = tag or self._tag()
         token = secrets.token_hex(8)
         conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
         seq = conn.execute("SELECT seq FROM vector_state WHERE id = 1").fetchone()[0]
@@ -254,8 +219,43 @@ class VectorChannel:
             "vec = excluded.vec, seq = excluded.seq",
             [(i, model, dim, to_blob(v), seq) for i, v in zip(ids, vecs)],
         )
-        with self._sync_lock:
-            self._staged[(seq, token)] = (list(ids), np.asarray(vecs, dtype=np.float32))
+        if self.active and (model, dim) == self._tag():
+            with self._sync_lock:
+                self._staged[(seq, token)] = (list(ids), np.asarray(vecs, dtype=np.float32))
+
+    # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
+
+    def export_vectors(self, store: Any) -> Iterator[tuple[str, str, int, list[float]]]:
+        """(uid, model, dim, vector) of every stored vector, whatever its model."""
+        last = 0
+        while True:
+            rows = store.read().execute(
+                "SELECT v.memory_id, m.uid, v.model, v.dim, v.vec FROM memories_vec v "
+                "JOIN memories m ON m.id = v.memory_id WHERE v.memory_id > ? "
+                "ORDER BY v.memory_id LIMIT 500", (last,)).fetchall()
+            if not rows:
+                return
+            for _, uid, model, dim, blob in rows:
+                yield uid, model, dim, from_blob(blob, dim).tolist()
+            last = rows[-1][0]
+
+    def import_vectors(self, conn: sqlite3.Connection,
+                       rows: list[tuple[str, str, int, list[float]]]) -> int:
+        """Store exported vectors with their own model tags, for the memories of these uids
+        that are stored here; returns how many."""
+        import numpy as np
+
+        ids = dict(conn.execute(
+            f"SELECT uid, id FROM memories WHERE uid IN ({','.join('?' * len(rows))})",
+            [r[0] for r in rows]).fetchall()) if rows else {}
+        groups: dict[tuple[str, int], list[tuple[int, list[float]]]] = {}
+        for uid, model, dim, vec in rows:
+            if uid in ids:
+                groups.setdefault((model, int(dim)), []).append((ids[uid], vec))
+        for tag, items in groups.items():
+            self._write(conn, [i for i, _ in items],
+                        np.asarray([v for _, v in items], dtype=np.float32), tag)
+        return sum(len(items) for items in groups.values())
 
     # --- read path -------------------------------------------------------------------------
 
@@ -347,18 +347,8 @@ class VectorChannel:
 
     def embedder_info(self) -> dict[str, Any]:
         """What stats and /health report about the vector side."""
-        info: dict[str, Any] = {"channel": self.name, "active": self.active}
-        if self.embedder is not None:
-            describe = getattr(self.embedder, "info", None)
-            info.update(describe() if callable(describe) else {
-                "model_id": getattr(self.embedder, "model_id", None),
-                "dim": getattr(self.embedder, "dim", None)})
-        reason = self.inactive_reason()
-        if reason:
-            info["reason"] = reason
-            info["mode"] = "bm25-only"
-        else:
-            info["mode"] = "hybrid"
+        info = self.describe_embedder()
+        if info["mode"] == "hybrid":
             try:
                 info.update(self.counts())
             except sqlite3.Error:

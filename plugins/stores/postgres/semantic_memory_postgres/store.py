@@ -22,7 +22,7 @@ from semantic_memory.models import Memory
 from semantic_memory.stores import StoreError, redact_url
 from semantic_memory.stores.base import SQLMemoryStore, memory_row
 
-from .schema import SCHEMA, SCHEMA_VERSION
+from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings
@@ -140,7 +140,11 @@ class PostgresStore(SQLMemoryStore):
                                  "semantic-memory-postgres")
             if version == SCHEMA_VERSION:
                 return
-            conn.execute(SCHEMA)
+            if version == 0:
+                conn.execute(SCHEMA)
+            else:
+                for step in range(version, SCHEMA_VERSION):
+                    MIGRATIONS[step](conn)
             for extension in EXTENSIONS:
                 try:
                     with conn.transaction():  # a savepoint: a refusal spoils nothing

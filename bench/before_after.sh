@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The SQLite path before and after a change, in one run: bench/scale.py and bench/bench_service.py
+# of revision REV (a git worktree, imported ahead of the installed packages through PYTHONPATH)
+# and of the working tree, alternately, so both see the same machine.
+#
+#   bash bench/before_after.sh 0610f26 [scale args] > before_after.json
+set -euo pipefail
+rev=${1:?usage: before_after.sh REV}
+shift
+repo=$(cd "$(dirname "$0")/.." && pwd)
+old=$(mktemp -d)
+trap 'git -C "$repo" worktree remove --force "$old"' EXIT
+git -C "$repo" worktree add --detach --quiet "$old" "$rev"
+paths() {  # the core and every plugin package of tree $1, for PYTHONPATH
+    printf '%s' "$1/core"
+    for dir in "$1"/plugins/*/*/; do printf ':%s' "${dir%/}"; done
+}
+run() {  # label tree command...
+    local label=$1 tree=$2
+    shift 2
+    echo "{\"tree\": \"$label\", \"bench\": \"$1\", \"result\": "
+    (cd "$tree" && PYTHONPATH=$(paths "$tree") uv run --all-packages --project "$repo" \
+        python "bench/$1" "${@:2}" 2>/dev/null)
+    echo "}"
+}
+for round in 1 2; do
+    run "$rev" "$old" scale.py --sizes 100000 "$@"
+    run HEAD "$repo" scale.py --sizes 100000 "$@"
+done
+run "$rev" "$old" bench_service.py --seconds 5 --cold-runs 7
+run HEAD "$repo" bench_service.py --seconds 5 --cold-runs 7
