@@ -8,10 +8,21 @@ set -euo pipefail
 rev=${1:?usage: before_after.sh REV}
 shift
 repo=$(cd "$(dirname "$0")/.." && pwd)
-old=$(mktemp -d)
+old=$(mktemp -d -p "$(dirname "$repo")" before.XXXX)  # a sibling: ../shared/data resolves
 trap 'git -C "$repo" worktree remove --force "$old"' EXIT
 git -C "$repo" worktree add --detach --quiet "$old" "$rev"
+# Plugins installed now that REV did not have are shadowed by empty packages in its runs: their
+# entry points would load today's code against REV's core.
+shadow="$old/.shadow"
+for init in "$repo"/plugins/*/*/*/__init__.py; do
+    rel=${init#"$repo"/}
+    if [ ! -e "$old/$rel" ]; then
+        pkg=$(basename "$(dirname "$init")")
+        mkdir -p "$shadow/$pkg" && echo '"""Not in this revision."""' > "$shadow/$pkg/__init__.py"
+    fi
+done
 paths() {  # the core and every plugin package of tree $1, for PYTHONPATH
+    [ "$1" = "$old" ] && printf '%s:' "$shadow"
     printf '%s' "$1/core"
     for dir in "$1"/plugins/*/*/; do printf ':%s' "${dir%/}"; done
 }

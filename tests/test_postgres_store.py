@@ -8,18 +8,26 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pg
 import pytest
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.stores import StoreError
-from test_service_support import Service, memory_mcp_command, service_env, start_service
+from test_service_support import (
+    Service,
+    http_session,
+    memory_mcp_command,
+    service_env,
+    start_service,
+)
 
 pytestmark = pytest.mark.skipif(not pg.available(), reason=pg.SKIP_REASON)
 
@@ -349,3 +357,39 @@ def test_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
         MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT value FROM store_meta").fetchone()[0] == "99"
+
+
+def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) -> None:
+    """The database stops under a running service: REST answers 503 with one line naming the
+    store (never a hang, a traceback or the password), MCP tools say the same; once it is back,
+    the service works again without a restart."""
+    server = pg.ExtraServer()
+    service = _services(tmp_path, server.url, 1)[0]
+    try:
+        uid = _store(service, "the release train leaves on thursdays")["uid"]
+        server.stop()
+        with service.client() as http:
+            down = http.post("/recall", json={"query": "release train"})
+            assert down.status_code == 503
+            assert "is unavailable" in down.json()["error"] and "Traceback" not in down.text
+            assert http.post("/ingest", json={"content": "lost?"}).status_code == 503
+
+        async def mcp_recall() -> str:
+            async with http_session(service.mcp_url) as session:
+                result = await session.call_tool("memory_recall", {"query": "release train"})
+                assert result.is_error
+                return " ".join(getattr(c, "text", "") for c in result.content)
+
+        said = anyio.run(mcp_recall)
+        assert "is unavailable" in said and "Traceback" not in said
+        server.start()
+        deadline = time.monotonic() + 20  # the pool reconnects in the background, backing off
+        with service.client() as http:
+            while (back := http.post("/recall", json={"query": "release train"})).status_code \
+                    == 503 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert back.status_code == 200, back.text
+            assert [h["uid"] for h in back.json()["items"]] == [uid]
+    finally:
+        service.stop()
+        server.stop()

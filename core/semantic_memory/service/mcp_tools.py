@@ -28,6 +28,7 @@ from .. import __version__
 from ..errors import InvalidMemory
 from ..models import NewMemory, RecallFilters, parse_time
 from ..pipeline import KEYWORD_MODE_NOTE, MAX_TAG_CHARS, MAX_TAGS, MemoryEngine
+from ..stores import StoreError
 from .mcp_browse import register_browsing
 from .mcp_logging import ClientLog, embedder_fallback
 from .schemas import field_path
@@ -174,6 +175,8 @@ class MemoryMCP(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
+            if isinstance(cause, StoreError):  # the store is down: say so, in one line
+                raise ToolError(str(cause)) from None
             if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
                 raise
             # `from cause` keeps the SDK's log line (field names only) working.

@@ -24,6 +24,7 @@ from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory
 from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
 from ..pipeline import MemoryEngine, validate
+from ..stores import StoreError
 from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
@@ -356,6 +357,12 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
+async def store_error(request: Request, exc: Exception) -> JSONResponse:
+    """The store cannot answer (a PostgreSQL server down or unreachable): 503, one line."""
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse({"error": str(exc)}, status_code=503)
+
+
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return JSONResponse({"error": "internal error (see the service log)"}, status_code=500)
@@ -364,5 +371,6 @@ async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 EXCEPTION_HANDLERS: dict[Any, Callable[..., Any]] = {
     ApiError: api_error,
     HTTPException: http_error,
+    StoreError: store_error,
     Exception: unexpected_error,
 }

@@ -478,7 +478,8 @@ class PgTrigramChannel(_IdfChannel):
         """Nothing to do: the index is on memories itself."""
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
-        return [Term(t, "m.content ILIKE %s", like_pattern(t)) for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
+        return [Term(t, "m.content ILIKE %s", like_pattern(t))
+                for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
 
     def _candidates(self, conn: psycopg.Connection, terms: list[Term],
                     keep: list[int], filters: RecallFilters, limit: int) -> list[tuple]:

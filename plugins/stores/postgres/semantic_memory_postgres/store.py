@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 WRITE_LOCK = 0x5E3A_17C0
 #: Seconds to wait for a first connection before giving up with a clear error.
 CONNECT_TIMEOUT_S = 15.0
+#: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
+#: before it is answered "unavailable" (503) rather than left hanging.
+POOL_WAIT_S = 5.0
 #: Extensions the channels need: created when the role may, else an admin must.
 EXTENSIONS = ("vector", "pg_trgm")
 
@@ -74,14 +77,25 @@ class _Rows:
         return iter(self._rows)
 
 
+@contextmanager
+def unavailable_as_store_error(location: str) -> Iterator[None]:
+    """A server that is down, unreachable or restarting (or a pool with no connection to
+    spare) becomes one StoreError naming the store, which the service answers with 503."""
+    try:
+        yield
+    except (psycopg.OperationalError, PoolTimeout) as exc:
+        raise StoreError(f"{location} is unavailable: {_one_line(exc)}") from None
+
+
 class _PooledReads:
     """`read()`: each statement borrows a pooled connection for as long as it runs."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: ConnectionPool, location: str) -> None:
         self._pool = pool
+        self._location = location
 
     def execute(self, sql: str, params: Any = ()) -> _Rows:
-        with self._pool.connection() as conn:
+        with unavailable_as_store_error(self._location), self._pool.connection() as conn:
             cursor = conn.execute(sql, params)
             rows = cursor.fetchall() if cursor.description is not None else []
             return _Rows(rows, cursor.rowcount)
@@ -102,7 +116,7 @@ class PostgresStore(SQLMemoryStore):
         self.location = redact_url(url)
         self._local = threading.local()  # this thread's open transaction, for nested use
         self._pool = ConnectionPool(
-            conninfo(url), min_size=1, max_size=max(2, pool_size), open=False,
+            conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
             kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
             name="semantic-memory")
         try:
@@ -116,7 +130,7 @@ class PostgresStore(SQLMemoryStore):
         except psycopg.Error as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc)}") from None
-        self._reads = _PooledReads(self._pool)
+        self._reads = _PooledReads(self._pool, self.location)
 
     @staticmethod
     def _connect_error(url: str) -> str:
@@ -164,7 +178,8 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with self._pool.connection() as conn, conn.transaction():
+        with unavailable_as_store_error(self.location), self._pool.connection() as conn, \
+                conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.write = conn
             try:
@@ -184,7 +199,8 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with self._pool.connection() as conn, conn.transaction():
+        with unavailable_as_store_error(self.location), self._pool.connection() as conn, \
+                conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             self._local.snapshot = conn
             try:
