@@ -185,8 +185,8 @@ class MemoryEngine:
         registered: list[Channel] = []
         self.pm.hook.register_channels(register=registered.append, settings=self.settings)
         #: Channels left out because they do not speak this store: name -> why.
-        self.skipped_channels = {c.name: skip_reason(c, self.store.name) for c in registered
-                                 if skip_reason(c, self.store.name)}
+        self.skipped_channels = {c.name: why for c in registered
+                                 if (why := skip_reason(c, self.store.name))}
         self.channels = sorted((c for c in registered if c.name not in self.skipped_channels),
                                key=lambda c: c.name)
         for channel in self.channels:  # optional: the configured embedder, the store
@@ -324,9 +324,9 @@ class MemoryEngine:
         self, conn: Any, item: NewMemory, prepared: dict[str, Any] | None = None
     ) -> tuple[IngestResult, Memory | None]:
         ts = now()
+        digest = content_hash(item.content)
         existing = None if item.forgotten else \
-            self.store.live_by_hash(conn, [content_hash(item.content)]).get(
-                content_hash(item.content))
+            self.store.live_by_hash(conn, [digest]).get(digest)
         # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
         # import or migration of one already judged) is only checked for its exact text
         if existing is None and not item.forgotten and item.uid is None:
