@@ -34,8 +34,6 @@ CONNECT_TIMEOUT_S = 15.0
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
 #: before it is answered "unavailable" (503) rather than left hanging.
 POOL_WAIT_S = 5.0
-#: Extensions the channels need: created when the role may, else an admin must.
-EXTENSIONS = ("vector", "pg_trgm")
 
 _INSERT = """
 INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at,
@@ -159,12 +157,6 @@ class PostgresStore(SQLMemoryStore):
             else:
                 for step in range(version, SCHEMA_VERSION):
                     MIGRATIONS[step](conn)
-            for extension in EXTENSIONS:
-                try:
-                    with conn.transaction():  # a savepoint: a refusal spoils nothing
-                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
-                except psycopg.errors.InsufficientPrivilege:
-                    pass  # an admin creates it (docs); the channel that needs it says so
             conn.execute("INSERT INTO store_meta (key, value) VALUES ('schema_version', %s) "
                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                          (str(SCHEMA_VERSION),))
