@@ -31,6 +31,7 @@ from semantic_memory_postgres.channels import (  # noqa: E402
     register_pg_channels,
 )
 from semantic_memory_postgres.schema import SCHEMA  # noqa: E402
+from test_vector_channel import PARAPHRASE, QUERY, UNRELATED  # noqa: E402  (the same texts)
 
 
 @pytest.fixture
@@ -305,16 +306,6 @@ def minilm(minilm_path: Path) -> Any:
     from semantic_memory_llama_cpp import LlamaCppEmbedder
 
     return LlamaCppEmbedder(str(minilm_path), device="cpu")
-
-
-PARAPHRASE = "Rotate the database credentials every ninety days."
-QUERY = "How often should DB passwords be changed?"
-UNRELATED = [
-    "My grandmother's apple pie recipe uses cinnamon and nutmeg.",
-    "The football match was postponed because of heavy rain.",
-    "Bob adopted a grey kitten named Pixel last spring.",
-    "The office plants need watering on Mondays.",
-]
 
 
 def test_vector_paraphrase_with_minilm(conn: psycopg.Connection, minilm: Any) -> None:
