@@ -10,7 +10,7 @@ so a channel declares the stores it speaks (`Channel.stores`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -85,12 +85,7 @@ class MemoryStore(Protocol):
     # maintenance
     def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None
               ) -> tuple[int, int, int]: ...
-    def optimize(self) -> list[str]: ...
-
-
-#: What `register_stores` registers: a class (or factory) with `name`, `schemes` and
-#: `open(url, settings) -> MemoryStore`.
-StoreOpener = Callable[[str, "Settings"], MemoryStore]
+    def optimize(self, vacuum: bool = False) -> list[str]: ...
 
 
 def store_url(settings: Settings) -> str:
