@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 #: The advisory lock every write transaction takes (any constant shared by all services).
 WRITE_LOCK = 0x5E3A_17C0
 #: Seconds to wait for a first connection before giving up with a clear error.
-CONNECT_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = 15
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
 #: before it is answered "unavailable" (503) rather than left hanging.
 POOL_WAIT_S = 5.0
@@ -113,31 +113,24 @@ class PostgresStore(SQLMemoryStore):
     def __init__(self, url: str, pool_size: int = 8) -> None:
         self.location = redact_url(url)
         self._local = threading.local()  # this thread's open transaction, for nested use
+        # One plain connection first: a server that cannot be reached is one line at once,
+        # where the pool would retry (and log each try) until its timeout.
+        timeout = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+        try:
+            psycopg.connect(conninfo(url), **timeout).close()
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to {self.location}: {_one_line(exc)}") from None
         self._pool = ConnectionPool(
             conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
             kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
             name="semantic-memory")
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-        except PoolTimeout:
-            reason = self._connect_error(url)
-            self._pool.close()
-            raise StoreError(f"cannot connect to {self.location}: {reason}") from None
-        try:
             self._migrate()
-        except psycopg.Error as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc)}") from None
         self._reads = _PooledReads(self._pool, self.location)
-
-    @staticmethod
-    def _connect_error(url: str) -> str:
-        """libpq's own reason (the pool only says it timed out); never includes the URL."""
-        try:
-            psycopg.connect(conninfo(url), connect_timeout=5).close()
-        except psycopg.Error as exc:
-            return _one_line(exc)
-        return f"no connection within {CONNECT_TIMEOUT_S:.0f} s"
 
     def _migrate(self) -> None:
         with self.write() as conn:
