@@ -126,8 +126,10 @@ def test_a_killed_service_loses_no_acknowledged_write(tmp_path: Path) -> None:
     thread = threading.Thread(target=hammer)
     thread.start()
     try:
-        while len(acked) < 25:
-            threading.Event().wait(0.01)
+        deadline = time.monotonic() + 60
+        while len(acked) < 25 and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(acked) >= 25, "the writer stopped before the kill"
         victim.proc.send_signal(signal.SIGKILL)  # kill -9, mid-write
         victim.proc.wait(10)
         stop.set()
