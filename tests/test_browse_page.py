@@ -320,7 +320,11 @@ def test_keyboard_reaches_the_views_and_results(
     page.keyboard.press("Enter")
     link = page.locator(f"a[href='#memory/{uids['deploy']}']")
     expect(link).to_be_visible()
+    # The view is done once it has moved the focus to its heading (after the results show):
+    # focusing the link before that loses the focus to the heading.
+    expect(page.locator("#search-title")).to_be_focused()
     link.focus()
+    expect(link).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.locator("#memory-title")).to_be_focused()
     tab.assert_clean()
