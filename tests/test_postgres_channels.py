@@ -13,16 +13,12 @@ from typing import Any
 
 import numpy as np
 import pg
+import psycopg
 import pytest
-
-if not pg.available():
-    pytest.skip(pg.SKIP_REASON, allow_module_level=True)
-
-import psycopg  # noqa: E402
-from semantic_memory.config import Settings  # noqa: E402
-from semantic_memory.models import Memory, NewMemory, RecallFilters, RecallHit  # noqa: E402
-from semantic_memory_postgres import modify_hits  # noqa: E402
-from semantic_memory_postgres.channels import (  # noqa: E402
+from semantic_memory.config import Settings
+from semantic_memory.models import Memory, NewMemory, RecallFilters, RecallHit
+from semantic_memory_postgres import modify_hits
+from semantic_memory_postgres.channels import (
     FLOOR_SIGNAL,
     PgFullTextChannel,
     PgTrigramChannel,
@@ -30,8 +26,8 @@ from semantic_memory_postgres.channels import (  # noqa: E402
     hnsw_index_name,
     register_pg_channels,
 )
-from semantic_memory_postgres.schema import SCHEMA  # noqa: E402
-from test_vector_channel import PARAPHRASE, QUERY, UNRELATED  # noqa: E402  (the same texts)
+from semantic_memory_postgres.schema import SCHEMA
+from test_vector_channel import PARAPHRASE, QUERY, UNRELATED  # the same texts
 
 
 @pytest.fixture

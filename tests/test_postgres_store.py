@@ -29,8 +29,6 @@ from test_service_support import (
     start_service,
 )
 
-pytestmark = pytest.mark.skipif(not pg.available(), reason=pg.SKIP_REASON)
-
 WRITERS = 3
 PER_WRITER = 40
 SHARED = 15  # texts every service stores at once: each must become one memory
