@@ -1,7 +1,9 @@
 """Retrieval channels of the PostgreSQL store: full text (tsvector, BM25), substrings (pg_trgm)
 and vectors (pgvector). Each speaks only to PostgreSQL (`stores`), uses the psycopg 3 connection
-it is handed, inside the store's transaction, and keeps no process-private copy of the data: every
-search reads the database, so what another machine's service wrote is found at once.
+it is handed, inside the store's transaction (`setup` included: the store's write lock keeps
+services that start together from creating a table twice), and keeps no process-private copy of
+the data: every search reads the database, so what another machine's service wrote is found at
+once.
 
 Full text: PostgreSQL's `ts_rank`/`ts_rank_cd` know only the document at hand, never the corpus:
 no IDF, so a match on "the project" weighs as much as one on a rare identifier, and `ts_rank`'s
@@ -73,8 +75,6 @@ if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering th
 log = logging.getLogger("semantic_memory.postgres")
 
 STORES = ("postgresql",)
-#: Advisory lock taken by `setup`: services starting together create each table once.
-SETUP_LOCK = 0x534D4D5043484E  # "SMMPCHN"
 #: Seconds corpus statistics (live count, document frequencies, average length) are reused.
 STATS_TTL = 30.0
 #: Document frequencies are counted exactly up to this multiple of a channel's match budget.
@@ -90,10 +90,6 @@ LENGTH_SAMPLE = 5_000
 
 
 # --- shared helpers -----------------------------------------------------------------------------
-
-def _setup_lock(conn: psycopg.Connection) -> None:
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
-
 
 def ensure_extension(conn: psycopg.Connection, name: str) -> bool:
     """Whether extension `name` is installed, creating it if this role may (a savepoint keeps a
@@ -294,7 +290,6 @@ class PgFullTextChannel(_IdfChannel):
     def setup(self, conn: psycopg.Connection) -> None:
         """Create the table and index; index the memories it lacks (a store that ran without
         this channel, or its first start on an existing database)."""
-        _setup_lock(conn)
         conn.execute(FTS_SCHEMA)
         conn.execute(
             "INSERT INTO memories_fts (memory_id, tsv) "
@@ -468,7 +463,6 @@ class PgTrigramChannel(_IdfChannel):
     def setup(self, conn: psycopg.Connection) -> None:
         """The trigram index on memories.content; without pg_trgm, ILIKE still answers (by
         scanning), so the channel works, slower."""
-        _setup_lock(conn)
         if ensure_extension(conn, "pg_trgm"):
             conn.execute("CREATE INDEX IF NOT EXISTS memories_content_trgm ON memories "
                          "USING gin (content gin_trgm_ops)")
@@ -574,7 +568,6 @@ class PgVectorChannel(EmbeddingChannel):
 
     def setup(self, conn: psycopg.Connection) -> None:
         """The vector table, and the HNSW index of the configured (model, dim)."""
-        _setup_lock(conn)
         if not ensure_extension(conn, "vector"):
             self._no_extension = "the pgvector extension is not installed in this database"
             return
