@@ -4,6 +4,11 @@
     # fast path on/off, in one run (embeddings cached on disk per model):
     uv run --all-packages python bench/bench_vector.py locomo --model minilm
     uv run --all-packages python bench/bench_vector.py locomo --model gemma   # builds it first
+    # score fusion's knobs, the grid of trigram score weights and vector shares, then one
+    # leave-one-conversation-out across both models (one trigram weight, a share per model):
+    uv run --all-packages python bench/bench_vector.py locomo --model minilm \
+        --trigram 0.15,0.5,0.75,1 --shares 0.3,0.35,0.4 > minilm.json   # likewise gemma.json
+    uv run --all-packages python bench/bench_vector.py joint minilm.json gemma.json
     # embedding throughput (texts/s, single and batched) of a model:
     uv run --all-packages python bench/bench_vector.py throughput --model minilm
     # vector search p50 vs a per-query BLOB scan, synthetic unit vectors:
@@ -186,7 +191,8 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
         if args.dump:
             _dump(engine, data, args.dump)
         configs: dict[str, dict[str, Any]] = {
-            "bm25_only": {"_bm25": True},
+            "bm25_only": {"_channels": ["porter", "trigram"]},
+            "vector_only": {"_channels": ["vector"]},
             "hybrid_rrf_equal": {"fusion": "rrf", "fast_path": False, "recall_min_cosine": 0.0,
                                  "fusion_gate_power": 0.0, "channel_weights": "vector=1"},
             "hybrid_rrf_model_weight_only": {"fusion": "rrf", "fast_path": False,
@@ -202,12 +208,12 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             configs[name] = json.loads(spec)
             extras.append(name)
         for name, cfg in configs.items():
-            if cfg.pop("_bm25", False):
-                fn = _recall_fn(engine, plugins=BM25)
+            only = cfg.pop("_channels", None)
+            if only:  # the engine with only these channels (neighbours and all)
                 saved = engine.channels
-                engine.channels = [c for c in saved if c.name != "vector"]
+                engine.channels = [c for c in saved if c.name in only]
                 try:
-                    results[name] = evaluate(_ready(fn), data)
+                    results[name] = evaluate(_ready(_recall_fn(engine)), data)
                 finally:
                     engine.channels = saved
                 continue
@@ -224,7 +230,9 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
         if args.loo and extras:
             report["leave_one_out"] = leave_one_out({n: results[n] for n in extras}, data)
         if args.shares:
-            report["shares"] = share_sweep(engine, data, [float(x) for x in args.shares.split(",")])
+            trigram = [float(x) for x in args.trigram.split(",")] if args.trigram else None
+            report["shares"] = share_sweep(
+                engine, data, [float(x) for x in args.shares.split(",")], trigram)
             embedder.save()
         for r in results.values():
             r.pop("per_sample", None)
@@ -248,14 +256,58 @@ def leave_one_out(runs: dict[Any, dict[str, Any]], data: list[Conversation], k: 
 
 
 def share_sweep(engine: MemoryEngine, data: list[Conversation], shares: list[float],
-                k: int = 10) -> dict[str, Any]:
-    """Score fusion at each vector share (MEMORY_FUSION_VECTOR_SHARE), with leave-one-
-    conversation-out on R@k: the share chosen on four conversations, scored on the fifth."""
-    runs = {share: evaluate(_ready(_recall_fn(engine, fusion="score",
-                                              fusion_vector_share=share)), data)
-            for share in shares}
-    return {"recall": {str(sh): r["recall"] for sh, r in runs.items()},
-            "leave_one_out": leave_one_out(runs, data, k)}
+                trigram: list[float] | None = None, k: int = 10) -> dict[str, Any]:
+    """Score fusion at each vector share (MEMORY_FUSION_VECTOR_SHARE) and, with `trigram`, each
+    trigram score weight (the grid of both), with leave-one-conversation-out on R@k: the pair
+    chosen on four conversations, scored on the fifth. `runs` keeps the per-conversation
+    figures for `joint`."""
+    saved = dict(engine.score_weights)
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        for tw in trigram or [saved["trigram"]]:
+            engine.score_weights["trigram"] = tw
+            for share in shares:
+                runs[f"trigram={tw},share={share}"] = evaluate(_ready(_recall_fn(
+                    engine, fusion="score", fusion_vector_share=share)), data)
+    finally:
+        engine.score_weights = saved
+    return {"recall": {name: r["recall"] for name, r in runs.items()},
+            "leave_one_out": leave_one_out(runs, data, k),
+            "runs": {name: r["per_sample"] for name, r in runs.items()}}
+
+
+def joint(args: argparse.Namespace) -> dict[str, Any]:
+    """Leave-one-conversation-out across models over `locomo --shares … --trigram …` reports:
+    one trigram score weight for every model (the channel's), each model its own share. On
+    four conversations the weight whose best shares sum to the most R@k, and each model's best
+    share at that weight; scored on the fifth."""
+    reports = {Path(f).stem: json.loads(Path(f).read_text()) for f in args.reports}
+    runs = {m: r["shares"]["runs"] for m, r in reports.items()}
+    n = {c.sample_id: len(c.questions) for c in (load(args.data) if args.data else load())}
+    key = str(args.k)
+
+    def pair(name: str) -> tuple[float, float]:
+        tw, share = (float(p.split("=")[1]) for p in name.split(","))
+        return tw, share
+
+    def best(model: str, tw: float, train: list[str]) -> str:
+        return max((name for name in runs[model] if pair(name)[0] == tw),
+                   key=lambda name: sum(runs[model][name][s][key] * n[s] for s in train))
+
+    weights = sorted({pair(name)[0] for r in runs.values() for name in r})
+    folds: dict[str, Any] = {}
+    held: dict[str, dict[str, float]] = {m: {} for m in runs}
+    for out in n:
+        train = [s for s in n if s != out]
+        tw = max(weights, key=lambda w: sum(runs[m][best(m, w, train)][s][key] * n[s]
+                                            for m in runs for s in train))
+        chosen = {m: best(m, tw, train) for m in runs}
+        folds[out] = {"trigram": tw, **{m: pair(c)[1] for m, c in chosen.items()}}
+        for m, c in chosen.items():
+            for k, v in runs[m][c][out].items():
+                held[m][k] = held[m].get(k, 0.0) + v * n[out] / sum(n.values())
+    return {"folds": folds,
+            "held_out": {m: {k: round(v, 1) for k, v in r.items()} for m, r in held.items()}}
 
 
 def _dump(engine: MemoryEngine, data: list[Conversation], path: str) -> None:
@@ -366,10 +418,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave-one-conversation-out over the --config runs (by R@10)")
     p.add_argument("--shares", default=None, metavar="S1,S2,…",
                    help="also sweep the score-fusion vector share, with leave-one-out")
+    p.add_argument("--trigram", default=None, metavar="W1,W2,…",
+                   help="with --shares: the grid of trigram score weights and shares")
     p.add_argument("--threads", type=int, default=1,
                    help="llama.cpp threads (1 is fastest on a shared 2-core machine)")
     p.add_argument("--config", action="append",
                    help='extra hybrid config NAME:{"settings": ...} (Settings overrides)')
+    p = sub.add_parser("joint", help="leave-one-out across models' --shares/--trigram grids")
+    p.add_argument("reports", nargs="+", help="locomo reports (JSON), one per model")
+    p.add_argument("--data", default=None)
+    p.add_argument("--k", type=int, default=10)
     p = sub.add_parser("throughput")
     p.add_argument("--model", default="minilm")
     p.add_argument("--texts", type=int, default=300)
@@ -382,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip the BLOB baseline above rows*dim (disk/time)")
     p.add_argument("--tmp", default=None)
     args = parser.parse_args(argv)
-    report = {"locomo": locomo, "throughput": throughput, "search": search}[args.cmd](args)
+    report = {"locomo": locomo, "joint": joint, "throughput": throughput,
+              "search": search}[args.cmd](args)
     json.dump(report, sys.stdout, indent=2)
     print()
     return 0

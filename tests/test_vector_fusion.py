@@ -106,3 +106,27 @@ def test_fast_path_only_when_keywords_lead(tmp_path: Path) -> None:
     assert strong.queries == ["kubernetes namespaces"]  # the vector leads: always asked
     assert hits[0].memory.content == "kubernetes namespaces per team"
     eng.close()
+
+
+def test_score_fusion_mixes_the_channels_score_weights(tmp_path: Path) -> None:
+    """Trigram weighs 0.15 in rank fusion and 0.75 in score fusion; the override sets both."""
+    texts = ["getUserAccountBalance() via the ledger: wrapped with xyz hooks, fixed by kim jo "
+             "with zoom, quiz, jazz, fuzzy sky", "balance account", "weekly pizza order"]
+    eng = engine_with(tmp_path / "d", StubEmbedder(0.3), fusion_vector_share=0.25)
+    assert (eng.weights["trigram"], eng.score_weights["trigram"]) == (0.15, 0.75)
+    assert {"name": "trigram", "weight": 0.15, "score_weight": 0.75} in eng.stats()["channels"]
+    eng.ingest([NewMemory(t) for t in texts])
+    # Only trigram finds the identifier (a substring); the vector ranks the anagram first
+    # (cosine 1), the identifier second (0.56, min-max 0.37 over 0.30 to 1). Trigram's share
+    # is 0.75 * 0.75/1.75 = 0.32: the identifier scores 0.32 + 0.25 * 0.37 > 0.25.
+    hits = eng.recall("AccountBalance", 2)
+    assert [h.memory.content for h in hits] == texts[:2]
+    assert hits[0].ranks == {"trigram": 1, "vector": 2}
+    eng.close()
+    eng = engine_with(tmp_path / "o", StubEmbedder(0.3), fusion_vector_share=0.25,
+                      channel_weights="trigram=0.15")
+    assert eng.score_weights["trigram"] == 0.15  # the override holds for both fusions
+    # trigram's share 0.75 * 0.15/1.15 = 0.10: the identifier scores 0.10 + 0.09 < 0.25
+    eng.ingest([NewMemory(t) for t in texts])
+    assert [h.memory.content for h in eng.recall("AccountBalance", 2)] == texts[1::-1]
+    eng.close()

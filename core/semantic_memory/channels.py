@@ -47,7 +47,9 @@ class Channel(Protocol):
     """
 
     name: str
-    #: Default weight in fusion; MEMORY_CHANNEL_WEIGHTS overrides it.
+    #: Default weight in fusion; MEMORY_CHANNEL_WEIGHTS overrides it. A channel may name a
+    #: different `score_weight` for score fusion, where its normalised scores rather than its
+    #: ranks are mixed (the override sets both).
     weight: float
     #: The stores (`MemoryStore.name`) whose connections it speaks; ("sqlite",) when absent.
     stores: tuple[str, ...]

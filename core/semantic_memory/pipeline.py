@@ -198,6 +198,8 @@ class MemoryEngine:
                 use(self.store)
         configured = self.settings.weights()
         self.weights = {c.name: configured.get(c.name, c.weight) for c in self.channels}
+        self.score_weights = {c.name: configured.get(c.name, getattr(c, "score_weight", c.weight))
+                              for c in self.channels}
         with self.store.write() as conn:
             for channel in self.channels:
                 channel.setup(conn)
@@ -412,7 +414,7 @@ class MemoryEngine:
                 share = self.settings.fusion_vector_share
                 if share < 0:  # the embedder's own
                     share = float(getattr(answered[0], "fusion_share", 0.5))
-                weights = with_share(self.weights, [c.name for c in answered], share)
+                weights = with_share(self.score_weights, [c.name for c in answered], share)
                 fused = score_fusion(scored, weights, limit=depth)
             else:
                 weights = keyword_gated_weights(self.weights, keyword,
@@ -564,7 +566,8 @@ class MemoryEngine:
                 "by_project": self.store.grouped(conn, "project", named_only=True),
                 "without_project": self.store.unnamed(conn, "project"),
                 "channels": [
-                    {"name": c.name, "weight": self.weights[c.name]} for c in self.channels
+                    {"name": c.name, "weight": self.weights[c.name],
+                     "score_weight": self.score_weights[c.name]} for c in self.channels
                 ],
                 "skipped_channels": dict(self.skipped_channels),
                 "injections": self.store.injection_totals(conn, now() - 7 * DAY),

@@ -457,6 +457,9 @@ class PgTrigramChannel(_IdfChannel):
     #: channel and only breaks its near-ties; where that finds nothing (CJK runs, parts of
     #: identifiers) its order is the fused order whatever the weight.
     weight = 0.15
+    #: Under score fusion, as the SQLite trigram channel (the same summed-IDF scores; its weight
+    #: was chosen on SQLite, docs/vector.md).
+    score_weight = 0.75
     #: A substring match is dearer than a lexeme match: a quarter of the budget (SQLite's).
     budget = MATCH_BUDGET // 4
 
