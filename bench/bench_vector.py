@@ -228,7 +228,8 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
                 engine.weights = saved_w
             embedder.save()
         if args.loo and extras:
-            report["leave_one_out"] = leave_one_out({n: results[n] for n in extras}, data)
+            report["leave_one_out"] = leave_one_out({n: results[n] for n in extras}, data,
+                                                    args.loo_k)
         if args.shares:
             trigram = [float(x) for x in args.trigram.split(",")] if args.trigram else None
             report["shares"] = share_sweep(
@@ -244,15 +245,17 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
 def leave_one_out(runs: dict[Any, dict[str, Any]], data: list[Conversation], k: int = 10
                   ) -> dict[str, Any]:
     """Leave-one-conversation-out over `evaluate` reports: the run with the best mean R@k on
-    four conversations, scored on the fifth; pooled over questions."""
+    four conversations, scored on the fifth; pooled over questions, at R@k and at every k."""
     folds = {}
     for held in (c.sample_id for c in data):
         best = max(runs, key=lambda name: statistics.fmean(
             v[k] for s, v in runs[name]["per_sample"].items() if s != held))
         folds[held] = {"chosen": best, f"R@{k}": runs[best]["per_sample"][held][k]}
     n = {c.sample_id: len(c.questions) for c in data}
-    pooled = sum(f[f"R@{k}"] * n[s] for s, f in folds.items()) / sum(n.values())
-    return {"folds": folds, f"R@{k}": round(pooled, 1)}
+    total = sum(n.values())
+    every = {kk: round(sum(runs[f["chosen"]]["per_sample"][s][kk] * n[s]
+                           for s, f in folds.items()) / total, 1) for kk in KS}
+    return {"folds": folds, f"R@{k}": every[k], "held_out": every}
 
 
 def share_sweep(engine: MemoryEngine, data: list[Conversation], shares: list[float],
@@ -416,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dump", default=None, help="write per-question channel rankings here")
     p.add_argument("--loo", action="store_true",
                    help="leave-one-conversation-out over the --config runs (by R@10)")
+    p.add_argument("--loo-k", type=int, default=10, help="the R@k --loo chooses by")
     p.add_argument("--shares", default=None, metavar="S1,S2,…",
                    help="also sweep the score-fusion vector share, with leave-one-out")
     p.add_argument("--trigram", default=None, metavar="W1,W2,…",

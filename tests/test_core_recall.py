@@ -7,9 +7,10 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from semantic_memory import neighbours
 from semantic_memory.config import ConfigError, Settings
 from semantic_memory.fusion import rrf, score_fusion, with_share
-from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.models import NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
 
 pytestmark = pytest.mark.both_stores
@@ -222,6 +223,31 @@ def test_a_named_session_keeps_its_order_across_ingests(engine: MemoryEngine) ->
     assert [h.memory.uid for h in hits] == [later.uid, first[1].uid, first[0].uid]
 
 
+def test_under_score_fusion_a_neighbour_goes_no_higher_than_its_decayed_score(
+        engine: MemoryEngine) -> None:
+    a = [r.uid for r in engine.ingest([NewMemory(f"alpha turn {i}") for i in range(3)])]
+    b = [r.uid for r in engine.ingest([NewMemory(f"beta turn {i}") for i in range(3)])]
+    x, y = (engine.store_one(NewMemory(t)).uid for t in ("gamma alone", "delta alone"))
+
+    def order(scores: dict[str, float], decay: float | None) -> list[str]:
+        hits = [RecallHit(engine.get(u), s, {}, {}) for u, s in scores.items()]
+        with engine.store.snapshot() as conn:
+            placed = neighbours.expand(engine.store, conn, hits, 8, 1, 1.0, RecallFilters(),
+                                       decay=decay)
+        return [h.memory.uid for h in placed]
+
+    # By rank (gap 1), a neighbour d steps from the hit at rank r goes behind rank r + d.
+    # A clear winner (1.0 against 0.5 and 0.45) keeps that: its neighbours' decayed 0.75 is
+    # still above the runners-up behind rank 1.
+    clear = {a[1]: 1.0, b[1]: 0.5, x: 0.45, y: 0.1}
+    assert order(clear, 0.75) == order(clear, None) == [a[1], b[1], a[0], a[2], x, b[0], b[2], y]
+    # In a near tie (1.0, 0.9, 0.85) they wait behind gamma, which outscores their 0.75.
+    tie = {a[1]: 1.0, b[1]: 0.9, x: 0.85, y: 0.1}
+    assert order(tie, None) == [a[1], b[1], a[0], a[2], x, b[0], b[2], y]
+    assert order(tie, 0.75) == [a[1], b[1], x, a[0], a[2], b[0], b[2], y]
+    assert order(tie, 1.0) == order(tie, None)
+
+
 def test_score_fusion_arithmetic_and_shares() -> None:
     fused = score_fusion({"porter": [(1, -2.0), (2, -4.0), (3, -6.0)],
                           "vector": [(3, 0.9), (4, 0.5)], "empty": []},
@@ -238,7 +264,9 @@ def test_score_fusion_arithmetic_and_shares() -> None:
 
 def test_fusion_settings_are_checked(tmp_path) -> None:
     for bad in ({"MEMORY_FUSION": "max"}, {"MEMORY_FUSION_VECTOR_SHARE": "1.5"},
-                {"MEMORY_NEIGHBOURS": "-1"}, {"MEMORY_NEIGHBOUR_GAP": "0"}):
+                {"MEMORY_NEIGHBOURS": "-1"}, {"MEMORY_NEIGHBOUR_GAP": "0"},
+                {"MEMORY_NEIGHBOUR_DECAY": "0"}, {"MEMORY_NEIGHBOUR_DECAY": "1.5"},
+                {"MEMORY_NEIGHBOUR_DECAY": "nan"}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Settings.from_env(bad)
     assert Settings.from_env({"MEMORY_FUSION_VECTOR_SHARE": "-1"}).fusion_vector_share == -1

@@ -3,6 +3,7 @@ when keywords lead; keyword weights gated by their evidence when the vector lead
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,23 @@ def test_score_fusion_mixes_the_channels_score_weights(tmp_path: Path) -> None:
     eng.ingest([NewMemory(t) for t in texts])
     assert [h.memory.content for h in eng.recall("AccountBalance", 2)] == texts[1::-1]
     eng.close()
+
+
+def test_only_score_fusion_places_neighbours_by_decayed_score(tmp_path: Path) -> None:
+    def contents(eng: MemoryEngine, decay: float) -> list[str]:
+        eng.settings = replace(eng.settings, neighbour_decay=decay)
+        return [h.memory.content for h in eng.recall("zebra", 7)]
+
+    for fast_path in (False, True):
+        eng = engine_with(tmp_path / str(fast_path), StubEmbedder(0.3), fast_path=fast_path)
+        eng.ingest([NewMemory(t) for t in ("zebra crossing painted", "we met at noon", "x")])
+        eng.ingest([NewMemory(t) for t in ("zebras at the zoo", "tickets were cheap", "rain")])
+        eng.store_one(NewMemory("a zebra print shirt"))
+        by_rank = contents(eng, 1.0)
+        assert by_rank[:3] == ["zebra crossing painted", "zebras at the zoo", "we met at noon"]
+        if fast_path:  # confident keywords: no embedding, rank fusion, no decay
+            assert contents(eng, 0.01) == by_rank
+        else:  # score fusion: a neighbour at 1% of its hit's score goes behind every hit
+            decayed = contents(eng, 0.01)
+            assert decayed.index("we met at noon") > decayed.index("a zebra print shirt")
+        eng.close()

@@ -75,9 +75,11 @@ class Settings:
     recall_depth: int = 50
     # Neighbour expansion: memories brought along from each side of a top hit in its session
     # (0 = off), and how many ranks behind the hit each step away puts them (-1 = 1, or the
-    # embedder's own when its channel answers).
+    # embedder's own when its channel answers). Under score fusion a neighbour also goes no
+    # higher than its hit's score x decay**steps would rank (1 = off).
     neighbours: int = 2
     neighbour_gap: float = -1.0
+    neighbour_decay: float = 0.75
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.
@@ -160,6 +162,9 @@ class Settings:
         if not (0 < self.neighbour_gap <= 100 or self.neighbour_gap == -1):  # rejects NaN
             raise ConfigError(f"MEMORY_NEIGHBOUR_GAP must be within (0, 100] (or -1: the "
                               f"default), not {self.neighbour_gap}")
+        if not 0 < self.neighbour_decay <= 1:  # rejects NaN
+            raise ConfigError("MEMORY_NEIGHBOUR_DECAY must be within (0, 1], "
+                              f"not {self.neighbour_decay}")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
         if self.max_body_bytes < 1024:

@@ -5,13 +5,17 @@ chunk a compaction cut just before the hit. Memories keep their place in their s
 agent session a harness names, else the ingest batch; `Memory.session` / `seq`). After fusion,
 each of the top k hits brings up to `window` memories from each side of it, placed by rank: the
 neighbour at distance d of the hit at rank r goes to rank r + gap * d, behind what is already
-there, and a memory keeps its best place. Placing by rank rather than by score works the same
-over any fusion's scores. Neighbours obey the recall's filters and exclusions, carry their
-hit's score and say whose neighbour they are (`RecallHit.neighbour_of`).
+there, and a memory keeps its best place. Placing by rank works the same over any fusion's
+scores. Score fusion's scores also say how sure each hit is, so there (`decay`) a neighbour
+goes no higher than a hit scoring its hit's score * decay**d would: a clear winner brings its
+neighbours right behind it, a hit in a near tie leaves the next hits before its neighbours.
+Neighbours obey the recall's filters and exclusions, carry their hit's score and say whose
+neighbour they are (`RecallHit.neighbour_of`).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
@@ -20,18 +24,23 @@ from .stores import MemoryStore
 
 
 def expand(store: MemoryStore, conn: Any, hits: list[RecallHit], k: int, window: int,
-           gap: float, filters: RecallFilters, exclude: Callable[[Memory], bool] | None = None
-           ) -> list[RecallHit]:
-    """The top k of `hits` (best first) with the neighbours of its hits placed among them."""
+           gap: float, filters: RecallFilters, exclude: Callable[[Memory], bool] | None = None,
+           decay: float | None = None) -> list[RecallHit]:
+    """The top k of `hits` (best first, by score when `decay` is given) with the neighbours of
+    its hits placed among them."""
     if window <= 0:
         return hits[:k]
     # id -> (place, hit); the fraction puts a neighbour behind a hit of the same rank
     placed: dict[int, tuple[float, RecallHit]] = {}
     for rank, hit in enumerate(hits):
         placed.setdefault(hit.memory.id, (rank, hit))
+    falling = [-h.score for h in hits]  # ascending, for bisect
     for rank, hit in enumerate(hits[:k]):
         for distance, memory in store.adjacent(conn, hit.memory, window, filters):
-            place = rank + gap * distance + 0.5
+            place = rank + gap * distance
+            if decay is not None and decay < 1:  # behind every hit scoring at least this
+                place = max(place, bisect_right(falling, -hit.score * decay**distance) - 1)
+            place += 0.5
             if memory.id in placed and placed[memory.id][0] <= place:
                 continue
             if exclude is not None and exclude(memory):

@@ -410,7 +410,8 @@ class MemoryEngine:
             gap = self.settings.neighbour_gap
             if gap < 0:  # 1, or the answering embedder's own
                 gap = float(getattr(answered[0], "neighbour_gap", 1.0)) if answered else 1.0
-            if answered and self.settings.fusion == "score":
+            by_score = bool(answered) and self.settings.fusion == "score"
+            if by_score:
                 share = self.settings.fusion_vector_share
                 if share < 0:  # the embedder's own
                     share = float(getattr(answered[0], "fusion_share", 0.5))
@@ -433,8 +434,10 @@ class MemoryEngine:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
                 hits = self._vouched(conn, query, hits, k)
+            # RRF scores carry ranks, not confidence: only score fusion's place neighbours
+            decay = self.settings.neighbour_decay if by_score else None
             return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours, gap,
-                                     filters, exclude)
+                                     filters, exclude, decay)
 
     def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with
