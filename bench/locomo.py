@@ -277,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", default=None,
                         help="MEMORY_CHANNEL_WEIGHTS for the engine configs, e.g. trigram=0.5")
     parser.add_argument("--rrf-k", type=int, default=None, help="MEMORY_RRF_K for engine configs")
+    parser.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                        help="a Settings value for the engine configs, e.g. neighbours=0")
     parser.add_argument("--per-sample", action="store_true", help="add per-conversation recall")
     parser.add_argument("--sweep", default=None, metavar="CHANNEL=W1,W2,...",
                         help="instead: sweep one channel's fusion weight, with leave-one-out")
@@ -311,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             overrides["channel_weights"] = args.weights
         if args.rrf_k is not None:
             overrides["rrf_k"] = args.rrf_k
+        for item in args.set:
+            name, _, value = item.partition("=")
+            kind = type(getattr(Settings(), name.strip()))
+            overrides[name.strip()] = int(value) != 0 if kind is bool else kind(value)
         results = {}
         for name in filter(None, args.configs.split(",")):
             description, factory = CONFIGS[name]

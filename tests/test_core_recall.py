@@ -248,6 +248,26 @@ def test_under_score_fusion_a_neighbour_goes_no_higher_than_its_decayed_score(
     assert order(tie, 1.0) == order(tie, None)
 
 
+@pytest.mark.sqlite_only  # the porter channel's option
+def test_query_feedback_searches_again_with_the_first_hits_words(settings) -> None:
+    texts = ["kubernetes upgrade broke the helm chart", "helm chart pinned to 3.12",
+             "helm rollback plan", "pizza on fridays"]
+    found = {}
+    for feedback in (False, True):
+        eng = MemoryEngine(replace(settings, db_path=f"{settings.db_path}.{feedback}",
+                                   query_feedback=feedback, neighbours=0))
+        uids = [eng.store_one(NewMemory(t)).uid for t in texts]
+        found[feedback] = [h.memory.content for h in eng.recall("kubernetes", 4)]
+        if feedback:  # what is forgotten stays out of the second search too
+            eng.forget(uids[1])
+            assert texts[1] not in [h.memory.content for h in eng.recall("kubernetes", 4)]
+        eng.close()
+    assert found[False] == texts[:1]
+    # "helm" and "chart" are the hit's words other memories hold ("upgrade", "broke" are not):
+    # searched again, they bring what shares them, behind the hit itself.
+    assert found[True][0] == texts[0] and set(found[True][1:]) == {texts[1], texts[2]}
+
+
 def test_score_fusion_arithmetic_and_shares() -> None:
     fused = score_fusion({"porter": [(1, -2.0), (2, -4.0), (3, -6.0)],
                           "vector": [(3, 0.9), (4, 0.5)], "empty": []},
@@ -266,7 +286,7 @@ def test_fusion_settings_are_checked(tmp_path) -> None:
     for bad in ({"MEMORY_FUSION": "max"}, {"MEMORY_FUSION_VECTOR_SHARE": "1.5"},
                 {"MEMORY_NEIGHBOURS": "-1"}, {"MEMORY_NEIGHBOUR_GAP": "0"},
                 {"MEMORY_NEIGHBOUR_DECAY": "0"}, {"MEMORY_NEIGHBOUR_DECAY": "1.5"},
-                {"MEMORY_NEIGHBOUR_DECAY": "nan"}):
+                {"MEMORY_NEIGHBOUR_DECAY": "nan"}, {"MEMORY_QUERY_FEEDBACK": "maybe"}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             Settings.from_env(bad)
     assert Settings.from_env({"MEMORY_FUSION_VECTOR_SHARE": "-1"}).fusion_vector_share == -1

@@ -570,6 +570,35 @@ def coverages(weights: list[float], matched: list[set[int]], doc_ids: list[int]
                 if total > 0 else 0.0) for d in doc_ids}
 
 
+def feedback_words(
+    conn: sqlite3.Connection, table: str, query: str, ids: list[int], n: int,
+    counts: MatchCounts | None = None,
+) -> list[str]:
+    """Query feedback: the `n` words of the memories `ids` (a first search's best) that say
+    most about them beyond the query, ranked by BM25 IDF times how many of them hold the word.
+    Left out: the query's words, stopwords, numbers, words under 3 characters, and words no
+    other memory holds (they find nothing new). Document counts are capped at MATCH_BUDGET: a
+    commoner word weighs next to nothing anyway."""
+    if not ids:
+        return []
+    asked = set(words(query))
+    held: dict[str, int] = {}
+    for (text,) in conn.execute(
+            f"SELECT content FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids):
+        for word in words(text):
+            if len(word) >= 3 and not word.isdigit() and word not in STOPWORDS | asked:
+                held[word] = held.get(word, 0) + 1
+    counts = counts or MatchCounts()
+    docs = indexed_documents(conn, table) or 1
+    span = (1, conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+    weighed = []
+    for word, holders in held.items():
+        df = counts.count(conn, table, fts_phrase(word), MATCH_BUDGET + 1, span)
+        if df >= 2:
+            weighed.append((-holders * bm25_idf(docs, df), word))
+    return [word for _, word in sorted(weighed)[:n]]
+
+
 class TextMatcher:
     """Which of a few texts match FTS5 phrases under a tokenizer, through a small in-memory
     FTS5 table per thread, refilled per call. Judging the handful of memories a recall returns

@@ -80,6 +80,9 @@ class Settings:
     neighbours: int = 2
     neighbour_gap: float = -1.0
     neighbour_decay: float = 0.75
+    # Query feedback in the porter channel: the words its first hits add are searched again
+    # (a second search per recall; pays off only where memories have no session neighbours).
+    query_feedback: bool = False
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.

@@ -434,7 +434,7 @@ class MemoryEngine:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
                 hits = self._vouched(conn, query, hits, k)
-            # RRF scores carry ranks, not confidence: only score fusion's place neighbours
+            # Score fusion's scores say how sure a hit is (RRF's carry ranks): they alone decay
             decay = self.settings.neighbour_decay if by_score else None
             return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours, gap,
                                      filters, exclude, decay)

@@ -4,7 +4,8 @@ Owns the external-content FTS5 table `memories_fts`, kept in step with `memories
 the writer's transaction. Queries are the OR of the query's non-stopword terms; a term of
 PREFIX_MIN+ letters also matches as a (stemmed) prefix, so "health" finds "healthy" and "paint"
 finds "painting"/"painter", and identifiers' prefixes match ("user" -> "username"). On a big
-store the commonest terms are left out of the OR (`channels.bounded_search`).
+store the commonest terms are left out of the OR (`channels.bounded_search`). With query feedback
+(MEMORY_QUERY_FEEDBACK, off by default) the words its first hits add are searched again.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from semantic_memory.channels import (
     bounded_search,
     coverages,
     create_fts_table,
+    feedback_words,
     fts_terms,
     idf_coverage,
     idf_weights,
     words,
 )
 from semantic_memory.config import Settings
+from semantic_memory.fusion import rrf
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.plugins import hookimpl
 
@@ -31,6 +34,11 @@ TABLE = "memories_fts"
 TOKENIZE = "porter unicode61 remove_diacritics 2"
 #: Shortest query term that also matches as a prefix (LoCoMo dev R@10 +0.7, bench/README.md).
 PREFIX_MIN = 4
+#: Query feedback: the FEEDBACK_WORDS best feedback words of the first FEEDBACK_HITS hits are
+#: searched again, and that ranking joins the first at FEEDBACK_WEIGHT (RRF within the channel).
+#: Chosen on LoCoMo dev without neighbours by leave-one-conversation-out on R@10
+#: (docs/retrieval.md#query-feedback).
+FEEDBACK_HITS, FEEDBACK_WORDS, FEEDBACK_WEIGHT = 2, 8, 0.3
 
 
 class PorterChannel:
@@ -38,9 +46,11 @@ class PorterChannel:
     stores = ("sqlite",)  # an FTS5 index in the db file
     weight = 1.0
 
-    def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
+    def __init__(self, min_coverage: float = Settings.inject_min_coverage,
+                 feedback: bool = False) -> None:
         self.counts = MatchCounts()
         self.min_coverage = min_coverage
+        self.feedback = feedback
         self.matcher = TextMatcher(TOKENIZE)
 
     def setup(self, conn: sqlite3.Connection) -> None:
@@ -64,8 +74,19 @@ class PorterChannel:
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        return bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True,
+        hits = bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True,
                               counts=self.counts)
+        if not self.feedback or not hits:
+            return hits
+        extra = feedback_words(conn, TABLE, query, [h.id for h in hits[:FEEDBACK_HITS]],
+                               FEEDBACK_WORDS, self.counts)
+        if not extra:
+            return hits
+        again = bounded_search(conn, TABLE, fts_terms(extra, prefix_min=PREFIX_MIN), k, filters,
+                               rescore=True, counts=self.counts)
+        fused = rrf({"query": [h.id for h in hits], "feedback": [h.id for h in again]},
+                    {"feedback": FEEDBACK_WEIGHT}, limit=k)
+        return [ChannelHit(id=f.id, score=f.score) for f in fused]
 
     @staticmethod
     def terms(query: str) -> list[str]:
@@ -94,4 +115,4 @@ class PorterChannel:
 
 @hookimpl
 def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    register(PorterChannel(settings.inject_min_coverage))
+    register(PorterChannel(settings.inject_min_coverage, settings.query_feedback))
