@@ -50,7 +50,7 @@ class TrigramChannel:
     #: of the substrings a memory holds, are mixed instead of its ranks, and it speaks up: at
     #: 0.75 of porter, LoCoMo dev R@10 rises 71.1 -> 72.2 with MiniLM, and R@5 70.5 -> 70.9
     #: with EmbeddingGemma at its share 0.8 (leave-one-conversation-out across both models
-    #: picks 0.75 in every fold: docs/vector.md).
+    #: picks 0.75 in four folds of five: docs/vector.md).
     score_weight = 0.75
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage) -> None:
