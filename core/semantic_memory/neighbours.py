@@ -34,11 +34,13 @@ def expand(store: MemoryStore, conn: Any, hits: list[RecallHit], k: int, window:
     placed: dict[int, tuple[float, RecallHit]] = {}
     for rank, hit in enumerate(hits):
         placed.setdefault(hit.memory.id, (rank, hit))
-    falling = [-h.score for h in hits]  # ascending, for bisect
+    if decay is not None and decay >= 1:
+        decay = None  # by rank alone
+    falling = [-h.score for h in hits] if decay is not None else []  # ascending, for bisect
     for rank, hit in enumerate(hits[:k]):
         for distance, memory in store.adjacent(conn, hit.memory, window, filters):
             place = rank + gap * distance
-            if decay is not None and decay < 1:  # behind every hit scoring at least this
+            if decay is not None:  # behind every hit scoring at least its decayed score
                 place = max(place, bisect_right(falling, -hit.score * decay**distance) - 1)
             place += 0.5
             if memory.id in placed and placed[memory.id][0] <= place:
