@@ -99,6 +99,9 @@ class Settings:
     # Seconds an MCP session may go without a request in flight before it is closed (the client
     # then gets 404 and initializes a new one).
     mcp_session_idle_s: float = 1800.0
+    # Seconds `memory-mcp proxy` (the stdio MCP server install registers) gives one tool call
+    # to the service: past it a store is spooled and the other tools answer an error.
+    mcp_proxy_timeout_s: float = 3.0
     # Extra Host names the HTTP service answers (DNS-rebinding allow-list), comma-separated,
     # e.g. "memory.lan,192.168.1.5"; loopback names and the bound address are always allowed.
     allowed_hosts: str = ""
@@ -123,6 +126,9 @@ class Settings:
     project: str = ""
     # Wall-clock budget of one hook process, in seconds: past it the hook exits 0, silently.
     hook_budget_s: float = 1.5
+    # Seconds the hooks skip the network after one met a dead or hung service (0 = never):
+    # their writes go to the spool at once and their recalls inject nothing.
+    hook_backoff_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -181,6 +187,9 @@ class Settings:
         if not 0 < self.mcp_session_idle_s <= 7 * 86400:
             raise ConfigError("MEMORY_MCP_SESSION_IDLE_S must be within (0, 604800], "
                               f"not {self.mcp_session_idle_s}")
+        if not 0.1 <= self.mcp_proxy_timeout_s <= 600:  # also rejects NaN
+            raise ConfigError("MEMORY_MCP_PROXY_TIMEOUT_S must be within 0.1..600, "
+                              f"not {self.mcp_proxy_timeout_s}")
         if not 0 <= self.inject_min_coverage <= 1:
             raise ConfigError("MEMORY_INJECT_MIN_COVERAGE must be within 0..1, "
                               f"not {self.inject_min_coverage}")
@@ -189,11 +198,23 @@ class Settings:
                               "MEMORY_PLUGIN_BUDGET_CHARS >= 200")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
+        if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
+            raise ConfigError(f"MEMORY_HOOK_BACKOFF_S must be 0..3600, not {self.hook_backoff_s}")
         self.weights()  # parses MEMORY_CHANNEL_WEIGHTS
 
     @property
     def resolved_db_path(self) -> Path:
         return Path(self.db_path).expanduser()
+
+    @property
+    def spool_path(self) -> Path:
+        """The write spool's folder, beside the db file (see spool.py)."""
+        return self.resolved_db_path.with_name("spool")
+
+    @property
+    def backoff_path(self) -> Path:
+        """The hooks' shared back-off state, beside the db file (see backoff.py)."""
+        return self.resolved_db_path.with_name("hooks.backoff.json")
 
     @property
     def discovery_path(self) -> Path | None:

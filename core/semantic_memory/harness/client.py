@@ -13,8 +13,10 @@ import json
 import socket
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from .. import spool
 from ..config import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -74,6 +76,29 @@ class ServiceFailed(ServiceUnavailable):
         self.status = status
 
 
+#: Answers after which a write is worth replaying later (auth, overload, a store outage);
+#: any other error status means the request itself is wrong.
+RETRYABLE_STATUS = frozenset({401, 403, 408, 429, 500, 502, 503, 504})
+
+
+def spool_sender(service: ServiceClient, deadline: float | None = None
+                 ) -> Callable[[str, dict[str, Any]], None]:
+    """`send` for spool.replay over this client: Retry when the service cannot take a write
+    now, Refused when it answered that the write itself is wrong."""
+
+    def send(path: str, body: dict[str, Any]) -> None:
+        try:
+            service.post(path, body, deadline=deadline)
+        except ServiceFailed as exc:
+            if exc.status in RETRYABLE_STATUS:
+                raise spool.Retry(str(exc)) from None
+            raise spool.Refused(str(exc)) from None
+        except ServiceUnavailable as exc:
+            raise spool.Retry(str(exc)) from None
+
+    return send
+
+
 def resolve_url(settings: Settings) -> tuple[str, str]:
     """(service URL, where it came from): MEMORY_PLUGIN_URL, else a live discovery file, else
     the default port."""
@@ -96,7 +121,8 @@ def read_discovery(path: Path) -> dict[str, Any] | None:
 class ServiceClient:
     """Calls to one service URL, all ending by `deadline` (a `time.monotonic()` value)."""
 
-    def __init__(self, url: str, deadline: float, token: str = "") -> None:
+    def __init__(self, url: str, deadline: float, token: str = "",
+                 offline: ServiceUnavailable | None = None) -> None:
         try:
             self._parts = split_url(url)
         except ValueError as exc:
@@ -104,6 +130,15 @@ class ServiceClient:
         self.url = url
         self.deadline = deadline
         self.token = token
+        #: Set: every request raises this at once, without touching the network (back-off).
+        self.offline = offline
+        #: The last "service down" / "timeout" a request of this client met on the network.
+        self.failure: ServiceDown | ServiceTimeout | None = None
+        #: Whether the service answered at least one request (any status).
+        self.answered = False
+        #: True while a request waits on the network (a watchdog that fires then met a hung
+        #: service, not a slow transcript).
+        self.waiting = False
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -111,12 +146,30 @@ class ServiceClient:
     def get(self, path: str) -> Any:
         return self.request("GET", path)
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        return self.request("POST", path, body)
+    def post(self, path: str, body: dict[str, Any], deadline: float | None = None) -> Any:
+        return self.request("POST", path, body, deadline)
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON answer; ServiceDown / ServiceTimeout / ServiceFailed otherwise."""
-        timeout = self.remaining()
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                deadline: float | None = None) -> Any:
+        """The decoded JSON answer; ServiceDown / ServiceTimeout / ServiceFailed otherwise.
+        `deadline` ends this request earlier than the client's own (a write keeps time back
+        for spooling)."""
+        if self.offline is not None:
+            raise self.offline
+        self.waiting = True
+        try:
+            answer = self._request(method, path, body,
+                                   self.deadline if deadline is None else deadline)
+        except (ServiceDown, ServiceTimeout) as exc:
+            self.failure = exc
+            raise
+        finally:
+            self.waiting = False
+        return answer
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None,
+                 deadline: float) -> Any:
+        timeout = deadline - time.monotonic()
         if timeout <= 0:
             raise ServiceTimeout("no time left in the hook's budget")
         parts = self._parts
@@ -139,7 +192,7 @@ class ServiceClient:
                     sock = ssl.create_default_context().wrap_socket(
                         sock, server_hostname=parts.host)
                 sock.sendall(request)
-                raw = _read_all(sock, self.deadline)
+                raw = _read_all(sock, deadline)
         except ConnectionRefusedError as exc:
             raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror})") from None
         except TimeoutError:
@@ -147,6 +200,7 @@ class ServiceClient:
         except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None
         status, answer = _parse_response(raw, self.url)
+        self.answered = True
         if status >= 400:
             message = answer.get("error") if isinstance(answer, dict) else None
             raise ServiceFailed(status, str(message or raw[-200:]))

@@ -15,14 +15,26 @@ import sys
 import time
 from typing import Any
 
+from .. import backoff, spool
 from ..config import ConfigError, Settings
 from . import outcomes
 from .adapter import HookCall
-from .client import ServiceClient, ServiceUnavailable, resolve_url
+from .client import (
+    ServiceClient,
+    ServiceDown,
+    ServiceTimeout,
+    ServiceUnavailable,
+    resolve_url,
+    spool_sender,
+)
 from .registry import find_adapter
 
 #: Kept back from the budget for printing the answer and writing the log line.
 EXIT_MARGIN_S = 0.05
+#: At most this long replaying the spool after a hook's own work, and this much of the
+#: budget left over after it.
+REPLAY_S = 0.5
+REPLAY_MARGIN_S = 0.1
 #: Largest hook input read from stdin.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 
@@ -71,6 +83,9 @@ def _run(argv: list[str], started: float) -> int:
     budget_end = started + settings.hook_budget_s
     output = ""
     call: HookCall | None = None
+    service: ServiceClient | None = None
+    action: str | None = None
+    offline = _offline(settings)
     watchdog = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
     if watchdog:
         previous = signal.signal(signal.SIGALRM, _alarm)
@@ -81,11 +96,12 @@ def _run(argv: list[str], started: float) -> int:
         if adapter is None:
             raise LookupError(f"no harness adapter named {harness!r} is installed "
                               "(see `memory-mcp doctor`)")
+        action = adapter.events.get(event)
         payload = read_payload()
         url, origin = resolve_url(settings)
         debug(f"service {url} ({origin})")
         service = ServiceClient(url, budget_end - EXIT_MARGIN_S,
-                                settings.plugin_token or settings.token)
+                                settings.plugin_token or settings.token, offline)
         call = HookCall(harness, event, payload, settings, service,
                         cwd=adapter.cwd(payload) or ".", session=adapter.context_key(payload),
                         agent_session=adapter.session_id(payload), debug=debug)
@@ -93,7 +109,13 @@ def _run(argv: list[str], started: float) -> int:
         entry.update(outcome=call.outcome, detail=call.detail)
     except HookTimeout:
         output = ""
-        entry.update(outcome="timeout", detail=f"budget of {settings.hook_budget_s} s spent")
+        spent = f"budget of {settings.hook_budget_s} s spent"
+        if service is not None and service.waiting:
+            service.failure = ServiceTimeout(f"{service.url} did not answer within the budget")
+        if call is not None and call.pending is not None:  # a write in flight: keep it
+            entry.update(_spool_pending(call, spent))
+        else:
+            entry.update(outcome="timeout", detail=f"{spent} ({_work(action)})")
     except ServiceUnavailable as exc:
         output = ""
         entry.update(outcome=exc.outcome, detail=str(exc))
@@ -105,6 +127,7 @@ def _run(argv: list[str], started: float) -> int:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     if call is not None:
+        service = call.service  # autostart may have swapped in the service it started
         # The project as far as it was worked out (a run that failed early never needed it).
         entry.update(session=call.session, project=call.__dict__.get("project"))
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)
@@ -113,8 +136,60 @@ def _run(argv: list[str], started: float) -> int:
     if output:
         sys.stdout.write(output if output.endswith("\n") else output + "\n")
         sys.stdout.flush()
+    if service is not None and offline is None:
+        _after_contact(settings, service, entry, budget_end)
     outcomes.record(settings, entry)
     return 0
+
+
+def _offline(settings: Settings) -> ServiceUnavailable | None:
+    """The error every request of this run raises at once while the hooks back off."""
+    state = backoff.active(settings.backoff_path)
+    if state is None:
+        return None
+    until = time.strftime("%H:%M:%S", time.localtime(state.until))
+    detail = f"backing off until {until}, no request made (the last try: {state.detail})"
+    return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
+
+
+def _after_contact(settings: Settings, service: ServiceClient, entry: dict[str, Any],
+                   budget_end: float) -> None:
+    """A service that did not answer starts the back-off; one that answered ends it and
+    gets what the spool holds, within what is left of this hook's budget."""
+    if service.failure is not None and not service.answered:
+        backoff.start(settings.backoff_path, settings.hook_backoff_s,
+                      service.failure.outcome, str(service.failure))
+        return
+    if not service.answered:
+        return
+    backoff.clear(settings.backoff_path)
+    folder = settings.spool_path
+    if not spool.pending(folder):
+        return
+    deadline = min(budget_end - EXIT_MARGIN_S - REPLAY_MARGIN_S, time.monotonic() + REPLAY_S)
+    try:
+        done = spool.replay(folder, spool_sender(service, deadline), deadline=deadline)
+    except (HookTimeout, OSError):
+        return
+    if done.sent or done.rejected:
+        entry["replayed"] = done.sent
+        if done.rejected:
+            entry["replay_refused"] = done.rejected
+
+
+def _spool_pending(call: HookCall, spent: str) -> dict[str, Any]:
+    """The outcome of a write whose answer did not come in time: spooled, or lost."""
+    assert call.pending is not None
+    try:
+        call.spool(call.pending, spent)
+    except OSError as exc:
+        return {"outcome": "error", "detail": f"{spent}; spooling failed, write lost: {exc}"}
+    return {"outcome": "spooled", "detail": f"{spent} before the service answered"}
+
+
+def _work(action: str | None) -> str:
+    """What a timed-out hook was doing, for its log line."""
+    return "recall" if action in ("prompt", "session_start") else action or "starting"
 
 
 def read_payload() -> dict[str, Any]:

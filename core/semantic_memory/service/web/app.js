@@ -231,6 +231,16 @@ function embedderText(embedder) {
   return [embedder.model_id || embedder.embedder || "on", embedder.embedder || ""];
 }
 
+/** The write spool: what hooks could not hand to the service in time, waiting for replay. */
+function spoolCard(spool) {
+  if (!spool) return card("Spool", "—");
+  const parts = [];
+  if (spool.pending && spool.oldest) parts.push(`oldest from ${new Date(spool.oldest * 1000).toLocaleString()}`);
+  if (spool.rejected) parts.push(`${num(spool.rejected)} refused`);
+  if (!parts.length) parts.push("every hook write has landed");
+  return card("Spool", spool.pending ? `${num(spool.pending)} waiting` : "empty", parts.join(" · "));
+}
+
 async function renderOverview(ticket) {
   state.stats = null; // the overview always shows fresh numbers (agents write meanwhile)
   const stats = await loadStats();
@@ -251,6 +261,7 @@ async function renderOverview(ticket) {
     card("Device", stats.device || "—"),
     card("Injections", num(injections.total),
       `${num(injections.last_7_days)} in 7 days · ${tokens(injections.chars)}`),
+    spoolCard(stats.spool),
   );
   const idle = embedder && !embedder.active ? embedder.channel : null; // searches nothing
   $("overview-channels").replaceChildren(...(stats.channels || []).map((channel) =>

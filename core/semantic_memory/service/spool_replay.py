@@ -1,0 +1,59 @@
+"""The service drains the write spool (spool.py) into its own store: once at start, then every
+SCAN_S seconds, so what hooks spooled while it was down, hung or slow lands without waiting for
+another hook. Each write goes through /ingest's own code (`ingest_body`), so it is validated,
+filtered and deduplicated exactly like a live one: a write that had landed already replays as a
+duplicate. The service also ends the hooks' back-off when it starts (backoff.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+from .. import backoff, spool
+from ..config import Settings
+from ..pipeline import MemoryEngine
+from ..stores import StoreError
+from .errors import ApiError
+from .rest import ingest_body
+
+log = logging.getLogger("semantic_memory.service")
+
+#: Seconds between two looks at the spool (a look is one directory listing).
+SCAN_S = 3.0
+
+
+def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
+    """Replay every queued write into `engine`; logs one line when it did anything."""
+
+    def send(path: str, body: dict[str, Any]) -> None:
+        if path != "/ingest":
+            raise spool.Refused(f"unknown spooled request path {path!r}")
+        try:
+            ingest_body(engine, body)
+        except ApiError as exc:
+            raise spool.Refused(exc.message) from None
+        except StoreError as exc:  # the store is down: try again at the next look
+            raise spool.Retry(str(exc)) from None
+
+    done = spool.replay(settings.spool_path, send)
+    if done.sent or done.rejected:
+        log.info("spool: replayed %d write(s)%s%s", done.sent,
+                 f", {done.rejected} refused (see `memory-mcp spool list`)"
+                 if done.rejected else "",
+                 f", {done.left} left for the next try" if done.left else "")
+    return done
+
+
+async def run(engine: MemoryEngine, settings: Settings) -> None:
+    """Drain the spool now and every SCAN_S seconds until cancelled."""
+    backoff.clear(settings.backoff_path)
+    while True:
+        if spool.pending(settings.spool_path):
+            try:
+                await anyio.to_thread.run_sync(drain, engine, settings)
+            except Exception:  # noqa: BLE001 - a bad spool must not stop the service
+                log.exception("spool: replay failed; the writes stay queued")
+        await anyio.sleep(SCAN_S)

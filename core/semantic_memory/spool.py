@@ -1,0 +1,255 @@
+"""The write spool: where a write goes when the service cannot take it in time.
+
+A hook (or the opencode plugin, or the stdio MCP proxy) that cannot hand a write to the
+service within its budget (service down, hung, slow, starting) appends the request here
+instead and exits on time; the service replays the spool at start and every few seconds
+after, and so does a hook that finds the service up. Replaying is idempotent: the service
+dedups by content hash, so a write that landed after all (its answer came too late) replays
+as a `duplicate`, never as a second memory.
+
+Layout (shared with the opencode plugin's TypeScript, keep both in step): a folder `spool/`
+beside the db file, one file per write, named `<time_ns, 20 digits>-<pid>-<8 hex>.json` so
+that names sort oldest first. A file holds one JSON object
+`{"v": 1, "ts": <unix s>, "harness": …, "event": …, "path": "/ingest", "body": {…}}`, `body`
+being exactly the JSON the service's `path` takes. A writer writes `.<name>.tmp`, fsyncs it
+and renames it into place, so a reader never sees half a file. A replayer claims a file by
+renaming it to `<name>.claim-<pid>` (one rename wins), deletes it once the service answered,
+renames it back when the service could not take it, and moves it to `rejected/` (reason
+added) when the service refused it as invalid: nothing is dropped silently. Claims older than
+CLAIM_STALE_S (a replayer that died) go back to the queue.
+
+Hook processes import this module: standard library only, nothing heavy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+VERSION = 1
+SUFFIX = ".json"
+CLAIM = ".claim-"
+REJECTED = "rejected"
+#: A claim this old belongs to a replayer that died: the write goes back to the queue.
+CLAIM_STALE_S = 120.0
+
+
+class Retry(Exception):
+    """The service could not take a write now; it stays in the spool."""
+
+
+class Refused(Exception):
+    """The service refused a write as invalid; it moves to `rejected/` with this reason."""
+
+
+class Depth(NamedTuple):
+    count: int
+    oldest: float | None  # unix seconds of the oldest pending write
+    rejected: int
+
+
+class Replayed(NamedTuple):
+    sent: int
+    rejected: int
+    left: int
+
+
+def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
+           event: str = "") -> Path:
+    """Write one request durably (fsync'd, atomically named); returns its file. Raises
+    OSError when the disk cannot take it (the caller reports that write as lost)."""
+    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
+    record = {"v": VERSION, "ts": round(time.time(), 3), "harness": harness, "event": event,
+              "path": path, "body": body}
+    data = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    final = folder / (name + SUFFIX)
+    os.replace(tmp, final)
+    _sync_folder(folder)
+    return final
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def pending(folder: Path) -> list[Path]:
+    """The queued writes, oldest first (claimed ones excluded)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries
+                     if e.name.endswith(SUFFIX) and not e.name.startswith(".") and e.is_file()]
+    except OSError:
+        return []
+    return [folder / name for name in sorted(names)]
+
+
+def read(file: Path) -> dict[str, Any] | None:
+    """One spooled record, or None when it is not one (it then stays for a person to see)."""
+    try:
+        record = json.loads(file.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("body"), dict) \
+            or not isinstance(record.get("path"), str):
+        return None
+    return record
+
+
+def depth(folder: Path) -> Depth:
+    """How many writes wait, since when, and how many were refused."""
+    files = pending(folder)
+    claimed = _claims(folder)
+    oldest = None
+    if files or claimed:
+        first = min([f.name for f in files] + [c.name for c in claimed])
+        try:
+            oldest = int(first.split("-", 1)[0]) / 1e9
+        except ValueError:
+            oldest = None
+    return Depth(len(files) + len(claimed), oldest, len(pending(folder / REJECTED)))
+
+
+def _claims(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return [folder / e.name for e in entries if CLAIM in e.name]
+    except OSError:
+        return []
+
+
+def release_stale(folder: Path, now: float | None = None) -> int:
+    """Put back the claims of replayers that died; returns how many."""
+    now = time.time() if now is None else now
+    count = 0
+    for claimed in _claims(folder):
+        try:
+            if now - claimed.stat().st_mtime < CLAIM_STALE_S:
+                continue
+            os.replace(claimed, claimed.with_name(claimed.name.split(CLAIM, 1)[0]))
+            count += 1
+        except OSError:
+            continue
+    return count
+
+
+def claim(file: Path) -> Path | None:
+    """Take `file` for replaying; None when another replayer took it first."""
+    claimed = file.with_name(f"{file.name}{CLAIM}{os.getpid()}")
+    try:
+        os.rename(file, claimed)
+        os.utime(claimed)  # the claim's age, for release_stale
+    except OSError:
+        return None
+    return claimed
+
+
+def _original(claimed: Path) -> Path:
+    return claimed.with_name(claimed.name.split(CLAIM, 1)[0])
+
+
+def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
+           deadline: float | None = None, limit: int | None = None) -> Replayed:
+    """Send the queued writes oldest first until the queue is empty, `send` raises Retry
+    (the service cannot take writes now), `deadline` (time.monotonic()) passes or `limit`
+    writes were handled. `send(path, body)` returns normally once the service took the write
+    (stored or already stored) and raises Refused when it refused it as invalid."""
+    release_stale(folder)
+    sent = rejected = 0
+    files = pending(folder)
+    for index, file in enumerate(files):
+        if (deadline is not None and time.monotonic() >= deadline) or \
+                (limit is not None and sent + rejected >= limit):
+            return Replayed(sent, rejected, len(files) - index)
+        claimed = claim(file)
+        if claimed is None:
+            continue
+        record = read(claimed)
+        if record is None:
+            _reject(claimed, "not a spooled write (unreadable JSON)")
+            rejected += 1
+            continue
+        try:
+            send(record["path"], record["body"])
+        except Refused as exc:
+            _reject(claimed, str(exc), record)
+            rejected += 1
+            continue
+        except Retry:
+            _put_back(claimed)
+            return Replayed(sent, rejected, len(files) - index)
+        except BaseException:  # a bug, a timeout, the hook's watchdog: it stays queued
+            _put_back(claimed)
+            raise
+        try:
+            claimed.unlink()
+        except OSError:
+            pass
+        sent += 1
+    return Replayed(sent, rejected, 0)
+
+
+def _put_back(claimed: Path) -> None:
+    try:
+        os.replace(claimed, _original(claimed))
+    except OSError:
+        pass
+
+
+def _reject(claimed: Path, reason: str, record: dict[str, Any] | None = None) -> None:
+    """Keep a refused write under rejected/ with the reason, for `memory-mcp spool list`."""
+    target = claimed.parent / REJECTED / _original(claimed).name
+    try:
+        target.parent.mkdir(mode=0o700, exist_ok=True)
+        if record is None:
+            os.replace(claimed, target)
+            return
+        record = {**record, "rejected": reason[:500], "rejected_at": round(time.time(), 3)}
+        tmp = target.with_name("." + target.name + ".tmp")
+        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, target)
+        claimed.unlink()
+    except OSError:
+        _put_back(claimed)
+
+
+def records(folder: Path) -> Iterator[tuple[Path, dict[str, Any] | None]]:
+    """Each queued write and its record (None when unreadable), oldest first."""
+    for file in pending(folder):
+        yield file, read(file)
+
+
+def clear(folder: Path, rejected_too: bool = False) -> int:
+    """Delete the queued writes (and the rejected ones); returns how many went."""
+    files = pending(folder) + (pending(folder / REJECTED) if rejected_too else [])
+    count = 0
+    for file in files:
+        try:
+            file.unlink()
+            count += 1
+        except OSError:
+            continue
+    return count

@@ -1,0 +1,328 @@
+"""Nothing a hook writes is lost: the write spool, its replay (by the service and by hooks),
+the hooks' shared back-off, and truthful outcomes, against real hook processes and a real
+service."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import hanging_server, hook_env, hook_log, run_hook, run_memory_mcp
+from semantic_memory import backoff, spool
+from test_service_support import Service, start_service
+
+BUDGET_S = "1.0"
+SESSION = {"session": "s1", "cwd": "/tmp"}
+FACT = "the staging database listens on port 6543"
+
+
+def remember(env: dict[str, str], fact: str = FACT) -> Any:
+    return run_hook("example", "prompt", {**SESSION, "prompt": f"remember that {fact}"}, env)
+
+
+def compact(env: dict[str, str], n: int = 3) -> Any:
+    history = []
+    for i in range(n):
+        history += [{"role": "user", "text": f"How do we restart worker {i} after a deploy?"},
+                    {"role": "assistant", "text": f"Run `systemctl restart worker@{i}` and "
+                                                  f"watch the queue drain for worker {i}."}]
+    return run_hook("example", "compact", {**SESSION, "history": history}, env)
+
+
+def live_memories(service: Service) -> list[dict[str, Any]]:
+    with service.client() as client:
+        return client.get("/api/memories", params={"limit": 200}).json()["items"]
+
+
+def wait_for(predicate: Any, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def dead_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+# --- the spool itself -------------------------------------------------------------------------
+
+
+def test_append_is_atomic_and_sorted_oldest_first(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    files = [spool.append(folder, "/ingest", {"content": f"m{i}"}, harness="h", event="e")
+             for i in range(5)]
+    assert spool.pending(folder) == files
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temp file left
+    record = spool.read(files[0])
+    assert record is not None and record["body"] == {"content": "m0"}
+    assert record["harness"] == "h" and record["v"] == spool.VERSION
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert spool.depth(folder).count == 5
+
+
+def test_replay_stops_at_the_first_retry_and_keeps_order(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    for i in range(4):
+        spool.append(folder, "/ingest", {"content": f"m{i}"})
+    sent: list[str] = []
+
+    def send(path: str, body: dict[str, Any]) -> None:
+        if body["content"] == "m2":
+            raise spool.Retry("down")
+        sent.append(body["content"])
+
+    done = spool.replay(folder, send)
+    assert sent == ["m0", "m1"] and done == spool.Replayed(2, 0, 2)
+    assert [spool.read(f)["body"]["content"] for f in spool.pending(folder)] == ["m2", "m3"]
+
+
+def test_refused_writes_are_kept_with_their_reason(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    spool.append(folder, "/ingest", {"content": ""})
+    (folder / "00000000000000000001-1-deadbeef.json").write_text("{broken")
+
+    def send(path: str, body: dict[str, Any]) -> None:
+        raise spool.Refused("content: must not be empty")
+
+    assert spool.replay(folder, send) == spool.Replayed(0, 2, 0)
+    kept = {f.name: spool.read(f) for f in spool.pending(folder / spool.REJECTED)}
+    assert len(kept) == 2 and spool.depth(folder) == spool.Depth(0, None, 2)
+    reasons = [r["rejected"] for r in kept.values() if r]
+    assert reasons == ["content: must not be empty"]
+
+
+def test_concurrent_replayers_send_each_write_once(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    for i in range(200):
+        spool.append(folder, "/ingest", {"content": f"m{i}"})
+    sent: list[str] = []
+    lock = threading.Lock()
+
+    def send(path: str, body: dict[str, Any]) -> None:
+        time.sleep(0.0005)
+        with lock:
+            sent.append(body["content"])
+
+    threads = [threading.Thread(target=spool.replay, args=(folder, send)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(sent) == sorted(f"m{i}" for i in range(200))  # each exactly once
+    assert spool.pending(folder) == []
+
+
+def test_a_dead_replayers_claim_goes_back_to_the_queue(tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    claimed = spool.claim(spool.append(folder, "/ingest", {"content": "m"}))
+    assert claimed is not None and spool.pending(folder) == []
+    assert spool.depth(folder).count == 1  # still counted while claimed
+    assert spool.release_stale(folder) == 0  # fresh: its replayer may still be working
+    assert spool.release_stale(folder, now=time.time() + spool.CLAIM_STALE_S + 1) == 1
+    assert len(spool.pending(folder)) == 1
+
+
+def test_backoff_expires_and_is_cleared(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.backoff.json"
+    assert backoff.active(path) is None
+    backoff.start(path, 30, "timeout", "http://x did not answer")
+    state = backoff.active(path)
+    assert state is not None and state.outcome == "timeout"
+    assert backoff.active(path, now=state.until + 1) is None
+    backoff.start(path, 0, "timeout", "off")  # 0 = never back off: the old state stays
+    backoff.clear(path)
+    assert backoff.active(path) is None and not path.exists()
+
+
+# --- hooks against a dead, hung and restarted service ---------------------------------------
+
+
+def test_writes_made_while_the_service_is_down_are_stored_once_it_is_back(
+        tmp_path: Path) -> None:
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
+    said = remember(env)
+    assert said.returncode == 0 and "will store this as a memory" in said.stdout
+    assert compact(env).returncode == 0
+    log = hook_log(tmp_path)
+    assert [e["outcome"] for e in log] == ["spooled", "spooled"], log
+    assert "3 spooled" in log[1]["detail"]
+    assert len(spool.pending(tmp_path / "spool")) == 2
+    # The first failure started the back-off: the second hook made no request.
+    assert "backing off" in log[1]["detail"]
+
+    service = start_service(tmp_path)  # same db folder: it drains the spool at start
+    try:
+        assert wait_for(lambda: not spool.pending(tmp_path / "spool"))
+        contents = [m["content"] for m in live_memories(service)]
+        assert contents.count(FACT) == 1 and len(contents) == 4, contents
+        assert not (tmp_path / "hooks.backoff.json").exists()  # the service ended it
+        # Replaying the same writes again (a hook that spooled a write that had landed)
+        # stores nothing twice.
+        remember(hook_env(tmp_path, service.url))
+        assert [m["content"] for m in live_memories(service)].count(FACT) == 1
+        found = run_hook("example", "prompt",
+                         {**SESSION, "session": "s2", "prompt": "which port does the staging "
+                                                                "database listen on?"},
+                         hook_env(tmp_path, service.url))
+        assert "6543" in found.stdout
+    finally:
+        service.stop()
+
+
+def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> None:
+    with hanging_server() as url:
+        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=BUDGET_S)
+        first = remember(env)
+        second = remember(env, "the queue is drained by worker 7")
+        recall = run_hook("example", "prompt", {**SESSION, "prompt": "which port?"}, env)
+    log = hook_log(tmp_path)
+    assert [e["outcome"] for e in log] == ["spooled", "spooled", "timeout"], log
+    assert all(run.returncode == 0 for run in (first, second, recall))
+    assert "will store this" in first.stdout and "will store this" in second.stdout
+    # The first hook waited for the hung service; the next ones did not (a ratio, not seconds:
+    # interpreter start-up on a loaded machine is most of what they took).
+    assert log[1]["ms"] < log[0]["ms"] * 0.6 and log[2]["ms"] < log[0]["ms"] * 0.6, log
+    assert "backing off" in log[2]["detail"]
+    assert len(spool.pending(tmp_path / "spool")) == 2
+
+
+class _LateProxy:
+    """Forwards each request to the real service, then holds the answer past the hook's
+    budget: a write that lands but whose answer comes too late."""
+
+    def __init__(self, target: str, delay: float) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self.target = (host, int(port))
+        self.delay = delay
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        with conn, socket.create_connection(self.target) as upstream:
+            conn.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length:
+                body += conn.recv(65536)
+            upstream.sendall(head + b"\r\n\r\n" + body)
+            answer = b""
+            while chunk := upstream.recv(65536):
+                answer += chunk
+            time.sleep(self.delay)
+            try:
+                conn.sendall(answer)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    svc = start_service(tmp_path / "service")
+    yield svc
+    svc.stop()
+
+
+def test_a_write_that_landed_late_is_spooled_and_replays_as_a_duplicate(
+        tmp_path: Path, service: Service) -> None:
+    late = _LateProxy(service.url, delay=2.5)
+    try:
+        env = hook_env(tmp_path, late.url, MEMORY_HOOK_BUDGET_S=BUDGET_S)
+        run = remember(env)
+    finally:
+        late.close()
+    assert run.returncode == 0
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled", entry  # never "timeout" for a write
+    # It did land (the proxy relays the request at once and only holds the answer back).
+    assert wait_for(lambda: [m["content"] for m in live_memories(service)] == [FACT])
+    out = run_memory_mcp(hook_env(tmp_path, service.url), "spool", "replay")
+    assert "replayed 1 write(s) into the service" in out
+    assert [m["content"] for m in live_memories(service)] == [FACT]  # and only once
+
+
+def test_a_hook_that_finds_the_service_up_replays_the_spool(
+        tmp_path: Path, service: Service) -> None:
+    with service.client() as client:  # a service that has been up a while (warm)
+        client.post("/ingest", json={"content": "an earlier memory", "project": "q"})
+    folder = tmp_path / "spool"
+    spool.append(folder, "/ingest", {"content": "spooled while the service was away",
+                                     "project": "p"})
+    env = hook_env(tmp_path, service.url)
+    run_hook("example", "prompt", {**SESSION, "prompt": "anything about deploys?"}, env)
+    assert spool.pending(folder) == [], hook_log(tmp_path)
+    assert hook_log(tmp_path)[-1].get("replayed") == 1
+    assert "spooled while the service was away" in [m["content"] for m in live_memories(service)]
+
+
+# --- seeing and handling the spool ------------------------------------------------------------
+
+
+def test_spool_cli_lists_replays_into_the_store_and_clears(tmp_path: Path) -> None:
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
+    remember(env)
+    listed = json.loads(run_memory_mcp(env, "spool", "list", "--json"))
+    assert [r["preview"] for r in listed["pending"]] == [FACT]
+    assert "1 write(s) waiting" in run_memory_mcp(env, "spool")
+    doctor = json.loads(run_memory_mcp_allow_fail(env, "doctor", "--json"))
+    assert doctor["spool"]["pending"] == 1 and doctor["spool"]["backoff"] is not None
+
+    # No service answers: replay goes straight into the store.
+    out = run_memory_mcp(env, "spool", "replay")
+    assert "replayed 1 write(s) into the store" in out
+    stored = json.loads(run_memory_mcp(env, "list", "--json"))
+    assert [m["content"] for m in stored] == [FACT]
+
+    remember(env, "another fact for the spool")
+    refused = run_memory_mcp_allow_fail(env, "spool", "clear")
+    assert "add --yes" in refused
+    assert "deleted 1 spooled write(s)" in run_memory_mcp(env, "spool", "clear", "--yes")
+    assert spool.depth(tmp_path / "spool").count == 0
+
+
+def run_memory_mcp_allow_fail(env: dict[str, str], *args: str) -> str:
+    import subprocess
+
+    from test_service_support import memory_mcp_command
+
+    done = subprocess.run([*memory_mcp_command(), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_stats_show_the_spool(tmp_path: Path, service: Service) -> None:
+    spool.append(service.tmp / "spool", "/ingest", {"content": ""})  # refused: kept aside
+    assert wait_for(lambda: not spool.pending(service.tmp / "spool"))
+    with service.client() as client:
+        state = client.get("/api/stats").json()["spool"]
+    assert state["pending"] == 0 and state["rejected"] == 1
