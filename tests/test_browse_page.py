@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,21 @@ def tab(browser: Browser) -> Iterator[Tab]:
 def go(tab: Tab, service: Service, route: str = "") -> None:
     tab.page.goto(f"{service.url}/{route}")
     expect(tab.page.locator(".view:not([hidden]) h2")).to_be_focused()  # a view has rendered
+
+
+def test_overview_shows_the_write_spool(tab: Tab, open_service: tuple[Service, dict]) -> None:
+    """A hook write the service refused on replay is kept aside and counted on the page."""
+    from semantic_memory import spool
+
+    service, _ = open_service
+    spool.append(service.tmp / "spool", "/ingest", {"content": "   "}, harness="claude-code")
+    deadline = time.monotonic() + 30
+    while spool.pending(service.tmp / "spool") and time.monotonic() < deadline:
+        time.sleep(0.1)  # the service looks at its spool every few seconds
+    go(tab, service)
+    card = tab.page.locator("#overview-cards .card").filter(has_text="Spool")
+    expect(card.locator(".card-value")).to_have_text("empty")
+    expect(card.locator(".card-note")).to_have_text("1 refused")
 
 
 def test_overview_shows_the_stores_numbers(tab: Tab, open_service: tuple[Service, dict]) -> None:

@@ -180,6 +180,15 @@ def test_writes_made_while_the_service_is_down_are_stored_once_it_is_back(
         service.stop()
 
 
+def test_secrets_are_redacted_before_a_write_reaches_the_spool(tmp_path: Path) -> None:
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
+    key = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    remember(env, f"the CI token is {key}")
+    [file] = spool.pending(tmp_path / "spool")
+    text = file.read_text()
+    assert key not in text and "[REDACTED:" in text
+
+
 def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> None:
     with hanging_server() as url:
         env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=BUDGET_S)
