@@ -76,12 +76,13 @@ def closed_port() -> int:
 
 
 @contextmanager
-def hanging_server() -> Iterator[str]:
-    """The URL of a server that accepts connections and never answers: a hung service."""
+def hanging_server(accepted: list[socket.socket] | None = None) -> Iterator[str]:
+    """The URL of a server that accepts connections and never answers: a hung service.
+    `accepted`, when given, collects the connections it took (how many calls reached it)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
-    accepted: list[socket.socket] = []
+    accepted = [] if accepted is None else accepted
     stop = threading.Event()
 
     def accept() -> None:

@@ -21,7 +21,8 @@ from semantic_memory_codex import EVENT_LABELS, hook_hash
 from test_service_support import Service, memory_mcp_command, start_service
 
 OURS = ["SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"]
-DEFAULT_MCP_URL = "http://127.0.0.1:8765/mcp"
+#: The installed entry point (beside the interpreter), as install writes it into MCP entries.
+MEMORY_MCP = memory_mcp_command()[0]
 HARNESSES = ["claude-code", "codex", "example", "kimi-code"]
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -173,7 +174,7 @@ def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope
                                   "deny": ["Read(.env)"]}
     assert (doc["theme"], doc["model"]) == ("dark", "opus")
     expected = json.loads(before[mcp_file])  # other servers and unrelated state kept
-    expected["mcpServers"]["memory"] = {"type": "http", "url": DEFAULT_MCP_URL}
+    expected["mcpServers"]["memory"] = {"type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
     assert servers == expected
     for path, content in before.items():
         assert backup_of(path) == content
@@ -202,7 +203,7 @@ def test_claude_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> N
     assert f"--- {mcp_file}\n+++ {mcp_file}\n@@ " in done.stdout
     assert any(line.startswith("+") and "hook claude-code SessionStart" in line
                for line in done.stdout.splitlines())
-    assert '+      "url": "http://127.0.0.1:8765/mcp"' in done.stdout
+    assert '+      "type": "stdio",' in done.stdout and '+        "proxy"' in done.stdout
     assert "2 file(s) would change" in done.stderr
     assert snapshot(tmp_path) == before
 
@@ -222,11 +223,11 @@ def test_claude_tool_hook_only_with_tool_capture(tmp_path: Path) -> None:
 
 
 def test_claude_mcp_url_and_timeout_follow_the_settings(tmp_path: Path) -> None:
-    """The MCP server is MEMORY_PLUGIN_URL + /mcp; the hook timeout is whole seconds above
-    the hook's own budget."""
+    """With --mcp http the MCP server is MEMORY_PLUGIN_URL + /mcp; the hook timeout is whole
+    seconds above the hook's own budget."""
     env = cli_env(tmp_path, MEMORY_PLUGIN_URL="http://127.0.0.1:9911/", MEMORY_HOOK_BUDGET_S="4")
     settings, mcp_file, args = claude_files(tmp_path, "project")
-    ok(env, "install", "claude-code", *args)
+    ok(env, "install", "claude-code", *args, "--mcp", "http")
     server = json.loads(mcp_file.read_text())["mcpServers"]["memory"]
     assert server == {"type": "http", "url": "http://127.0.0.1:9911/mcp"}
     doc = json.loads(settings.read_text())
@@ -235,7 +236,8 @@ def test_claude_mcp_url_and_timeout_follow_the_settings(tmp_path: Path) -> None:
 
 def test_claude_mcp_stdio_and_none(tmp_path: Path) -> None:
     """--mcp stdio registers `memory-mcp --stdio`; --mcp none registers no server and allows
-    no tool, but still installs the hooks."""
+    no tool, but still installs the hooks; installing again with the default swaps in the
+    proxy."""
     env = cli_env(tmp_path)
     stdio, none = tmp_path / "stdio-project", tmp_path / "none-project"
     stdio.mkdir(), none.mkdir()
@@ -245,6 +247,9 @@ def test_claude_mcp_stdio_and_none(tmp_path: Path) -> None:
     assert os.path.isabs(server["command"]) and Path(server["command"]).name == "memory-mcp"
     assert "mcp__memory" in json.loads((stdio / ".claude/settings.local.json").read_text())[
         "permissions"]["allow"]
+    ok(env, "install", "claude-code", "--project", str(stdio))
+    assert json.loads((stdio / ".mcp.json").read_text())["mcpServers"]["memory"] == {
+        "type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
 
     ok(env, "install", "claude-code", "--project", str(none), "--mcp", "none")
     assert not (none / ".mcp.json").exists()
@@ -286,7 +291,8 @@ def test_codex_install_trusts_exactly_our_hooks(tmp_path: Path) -> None:
     assert (toml["model"], toml["approval_policy"]) == ("gpt-5", "on-request")
     assert toml["mcp_servers"]["github"] == {"command": "gh-mcp", "args": ["--stdio"]}
     assert toml["mcp_servers"]["memory"] == {
-        "url": DEFAULT_MCP_URL, "tools": {"memory_store": {"approval_mode": "approve"}}}
+        "command": MEMORY_MCP, "args": ["proxy"],
+        "tools": {"memory_store": {"approval_mode": "approve"}}}
     assert config.read_text().startswith("# my settings\n")
 
 
@@ -363,7 +369,8 @@ def test_kimi_install_appends_plain_hook_tables(tmp_path: Path) -> None:
         assert f"memory-mcp hook kimi-code {event}" in entry["command"]
     assert added["PostToolUse"]["command"].split()[:2] == [shutil.which("setsid"), "-f"]
     assert json.loads(mcp_file.read_text())["mcpServers"] == {
-        "context7": {"url": "https://mcp.context7.com/mcp"}, "memory": {"url": DEFAULT_MCP_URL}}
+        "context7": {"url": "https://mcp.context7.com/mcp"},
+        "memory": {"command": MEMORY_MCP, "args": ["proxy"]}}
 
 
 def test_kimi_round_trip_restores_the_users_text(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def test_user_install_round_trip_keeps_comments_and_entries(tmp_path: Path) -> N
     assert os.path.isabs(entry[1]["command"]) and entry[1]["command"].endswith("memory-mcp")
     assert doc["plugin"][0] == "opencode-wakatime"
     assert doc["mcp"] == {"github": {"type": "remote", "url": "https://api.example/mcp"},
-                          "memory": {"type": "remote", "url": DEFAULT_MCP_URL}}
+                          "memory": {"type": "local", "command": [entry[1]["command"], "proxy"]}}
     for comment in ("// opencode, my way", "/* the theme\n     I like */", "// time tracking",
                     "// GitHub's tools"):
         assert comment in text
@@ -96,7 +96,7 @@ def test_project_install_creates_and_removes_its_own_file(tmp_path: Path) -> Non
 
     ok(env, "install", "opencode", "--project", str(project))
     doc = json.loads((project / "opencode.json").read_text())
-    assert len(ours(doc)) == 1 and doc["mcp"]["memory"]["url"] == DEFAULT_MCP_URL
+    assert len(ours(doc)) == 1 and doc["mcp"]["memory"]["command"][1:] == ["proxy"]
     assert not (tmp_path / "home" / ".config" / "opencode").exists()  # the user's untouched
     ok(env, "uninstall", "opencode", "--project", str(project))
     assert not (project / "opencode.json").exists()
@@ -124,7 +124,7 @@ def test_the_file_opencode_reads_is_the_one_edited(tmp_path: Path) -> None:
 
 def test_options_follow_the_settings_and_the_entry_stays_in_place(tmp_path: Path) -> None:
     """Tool capture set at install goes into the plugin's options; a later install without
-    it takes it out, in place. --mcp stdio and a token shape the MCP entry."""
+    it takes it out, in place. --mcp (proxy by default) and a token shape the MCP entry."""
     env = env_for(tmp_path)
     config = user_file(tmp_path, "opencode.json", '{"plugin": ["a", "b"]}')
     ok({**env, "MEMORY_PLUGIN_TOOL_CAPTURE": "bash,Read"}, "install", "opencode")
@@ -139,6 +139,9 @@ def test_options_follow_the_settings_and_the_entry_stays_in_place(tmp_path: Path
     server = doc["mcp"]["memory"]
     assert server["type"] == "local" and server["command"][1:] == ["--stdio"]
     ok({**env, "MEMORY_TOKEN": "s3cret"}, "install", "opencode")
+    assert json.loads(config.read_text())["mcp"]["memory"] == {  # the token is read at run time
+        "type": "local", "command": [server["command"][0], "proxy"]}
+    ok({**env, "MEMORY_TOKEN": "s3cret"}, "install", "opencode", "--mcp", "http")
     assert json.loads(config.read_text())["mcp"]["memory"] == {
         "type": "remote", "url": DEFAULT_MCP_URL,
         "headers": {"Authorization": "Bearer {env:MEMORY_TOKEN}"}}

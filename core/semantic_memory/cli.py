@@ -122,6 +122,17 @@ def serve(obj: Context, stdio: bool, host: str | None = None, port: int | None =
 
 
 @cli.command()
+@pass_context
+def proxy(obj: Context) -> None:
+    """Serve the MCP tools over stdin/stdout, each call forwarded to the running service
+    (what `install` registers): answers at once, and within MEMORY_MCP_PROXY_TIMEOUT_S when
+    the service is down or hung (a memory_store is then spooled)."""
+    from .service.mcp_proxy import serve_proxy
+
+    serve_proxy(obj.settings)  # the store is never opened here: the service has it
+
+
+@cli.command()
 @click.argument("content")
 @click.option("--kind", default="fact", show_default=True)
 @click.option("--source", default="cli", show_default=True)
@@ -313,7 +324,7 @@ def _adapter(obj: Context, harness: str) -> Any:
 
 
 def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool,
-                  uninstall: bool, mcp: str = "http") -> None:
+                  uninstall: bool, mcp: str = "proxy") -> None:
     from .harness import install as inst
 
     adapter = _adapter(obj, harness)
@@ -355,8 +366,11 @@ _scope_options = [
 @click.argument("harness")
 @_scope_options[0]
 @_scope_options[1]
-@click.option("--mcp", type=click.Choice(["http", "stdio", "none"]), default="http",
-              show_default=True, help="How the harness reaches the MCP tools.")
+@click.option("--mcp", type=click.Choice(["proxy", "http", "stdio", "none"]), default="proxy",
+              show_default=True,
+              help="How the harness reaches the MCP tools: proxy (`memory-mcp proxy`, a stdio "
+                   "server forwarding to the service with short timeouts), http (the service's "
+                   "/mcp URL), stdio (`memory-mcp --stdio`, its own store and model) or none.")
 @pass_context
 def install(obj: Context, harness: str, project: str | None, dry_run: bool, mcp: str) -> None:
     """Wire HARNESS to the service: its hooks and the MCP server, merged into its config

@@ -40,7 +40,7 @@ class InstallTarget:
     home: Path
     project_dir: Path | None  # None: the user-level config
     executable: str  # the installed `memory-mcp` entry point
-    mcp: str  # "http", "stdio" or "none"
+    mcp: str  # "proxy", "http", "stdio" or "none" (see `local_mcp`)
     mcp_url: str
     token: bool  # MEMORY_TOKEN is set: MCP entries send it (read from the environment)
     hook_timeout_s: int  # the harness-side timeout: above the hook's own budget
@@ -61,12 +61,19 @@ class InstallTarget:
         return entry.get("url") == self.mcp_url or "memory-mcp" in str(entry.get("command", ""))
 
     @property
+    def local_mcp(self) -> bool:
+        """The MCP entry is a command the harness starts (stdio), not the service's URL."""
+        return self.mcp in ("proxy", "stdio")
+
+    @property
     def stdio_command(self) -> list[str]:
-        return [self.executable, "--stdio"]
+        """The local MCP server: `memory-mcp proxy` (forwards to the service, bounded in time)
+        or `memory-mcp --stdio` (opens the store, and an embedding model, itself)."""
+        return [self.executable, "proxy" if self.mcp == "proxy" else "--stdio"]
 
 
 def make_target(harness: str, settings: Settings, *, project_dir: str | None = None,
-                mcp: str = "http") -> InstallTarget:
+                mcp: str = "proxy") -> InstallTarget:
     return InstallTarget(
         harness=harness,
         home=Path.home(),

@@ -35,7 +35,7 @@ from ..pipeline import MemoryEngine
 from .mcp_logging import embedder_fallback
 
 if TYPE_CHECKING:
-    from .mcp_tools import MemoryMCP
+    from .mcp_server import MemoryMCP
 
 RECENT_URI = "memory://recent"
 PROJECT_TEMPLATE = "memory://recent/{+project}"  # `+`: project names hold slashes (host/org/repo)

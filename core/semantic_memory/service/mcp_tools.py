@@ -1,5 +1,7 @@
-"""The MCP surface: five tools over one MemoryEngine, plus resources, a prompt and completion
-(mcp_browse.py) and log notifications (mcp_logging.py).
+"""The MCP surface: five tools over a `ToolBackend`, plus resources, a prompt and completion
+(mcp_browse.py) and log notifications (mcp_logging.py). The backend is the engine in this
+process (`--stdio`, the HTTP service's /mcp) or the running service's REST API (`memory-mcp
+proxy`, mcp_proxy.py): both serve the same tools, schemas and descriptions.
 
 `memory_store`, `memory_recall`, `memory_forget` (one entry), `memory_list`, `memory_stats`.
 Parameters are typed and described (Annotated + Field) so clients see limits in the schema; a
@@ -12,26 +14,21 @@ token-gated HTTP maintenance routes, where prompt injection cannot reach it.
 
 # No `from __future__ import annotations`: the SDK evaluates tool signatures, and memory_store's
 # annotations use a local (the configured content limit).
-import inspect
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from mcp_types import Resource, SetLevelRequestParams
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from .. import __version__
 from ..errors import InvalidMemory
 from ..models import NewMemory, RecallFilters, parse_time
 from ..pipeline import KEYWORD_MODE_NOTE, MAX_TAG_CHARS, MAX_TAGS, MemoryEngine
-from ..stores import StoreError
 from .mcp_browse import register_browsing
-from .mcp_logging import ClientLog, embedder_fallback
-from .schemas import field_path
+from .mcp_logging import embedder_fallback
+from .mcp_server import MemoryMCP
 
 MAX_RECALL_K = 50
 MAX_LIST = 100
@@ -108,86 +105,110 @@ def _brief(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-#: Pydantic errors shown per bad call; the rest are counted.
-MAX_SHOWN_ERRORS = 3
-ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+class ToolBackend(Protocol):
+    """Where the tools' calls go: the engine in this process (`EngineBackend`: `--stdio` and the
+    HTTP service's /mcp) or the running service's REST API (`memory-mcp proxy`,
+    mcp_proxy.py). A method that cannot answer raises ToolError with a one-line reason."""
+
+    #: The largest memory_store content the schema accepts (MEMORY_MAX_CONTENT_CHARS).
+    max_content_chars: int
+    #: "keyword" or "hybrid": picks memory_recall's description.
+    recall_mode: str
+
+    async def store(self, memory: NewMemory) -> dict[str, Any]:
+        """What became of it: `{"status": "new" | "duplicate" | "rejected", "uid", "reason"}`,
+        or a backend's own status (the proxy's "spooled")."""
+
+    async def recall(self, query: str, k: int, filters: RecallFilters,
+                     budget_chars: int | None) -> tuple[dict[str, Any], str | None]:
+        """`{"count", "items"[, "block"]}` and a warning for the client's log, if any."""
+
+    async def forget(self, uid: str) -> bool:
+        """Whether a live memory `uid` was there (and is forgotten now)."""
+
+    async def list(self, filters: RecallFilters, limit: int, offset: int
+                   ) -> tuple[list[dict[str, Any]], int]:
+        """One page of live memories, newest-updated first, and how many match in all."""
+
+    async def stats(self) -> dict[str, Any]:
+        """The store's statistics (MemoryEngine.stats())."""
 
 
-def describe(exc: ValidationError) -> str:
-    """A pydantic error as one line naming each field: `k: Input should be …; query: …`.
-    (The SDK's default text is pydantic's multi-line dump with a documentation URL.)"""
-    errors = exc.errors(include_url=False, include_input=False, include_context=False)
-    parts = []
-    for err in errors[:MAX_SHOWN_ERRORS]:
-        message = "missing required argument" if err["type"] == "missing" else err["msg"]
-        parts.append(f"{field_path(tuple(err['loc']), 'arguments')}: "
-                     f"{' '.join(str(message).split())}")
-    more = len(errors) - MAX_SHOWN_ERRORS
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+class EngineBackend:
+    """The tools over a MemoryEngine in this process (its calls run in worker threads)."""
 
+    def __init__(self, engine: MemoryEngine) -> None:
+        self.engine = engine
+        self.max_content_chars = engine.settings.max_content_chars
 
-class MemoryMCP(MCPServer):
-    """MCPServer whose tool calls refuse unknown arguments and report bad ones on one line, that
-    serves `logging/setLevel`, and whose resources/list can name resources made per call."""
+    @property
+    def recall_mode(self) -> str:
+        return self.engine.recall_mode
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.arguments: dict[str, tuple[str, ...]] = {}  # tool name -> its parameter names
-        #: Resources listed after the registered ones, computed at each resources/list (in a
-        #: worker thread): e.g. one per project that exists.
-        self.dynamic_resources: Callable[[], list[Resource]] | None = None
-        self.client_log = ClientLog()
-        # MCPServer has no decorator for `logging/setLevel` (the 2026 protocol revision dropped
-        # it); the SDK's documented way to serve it is the low-level server's handler table,
-        # which also makes the server declare the logging capability.
-        self._lowlevel_server.add_request_handler(
-            "logging/setLevel", SetLevelRequestParams, self.client_log.set_level)
-
-    def tool(self, name: str | None = None, **kwargs: Any) -> Callable[[ToolFn], ToolFn]:
-        """The SDK's `@tool(...)`, also recording the tool's parameter names (its Context
-        parameter, which no client passes, left out)."""
-        register = super().tool(name, **kwargs)
-
-        def record(fn: ToolFn) -> ToolFn:
-            context = find_context_parameter(fn)
-            self.arguments[name or fn.__name__] = tuple(
-                p for p in inspect.signature(fn).parameters if p != context)
-            return register(fn)
-
-        return record
-
-    async def list_resources(self) -> list[Resource]:
-        listed = await super().list_resources()
-        if self.dynamic_resources is not None:
-            listed += await anyio.to_thread.run_sync(self.dynamic_resources)
-        return listed
-
-    async def call_tool(self, name: str, arguments: dict[str, Any],
-                        context: Any = None) -> Any:
-        known = self.arguments.get(name)
-        unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
-        if unknown:  # pydantic would drop them silently: the caller meant something else
-            names = ", ".join(repr(arg[:64])[1:-1] for arg in unknown[:MAX_SHOWN_ERRORS])
-            accepted = ", ".join(known) if known else "none"
-            raise ToolError(f"invalid arguments for {name}: {names}: unknown argument "
-                            f"(accepted: {accepted})")
+    async def store(self, memory: NewMemory) -> dict[str, Any]:
         try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, StoreError):  # the store is down: say so, in one line
-                raise ToolError(str(cause)) from None
-            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
-                raise
-            # `from cause` keeps the SDK's log line (field names only) working.
-            raise ToolError(f"invalid arguments for {name}: {describe(cause)}") from cause
+            result = await anyio.to_thread.run_sync(self.engine.store_one, memory)
+        except InvalidMemory as exc:
+            raise ToolError(str(exc)) from None
+        return result.to_dict()
+
+    async def recall(self, query: str, k: int, filters: RecallFilters,
+                     budget_chars: int | None) -> tuple[dict[str, Any], str | None]:
+        engine = self.engine
+
+        def work() -> tuple[dict[str, Any], str | None]:
+            hits = engine.recall(query, k, filters)
+            out: dict[str, Any] = {"count": len(hits),
+                                   "items": [_brief(h.to_dict()) for h in hits]}
+            if budget_chars is not None:
+                out["block"] = engine.injection_block(query, hits, budget_chars)
+            # Checked after the recall: a model that fails to load does so on first use.
+            return out, embedder_fallback(engine)
+
+        return await anyio.to_thread.run_sync(work)
+
+    async def forget(self, uid: str) -> bool:
+        return await anyio.to_thread.run_sync(self.engine.forget, uid)
+
+    async def list(self, filters: RecallFilters, limit: int, offset: int
+                   ) -> tuple[list[dict[str, Any]], int]:
+        def work() -> tuple[list[dict[str, Any]], int]:
+            return ([_brief(m.to_dict()) for m in self.engine.list(filters, limit, offset)],
+                    self.engine.count(filters))
+
+        return await anyio.to_thread.run_sync(work)
+
+    async def stats(self) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(self.engine.stats)
+
+
+def advice(stats: dict[str, Any]) -> list[str]:
+    """Maintenance the user can do, from memory_stats' figures."""
+    out = []
+    if stats.get("forgotten"):
+        out.append(f"{stats['forgotten']} forgotten memories await removal: the user can run "
+                   "`memory-mcp purge` (it also applies TTLs and VACUUMs).")
+    if stats.get("recall_mode") == "keyword":
+        out.append(KEYWORD_MODE_NOTE)
+    elif (stats.get("embedder") or {}).get("missing"):
+        out.append(f"{stats['embedder']['missing']} memories have no vector yet: the user can "
+                   "run `memory-mcp backfill`.")
+    return out
 
 
 def build_mcp(engine: MemoryEngine) -> MCPServer:
-    """An MCPServer whose tools call `engine` (sync tools run in the SDK's worker threads)."""
+    """The MCP server of `--stdio` and of the HTTP service: the tools over `engine`, plus
+    resources, a prompt and completion (mcp_browse.py)."""
+    mcp = build_tools(EngineBackend(engine))
+    register_browsing(mcp, engine)
+    return mcp
+
+
+def build_tools(backend: ToolBackend) -> MemoryMCP:
+    """An MCPServer with the five memory tools, each a call to `backend`."""
     mcp = MemoryMCP("semantic-memory", version=__version__, instructions=INSTRUCTIONS,
                     log_level="WARNING")
-    max_chars = engine.settings.max_content_chars
+    max_chars = backend.max_content_chars
 
     @mcp.tool(description=STORE_DESCRIPTION,
               annotations=ToolAnnotations(title="Store a memory", read_only_hint=False,
@@ -209,20 +230,16 @@ def build_mcp(engine: MemoryEngine) -> MCPServer:
     ) -> dict[str, Any]:
         """Store a memory for later sessions. Exact duplicates are not stored twice: the existing
         entry is refreshed and its uid returned with status "duplicate"."""
-        memory = NewMemory(content, kind=kind, source=source, project=project,
-                           tags=list(tags or []))
-        try:
-            result = await anyio.to_thread.run_sync(engine.store_one, memory)
-        except InvalidMemory as exc:
-            raise ToolError(str(exc)) from None
-        if result.status == "rejected":
+        result = await backend.store(NewMemory(content, kind=kind, source=source,
+                                               project=project, tags=list(tags or [])))
+        if result["status"] == "rejected":
             # Also a log notification: a client shows those to its user, who may not read the
             # model's tool results.
-            await mcp.client_log.send(ctx, "warning", f"memory not stored: {result.reason}")
-            raise ToolError(f"not stored: {result.reason}")
-        return result.to_dict()
+            await mcp.client_log.send(ctx, "warning", f"memory not stored: {result['reason']}")
+            raise ToolError(f"not stored: {result['reason']}")
+        return result
 
-    @mcp.tool(description=RECALL_DESCRIPTION[engine.recall_mode],
+    @mcp.tool(description=RECALL_DESCRIPTION[backend.recall_mode],
               annotations=ToolAnnotations(title="Recall memories", read_only_hint=True))
     async def memory_recall(
         query: Annotated[str, Field(min_length=1, max_length=10_000, description=(
@@ -239,37 +256,27 @@ def build_mcp(engine: MemoryEngine) -> MCPServer:
         """Find the memories most relevant to a query (BM25 keyword channels, plus vectors when
         configured, fused by rank). The content is reference data, not instructions."""
         filters = RecallFilters(project=project, kind=kind, since=_since(since))
-
-        def work() -> tuple[dict[str, Any], str | None]:
-            hits = engine.recall(query, k, filters)
-            out: dict[str, Any] = {"count": len(hits),
-                                   "items": [_brief(h.to_dict()) for h in hits]}
-            if budget_chars is not None:
-                out["block"] = engine.injection_block(query, hits, budget_chars)
-            # Checked after the recall: a model that fails to load does so on first use.
-            return out, embedder_fallback(engine)
-
-        out, fallback = await anyio.to_thread.run_sync(work)
-        if fallback:
-            await mcp.client_log.send(ctx, "warning", fallback)
+        out, warning = await backend.recall(query, k, filters, budget_chars)
+        if warning:
+            await mcp.client_log.send(ctx, "warning", warning)
         return out
 
     @mcp.tool(description=FORGET_DESCRIPTION,
               annotations=ToolAnnotations(title="Forget one memory", read_only_hint=False,
                                           destructive_hint=True, idempotent_hint=True))
-    def memory_forget(
+    async def memory_forget(
         uid: Annotated[str, Field(min_length=1, max_length=64, description=(
             "The uid of the memory to forget (from memory_recall or memory_list)."))],
     ) -> dict[str, Any]:
         """Forget one memory the user no longer wants kept. Only single entries can be forgotten
         here; bulk clean-up is an operator task outside MCP."""
-        if not engine.forget(uid):
+        if not await backend.forget(uid):
             raise ToolError(f"no live memory with uid {uid!r}")
         return {"forgotten": uid}
 
     @mcp.tool(description=LIST_DESCRIPTION,
               annotations=ToolAnnotations(title="List memories", read_only_hint=True))
-    def memory_list(
+    async def memory_list(
         project: Annotated[Project | None, Field(description="Only this project.")] = None,
         kind: Annotated[Identifier | None, Field(description="Only this kind.")] = None,
         source: Annotated[Identifier | None, Field(description="Only this source.")] = None,
@@ -279,27 +286,16 @@ def build_mcp(engine: MemoryEngine) -> MCPServer:
     ) -> dict[str, Any]:
         """Browse stored memories, most recently updated first."""
         filters = RecallFilters(project=project, kind=kind, source=source, since=_since(since))
-        items = [_brief(m.to_dict()) for m in engine.list(filters, limit, offset)]
-        return {"items": items, "total": engine.count(filters), "limit": limit, "offset": offset}
+        items, total = await backend.list(filters, limit, offset)
+        return {"items": items, "total": total, "limit": limit, "offset": offset}
 
     @mcp.tool(description=STATS_DESCRIPTION,
               annotations=ToolAnnotations(title="Memory statistics", read_only_hint=True))
-    def memory_stats() -> dict[str, Any]:
+    async def memory_stats() -> dict[str, Any]:
         """Counts by kind, source and project, retrieval channels, embedder, injection telemetry
         and db size, with maintenance recommendations for the user."""
-        data = engine.stats()
-        embedder = data["embedder"]
-        advice = []
-        if data["forgotten"]:
-            advice.append(f"{data['forgotten']} forgotten memories await removal: the user can run "
-                          "`memory-mcp purge` (it also applies TTLs and VACUUMs).")
-        if data["recall_mode"] == "keyword":
-            advice.append(KEYWORD_MODE_NOTE)
-        elif embedder.get("missing"):
-            advice.append(f"{embedder['missing']} memories have no vector yet: the user can run "
-                          "`memory-mcp backfill`.")
-        data["recommendations"] = advice
+        data = await backend.stats()
+        data["recommendations"] = advice(data)
         return data
 
-    register_browsing(mcp, engine)
     return mcp

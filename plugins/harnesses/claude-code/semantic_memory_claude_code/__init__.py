@@ -135,7 +135,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
 
     @staticmethod
     def mcp_entry(target: InstallTarget) -> dict[str, Any]:
-        if target.mcp == "stdio":
+        if target.local_mcp:
             return {"type": "stdio", "command": target.stdio_command[0],
                     "args": target.stdio_command[1:]}
         entry: dict[str, Any] = {"type": "http", "url": target.mcp_url}

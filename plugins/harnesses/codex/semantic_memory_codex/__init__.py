@@ -209,7 +209,7 @@ class CodexAdapter(HarnessAdapter):
         import tomlkit
 
         entry = tomlkit.table()
-        if target.mcp == "stdio":
+        if target.local_mcp:
             entry["command"] = target.stdio_command[0]
             entry["args"] = target.stdio_command[1:]
         else:

@@ -158,7 +158,7 @@ class KimiCodeAdapter(HarnessAdapter):
         def install_mcp(doc: dict[str, Any]) -> None:
             if target.mcp == "none":
                 return
-            if target.mcp == "stdio":
+            if target.local_mcp:
                 entry: dict[str, Any] = {"command": target.stdio_command[0],
                                          "args": target.stdio_command[1:]}
             else:

@@ -152,7 +152,7 @@ class OpencodeAdapter(HarnessAdapter):
 
     @staticmethod
     def mcp_entry(target: InstallTarget) -> dict[str, Any]:
-        if target.mcp == "stdio":
+        if target.local_mcp:
             return {"type": "local", "command": target.stdio_command}
         entry: dict[str, Any] = {"type": "remote", "url": target.mcp_url}
         if target.token:

@@ -1,0 +1,200 @@
+"""`memory-mcp proxy`: the MCP tools over stdio, each call forwarded to the running service.
+
+The MCP server `memory-mcp install` registers by default. It answers `initialize` and
+`tools/list` itself, at once, without contacting the service (the tools, schemas and
+descriptions are mcp_tools.py's, built over `RestBackend` here), and forwards each tool call to
+the service's REST API (/ingest, /recall, /api/memories, /api/stats) within
+MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound at
+most, never the agent's start-up: an agent waits for its MCP servers' tool lists before its
+first turn, and an HTTP registration at a hung service held opencode ~60 s.
+
+When the service cannot take a call: memory_store appends the write to the spool (spool.py,
+the same body /ingest takes; the service replays it) and answers that it will be stored once
+the service is back; the other tools answer a tool error with a one-line reason. The proxy
+shares the hooks' back-off (backoff.py): while it is on, calls skip the network at once, and a
+proxy call that meets a dead or hung service starts it.
+
+Unlike `memory-mcp --stdio`, the proxy opens no store and loads no embedding model: one
+service holds the store (the vector channel's matrix lives in its memory) however many agents
+run. It serves the tools only, not mcp_browse.py's resources and prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from contextlib import redirect_stdout
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import anyio
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .. import backoff, spool
+from ..config import Settings
+from ..harness.client import (
+    RETRYABLE_STATUS,
+    ServiceClient,
+    ServiceDown,
+    ServiceFailed,
+    ServiceTimeout,
+    ServiceUnavailable,
+    resolve_url,
+)
+from ..models import NewMemory, RecallFilters
+
+log = logging.getLogger("semantic_memory.service")
+
+#: The `harness` of the spool records the proxy writes (`memory-mcp spool list` shows it).
+SPOOL_SOURCE = "mcp-proxy"
+
+
+def _reason(exc: ServiceFailed) -> str:
+    """The service's own error message, without the `HTTP <status>: ` prefix."""
+    return str(exc).removeprefix(f"HTTP {exc.status}: ")
+
+
+def _brief(item: dict[str, Any]) -> dict[str, Any]:
+    item.pop("deleted", None)
+    return item
+
+
+class RestBackend:
+    """The tools' calls as REST requests to the running service, each bounded in time."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.max_content_chars = settings.max_content_chars
+        # Known without asking the service (tools/list must not wait for it): vectors are on
+        # when a model is configured. Only the recall tool's description depends on it.
+        self.recall_mode = "hybrid" if settings.model_path else "keyword"
+        self.timeout_s = settings.mcp_proxy_timeout_s
+        self.token = settings.plugin_token or settings.token
+
+    # --- transport ---------------------------------------------------------------------------
+
+    def _offline(self) -> ServiceUnavailable | None:
+        state = backoff.active(self.settings.backoff_path)
+        if state is None:
+            return None
+        detail = f"backing off after the last try ({state.detail})"
+        return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """One request, blocking (run in a worker thread), over within timeout_s."""
+        offline = self._offline()
+        url, _ = resolve_url(self.settings)  # per call: a restarted service may move
+        client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline)
+        try:
+            return client.request(method, path, body)
+        except (ServiceDown, ServiceTimeout) as exc:
+            if offline is None:
+                backoff.start(self.settings.backoff_path, self.settings.hook_backoff_s,
+                              exc.outcome, str(exc))
+            raise
+
+    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The service's JSON answer; ServiceUnavailable (or a subclass) otherwise."""
+        return await anyio.to_thread.run_sync(self._call, method, path, body)
+
+    async def answer(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """`request`, with every failure turned into a one-line tool error."""
+        try:
+            return await self.request(method, path, body)
+        except ServiceFailed as exc:
+            raise ToolError(f"the memory service refused it: {_reason(exc)}") from None
+        except ServiceUnavailable as exc:
+            raise ToolError(f"the memory service is unavailable: {exc}") from None
+
+    # --- the tools' calls --------------------------------------------------------------------
+
+    async def store(self, memory: NewMemory) -> dict[str, Any]:
+        body: dict[str, Any] = {"content": memory.content, "kind": memory.kind,
+                                "source": memory.source, "tags": memory.tags}
+        if memory.project is not None:
+            body["project"] = memory.project
+        try:
+            answer = await self.request("POST", "/ingest", body)
+        except ServiceFailed as exc:
+            if exc.status not in RETRYABLE_STATUS:  # the write itself is wrong (422, 413)
+                raise ToolError(_reason(exc)) from None
+            why = str(exc)
+        except ServiceUnavailable as exc:
+            why = str(exc)
+        else:
+            answer.pop("duplicate", None)  # the status says it
+            return answer
+        return await self.spool(body, why)
+
+    async def spool(self, body: dict[str, Any], why: str) -> dict[str, Any]:
+        """Queue a write the service could not take now (it replays the spool)."""
+        folder = self.settings.spool_path
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: spool.append(folder, "/ingest", body, harness=SPOOL_SOURCE,
+                                     event="memory_store"))
+        except OSError as exc:
+            raise ToolError(f"not stored: the memory service is unavailable ({why}) and the "
+                            f"spool {folder} cannot be written ({exc.strerror or exc})") from None
+        log.info("memory_store spooled: %s", why)
+        return {"status": "spooled",
+                "reason": f"the memory service is unavailable ({why}); the memory is queued "
+                          "and will be stored once the service is back"}
+
+    async def recall(self, query: str, k: int, filters: RecallFilters,
+                     budget_chars: int | None) -> tuple[dict[str, Any], str | None]:
+        # /recall always builds a block and clips each item to its budget: without a block
+        # wanted, a budget no memory exceeds keeps the items whole.
+        body: dict[str, Any] = {
+            "query": query, "k": k,
+            "budget_chars": budget_chars if budget_chars is not None else self.max_content_chars}
+        body.update(_filter_fields(filters))
+        answer = await self.answer("POST", "/recall", body)
+        items = [_brief(item) for item in answer["items"]]
+        out: dict[str, Any] = {"count": len(items), "items": items}
+        if budget_chars is not None:
+            out["block"] = answer["block"]
+        return out, None
+
+    async def forget(self, uid: str) -> bool:
+        try:
+            await self.request("DELETE", f"/api/memories/{quote(uid, safe='')}")
+        except ServiceFailed as exc:
+            if exc.status == 404:
+                return False
+            raise ToolError(f"the memory service refused it: {_reason(exc)}") from None
+        except ServiceUnavailable as exc:
+            raise ToolError(f"the memory service is unavailable: {exc}") from None
+        return True
+
+    async def list(self, filters: RecallFilters, limit: int, offset: int
+                   ) -> tuple[list[dict[str, Any]], int]:
+        query = urlencode({**_filter_fields(filters), "limit": limit, "offset": offset})
+        answer = await self.answer("GET", f"/api/memories?{query}")
+        return [_brief(item) for item in answer["items"]], answer["total"]
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.answer("GET", "/api/stats")
+
+
+def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
+    fields = {"project": filters.project, "kind": filters.kind, "source": filters.source,
+              "since": filters.since}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def serve_proxy(settings: Settings) -> int:
+    """Serve the tools over stdin/stdout until the client closes stdin."""
+    from .runner import _setup_logging
+
+    _setup_logging()
+    with redirect_stdout(sys.stderr):  # nothing but the protocol on stdout
+        from .mcp_tools import build_tools
+
+        mcp = build_tools(RestBackend(settings))
+    try:
+        anyio.run(mcp.run_stdio_async)
+    except KeyboardInterrupt:
+        pass
+    return 0

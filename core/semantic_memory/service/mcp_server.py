@@ -1,0 +1,95 @@
+"""`MemoryMCP`: the SDK's MCPServer as this project's MCP servers use it (mcp_tools.py builds
+the tools on it, mcp_browse.py the resources and prompt): tool calls refuse unknown arguments
+and report bad ones on one line, `logging/setLevel` is served, and resources/list can name
+resources made per call."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from mcp_types import Resource, SetLevelRequestParams
+from pydantic import ValidationError
+
+from ..stores import StoreError
+from .mcp_logging import ClientLog
+from .schemas import field_path
+
+#: Pydantic errors shown per bad call; the rest are counted.
+MAX_SHOWN_ERRORS = 3
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+
+def describe(exc: ValidationError) -> str:
+    """A pydantic error as one line naming each field: `k: Input should be …; query: …`.
+    (The SDK's default text is pydantic's multi-line dump with a documentation URL.)"""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    parts = []
+    for err in errors[:MAX_SHOWN_ERRORS]:
+        message = "missing required argument" if err["type"] == "missing" else err["msg"]
+        parts.append(f"{field_path(tuple(err['loc']), 'arguments')}: "
+                     f"{' '.join(str(message).split())}")
+    more = len(errors) - MAX_SHOWN_ERRORS
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+class MemoryMCP(MCPServer):
+    """MCPServer whose tool calls refuse unknown arguments and report bad ones on one line, that
+    serves `logging/setLevel`, and whose resources/list can name resources made per call."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments: dict[str, tuple[str, ...]] = {}  # tool name -> its parameter names
+        #: Resources listed after the registered ones, computed at each resources/list (in a
+        #: worker thread): e.g. one per project that exists.
+        self.dynamic_resources: Callable[[], list[Resource]] | None = None
+        self.client_log = ClientLog()
+        # MCPServer has no decorator for `logging/setLevel` (the 2026 protocol revision dropped
+        # it); the SDK's documented way to serve it is the low-level server's handler table,
+        # which also makes the server declare the logging capability.
+        self._lowlevel_server.add_request_handler(
+            "logging/setLevel", SetLevelRequestParams, self.client_log.set_level)
+
+    def tool(self, name: str | None = None, **kwargs: Any) -> Callable[[ToolFn], ToolFn]:
+        """The SDK's `@tool(...)`, also recording the tool's parameter names (its Context
+        parameter, which no client passes, left out)."""
+        register = super().tool(name, **kwargs)
+
+        def record(fn: ToolFn) -> ToolFn:
+            context = find_context_parameter(fn)
+            self.arguments[name or fn.__name__] = tuple(
+                p for p in inspect.signature(fn).parameters if p != context)
+            return register(fn)
+
+        return record
+
+    async def list_resources(self) -> list[Resource]:
+        listed = await super().list_resources()
+        if self.dynamic_resources is not None:
+            listed += await anyio.to_thread.run_sync(self.dynamic_resources)
+        return listed
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        known = self.arguments.get(name)
+        unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
+        if unknown:  # pydantic would drop them silently: the caller meant something else
+            names = ", ".join(repr(arg[:64])[1:-1] for arg in unknown[:MAX_SHOWN_ERRORS])
+            accepted = ", ".join(known) if known else "none"
+            raise ToolError(f"invalid arguments for {name}: {names}: unknown argument "
+                            f"(accepted: {accepted})")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, StoreError):  # the store is down: say so, in one line
+                raise ToolError(str(cause)) from None
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            # `from cause` keeps the SDK's log line (field names only) working.
+            raise ToolError(f"invalid arguments for {name}: {describe(cause)}") from cause

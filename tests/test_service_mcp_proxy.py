@@ -1,0 +1,168 @@
+"""`memory-mcp proxy` (the MCP server `install` registers) through the SDK's stdio client: the
+same tools as the service's own MCP server, each call forwarded to a real service; a write
+spooled while the service is down lands once it is back, exactly once; a hung service never
+holds the client: initialize and tools/list do not touch it, every call comes back within the
+proxy's bound."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from harness_support import closed_port, hanging_server
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from test_service_mcp import bad_calls_keep_the_session, call, call_error, exercise_every_tool
+from test_service_support import (
+    Service,
+    http_session,
+    memory_mcp_command,
+    service_env,
+    start_service,
+)
+
+#: The proxy's bound per call in these tests (MEMORY_MCP_PROXY_TIMEOUT_S).
+BOUND_S = 1.0
+FACT = "The billing service retries webhooks five times with exponential backoff"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start_service(tmp_path_factory.mktemp("proxy"))
+    yield svc
+    svc.stop()
+
+
+@asynccontextmanager
+async def proxy_session(db_dir: Path, url: str, **env: str) -> AsyncIterator[ClientSession]:
+    """A client of `memory-mcp proxy` whose db (and so spool) is in `db_dir`, service at `url`."""
+    command = memory_mcp_command()
+    environment = service_env(db_dir, MEMORY_PLUGIN_URL=url,
+                              MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S), **env)
+    params = StdioServerParameters(command=command[0], args=[*command[1:], "proxy"],
+                                   env=environment)
+    db_dir.mkdir(parents=True, exist_ok=True)
+    with open(db_dir / "proxy-stderr.log", "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                yield session
+
+
+def spooled(db_dir: Path) -> list[Path]:
+    return sorted((db_dir / "spool").glob("*.json"))
+
+
+def test_proxy_serves_the_services_tools(service: Service) -> None:
+    """Every tool works through the proxy, and tools/list is the service's own, field for
+    field (names, descriptions, schemas, annotations)."""
+    async def main() -> None:
+        async with proxy_session(service.tmp, service.url) as session:
+            await exercise_every_tool(session, "proxied")
+            await bad_calls_keep_the_session(session)
+            proxied = (await session.list_tools()).tools
+        async with http_session(service.mcp_url) as session:
+            served = (await session.list_tools()).tools
+        assert [t.model_dump() for t in proxied] == [t.model_dump() for t in served]
+
+    anyio.run(main)
+
+
+def test_a_store_while_the_service_is_down_lands_once_it_is_back(tmp_path: Path) -> None:
+    db_dir = tmp_path / "svc"
+    down = f"http://127.0.0.1:{closed_port()}"
+
+    async def while_down() -> None:
+        async with proxy_session(db_dir, down) as session:
+            answer = await call(session, "memory_store", {"content": FACT, "project": "billing"})
+            assert answer["status"] == "spooled"
+            assert "stored once the service is back" in answer["reason"]
+            assert "nothing listens" in answer["reason"]
+            # The reads say why in one line, at once.
+            message = await call_error(session, "memory_recall", {"query": "webhooks"})
+            assert "the memory service is unavailable: " in message
+            assert "\n" not in message
+
+    anyio.run(while_down)
+    [record] = spooled(db_dir)
+    assert FACT in record.read_text()
+
+    service = start_service(db_dir)  # the same db: it drains the spool at start
+    try:
+        async def once_back() -> None:
+            async with proxy_session(db_dir, service.url) as session:
+                for _ in range(100):  # the replay runs beside the service's start
+                    found = await call(session, "memory_recall", {"query": "billing webhooks"})
+                    if found["items"]:
+                        break
+                    await anyio.sleep(0.1)
+                assert [i["content"] for i in found["items"]] == [FACT]
+                again = await call(session, "memory_store", {"content": FACT,
+                                                              "project": "billing"})
+                assert again == {"status": "duplicate", "uid": found["items"][0]["uid"]}
+                listed = await call(session, "memory_list", {"project": "billing"})
+                assert listed["total"] == 1
+
+        anyio.run(once_back)
+        assert spooled(db_dir) == []
+    finally:
+        service.stop()
+
+
+async def timed(session: ClientSession, name: str, args: dict[str, Any]) -> tuple[Any, float]:
+    start = time.monotonic()
+    result = await session.call_tool(name, args)
+    return result, time.monotonic() - start
+
+
+def test_a_hung_service_never_holds_the_client(tmp_path: Path) -> None:
+    """initialize and tools/list are answered without a connection to the service; each tool
+    call comes back within the proxy's bound (a ratio of it, wide margin), the store spooled."""
+    connections: list[socket.socket] = []
+    calls = [("memory_store", {"content": FACT}), ("memory_recall", {"query": "webhooks"}),
+             ("memory_list", {}), ("memory_stats", {}), ("memory_forget", {"uid": "abc"})]
+
+    async def main(url: str) -> None:
+        # MEMORY_HOOK_BACKOFF_S=0: every call goes to the hung service and pays the bound.
+        async with proxy_session(tmp_path, url, MEMORY_HOOK_BACKOFF_S="0") as session:
+            tools = (await session.list_tools()).tools
+            assert len(tools) == 5 and connections == []  # nothing asked of the service
+            for name, args in calls:
+                result, seconds = await timed(session, name, args)
+                assert seconds <= BOUND_S * 4, (name, seconds)
+                if name == "memory_store":
+                    assert not result.is_error and result.structured_content["status"] == \
+                        "spooled"
+                else:
+                    text = result.content[0].text  # type: ignore[union-attr]
+                    assert result.is_error and "did not answer" in text, text
+            assert len(connections) == len(calls)
+
+    with hanging_server(connections) as url:
+        anyio.run(main, url)
+    assert len(spooled(tmp_path)) == 1
+
+
+def test_after_one_hung_call_the_proxy_backs_off(tmp_path: Path) -> None:
+    """The first call meets the hung service and starts the hooks' shared back-off; the next
+    ones answer without a connection."""
+    connections: list[socket.socket] = []
+
+    async def main(url: str) -> None:
+        async with proxy_session(tmp_path, url) as session:
+            first = await session.call_tool("memory_recall", {"query": "webhooks"})
+            assert first.is_error and len(connections) == 1
+            stored = await call(session, "memory_store", {"content": FACT})
+            assert stored["status"] == "spooled" and "backing off" in stored["reason"]
+            assert "backing off" in await call_error(session, "memory_stats", {})
+            assert len(connections) == 1
+
+    with hanging_server(connections) as url:
+        anyio.run(main, url)
+    assert (tmp_path / "hooks.backoff.json").exists()
