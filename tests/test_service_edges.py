@@ -117,6 +117,49 @@ def test_a_slow_client_does_not_block_others(service: Service) -> None:
             assert client.get("/health", timeout=5).status_code == 200
 
 
+def test_headers_that_never_finish_are_cut_off(tmp_path: Path) -> None:
+    svc = start_service(tmp_path, MEMORY_HEADER_TIMEOUT_S="1")
+    try:
+        with socket.create_connection(("127.0.0.1", port_of(svc))) as slow:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1")
+            slow.settimeout(30)  # a bound for the test, not the figure: the service closes first
+            assert slow.recv(1024) == b""  # closed by the service, no answer
+    finally:
+        svc.stop()
+
+
+def test_a_flood_of_half_open_requests_does_not_lock_others_out(tmp_path: Path) -> None:
+    """~1,100 connections that never finish their headers, against a service whose file
+    descriptors are capped at 1024 (a common `ulimit -n`): /health keeps answering, because
+    a connection over the cap closes the oldest one still waiting for its headers."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096 <= hard or hard == resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4096, hard))  # this process holds them
+    svc = start_service(tmp_path, fd_limit=1024)
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1100):
+            conn = socket.create_connection(("127.0.0.1", port_of(svc)), timeout=10)
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            held.append(conn)
+        failures = 0
+        with svc.client() as client:
+            for _ in range(60):
+                try:
+                    failures += client.get("/health", timeout=10).status_code != 200
+                except Exception:  # noqa: BLE001 - a refused or reset connection is the failure
+                    failures += 1
+        assert failures == 0
+        assert svc.proc.poll() is None
+    finally:
+        for conn in held:
+            conn.close()
+        svc.stop()
+    assert "Traceback" not in svc.stderr()
+
+
 # --- 2. oversized bodies: the client reads the 413 ----------------------------------------------
 
 
@@ -324,7 +367,9 @@ def test_idle_session_is_closed(tmp_path: Path) -> None:
     ("MEMORY_BODY_TIMEOUT_S", "0"), ("MEMORY_BODY_TIMEOUT_S", "nan"),
     ("MEMORY_BODY_TIMEOUT_S", "-1"), ("MEMORY_MCP_MAX_SESSIONS", "0"),
     ("MEMORY_MCP_MAX_SESSIONS", "many"), ("MEMORY_MCP_SESSION_IDLE_S", "0"),
-    ("MEMORY_MCP_SESSION_IDLE_S", "inf"),
+    ("MEMORY_MCP_SESSION_IDLE_S", "inf"), ("MEMORY_HEADER_TIMEOUT_S", "0"),
+    ("MEMORY_HEADER_TIMEOUT_S", "nan"), ("MEMORY_MAX_CONNECTIONS", "3"),
+    ("MEMORY_MAX_CONNECTIONS_PER_CLIENT", "0"), ("MEMORY_HOOK_BACKOFF_S", "-1"),
 ])
 def test_bad_limits_are_config_errors(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name) as info:

@@ -86,13 +86,22 @@ class Service:
         return (self.tmp / "stderr.log").read_text(errors="replace")
 
 
-def start_service(tmp: Path, *args: str, **env: str) -> Service:
-    """Spawn `memory-mcp [args]` and wait for its MEMORY_MCP_LISTENING line."""
+def start_service(tmp: Path, *args: str, fd_limit: int | None = None, **env: str) -> Service:
+    """Spawn `memory-mcp [args]` and wait for its MEMORY_MCP_LISTENING line; `fd_limit` caps
+    its open files (soft and hard), as a small `ulimit -n` would."""
     tmp.mkdir(parents=True, exist_ok=True)
     environment = service_env(tmp, **env)
     stderr = open(tmp / "stderr.log", "w")
+
+    def limit_fds() -> None:
+        import resource
+
+        if fd_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+
     proc = subprocess.Popen([*memory_mcp_command(), *args], env=environment, text=True,
-                            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL,
+                            preexec_fn=limit_fds if fd_limit is not None else None)
     stderr.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     assert proc.stdout is not None

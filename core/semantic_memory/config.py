@@ -108,6 +108,11 @@ class Settings:
     # A hit goes into a hook's injection only when a channel vouches for it: the IDF-weighted
     # share of the query a keyword hit contains (0..1), or a vector hit's cosine floor.
     inject_min_coverage: float = 0.5
+    # Slow clients: seconds a request's headers may take, and the open connections allowed
+    # (in all, and from one address); over a cap the slowest waiting connection is closed.
+    header_timeout_s: float = 10.0
+    max_connections: int = 1000
+    max_connections_per_client: int = 250
     # --- harness hooks and plugins (`memory-mcp hook`, the opencode plugin) ---
     # The service URL; empty = the discovery file, else http://127.0.0.1:8765.
     plugin_url: str = ""
@@ -198,6 +203,12 @@ class Settings:
                               "MEMORY_PLUGIN_BUDGET_CHARS >= 200")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
+        if not 0 < self.header_timeout_s <= 3600:  # also rejects NaN
+            raise ConfigError("MEMORY_HEADER_TIMEOUT_S must be within (0, 3600], "
+                              f"not {self.header_timeout_s}")
+        if self.max_connections < 16 or self.max_connections_per_client < 1:
+            raise ConfigError("MEMORY_MAX_CONNECTIONS must be >= 16 and "
+                              "MEMORY_MAX_CONNECTIONS_PER_CLIENT >= 1")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
             raise ConfigError(f"MEMORY_HOOK_BACKOFF_S must be 0..3600, not {self.hook_backoff_s}")
         self.weights()  # parses MEMORY_CHANNEL_WEIGHTS

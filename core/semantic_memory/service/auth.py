@@ -7,6 +7,9 @@ protection) and the Bearer token.
 - Every request's Host (and Origin, when a browser sends one) must name an allowed host:
   the loopback names, the bound address, and whatever `MEMORY_ALLOWED_HOSTS` adds. A web page
   that rebinds its own name to 127.0.0.1 therefore gets 421 instead of the user's memories.
+- A state-changing request (anything but GET, HEAD, OPTIONS) from a browser must come from the
+  service's own origin, and its body must be JSON (`cross_origin_refusal`): no page on another
+  port can plant a memory, token or not.
   Host is parsed strictly (reg-name, IPv4 or [IPv6], then an optional numeric port; nothing
   else), so `evil.com@127.0.0.1` or `127.0.0.1, evil.com` are refused (400) rather than read
   the way a lenient URL parser would. This middleware is the only Host/Origin gate, for REST and
@@ -34,6 +37,8 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 #: to ask for the token that its /api calls then send.
 PUBLIC_PATHS = frozenset({"/health", "/", "/ui/app.js", "/ui/app.css"})
 PUBLIC_METHODS = frozenset({"GET", "HEAD"})
+#: Methods that change nothing: every other one is checked for cross-site writes.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Off loopback, a token must be at least this long and use this many distinct characters.
 MIN_REMOTE_TOKEN_CHARS = 32
 MIN_REMOTE_TOKEN_DISTINCT = 10
@@ -150,6 +155,47 @@ def parse_origin(value: str) -> str | None:
     return parse_host(match["host"]) if match else None
 
 
+def same_origin(origin: str, host: str) -> bool:
+    """Whether a browser's Origin is this service's own: the page it serves, at the host and
+    port the request was sent to (`Origin: null`, another port, another name: no)."""
+    match = ORIGIN_RE.fullmatch(origin)
+    if match is None:
+        return False
+    theirs, ours = HOST_RE.fullmatch(match["host"]), HOST_RE.fullmatch(host)
+    if theirs is None or ours is None:
+        return False
+    default = "443" if origin.lower().startswith("https") else "80"
+    return (parse_host(match["host"]) == parse_host(host)
+            and (theirs["port"] or default) == (ours["port"] or "80"))
+
+
+def cross_origin_refusal(headers: dict[bytes, bytes], host: str
+                         ) -> tuple[int, dict[str, str]] | None:
+    """Why a state-changing request is refused as a cross-site write, or None.
+
+    Without a token, a web page on any localhost port could otherwise POST a memory as a CORS
+    "simple request" (a form, or `fetch` with `mode: "no-cors"` and a text/plain body), which
+    no preflight stops, and have it injected into the agent later. So: a browser's Origin must
+    be the service's own origin, Sec-Fetch-Site (sent by every current browser) must not say
+    cross-site or same-site, and a body must be JSON, which a simple request cannot send. CLI,
+    hooks and MCP clients send no Origin and JSON bodies: nothing changes for them."""
+    origin = headers.get(b"origin")
+    if origin is not None and not same_origin(origin.decode("latin-1"), host):
+        return 403, {"error": f"cross-origin request refused: Origin "
+                              f"{origin.decode('latin-1')[:100]!r} is not this service's own "
+                              f"(http://{host[:100]})"}
+    site = headers.get(b"sec-fetch-site", b"").lower()
+    if site in (b"cross-site", b"same-site"):
+        return 403, {"error": f"cross-site request refused (Sec-Fetch-Site: {site.decode()})"}
+    has_body = headers.get(b"content-length", b"0").strip() not in (b"0", b"") \
+        or b"transfer-encoding" in headers
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    if has_body and not (kind == b"application/json" or kind.endswith(b"+json")):
+        return 415, {"error": f"expected Content-Type: application/json, not "
+                              f"{kind.decode('latin-1')[:100]!r}"}
+    return None
+
+
 def bearer_ok(header: str | None, token: str) -> bool:
     if not header:
         return False
@@ -205,6 +251,11 @@ class GuardMiddleware:
         if origin is not None and parse_origin(origin.decode("latin-1")) not in self.hosts:
             await send_json(send, 403, {"error": "Origin is not allowed"})
             return
+        if scope["method"] not in SAFE_METHODS:
+            refusal = cross_origin_refusal(headers, host)
+            if refusal is not None:
+                await send_json(send, *refusal)
+                return
         public = scope["path"] in PUBLIC_PATHS and scope["method"] in PUBLIC_METHODS
         if self.token and not public:
             auth = headers.get(b"authorization")

@@ -99,7 +99,7 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
         import uvicorn
 
         from .app import create_app
-        from .protocol import JSONErrorHttpToolsProtocol
+        from .protocol import guarded_protocol
 
         class Server(uvicorn.Server):
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -114,7 +114,8 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
         config = uvicorn.Config(
             create_app(engine, settings), log_level="warning", access_log=False,
             lifespan="on", timeout_graceful_shutdown=3, server_header=False,
-            http=JSONErrorHttpToolsProtocol,  # JSON body on the parser's own 400 (protocol.py)
+            # JSON body on the parser's own 400; header deadline and connection caps (protocol.py)
+            http=guarded_protocol(settings),
         )
         Server(config).run(sockets=[sock])
     except KeyboardInterrupt:
