@@ -13,7 +13,12 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp_types import LoggingMessageNotificationParams, PromptReference, ResourceTemplateReference
+from mcp_types import (
+    INVALID_PARAMS,
+    LoggingMessageNotificationParams,
+    PromptReference,
+    ResourceTemplateReference,
+)
 from test_service_support import Service, http_session, start_service, stdio_session
 
 # The SDK flags `logging/setLevel` as deprecated by the 2026-07-28 revision; clients of the
@@ -150,6 +155,26 @@ def test_recall_prompt_returns_the_block_for_a_task(service: Service) -> None:
             assert nothing.messages[0].content.text.startswith("No stored memory is relevant")
 
     run(main)
+
+
+@pytest.mark.parametrize(("name", "arguments", "says"), [
+    ("recall", None, "task: missing required argument"),
+    ("recall", {}, "task: missing required argument"),
+    ("recall", {"task": ""}, "task: String should have at least 1 character"),
+    ("recall", {"task": "x", "bogus": "1"}, "bogus: unknown argument"),
+    ("nope", {"task": "x"}, "unknown prompt 'nope'"),
+])
+def test_a_bad_prompt_request_is_invalid_params_in_one_line(
+        service: Service, name: str, arguments: dict | None, says: str) -> None:
+    async def main() -> None:
+        async with http_session(service.mcp_url, TOKEN) as session:
+            with pytest.raises(MCPError) as info:
+                await session.get_prompt(name, arguments)
+            assert info.value.error.code == INVALID_PARAMS
+            assert says in info.value.error.message and "\n" not in info.value.error.message
+
+    run(main)
+    assert "Traceback" not in service.stderr() and "╭" not in service.stderr()
 
 
 def test_completion_offers_projects_and_kinds_that_exist(service: Service) -> None:

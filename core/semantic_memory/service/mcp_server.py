@@ -13,7 +13,8 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
-from mcp_types import Resource, SetLevelRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Resource, SetLevelRequestParams
 from pydantic import ValidationError
 
 from ..stores import StoreError
@@ -93,3 +94,33 @@ class MemoryMCP(MCPServer):
                 raise
             # `from cause` keeps the SDK's log line (field names only) working.
             raise ToolError(f"invalid arguments for {name}: {describe(cause)}") from cause
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Any = None) -> Any:
+        """The SDK's prompts/get, with a bad request answered as JSON-RPC -32602 and one line
+        (the SDK answers error code 0 and logs a traceback for a missing, empty or unknown
+        argument, or an unknown prompt)."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts()) or "none"
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {name[:64]!r} (prompts: {known})")
+        accepted = [a.name for a in prompt.arguments or []]
+        given = arguments or {}
+        unknown = sorted(set(given) - set(accepted))
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in given]
+        if unknown or missing:
+            problems = [f"{arg[:64]}: unknown argument" for arg in unknown[:MAX_SHOWN_ERRORS]]
+            problems += [f"{arg}: missing required argument" for arg in missing]
+            raise MCPError(INVALID_PARAMS, f"invalid arguments for prompt {name}: "
+                                           f"{'; '.join(problems)} (accepted: "
+                                           f"{', '.join(accepted) or 'none'})")
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            cause = exc.__cause__
+            while cause is not None and not isinstance(cause, ValidationError):
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            raise MCPError(INVALID_PARAMS,
+                           f"invalid arguments for prompt {name}: {describe(cause)}") from None
