@@ -15,6 +15,10 @@ generator, the db cached in bench/results/), `--runs` times each after warm-up:
 - capture: an allow-listed bash output stored as an artifact;
 - service down / hung: MEMORY_PLUGIN_URL at a closed port / at a server that never answers.
 
+The hooks' shared back-off is off here (MEMORY_HOOK_BACKOFF_S=0): each figure is what one
+meeting with a dead or hung service costs, the worst case; with it on, the actions of the next
+30 s skip the service at once.
+
 Part 2 (when tests/harnesses has the opencode binary): `opencode run` against a local mock
 model, `--opencode-runs` times each, without the plugin, with it (service up), with the
 service down and with it hung (the plugin's budget, 1.5 s): the wall clock a user waits.
@@ -59,7 +63,7 @@ const msg = (sid, role, text) => ({ info: { id: "m" + Math.random(), sessionID: 
   parts: [{ id: "p", sessionID: sid, messageID: "m", type: "text", text }] });
 const plugin = (url, budgetS) => new MemoryPlugin(loadSettings(
   { MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: job.log, MEMORY_HOOK_BUDGET_S: String(budgetS),
-    MEMORY_PLUGIN_TOOL_CAPTURE: "bash" }, { project: "p3" }).settings, "/src", [], () => {});
+    MEMORY_PLUGIN_TOOL_CAPTURE: "bash", MEMORY_HOOK_BACKOFF_S: "0" }, { project: "p3" }).settings, "/src", [], () => {});
 const ms = async (fn) => { const t = performance.now(); await fn(); return performance.now() - t; };
 const out = {};
 async function turn(p, sid, prompt) {
@@ -159,7 +163,7 @@ def opencode_runs(url: str, runs: int) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORY_", "XDG_"))}
         env.update(HOME=str(home), PWD=str(project), OPENCODE_DISABLE_MODELS_FETCH="1",
                    OPENCODE_DISABLE_AUTOUPDATE="1", MEMORY_PROJECT="p3",
-                   MEMORY_DB_PATH=str(tmp / "log.db"))
+                   MEMORY_DB_PATH=str(tmp / "log.db"), MEMORY_HOOK_BACKOFF_S="0")
         base = {"model": "mock/mock-model", "provider": {"mock": {
             "npm": "@ai-sdk/openai-compatible", "name": "Mock",
             "options": {"baseURL": f"{mock.url}/v1", "apiKey": "dummy"},

@@ -2,7 +2,7 @@
 // Generated from opencode-plugin/src by `npm run build`: edit the sources, not this file.
 
 // src/memory.ts
-import { randomBytes } from "node:crypto";
+import { randomBytes as randomBytes2 } from "node:crypto";
 
 // src/autostart.ts
 import { spawn } from "node:child_process";
@@ -49,6 +49,13 @@ function seconds(raw) {
   }
   return Math.round(value * 1e3);
 }
+function backoffSeconds(raw) {
+  const value = typeof raw === "number" ? raw : Number(text(raw));
+  if (!(value >= 0 && value <= 3600)) {
+    throw new BadValue(`must be 0..3600 seconds, not ${JSON.stringify(raw)}`);
+  }
+  return Math.round(value * 1e3);
+}
 function toolNames(raw) {
   const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
   return new Set(names.map((name) => name.trim().toLowerCase()).filter(Boolean));
@@ -76,6 +83,7 @@ var FIELDS = {
   debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
   project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
   budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
+  backoffMs: { env: "MEMORY_HOOK_BACKOFF_S", option: "backoffS", parse: backoffSeconds, fallback: 3e4 },
   dbPath: {
     env: "MEMORY_DB_PATH",
     option: "dbPath",
@@ -118,6 +126,12 @@ function loadSettings(env, options = {}) {
 function hookLogPath(settings) {
   return join(dirname(settings.dbPath), "hooks.jsonl");
 }
+function spoolPath(settings) {
+  return join(dirname(settings.dbPath), "spool");
+}
+function backoffPath(settings) {
+  return join(dirname(settings.dbPath), "hooks.backoff.json");
+}
 function discoveryPath(settings) {
   const configured = settings.discoveryFile;
   if (configured.toLowerCase() === "off") return null;
@@ -133,6 +147,21 @@ var ServiceUnavailable = class extends Error {
     this.outcome = outcome;
   }
   outcome;
+};
+var ServiceFailed = class extends ServiceUnavailable {
+  constructor(status, message) {
+    super("error", `HTTP ${status}: ${message}`);
+    this.status = status;
+  }
+  status;
+  /**
+   * Whether a write that met this answer is worth replaying later: auth (a token being
+   * rotated), a request timeout, overload or a server-side failure (client.py
+   * RETRYABLE_STATUS, plus any 5xx). Any other 4xx means the request itself is wrong.
+   */
+  get retryable() {
+    return this.status >= 500 || [401, 403, 408, 429].includes(this.status);
+  }
 };
 function now() {
   return performance.now();
@@ -169,12 +198,22 @@ function pidAlive(pid) {
   }
 }
 var ServiceClient = class {
-  constructor(url, token) {
+  /**
+   * `offline`: every request fails with it at once, without touching the network (the
+   * hooks' back-off is in force).
+   */
+  constructor(url, token, offline = null) {
     this.url = url;
     this.token = token;
+    this.offline = offline;
   }
   url;
   token;
+  offline;
+  /** The last "service down" / "timeout" a request of this client met on the network. */
+  lastFailure = null;
+  /** Whether the service answered at least one request (any status). */
+  answered = false;
   get(path, deadline) {
     return this.request("GET", path, void 0, deadline);
   }
@@ -182,7 +221,22 @@ var ServiceClient = class {
     return this.request("POST", path, body, deadline);
   }
   /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
-  request(method, path, body, deadline) {
+  async request(method, path, body, deadline) {
+    if (this.offline !== null) throw this.offline;
+    if (deadline - now() < 1) {
+      throw new ServiceUnavailable("timeout", "no time left in the action's budget");
+    }
+    try {
+      const answer = await this.send(method, path, body, deadline);
+      this.answered = true;
+      return answer;
+    } catch (error) {
+      if (error instanceof ServiceFailed) this.answered = true;
+      else if (error instanceof ServiceUnavailable && error.outcome !== "error") this.lastFailure = error;
+      throw error;
+    }
+  }
+  send(method, path, body, deadline) {
     const remaining = Math.floor(deadline - now());
     if (remaining <= 0) {
       return Promise.reject(new ServiceUnavailable("timeout", "no time left in the action's budget"));
@@ -227,7 +281,7 @@ var ServiceClient = class {
           const status = res.statusCode ?? 0;
           if (status >= 400) {
             const message = answer?.error;
-            settle(new ServiceUnavailable("error", `HTTP ${status}: ${String(message ?? raw.slice(-200))}`));
+            settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
           } else {
             settle(null, answer);
           }
@@ -349,6 +403,49 @@ function takeLock(path) {
 }
 function sleep(ms) {
   return new Promise((resolve2) => setTimeout(resolve2, ms));
+}
+
+// src/backoff.ts
+import { mkdirSync as mkdirSync2, readFileSync as readFileSync2, renameSync, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
+import { basename, dirname as dirname3, join as join3 } from "node:path";
+function activeBackOff(path, nowS = Date.now() / 1e3) {
+  let data;
+  try {
+    data = JSON.parse(readFileSync2(path, "utf8"));
+  } catch {
+    return null;
+  }
+  if (typeof data !== "object" || data === null) return null;
+  const { until, outcome, detail } = data;
+  const end = Number(until);
+  if (until === null || until === void 0 || !Number.isFinite(end) || outcome === void 0) return null;
+  if (nowS >= end) return null;
+  return { until: end, outcome: outcome === "timeout" ? "timeout" : "service down", detail: String(detail ?? "") };
+}
+function startBackOff(path, ms, outcome, detail) {
+  if (ms <= 0) return;
+  const data = JSON.stringify({
+    until: Math.round(Date.now() + ms) / 1e3,
+    outcome,
+    detail: detail.slice(0, 300)
+  });
+  const tmp = join3(dirname3(path), `.${basename(path)}.${process.pid}.tmp`);
+  try {
+    mkdirSync2(dirname3(path), { recursive: true, mode: 448 });
+    writeFileSync(tmp, data, { encoding: "utf8", mode: 384 });
+    renameSync(tmp, path);
+  } catch {
+    try {
+      unlinkSync2(tmp);
+    } catch {
+    }
+  }
+}
+function clearBackOff(path) {
+  try {
+    unlinkSync2(path);
+  } catch {
+  }
 }
 
 // src/text.ts
@@ -497,15 +594,15 @@ function isAgentTurn(system) {
 }
 
 // src/outcomes.ts
-import { closeSync as closeSync2, mkdirSync as mkdirSync2, openSync as openSync2, renameSync, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
-import { dirname as dirname3 } from "node:path";
+import { closeSync as closeSync2, mkdirSync as mkdirSync3, openSync as openSync2, renameSync as renameSync2, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
+import { dirname as dirname4 } from "node:path";
 var MAX_LOG_BYTES = 1e6;
 function record(path, entry) {
   const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry }) + "\n";
   try {
-    mkdirSync2(dirname3(path), { recursive: true });
+    mkdirSync3(dirname4(path), { recursive: true });
     try {
-      if (statSync2(path).size > MAX_LOG_BYTES) renameSync(path, `${path}.1`);
+      if (statSync2(path).size > MAX_LOG_BYTES) renameSync2(path, `${path}.1`);
     } catch {
     }
     const fd = openSync2(path, "a", 384);
@@ -519,9 +616,9 @@ function record(path, entry) {
 }
 
 // src/project.ts
-import { readFileSync as readFileSync2, realpathSync, statSync as statSync3 } from "node:fs";
+import { readFileSync as readFileSync3, realpathSync, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
-import { basename, dirname as dirname4, isAbsolute, join as join3, resolve } from "node:path";
+import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
 var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 function detectProject(cwd) {
   const start = resolvePath(cwd);
@@ -530,16 +627,16 @@ function detectProject(cwd) {
     const remote = remoteUrl(gitDir);
     if (remote) return normaliseRemote(remote);
   }
-  return basename(top ?? start) || null;
+  return basename2(top ?? start) || null;
 }
 function resolvePath(path) {
-  const expanded = path === "~" || path.startsWith("~/") ? join3(homedir2(), path.slice(1)) : path;
+  const expanded = path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
   const absolute = resolve(expanded);
   try {
     return realpathSync(absolute);
   } catch {
-    const parent = dirname4(absolute);
-    return parent === absolute ? absolute : join3(resolvePath(parent), basename(absolute));
+    const parent = dirname5(absolute);
+    return parent === absolute ? absolute : join4(resolvePath(parent), basename2(absolute));
   }
 }
 function kind(path) {
@@ -551,36 +648,36 @@ function kind(path) {
   }
 }
 function findRepository(start) {
-  for (let folder = start; ; folder = dirname4(folder)) {
-    const dotGit = join3(folder, ".git");
+  for (let folder = start; ; folder = dirname5(folder)) {
+    const dotGit = join4(folder, ".git");
     const found = kind(dotGit);
     if (found === "dir") return [folder, dotGit];
     if (found === "file") {
       let text2;
       try {
-        text2 = readFileSync2(dotGit, "utf8").trim();
+        text2 = readFileSync3(dotGit, "utf8").trim();
       } catch {
         return [folder, null];
       }
       if (text2.startsWith("gitdir:")) {
         const target = text2.slice("gitdir:".length).trim();
-        return [folder, resolvePath(isAbsolute(target) ? target : join3(folder, target))];
+        return [folder, resolvePath(isAbsolute(target) ? target : join4(folder, target))];
       }
       return [folder, null];
     }
-    if (dirname4(folder) === folder) return [null, null];
+    if (dirname5(folder) === folder) return [null, null];
   }
 }
 function remoteUrl(gitDir) {
   let common = gitDir;
   try {
-    const pointer = readFileSync2(join3(gitDir, "commondir"), "utf8").trim();
+    const pointer = readFileSync3(join4(gitDir, "commondir"), "utf8").trim();
     common = resolvePath(resolve(gitDir, pointer));
   } catch {
   }
   let text2;
   try {
-    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync2(join3(common, "config")));
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync3(join4(common, "config")));
   } catch {
     return null;
   }
@@ -699,6 +796,71 @@ function pythonJson(value) {
   return JSON.stringify(value) ?? "null";
 }
 
+// src/spool.ts
+import { closeSync as closeSync3, fsyncSync, mkdirSync as mkdirSync4, openSync as openSync3, renameSync as renameSync3, unlinkSync as unlinkSync3, writeSync as writeSync3 } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { join as join5 } from "node:path";
+var SPOOL_VERSION = 1;
+var EPOCH_NS = BigInt(Date.now()) * 1000000n - process.hrtime.bigint();
+function timeNs() {
+  return EPOCH_NS + process.hrtime.bigint();
+}
+function stampCreatedAt(body, ts = Date.now() / 1e3) {
+  const items = Array.isArray(body["items"]) ? body["items"] : [body];
+  for (const item of items) {
+    if (typeof item === "object" && item !== null && !("created_at" in item)) {
+      item["created_at"] = ts;
+    }
+  }
+}
+function appendSpool(folder, path, body, origin = {}) {
+  const name = `${timeNs().toString().padStart(20, "0")}-${process.pid}-${randomBytes(4).toString("hex")}`;
+  const record2 = {
+    v: SPOOL_VERSION,
+    ts: Math.round(Date.now()) / 1e3,
+    harness: origin.harness ?? "",
+    event: origin.event ?? "",
+    path,
+    body
+  };
+  const data = Buffer.from(JSON.stringify(record2), "utf8");
+  mkdirSync4(folder, { recursive: true, mode: 448 });
+  const tmp = join5(folder, `.${name}.tmp`);
+  const final = join5(folder, `${name}.json`);
+  const fd = openSync3(tmp, "wx", 384);
+  try {
+    try {
+      for (let offset = 0; offset < data.length; ) offset += writeSync3(fd, data, offset);
+      fsyncSync(fd);
+    } finally {
+      closeSync3(fd);
+    }
+    renameSync3(tmp, final);
+  } catch (error) {
+    try {
+      unlinkSync3(tmp);
+    } catch {
+    }
+    throw error;
+  }
+  syncFolder(folder);
+  return final;
+}
+function syncFolder(folder) {
+  let fd;
+  try {
+    fd = openSync3(folder, "r");
+  } catch {
+    return;
+  }
+  try {
+    fsyncSync(fd);
+  } catch {
+  } finally {
+    closeSync3(fd);
+  }
+}
+
 // src/memory.ts
 var HARNESS = "opencode";
 var HOOKS = {
@@ -711,22 +873,79 @@ var HOOKS = {
 var QUERY_CHARS = 2e3;
 var FLUSH_BATCH = 500;
 var FLUSH_MAX = 5e3;
-var QUIET_MS = 3e4;
+var SPOOL_MARGIN_MS = 150;
 var START_WAIT_MS = 2e4;
 var MAX_SESSIONS = 200;
 var REMEMBER = /^\s*remember\b[\s:,.-]*(?:that\s+)?(?<rest>.+)$/is;
+var inFlight = /* @__PURE__ */ new Map();
+var exitGuard = false;
+function spoolInFlight() {
+  for (const [key, { target, body }] of inFlight) {
+    inFlight.delete(key);
+    try {
+      keep(target, body);
+    } catch {
+    }
+  }
+}
+function keep(target, body) {
+  stampCreatedAt(body);
+  appendSpool(target.folder, "/ingest", body, { harness: HARNESS, event: target.event });
+}
 var Action = class {
-  constructor(deadline, service) {
+  constructor(deadline, service, target) {
     this.deadline = deadline;
     this.service = service;
+    this.target = target;
   }
   deadline;
   service;
+  target;
   outcome = "skipped";
   detail = "";
+  /** How many writes of this action went to the spool, and why the first one did. */
+  spooled = 0;
+  spoolReason = "";
   done(outcome, detail = "") {
     this.outcome = outcome;
     this.detail = detail;
+  }
+  /**
+   * POSTs `body` to /ingest; null when the service could not take it in time (down, hung,
+   * slow, 5xx/401/403/408/429) and it went to the spool instead, to be stored exactly once
+   * later. Once one write of this action was spooled, the next ones are spooled at once. A
+   * request the service refused as invalid (another 4xx) throws: replaying it would not help.
+   */
+  async write(body) {
+    if (this.spooled) {
+      this.spool(body, this.spoolReason);
+      return null;
+    }
+    const key = {};
+    if (!exitGuard) {
+      exitGuard = true;
+      process.once("exit", spoolInFlight);
+    }
+    inFlight.set(key, { target: this.target, body });
+    try {
+      const answer = await this.service.post("/ingest", body, this.deadline - SPOOL_MARGIN_MS);
+      return typeof answer === "object" && answer !== null ? answer : {};
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailable) || error instanceof ServiceFailed && !error.retryable) throw error;
+      this.spool(body, error instanceof ServiceFailed ? error.message : `${error.outcome}: ${error.message}`);
+      return null;
+    } finally {
+      inFlight.delete(key);
+    }
+  }
+  spool(body, reason) {
+    try {
+      keep(this.target, body);
+    } catch (error) {
+      throw new Error(`spooling failed, the write is lost (${reason}): ${error.message}`);
+    }
+    this.spooled += 1;
+    this.spoolReason ||= reason;
   }
 };
 var MemoryPlugin = class {
@@ -743,10 +962,9 @@ var MemoryPlugin = class {
   write;
   sessions = /* @__PURE__ */ new Map();
   /** Names this process's contexts: a new opencode process rebuilds every system prompt. */
-  processTag = randomBytes(3).toString("hex");
+  processTag = randomBytes2(3).toString("hex");
   pending = /* @__PURE__ */ new Set();
   detectedProject;
-  quietUntil = 0;
   starting = null;
   startedUrl = null;
   startNote = "";
@@ -828,13 +1046,14 @@ ${query}`;
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
     const task = this.run(HOOKS.capture, key, async (action) => {
-      const answer = await this.post(action, "/ingest", {
+      const answer = await action.write({
         content: captureRecord({ name: tool, input: args, output }),
         kind: "artifact",
         source: "tool",
         ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64))
       });
-      if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
+      if (answer === null) action.done("spooled", `${tool} output (${action.spoolReason})`);
+      else if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
       else action.done("stored", `${tool} output (${String(answer["status"])})`);
     });
     this.pending.add(task);
@@ -896,12 +1115,19 @@ ${query}`;
         action.done("skipped", "nothing to remember");
         return;
       }
-      const answer = await this.post(action, "/ingest", {
+      const answer = await action.write({
         content,
         kind: "fact",
         source: "chat",
         ...this.memoryFields(sessionID, key)
       });
+      if (answer === null) {
+        action.done("spooled", `remembered in the spool (${action.spoolReason})`);
+        state.added.push(
+          `semantic-memory will store the user's "remember" message as a memory as soon as its service is back; it does not need to be stored again.`
+        );
+        return;
+      }
       if (answer["status"] === "rejected") {
         action.done("refused", String(answer["reason"] ?? ""));
         return;
@@ -923,24 +1149,28 @@ ${query}`;
         action.done("skipped", "no conversation to flush");
         return;
       }
-      const counts = { new: 0, duplicate: 0, rejected: 0 };
+      const counts = { new: 0, duplicate: 0, rejected: 0, spooled: 0 };
       for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
-        const answer = await this.post(action, "/ingest", {
-          items: chunks.slice(start, start + FLUSH_BATCH).map((content) => ({
+        const batch = chunks.slice(start, start + FLUSH_BATCH);
+        const answer = await action.write({
+          items: batch.map((content) => ({
             content,
             kind: "note",
             source: "compaction",
             ...this.memoryFields(sessionID, key)
           }))
         });
+        if (answer === null) {
+          counts.spooled += batch.length;
+          continue;
+        }
         for (const name of ["new", "duplicate", "rejected"]) {
           counts[name] += Number(answer[name] ?? 0) || 0;
         }
       }
-      action.done(
-        "stored",
-        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`
-      );
+      const detail = `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
+      if (counts.spooled) action.done("spooled", `${detail}, ${counts.spooled} spooled (${action.spoolReason})`);
+      else action.done("stored", detail);
     });
   }
   // --- plumbing -----------------------------------------------------------------------------
@@ -988,9 +1218,11 @@ ${query}`;
   async run(event, session, body) {
     const started = now();
     const debug = (message) => this.debug(event, message);
-    const quiet = started < this.quietUntil;
-    let { outcome, detail } = quiet ? { outcome: "timeout", detail: `skipped: the service timed out less than ${QUIET_MS / 1e3} s ago` } : await this.attempt(started + this.settings.budgetMs, debug, body);
-    if (outcome === "timeout" && !quiet) this.quietUntil = now() + QUIET_MS;
+    const offline = this.backingOff();
+    const target = { folder: spoolPath(this.settings), event };
+    let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
+    if (service !== null && offline === null) this.afterContact(service);
+    if (outcome === "timeout" && event === HOOKS.inject) detail = `${detail} (recall)`;
     if (this.startNote) {
       detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
       this.startNote = "";
@@ -998,19 +1230,44 @@ ${query}`;
     debug(detail ? `${outcome}: ${detail}` : outcome);
     this.log(event, outcome, detail, session, now() - started);
   }
-  /** The action's outcome: its own, or how the service failed it. */
-  async attempt(deadline, debug, body) {
+  /** The action's outcome (its own, or how the service failed it) and the client it used. */
+  async attempt(deadline, debug, body, target, offline) {
+    let service = null;
     try {
-      await this.waitForStart(deadline);
+      if (offline === null) await this.waitForStart(deadline);
       const { url, origin } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      const action = new Action(deadline, new ServiceClient(url, this.settings.token));
+      service = new ServiceClient(url, this.settings.token, offline);
+      const action = new Action(deadline, service, target);
       await body(action);
-      return { outcome: action.outcome, detail: action.detail };
+      return { outcome: action.outcome, detail: action.detail, service };
     } catch (error) {
-      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message };
+      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message, service };
       const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
-      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500) };
+      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500), service };
+    }
+  }
+  /** The error every request of an action meets at once while the hooks back off; else null. */
+  backingOff() {
+    const state = activeBackOff(backoffPath(this.settings));
+    if (state === null) return null;
+    const until = new Date(state.until * 1e3).toTimeString().slice(0, 8);
+    return new ServiceUnavailable(
+      state.outcome,
+      `backing off until ${until}, no request made (the last try: ${state.detail})`
+    );
+  }
+  /**
+   * A service that did not answer starts the shared back-off (runner.py `_after_contact`);
+   * one that answered ends it.
+   */
+  afterContact(service) {
+    const path = backoffPath(this.settings);
+    const failure = service.lastFailure;
+    if (failure !== null && !service.answered) {
+      startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
+    } else if (service.answered) {
+      clearBackOff(path);
     }
   }
   /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
@@ -1098,6 +1355,7 @@ var server = async (input, options) => {
 var index_default = { id: "semantic-memory", server };
 export {
   MemoryPlugin,
+  appendSpool,
   captureRecord,
   chunkTurns,
   clean,

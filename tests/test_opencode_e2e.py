@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -226,7 +227,9 @@ def timed(world: World, prompt: str, runs: int = 2) -> float:
 def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None:
     """Without the plugin, with it and the service down (refused), with it and the service hung
     (accepting, never answering): every run succeeds; down costs nothing measurable, hung one
-    budget (1.5 s), and each is in the hook log for `memory-mcp doctor`."""
+    budget (1.5 s) once, after which the hooks back off (hooks.backoff.json, shared with the
+    Python hooks) and the next run skips the network; each is in the hook log for
+    `memory-mcp doctor`."""
     budget = 1.5
     with ModelMock(aside=title_call) as mock, hanging_server() as hung_url:
         down_url = f"http://127.0.0.1:{closed_port()}"
@@ -236,18 +239,96 @@ def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None
         plain = timed(world, QUESTION)
         world.memory_mcp("install", "opencode", "--project", str(world.project), "--mcp", "none")
         down = timed(world, QUESTION)
+        backoff_file = tmp_path / "svc" / "hooks.backoff.json"
+        assert json.loads(backoff_file.read_text())["outcome"] == "service down"
+        backoff_file.unlink()  # as if the back-off had run out: the hung service is met once
         world.env["MEMORY_PLUGIN_URL"] = hung_url
         hung = timed(world, QUESTION)
     print(f"\nopencode run: {plain:.2f} s without the plugin, {down:.2f} s with the service "
           f"down, {hung:.2f} s with it hung (budget {budget} s)")
     log = world.log()
-    assert [(e["outcome"], e["detail"].split(" (")[0]) for e in log] == [
-        ("service down", f"nothing listens at {down_url}")] * 2 + [
-        ("timeout", f"{hung_url} did not answer within the budget")] * 2
-    # What the plugin itself waited: nothing when refused, one budget per prompt when hung.
-    assert all(e["ms"] < 100 for e in log[:2])
-    assert all(budget * 1000 - 50 <= e["ms"] < budget * 1000 + 300 for e in log[2:])
+    backing_off = re.compile(r"backing off until \d\d:\d\d:\d\d, no request made")
+    assert [(e["outcome"], backing_off.sub("backing off", e["detail"].split(" (")[0]))
+            for e in log] == [
+        ("service down", f"nothing listens at {down_url}"), ("service down", "backing off"),
+        ("timeout", f"{hung_url} did not answer within the budget"), ("timeout", "backing off")]
+    # What the plugin itself waited: nothing when refused, one budget when hung, then nothing.
+    assert all(e["ms"] < 100 for e in log[:2] + log[3:])
+    assert budget * 1000 - 50 <= log[2]["ms"] < budget * 1000 + 300
     # Wall clock, with room for a busy machine: down ~ plain, hung ~ plain + one budget.
     assert down - plain < 3.0
     assert hung - plain < budget + 3.0
     assert all(BLOCK not in json.dumps(r["body"]) for r in mock.requests)
+
+
+def opencode_quoted(world: World, prompt: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`opencode run "PROMPT"`: the prompt as one argument, as a shell passes a quoted string."""
+    done = subprocess.run([str(OPENCODE), "run", *flags, prompt], cwd=world.project,
+                          env=world.env, capture_output=True, text=True, timeout=180,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+def drained(folder: Path, timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(folder.glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(folder.glob("*.json"))
+
+
+def test_what_is_said_while_the_service_is_down_is_stored_once_it_is_back(
+        tmp_path: Path) -> None:
+    """With the service stopped, a "remember" and a session that compacts: both go to the
+    spool (the model is told the fact will be stored); the service, started again, stores each
+    exactly once, and the next run recalls them."""
+    with ModelMock(aside=title_call) as mock:
+        service = start_service(tmp_path / "svc")
+        world = World(tmp_path, service, mock)
+        try:
+            world.memory_mcp("install", "opencode", "--project", str(world.project))
+        finally:
+            service.stop()  # the URL the plugin has now points at nothing
+        down_then_back(world, tmp_path)
+
+
+def down_then_back(world: World, tmp_path: Path) -> None:
+    fact = "the deploy freeze starts on Fridays at noon"
+    spool_dir = tmp_path / "svc" / "spool"
+
+    opencode_quoted(world, f"remember that {fact}")
+    told = system_of(world.agent_calls()[-1])
+    assert "will store the user's \"remember\" message as a memory as soon as its service" in told
+    world.mock.script({"text": REDIS, "input_tokens": 200_000},
+                      {"text": "Summary: a checkout test was discussed."},
+                      {"text": "Noted."})
+    opencode_quoted(world, "why does the checkout integration test keep failing on CI?")
+    log = [(e["event"], e["outcome"]) for e in world.log()]
+    assert log[:1] == [("chat.message", "spooled")]
+    assert ("experimental.session.compacting", "spooled") in log
+    assert all(outcome in ("spooled", "service down") for _, outcome in log), log
+    assert len(list(spool_dir.glob("*.json"))) == 2
+
+    world.service = start_service(tmp_path / "svc")  # drains the spool as it starts
+    world.env["MEMORY_PLUGIN_URL"] = world.service.url
+    try:
+        assert drained(spool_dir)
+        facts = [m for m in world.memories("chat") if "deploy freeze" in m["content"]]
+        assert [(m["content"], m["kind"], m["project"]) for m in facts] == [
+            (fact, "fact", PROJECT)]
+        flushed = world.memories("compaction")
+        assert [m["content"] for m in flushed] == [
+            f"User: why does the checkout integration test keep failing on CI?\n"
+            f"Assistant: {REDIS}"]
+
+        seen = len(world.mock.requests)
+        opencode_quoted(world, "when does the deploy freeze start?")
+        [call] = world.agent_calls(seen)
+        assert fact in block_in(system_of(call))
+        seen = len(world.mock.requests)
+        opencode_quoted(world, "what should I do about the Redis fixture of the checkout test?")
+        [call] = world.agent_calls(seen)
+        assert REDIS in block_in(system_of(call))
+        assert len([m for m in world.memories("chat") if "deploy freeze" in m["content"]]) == 1
+    finally:
+        world.service.stop()

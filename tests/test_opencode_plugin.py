@@ -12,14 +12,16 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from semantic_memory import spool
 from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
 from semantic_memory.harness.transcript import Turn, chunk_turns
-from test_service_support import memory_mcp_command
+from test_service_support import memory_mcp_command, start_service
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
 BUNDLE = PLUGIN_DIR / "semantic-memory.js"
@@ -173,3 +175,46 @@ def test_capture_records_match_the_python_records() -> None:
     got = node_eval("captureRecord", [[{"name": c.name, "input": c.input, "output": c.output}]
                                       for c in calls])
     assert got == expected
+
+def test_what_the_plugin_spools_the_python_service_stores_once(tmp_path: Path) -> None:
+    """The TypeScript spool writer and the Python replayer agree on the format (spool.py):
+    what the bundle spooled is read by spool.py and stored by the service, which drains the
+    spool at start; the same write spooled again (its answer came too late) is a duplicate."""
+    folder = tmp_path / "spool"
+    origin = {"harness": "opencode", "event": "chat.message"}
+    fact = {"content": "the nightly backup runs on host vega at 02:30", "kind": "fact",
+            "source": "chat", "project": "p", "tags": ["harness:opencode"],
+            "session": "opencode:ses_1", "created_at": 1_700_000_000.5}
+    batch = {"items": [{"content": f"User: question {i}?\nAssistant: answer {i}, unicode Grüße 🧪",
+                        "kind": "note", "source": "compaction", "project": "p"}
+                       for i in range(2)]}
+    files = node_eval("appendSpool", [[str(folder), "/ingest", fact, origin],
+                                      [str(folder), "/ingest", batch, origin]])
+    assert [str(p) for p in spool.pending(folder)] == files
+    record = spool.read(Path(files[0]))
+    assert record is not None and record["body"] == fact and record["v"] == spool.VERSION
+    assert (record["harness"], record["event"], record["path"]) == ("opencode", "chat.message",
+                                                                   "/ingest")
+    assert spool.depth(folder).count == 2
+
+    service = start_service(tmp_path)
+    try:
+        with service.client() as http:
+            def stored() -> list[dict[str, Any]]:
+                return http.get("/api/memories", params={"limit": 100}).json()["items"]
+
+            def drained() -> bool:
+                deadline = time.monotonic() + 60
+                while spool.pending(folder) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                return not spool.pending(folder) and spool.depth(folder).rejected == 0
+
+            assert drained()
+            memories = {m["content"]: m for m in stored()}
+            assert set(memories) == {fact["content"], *(i["content"] for i in batch["items"])}
+            assert memories[str(fact["content"])]["created_at"] == "2023-11-14T22:13:20+00:00"
+
+            node_eval("appendSpool", [[str(folder), "/ingest", fact, origin]])
+            assert drained() and len(stored()) == 3
+    finally:
+        service.stop()

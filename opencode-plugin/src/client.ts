@@ -26,6 +26,25 @@ export class ServiceUnavailable extends Error {
   }
 }
 
+/** The service answered with an error status (the request reached it). */
+export class ServiceFailed extends ServiceUnavailable {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super("error", `HTTP ${status}: ${message}`);
+  }
+
+  /**
+   * Whether a write that met this answer is worth replaying later: auth (a token being
+   * rotated), a request timeout, overload or a server-side failure (client.py
+   * RETRYABLE_STATUS, plus any 5xx). Any other 4xx means the request itself is wrong.
+   */
+  get retryable(): boolean {
+    return this.status >= 500 || [401, 403, 408, 429].includes(this.status);
+  }
+}
+
 /** A monotonic clock in milliseconds: deadlines are `now() + budget`. */
 export function now(): number {
   return performance.now();
@@ -78,9 +97,19 @@ export function pidAlive(pid: unknown): boolean {
 }
 
 export class ServiceClient {
+  /** The last "service down" / "timeout" a request of this client met on the network. */
+  lastFailure: ServiceUnavailable | null = null;
+  /** Whether the service answered at least one request (any status). */
+  answered = false;
+
+  /**
+   * `offline`: every request fails with it at once, without touching the network (the
+   * hooks' back-off is in force).
+   */
   constructor(
     readonly url: string,
     private readonly token: string,
+    readonly offline: ServiceUnavailable | null = null,
   ) {}
 
   get(path: string, deadline: number): Promise<unknown> {
@@ -92,7 +121,24 @@ export class ServiceClient {
   }
 
   /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
-  request(method: string, path: string, body: unknown, deadline: number): Promise<unknown> {
+  async request(method: string, path: string, body: unknown, deadline: number): Promise<unknown> {
+    if (this.offline !== null) throw this.offline;
+    if (deadline - now() < 1) {
+      // Not the service's doing: no back-off for it.
+      throw new ServiceUnavailable("timeout", "no time left in the action's budget");
+    }
+    try {
+      const answer = await this.send(method, path, body, deadline);
+      this.answered = true;
+      return answer;
+    } catch (error) {
+      if (error instanceof ServiceFailed) this.answered = true;
+      else if (error instanceof ServiceUnavailable && error.outcome !== "error") this.lastFailure = error;
+      throw error;
+    }
+  }
+
+  private send(method: string, path: string, body: unknown, deadline: number): Promise<unknown> {
     const remaining = Math.floor(deadline - now());
     if (remaining <= 0) {
       return Promise.reject(new ServiceUnavailable("timeout", "no time left in the action's budget"));
@@ -139,7 +185,7 @@ export class ServiceClient {
           const status = res.statusCode ?? 0;
           if (status >= 400) {
             const message = (answer as { error?: unknown } | null)?.error;
-            settle(new ServiceUnavailable("error", `HTTP ${status}: ${String(message ?? raw.slice(-200))}`));
+            settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
           } else {
             settle(null, answer);
           }

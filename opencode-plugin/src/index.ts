@@ -46,3 +46,4 @@ export { loadSettings } from "./settings.js";
 export { detectProject, normaliseRemote } from "./project.js";
 export { chunkTurns, splitText, clean } from "./transcript.js";
 export { captureRecord, describeInput } from "./records.js";
+export { appendSpool } from "./spool.js";

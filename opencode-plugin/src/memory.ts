@@ -15,12 +15,18 @@
  * hitting). It grows only when a new prompt brings memories this context has not seen, and
  * starts over when a compaction replaces the context. Every service call is bounded by the
  * action's budget; a failure is a silent skip for the session and a line in the hook log.
+ *
+ * A write (remember, flush, capture) the service cannot take within the budget (down, hung,
+ * slow, overloaded) goes to the write spool instead (spool.ts), which the service replays
+ * exactly once. After an action met a dead or hung service, every harness's hooks skip the
+ * network for a while (backoff.ts), spooling their writes at once.
  */
 
 import { randomBytes } from "node:crypto";
 
 import { startService } from "./autostart.js";
-import { ServiceClient, ServiceUnavailable, now, resolveUrl } from "./client.js";
+import { activeBackOff, clearBackOff, startBackOff } from "./backoff.js";
+import { ServiceClient, ServiceFailed, ServiceUnavailable, now, resolveUrl } from "./client.js";
 import {
   conversationText,
   isAgentTurn,
@@ -33,7 +39,8 @@ import {
 import { record, type Outcome } from "./outcomes.js";
 import { detectProject } from "./project.js";
 import { captureRecord } from "./records.js";
-import { hookLogPath, type Settings, type SettingProblem } from "./settings.js";
+import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
+import { appendSpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
 import { chunkTurns } from "./transcript.js";
 
@@ -52,8 +59,8 @@ export const QUERY_CHARS = 2000;
 /** Compaction chunks per /ingest request, and at most this many per flush (the newest). */
 export const FLUSH_BATCH = 500;
 export const FLUSH_MAX = 5000;
-/** After a call timed out, the service is left alone this long (a hung service costs one wait). */
-export const QUIET_MS = 30_000;
+/** Milliseconds of an action's budget a write leaves for spooling (adapter.py SPOOL_MARGIN_S). */
+export const SPOOL_MARGIN_MS = 150;
 /** How long an autostarted service may take to listen (it runs in the background meanwhile). */
 export const START_WAIT_MS = 20_000;
 /** Sessions whose state is kept (the least recently used go first). */
@@ -75,19 +82,92 @@ interface SessionState {
   flushNext: boolean;
 }
 
+/** Where a write goes when the service cannot take it: the spool folder and its origin. */
+interface SpoolTarget {
+  folder: string;
+  event: string;
+}
+
+/**
+ * The writes waiting for the service's answer. Should opencode exit meanwhile (its process
+ * ends without waiting for our requests), they are spooled on the way out: nothing is lost,
+ * and one that had landed replays as a duplicate.
+ */
+const inFlight = new Map<object, { target: SpoolTarget; body: Record<string, unknown> }>();
+let exitGuard = false;
+
+function spoolInFlight(): void {
+  for (const [key, { target, body }] of inFlight) {
+    inFlight.delete(key);
+    try {
+      keep(target, body);
+    } catch {
+      // the disk refused it: nothing more can be done on the way out
+    }
+  }
+}
+
+function keep(target: SpoolTarget, body: Record<string, unknown>): void {
+  stampCreatedAt(body);
+  appendSpool(target.folder, "/ingest", body, { harness: HARNESS, event: target.event });
+}
+
 /** One action: its deadline, the service to use, and how it ended (for the hook log). */
 class Action {
   outcome: Outcome = "skipped";
   detail = "";
+  /** How many writes of this action went to the spool, and why the first one did. */
+  spooled = 0;
+  spoolReason = "";
 
   constructor(
     readonly deadline: number,
     readonly service: ServiceClient,
+    private readonly target: SpoolTarget,
   ) {}
 
   done(outcome: Outcome, detail = ""): void {
     this.outcome = outcome;
     this.detail = detail;
+  }
+
+  /**
+   * POSTs `body` to /ingest; null when the service could not take it in time (down, hung,
+   * slow, 5xx/401/403/408/429) and it went to the spool instead, to be stored exactly once
+   * later. Once one write of this action was spooled, the next ones are spooled at once. A
+   * request the service refused as invalid (another 4xx) throws: replaying it would not help.
+   */
+  async write(body: Record<string, unknown>): Promise<Record<string, unknown> | null> {
+    if (this.spooled) {
+      this.spool(body, this.spoolReason);
+      return null;
+    }
+    const key = {};
+    if (!exitGuard) {
+      exitGuard = true;
+      process.once("exit", spoolInFlight);
+    }
+    inFlight.set(key, { target: this.target, body });
+    try {
+      const answer = await this.service.post("/ingest", body, this.deadline - SPOOL_MARGIN_MS);
+      return typeof answer === "object" && answer !== null ? (answer as Record<string, unknown>) : {};
+    } catch (error) {
+      if (!(error instanceof ServiceUnavailable) || (error instanceof ServiceFailed && !error.retryable)) throw error;
+      this.spool(body, error instanceof ServiceFailed ? error.message : `${error.outcome}: ${error.message}`);
+      return null;
+    } finally {
+      inFlight.delete(key);
+    }
+  }
+
+  private spool(body: Record<string, unknown>, reason: string): void {
+    try {
+      keep(this.target, body);
+    } catch (error) {
+      throw new Error(`spooling failed, the write is lost (${reason}): ${(error as Error).message}`);
+    }
+    this.spooled += 1;
+    this.spoolReason ||= reason;
   }
 }
 
@@ -97,7 +177,6 @@ export class MemoryPlugin {
   private readonly processTag = randomBytes(3).toString("hex");
   private readonly pending = new Set<Promise<unknown>>();
   private detectedProject: string | null | undefined;
-  private quietUntil = 0;
   private starting: Promise<void> | null = null;
   private startedUrl: string | null = null;
   private startNote = "";
@@ -197,13 +276,14 @@ export class MemoryPlugin {
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
     const task = this.run(HOOKS.capture, key, async (action) => {
-      const answer = await this.post(action, "/ingest", {
+      const answer = await action.write({
         content: captureRecord({ name: tool, input: args, output }),
         kind: "artifact",
         source: "tool",
         ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64)),
       });
-      if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
+      if (answer === null) action.done("spooled", `${tool} output (${action.spoolReason})`);
+      else if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
       else action.done("stored", `${tool} output (${String(answer["status"])})`);
     });
     this.pending.add(task);
@@ -270,12 +350,20 @@ export class MemoryPlugin {
         action.done("skipped", "nothing to remember");
         return;
       }
-      const answer = await this.post(action, "/ingest", {
+      const answer = await action.write({
         content,
         kind: "fact",
         source: "chat",
         ...this.memoryFields(sessionID, key),
       });
+      if (answer === null) {
+        action.done("spooled", `remembered in the spool (${action.spoolReason})`);
+        state.added.push(
+          "semantic-memory will store the user's \"remember\" message as a memory as soon as its " +
+            "service is back; it does not need to be stored again.",
+        );
+        return;
+      }
       if (answer["status"] === "rejected") {
         action.done("refused", String(answer["reason"] ?? ""));
         return;
@@ -301,24 +389,29 @@ export class MemoryPlugin {
         action.done("skipped", "no conversation to flush");
         return;
       }
-      const counts = { new: 0, duplicate: 0, rejected: 0 };
+      const counts = { new: 0, duplicate: 0, rejected: 0, spooled: 0 };
       for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
-        const answer = await this.post(action, "/ingest", {
-          items: chunks.slice(start, start + FLUSH_BATCH).map((content) => ({
+        const batch = chunks.slice(start, start + FLUSH_BATCH);
+        const answer = await action.write({
+          items: batch.map((content) => ({
             content,
             kind: "note",
             source: "compaction",
             ...this.memoryFields(sessionID, key),
           })),
         });
+        if (answer === null) {
+          counts.spooled += batch.length;
+          continue;
+        }
         for (const name of ["new", "duplicate", "rejected"] as const) {
           counts[name] += Number(answer[name] ?? 0) || 0;
         }
       }
-      action.done(
-        "stored",
-        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`,
-      );
+      const detail =
+        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
+      if (counts.spooled) action.done("spooled", `${detail}, ${counts.spooled} spooled (${action.spoolReason})`);
+      else action.done("stored", detail);
     });
   }
 
@@ -372,11 +465,12 @@ export class MemoryPlugin {
   private async run(event: string, session: string | null, body: (action: Action) => Promise<void>): Promise<void> {
     const started = now();
     const debug = (message: string): void => this.debug(event, message);
-    const quiet = started < this.quietUntil;
-    let { outcome, detail } = quiet
-      ? { outcome: "timeout" as Outcome, detail: `skipped: the service timed out less than ${QUIET_MS / 1000} s ago` }
-      : await this.attempt(started + this.settings.budgetMs, debug, body);
-    if (outcome === "timeout" && !quiet) this.quietUntil = now() + QUIET_MS;
+    const offline = this.backingOff();
+    const target = { folder: spoolPath(this.settings), event };
+    let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
+    if (service !== null && offline === null) this.afterContact(service);
+    // Only a recall can time out: a write that could not be handed over was spooled.
+    if (outcome === "timeout" && event === HOOKS.inject) detail = `${detail} (recall)`;
     if (this.startNote) {
       detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
       this.startNote = "";
@@ -385,23 +479,52 @@ export class MemoryPlugin {
     this.log(event, outcome, detail, session, now() - started);
   }
 
-  /** The action's outcome: its own, or how the service failed it. */
+  /** The action's outcome (its own, or how the service failed it) and the client it used. */
   private async attempt(
     deadline: number,
     debug: (message: string) => void,
     body: (action: Action) => Promise<void>,
-  ): Promise<{ outcome: Outcome; detail: string }> {
+    target: SpoolTarget,
+    offline: ServiceUnavailable | null,
+  ): Promise<{ outcome: Outcome; detail: string; service: ServiceClient | null }> {
+    let service: ServiceClient | null = null;
     try {
-      await this.waitForStart(deadline);
+      if (offline === null) await this.waitForStart(deadline);
       const { url, origin } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      const action = new Action(deadline, new ServiceClient(url, this.settings.token));
+      service = new ServiceClient(url, this.settings.token, offline);
+      const action = new Action(deadline, service, target);
       await body(action);
-      return { outcome: action.outcome, detail: action.detail };
+      return { outcome: action.outcome, detail: action.detail, service };
     } catch (error) {
-      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message };
+      if (error instanceof ServiceUnavailable) return { outcome: error.outcome, detail: error.message, service };
       const { name, message } = error instanceof Error ? error : { name: "Error", message: String(error) };
-      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500) };
+      return { outcome: "error", detail: slice(`${name}: ${message}`, 0, 500), service };
+    }
+  }
+
+  /** The error every request of an action meets at once while the hooks back off; else null. */
+  private backingOff(): ServiceUnavailable | null {
+    const state = activeBackOff(backoffPath(this.settings));
+    if (state === null) return null;
+    const until = new Date(state.until * 1000).toTimeString().slice(0, 8);
+    return new ServiceUnavailable(
+      state.outcome,
+      `backing off until ${until}, no request made (the last try: ${state.detail})`,
+    );
+  }
+
+  /**
+   * A service that did not answer starts the shared back-off (runner.py `_after_contact`);
+   * one that answered ends it.
+   */
+  private afterContact(service: ServiceClient): void {
+    const path = backoffPath(this.settings);
+    const failure = service.lastFailure;
+    if (failure !== null && !service.answered) {
+      startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
+    } else if (service.answered) {
+      clearBackOff(path);
     }
   }
 

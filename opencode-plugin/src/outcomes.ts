@@ -14,6 +14,7 @@ export type Outcome =
   | "injected"
   | "nothing relevant"
   | "stored"
+  | "spooled"
   | "refused"
   | "skipped"
   | "service down"

@@ -29,6 +29,11 @@ export interface Settings {
   project: string;
   /** Wall-clock budget of one action (a recall and its report, a flush, a store), in ms. */
   budgetMs: number;
+  /**
+   * After an action met a dead or hung service, every harness's hooks skip the network this
+   * long (ms; 0 = never): writes go to the spool at once (backoff.ts, spool.ts).
+   */
+  backoffMs: number;
   /** The service's db file: the hook log (`hooks.jsonl`) and discovery file sit beside it. */
   dbPath: string;
   /** MEMORY_DISCOVERY_FILE: "" = `<db>.server.json`, "off" = none. */
@@ -91,6 +96,15 @@ function seconds(raw: unknown): number {
   return Math.round(value * 1000);
 }
 
+/** MEMORY_HOOK_BACKOFF_S: 0..3600 seconds (config.py `hook_backoff_s`), in ms. */
+function backoffSeconds(raw: unknown): number {
+  const value = typeof raw === "number" ? raw : Number(text(raw));
+  if (!(value >= 0 && value <= 3600)) {
+    throw new BadValue(`must be 0..3600 seconds, not ${JSON.stringify(raw)}`);
+  }
+  return Math.round(value * 1000);
+}
+
 /** Comma-separated (or, as an option, a list of) tool names, case-insensitive. */
 function toolNames(raw: unknown): ReadonlySet<string> {
   const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
@@ -116,6 +130,7 @@ const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
   project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
   budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
+  backoffMs: { env: "MEMORY_HOOK_BACKOFF_S", option: "backoffS", parse: backoffSeconds, fallback: 30_000 },
   dbPath: {
     env: "MEMORY_DB_PATH", option: "dbPath", parse: (raw) => expandHome(text(raw)),
     fallback: expandHome(DEFAULT_DB),
@@ -163,6 +178,16 @@ export function loadSettings(env: Env, options: Options = {}): {
 /** Where the hook log lives: `hooks.jsonl` beside the db file (harness/outcomes.py). */
 export function hookLogPath(settings: Settings): string {
   return join(dirname(settings.dbPath), "hooks.jsonl");
+}
+
+/** The write spool's folder, beside the db file (config.py `spool_path`, spool.py). */
+export function spoolPath(settings: Settings): string {
+  return join(dirname(settings.dbPath), "spool");
+}
+
+/** The hooks' shared back-off state, beside the db file (config.py `backoff_path`). */
+export function backoffPath(settings: Settings): string {
+  return join(dirname(settings.dbPath), "hooks.backoff.json");
 }
 
 /** The discovery file the service writes (service/discovery.py); null when turned off. */

@@ -6,12 +6,12 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { now } from "../src/client.js";
-import { MemoryPlugin, QUIET_MS } from "../src/memory.js";
+import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import {
   call,
@@ -201,7 +201,7 @@ describe("against a live service", () => {
 });
 
 describe("fail-open", () => {
-  test("a service that is down costs nothing and is logged", async () => {
+  test("a service that is down costs nothing: a write is spooled, the hooks back off", async () => {
     const dir = tempDir();
     try {
       const url = `http://127.0.0.1:${await closedPort()}`;
@@ -210,19 +210,30 @@ describe("fail-open", () => {
       const started = now();
       await session.prompt("remember that nothing listens here");
       await session.prompt(QUESTION);
-      assert.deepEqual(await session.modelCall(), [AGENT_SYSTEM]);
+      const system = await session.modelCall();
       assert.ok(now() - started < 500, `took ${now() - started} ms`);
+      // The model is told the "remember" will be stored, as the Python adapters tell it.
+      assert.deepEqual(system, [AGENT_SYSTEM,
+        "semantic-memory will store the user's \"remember\" message as a memory as soon as its " +
+        "service is back; it does not need to be stored again."]);
       const log = hookLog(dir).map((e) => [e["event"], e["outcome"], e["detail"]]);
-      assert.deepEqual(log, [
-        ["chat.message", "service down", `nothing listens at ${url} (Connection refused)`],
-        ["experimental.chat.system.transform", "service down", `nothing listens at ${url} (Connection refused)`],
-      ]);
+      const down = `nothing listens at ${url} (Connection refused)`;
+      assert.deepEqual(log[0], ["chat.message", "spooled", `remembered in the spool (service down: ${down})`]);
+      // The first try started the back-off every harness shares: the recall made no request.
+      assert.deepEqual(log[1]?.slice(0, 2), ["experimental.chat.system.transform", "service down"]);
+      assert.match(log[1]?.[2], new RegExp(`^backing off until \\d\\d:\\d\\d:\\d\\d, no request made \\(the last try: ${escape(down)}\\)$`));
+      assert.equal(log.length, 2);
+      const [file] = readdirSync(join(dir, "spool"));
+      const spooled = JSON.parse(readFileSync(join(dir, "spool", file as string), "utf8"));
+      assert.equal(spooled.body.content, "nothing listens here");
+      const backoff = JSON.parse(readFileSync(join(dir, "hooks.backoff.json"), "utf8"));
+      assert.equal(backoff.outcome, "service down");
     } finally {
       removeDir(dir);
     }
   });
 
-  test("a hung service costs one budget, then is left alone for a while", async () => {
+  test("a hung service costs one budget, then every hook leaves it alone for a while", async () => {
     const dir = tempDir();
     const hung = await hangingServer();
     try {
@@ -238,9 +249,16 @@ describe("fail-open", () => {
       started = now();
       await session.modelCall();
       assert.ok(now() - started < 100, "the next prompt does not wait again");
+      // Nor does another opencode process (or any harness's hook): the back-off is a file.
+      const other = new Session(new MemoryPlugin(settings, dir, [], () => undefined));
+      started = now();
+      await other.prompt("remember that the hung service is the staging one");
+      assert.ok(now() - started < 100, "a write while backing off is spooled at once");
       const log = hookLog(dir);
-      assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout"]);
-      assert.match(log[1]?.["detail"], new RegExp(`^skipped: the service timed out less than ${QUIET_MS / 1000} s ago`));
+      assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout", "spooled"]);
+      assert.equal(log[0]?.["detail"], `${hung.url} did not answer within the budget (recall)`);
+      assert.match(log[1]?.["detail"], /^backing off until .*, no request made \(the last try: .* did not answer within the budget\) \(recall\)$/);
+      assert.equal(readdirSync(join(dir, "spool")).length, 1);
     } finally {
       await hung.close();
       removeDir(dir);
@@ -284,4 +302,8 @@ async function waitGone(pid: number | null): Promise<void> {
     if (spawnSync("kill", ["-0", String(pid)]).status !== 0) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
