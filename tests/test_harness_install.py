@@ -1,7 +1,8 @@
 """`memory-mcp install / uninstall / doctor` run as a user runs them, against real config files
 that already hold the user's own hooks, servers and settings: install adds exactly our entries
-(and trusts them where the harness asks), keeps everything else, is idempotent, backs up what it
-changes; uninstall takes back exactly what install added; doctor shows the wiring."""
+(and trusts them where the harness asks), keeps everything else, is idempotent; uninstall gives
+back the user's files byte for byte, and no backup is left where none was needed; doctor shows
+the wiring."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import run_hook
+from harness_support import closed_port, hanging_server, run_hook
 from semantic_memory_codex import EVENT_LABELS, hook_hash
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -74,6 +75,10 @@ def backup_of(path: Path) -> bytes:
     found = list(path.parent.glob(f"{path.name}.bak-*"))
     assert len(found) == 1, found
     return found[0].read_bytes()
+
+
+def backups(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.bak-*"))
 
 
 # The user's own configs, as install finds them.
@@ -176,8 +181,7 @@ def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope
     expected = json.loads(before[mcp_file])  # other servers and unrelated state kept
     expected["mcpServers"]["memory"] = {"type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
     assert servers == expected
-    for path, content in before.items():
-        assert backup_of(path) == content
+    assert backups(tmp_path) == []  # uninstall can give each file back exactly: no backup
     assert snapshot(other) == other_before
 
     installed = snapshot(tmp_path)
@@ -186,7 +190,8 @@ def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope
 
     ok(env, "uninstall", "claude-code", *args)
     for path, content in before.items():
-        assert json.loads(path.read_text()) == json.loads(content)
+        assert path.read_bytes() == content
+    assert backups(tmp_path) == []
     uninstalled = snapshot(tmp_path)
     assert "nothing to uninstall" in ok(env, "uninstall", "claude-code", *args)
     assert snapshot(tmp_path) == uninstalled
@@ -309,15 +314,14 @@ def test_codex_round_trip_dry_run_and_project_note(tmp_path: Path) -> None:
 
     out = ok(env, "install", "codex", "--project", str(tmp_path / "project"))
     assert "--project does not apply to Codex" in out
-    assert backup_of(hooks_json) == before[hooks_json].encode()
-    assert backup_of(config) == before[config].encode()
+    assert backups(tmp_path) == []
     installed = snapshot(tmp_path)
     assert "nothing to install" in ok(env, "install", "codex")
     assert snapshot(tmp_path) == installed
 
     ok(env, "uninstall", "codex")
-    assert json.loads(hooks_json.read_text()) == json.loads(before[hooks_json])
-    assert config.read_text().rstrip("\n") == before[config].rstrip("\n")
+    assert (hooks_json.read_text(), config.read_text()) == (before[hooks_json], before[config])
+    assert backups(tmp_path) == []
     uninstalled = snapshot(tmp_path)
     assert "nothing to uninstall" in ok(env, "uninstall", "codex")
     assert snapshot(tmp_path) == uninstalled
@@ -380,14 +384,15 @@ def test_kimi_round_trip_restores_the_users_text(tmp_path: Path) -> None:
     write(config, KIMI_CONFIG)
     mcp_before = write(mcp_file, {"mcpServers": {"context7": {"url": "https://c7.example/mcp"}}})
     ok(env, "install", "kimi-code")
-    assert (backup_of(config), backup_of(mcp_file)) == (KIMI_CONFIG.encode(), mcp_before)
+    assert backups(tmp_path) == []
     installed = snapshot(tmp_path)
     assert "nothing to install" in ok(env, "install", "kimi-code")
     assert snapshot(tmp_path) == installed
 
     ok(env, "uninstall", "kimi-code")
     assert config.read_text() == KIMI_CONFIG
-    assert json.loads(mcp_file.read_text()) == json.loads(mcp_before)
+    assert mcp_file.read_bytes() == mcp_before
+    assert backups(tmp_path) == []
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -442,19 +447,80 @@ def test_someone_elses_memory_server_is_never_replaced(tmp_path: Path, harness: 
     assert path.read_bytes() == theirs
 
 
-def test_backups_never_overwrite_each_other_and_emptied_files_go(tmp_path: Path) -> None:
-    """Install and uninstall within one second keep two backups; a file install created and
-    uninstall emptied is removed (its backups stay)."""
+def test_a_file_uninstall_cannot_edit_back_is_backed_up_then_restored(tmp_path: Path) -> None:
+    """A settings file holding only `{}` (uninstall would remove the emptied file): install
+    keeps a backup, uninstall writes its bytes back and removes it. A file install created
+    goes again. Backups made within one second never overwrite each other."""
     env = cli_env(tmp_path)
     settings = tmp_path / "home" / ".claude" / "settings.json"
-    original = write(settings, {"theme": "dark"})
-    ok(env, "install", "claude-code")
-    ok(env, "uninstall", "claude-code")
-    backups = sorted(settings.parent.glob("settings.json.bak-*"))
-    assert len(backups) == 2 and original in [b.read_bytes() for b in backups]
-    assert json.loads(settings.read_text()) == {"theme": "dark"}
+    original = write(settings, "{}")
+    out = ok(env, "install", "claude-code")
+    assert f"backup:  {settings}.bak-" in out and backup_of(settings) == original
+    again = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "install", "claude-code")  # same second
+    assert "backup:" in again and len(list(settings.parent.glob("settings.json.bak-*"))) == 2
+
+    out = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "uninstall", "claude-code")
+    assert settings.read_bytes() == original
+    [left] = settings.parent.glob("settings.json.bak-*")  # the one that held our entries
+    assert "memory-mcp hook claude-code" in left.read_text()
     claude_json = tmp_path / "home" / ".claude.json"  # created by install: removed again
-    assert not claude_json.exists() and list(claude_json.parent.glob(".claude.json.bak-*"))
+    assert not claude_json.exists() and not list(claude_json.parent.glob(".claude.json.bak-*"))
+
+
+# Hand-formatted configs (odd indentation, key order, tabs, CRLF, comments, no final newline,
+# blank lines): install then uninstall gives each back byte for byte, with no backup left.
+HAND_FORMATTED = {
+    "home/.claude/settings.json": (
+        '{\n    "theme":"dark",   "model" : "opus",\n    "hooks": {\n        "PreToolUse": '
+        '[ {"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]} ]\n'
+        '    },\n    "permissions": {"allow": ["Bash(ls)"], "deny": []}\n}'),
+    "home/.claude.json": (
+        '{\r\n\t"numStartups": 3,\r\n\t"mcpServers": {\r\n\t\t"github": '
+        '{"url": "https://x.example/mcp"}\r\n\t}\r\n}\r\n\r\n'),
+    "codex/hooks.json": ('{"hooks":{"UserPromptSubmit":[{"hooks":[{"type":"command",'
+                         '"command":"/opt/log.py","timeout":10}]}]}}'),
+    "codex/config.toml": ('# mine\nmodel = "gpt-5"\n\n[mcp_servers.github]\n'
+                          'command = "gh-mcp"   # the GitHub tools\nargs = [\n  "--stdio",\n]\n'
+                          '\n\n[profiles.fast]\nmodel = "o4-mini"\n'),
+    "kimi/config.toml": ('default_model = "kimi-k2"\n\n[providers.moonshot]\ntype = "kimi"\n'
+                         '[[hooks]]\nevent = "PreToolUse"\ncommand = "/usr/local/bin/kimi-guard"\n'
+                         'timeout = 10\n'),
+    "kimi/mcp.json": '{ "mcpServers": { "context7": { "url": "https://c7.example/mcp" } } }\n',
+    "xdg/opencode/opencode.json": ('{\n   "$schema": "https://opencode.ai/config.json",\n'
+                                   '   "plugin": ["opencode-wakatime"],\n'
+                                   '   "mcp": {"github": {"type": "remote", '
+                                   '"url": "https://api.example/mcp"}}\n}'),
+}
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "kimi-code", "opencode"])
+def test_uninstall_gives_hand_formatted_configs_back_byte_for_byte(tmp_path: Path,
+                                                                    harness: str) -> None:
+    env = cli_env(tmp_path, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    for name, text in HAND_FORMATTED.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode())
+    before = snapshot(tmp_path)
+    out = ok(env, "install", harness)
+    assert "backup:" not in out and backups(tmp_path) == []
+    assert snapshot(tmp_path) != before
+    ok(env, "uninstall", harness)
+    assert snapshot(tmp_path) == before  # byte for byte, and no backup file
+
+
+def test_kimi_hook_tables_are_set_apart_by_one_blank_line(tmp_path: Path) -> None:
+    """Each [[hooks]] table install adds starts after one blank line; uninstall takes exactly
+    those lines (and their blank lines) out again."""
+    env = cli_env(tmp_path)
+    config = tmp_path / "kimi/config.toml"
+    write(config, KIMI_CONFIG)
+    ok(env, "install", "kimi-code")
+    text = config.read_text()
+    assert text.startswith(KIMI_CONFIG + "\n[[hooks]]\n")
+    assert text.count("\n\n[[hooks]]\n") == 5 and "\n\n\n" not in text
+    ok(env, "uninstall", "kimi-code")
+    assert config.read_text() == KIMI_CONFIG
 
 
 def test_unknown_harness_names_the_installed_ones(tmp_path: Path) -> None:
@@ -525,3 +591,22 @@ def test_doctor_says_when_the_service_is_down(wired: Any) -> None:
     assert code == 1 and claude["hooks"]["UserPromptSubmit"]["failure"]["outcome"] == \
         "service down"
     assert "last failure UserPromptSubmit" in doctor(env, project)[1]
+
+
+def test_doctor_tells_a_hung_service_from_a_stopped_one(tmp_path: Path) -> None:
+    """Nothing listening (refused): start the service. Something that accepts and never
+    answers: name its port and how to find the process (a new service could not bind there)."""
+    project = tmp_path / "project"
+    code, text = doctor(cli_env(tmp_path, MEMORY_PLUGIN_URL=f"http://127.0.0.1:{closed_port()}"),
+                        project)
+    assert code == 1 and "NOT REACHABLE" in text and "start it with `memory-mcp`" in text
+    assert "does not answer" not in text
+
+    with hanging_server() as url:
+        port = url.rsplit(":", 1)[1]
+        code, out = doctor(cli_env(tmp_path, MEMORY_PLUGIN_URL=url), project, "--json")
+        assert code == 1 and json.loads(out)["service"]["state"] == "hung"
+        code, text = doctor(cli_env(tmp_path, MEMORY_PLUGIN_URL=url), project)
+    assert code == 1 and "NOT REACHABLE" in text and "start it with" not in text
+    assert f"something listens on port {port} but does not answer" in text
+    assert f"lsof -i :{port}" in text and f"sport = :{port}" in text

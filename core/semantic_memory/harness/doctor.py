@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import Settings
 from . import install, outcomes
-from .client import ServiceClient, ServiceUnavailable, resolve_url
+from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url, split_url
 
 HEALTH_TIMEOUT_S = 2.0
 
@@ -28,6 +28,8 @@ def service_report(settings: Settings) -> dict[str, Any]:
         health = client.get("/health")
     except ServiceUnavailable as exc:
         report["error"] = f"{exc.outcome}: {exc}"
+        # Hung (something holds the port and does not answer) needs other advice than down.
+        report["state"] = "hung" if isinstance(exc, ServiceTimeout) else "down"
         return report
     embedder = health.get("embedder") or {}
     if embedder.get("active"):
@@ -80,6 +82,22 @@ def report(settings: Settings, adapters: dict[str, Any],
     }
 
 
+def _unreachable_advice(service: dict[str, Any]) -> list[str]:
+    """What to do: start the service when nothing listens; find the process that holds the
+    port when something accepts connections there but does not answer (starting another
+    service would only fail to bind)."""
+    if service.get("state") != "hung":
+        return ["          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)"]
+    try:
+        port: int | str = split_url(service["url"]).port
+    except ValueError:
+        port = "PORT"
+    return [f"          something listens on port {port} but does not answer within "
+            f"{HEALTH_TIMEOUT_S:g} s (a hung service?)",
+            f"          find it with `ss -ltnp 'sport = :{port}'` or `lsof -i :{port}`, "
+            "end it, then start `memory-mcp`"]
+
+
 def render(data: dict[str, Any]) -> str:
     """The report as text for a terminal."""
     service = data["service"]
@@ -93,7 +111,7 @@ def render(data: dict[str, Any]) -> str:
     else:
         lines.append(f"service   {service['url']} ({service['from']}): NOT REACHABLE — "
                      f"{service.get('error')}")
-        lines.append("          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)")
+        lines += _unreachable_advice(service)
     lines.append(f"hook log  {data['hook_log']}")
     for harness in data["harnesses"]:
         lines.append("")

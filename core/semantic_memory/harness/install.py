@@ -3,8 +3,15 @@ config files, keeping everything else the user has there.
 
 An adapter describes each file it touches as a `ConfigFile` with two in-place edits of the
 parsed document (install, uninstall). This module turns them into changes: a unified diff for
-`--dry-run`, otherwise a backup of every file it changes and an atomic write. A file whose
-parsed content an edit leaves equal is not rewritten, so running install twice changes nothing.
+`--dry-run`, otherwise an atomic write. A file whose parsed content an edit leaves equal is not
+rewritten, so running install twice changes nothing.
+
+The text is edited where the document changed, nothing else: JSON keeps its indentation, key
+order and final newline (jsonc.py), TOML its layout (tomlkit, plus `tidy_toml` for the blank
+line before a table). So uninstall gives back the bytes install started from. Install checks
+that before it writes (it runs the uninstall edit on its own result) and keeps a backup
+(`<file>.bak-<time>`) only of a file uninstall could not give back exactly; uninstall keeps
+one only of a file it cannot edit in place. docs/harnesses.md lists the cases.
 """
 
 from __future__ import annotations
@@ -116,6 +123,11 @@ class Change:
     path: Path
     before: str | None
     after: str | None  # None: uninstall left the file empty, so it goes
+    #: Whether to keep a copy of `before`: only when the opposite command could not give it
+    #: back byte for byte (install), or the file could not be edited in place (uninstall).
+    backup: bool = True
+    #: The backup whose bytes `after` is (uninstall gives back what install kept): it goes.
+    restores: Path | None = None
 
     def diff(self) -> str:
         import difflib
@@ -130,11 +142,18 @@ class Change:
 def load(file: ConfigFile) -> tuple[str | None, Document]:
     """(original text or None, parsed document); InstallError when it cannot be parsed."""
     try:
-        text = file.path.read_text(encoding="utf-8")
+        # newline="": "\r\n" stays as it is, so an untouched line is written back unchanged
+        with open(file.path, encoding="utf-8", newline="") as handle:
+            text = handle.read()
     except FileNotFoundError:
         text = None
     except (OSError, UnicodeDecodeError) as exc:
         raise InstallError(f"cannot read {file.path}: {exc}") from None
+    return text, parse(file, text)
+
+
+def parse(file: ConfigFile, text: str | None) -> Document:
+    """The document `text` holds (None: no file); InstallError when it cannot be parsed."""
     try:
         if file.format in ("json", "jsonc"):
             if not text or not text.strip():
@@ -151,46 +170,171 @@ def load(file: ConfigFile) -> tuple[str | None, Document]:
         kind = {"json": "JSON", "jsonc": "JSON (with comments)"}.get(file.format, "TOML")
         raise InstallError(f"{file.path} is not valid {kind} ({exc}); "
                            "fix or move it — nothing was changed") from None
-    return text, doc
+    return doc
 
 
 def dump(file: ConfigFile, doc: Document, before: str | None = None) -> str:
-    """The file's new text; a JSONC file is edited in place (its comments and layout kept)."""
-    if file.format == "jsonc":
-        return jsonc.update(before or "", doc)
-    if file.format == "json":
-        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    """The file's new text, `before` edited in place: JSON (with comments or without) keeps its
+    comments, layout, key order and final newline; TOML its layout (tomlkit)."""
+    return render(file, doc, before)[0]
+
+
+def render(file: ConfigFile, doc: Document, before: str | None) -> tuple[str, bool]:
+    """(the new text, whether it is `before` edited in place rather than written anew)."""
+    if file.format in ("json", "jsonc"):
+        edited = jsonc.edit(before or "", doc)
+        return (edited, True) if edited is not None else (jsonc.dump(doc), not (before or "").strip())
     import tomlkit
 
-    return tomlkit.dumps(doc)
+    return tidy_toml(before or "", tomlkit.dumps(doc)), True
+
+
+def tidy_toml(before: str, after: str) -> str:
+    """tomlkit's edit with a table's separation made reversible: a table added after other
+    text gets one blank line before its header; where tables go, no doubled blank line and no
+    blank last line is left behind (the blank line install put before them)."""
+    import difflib
+
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    out: list[str] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag in ("equal", "replace"):
+            out += new[j1:j2]
+        elif tag == "insert":
+            for line in new[j1:j2]:
+                if _is_header(line) and out and out[-1].strip():
+                    out.append(_newline_of(out[-1]))
+                out.append(line)
+        elif tag == "delete" and any(_is_header(line) for line in old[i1:i2]):
+            following = old[i2] if i2 < len(old) else None
+            if out and not out[-1].strip() and (following is None or not following.strip()):
+                out.pop()  # the blank line before the removed table
+    return "".join(out)
+
+
+def _is_header(line: str) -> bool:
+    """A TOML table header line (`[t]`, `[[t]]`); never a line inside a multi-line value, as
+    tomlkit writes those (their items are indented or follow `key = [`)."""
+    return line.startswith("[")
+
+
+def _newline_of(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else "\n"
 
 
 def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
     """The changes install (or uninstall) would make; files it leaves equal are not listed."""
     changes = []
+    befores: list[str | None] = []
+    texts: list[str | None] = []  # each file's text once the changes are made
     for file in files:
         before, doc = load(file)
+        befores.append(before)
         is_json = file.format in ("json", "jsonc")
-        original = json.dumps(doc, sort_keys=True) if is_json else dump(file, doc)
-        try:
-            (file.uninstall if uninstall else file.install)(doc)
-        except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a layout we never wrote
-            raise InstallError(f"{file.path} is not laid out as expected ({exc}); "
-                               "fix or move it — nothing was changed") from None
-        after = dump(file, doc, before)
+        original = json.dumps(doc, sort_keys=True) if is_json else dump(file, doc, before)
+        _edit(file, doc, uninstall)
+        after, in_place = render(file, doc, before)
         same = (json.dumps(doc, sort_keys=True) if is_json else after) == original
         if same or (before is None and uninstall):
+            texts.append(before)
             continue
-        if file.format == "jsonc":  # a file that still holds comments is the user's: kept
-            empty = not doc and "".join(after.split()) == "{}"
-        else:
-            empty = not (doc if is_json else after.strip())
-        changes.append(Change(file.path, before, None if uninstall and empty else after))
+        gone = uninstall and _emptied(file, doc, after)
+        changes.append(Change(file.path, before, None if gone else after,
+                              backup=uninstall and not in_place))
+        texts.append(changes[-1].after)
+    if not uninstall:
+        _check_reversible(files, texts, changes)
+    else:
+        _restore_backups(files, befores, texts, changes)
     return changes
 
 
+def _edit(file: ConfigFile, doc: Document, uninstall: bool) -> None:
+    try:
+        (file.uninstall if uninstall else file.install)(doc)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a layout we never wrote
+        raise InstallError(f"{file.path} is not laid out as expected ({exc}); "
+                           "fix or move it — nothing was changed") from None
+
+
+def _emptied(file: ConfigFile, doc: Document, after: str) -> bool:
+    """Uninstall left nothing in the file, so it goes (a JSONC file that still holds comments
+    is the user's: kept)."""
+    if file.format == "jsonc":
+        return not doc and "".join(after.split()) == "{}"
+    return not (doc if file.format == "json" else after.strip())
+
+
+def _check_reversible(files: list[ConfigFile], texts: list[str | None],
+                      changes: list[Change]) -> None:
+    """Run uninstall on what install is about to write, every file in order (an adapter's
+    edits may depend on the one before, as Codex's trust entries on its hooks.json): a change
+    uninstall gives back byte for byte needs no backup."""
+    by_path = {change.path: change for change in changes}
+    for file, text in zip(files, texts, strict=True):
+        doc = parse(file, text)
+        _edit(file, doc, uninstall=True)
+        undone = None if text is None else dump(file, doc, text)
+        if undone is not None and _emptied(file, doc, undone):
+            undone = None
+        change = by_path.get(file.path)
+        if change is not None:
+            change.backup = change.before is not None and undone != change.before
+
+
+def _restore_backups(files: list[ConfigFile], befores: list[str | None],
+                     texts: list[str | None], changes: list[Change]) -> None:
+    """Uninstall after an install that had to keep a backup (its edit was not exactly
+    reversible in place): take the newest backup that holds none of our entries; when install,
+    run on it, makes exactly the file as it is now, nothing was changed by hand since, so its
+    bytes go back and the backup goes. Install runs on every file in order (Codex's edits
+    depend on the one before)."""
+    by_path = {change.path: change for change in changes}
+    for file, before, text in zip(files, befores, texts, strict=True):
+        backup, base = _clean_backup(file)
+        if backup is None:
+            base = text
+        doc = parse(file, base)
+        try:
+            _edit(file, doc, uninstall=False)
+        except InstallError:
+            continue
+        change = by_path.get(file.path)
+        if backup is None or change is None or base == change.after:
+            continue
+        if dump(file, doc, base) == before:
+            change.after, change.backup, change.restores = base, False, backup
+
+
+def _clean_backup(file: ConfigFile) -> tuple[Path | None, str | None]:
+    """The newest readable backup of `file` holding none of our entries, and its text."""
+    for backup in backups_of(file.path):
+        try:
+            with open(backup, encoding="utf-8", newline="") as handle:
+                text = handle.read()
+            if not any(file.installed(parse(file, text)).values()):
+                return backup, text
+        except (OSError, UnicodeDecodeError, InstallError, AttributeError, TypeError,
+                KeyError, ValueError):
+            continue
+    return None, None
+
+
+def backups_of(path: Path) -> list[Path]:
+    """The `<file>.bak-<time>[-n]` files apply wrote beside `path`, newest first."""
+    found = []
+    for candidate in path.parent.glob(f"{path.name}.bak-*"):
+        match = re.fullmatch(r"\.bak-(\d{8}-\d{6})(?:-(\d+))?",
+                             candidate.name[len(path.name):])
+        if match:
+            found.append((match.group(1), int(match.group(2) or 1), candidate))
+    return [candidate for *_, candidate in sorted(found, reverse=True)]
+
+
 def apply(changes: list[Change]) -> list[Path]:
-    """Write the changes (a backup of each existing file first); returns the backups."""
+    """Write the changes (a backup first of each existing file that needs one, see Change);
+    returns the backups."""
     import shutil
 
     backups = []
@@ -200,6 +344,8 @@ def apply(changes: list[Change]) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o600
         if change.before is not None:
+            mode = path.stat().st_mode & 0o777
+        if change.before is not None and change.backup:
             backup = path.with_name(f"{path.name}.bak-{stamp}")
             n = 1
             while backup.exists():  # never overwrite an earlier backup (same second)
@@ -207,14 +353,16 @@ def apply(changes: list[Change]) -> list[Path]:
                 backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
             shutil.copy2(path, backup)
             backups.append(backup)
-            mode = path.stat().st_mode & 0o777
         if change.after is None:
             path.unlink()
             continue
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(change.after, encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:  # "\r\n" kept as is
+            handle.write(change.after)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
+        if change.restores is not None:
+            change.restores.unlink(missing_ok=True)
     return backups
 
 

@@ -58,22 +58,33 @@ def loads(text: str) -> Any:
 def update(text: str, new: Any) -> str:
     """`text` edited so that it holds `new`, keeping its comments and layout where the two
     agree; plain JSON when `text` is empty or the edit cannot be made exactly."""
+    edited = edit(text, new)
+    return dump(new) if edited is None else edited
+
+
+def edit(text: str, new: Any) -> str | None:
+    """`text` edited in place so that it holds `new`; None when `text` is empty or the edit
+    cannot be made exactly (the caller writes the document anew)."""
     if not text.strip():
-        return dump(new)
+        return None
     root = _Parser(text).document()
     edits: list[tuple[int, int, str]] = []
     try:
         _edit(text, root, new, edits)
     except _Rewrite:
-        return dump(new)
-    out = text
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:start] + replacement + out[end:]
+        return None
+    out = _apply(text, edits)
     try:
         same = loads(out) == new
     except JSONCError:
         same = False
-    return out if same else dump(new)
+    return out if same else None
+
+
+def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return text
 
 
 def dump(value: Any) -> str:
@@ -99,7 +110,7 @@ def _edit(text: str, node: Node, new: Any, edits: list[tuple[int, int, str]]) ->
         entries = list(new.items()) if isinstance(new, dict) else [(None, v) for v in new]
         _fill(text, node, entries, edits)
     else:
-        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start))))
+        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start), _unit_of(text))))
 
 
 def _edit_object(text: str, node: Node, new: dict[str, Any],
@@ -114,9 +125,9 @@ def _edit_object(text: str, node: Node, new: dict[str, Any],
     tail_goes = bool(removed) and len(node.members) - 1 in removed
     if added and (tail_goes or len(removed) == len(entries)):
         # Its last entry goes while others come: write it anew.
-        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start))))
+        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start), _unit_of(text))))
         return
-    edits.extend(_remove(text, node, entries, removed))
+    edits.extend(_remove_all(text, node, entries, removed))
     for member in node.members:
         if member.key in new:
             _edit(text, member.node, new[member.key], edits)
@@ -133,9 +144,9 @@ def _edit_array(text: str, node: Node, new: list[Any], edits: list[tuple[int, in
     elif len(new) > len(old) and new[: len(old)] == old:  # items appended
         _append(text, node, entries[-1], [(None, v) for v in new[len(old):]], edits)
     elif (kept := _subsequence(old, new)) is not None:  # items removed
-        edits.extend(_remove(text, node, entries, set(range(len(old))) - kept))
+        edits.extend(_remove_all(text, node, entries, set(range(len(old))) - kept))
     else:
-        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start))))
+        edits.append((node.start, node.end, _render(new, _indent_of(text, node.start), _unit_of(text))))
 
 
 def _subsequence(old: list[Any], new: list[Any]) -> set[int] | None:
@@ -168,7 +179,8 @@ def _append(text: str, container: Node, last: _Entry, added: list[tuple[str | No
     indent = _indent_of(text, last.start)
 
     def render(key: str | None, value: Any) -> str:
-        shown = _render(value, indent) if multiline else json.dumps(value, ensure_ascii=False)
+        shown = (_render(value, indent, _unit_of(text)) if multiline
+                 else json.dumps(value, ensure_ascii=False))
         return f"{json.dumps(key, ensure_ascii=False)}: {shown}" if key is not None else shown
 
     sep = f"\n{indent}" if multiline else " "
@@ -192,9 +204,10 @@ def _fill(text: str, container: Node, added: list[tuple[str | None, Any]],
     comment); the closing bracket stays on its own line if it was."""
     close = container.end - 1
     outer = _indent_of(text, container.start)
-    inner = outer + "  "
+    unit = _unit_of(text)
+    inner = outer + unit
     rendered = [(f"{json.dumps(k, ensure_ascii=False)}: " if k is not None else "")
-                + _render(v, inner) for k, v in added]
+                + _render(v, inner, unit) for k, v in added]
     body = ",\n".join(inner + entry for entry in rendered)
     line = text.rfind("\n", container.start, close) + 1
     if line > container.start and not text[line:close].strip():  # `}` on its own line
@@ -241,6 +254,19 @@ def _remove(text: str, container: Node, entries: list[_Entry],
     return edits
 
 
+def _remove_all(text: str, container: Node, entries: list[_Entry],
+                removed: set[int]) -> list[tuple[int, int, str]]:
+    """`_remove`, except that a container left holding only blanks closes up (`{}`, `[]`):
+    what `_fill` had opened, as an empty container is most often written."""
+    edits = _remove(text, container, entries, removed)
+    if len(removed) == len(entries) and entries:
+        inside = _apply(text, edits)[container.start + 1:]
+        length = len(text) - container.end + 1  # what follows the closing bracket
+        if not inside[:len(inside) - length].strip():
+            return [(container.start + 1, container.end - 1, "")]
+    return edits
+
+
 def _line_rest(text: str, position: int) -> int:
     """`position`, moved past blanks and a `//` comment up to the end of its line (when only
     those follow it there)."""
@@ -255,9 +281,19 @@ def _indent_of(text: str, position: int) -> str:
     return match.group(0) if match else ""
 
 
-def _render(value: Any, indent: str) -> str:
-    """`value` as JSON whose later lines are indented to sit at `indent`."""
-    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+def _render(value: Any, indent: str, unit: str = "  ") -> str:
+    """`value` as JSON whose later lines are indented to sit at `indent`, each level by
+    `unit`."""
+    return json.dumps(value, indent=unit, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _unit_of(text: str) -> str:
+    """The text's indentation step: its least indentation (a tab when it indents with tabs);
+    two spaces when nothing is indented."""
+    found = re.findall(r"\n([ \t]+)\S", text)
+    if not found:
+        return "  "
+    return "\t" if min(found, key=len).startswith("\t") else " " * min(len(f) for f in found)
 
 
 # --- parsing -----------------------------------------------------------------------------

@@ -233,13 +233,15 @@ class CodexAdapter(HarnessAdapter):
 
 
 def _table(doc: Any, *path: str) -> Any:
-    """The nested TOML table at `path`, created when missing."""
+    """The nested TOML table at `path`, created when missing: as a super table (no header of
+    its own), since the tables created here hold only tables (`[hooks.state."…"]`,
+    `[mcp_servers.memory]`), and an empty header line would outlive uninstall."""
     import tomlkit
 
     node = doc
     for key in path:
         if key not in node:
-            node[key] = tomlkit.table(is_super_table=len(path) > 1 and key != path[-1])
+            node[key] = tomlkit.table(is_super_table=True)
         node = node[key]
     return node
 
