@@ -61,7 +61,14 @@ class Replayed(NamedTuple):
 def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
            event: str = "") -> Path:
     """Write one request durably (fsync'd, atomically named); returns its file. Raises
-    OSError when the disk cannot take it (the caller reports that write as lost)."""
+    OSError when the disk cannot take it (the caller reports that write as lost). Secrets in
+    the memories' content are redacted first: the spool is a file on disk too (the service's
+    filters run again on replay)."""
+    from .default_plugins.redaction import redact  # only when spooling: a hook rarely does
+
+    for item in body.get("items", [body]):
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            item["content"] = redact(item["content"])
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
     record = {"v": VERSION, "ts": round(time.time(), 3), "harness": harness, "event": event,
               "path": path, "body": body}
@@ -70,14 +77,21 @@ def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
     tmp = folder / f".{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    final = folder / (name + SUFFIX)
-    os.replace(tmp, final)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        final = folder / (name + SUFFIX)
+        os.replace(tmp, final)
+    except BaseException:  # disk full, interrupted: no half-written file stays behind
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
     _sync_folder(folder)
     return final
 

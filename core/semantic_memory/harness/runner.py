@@ -28,6 +28,7 @@ from .client import (
     spool_sender,
 )
 from .registry import find_adapter
+from .transcript import remembered
 
 #: Kept back from the budget for printing the answer and writing the log line.
 EXIT_MARGIN_S = 0.05
@@ -37,6 +38,10 @@ REPLAY_S = 0.5
 REPLAY_MARGIN_S = 0.1
 #: Largest hook input read from stdin.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+#: While a write's answer is being handled or the write spooled, the watchdog fires again this
+#: often instead of cutting it short, at most WRITE_GRACE_S past the budget.
+DEFER_S = 0.005
+WRITE_GRACE_S = 1.0
 
 
 class HookTimeout(BaseException):
@@ -44,8 +49,29 @@ class HookTimeout(BaseException):
     on the way out)."""
 
 
-def _alarm(signum: int, frame: Any) -> None:
-    raise HookTimeout()
+class Watchdog:
+    """The SIGALRM handler: raises HookTimeout, first noting what was in flight then (the code
+    it unwinds clears `call.pending` and `service.waiting` on the way out). A write that is no
+    longer waiting on the network (being spooled, or its answer being read) is let finish: cut
+    short, a half-written spool file would be a lost write."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit  # time.monotonic() past which nothing is deferred
+        self.call: HookCall | None = None
+        self.service: ServiceClient | None = None
+        self.in_flight: dict[str, Any] | None = None
+        self.waiting = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        call = self.call
+        service = call.service if call is not None else self.service  # autostart swaps it
+        if call is not None and call.pending is not None:
+            if not call.service.waiting and time.monotonic() < self.limit:
+                signal.setitimer(signal.ITIMER_REAL, DEFER_S)
+                return
+            self.in_flight = call.pending
+        self.waiting = service is not None and service.waiting
+        raise HookTimeout()
 
 
 def process_started() -> float:
@@ -86,9 +112,10 @@ def _run(argv: list[str], started: float) -> int:
     service: ServiceClient | None = None
     action: str | None = None
     offline = _offline(settings)
-    watchdog = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
-    if watchdog:
-        previous = signal.signal(signal.SIGALRM, _alarm)
+    watchdog = Watchdog(budget_end + WRITE_GRACE_S)
+    armed = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
+    if armed:
+        previous = signal.signal(signal.SIGALRM, watchdog)
         signal.setitimer(signal.ITIMER_REAL,
                          max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
     try:
@@ -102,20 +129,29 @@ def _run(argv: list[str], started: float) -> int:
         debug(f"service {url} ({origin})")
         service = ServiceClient(url, budget_end - EXIT_MARGIN_S,
                                 settings.plugin_token or settings.token, offline)
+        watchdog.service = service
         call = HookCall(harness, event, payload, settings, service,
                         cwd=adapter.cwd(payload) or ".", session=adapter.context_key(payload),
                         agent_session=adapter.session_id(payload), debug=debug)
+        watchdog.call = call
         output = adapter.handle(call)
         entry.update(outcome=call.outcome, detail=call.detail)
     except HookTimeout:
         output = ""
         spent = f"budget of {settings.hook_budget_s} s spent"
-        if service is not None and service.waiting:
+        if service is not None and watchdog.waiting:
             service.failure = ServiceTimeout(f"{service.url} did not answer within the budget")
-        if call is not None and call.pending is not None:  # a write in flight: keep it
-            entry.update(_spool_pending(call, spent))
+        if call is not None and watchdog.in_flight is not None:  # a write in flight: keep it
+            entry.update(_spool_pending(call, watchdog.in_flight, spent))
+        elif call is not None and call.spooled:  # its writes are in the spool already
+            entry.update(outcome="spooled", detail=f"{spent}; {call.spooled} write(s) spooled "
+                                                   f"({call.spool_reason})")
         else:
-            entry.update(outcome="timeout", detail=f"{spent} ({_work(action)})")
+            work = _work(action)
+            if call is not None and action == "prompt" \
+                    and remembered(adapter.prompt(call.payload) or "") is not None:
+                work = "remember"  # not a recall: a write that was never made
+            entry.update(outcome="timeout", detail=f"{spent} ({work})")
     except ServiceUnavailable as exc:
         output = ""
         entry.update(outcome=exc.outcome, detail=str(exc))
@@ -123,7 +159,7 @@ def _run(argv: list[str], started: float) -> int:
         output = ""
         entry.update(outcome="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     finally:
-        if watchdog:
+        if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     if call is not None:
@@ -177,11 +213,10 @@ def _after_contact(settings: Settings, service: ServiceClient, entry: dict[str, 
             entry["replay_refused"] = done.rejected
 
 
-def _spool_pending(call: HookCall, spent: str) -> dict[str, Any]:
+def _spool_pending(call: HookCall, body: dict[str, Any], spent: str) -> dict[str, Any]:
     """The outcome of a write whose answer did not come in time: spooled, or lost."""
-    assert call.pending is not None
     try:
-        call.spool(call.pending, spent)
+        call.spool(body, spent)
     except OSError as exc:
         return {"outcome": "error", "detail": f"{spent}; spooling failed, write lost: {exc}"}
     return {"outcome": "spooled", "detail": f"{spent} before the service answered"}
