@@ -214,6 +214,8 @@ var ServiceClient = class {
   lastFailure = null;
   /** Whether the service answered at least one request (any status). */
   answered = false;
+  /** Whether it took at least one (a 2xx answer). */
+  succeeded = false;
   get(path, deadline) {
     return this.request("GET", path, void 0, deadline);
   }
@@ -229,6 +231,7 @@ var ServiceClient = class {
     try {
       const answer = await this.send(method, path, body, deadline);
       this.answered = true;
+      this.succeeded = true;
       return answer;
     } catch (error) {
       if (error instanceof ServiceFailed) this.answered = true;
@@ -257,13 +260,13 @@ var ServiceClient = class {
     if (body !== void 0) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
     const transport = target.protocol === "https:" ? https : http;
-    return new Promise((resolve2, reject) => {
+    return new Promise((resolve2, reject2) => {
       let settled = false;
       const settle = (error, value) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        if (error) reject(error);
+        if (error) reject2(error);
         else resolve2(value);
       };
       const req = transport.request(target, { method, headers, agent: false }, (res) => {
@@ -342,7 +345,7 @@ function spawnService(settings, deadline) {
   const logPath = join2(dirname2(settings.dbPath), "service.log");
   mkdirSync(dirname2(logPath), { recursive: true });
   const log = openSync(logPath, "a", 384);
-  return new Promise((resolve2, reject) => {
+  return new Promise((resolve2, reject2) => {
     let settled = false;
     let seen = "";
     const child = spawn(settings.command, ["serve"], {
@@ -358,7 +361,7 @@ function spawnService(settings, deadline) {
       clearTimeout(timer);
       child.stdout?.destroy();
       child.unref();
-      if (error) reject(error);
+      if (error) reject2(error);
       else resolve2(url);
     };
     const down = (message) => new ServiceUnavailable("service down", message);
@@ -797,7 +800,19 @@ function pythonJson(value) {
 }
 
 // src/spool.ts
-import { closeSync as closeSync3, fsyncSync, mkdirSync as mkdirSync4, openSync as openSync3, renameSync as renameSync3, unlinkSync as unlinkSync3, writeSync as writeSync3 } from "node:fs";
+import {
+  closeSync as closeSync3,
+  fsyncSync,
+  mkdirSync as mkdirSync4,
+  openSync as openSync3,
+  readdirSync,
+  readFileSync as readFileSync4,
+  renameSync as renameSync3,
+  unlinkSync as unlinkSync3,
+  utimesSync,
+  writeFileSync as writeFileSync2,
+  writeSync as writeSync3
+} from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join as join5 } from "node:path";
 var SPOOL_VERSION = 1;
@@ -860,6 +875,92 @@ function syncFolder(folder) {
     closeSync3(fd);
   }
 }
+var CLAIM = ".claim-";
+var REJECTED = "rejected";
+var SpoolRetry = class extends Error {
+};
+var SpoolRefused = class extends Error {
+};
+function pendingSpool(folder) {
+  try {
+    return readdirSync(folder).filter((name) => name.endsWith(".json") && !name.startsWith(".")).sort();
+  } catch {
+    return [];
+  }
+}
+async function replaySpool(folder, send, until) {
+  let sent = 0;
+  let rejected = 0;
+  for (const name of pendingSpool(folder)) {
+    if (!until()) break;
+    const claimed = join5(folder, `${name}${CLAIM}${process.pid}`);
+    try {
+      renameSync3(join5(folder, name), claimed);
+      utimesSync(claimed, /* @__PURE__ */ new Date(), /* @__PURE__ */ new Date());
+    } catch {
+      continue;
+    }
+    const record2 = readRecord(claimed);
+    if (record2 === null) {
+      reject(folder, name, claimed, "not a spooled write (unreadable JSON)", null);
+      rejected += 1;
+      continue;
+    }
+    try {
+      await send(record2.path, record2.body);
+    } catch (error) {
+      if (error instanceof SpoolRefused) {
+        reject(folder, name, claimed, error.message, record2);
+        rejected += 1;
+        continue;
+      }
+      putBack(folder, name, claimed);
+      if (error instanceof SpoolRetry) break;
+      throw error;
+    }
+    try {
+      unlinkSync3(claimed);
+    } catch {
+    }
+    sent += 1;
+  }
+  return { sent, rejected };
+}
+function readRecord(path) {
+  try {
+    const record2 = JSON.parse(readFileSync4(path, "utf8"));
+    const valid = typeof record2 === "object" && record2 !== null && typeof record2.path === "string" && typeof record2.body === "object" && record2.body !== null && !Array.isArray(record2.body);
+    return valid ? record2 : null;
+  } catch {
+    return null;
+  }
+}
+function putBack(folder, name, claimed) {
+  try {
+    renameSync3(claimed, join5(folder, name));
+  } catch {
+  }
+}
+function reject(folder, name, claimed, reason, record2) {
+  const target = join5(folder, REJECTED, name);
+  try {
+    mkdirSync4(join5(folder, REJECTED), { recursive: true, mode: 448 });
+    if (record2 === null) {
+      renameSync3(claimed, target);
+      return;
+    }
+    const tmp = join5(folder, REJECTED, `.${name}.tmp`);
+    writeFileSync2(tmp, JSON.stringify({
+      ...record2,
+      rejected: reason.slice(0, 500),
+      rejected_at: Math.round(Date.now()) / 1e3
+    }), { mode: 384 });
+    renameSync3(tmp, target);
+    unlinkSync3(claimed);
+  } catch {
+    putBack(folder, name, claimed);
+  }
+}
 
 // src/memory.ts
 var HARNESS = "opencode";
@@ -868,7 +969,9 @@ var HOOKS = {
   flush: "experimental.session.compacting",
   remember: "chat.message",
   capture: "tool.execute.after",
-  autostart: "autostart"
+  autostart: "autostart",
+  /** Not an opencode hook: the plugin handing the spool to a service that answered. */
+  replay: "spool replay"
 };
 var QUERY_CHARS = 2e3;
 var FLUSH_BATCH = 500;
@@ -968,6 +1071,7 @@ var MemoryPlugin = class {
   starting = null;
   startedUrl = null;
   startNote = "";
+  replaying = null;
   get project() {
     if (this.settings.project) return this.settings.project;
     if (this.detectedProject === void 0) {
@@ -1066,7 +1170,7 @@ ${query}`;
       this.starting = null;
     });
   }
-  /** Lets captures still in flight finish (within one budget) before opencode exits. */
+  /** Lets captures and a spool replay still in flight finish (within one budget) before opencode exits. */
   async dispose() {
     const deadline = new Promise((resolve2) => setTimeout(resolve2, this.settings.budgetMs).unref());
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
@@ -1268,7 +1372,39 @@ ${query}`;
       startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path);
+      if (service.succeeded) this.replay(service.url);
     }
+  }
+  /**
+   * Hands what the spool holds to a service that answered, in the background and within one
+   * budget (the service drains its own spool too; this covers one with another db). A write
+   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`.
+   */
+  replay(url) {
+    const folder = spoolPath(this.settings);
+    if (this.replaying !== null || !pendingSpool(folder).length) return;
+    const started = now();
+    const deadline = started + this.settings.budgetMs;
+    const client = new ServiceClient(url, this.settings.token);
+    const send = async (path, body) => {
+      try {
+        await client.post(path, body, deadline);
+      } catch (error) {
+        if (error instanceof ServiceFailed && !error.retryable) throw new SpoolRefused(error.message);
+        if (error instanceof ServiceUnavailable) throw new SpoolRetry(error.message);
+        throw error;
+      }
+    };
+    const task = replaySpool(folder, send, () => now() < deadline - 50).then(({ sent, rejected }) => {
+      if (!sent && !rejected) return;
+      const refused = rejected ? `, ${rejected} refused (see \`memory-mcp spool list\`)` : "";
+      this.log(HOOKS.replay, "stored", `${sent} spooled write(s) replayed${refused}`, null, now() - started);
+    }).catch(() => void 0).finally(() => {
+      this.replaying = null;
+      this.pending.delete(task);
+    });
+    this.replaying = task;
+    this.pending.add(task);
   }
   /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
   serviceUrl() {

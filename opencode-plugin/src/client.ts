@@ -101,6 +101,8 @@ export class ServiceClient {
   lastFailure: ServiceUnavailable | null = null;
   /** Whether the service answered at least one request (any status). */
   answered = false;
+  /** Whether it took at least one (a 2xx answer). */
+  succeeded = false;
 
   /**
    * `offline`: every request fails with it at once, without touching the network (the
@@ -130,6 +132,7 @@ export class ServiceClient {
     try {
       const answer = await this.send(method, path, body, deadline);
       this.answered = true;
+      this.succeeded = true;
       return answer;
     } catch (error) {
       if (error instanceof ServiceFailed) this.answered = true;

@@ -40,7 +40,7 @@ import { record, type Outcome } from "./outcomes.js";
 import { detectProject } from "./project.js";
 import { captureRecord } from "./records.js";
 import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
-import { appendSpool, stampCreatedAt } from "./spool.js";
+import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
 import { chunkTurns } from "./transcript.js";
 
@@ -52,6 +52,8 @@ export const HOOKS = {
   remember: "chat.message",
   capture: "tool.execute.after",
   autostart: "autostart",
+  /** Not an opencode hook: the plugin handing the spool to a service that answered. */
+  replay: "spool replay",
 } as const;
 
 /** Longest query sent to /recall. */
@@ -180,6 +182,7 @@ export class MemoryPlugin {
   private starting: Promise<void> | null = null;
   private startedUrl: string | null = null;
   private startNote = "";
+  private replaying: Promise<void> | null = null;
 
   constructor(
     readonly settings: Settings,
@@ -298,7 +301,7 @@ export class MemoryPlugin {
     });
   }
 
-  /** Lets captures still in flight finish (within one budget) before opencode exits. */
+  /** Lets captures and a spool replay still in flight finish (within one budget) before opencode exits. */
   async dispose(): Promise<void> {
     const deadline = new Promise((resolve) => setTimeout(resolve, this.settings.budgetMs).unref());
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
@@ -525,7 +528,43 @@ export class MemoryPlugin {
       startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path);
+      if (service.succeeded) this.replay(service.url);
     }
+  }
+
+  /**
+   * Hands what the spool holds to a service that answered, in the background and within one
+   * budget (the service drains its own spool too; this covers one with another db). A write
+   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`.
+   */
+  private replay(url: string): void {
+    const folder = spoolPath(this.settings);
+    if (this.replaying !== null || !pendingSpool(folder).length) return;
+    const started = now();
+    const deadline = started + this.settings.budgetMs;
+    const client = new ServiceClient(url, this.settings.token);
+    const send = async (path: string, body: Record<string, unknown>): Promise<void> => {
+      try {
+        await client.post(path, body, deadline);
+      } catch (error) {
+        if (error instanceof ServiceFailed && !error.retryable) throw new SpoolRefused(error.message);
+        if (error instanceof ServiceUnavailable) throw new SpoolRetry(error.message);
+        throw error;
+      }
+    };
+    const task = replaySpool(folder, send, () => now() < deadline - 50)
+      .then(({ sent, rejected }) => {
+        if (!sent && !rejected) return;
+        const refused = rejected ? `, ${rejected} refused (see \`memory-mcp spool list\`)` : "";
+        this.log(HOOKS.replay, "stored", `${sent} spooled write(s) replayed${refused}`, null, now() - started);
+      })
+      .catch(() => undefined) // what was not sent stays queued
+      .finally(() => {
+        this.replaying = null;
+        this.pending.delete(task);
+      });
+    this.replaying = task;
+    this.pending.add(task);
   }
 
   /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */

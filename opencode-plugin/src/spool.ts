@@ -9,9 +9,28 @@
  * `{"v": 1, "ts": <unix s>, "harness": …, "event": …, "path": "/ingest", "body": {…}}`. It is
  * written as `.<name>.tmp`, fsync'd and renamed into place, all synchronously: once
  * `appendSpool` returns the write survives opencode exiting (or the machine losing power).
+ *
+ * `replaySpool` hands the queued writes to a service that answers (the Python hooks do the
+ * same, runner.py `_after_contact`), so a service that does not drain this spool itself (one
+ * with another db) still gets them: a replayer claims a file by renaming it to
+ * `<name>.claim-<pid>` (one rename wins), deletes it once the service took it, renames it back
+ * when the service could not, and moves it to `rejected/` (reason added) when the service
+ * refused it as invalid.
  */
 
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 
@@ -104,5 +123,113 @@ function syncFolder(folder: string): void {
     // not supported here
   } finally {
     closeSync(fd);
+  }
+}
+
+const CLAIM = ".claim-";
+const REJECTED = "rejected";
+
+/** The service could not take a write now: it stays queued, and the replay stops. */
+export class SpoolRetry extends Error {}
+/** The service refused a write as invalid: it moves to `rejected/` with this reason. */
+export class SpoolRefused extends Error {}
+
+/** The queued writes' names, oldest first (claimed and temporary files left out). */
+export function pendingSpool(folder: string): string[] {
+  try {
+    return readdirSync(folder)
+      .filter((name) => name.endsWith(".json") && !name.startsWith("."))
+      .sort();
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Sends the queued writes oldest first until none is left, `send` throws SpoolRetry, or
+ * `deadline` (`until()` returns false) passes. `send` resolves once the service took the write
+ * (stored, or already stored) and throws SpoolRefused when it refused it as invalid; anything
+ * else it throws leaves the write queued and is thrown on.
+ */
+export async function replaySpool(
+  folder: string,
+  send: (path: string, body: Record<string, unknown>) => Promise<void>,
+  until: () => boolean,
+): Promise<{ sent: number; rejected: number }> {
+  let sent = 0;
+  let rejected = 0;
+  for (const name of pendingSpool(folder)) {
+    if (!until()) break;
+    const claimed = join(folder, `${name}${CLAIM}${process.pid}`);
+    try {
+      renameSync(join(folder, name), claimed);
+      utimesSync(claimed, new Date(), new Date()); // the claim's age, for a stale-claim sweep
+    } catch {
+      continue; // another replayer took it
+    }
+    const record = readRecord(claimed);
+    if (record === null) {
+      reject(folder, name, claimed, "not a spooled write (unreadable JSON)", null);
+      rejected += 1;
+      continue;
+    }
+    try {
+      await send(record.path, record.body);
+    } catch (error) {
+      if (error instanceof SpoolRefused) {
+        reject(folder, name, claimed, error.message, record);
+        rejected += 1;
+        continue;
+      }
+      putBack(folder, name, claimed);
+      if (error instanceof SpoolRetry) break;
+      throw error;
+    }
+    try {
+      unlinkSync(claimed);
+    } catch {
+      // gone already
+    }
+    sent += 1;
+  }
+  return { sent, rejected };
+}
+
+function readRecord(path: string): SpoolRecord | null {
+  try {
+    const record = JSON.parse(readFileSync(path, "utf8")) as SpoolRecord;
+    const valid = typeof record === "object" && record !== null && typeof record.path === "string" &&
+      typeof record.body === "object" && record.body !== null && !Array.isArray(record.body);
+    return valid ? record : null;
+  } catch {
+    return null;
+  }
+}
+
+function putBack(folder: string, name: string, claimed: string): void {
+  try {
+    renameSync(claimed, join(folder, name));
+  } catch {
+    // a stale-claim sweep puts it back
+  }
+}
+
+/** Keeps a refused write under `rejected/` with the reason, for `memory-mcp spool list`. */
+function reject(folder: string, name: string, claimed: string, reason: string, record: SpoolRecord | null): void {
+  const target = join(folder, REJECTED, name);
+  try {
+    mkdirSync(join(folder, REJECTED), { recursive: true, mode: 0o700 });
+    if (record === null) {
+      renameSync(claimed, target);
+      return;
+    }
+    const tmp = join(folder, REJECTED, `.${name}.tmp`);
+    writeFileSync(tmp, JSON.stringify({
+      ...record, rejected: reason.slice(0, 500), rejected_at: Math.round(Date.now()) / 1000,
+    }), { mode: 0o600 });
+    renameSync(tmp, target);
+    unlinkSync(claimed);
+  } catch {
+    putBack(folder, name, claimed);
   }
 }

@@ -18,7 +18,7 @@ import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { backoffPath, spoolPath } from "../src/settings.js";
 import { appendSpool, stampCreatedAt } from "../src/spool.js";
-import { closedPort, hangingServer, hookLog, memories, removeDir, settingsFor, startService, tempDir } from "./support.js";
+import { call, closedPort, hangingServer, hookLog, memories, removeDir, settingsFor, startService, tempDir } from "./support.js";
 
 const PROJECT = "acme-web";
 const NAME = /^\d{20}-\d+-[0-9a-f]{8}\.json$/;
@@ -259,6 +259,42 @@ describe("with the service down, then back", () => {
         await service.stop();
       }
     } finally {
+      removeDir(dir);
+    }
+  });
+});
+
+describe("a service that answers", () => {
+  test("gets what the plugin's spool holds, even one that does not drain it itself", async () => {
+    const dir = tempDir();
+    const service = await startService(); // its own db folder: it never sees this spool
+    try {
+      const folder = join(dir, "spool");
+      appendSpool(folder, "/ingest", { content: "the staging cluster is called orion", project: PROJECT, created_at: 1_700_000_000 },
+        { harness: "opencode", event: "chat.message" });
+      appendSpool(folder, "/ingest", { content: "   " }, { harness: "opencode", event: "chat.message" });
+      appendSpool(folder, "/ingest", { content: "the prod cluster is called lyra", project: PROJECT }, { harness: "claude-code", event: "prompt" });
+      // A roomy budget: a loaded machine's first requests to a new service can be slow.
+      const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_HOOK_BUDGET_S: "20" },
+        { project: PROJECT });
+      const memory = new MemoryPlugin(settings, "/src/web", [], () => undefined);
+      await memory.chatMessage("ses_1", [{ type: "text", text: "what is the staging cluster called?" } as MessagePart]);
+      await memory.systemTransform("ses_1", [AGENT_SYSTEM]); // a recall: the service answers
+      await memory.dispose(); // the replay runs beside the session; dispose lets it finish
+      const stored = (await call(service.url, "GET", "/api/memories?limit=100")).items.map((m: { content: string }) => m.content).sort();
+      assert.deepEqual(stored, ["the prod cluster is called lyra", "the staging cluster is called orion"]);
+      assert.deepEqual(readdirSync(folder).sort(), ["rejected"]);
+      const [refused] = readdirSync(join(folder, "rejected"));
+      assert.match(refused as string, NAME);
+      const kept = JSON.parse(readFileSync(join(folder, "rejected", refused as string), "utf8"));
+      assert.equal(kept.body.content, "   ");
+      assert.match(kept.rejected, /^HTTP 4\d\d: /);
+      const log = hookLog(dir).filter((e) => e["event"] === "spool replay");
+      assert.deepEqual(log.map((e) => [e["outcome"], e["detail"]]), [
+        ["stored", "2 spooled write(s) replayed, 1 refused (see `memory-mcp spool list`)"]]);
+    } finally {
+      await service.stop();
+      removeDir(service.dir);
       removeDir(dir);
     }
   });
