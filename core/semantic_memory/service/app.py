@@ -1,10 +1,12 @@
 """The one Starlette app: REST sidecar routes plus MCP streamable HTTP at `/mcp`.
 
-The MCP SDK takes about a second to import, several times the rest of the service's start-up,
-so it is loaded in a worker thread shortly after the app has started (at once when a `/mcp`
-request arrives first): `/health` and the REST routes answer meanwhile, and an early `/mcp`
-request simply waits until MCP is ready. The SDK's session manager runs inside this app's
-lifespan (it must: its task group serves the sessions).
+Right after start, a worker thread does the first-query work of a recall (`warm_up`), so the
+first hook after a restart does not pay it; the hook-facing routes need no pydantic either
+(fastparse.py). The MCP SDK takes about a second to import, several times the rest of the
+service's start-up, so it is loaded in a worker thread once that warm-up is done (at once when a
+`/mcp` request arrives first): `/health` and the REST routes answer meanwhile, and an early
+`/mcp` request simply waits until MCP is ready. The SDK's session manager runs inside this
+app's lifespan (it must: its task group serves the sessions).
 
 MCP sessions are bounded: one idle for `MEMORY_MCP_SESSION_IDLE_S` is closed by the SDK, and at
 `MEMORY_MCP_MAX_SESSIONS` opening another closes the least recently used idle one first (agents
@@ -33,9 +35,39 @@ from .rest import EXCEPTION_HANDLERS, ROUTES
 
 log = logging.getLogger("semantic_memory.service")
 
-#: Seconds after start-up before the MCP SDK is loaded when no /mcp request asks for it sooner;
-#: keeps the import (which holds the GIL) out of the way of the first /health probes.
+#: Seconds after start-up before the MCP SDK is loaded when no /mcp request asks for it sooner
+#: (and not before the warm-up is done); keeps the import, which holds the GIL, out of the way
+#: of the first /health probes and the first recall.
 MCP_LOAD_DELAY_S = 0.3
+#: The longest start-up waits for the warm-up before it listens: a BM25-only store is warm by
+#: then (its first request pays nothing); an embedder's model load goes on in the background.
+WARM_UP_WAIT_S = 0.25
+#: What the warm-up recalls: ordinary words (the keyword indexes are read), then a word no
+#: memory holds (no confident keyword hit, so an active embedder embeds it too).
+WARM_UP_QUERIES = ("where is the project configuration kept", "zqxwarmupvbk")
+
+
+def warm_up(engine: MemoryEngine) -> None:
+    """What the first /recall after a start would pay, done once in a worker thread: the
+    engine's channel threads and their SQLite connections, the index pages, the smoothed
+    channel costs recall plans with, an active embedder and its vectors. Stores nothing."""
+    try:
+        for query in WARM_UP_QUERIES:
+            hits = engine.recall(query, 10, relevant_only=True)
+            engine.injection_block(query, hits, 2_000)
+    except Exception:  # noqa: BLE001 - a failed warm-up only means a slower first request
+        log.exception("the warm-up recall failed; serving anyway")
+
+
+async def first_of(*events: anyio.Event) -> None:
+    """Wait until one of `events` is set."""
+    async with anyio.create_task_group() as tg:
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            tg.cancel_scope.cancel()
+
+        for event in events:
+            tg.start_soon(wait, event)
 SESSION_HEADER = b"mcp-session-id"
 
 
@@ -70,12 +102,15 @@ class LazyMCP:
         )
         return mcp, app
 
-    async def run(self) -> None:
-        """Build the MCP server in a thread, then run its session manager until cancelled."""
+    async def run(self, warmed: anyio.Event | None = None) -> None:
+        """Build the MCP server in a thread (after `warmed`, unless /mcp asks sooner), then
+        run its session manager until cancelled."""
         ready, wanted = self._events()
         try:
             with anyio.move_on_after(MCP_LOAD_DELAY_S):
                 await wanted.wait()
+            if warmed is not None:
+                await first_of(warmed, wanted)
             mcp, app = await anyio.to_thread.run_sync(self._build)
             async with mcp.session_manager.run():
                 self.app, self.manager, self.state = app, mcp.session_manager, "ready"
@@ -137,8 +172,19 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        warmed = anyio.Event()
+
+        async def warm() -> None:
+            try:
+                await anyio.to_thread.run_sync(warm_up, engine)  # also starts a worker thread
+            finally:
+                warmed.set()
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lazy.run)
+            tg.start_soon(warm)
+            tg.start_soon(lazy.run, warmed)
+            with anyio.move_on_after(WARM_UP_WAIT_S):
+                await warmed.wait()
             try:
                 yield
             finally:

@@ -25,6 +25,7 @@ from ..errors import InvalidMemory
 from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
 from ..pipeline import MemoryEngine, validate
 from ..stores import StoreError
+from . import fastparse
 from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
@@ -42,6 +43,12 @@ def schemas() -> Any:
 
 
 def parse_model(model_name: str, data: Any, prefix: str = "") -> Any:
+    """The request as the named model: a plainly valid hook body without pydantic (so the
+    first request after a start does not wait for its import, see fastparse.py), anything
+    else through the pydantic model (ApiError 422 naming the bad field)."""
+    fast = fastparse.parse(model_name, data)
+    if fast is not None:
+        return fast
     module = schemas()
     return module.parse_model(getattr(module, model_name), data, prefix)
 
