@@ -68,3 +68,34 @@ def test_a_hook_starved_past_its_budget_mid_write_spools_the_write(tmp_path: Pat
     record = spool.read(file)
     assert record is not None and record["body"]["content"] == FACT
     assert not [p for p in (tmp_path / "spool").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_hook_starved_before_it_made_its_write_makes_it_into_the_spool(
+        tmp_path: Path) -> None:
+    """The machine is so loaded the hook process gets no CPU until its budget is spent
+    (SIGSTOP from its start to past the budget): the flush it had not started yet is made
+    offline, into the spool, instead of being dropped as a timeout."""
+    with hanging_server() as url:
+        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=str(BUDGET_S))
+        history = [{"role": "user", "text": "How do we rotate the signing certificate?"},
+                   {"role": "assistant", "text": "Run the rotate-cert job, then restart the "
+                                                 "edge proxies one zone at a time."}]
+        proc = subprocess.Popen([*memory_mcp_command(), "hook", "example", "compact"], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"session": "s1", "cwd": "/tmp",
+                                     "history": history}).encode())
+        proc.stdin.close()
+        time.sleep(BUDGET_S + 0.3)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(30) == 0
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled", entry
+    assert "before the write was made" in entry["detail"], entry
+    [file] = spool.pending(tmp_path / "spool")
+    record = spool.read(file)
+    assert record is not None
+    assert [item["content"] for item in record["body"]["items"]] == [
+        f"User: {history[0]['text']}\nAssistant: {history[1]['text']}"]

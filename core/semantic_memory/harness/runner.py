@@ -3,7 +3,9 @@
 Whatever happens (service down, slow or starting, a bad payload, a bug) the process exits 0
 within MEMORY_HOOK_BUDGET_S and prints nothing but a well-formed answer for the harness; the
 outcome goes to the hook log (`outcomes.py`) for `memory-mcp doctor`. A watchdog timer turns
-any wait that overruns the budget into a timeout, whatever it was waiting on.
+any wait that overruns the budget into a timeout, whatever it was waiting on. Writes are never
+dropped for it: one in flight goes to the spool, and one the hook had no time to make (a machine
+too loaded to start it in time) is made offline, into the spool, within WRITE_GRACE_S more.
 """
 
 from __future__ import annotations
@@ -94,6 +96,71 @@ def main(argv: list[str], started: float | None = None) -> int:
         return 0
 
 
+class _Run:
+    """How far one hook run got. The steps skip what is done already, so a write that the
+    budget cut short before it was made can pick up where the watchdog stopped it."""
+
+    def __init__(self, harness: str, event: str, settings: Settings, budget_end: float,
+                 offline: ServiceUnavailable | None, watchdog: Watchdog, debug: Any) -> None:
+        self.harness, self.event, self.settings = harness, event, settings
+        self.budget_end, self.offline, self.watchdog, self.debug = (
+            budget_end, offline, watchdog, debug)
+        self.adapter: Any = None
+        self.action: str | None = None
+        self.payload: dict[str, Any] | None = None
+        self.service: ServiceClient | None = None
+        self.call: HookCall | None = None
+
+    def handle(self, writes_only: bool = False) -> str:
+        """Run the hook; what it prints. `writes_only`: stop (HookTimeout) unless it writes."""
+        if self.adapter is None:
+            adapter = find_adapter(self.harness, self.settings)
+            if adapter is None:
+                raise LookupError(f"no harness adapter named {self.harness!r} is installed "
+                                  "(see `memory-mcp doctor`)")
+            self.adapter = adapter
+        self.action = self.adapter.events.get(self.event)
+        if self.payload is None:
+            self.payload = read_payload()
+        if writes_only and not self.writes():
+            raise HookTimeout()
+        if self.call is None:
+            url, origin = resolve_url(self.settings)
+            self.debug(f"service {url} ({origin})")
+            self.service = ServiceClient(url, self.budget_end - EXIT_MARGIN_S,
+                                         self.settings.plugin_token or self.settings.token,
+                                         self.offline)
+            self.watchdog.service = self.service
+            payload, adapter = self.payload, self.adapter
+            self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
+                                 cwd=adapter.cwd(payload) or ".",
+                                 session=adapter.context_key(payload),
+                                 agent_session=adapter.session_id(payload), debug=self.debug)
+            self.watchdog.call = self.call
+        return self.adapter.handle(self.call)
+
+    def writes(self) -> bool:
+        """Whether this run stores something (a compaction flush, a tool capture, a "remember"
+        prompt); True as long as that is not known yet."""
+        if self.adapter is None or self.action in ("compact", "tool"):
+            return True
+        if self.action != "prompt":
+            return False
+        return self.payload is None or \
+            remembered(self.adapter.prompt(self.payload) or "") is not None
+
+    def finish_offline(self, spent: str) -> str:
+        """The budget ran out before this run's write was made (a machine too loaded to even
+        start the hook in time): make it now, straight to the spool, within WRITE_GRACE_S
+        past the budget. Content that only exists in this hook's input is not dropped for
+        being late; the harness's own timeout (2x the budget, `install`) leaves the room."""
+        self.offline = ServiceTimeout(f"{spent} before the write was made")
+        if self.service is not None:
+            self.service.offline = self.offline
+        signal.setitimer(signal.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
+        return self.handle(writes_only=True)
+
+
 def _run(argv: list[str], started: float) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: memory-mcp hook <harness> <event> (hook JSON on stdin)\n")
@@ -108,50 +175,22 @@ def _run(argv: list[str], started: float) -> int:
     debug = _debugger(settings, harness, event)
     budget_end = started + settings.hook_budget_s
     output = ""
-    call: HookCall | None = None
-    service: ServiceClient | None = None
-    action: str | None = None
     offline = _offline(settings)
     watchdog = Watchdog(budget_end + WRITE_GRACE_S)
+    run = _Run(harness, event, settings, budget_end, offline, watchdog, debug)
     armed = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
     if armed:
         previous = signal.signal(signal.SIGALRM, watchdog)
-        signal.setitimer(signal.ITIMER_REAL,
-                         max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
     try:
-        adapter = find_adapter(harness, settings)
-        if adapter is None:
-            raise LookupError(f"no harness adapter named {harness!r} is installed "
-                              "(see `memory-mcp doctor`)")
-        action = adapter.events.get(event)
-        payload = read_payload()
-        url, origin = resolve_url(settings)
-        debug(f"service {url} ({origin})")
-        service = ServiceClient(url, budget_end - EXIT_MARGIN_S,
-                                settings.plugin_token or settings.token, offline)
-        watchdog.service = service
-        call = HookCall(harness, event, payload, settings, service,
-                        cwd=adapter.cwd(payload) or ".", session=adapter.context_key(payload),
-                        agent_session=adapter.session_id(payload), debug=debug)
-        watchdog.call = call
-        output = adapter.handle(call)
-        entry.update(outcome=call.outcome, detail=call.detail)
+        if armed:  # inside the try: a budget spent already fires at once
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
+        output = run.handle()
+        assert run.call is not None
+        entry.update(outcome=run.call.outcome, detail=run.call.detail)
     except HookTimeout:
-        output = ""
-        spent = f"budget of {settings.hook_budget_s} s spent"
-        if service is not None and watchdog.waiting:
-            service.failure = ServiceTimeout(f"{service.url} did not answer within the budget")
-        if call is not None and watchdog.in_flight is not None:  # a write in flight: keep it
-            entry.update(_spool_pending(call, watchdog.in_flight, spent))
-        elif call is not None and call.spooled:  # its writes are in the spool already
-            entry.update(outcome="spooled", detail=f"{spent}; {call.spooled} write(s) spooled "
-                                                   f"({call.spool_reason})")
-        else:
-            work = _work(action)
-            if call is not None and action == "prompt" \
-                    and remembered(adapter.prompt(call.payload) or "") is not None:
-                work = "remember"  # not a recall: a write that was never made
-            entry.update(outcome="timeout", detail=f"{spent} ({work})")
+        output, outcome = _timed_out(run, settings)
+        entry.update(outcome)
     except ServiceUnavailable as exc:
         output = ""
         entry.update(outcome=exc.outcome, detail=str(exc))
@@ -162,6 +201,7 @@ def _run(argv: list[str], started: float) -> int:
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+    call, service = run.call, run.service
     if call is not None:
         service = call.service  # autostart may have swapped in the service it started
         # The project as far as it was worked out (a run that failed early never needed it).
@@ -176,6 +216,49 @@ def _run(argv: list[str], started: float) -> int:
         _after_contact(settings, service, entry, budget_end)
     outcomes.record(settings, entry)
     return 0
+
+
+def _timed_out(run: _Run, settings: Settings) -> tuple[str, dict[str, Any]]:
+    """(what to print, the outcome) of a run the watchdog stopped: a write it was making is
+    spooled, one it had not made yet is made offline (`_Run.finish_offline`); anything else
+    is a timeout."""
+    spent = f"budget of {settings.hook_budget_s} s spent"
+    if run.service is not None and run.watchdog.waiting:
+        run.service.failure = ServiceTimeout(f"{run.service.url} did not answer within the "
+                                             "budget")
+    saved = _saved(run, spent)
+    if saved is not None:
+        return "", saved
+    if hasattr(signal, "setitimer") and run.writes():
+        try:
+            output = run.finish_offline(spent)
+        except HookTimeout:
+            saved = _saved(run, spent)
+            if saved is not None:
+                return "", saved
+        except Exception as exc:  # noqa: BLE001 - fail open, but visibly
+            return "", {"outcome": "error", "detail": f"{spent}; then {type(exc).__name__}: "
+                                                      f"{exc}"[:500]}
+        else:
+            assert run.call is not None
+            return output, {"outcome": run.call.outcome, "detail": run.call.detail}
+    work = "remember" if run.action == "prompt" and run.writes() else _work(run.action)
+    return "", {"outcome": "timeout", "detail": f"{spent} ({work})"}
+
+
+def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
+    """The outcome of a stopped run whose write is safe: spooled now (it was in flight), or
+    in the spool already; None when it made none."""
+    call = run.call
+    if call is None:
+        return None
+    if run.watchdog.in_flight is not None:  # a write in flight: keep it
+        body, run.watchdog.in_flight = run.watchdog.in_flight, None
+        return _spool_pending(call, body, spent)
+    if call.spooled:
+        return {"outcome": "spooled",
+                "detail": f"{spent}; {call.spooled} write(s) spooled ({call.spool_reason})"}
+    return None
 
 
 def _offline(settings: Settings) -> ServiceUnavailable | None:
