@@ -63,8 +63,13 @@ class Watchdog:
         self.service: ServiceClient | None = None
         self.in_flight: dict[str, Any] | None = None
         self.waiting = False
+        #: False once the run is being wound up: a late or deferred alarm then does nothing
+        #: (raised there, it would end the hook before it logs its outcome).
+        self.active = True
 
     def __call__(self, signum: int, frame: Any) -> None:
+        if not self.active:
+            return
         call = self.call
         service = call.service if call is not None else self.service  # autostart swaps it
         if call is not None and call.pending is not None:
@@ -157,8 +162,12 @@ class _Run:
         self.offline = ServiceTimeout(f"{spent} before the write was made")
         if self.service is not None:
             self.service.offline = self.offline
+        self.watchdog.active = True
         signal.setitimer(signal.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
-        return self.handle(writes_only=True)
+        try:
+            return self.handle(writes_only=True)
+        finally:
+            self.watchdog.active = False
 
 
 def _run(argv: list[str], started: float) -> int:
@@ -186,18 +195,23 @@ def _run(argv: list[str], started: float) -> int:
             signal.setitimer(signal.ITIMER_REAL,
                              max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
         output = run.handle()
+        watchdog.active = False
         assert run.call is not None
         entry.update(outcome=run.call.outcome, detail=run.call.detail)
     except HookTimeout:
+        watchdog.active = False
         output, outcome = _timed_out(run, settings)
         entry.update(outcome)
     except ServiceUnavailable as exc:
+        watchdog.active = False
         output = ""
         entry.update(outcome=exc.outcome, detail=str(exc))
     except Exception as exc:  # noqa: BLE001 - fail open, but visibly
+        watchdog.active = False
         output = ""
         entry.update(outcome="error", detail=f"{type(exc).__name__}: {exc}"[:500])
     finally:
+        watchdog.active = False
         if armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
