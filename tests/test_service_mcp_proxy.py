@@ -2,11 +2,14 @@
 same tools as the service's own MCP server, each call forwarded to a real service; a write
 spooled while the service is down lands once it is back, exactly once; a hung service never
 holds the client: initialize and tools/list do not touch it, every call comes back within the
-proxy's bound."""
+proxy's bound; a later start answers initialize and tools/list from the SDK's cached answers."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -166,3 +169,52 @@ def test_after_one_hung_call_the_proxy_backs_off(tmp_path: Path) -> None:
     with hanging_server(connections) as url:
         anyio.run(main, url)
     assert (tmp_path / "hooks.backoff.json").exists()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used (what a loaded machine does not distort)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_and_list(db_dir: Path, url: str) -> tuple[float, Any, Any]:
+    """Spawn the proxy as an agent does; (CPU it used until `initialize` was answered, that
+    answer, the tools/list answer)."""
+    command = memory_mcp_command()
+    proc = subprocess.Popen([*command, "proxy"], env=service_env(db_dir, MEMORY_PLUGIN_URL=url),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdin and proc.stdout
+    try:
+        def ask(id_: int, method: str, params: dict[str, Any] | None = None) -> Any:
+            message = {"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}}
+            proc.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+            return json.loads(proc.stdout.readline())["result"]  # type: ignore[union-attr]
+
+        initialized = ask(1, "initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}})
+        cpu = cpu_seconds(proc.pid)
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0",
+                                     "method": "notifications/initialized"}) + "\n")
+        tools = ask(2, "tools/list")
+        called = ask(3, "tools/call", {"name": "memory_stats", "arguments": {}})
+        assert called["structuredContent"]["memories"] >= 0
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+    return cpu, initialized, tools
+
+
+def test_a_later_start_answers_from_the_sdks_cached_answers(service: Service,
+                                                            tmp_path: Path) -> None:
+    """The first start caches what the SDK answered to initialize and tools/list; the next
+    answers the same from the cache before the SDK has loaded (a fraction of the CPU), and
+    its tool calls still reach the service through the SDK."""
+    first_cpu, first_init, first_tools = start_and_list(tmp_path, service.url)
+    assert (tmp_path / "mcp-proxy.cache.json").exists()
+    cpu, initialized, tools = start_and_list(tmp_path, service.url)
+    assert (initialized, tools) == (first_init, first_tools)
+    assert len(tools["tools"]) == 5
+    assert cpu <= first_cpu * 0.5, (cpu, first_cpu)

@@ -127,9 +127,9 @@ def proxy(obj: Context) -> None:
     """Serve the MCP tools over stdin/stdout, each call forwarded to the running service
     (what `install` registers): answers at once, and within MEMORY_MCP_PROXY_TIMEOUT_S when
     the service is down or hung (a memory_store is then spooled)."""
-    from .service.mcp_proxy import serve_proxy
+    from .service.mcp_front import serve
 
-    serve_proxy(obj.settings)  # the store is never opened here: the service has it
+    serve(obj.settings)  # the store is never opened here: the service has it
 
 
 @cli.command()

@@ -1,10 +1,10 @@
 """`memory-mcp proxy`: the MCP tools over stdio, each call forwarded to the running service.
 
 The MCP server `memory-mcp install` registers by default. It answers `initialize` and
-`tools/list` itself, at once, without contacting the service (the tools, schemas and
-descriptions are mcp_tools.py's, built over `RestBackend` here), and forwards each tool call to
-the service's REST API (/ingest, /recall, /api/memories, /api/stats) within
-MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound at
+`tools/list` itself, without contacting the service (the tools, schemas and descriptions are
+mcp_tools.py's, built over `RestBackend` here; mcp_front.py answers those two from the SDK's
+cached answers while the SDK loads), and forwards each tool call to the service's REST API
+(/ingest, /recall, /api/memories, /api/stats) within MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound at
 most, never the agent's start-up: an agent waits for its MCP servers' tool lists before its
 first turn, and an HTTP registration at a hung service held opencode ~60 s.
 
@@ -21,10 +21,10 @@ run. It serves the tools only, not mcp_browse.py's resources and prompt.
 
 from __future__ import annotations
 
+import io
 import logging
-import sys
+import os
 import time
-from contextlib import redirect_stdout
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -184,17 +184,18 @@ def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def serve_proxy(settings: Settings) -> int:
-    """Serve the tools over stdin/stdout until the client closes stdin."""
+def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int) -> None:
+    """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
+    runs this in a thread and relays the agent's messages)."""
+    from .mcp_tools import build_tools
     from .runner import _setup_logging
 
     _setup_logging()
-    with redirect_stdout(sys.stderr):  # nothing but the protocol on stdout
-        from .mcp_tools import build_tools
-
-        mcp = build_tools(RestBackend(settings))
+    mcp = build_tools(RestBackend(settings))
+    stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8", errors="replace")
+    stdout = io.TextIOWrapper(os.fdopen(stdout_fd, "wb"), encoding="utf-8")
     try:
-        anyio.run(mcp.run_stdio_async)
-    except KeyboardInterrupt:
-        pass
-    return 0
+        anyio.run(mcp.run_stdio_streams, anyio.wrap_file(stdin), anyio.wrap_file(stdout))
+    finally:
+        stdout.close()  # the relay reads EOF and ends
+        stdin.close()

@@ -69,6 +69,15 @@ class MemoryMCP(MCPServer):
 
         return record
 
+    async def run_stdio_streams(self, stdin: Any, stdout: Any) -> None:
+        """`run_stdio_async` over the given text streams (anyio files) instead of the
+        process's stdin and stdout (the proxy's front relays those)."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options())
+
     async def list_resources(self) -> list[Resource]:
         listed = await super().list_resources()
         if self.dynamic_resources is not None:
