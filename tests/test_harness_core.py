@@ -4,6 +4,8 @@ project name, the hook log, the one-shot client, and the hook runner's fail-open
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import threading
@@ -310,6 +312,11 @@ def test_autostart_starts_a_service_the_next_hook_finds(tmp_path: Path) -> None:
     the hooks find it through the discovery file."""
     env = hook_env(tmp_path, None, MEMORY_PLUGIN_AUTOSTART="1", MEMORY_HOOK_BUDGET_S="20",
                    MEMORY_DEVICE="cpu")
+    # Where the hook looks first: a live discovery file (this process's pid) naming a port
+    # nothing listens on, so the check never reaches the default port (8765), where a
+    # developer's own service may well be running.
+    (tmp_path / "memory.db.server.json").write_text(json.dumps(
+        {"url": f"http://127.0.0.1:{free_port()}", "pid": os.getpid()}))
     first = run_hook("example", "session-start", {"session": "s", "cwd": str(tmp_path)}, env)
     assert first.returncode == 0
     discovery = json.loads((tmp_path / "memory.db.server.json").read_text())
@@ -324,7 +331,4 @@ def test_autostart_starts_a_service_the_next_hook_finds(tmp_path: Path) -> None:
         assert json.loads((tmp_path / "memory.db.server.json").read_text())["pid"] == \
             discovery["pid"]  # the running one was found, not a second started
     finally:
-        import os
-        import signal
-
         os.kill(discovery["pid"], signal.SIGTERM)
