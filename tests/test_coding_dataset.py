@@ -47,7 +47,7 @@ def _norm(text: str) -> str:
 
 def test_sizes_and_counts(manifest: dict, memories: list[dict], questions: list[dict]) -> None:
     assert len(manifest["repositories"]) >= 20
-    assert len(questions) >= 450
+    assert len(questions) >= 600
     assert sum(p.stat().st_size for p in DATA.iterdir()) < 5_000_000  # a few MB at most
     assert len({m["id"] for m in memories}) == len(memories)
     assert len({q["id"] for q in questions}) == len(questions)
