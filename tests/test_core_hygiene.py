@@ -21,12 +21,13 @@ def test_secrets_are_redacted_before_storage(engine: MemoryEngine) -> None:
         "curl -H 'Authorization: Bearer abc.def.ghi-very-secret'",
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc\n-----END RSA PRIVATE KEY-----",
     ]
-    for text in secrets:
-        engine.store_one(NewMemory(text))
+    results = [engine.store_one(NewMemory(text)) for text in secrets]
     stored = "\n".join(m.content for m in engine.list(limit=100))
     for leaked in ("sk-proj-abc", "ghp_abc", "AKIAABCD", "hunter2", "very-secret", "MIIEabc"):
         assert leaked not in stored
-    assert stored.count("[REDACTED:") == len(secrets)
+    # A memory that was nothing but a key is refused rather than stored as a bare marker.
+    assert [r.status for r in results] == ["new"] * 5 + ["rejected"]
+    assert stored.count("[REDACTED:") == len(secrets) - 1
     assert "db password: [REDACTED:password]" in stored
     assert "export OPENAI_API_KEY=[REDACTED:openai-key]" in stored
 

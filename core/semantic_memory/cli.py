@@ -13,6 +13,7 @@ import click
 
 from .channels import skip_reason
 from .config import ConfigError, Settings
+from .default_plugins.redaction import ruleset_info
 from .errors import InvalidMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
@@ -256,6 +257,15 @@ def stats(obj: Context, as_json: bool) -> None:
         console.print(f"recall: by words only. {KEYWORD_MODE_NOTE}", markup=False)
     else:
         console.print("recall: by words and meaning (keyword channels + embedder)")
+    console.print(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}", markup=False)
+
+
+def _ruleset_line(info: dict[str, str]) -> str:
+    """`betterleaks 2.0.0 (upstream 2.0.0-rc.4) + 66 own rules`, or why the library is off."""
+    if info.get("status") != "loaded":
+        return f"{info['name']} {info['status']}; {info['own_rules']} own rules only"
+    return (f"{info['name']} {info['version']} (upstream {info['upstream']}) "
+            f"+ {info['own_rules']} own rules")
 
 
 @cli.command()
@@ -286,6 +296,8 @@ def plugins(obj: Context, as_json: bool) -> None:
         skipped = {c.name: why for c in mine if (why := skip_reason(c, store))}
         rows.append({**info.__dict__, "skipped": skipped,
                      "channels": [c.name for c in mine if c.name not in skipped]})
+        if "filter_ingest" in info.hooks and info.name.endswith("hygiene"):
+            rows[-1]["secret_ruleset"] = ruleset_info()  # the library under its rules
     if as_json:
         _echo_json(rows)
         return
@@ -295,6 +307,7 @@ def plugins(obj: Context, as_json: bool) -> None:
                       ", ".join(r["hooks"]), ", ".join(r["channels"]))
     _print(table)
     click.echo(f"store: {store}")
+    click.echo(f"secret ruleset: {_ruleset_line(ruleset_info())}")
     for r in rows:
         for name, why in r["skipped"].items():
             click.echo(f"skipped channel {name} ({r['name']}): {why}")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import neighbours
 from .channels import Channel, skip_reason
 from .config import Settings
-from .default_plugins.redaction import redact
+from .default_plugins.redaction import redact, ruleset_info
 from .errors import InvalidMemory, Rejected
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (
@@ -581,6 +581,7 @@ class MemoryEngine:
                 "db_path": self.store.location,
                 "db_bytes": self.store.size_bytes(),
                 "schema_version": self.store.schema_version,
+                "secret_ruleset": ruleset_info(),
             }
 
     # --- telemetry -------------------------------------------------------------------------

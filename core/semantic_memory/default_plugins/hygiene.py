@@ -16,7 +16,7 @@ from ..config import Settings
 from ..errors import Rejected
 from ..models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
 from ..plugins import hookimpl
-from .redaction import redact
+from .redaction import has_substance, redact_many
 from .textnorm import normalize_for_matching
 
 # --- "ignore previous instructions", in its many wordings -----------------------------------
@@ -234,16 +234,26 @@ def looks_like_injection(text: str) -> bool:
 @hookimpl
 def filter_ingest(memory: NewMemory, settings: Settings) -> None:
     """Redact every stored free-text field; refuse untrusted content that reads as injection."""
-    # A marker can be longer than the secret it replaces: cut to the field's limit rather than
-    # refuse the memory for it.
-    if isinstance(memory.project, str):
-        memory.project = redact(memory.project)[:MAX_PROJECT_CHARS]
-    if isinstance(memory.tags, list):
-        memory.tags = [redact(t)[:MAX_TAG_CHARS] if isinstance(t, str) else t
-                       for t in memory.tags]
+    _redact_fields(memory)
     if isinstance(memory.content, str):
-        memory.content = redact(memory.content)
         if (memory.source in UNTRUSTED_SOURCES or memory.kind == "artifact") and (
             looks_like_injection(memory.content)
         ):
             raise Rejected("tool output matches a prompt-injection pattern; not stored")
+        if not has_substance(memory.content):
+            raise Rejected("content: nothing but a redacted secret is left; not stored")
+
+
+def _redact_fields(memory: NewMemory) -> None:
+    """Content, project and each tag redacted with one library call (`redact_many`). A marker
+    can be longer than the secret it replaces: cut to the field's limit rather than refuse the
+    memory for it."""
+    tags = memory.tags if isinstance(memory.tags, list) else []
+    fields = [memory.content, memory.project, *tags]
+    redacted = iter(redact_many([f for f in fields if isinstance(f, str)]))
+    content, project, *tags = [next(redacted) if isinstance(f, str) else f for f in fields]
+    memory.content = content
+    if isinstance(project, str):
+        memory.project = project[:MAX_PROJECT_CHARS]
+    if isinstance(memory.tags, list):
+        memory.tags = [t[:MAX_TAG_CHARS] if isinstance(t, str) else t for t in tags]
