@@ -325,6 +325,9 @@ RULES: tuple[Rule, ...] = (
 
 
 _NEEDLES = frozenset(needle for rule in RULES for needle in rule.needles)
+_BY_NEEDLE = {needle: tuple(i for i, rule in enumerate(RULES) if needle in rule.needles)
+              for needle in _NEEDLES}
+_ALWAYS = frozenset(i for i, rule in enumerate(RULES) if not rule.needles)
 
 
 def redact(text: str) -> str:
@@ -342,10 +345,11 @@ def redact_many(texts: list[str]) -> list[str]:
 
 def _redact_one(text: str, found: list[tuple[str, str]]) -> str:
     lowered = text.lower()
-    present = {needle for needle in _NEEDLES if needle in lowered}  # one pass per needle
-    for rule in RULES:
-        if rule.needles and present.isdisjoint(rule.needles) or (
-                rule.also and not any(word in lowered for word in rule.also)):
+    # The rules whose needles occur, in table order (the order names a token's kind).
+    due = sorted({i for needle in _NEEDLES if needle in lowered for i in _BY_NEEDLE[needle]}
+                 | _ALWAYS)
+    for rule in (RULES[i] for i in due):
+        if rule.also and not any(word in lowered for word in rule.also):
             continue
         text = rule.pattern.sub(partial(_replace, rule), text)
     for secret, kind in found:  # what only the library knew, where the rules left it whole
@@ -363,6 +367,10 @@ def _library_marker(kind: str, m: re.Match[str]) -> str:
 _LIBRARY: Any = None
 _LIBRARY_ERROR = ""
 _MIN_LIBRARY_SECRET = 8  # shorter findings ("admin", "test") would cut ordinary words
+# Provider tokens are runs of 12+ token characters with a digit or mixed case in them; text
+# without one (most chat) skips the library call.
+_TOKEN_RUN = re.compile(r"[\w+/=.~-]{12,}")
+_TOKEN_MIX = re.compile(r"\d|[a-z][A-Z]|[A-Z]{2}[a-z]|[A-Z][a-z]+[A-Z]")
 
 
 def _library() -> Any:
@@ -382,7 +390,10 @@ def _library_spans(text: str) -> list[tuple[str, str]]:
     """(secret, kind) for each library finding that is a literal part of `text`, longest first
     (a finding inside a base64 blob the library decoded has no span here: the rules see the
     blob). Findings are mapped back by their matched text, so only the value goes."""
-    library = _library() if text else None
+    text = _token_lines(text)
+    if not text:
+        return []  # no run of token characters a provider rule could match: skip the call
+    library = _library()
     if library is None:
         return []
     found: dict[str, str] = {}
@@ -392,6 +403,16 @@ def _library_spans(text: str) -> list[tuple[str, str]]:
                 and not _PLACEHOLDER.match(secret)):
             found.setdefault(secret, finding.rule_id)
     return sorted(found.items(), key=lambda item: -len(item[0]))
+
+
+def _token_lines(text: str) -> str:
+    """The lines of `text` holding a token-like run: what the library needs to see (its rules
+    match within a line; key blocks are the rules' job). Most lines of a note are prose or code
+    without one, and the library's cost grows with what it scans."""
+    lines = text.splitlines()
+    keep = [line for line in lines
+            if any(_TOKEN_MIX.search(run.group()) for run in _TOKEN_RUN.finditer(line))]
+    return "\n".join(keep) if len(keep) < len(lines) else text
 
 
 def _scan(library: Any, text: str) -> list[Any]:
