@@ -30,8 +30,10 @@ from test_service_support import (
     start_service,
 )
 
-#: The proxy's bound per call in these tests (MEMORY_MCP_PROXY_TIMEOUT_S).
+#: The proxy's bound per call (MEMORY_MCP_PROXY_TIMEOUT_S) facing a hung service, and facing
+#: a healthy one on a loaded machine.
 BOUND_S = 1.0
+HEALTHY_BOUND_S = 30.0
 FACT = "The billing service retries webhooks five times with exponential backoff"
 
 
@@ -46,8 +48,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 async def proxy_session(db_dir: Path, url: str, **env: str) -> AsyncIterator[ClientSession]:
     """A client of `memory-mcp proxy` whose db (and so spool) is in `db_dir`, service at `url`."""
     command = memory_mcp_command()
-    environment = service_env(db_dir, MEMORY_PLUGIN_URL=url,
-                              MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S), **env)
+    # A healthy service gets all the time a loaded test machine may need.
+    environment = service_env(db_dir, **{"MEMORY_PLUGIN_URL": url,
+                                         "MEMORY_MCP_PROXY_TIMEOUT_S": str(HEALTHY_BOUND_S),
+                                         **env})
     params = StdioServerParameters(command=command[0], args=[*command[1:], "proxy"],
                                    env=environment)
     db_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +137,8 @@ def test_a_hung_service_never_holds_the_client(tmp_path: Path) -> None:
 
     async def main(url: str) -> None:
         # MEMORY_HOOK_BACKOFF_S=0: every call goes to the hung service and pays the bound.
-        async with proxy_session(tmp_path, url, MEMORY_HOOK_BACKOFF_S="0") as session:
+        async with proxy_session(tmp_path, url, MEMORY_HOOK_BACKOFF_S="0",
+                                 MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)) as session:
             tools = (await session.list_tools()).tools
             assert len(tools) == 5 and connections == []  # nothing asked of the service
             for name, args in calls:
@@ -158,7 +163,8 @@ def test_after_one_hung_call_the_proxy_backs_off(tmp_path: Path) -> None:
     connections: list[socket.socket] = []
 
     async def main(url: str) -> None:
-        async with proxy_session(tmp_path, url) as session:
+        async with proxy_session(tmp_path, url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
+                                 ) as session:
             first = await session.call_tool("memory_recall", {"query": "webhooks"})
             assert first.is_error and len(connections) == 1
             stored = await call(session, "memory_store", {"content": FACT})

@@ -4,7 +4,8 @@ milliseconds, from the MCP SDK's own earlier answers, while the SDK loads.
 An agent waits for its MCP servers' tool lists before its first turn (`claude -p` does), and
 the MCP SDK alone takes ~1 s of CPU to import, several on a loaded machine. So this process
 starts with the standard library only: it reads the agent's messages, answers `initialize`
-and `tools/list` from a cache of what the SDK answered to the same requests before
+and the listings (`tools/list`, and the empty prompt and resource lists agents ask for too)
+from a cache of what the SDK answered to the same requests before
 (`mcp-proxy.cache.json` beside the db, keyed by this package's and the SDK's versions and the
 settings the tools depend on), and hands every other message to the real server
 (mcp_proxy.py: the SDK's MCPServer with mcp_tools.py's tools), which loads in a thread and
@@ -26,9 +27,12 @@ from .. import __version__
 from ..config import Settings
 
 CACHE_NAME = "mcp-proxy.cache.json"
+#: The listings an agent asks for before its first turn: the proxy's are fixed (it registers
+#: tools only; the capabilities the SDK declares make agents ask for the other two as well).
+LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 #: The id of the replayed `initialize` (the agent's own ids are numbers or its own strings).
 REPLAY_ID = "semantic-memory-proxy:initialize"
-#: Seconds the SDK thread gets to finish after the agent closed stdin.
+#: Seconds the SDK server gets to answer what is in flight once the agent closed stdin.
 EXIT_WAIT_S = 5.0
 
 
@@ -45,35 +49,37 @@ def cache_key(settings: Settings) -> str:
 
 
 class Cache:
-    """The SDK's answers to `initialize` (per protocol version asked for) and `tools/list`."""
+    """The SDK's answers to `initialize` (per protocol version asked for) and to the LISTS (per
+    protocol version agreed on)."""
 
     def __init__(self, path: Path, key: str) -> None:
         self.path, self.key = path, key
-        self.data: dict[str, Any] = {"key": key, "initialize": {}, "tools": None}
+        self.data: dict[str, Any] = {"key": key, "initialize": {}, "lists": {}}
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError):
             return
         if isinstance(data, dict) and data.get("key") == key \
-                and isinstance(data.get("initialize"), dict):
+                and isinstance(data.get("initialize"), dict) \
+                and isinstance(data.get("lists"), dict):
             self.data = data
 
-    def answer(self, message: dict[str, Any]) -> Any:
-        """The cached result for this request, or None."""
+    def answer(self, message: dict[str, Any], version: str | None) -> Any:
+        """The cached result for this request in a session of `version`, or None."""
         params = message.get("params") or {}
         if message.get("method") == "initialize":
             return self.data["initialize"].get(str(params.get("protocolVersion")))
-        if message.get("method") == "tools/list" and not params.get("cursor"):
-            return self.data["tools"]
+        if message.get("method") in LISTS and version and not params.get("cursor"):
+            return self.data["lists"].get(f"{version} {message['method']}")
         return None
 
-    def learn(self, request: dict[str, Any], result: Any) -> None:
+    def learn(self, request: dict[str, Any], version: str | None, result: Any) -> None:
         """Keep the SDK's answer to `request`; written at once (atomically)."""
         if request.get("method") == "initialize":
-            version = str((request.get("params") or {}).get("protocolVersion"))
-            self.data["initialize"][version] = result
-        else:
-            self.data["tools"] = result
+            asked = str((request.get("params") or {}).get("protocolVersion"))
+            self.data["initialize"][asked] = result
+        elif version:
+            self.data["lists"][f"{version} {request['method']}"] = result
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,17 +100,23 @@ class Front:
         self.sdk_in = os.fdopen(to_sdk_w, "wb", buffering=0)
         self.sdk_fds = (to_sdk_r, from_sdk_w)
         self.sdk_out = os.fdopen(from_sdk_r, "rb")
-        #: Forwarded requests whose answer is worth caching: id -> the request.
-        self.learning: dict[Any, dict[str, Any]] = {}
+        #: The protocol version of this session (the answer to `initialize`).
+        self.version: str | None = None
+        #: Forwarded requests whose answer is worth caching: id -> (request, session version).
+        self.learning: dict[Any, tuple[dict[str, Any], str | None]] = {}
+        #: Set once the SDK server runs (before that nothing forwarded can be in flight).
+        self.sdk_ready = threading.Event()
 
-    def send_agent(self, data: bytes) -> None:
+    def send_agent(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else \
+            json.dumps(message, ensure_ascii=False).encode("utf-8")
         with self.lock:
             self.wire_out.write(data if data.endswith(b"\n") else data + b"\n")
             self.wire_out.flush()
 
-    def reply(self, message: dict[str, Any], result: Any) -> None:
-        self.send_agent(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result},
-                                   ensure_ascii=False).encode("utf-8"))
+    def to_sdk(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode("utf-8")
+        self.sdk_in.write(data if data.endswith(b"\n") else data + b"\n")
 
     def from_agent(self) -> None:
         """Read the agent until it closes stdin; answer what the cache can, forward the rest."""
@@ -115,18 +127,31 @@ class Front:
                 message = json.loads(line)
             except ValueError:
                 message = None
-            if isinstance(message, dict) and "id" in message:
-                cached = self.cache.answer(message)
-                if cached is not None:
-                    self.reply(message, cached)
-                    if message.get("method") == "initialize":  # the SDK's session needs it
-                        self.sdk_in.write(json.dumps({**message, "id": REPLAY_ID}).encode()
-                                          + b"\n")
-                    continue
-                if message.get("method") in ("initialize", "tools/list"):
-                    self.learning[message["id"]] = message
-            self.sdk_in.write(line if line.endswith(b"\n") else line + b"\n")
+            if isinstance(message, dict) and "id" in message and self.answered(message):
+                continue
+            self.to_sdk(line)
         self.sdk_in.close()
+
+    def answered(self, message: dict[str, Any]) -> bool:
+        """Whether this request is answered here (else it goes to the SDK)."""
+        method = message.get("method")
+        if method == "server/discover":
+            # The 2026 per-request era's probe: answered as a server of the initialize
+            # handshake answers it, at once, so the agent goes on with `initialize` (which
+            # every harness here speaks, and which this front can answer from its cache).
+            self.send_agent({"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32601, "message": "Method not found"}})
+            return True
+        cached = self.cache.answer(message, self.version)
+        if cached is None:
+            if method == "initialize" or method in LISTS:
+                self.learning[message["id"]] = (message, self.version)
+            return False
+        self.send_agent({"jsonrpc": "2.0", "id": message["id"], "result": cached})
+        if method == "initialize":  # the SDK's session needs it too; its answer is dropped
+            self.version = str(cached.get("protocolVersion"))
+            self.to_sdk({**message, "id": REPLAY_ID})
+        return True
 
     def from_sdk(self) -> None:
         """Pass the SDK's messages on, except its answer to the replayed `initialize`."""
@@ -138,9 +163,12 @@ class Front:
             if isinstance(message, dict) and "id" in message:
                 if message["id"] == REPLAY_ID:
                     continue
-                request = self.learning.pop(message["id"], None)
-                if request is not None and "result" in message:
-                    self.cache.learn(request, message["result"])
+                request, version = self.learning.pop(message["id"], (None, None))
+                result = message.get("result")
+                if request is not None and isinstance(result, dict):
+                    if request.get("method") == "initialize":
+                        version = self.version = str(result.get("protocolVersion"))
+                    self.cache.learn(request, version, result)
             self.send_agent(line)
 
 
@@ -156,13 +184,13 @@ def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
     return wire_in, wire_out
 
 
-def run_sdk(settings: Settings, stdin_fd: int, stdout_fd: int) -> None:
+def run_sdk(settings: Settings, front: Front) -> None:
     """The SDK server over the pipes (in its thread; the heavy imports happen here). Should it
     fail, the process ends: an agent waiting on an answer sees its server gone, not a hang."""
     try:
         from .mcp_proxy import run_sdk_server
 
-        run_sdk_server(settings, stdin_fd, stdout_fd)
+        run_sdk_server(settings, *front.sdk_fds, on_ready=front.sdk_ready.set)
     except BaseException as exc:  # noqa: BLE001 - a thread's failure must end the process
         sys.stderr.write(f"memory-mcp proxy: the MCP server failed: {exc!r}\n")
         sys.stderr.flush()
@@ -174,17 +202,19 @@ def serve(settings: Settings) -> int:
     wire_in, wire_out = claim_stdio()
     cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
     front = Front(wire_in, wire_out, cache)
-    sdk = threading.Thread(target=run_sdk, args=(settings, *front.sdk_fds), daemon=True)
-    sdk.start()
+    threading.Thread(target=run_sdk, args=(settings, front), daemon=True).start()
     relay = threading.Thread(target=front.from_sdk, daemon=True)
     relay.start()
     try:
         front.from_agent()
     except KeyboardInterrupt:
         pass
-    sdk.join(EXIT_WAIT_S)
-    relay.join(EXIT_WAIT_S)
-    return 0
+    # The agent is done. An agent waits for its server to exit when it ends (`claude -p`
+    # does): answers in flight get a moment, an SDK still loading is not waited for.
+    if front.sdk_ready.is_set():
+        relay.join(EXIT_WAIT_S)
+    wire_out.flush()
+    os._exit(0)  # not interpreter shutdown: it would wait for the SDK import to finish
 
 
 def main() -> int:

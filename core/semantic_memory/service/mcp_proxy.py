@@ -25,6 +25,7 @@ import io
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -184,14 +185,16 @@ def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int) -> None:
+def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
+                   on_ready: Callable[[], None]) -> None:
     """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
-    runs this in a thread and relays the agent's messages)."""
+    runs this in a thread and relays the agent's messages); `on_ready` once it serves."""
     from .mcp_tools import build_tools
     from .runner import _setup_logging
 
     _setup_logging()
     mcp = build_tools(RestBackend(settings))
+    on_ready()
     stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8", errors="replace")
     stdout = io.TextIOWrapper(os.fdopen(stdout_fd, "wb"), encoding="utf-8")
     try:
