@@ -3,8 +3,10 @@ checked against the ground truth.
 
     uv run --all-packages python bench/loop_load.py                         # SQLite, 30 s
     uv run --all-packages python bench/loop_load.py --store postgres        # embedded PostgreSQL
-    uv run --all-packages python bench/loop_load.py --cpu-hogs 6            # + busy loops
+    uv run --all-packages python bench/loop_load.py --cpu-hogs 2            # + busy loops
     uv run --all-packages python bench/loop_load.py --restart-at 10 --down-s 5   # SIGTERM mid-run
+    uv run --all-packages python bench/loop_load.py --store postgres \
+        --service-env MEMORY_DB_POOL_SIZE=40                               # a larger pool
 
 A real service (`memory-mcp`, BM25 plugins, `--memories` synthetic memories already stored) on a
 random 127.0.0.1 port with its own temp db folder. For `--seconds`:
@@ -187,7 +189,7 @@ class Service:
 class RestLoad:
     recall: list[float] = field(default_factory=list)
     ingest: list[float] = field(default_factory=list)
-    errors: int = 0
+    errors: Counter[str] = field(default_factory=Counter)  # what went wrong, how often
     acked: list[str] = field(default_factory=list)  # client notes the service answered 200 to
 
 
@@ -209,8 +211,8 @@ async def rest_clients(service: Service, clients: int, stop: threading.Event, ru
                 conn = Connection("127.0.0.1", service.port)
                 try:
                     await asyncio.wait_for(conn.open(), 5)
-                except (OSError, asyncio.TimeoutError):
-                    out.errors += 1
+                except (OSError, asyncio.TimeoutError) as exc:
+                    out.errors[f"connect: {type(exc).__name__}"] += 1
                     conn = None
                     await asyncio.sleep(0.2)
                     continue
@@ -227,15 +229,15 @@ async def rest_clients(service: Service, clients: int, stop: threading.Event, ru
             try:
                 status = await asyncio.wait_for(conn.post(path, body), 30)
             except (OSError, IndexError, ValueError, asyncio.IncompleteReadError,
-                    asyncio.TimeoutError):
-                out.errors += 1
+                    asyncio.TimeoutError) as exc:
+                out.errors[f"{path}: {type(exc).__name__}"] += 1
                 conn.close()
                 conn = None
                 await asyncio.sleep(0.2)
                 continue
             (out.ingest if note else out.recall).append(time.perf_counter() - began)
             if status != 200:
-                out.errors += 1
+                out.errors[f"{path}: HTTP {status}"] += 1
             elif note:
                 out.acked.append(note)
         if conn is not None:
@@ -302,12 +304,12 @@ class Sessions:
         fact = (f"the {self.texts.rng.choice(WORDS)} rollout of loop run {self.run} fact {n} "
                 f"ships on day {self.texts.rng.randrange(1, 29)}")
         _write(path, entries)
-        self._hook(phase, "UserPromptSubmit", {**base, "hook_event_name": "UserPromptSubmit",
+        self._hook(phase, sid, "UserPromptSubmit", {**base, "hook_event_name": "UserPromptSubmit",
                                                "prompt": f"remember that {fact}"})
         exchange(f"remember that {fact}", "Noted.")  # left out of the flush: stored as a fact
         talk(1)
         _write(path, entries)
-        self._hook(phase, "PreCompact", {**base, "hook_event_name": "PreCompact",
+        self._hook(phase, sid, "PreCompact", {**base, "hook_event_name": "PreCompact",
                                          "trigger": "auto", "custom_instructions": ""})
         entries.append({"parentUuid": None, "isSidechain": False, "type": "system",
                         "subtype": "compact_boundary", "content": "Conversation compacted",
@@ -320,20 +322,21 @@ class Sessions:
                         "uuid": _uuid(len(entries)), "sessionId": sid})
         talk(self.exchanges)
         _write(path, entries)
-        self._hook(phase, "SessionEnd", {**base, "hook_event_name": "SessionEnd",
+        self._hook(phase, sid, "SessionEnd", {**base, "hook_event_name": "SessionEnd",
                                          "reason": "other"})
         with self.truth.lock:
             self.truth.chunks += chunks
             self.truth.facts.append(fact)
 
-    def _hook(self, phase: str, event: str, payload: dict[str, Any]) -> None:
+    def _hook(self, phase: str, sid: str, event: str, payload: dict[str, Any]) -> None:
         began = time.monotonic()
         done = subprocess.run(memory_mcp() + ["hook", "claude-code", event],
                               input=json.dumps(payload).encode(), env=self.env,
                               capture_output=True, timeout=60)
         wall = time.monotonic() - began
         with self.truth.lock:
-            self.truth.runs.append({"phase": phase, "event": event, "wall_s": wall,
+            self.truth.runs.append({"phase": phase, "session": sid, "event": event,
+                                    "wall_s": wall,
                                     "rc": done.returncode, "at": time.time()})
 
 
@@ -442,10 +445,11 @@ def check(expected: dict[str, list[str]], rows: list[str]) -> dict[str, Any]:
 # --- outcomes --------------------------------------------------------------------------------
 
 
-def hook_outcomes(folder: Path) -> dict[str, Any]:
-    """The hook log's outcomes, per event (the log is this run's alone: its own folder; a
-    hook that ran out of time before it knew its session logs none)."""
+def hook_outcomes(folder: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The hook log's outcomes, per event (the log is this run's alone: its own folder), and
+    the hook runs that left no line in it."""
     per_event: dict[str, Counter[str]] = defaultdict(Counter)
+    logged: Counter[tuple[str, str]] = Counter()
     failures: Counter[str] = Counter()
     replayed = 0
     for name in ("hooks.jsonl.1", "hooks.jsonl"):
@@ -459,6 +463,7 @@ def hook_outcomes(folder: Path) -> dict[str, Any]:
             except ValueError:
                 continue
             per_event[entry.get("event", "?")][entry.get("outcome", "?")] += 1
+            logged[(str(entry.get("session", "")).split("+")[0], entry.get("event", ""))] += 1
             if entry.get("outcome") in ("timeout", "error", "service down"):
                 failures[f"{entry.get('outcome')}: {entry.get('detail', '')}"[:120]] += 1
             replayed += int(entry.get("replayed", 0))
@@ -467,6 +472,9 @@ def hook_outcomes(folder: Path) -> dict[str, Any]:
         total.update(counts)
     return {"total": dict(total), "by_event": {k: dict(v) for k, v in per_event.items()},
             "spool_writes_replayed_by_hooks": replayed,
+            "runs_without_a_log_line": max(0, len(runs) - sum(total.values())),
+            "sessions_without_a_log_line": sorted({r["session"] for r in runs
+                                                   if not logged[(r["session"], r["event"])]})[:5],
             "failure_details": dict(failures.most_common(6))}
 
 
@@ -495,8 +503,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-sessions", type=int, default=3,
                         help="sessions on the idle service before the load (same-run baseline)")
     parser.add_argument("--drain-timeout", type=float, default=60.0)
+    parser.add_argument("--service-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an extra setting for the service only, e.g. "
+                             "MEMORY_DB_POOL_SIZE=32 (repeatable)")
     parser.add_argument("--seed", type=int, default=21)
     args = parser.parse_args(argv)
+    if any("=" not in item for item in args.service_env):
+        parser.error("--service-env takes NAME=VALUE")
+    # A SIGTERM (a timeout) still stops the service and the CPU hogs: `finally` below.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     run = random.Random().randrange(10**5, 10**6)
     texts = Texts(args.seed)
@@ -525,7 +540,9 @@ def main(argv: list[str] | None = None) -> int:
         if db_url:
             base_env["MEMORY_DB_URL"] = db_url
         prefill(args.memories, args.seed, db_path, db_url, plugins)
-        service = Service(dict(base_env, MEMORY_MAINTENANCE_ON_START="0"), tmp)
+        extra = dict(item.split("=", 1) for item in args.service_env)
+        report["service_env"] = extra or None
+        service = Service(dict(base_env, MEMORY_MAINTENANCE_ON_START="0", **extra), tmp)
         report["service_start_s"] = round(service.start(), 2)
         hook_env = dict(base_env, MEMORY_PLUGIN_URL=service.url)
         hook_env.pop("MEMORY_DB_URL", None)  # a hook only needs the service and the spool
@@ -599,11 +616,13 @@ def main(argv: list[str] | None = None) -> int:
         truth = sessions.truth
         load_rest = rest["load"]
         report["rest"] = {"recall": stats_ms(load_rest.recall),
-                          "ingest": stats_ms(load_rest.ingest), "errors": load_rest.errors,
+                          "ingest": stats_ms(load_rest.ingest),
+                          "errors": sum(load_rest.errors.values()),
+                          "error_kinds": dict(load_rest.errors.most_common(5)),
                           "client_writes_acked": len(load_rest.acked)}
         report["restart"] = restart or None
         report["hooks"] = hook_report(truth, restart)
-        report["hooks"]["outcomes"] = hook_outcomes(tmp)
+        report["hooks"]["outcomes"] = hook_outcomes(tmp, truth.runs)
         rows = stored_texts(db_path, db_url, run)
         report["ground_truth"] = check({"chunks": truth.chunks, "facts": truth.facts,
                                         "client_writes": load_rest.acked}, rows)
