@@ -40,8 +40,9 @@ REPLAY_S = 0.5
 REPLAY_MARGIN_S = 0.1
 #: Largest hook input read from stdin.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
-#: While a write's answer is being handled or the write spooled, the watchdog fires again this
-#: often instead of cutting it short, at most WRITE_GRACE_S past the budget.
+#: How long past the budget a write may take, well inside the harness's own timeout (2x the
+#: budget, `install`): a write being spooled is not cut short (the watchdog fires again every
+#: DEFER_S instead), and one the hook had no time to make is made offline into the spool.
 DEFER_S = 0.005
 WRITE_GRACE_S = 1.0
 
