@@ -196,16 +196,21 @@ def start_and_list(db_dir: Path, url: str) -> tuple[float, Any, Any]:
             message = {"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}}
             proc.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
             proc.stdin.flush()  # type: ignore[union-attr]
-            return json.loads(proc.stdout.readline())["result"]  # type: ignore[union-attr]
+            return json.loads(proc.stdout.readline())  # type: ignore[union-attr]
 
+        # Claude Code probes for the 2026 protocol first; a "method not found" sends it on to
+        # initialize, at once.
+        probe = ask(0, "server/discover", {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+        assert probe["error"]["code"] == -32601
         initialized = ask(1, "initialize", {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}})
+            "clientInfo": {"name": "raw", "version": "0"}})["result"]
         cpu = cpu_seconds(proc.pid)
         proc.stdin.write(json.dumps({"jsonrpc": "2.0",
                                      "method": "notifications/initialized"}) + "\n")
-        tools = ask(2, "tools/list")
-        called = ask(3, "tools/call", {"name": "memory_stats", "arguments": {}})
+        tools = ask(2, "tools/list")["result"]
+        called = ask(3, "tools/call", {"name": "memory_stats", "arguments": {}})["result"]
         assert called["structuredContent"]["memories"] >= 0
     finally:
         proc.stdin.close()

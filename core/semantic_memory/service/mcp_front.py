@@ -37,7 +37,8 @@ EXIT_WAIT_S = 5.0
 
 
 def cache_key(settings: Settings) -> str:
-    """What the cached answers depend on: the versions and the settings the tools read."""
+    """What the cached answers depend on: the versions, the settings the tools read and the
+    source files that define them."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -45,7 +46,15 @@ def cache_key(settings: Settings) -> str:
     except PackageNotFoundError:
         sdk = "?"
     mode = "hybrid" if settings.model_path else "keyword"
-    return f"{__version__}|mcp {sdk}|{settings.max_content_chars}|{mode}"
+    # The modules that define what the SDK answers: an edited checkout is a new key too.
+    sources = []
+    for name in ("mcp_tools.py", "mcp_server.py"):
+        try:
+            stat = Path(__file__).with_name(name).stat()
+            sources.append(f"{stat.st_mtime_ns}:{stat.st_size}")
+        except OSError:
+            sources.append("?")
+    return f"{__version__}|mcp {sdk}|{settings.max_content_chars}|{mode}|{','.join(sources)}"
 
 
 class Cache:
