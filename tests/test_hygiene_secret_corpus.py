@@ -3,7 +3,9 @@
 `tests/corpora/secrets.jsonl`: 102 credential formats in 7 classes (vendor tokens with fixed
 prefixes, CLI flags and positional arguments, URLs and connection strings, prose, auth headers,
 config files, vault-style tables), each with the substrings that must never reach the db
-(`secrets`) and those that must survive around them (`keep`). `secrets_benign.jsonl`: 46
+(`secrets`) and those that must survive around them (`keep`). `secrets_heldout.jsonl`: 25 more,
+written after the rules and run once untuned (20/25 kept out; the five CLI misses led to the
+user-flag + password-flag, positional and `config set` rules). `secrets_benign.jsonl`: 46
 developer notes that look close (hashes, UUIDs, commit SHAs, base64 images, placeholders,
 templates, docs about tokens): stored unchanged. The bodies are seeded random fakes, written
 for this project (not copies of any issue's examples).
@@ -33,7 +35,8 @@ from test_service_support import Service, http_session, service_env, start_servi
 
 CORPORA = Path(__file__).parent / "corpora"
 SECRETS: list[dict[str, Any]] = [
-    json.loads(line) for line in (CORPORA / "secrets.jsonl").read_text().splitlines() if line]
+    json.loads(line) for name in ("secrets.jsonl", "secrets_heldout.jsonl")
+    for line in (CORPORA / name).read_text().splitlines() if line]
 BENIGN: list[str] = [
     json.loads(line)["text"]
     for line in (CORPORA / "secrets_benign.jsonl").read_text().splitlines() if line]

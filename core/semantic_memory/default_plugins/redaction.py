@@ -143,16 +143,22 @@ def _random(m: re.Match[str]) -> bool:
 
 
 _NAME_BEFORE = re.compile(r"[\w.-]{1,80}[\"']?[ \t]*$")
+_SECRET_PHRASE = re.compile(r"(?i)\b(?:key|secret|token|password|passphrase|credentials?)\b")
 _SECRET_WORD = re.compile(r"(?i)key|auth|cred|sig|salt|seed|cookie|session|pass|pwd|token|secret"
                           r"|private|signing|encryption")
 
 
 def _keyword_name(m: re.Match[str]) -> bool:
-    """Whether the name before an assignment's separator says it holds a credential."""
+    """Whether the name before an assignment's separator says it holds a credential, or (the
+    value being random anyway) a few words before it on the line do ("signing key for
+    webhooks: …")."""
+    if _PLACEHOLDER.match(m.group("secret")):
+        return False
     name = _NAME_BEFORE.search(m.string, max(0, m.start() - 80), m.start())
-    return bool(name and _SECRET_WORD.search(name.group())
-                and not _NOT_A_CREDENTIAL_NAME.search(name.group())
-                and not _PLACEHOLDER.match(m.group("secret")))
+    if name and _SECRET_WORD.search(name.group()):
+        return not _NOT_A_CREDENTIAL_NAME.search(name.group())
+    line_start = m.string.rfind("\n", max(0, m.start() - 40), m.start()) + 1
+    return bool(_SECRET_PHRASE.search(m.string, max(line_start, m.start() - 40), m.start()))
 
 
 _TABLE_KEY = re.compile(r"(?i)token|passw|secret|api_?key|private_?key|access_?key|credential"
@@ -207,6 +213,17 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           r"(?:-U|--user)[\s=]+[^\s%]{1,64}%(?P<secret>[^\s'\"]{1,256})", ("%",)),
     _rule("password", r"\bhtpasswd\s+(?:-\w+\s+){0,4}?-\w*b\w*\s+(?:-\w+\s+){0,4}"
           rf"[^\s-]\S{{0,255}}\s+\S{{1,128}}\s+{_LONE}", ("htpasswd",)),
+    # Any command with a user flag and then a password flag (`-u sa -P …`, `-l admin -p …`;
+    # a port after `-p` has no letter, so `psql -U app -p 5432` is left alone).
+    _rule("password", r"(?:^|\s)(?:-u|-U|--user|--username|-l|--login)[\s=]+[^\s-]\S{0,63}"
+          r"[^\n|;&]{0,160}?\s(?:-p|-P|--pass|--password|-pw|--pwd)(?:\s+|=)"
+          + _LONE, ("-p", "--pass", "-pw", "--pwd")),
+    # Positional: `rabbitmqctl add_user NAME PASS`; `aws configure set <secret name> VALUE`.
+    _rule("password", rf"\b(?:add_user|change_password|set_user_password|set_password)\s+"
+          rf"[\w.@-]{{1,64}}\s+{_LONE}", ("add_user", "_password")),
+    _rule("secret", r"(?i)\b(?:configure\s+set|config\s+set|config:set|set)\s+(?P<name>[\w./:-]{0,80}?"
+          r"(?:secret|passw|token|api[_-]?key|access[_-]?key|auth)[\w./:-]{0,40}+)\s+"
+          + _LONE, ("set",), also=("secret", "passw", "token", "key", "auth")),
     # `-u user:pass` (curl, wget, httpie, …).
     _rule("password", r"(?:^|\s)(?:-u|--user|-a|--auth)\s+[\"']?[^\s:\"'/$]{1,64}:"
           r"(?P<secret>[^\s\"'@]{3,256})", ("-u", "--user", "-a", "--auth")),
@@ -236,8 +253,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           + _LONE, ("pass", "pwd", "pin", "token", "secret", "key"), also=(" is ", " was ")),
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
-    _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s+(?:is|are|:)?\s*"
-          rf"[\w.@+-]{{1,64}}\s*/\s*{_LONE}", ("login", "cred")),
+    _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
+          rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", ("login", "cred")),
     # Auth headers with any scheme (`token`, `Token`, `ApiKey`, `SSWS` …) or none at all.
     _rule("auth-header", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
           r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,1024})", ("authorization",)),
@@ -318,7 +335,7 @@ RULES: tuple[Rule, ...] = (
     # character costs ~0.5 µs a character); the name before it is checked in `_keyword_name`.
     Rule("generic-secret", re.compile(
         r"(?P<sep>(?::=|=>|[:=])[ \t]*)(?P<q>[\"'])?(?!//)"
-        r"(?P<secret>[A-Za-z0-9+/=_.~-]{16,4096}+)"),
+        r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,4095}+)"),
         ("key", "auth", "cred", "sig", "salt", "seed", "cookie", "sess", "pass", "pwd", "token",
          "secret", "private", "signing", "encryption"), lambda m: _keyword_name(m) and _random(m)),
 )
