@@ -112,25 +112,26 @@ def hygiene_step(text: str) -> None:
 SETTINGS = Settings(db_path=":memory:")
 
 
-def import_rate(texts: list[str], redact: Callable[[str], str] | None) -> float:
+def import_rate(texts: list[str], redact: Callable[[str], str] | None) -> tuple[float, float]:
     """Memories per second through `MemoryEngine.ingest` in import batches, with `redact` in
-    the hygiene plugin (None: the current `redact_many`)."""
+    the hygiene plugin (None: the current `redact_many`): per wall-clock second and per CPU
+    second of this process (the machine is shared)."""
     saved = hygiene.redact_many
     if redact is not None:  # the baseline's rules, one call per field as it made them
         hygiene.redact_many = lambda texts: [redact(t) for t in texts]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             engine = MemoryEngine(Settings(db_path=str(Path(tmp) / "m.db"), device="cpu"))
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for i in range(0, len(texts), IMPORT_BATCH):
                 engine.ingest([NewMemory(t, source="import", project=f"p{j % 20}")
                                for j, t in enumerate(texts[i:i + IMPORT_BATCH])],
                               batch_is_session=False)
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
             engine.close()
     finally:
         hygiene.redact_many = saved
-    return len(texts) / elapsed
+    return len(texts) / elapsed, len(texts) / cpu
 
 
 def main() -> None:
@@ -153,7 +154,7 @@ def main() -> None:
             results[name]["library_only"].append(per_kb(redaction._library_spans, texts))
             results[name]["hygiene_step"].append(per_kb(hygiene_step, texts))
     import_texts = synthetic(args.memories, seed=5)
-    rates: dict[str, list[float]] = {"baseline": [], "current": []}
+    rates: dict[str, list[tuple[float, float]]] = {"baseline": [], "current": []}
     for _ in range(2):  # alternate, twice each
         rates["baseline"].append(import_rate(import_texts, old.redact))
         rates["current"].append(import_rate(import_texts, None))
@@ -164,12 +165,14 @@ def main() -> None:
             name: {k: round(statistics.median(v), 3) for k, v in r.items()}
             for name, r in results.items()},
         "avg_chars": {name: round(sum(map(len, t)) / len(t)) for name, t in sets.items()},
-        "import_per_s": {k: [round(x) for x in v] for k, v in rates.items()},
+        "import_per_s": {k: [round(wall) for wall, _ in v] for k, v in rates.items()},
+        "import_per_cpu_s": {k: [round(cpu) for _, cpu in v] for k, v in rates.items()},
     }
     step = max(report["ms_per_kb_median"][n]["hygiene_step"] for n in ("notes", "notes+secrets"))
     report["targets"] = {
         "hygiene_step_le_1ms_per_kb_on_notes": step <= 1.0,
-        "import_ge_5000_per_s": min(rates["current"]) >= 5_000,
+        "import_ge_5000_per_s": min(wall for wall, _ in rates["current"]) >= 5_000,
+        "import_ge_5000_per_cpu_s": min(cpu for _, cpu in rates["current"]) >= 5_000,
     }
     print(json.dumps(report, indent=2))
 
