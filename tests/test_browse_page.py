@@ -135,7 +135,7 @@ def test_overview_shows_the_write_spool(tab: Tab, open_service: tuple[Service, d
     service, _ = open_service
     spool.append(service.tmp / "spool", "/ingest", {"content": "   "}, harness="claude-code")
     deadline = time.monotonic() + 30
-    while spool.pending(service.tmp / "spool") and time.monotonic() < deadline:
+    while spool.depth(service.tmp / "spool").count and time.monotonic() < deadline:
         time.sleep(0.1)  # the service looks at its spool every few seconds
     go(tab, service)
     card = tab.page.locator("#overview-cards .card").filter(has_text="Spool")

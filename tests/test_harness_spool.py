@@ -163,7 +163,7 @@ def test_writes_made_while_the_service_is_down_are_stored_once_it_is_back(
 
     service = start_service(tmp_path)  # same db folder: it drains the spool at start
     try:
-        assert wait_for(lambda: not spool.pending(tmp_path / "spool"))
+        assert wait_for(lambda: spool.depth(tmp_path / "spool").count == 0)
         contents = [m["content"] for m in live_memories(service)]
         assert contents.count(FACT) == 1 and len(contents) == 4, contents
         assert not (tmp_path / "hooks.backoff.json").exists()  # the service ended it
@@ -180,13 +180,19 @@ def test_writes_made_while_the_service_is_down_are_stored_once_it_is_back(
         service.stop()
 
 
-def test_secrets_are_redacted_before_a_write_reaches_the_spool(tmp_path: Path) -> None:
+def test_a_spooled_secret_is_redacted_when_the_service_replays_it(tmp_path: Path) -> None:
     env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
     key = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     remember(env, f"the CI token is {key}")
     [file] = spool.pending(tmp_path / "spool")
-    text = file.read_text()
-    assert key not in text and "[REDACTED:" in text
+    assert oct(file.stat().st_mode & 0o777) == "0o600"  # the user's own, like a transcript
+    service = start_service(tmp_path)
+    try:
+        assert wait_for(lambda: spool.depth(tmp_path / "spool").count == 0)
+        [stored] = [m["content"] for m in live_memories(service)]
+    finally:
+        service.stop()
+    assert key not in stored and "[REDACTED:" in stored
 
 
 def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> None:
@@ -199,10 +205,11 @@ def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> N
     assert [e["outcome"] for e in log] == ["spooled", "spooled", "timeout"], log
     assert all(run.returncode == 0 for run in (first, second, recall))
     assert "will store this" in first.stdout and "will store this" in second.stdout
-    # The first hook waited for the hung service; the next ones did not (a ratio, not seconds:
-    # interpreter start-up on a loaded machine is most of what they took).
-    assert log[1]["ms"] < log[0]["ms"] * 0.6 and log[2]["ms"] < log[0]["ms"] * 0.6, log
-    assert "backing off" in log[2]["detail"]
+    # The first hook waited for the hung service; the next ones made no request at all (what
+    # that saves in seconds is bench/no_stall.py's to measure, not a loaded test machine's).
+    assert "did not answer" in log[0]["detail"]
+    assert all("backing off" in e["detail"] and "no request made" in e["detail"]
+               for e in log[1:]), log
     assert len(spool.pending(tmp_path / "spool")) == 2
 
 
@@ -331,7 +338,7 @@ def run_memory_mcp_allow_fail(env: dict[str, str], *args: str) -> str:
 
 def test_stats_show_the_spool(tmp_path: Path, service: Service) -> None:
     spool.append(service.tmp / "spool", "/ingest", {"content": ""})  # refused: kept aside
-    assert wait_for(lambda: not spool.pending(service.tmp / "spool"))
+    assert wait_for(lambda: spool.depth(service.tmp / "spool").count == 0)
     with service.client() as client:
         state = client.get("/api/stats").json()["spool"]
     assert state["pending"] == 0 and state["rejected"] == 1

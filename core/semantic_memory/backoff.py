@@ -41,6 +41,7 @@ def start(path: Path, seconds: float, outcome: str, detail: str) -> None:
                        "detail": detail[:300]}, ensure_ascii=False)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(data, encoding="utf-8")
         os.replace(tmp, path)
     except OSError:

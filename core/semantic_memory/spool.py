@@ -61,19 +61,9 @@ class Replayed(NamedTuple):
 def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
            event: str = "") -> Path:
     """Write one request durably (fsync'd, atomically named); returns its file. Raises
-    OSError when the disk cannot take it (the caller reports that write as lost). Secrets in
-    the memories' content, project and tags are redacted first: the spool is a file on disk
-    too (the service's filters run again on replay)."""
-    from .default_plugins.redaction import redact  # only when spooling: a hook rarely does
-
-    for item in body.get("items", [body]):
-        if not isinstance(item, dict):
-            continue
-        for field in ("content", "project"):
-            if isinstance(item.get(field), str):
-                item[field] = redact(item[field])
-        if isinstance(item.get("tags"), list):
-            item["tags"] = [redact(t) if isinstance(t, str) else t for t in item["tags"]]
+    OSError when the disk cannot take it (the caller reports that write as lost). The text is
+    kept as given, like the harness's own transcript beside it: the service's filters (secret
+    redaction, the injection filter) run when it replays the write."""
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
     record = {"v": VERSION, "ts": round(time.time(), 3), "harness": harness, "event": event,
               "path": path, "body": body}

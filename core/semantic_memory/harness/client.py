@@ -76,9 +76,14 @@ class ServiceFailed(ServiceUnavailable):
         self.status = status
 
 
-#: Answers after which a write is worth replaying later (auth, overload, a store outage);
-#: any other error status means the request itself is wrong.
-RETRYABLE_STATUS = frozenset({401, 403, 408, 429, 500, 502, 503, 504})
+#: Answers after which a write is worth replaying later (auth, overload; any 5xx, a store
+#: outage); any other error status means the request itself is wrong.
+RETRYABLE_4XX = frozenset({401, 403, 408, 429})
+
+
+def retryable(status: int) -> bool:
+    """Whether a write the service answered `status` to may land if sent again later."""
+    return status >= 500 or status in RETRYABLE_4XX
 
 
 def spool_sender(service: ServiceClient, deadline: float | None = None
@@ -90,7 +95,7 @@ def spool_sender(service: ServiceClient, deadline: float | None = None
         try:
             service.post(path, body, deadline=deadline)
         except ServiceFailed as exc:
-            if exc.status in RETRYABLE_STATUS:
+            if retryable(exc.status):
                 raise spool.Retry(str(exc)) from None
             raise spool.Refused(str(exc)) from None
         except ServiceUnavailable as exc:

@@ -34,6 +34,8 @@ class MemoryStore(Protocol):
     location: str
     #: The driver's parameter mark in SQL ("?" for sqlite3, "%s" for psycopg).
     placeholder: str
+    #: Whether a recall may open more snapshots while it holds one (channels in parallel).
+    parallel_snapshots: bool
 
     # connections: a DB-API connection of the store's engine
     def write(self) -> AbstractContextManager[Any]: ...

@@ -75,6 +75,10 @@ class SQLMemoryStore:
     location = ""
     #: The driver's parameter mark, replacing every `?` of the shared SQL.
     placeholder = "?"
+    #: Whether a recall may open more snapshots while it holds one (its channels then search
+    #: side by side). False for a bounded connection pool: concurrent recalls each holding one
+    #: connection and waiting for a second would starve the pool.
+    parallel_snapshots = True
 
     def _q(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)

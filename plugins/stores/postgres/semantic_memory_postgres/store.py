@@ -102,6 +102,10 @@ class _PooledReads:
 class PostgresStore(SQLMemoryStore):
     """Memories, injections and telemetry in one PostgreSQL database."""
 
+    # A recall's channels search one after another on its one pooled connection: 16 clients'
+    # recalls each holding a connection and waiting for more emptied the pool of 8 (503s
+    # after its 5 s wait, bench/loop_load.py).
+    parallel_snapshots = False
     name = "postgresql"
     schemes = ("postgresql",)
     placeholder = "%s"
