@@ -1,20 +1,23 @@
 """The default injection block: wrapped, labelled as data, deduplicated, within budget.
 
 The block must hold exactly one wrapper and one `<memory>` element per item, whatever the
-memories say. Content is shown as written except that invisible format characters are dropped
-and any "<" that would open or close a wrapper or memory tag is written `&lt;`, in every
-spelling a model could read as one: any case, spacing or hyphen inside the name, a missing `>`,
-fullwidth or other look-alike "<" and letters.
+memories say. Content is shown as written except that invisible characters (every
+default-ignorable code point and format character: zero-width, joiners, variation selectors,
+the combining grapheme joiner, Hangul fillers, tags) are dropped and any "<" that would open or
+close a wrapper or memory tag is written `&lt;`, in every spelling a model could read as one:
+any case, spacing, hyphen or combining mark inside the name, a missing `>`, fullwidth or other
+look-alike "<" and letters, accented letters.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 from ..models import RecallHit, iso
 from ..plugins import hookimpl
-from .textnorm import normalize_for_matching, strip_format_chars
+from .textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
 
 OPEN_TAG = "<semantic-memory>"
 CLOSE_TAG = "</semantic-memory>"
@@ -26,8 +29,10 @@ ELLIPSIS = "…"
 ESCAPED_LT = "&lt;"
 
 _TAG_NAMES = ("semanticmemory", "memory")  # as folded: no hyphen, no slash
-# What may sit inside a tag name without changing how it reads: spacing, slashes, hyphens.
-_GAP_CHARS = "[\\s/_\\-\u2010-\u2015\u2212\ufe63\uff0d\uff0f\uff3f\u2044\u2215]"
+# What may sit inside a tag name without changing how it reads: spacing, slashes, hyphens,
+# combining marks (a "<" with an accent on it still opens a tag).
+_GAP_CHARS = ("[\\s/_\\-\u2010-\u2015\u2212\ufe63\uff0d\uff0f\uff3f\u2044\u2215"
+              "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _GAP = re.compile(f"{_GAP_CHARS}*")
 # "<" and what reads as one (fullwidth, small form, angle quotation marks and brackets), where
 # a name could follow: an s or m, or any non-ASCII letter (`<div>` and `a < b` are skipped here).
@@ -35,23 +40,17 @@ _LESS_THAN = re.compile(
     "[<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u276c\u276e\u02c2\u1438]"
     f"(?={_GAP_CHARS}*[smSM\u0080-\U0010ffff])"
 )
-# Letters NFKC leaves alone that still read as Latin ones: Cyrillic, Greek, small capitals.
-_LOOKALIKES = str.maketrans({
-    char: latin
-    for latin, chars in {
-        "a": "\u0430\u03b1\u1d00", "c": "\u0441\u1d04", "e": "\u0435\u03b5\u1d07",
-        "i": "\u0456\u03b9\u0131\u026a", "m": "\u043c\u1d0d", "n": "\u0274",
-        "o": "\u043e\u03bf\u1d0f", "r": "\u0280", "s": "\u0455\ua731",
-        "t": "\u0442\u03c4\u1d1b", "y": "\u0443\u03b3\u028f",
-    }.items()
-    for char in chars
-})
 _ATTR_UNSAFE = re.compile(r"[^\w .,:/@+#~=-]")
 
 
 @lru_cache(maxsize=4096)
 def _fold(char: str) -> str:
-    return char.lower() if char.isascii() else normalize_for_matching(char).translate(_LOOKALIKES)
+    """How one character reads: NFKC, casefolded, look-alikes as Latin, accents dropped."""
+    if char.isascii():
+        return char.lower()
+    folded = normalize_for_matching(char).translate(LOOKALIKES)
+    return "".join(c for c in unicodedata.normalize("NFKD", folded)
+                   if not unicodedata.combining(c))
 
 
 def _reads_as_tag(text: str, pos: int) -> bool:

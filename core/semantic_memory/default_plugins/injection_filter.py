@@ -1,0 +1,655 @@
+"""Prompt-injection detection for untrusted memory content (tool output, fetched files, web).
+
+Every rule matches text folded by `textnorm` (NFKC, invisible characters removed, casefolded,
+look-alike letters folded, whitespace collapsed), so the patterns are plain lowercase. The
+classes (docs/security.md "What is refused" lists them with examples):
+
+- `FAMILIES`: override requests, in English and other languages; chat-template role markers;
+  persona switches; text addressed to the agent; exfiltration asks; forged tool-call markup.
+- `_role_turns`: a line that opens a forged turn (`SYSTEM:`, `Human:`, `Assistant:`, a
+  `### System Prompt` heading) followed by an instruction.
+- `_hidden_instructions`: an HTML comment or a markdown link-reference comment (`[//]: #`)
+  whose text addresses the agent or asks it to act.
+- `_dangerous_commands`: destructive or exfiltrating commands aimed at whoever reads the text.
+  They need no trigger word, so they skip the capture record's `Tool(input):` header (the
+  command the user's agent itself ran) and spare what reads as documentation: a harmless
+  target (`rm -rf build/`), a negation ("never run …"), an install line without urgency.
+- De-obfuscation: letter-spaced or dotted words are joined, reversed text is read backwards,
+  and plausible base64 runs are decoded; each view goes through the rules above.
+
+Each family runs only if one of its needles occurs in the text (a substring test costs a
+fraction of a regex scan), and no pattern nests unbounded repetition.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .textnorm import fold_lines, strip_format_chars
+
+# --- "ignore previous instructions", in its many wordings -----------------------------------
+_VERB = (
+    r"(?:ignore|disregard|forget|override|bypass|skip|discard|dismiss|abandon|neglect"
+    r"|do not follow|don't follow|stop following|no longer follow|set aside|put aside)"
+)
+_DETERMINERS = r"(?:(?:all|any|of|the|your|my|these|those|every|each)\s+)*"
+_EARLIER = (
+    r"(?:previous|previously given|prior|preceding|earlier|above|aforementioned|foregoing"
+    r"|former|initial|original)"
+)
+_TARGET = (
+    r"(?:instructions?|directions?|directives?|guidelines?|rules?|context|prompts?|commands?"
+    r"|orders?|guidance|messages?|constraints?|restrictions?|conversation|programming|training"
+    r"|policies|safeguards)"
+)
+_WORDS = r"(?:\S+\s+){0,2}?"  # a couple of words in between: "all previous *safety* rules"
+
+# After one of the verbs: "(all) previous … rules", "the rules above", "your … rules",
+# "all instructions", "everything above", "everything you were told".
+_OVERRIDE = (
+    rf"\b{_VERB}\s+(?:"
+    rf"{_DETERMINERS}{_EARLIER}\s+{_WORDS}{_TARGET}\b"
+    rf"|{_DETERMINERS}{_WORDS}{_TARGET}\s+(?:(?:given|written|stated|provided)\s+)?"
+    r"(?:above|earlier|previously|before this|so far|from before|from earlier)\b"
+    rf"|(?:whatever\s+)?{_DETERMINERS}{_WORDS}{_TARGET}\s+(?:that\s+)?you(?:'ve| have)?\s+"
+    r"(?:\S+\s+)?(?:received|been given|were given|got|were told)\b"
+    rf"|(?:all\s+)?(?:of\s+)?your\s+{_WORDS}{_TARGET}\b"
+    r"|(?:all|any)\s+(?:of\s+)?(?:the\s+)?(?:\S+\s+)?"
+    r"(?:instructions|directions|directives|guidelines|prompts)\b"
+    r"|(?:everything|anything|all(?: of)?(?: the)?)\s+"
+    r"(?:above|before this|so far|until now|up to now|earlier|previously)\b"
+    r"|(?:everything|anything|all|what)(?: that)?\s+"
+    r"(?:you(?:'ve| have)? (?:were |been )?(?:told|given|instructed)|was (?:said|written) above)"
+    r")"
+)
+_NEW_ORDERS = (
+    r"\byour (?:new|real|actual|updated|true) (?:instructions|task|goal|objective|directives?)"
+    r" (?:is|are)\b"
+)
+
+
+def _other_language(verbs: str, scope: str, nouns: str, *, scope_after: bool) -> str:
+    """verb … scope … noun ("ignoriere alle vorherigen Anweisungen"), or with the scope after
+    the noun as Romance languages put it ("ignora las instrucciones anteriores")."""
+    gap = r"(?:\s+\S+){0,3}?\s+"
+    if scope_after:
+        return rf"\b(?:{verbs})\b{gap}(?:{nouns})(?:\s+\S+)?\s+(?:{scope})"
+    return rf"\b(?:{verbs})\b{gap}(?:{scope})(?:\s+\S+)?\s+(?:{nouns})"
+
+
+_OTHER_LANGUAGES = [
+    # Chinese (simplified and traditional): verb, scope, noun within a few characters.
+    r"(?:忽略|无视|無視|忽视|忽視|不要理会|不要理會|忘记|忘記|忘掉|跳过|跳過|绕过|繞過).{0,6}?"
+    r"(?:之前|以前|先前|上面|上述|此前|前面|所有|全部|一切).{0,6}?"
+    r"(?:指令|指示|提示|说明|說明|规则|規則|命令|设定|設定|要求)",
+    # Japanese: scope, noun, then the verb.
+    r"(?:以前|前|これまで|今まで|上記|先ほど|上|全て|すべて)の.{0,10}?"
+    r"(?:指示|命令|指令|ルール|プロンプト|設定).{0,8}?(?:無視|忘れ)",
+    # Korean: scope, noun, then the verb ("이전의 모든 지시를 무시하고").
+    r"(?:이전|앞의|앞선|위의|기존|모든|지금까지).{0,12}?"
+    r"(?:지시|지침|명령|규칙|프롬프트|설정|안내).{0,12}?(?:무시|잊어|잊고|따르지)",
+    # Spanish, Portuguese, Italian.
+    _other_language(
+        r"ignora\w*|ignore\w*|olvid\w*|omit\w*|descart\w*|desconsider\w*|dimentica\w*"
+        r"|esqueç\w*|esquec\w*|haz caso omiso|no sigas|não siga",
+        r"anteriores|previas|precedentes|de arriba|prévias|precedenti|sopra",
+        r"instrucciones|indicaciones|órdenes|reglas|directrices|instruções|regras"
+        r"|orientações|istruzioni|regole",
+        scope_after=True),
+    _other_language(
+        r"ignora\w*|ignore\w*|olvid\w*|omit\w*|descart\w*|desconsider\w*|dimentica\w*"
+        r"|esqueç\w*|esquec\w*",
+        r"todas las|todas as|tutte le|tus|suas|tue",
+        r"instrucciones|indicaciones|reglas|instruções|regras|istruzioni|regole",
+        scope_after=False),
+    r"\b(?:olvid|ignor|esqueç|esquec)\w* (?:de )?tudo (?:o que|acima|anterior|antes)",
+    r"\b(?:olvid|ignor)\w* todo lo (?:anterior|dicho|que (?:te )?(?:dije|dijeron|han dicho))",
+    # French.
+    _other_language(
+        r"ignore[rz]?|oublie[rz]?|néglige[rz]?|ne (?:tiens|tenez) pas compte",
+        r"précédentes|antérieures|ci-dessus|d['’]avant|préalables",
+        r"instructions|consignes|directives|règles|indications|ordres",
+        scope_after=True),
+    _other_language(
+        r"ignore[rz]?|oublie[rz]?|néglige[rz]?",
+        r"toutes les|tous les|tes|vos",
+        r"instructions|consignes|directives|règles|indications",
+        scope_after=False),
+    r"\b(?:oublie|ignore)[rz]? tout ce qui (?:précède|a été dit|est au-dessus)",
+    # German, verb first or last ("die vorherigen Anweisungen ignorieren").
+    _other_language(
+        r"ignorier\w*|vergiss|vergesst|vergessen sie|missacht\w*|übergeh\w*|überspring\w*",
+        r"vorherig\w*|vorangegangen\w*|bisherig\w*|obig\w*|früher\w*|vorig\w*|alle|deine|ihre",
+        r"anweisung\w*|instruktion\w*|befehl\w*|regeln|vorgaben|richtlinien|anordnung\w*",
+        scope_after=False),
+    r"\b(?:vorherig\w*|vorangegangen\w*|bisherig\w*|obig\w*)\s+(?:anweisung\w*|instruktion\w*"
+    r"|befehl\w*|regeln|vorgaben)\s+(?:\S+\s+)?(?:ignorier\w*|vergess\w*|missacht\w*)",
+    r"\b(?:vergiss|vergesst|ignorier\w*) alles,? (?:was (?:\S+ ){0,3}?(?:gesagt|gesagt wurde"
+    r"|stand)|bisherige|vorherige|davor|zuvor|oben)",
+    # Russian.
+    _other_language(
+        r"игнорир\w*|проигнорир\w*|забудь\w*|забудьте|пренебреги\w*|отбрось\w*"
+        r"|не обращай\w* внимания на",
+        r"предыдущ\w*|прежн\w*|вышеуказанн\w*|вышеизложенн\w*|прошл\w*|все|всё|твои|ваши|свои",
+        r"инструкц\w*|указани\w*|правил\w*|команд\w*|директив\w*|установк\w*|распоряжени\w*",
+        scope_after=False),
+    r"\b(?:забудь|забудьте|игнорируй\w*) вс[её],? (?:что|вышесказанное|сказанное|предыдущее"
+    r"|выше)",
+]
+
+# "From now on you are …" and "show your system prompt", in the same languages.
+_OTHER_LANGUAGE_PERSONA = [
+    r"\b(?:a partir de ahora|desde ahora|de ahora en adelante),? (?:eres|serás|actúa|actuarás"
+    r"|te comportarás|responderás)\b",
+    r"\b(?:a partir de agora|de agora em diante|doravante),? (?:você é|você será|voce e|aja|atue"
+    r"|finja|responda)\b",
+    r"\b(?:à partir de maintenant|désormais|dorénavant),? (?:tu es|tu seras|vous êtes|agis"
+    r"|agissez|comporte-toi|réponds)\b",
+    r"\btu es (?:maintenant|désormais) (?:un|une)\b",
+    r"\b(?:ab jetzt|ab sofort|von nun an),? (?:bist du|wirst du|verhältst du dich|handelst du"
+    r"|sind sie|antwortest du)\b",
+    r"\bdu bist (?:jetzt|ab sofort|nun|ab jetzt) (?:ein|eine|der|die)\b",
+    r"\b(?:отныне|с этого момента|теперь) (?:ты|вы) (?:\S+ ){0,2}?(?:ассистент|помощник|модель"
+    r"|бот|ии|работаешь|будешь|являешься|должен|должна)",
+    r"(?:从现在开始|從現在開始|从现在起|從現在起|从今以后|從今以後)[，,]? ?(?:你是|你将|你將|你要"
+    r"|你必须|你必須|扮演)",
+    r"(?:今から|これから|これ以降|以後)[、,]? ?(?:あなたは|君は|お前は)",
+    r"(?:지금부터|이제부터|앞으로) ?(?:너는|당신은|넌)",
+    r"\b(?:muestr|revel|imprim|dime|escrib)\w* (?:\S+ ){0,2}?(?:prompt|mensaje|instrucciones)"
+    r" (?:del|de) sistema",
+    r"\b(?:affich|révèl|montr|donn|imprim)\w* (?:\S+ ){0,2}?(?:prompt|message|instructions)"
+    r" (?:système|systeme|du système)",
+    r"\b(?:zeig|verrat|gib|nenn|druck)\w* (?:\S+ ){0,3}?(?:system-?prompt|systemnachricht"
+    r"|systemanweisung\w*)",
+    r"\b(?:mostr|revel|imprim|diga)\w* (?:\S+ ){0,2}?(?:prompt|mensagem|instruções) do sistema",
+    r"\b(?:покажи|выведи|раскрой|напиши|отправь)\w* (?:\S+ ){0,2}?системн\w+ (?:промпт"
+    r"|подсказк\w*|инструкц\w*|сообщени\w*)",
+    r"(?:输出|显示|告诉我|打印|透露|泄露|给我看|給我看|顯示|輸出).{0,8}?(?:系统提示|系統提示"
+    r"|系统指令|系統指令|系统消息|系统提示词)",
+    r"システムプロンプト.{0,12}?(?:表示|出力|教え|見せ|送)",
+    r"시스템 ?프롬프트.{0,12}?(?:출력|보여|알려|공개|표시)",
+]
+
+# --- chat-template role markers and fake system headers -------------------------------------
+_ROLE_MARKERS = [
+    r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|start_header_id"
+    r"|end_header_id|eot_id)\|>",
+    r"\[/?inst\]",
+    r"<<\s*/?\s*sys\s*>>",
+    r"<\s*/?\s*(?:system|im_start|im_end|start_of_turn|end_of_turn)\b",
+    r"#{2,}\s*(?:system|instructions?)\s*:",
+    r"\b(?:system|developer|admin(?:istrator)?)\s+(?:prompt|message|instructions?|override)\s*:",
+    r"\b(?:new|updated|real|actual|revised) system (?:prompt|message|instructions?)\b",
+    r"\b(?:begin|start|end) (?:of )?(?:the )?system prompt\b",
+]
+
+# --- forged tool calls: markup an agent reads as its own call or a tool's answer ------------
+_TOOL_MARKUP = [
+    # A tag alone is a mention ("we render <function_calls> blocks"); with content, a call.
+    r"<\s*(?:antml:)?(function_calls|function_results?|tool_calls?|tool_use|tool_result"
+    r"|tool_response)\s*>(?:\s*[{<\[]|.{0,2000}?<\s*/\s*(?:antml:)?\1\s*>)",
+    r"<\s*(?:antml:)?invoke\s+name\s*=",
+    r"<\s*(?:antml:)?parameter\s+name\s*=",
+    r"<\|(?:tool_call|tool_calls|python_tag|tool_response|plugin)\|>",
+    r"\[tool_calls\]\s*\[",
+    r"<function=[\w.-]+>",
+    # JSON blocks: a tool_use with its name and input, an OpenAI tool call with its arguments.
+    r"\"type\"\s*:\s*\"tool_use\".{0,300}?\"(?:name|input)\"\s*:",
+    r"\"(?:name|id)\"\s*:\s*\"[^\"]{1,80}\".{0,200}?\"type\"\s*:\s*\"tool_use\"",
+    r"\"(?:tool_calls|function_call)\"\s*:\s*[\[{].{0,300}?\"arguments\"\s*:",
+]
+
+# --- persona switches -----------------------------------------------------------------------
+_PERSONA = [
+    r"\byou(?: are|'re) now (?:an? |the |my |in )?(?:\S+ ){0,2}?(?:ai|assistant|chatbot|bot"
+    r"|language model|agent|dan|jailbroken|unrestricted|unfiltered|uncensored|evil"
+    r"|(?:developer|dev|god|jailbreak|unrestricted|dan) mode)\b",
+    r"\bfrom now on,? (?:you (?:will |shall |must |are going to )?(?:act|behave|respond|answer"
+    r"|pretend|role-?play|be an?|are an?)|(?:act|behave|pretend|role-?play) (?:as|like|to be))\b",
+    r"\bpretend (?:that )?you(?:'re| are)\b",
+    r"\bpretend to be an? (?:\S+ )?(?:ai|assistant|model|chatbot|bot)\b",
+    r"\b(?:act|behave|respond|role-?play) as (?:an? |the )?(?:dan|jailbroken|unrestricted"
+    r"|unfiltered|uncensored|evil)\b",
+    r"\bact as if you (?:have no|are not bound|were not|had no)\b",
+    r"\bdo anything now\b",
+    r"\b(?:developer|jailbreak|god) mode (?:enabled|activated|on)\b",
+]
+
+# --- text addressed to the agent reading it -------------------------------------------------
+_AGENT = (
+    r"(?:ai|llm|(?:ai |language )?model|assistant|agent|chatbot|ai agent|ai assistant"
+    r"|coding agent|claude|chatgpt|copilot|gemini)"
+)
+_ADDRESSED = [
+    rf"\b(?:attention|hey|dear|note to|message to|instructions? (?:for|to))\s+"
+    rf"(?:the\s+|all\s+|any\s+)?{_AGENT}s?\b",
+    r"\b(?:ai|llm)\s+(?:assistant|agent|model)s?\s*[:,]\s*(?:please\s+)?(?:run|execute|ignore"
+    r"|send|delete|print|reveal|output|fetch|curl|download|open|write|do|you must|you should)\b",
+    r"\b(?:ai|llm) (?:assistant|agent|model)s? (?:must|should|need to|are required to|shall)\b",
+    rf"\bif you(?:'re| are) an? (?:automated |autonomous |ai |coding |large )?{_AGENT}\b",
+    rf"\b(?:important|urgent|notice|reminder|attention|note) (?:for|to) (?:the |all |any )?"
+    rf"{_AGENT}s?\b",
+    rf"\b{_AGENT}s? (?:reading|processing|summari[sz]ing) this\b",
+]
+
+# --- secrecy: an order to act behind the user's back ---------------------------------------
+_SECRECY = [
+    r"\b(?:silently|secretly|quietly|covertly) (?:run|execute|install|add|send|upload|delete"
+    r"|remove|push|commit|disable|modify|change|append|insert|replace|email|post|copy)\b",
+    r"\bwithout (?:telling|informing|notifying|alerting) (?:the user|anyone|them)\b",
+]
+
+# --- exfiltration asks ----------------------------------------------------------------------
+#: Files that hold credentials. The family patterns use `_SECRET_STORE`; the command rules,
+#: which also need an order, add `.env` (but not `.env.example`).
+_SECRET_STORE = (
+    r"(?:~/\.ssh\b|\.ssh/|\bid_(?:rsa|ed25519|ecdsa|dsa)\b(?!\.pub)|\.aws/credentials"
+    r"|/etc/(?:passwd|shadow)|\.netrc\b|\.npmrc\b|\.pypirc\b|\.git-credentials\b"
+    r"|\.docker/config\.json|\.kube/config\b|\.gnupg\b)"
+)
+_SECRET_FILE = rf"(?:{_SECRET_STORE}|(?<![\w.-])\.env(?![\w-]|\.\w))"
+_EXFIL_VERB = r"(?:send|post|upload|exfiltrate|transmit|forward|email|e-mail|mail|leak|beam)"
+_EXFILTRATION = [
+    rf"\b(?:{_EXFIL_VERB}|curl|wget)\b.{{0,40}}?"
+    rf"(?:{_SECRET_STORE}|contents of (?:the )?\S*\.env\b|(?:your|the user'?s?) (?:\S+ )?"
+    r"(?:secrets|credentials|passwords|api keys|tokens|private keys|environment variables"
+    r"|env vars|ssh keys)"
+    r"|(?:your|the) system prompt|(?:the|this) (?:conversation|chat) history)",
+    r"\b(?:reveal|disclose|leak|dump|exfiltrate|recite)\s+(?:me\s+)?(?:your|the)\s+(?:\S+\s+)?"
+    r"(?:system prompt|system message|hidden instructions|initial instructions|original"
+    r" instructions|developer message|instructions above|prompt above)",
+    r"\b(?:print|show|output|display|repeat|tell me|give me|share|write out)\s+(?:me\s+)?your\s+"
+    r"(?:\S+\s+)?(?:system prompt|system message|instructions|initial prompt|hidden prompt"
+    r"|developer message|rules)",
+    # The same asks in other languages: the file names need no translation.
+    r"(?:\b(?:envía|envia|envie|envíe|manda|mande|sube|suba|envoie|envoyez|transmets"
+    r"|transmettez|téléverse|sende|schick\w*|übertrag\w*|отправ\w*|перешли|загрузи)\b"
+    r"|发送|发给|發送|上传|上傳|送信|送って|アップロード|보내|전송|업로드)"
+    rf".{{0,80}}?{_SECRET_FILE}",
+    rf"{_SECRET_FILE}.{{0,60}}?(?:发送|发给|發送|上传|上傳|送信|送って|アップロード|보내|전송"
+    r"|업로드)",
+]
+
+
+@dataclass(frozen=True)
+class _Family:
+    """Patterns that run only if one of `needles` occurs in the folded text."""
+
+    needles: tuple[str, ...]
+    patterns: tuple[re.Pattern[str], ...]
+
+
+def _family(needles: tuple[str, ...], *patterns: str) -> _Family:
+    return _Family(needles, tuple(re.compile(p) for p in patterns))
+
+
+FAMILIES = (
+    _family(("ignore", "disregard", "forget", "override", "bypass", "skip", "discard", "dismiss",
+             "abandon", "neglect", "follow", "aside"), _OVERRIDE),
+    _family(("your new", "your real", "your actual", "your updated", "your true"), _NEW_ORDERS),
+    _family((  # their nouns, rarer in ordinary text than their verbs
+        "指令", "指示", "提示", "说明", "說明", "规则", "規則", "命令", "设定", "設定", "要求",
+        "ルール", "プロンプト", "instruc", "indicac", "órdenes", "reglas", "directrices",
+        "instruç", "regras", "orientaç", "istruzioni", "regole", "consignes", "directives",
+        "règles", "indications", "ordres", "anweisung", "instruktion", "befehl", "regeln",
+        "vorgaben", "richtlinien", "anordnung", "инструкц", "указани", "правил", "команд",
+        "директив", "установк", "распоряжени", "지시", "지침", "명령", "규칙", "프롬프트", "설정",
+        "안내", "todo lo", "tudo", "tout ce qui", "alles", "вс",
+    ), *_OTHER_LANGUAGES),
+    _family(("ahora", "agora", "maintenant", "désormais", "dorénavant", "jetzt", "sofort",
+             "nun an", "du bist", "отныне", "момента", "теперь", "现在", "現在", "今以", "今から",
+             "これから", "これ以降", "以後", "지금부터", "이제부터", "앞으로", "sistema", "système",
+             "systeme", "system", "системн", "系统", "系統", "システム", "시스템"),
+            *_OTHER_LANGUAGE_PERSONA),
+    _family(("<|", "[inst", "[/inst", "sys", "im_start", "im_end", "_of_turn", "##",
+             "developer", "admin"), *_ROLE_MARKERS),
+    _family(("function", "tool_", "invoke", "parameter", "python_tag", "plugin"),
+            *_TOOL_MARKUP),
+    _family(("you are now", "you're now", "from now on", "pretend", "act as", "behave as",
+             "respond as", "roleplay", "role-play", "anything now", "mode on", "mode enabled",
+             "mode activated"), *_PERSONA),
+    _family(("silently", "secretly", "quietly", "covertly", "without telling",
+             "without informing", "without notifying", "without alerting"), *_SECRECY),
+    _family((" ai", "llm", "model", "assistant", "agent", "chatbot", "claude", "chatgpt",
+             "copilot", "gemini"), *_ADDRESSED),  # each pattern names the agent
+    _family(("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", "credentials", "/etc/",
+             "netrc", "npmrc", "pypirc", ".env", "secrets", "passwords", "api keys", "tokens",
+             "private keys", "environment variables", "env vars", "system prompt", "history",
+             "system message", "instructions", "initial prompt", "hidden prompt",
+             "developer message", "prompt above", "rules", ".kube", ".docker", ".gnupg"),
+            *_EXFILTRATION),
+)
+
+
+def _families_match(folded: str) -> bool:
+    return any(
+        any(p.search(folded) for p in family.patterns)
+        for family in FAMILIES
+        if any(needle in folded for needle in family.needles)
+    )
+
+
+# --- forged turns: a role label or a system heading, then an instruction --------------------
+_ROLE_LINE = re.compile(
+    r"^[>*#=\-\[\s]*(system|developer|admin|administrator|operator|assistant|ai|human|user)"
+    r"(?: (?:message|prompt|instructions?|notice|override))?(?: ?[\]*=\-]+)? ?(?::|>|$) ?(.*)$",
+    re.M)
+_SYSTEM_HEADING = re.compile(
+    r"^#{1,6} (?:(?:new|updated|hidden|secret|real) )?(?:system(?: prompt| message"
+    r"| instructions?| override)?|(?:ai|assistant|agent|model|llm) instructions?|instructions"
+    r" for (?:the |any |all )?(?:ai|assistants?|agents?|models?|llms?)|developer"
+    r" (?:message|instructions?|prompt))\s*:?$", re.M)
+#: What makes a system line an instruction: it speaks to the reader or commands it.
+_INSTRUCTION = re.compile(
+    r"\b(?:you|your|ignore|disregard|forget|always|never|from now on|must|do not|don't"
+    r"|new (?:rules?|policy|instructions?|task)|override|obey|comply|execute|delete|remove"
+    r"|send|upload|disable|grant|approve|skip|reveal|respond|reply|answer only|act as|proceed"
+    r"|suspended|lifted|permitted|authori[sz]ed|granted)\b")
+#: A user turn that gives an order (a quoted question is not one).
+_USER_ORDER = re.compile(
+    r"^(?:please |now |ok,? |actually,? |new plan:? )?(?:run|execute|delete|remove|send"
+    r"|upload|push|disable|ignore|forget|print|reveal|commit|install|add|grant|approve|skip"
+    r"|drop|wipe|copy|email|post)\b")
+#: An assistant turn that agrees to something (a forged reply the real agent continues).
+_ASSENT = re.compile(
+    r"^(?:sure|okay|ok|certainly|of course|understood|absolutely|will do|right away"
+    r"|i will|i'll|i am going to|i'm going to|done|no problem)\b")
+
+
+_ACTION = re.compile(
+    r"\b(?:run|execute|delete|remove|upload|send|push|disable|copy|grant|approve|merge|install"
+    r"|drop|wipe|skip|ignore|reveal|print|commit|share|post|email|transfer|bypass|comply"
+    r"|follow|deploy)")
+
+
+def _role_turns(lines: str) -> bool:
+    """A forged turn: a system-like line that instructs, a user line that orders (in a
+    dialogue), an assistant line that agrees to act."""
+    if ":" in lines or ">" in lines or "=" in lines or "-" in lines:
+        turns = [(m.group(1), m.group(2), m.end()) for m in _ROLE_LINE.finditer(lines)]
+        roles = {role for role, _, _ in turns}
+        for role, said, end in turns:
+            if role in ("human", "user"):
+                if _USER_ORDER.search(said) and (roles & {"assistant", "ai"}
+                                                 or _URGENCY.search(said)):
+                    return True
+            elif role in ("assistant", "ai"):
+                if _ASSENT.search(said) and (roles & {"human", "user"} or _ACTION.search(said)):
+                    return True
+            elif _INSTRUCTION.search(said or lines[end:end + 300]):
+                return True
+    if "#" in lines:
+        for m in _SYSTEM_HEADING.finditer(lines):
+            if _INSTRUCTION.search(lines, m.end(), m.end() + 300):
+                return True
+    return False
+
+
+# --- markdown-hidden text: comments a renderer never shows ----------------------------------
+_HTML_COMMENT = re.compile(r"<!--(.{0,2000}?)(?:-->|\Z)", re.S)
+_LINK_COMMENT = re.compile(r"^\[[^\]\n]{0,40}\]: ?(?:#|<>) ?[(\"'](.{0,2000}?)[)\"']? *$", re.M)
+_HIDDEN_ELEMENT = re.compile(
+    r"<(?:div|span|p|section)\b[^>]{0,200}(?:display: ?none|visibility: ?hidden|\bhidden\b)"
+    r"[^>]{0,100}>(.{0,2000}?)</", re.S)
+#: In hidden text, any of these is an instruction for the agent.
+_HIDDEN_CUE = re.compile(
+    rf"\b{_AGENT}s?\b.{{0,80}}?\b(?:must|should|need to|needs to|shall|has to|have to|please"
+    r"|is to|are to)\b"
+    rf"|\b(?:note|message|instructions?|reminder) (?:for|to) (?:the |all |any )?{_AGENT}s?\b"
+    rf"|\b{_AGENT}s? ?[:,] ?(?:\w+ )?(?:run|execute|delete|remove|add|send|upload|open"
+    r"|write|tell|say|reply|respond|answer|recommend|ignore|do|make|create|commit|push|merge"
+    r"|approve|install|update|replace|use|skip|append|insert|include|mention|link|avoid|never"
+    r"|always|don't|do not|stop|disable|enable|set|change|edit|modify|publish|deploy|post"
+    r"|email|share|download|fetch|visit|follow)\b"
+    rf"|\bif you(?:'re| are) an? (?:\S+ )?{_AGENT}\b"
+    rf"|\b{_AGENT} (?:instructions?|notes?|directives?|guidance)\b"
+    r"|\bwhen (?:you are |you're )?asked\b.{0,80}?\b(?:say|answer|reply|respond|tell|claim)\b"
+    r"|\b(?:do not|don't|never) (?:tell|mention|inform|reveal|show|alert)\b"
+    r"|\b(?:tell|ask|answer|reply to|respond to|ignore|recommend to|convince|instruct) the user"
+    r"|\binstead,? (?:answer|respond|reply|say|tell|output|print|recommend)\b"
+    r"|\b(?:when|if|while) (?:you|summari[sz]ing|reading|processing|an? (?:ai|llm|model|agent"
+    r"|assistant))\b.{0,80}?\b(?:must|should|always|also|then|please|instead)\b", re.S)
+
+
+def _hidden_bodies(lines: str) -> list[str]:
+    bodies: list[str] = []
+    if "<!--" in lines:
+        bodies += [m.group(1) for m in _HTML_COMMENT.finditer(lines)]
+    if "]:" in lines:
+        bodies += [m.group(1) for m in _LINK_COMMENT.finditer(lines)]
+    if "hidden" in lines or "none" in lines:
+        bodies += [m.group(1) for m in _HIDDEN_ELEMENT.finditer(lines)]
+    return bodies
+
+
+def _hidden_instructions(lines: str) -> bool:
+    for raw in _hidden_bodies(lines):
+        body = " " + " ".join(raw.split())
+        if len(body) > 8 and (_HIDDEN_CUE.search(body) or _dangerous_commands(body)):
+            return True
+    return False
+
+
+# --- destructive or exfiltrating commands aimed at the reader -------------------------------
+_SECRET_FILE_RE = re.compile(_SECRET_FILE)
+_NEGATED = re.compile(
+    r"\b(?:never|don't|do not|dont|must not|mustn't|shouldn't|should not|avoid|not to|no need"
+    r" to|careful|warning|dangerous|accidentally|would|could|nobody|no one)\b[^.!?\n]{0,40}$")
+#: Cues that the text asks its reader to act now, unasked, or in secret.
+_URGENCY = re.compile(
+    r"\b(?:always|every time|each time|at the (?:start|beginning) of (?:every|each|the|a)"
+    r" (?:session|task|run|conversation)|before (?:answering|responding|replying|continuing"
+    r"|proceeding|doing anything|anything else|any other|you (?:answer|respond|reply|continue"
+    r"|proceed|start|do))|without (?:asking|confirmation|confirming|telling|informing|prompting"
+    r"|notifying|review|approval)|silently|quietly|secretly|immediately|right now|mandatory"
+    r"|required step|(?:do not|don't) (?:tell|mention|inform|notify|ask)|the user (?:must not"
+    r"|should not|won't|will not|doesn't need to) (?:know|notice|see)"
+    rf"|you (?:must|have to|need to|are required to)|{_AGENT}s?)\b")
+_LEAD_WORDS = (r"please|now|then|first|next|also|just|and|finally|always|you (?:must|should|need to"
+               r"|have to|will)|make sure to|make sure you|don't forget to|remember to")
+_ADVERBS = r"(?:(?:quietly|silently|now|just|also|then|immediately|simply|secretly) )*"
+#: The words before a command that make it an order: "run `…`", "please execute: …".
+_RUN_LEAD = re.compile(
+    rf"(?:^\s*|[.!?:;,>`\"'(\-*\n]\s*|\b(?:{_LEAD_WORDS})\s+)"
+    rf"{_ADVERBS}(?:run|execute|exec|type|paste|invoke|launch|perform|enter|call)\b"
+    r"[\s:`'\"$]*(?:sudo\s+)?$")
+#: A sentence that starts with the verb itself ("Delete the .git directory …").
+_VERB_LEAD = re.compile(rf"(?:^\s*|[.!?:;,>\-*\n]\s*|\b(?:{_LEAD_WORDS})\s+){_ADVERBS}$")
+_SINK = re.compile(
+    r"\b(?:in|into|to|on|at|via)\b (?:your |the |a |this )?(?:reply|answer|response|output"
+    r"|pr|pull request|issue|comment|chat|gist|pastebin|public|channel|webhook)\b|https?://"
+    r"|\b[\w.-]+@[\w-]+\.\w")
+_EXFIL_VERBS = re.compile(
+    r"(?<![\w-])(?:(send|post|upload|exfiltrate|transmit|forward|email|e-mail|leak|beam)"
+    r"|(copy|paste|attach|include|share|print|cat|dump|output|show|read out))(?![\w-])")
+_CATASTROPHIC_NEEDLES = ("rm ", "mkfs", "dd ", ":()", "chmod", "/dev/tcp", "nc ", "ncat",
+                         "netcat", "socat", "curl", "wget", "authorized_keys")
+# Catastrophic whatever the framing (unless negated): wiping home or root, reverse shells,
+# secrets piped to the network, a foreign SSH key planted.
+_CATASTROPHIC = re.compile(
+    r"\brm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* (?:--no-preserve-root )?"
+    r"(?:/|/\*|~|~/|~/\*|\$home/?|\$\{home\}/?|--no-preserve-root)(?=[\s`'\";)&|]|$)"
+    r"|\bmkfs(?:\.\w+)? /dev/|\bdd if=\S+ of=/dev/(?:sd|nvme|hd|disk)"
+    r"|:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"
+    r"|\bchmod (?:-r )?(?:777|a\+rwx) (?:/|~)(?=\s|$)"
+    r"|/dev/tcp/[\w.-]+/\d+|\b(?:nc|ncat|netcat) (?:\S+ ){0,3}-e (?:/bin/)?(?:ba)?sh\b"
+    r"|\bsocat\b.{0,60}\bexec:"
+    rf"|\b(?:cat|base64|tar|zip|gzip|xxd)\b[^|;\n]{{0,120}}{_SECRET_FILE}[^|;\n]{{0,80}}\|\s*"
+    r"(?:curl|wget|nc|ncat|netcat|openssl|telnet)\b"
+    r"|\b(?:curl|wget)\b[^|;\n]{0,160}(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t"
+    rf"|--upload-file|--post-file)[ =]?[\"']?(?:\w+=)?@?[^\s\"']{{0,40}}?{_SECRET_FILE}"
+    rf"|\b(?:nc|ncat|netcat) [\w.-]+ \d+ ?< ?\S*?{_SECRET_FILE}"
+    r"|\b(?:echo|printf|cat)\b.{0,900}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) \S{20,}"
+    r".{0,200}?>> ?\S*authorized_keys"
+    r"|\b(?:add|append|put|insert|write|copy|install|paste)\b (?:this|the following|the"
+    r" attached|the key below|our|my|that)\b.{0,60}?\bkeys?\b.{0,80}?authorized_keys"
+    r"|authorized_keys\b.{0,120}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) aaaa")
+# Pipe a download into a shell: fine in an install guide, an attack when it is urged on the
+# agent or fetched from a bare IP address or plain http.
+_PIPE_TO_SHELL = re.compile(
+    r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^|\n]{0,200}?\|\s*"
+    r"(?:sudo )?(?:ba|z|da|k)?sh\b|\b(?:ba)?sh (?:-c )?[\"']?\$\((?:curl|wget)\b"
+    r"|\b(?:ba)?sh <\((?:curl|wget)\b|\|\s*iex\b")
+_SHADY_URL = re.compile(
+    r"https?://(?!(?:127\.|localhost|0\.0\.0\.0))\d{1,3}(?:\.\d{1,3}){3}\b"
+    r"|http://(?!(?:127\.|localhost|0\.0\.0\.0|\[::1\]))")
+_SCRATCH = r"(?!\S*(?:cache|tmp|temp|build|dist|node_modules|pycache|venv|target|coverage|logs))"
+# Harmful when the text urges it on its reader (an order and a cue).
+_HARMFUL = re.compile(
+    r"\brm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* "
+    rf"{_SCRATCH}(?:\./?|\*|\./\*|\.git/?|src/?|\.\./?\S*|/\S+|~/\S+)(?=[\s`'\";)&|]|$)"
+    r"|\bgit push (?:\S+ )*(?:--force(?!-with-lease)|-f)\b|\bgit reset --hard\b.{0,40}\bpush\b"
+    r"|\bdrop (?:database|schema|table)\b|\btruncate table\b"
+    r"|\b(?:disable|turn off|remove|delete|bypass)\b (?:the |all |any )?(?:firewall|antivirus"
+    r"|2fa|mfa|branch protection|security checks?|pre-commit hooks?|tests?\b|test suite"
+    r"|ci checks)"
+    r"|\b(?:delete|remove|wipe|erase|destroy)\b (?:the |all |every |your )?(?:\.git\b|git history"
+    r"|repository|repo\b|home directory|database|backups?|branches|tests?\b|test files"
+    r"|production)")
+_HARMFUL_NEEDLES = ("rm ", "git ", "drop ", "truncate", "disable", "turn off", "remove",
+                    "delete", "bypass", "wipe", "erase", "destroy")
+_SECRET_NEEDLES = ("ssh", "id_", ".aws", "/etc/", "netrc", "npmrc", "pypirc", "credentials",
+                   ".docker", ".kube", "gnupg", ".env")
+_HARMFUL_VERB_FIRST = re.compile(r"(?:disable|turn off|remove|delete|bypass|wipe|erase|destroy"
+                                 r"|drop|truncate)\b")
+_SENTENCE_END = re.compile(r"[.!?;]\s|\n")
+_CAPTURE_HEADER = re.compile(r"[\w.:-]{1,64}\([^\n]*\):(?: \(no output\))?(?:\n|$)")
+
+
+def _negated(text: str, start: int) -> bool:
+    return _NEGATED.search(text, max(0, start - 60), start) is not None
+
+
+def _ordered(text: str, m: re.Match[str]) -> bool:
+    """Whether the command at `m` is given as an order: after "run"/"execute", or (for a verb
+    such as "delete") at the start of a sentence."""
+    lead = text[max(0, m.start() - 80):m.start()]
+    if _RUN_LEAD.search(lead):
+        return True
+    return _HARMFUL_VERB_FIRST.match(m.group()) is not None and _VERB_LEAD.search(lead) is not None
+
+
+def _urged(text: str, m: re.Match[str]) -> bool:
+    return _URGENCY.search(text, max(0, m.start() - 200), m.end() + 200) is not None
+
+
+def _dangerous_commands(flat: str) -> bool:
+    """Destructive or exfiltrating commands the text wants its reader to carry out."""
+    if any(n in flat for n in _CATASTROPHIC_NEEDLES):
+        if any(not _negated(flat, m.start()) for m in _CATASTROPHIC.finditer(flat)):
+            return True
+    for m in _EXFIL_VERBS.finditer(flat) if any(n in flat for n in _SECRET_NEEDLES) else ():
+        secret = _SECRET_FILE_RE.search(flat, m.end(), m.end() + 80)
+        if secret is None or _SENTENCE_END.search(flat, m.end(), secret.start()) \
+                or _negated(flat, m.start()):
+            continue
+        if not _VERB_LEAD.search(flat, max(0, m.start() - 60), m.start()):
+            continue
+        if m.group(1) or _SINK.search(flat, secret.end(), secret.end() + 120) or _urged(flat, m):
+            return True
+    if "|" in flat or "$(" in flat or "<(" in flat:
+        for m in _PIPE_TO_SHELL.finditer(flat):
+            if (_ordered(flat, m) or _VERB_LEAD.search(flat, max(0, m.start() - 60), m.start()))\
+                    and not _negated(flat, m.start()) and (
+                    _SHADY_URL.search(m.group()) or _urged(flat, m)):
+                return True
+    for m in _HARMFUL.finditer(flat) if any(n in flat for n in _HARMFUL_NEEDLES) else ():
+        if _ordered(flat, m) and _urged(flat, m) and not _negated(flat, m.start()):
+            return True
+    return False
+
+
+# --- de-obfuscation: letter-spaced, dotted, reversed, base64 --------------------------------
+_SPACED_RUN = re.compile(r"(?<!\w)\w([ .\-_*|/~+·•])(?:\w\1)+\w(?!\w)")
+_COMPACT = re.compile(
+    r"(?:ignore|disregard|forget|override|bypass)(?:all|any|the|your|of|my|these|every)*"
+    r"(?:previous|prior|preceding|earlier|above|original|former|initial)?(?:safety)?"
+    r"(?:instructions?|rules?|directions?|guidelines?|prompts?|context|constraints?|commands?)"
+    r"|(?:reveal|print|show|output|leak|dump)(?:me)?(?:your|the)(?:system|hidden|initial"
+    r"|original)(?:prompt|message|instructions)"
+    r"|youarenow(?:an?|the|in)?(?:unrestricted|unfiltered|dan|jailbroken|developermode|godmode)"
+    r"|developermode(?:enabled|on|activated)|doanythingnow")
+#: On the text with its spaces removed ("ig nore prev ious instruc tions"): only the full ask.
+_RUN_TOGETHER = re.compile(
+    r"(?:ignore|disregard|forget|bypass)(?:all|any|the|your|of)*(?:previous|prior|preceding"
+    r"|earlier|above)(?:instructions?|rules?|directions?|guidelines?|prompts?)")
+_REVERSED_NEEDLES = ("erongi", "dragersid", "tegrof", "snoitcurtsni", "tpmorp", "metsys",
+                     "suoiverp", "laever", "edirrevo", "selur", "won era uoy")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_MAX_DECODED = 16
+
+
+def _spaced_out(flat: str) -> bool:
+    """Whether letter-spaced or dotted words (`i g n o r e`, `i.g.n.o.r.e`) say an ask once
+    joined: wholesale (one run spelling it all) or with the plain words around them."""
+    runs = list(_SPACED_RUN.finditer(flat))
+    if not runs:
+        return False
+    out, last = [], 0
+    for m in runs:
+        joined = re.sub(r"[\W_]", "", m.group())
+        if _COMPACT.search(joined):
+            return True
+        out += [flat[last:m.start()], joined]
+        last = m.end()
+    out.append(flat[last:])
+    return _families_match("".join(out))
+
+
+def _decoded_runs(text: str) -> list[str]:
+    """The text of each plausible base64 run in `text` (case matters: not the folded text)."""
+    found: list[str] = []
+    for m in _BASE64_RUN.finditer(text):
+        run = m.group()
+        if len(found) >= _MAX_DECODED:
+            break
+        if run.lower() == run or run.upper() == run or len(run) > 65_536:
+            continue  # hex digests, paths, words: base64 of text mixes cases
+        raw = run.rstrip("=")
+        try:
+            data = base64.b64decode(raw + "=" * (-len(raw) % 4),
+                                    altchars=b"-_" if ("-" in raw or "_" in raw) else None,
+                                    validate=True)
+            decoded = data.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        printable = sum(c.isprintable() or c in "\n\t\r" for c in decoded)
+        if len(decoded) >= 12 and printable >= 0.9 * len(decoded):
+            found.append(decoded)
+    return found
+
+
+def _rules_match(lines: str, flat: str, commands: str) -> bool:
+    """Every rule over one view of the text; `commands` is what the command rule reads."""
+    return (_families_match(flat) or _role_turns(lines) or _hidden_instructions(lines)
+            or _dangerous_commands(commands))
+
+
+def _obfuscated(flat: str) -> bool:
+    if _spaced_out(flat) or _RUN_TOGETHER.search(flat.replace(" ", "")):
+        return True
+    if any(needle in flat for needle in _REVERSED_NEEDLES):
+        backwards = flat[::-1]
+        words_backwards = " ".join(w[::-1] for w in flat.split())
+        return (_families_match(" " + backwards) or _families_match(" " + words_backwards)
+                or _COMPACT.search(backwards.replace(" ", "")) is not None)
+    return False
+
+
+def looks_like_injection(text: str, *, depth: int = 0) -> bool:
+    """Whether `text` carries instructions aimed at an agent (see the module docstring)."""
+    lines = fold_lines(text)
+    flat = " " + " ".join(lines.split())  # the space lets " ai" match at the start
+    # The command rule skips a capture record's `Tool(input):` line: the agent's own command.
+    header = _CAPTURE_HEADER.match(lines)
+    commands = " " + (lines[header.end():] if header else lines)
+    if _rules_match(lines, flat, commands) or _obfuscated(flat):
+        return True
+    if depth < 2 and _BASE64_RUN.search(text):
+        visible = strip_format_chars(unicodedata.normalize("NFKC", text))
+        return any(looks_like_injection(d, depth=depth + 1) for d in _decoded_runs(visible))
+    return False
