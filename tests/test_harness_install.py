@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from harness_support import closed_port, hanging_server, run_hook
+from semantic_memory.harness.install import MCP_ENV_VARS
 from semantic_memory_codex import EVENT_LABELS, hook_hash
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -296,7 +297,7 @@ def test_codex_install_trusts_exactly_our_hooks(tmp_path: Path) -> None:
     assert (toml["model"], toml["approval_policy"]) == ("gpt-5", "on-request")
     assert toml["mcp_servers"]["github"] == {"command": "gh-mcp", "args": ["--stdio"]}
     assert toml["mcp_servers"]["memory"] == {
-        "command": MEMORY_MCP, "args": ["proxy"],
+        "command": MEMORY_MCP, "args": ["proxy"], "env_vars": list(MCP_ENV_VARS),
         "tools": {"memory_store": {"approval_mode": "approve"}}}
     assert config.read_text().startswith("# my settings\n")
 

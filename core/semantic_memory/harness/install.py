@@ -39,6 +39,13 @@ class InstallError(Exception):
     """A config file cannot be edited safely (unreadable, malformed); nothing was written."""
 
 
+#: What a local MCP server (`memory-mcp proxy` or `--stdio`) reads from its environment: for
+#: harnesses that pass a stdio server only a fixed few variables unless told (Codex).
+MCP_ENV_VARS = ("MEMORY_PLUGIN_URL", "MEMORY_PLUGIN_TOKEN", "MEMORY_TOKEN", "MEMORY_DB_PATH",
+                "MEMORY_DB_URL", "MEMORY_DISCOVERY_FILE", "MEMORY_MODEL_PATH",
+                "MEMORY_MAX_CONTENT_CHARS", "MEMORY_MCP_PROXY_TIMEOUT_S", "MEMORY_HOOK_BACKOFF_S")
+
+
 @dataclass(frozen=True)
 class InstallTarget:
     """Where and what to install, as the adapters need it."""

@@ -208,10 +208,14 @@ class CodexAdapter(HarnessAdapter):
     def _mcp_entry(target: InstallTarget) -> Any:
         import tomlkit
 
+        from semantic_memory.harness.install import MCP_ENV_VARS
+
         entry = tomlkit.table()
         if target.local_mcp:
             entry["command"] = target.stdio_command[0]
             entry["args"] = target.stdio_command[1:]
+            # Codex gives a stdio server HOME, PATH and a few more only: forward ours by name.
+            entry["env_vars"] = list(MCP_ENV_VARS)
         else:
             entry["url"] = target.mcp_url
             if target.token:
