@@ -380,7 +380,7 @@ def _library_marker(kind: str, m: re.Match[str]) -> str:
 
 
 # --- the maintained ruleset ------------------------------------------------------------------
-# Loaded on first use: 0.1 s and a Go runtime that a hook process needs only if it spools.
+# Loaded on first use (0.1 s and a Go runtime): by the service's write path, not by hooks.
 _LIBRARY: Any = None
 _LIBRARY_ERROR = ""
 _MIN_LIBRARY_SECRET = 8  # shorter findings ("admin", "test") would cut ordinary words
