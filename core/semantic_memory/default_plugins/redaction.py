@@ -113,7 +113,8 @@ def _assignment(name: str, *, cli: bool = False) -> re.Pattern[str]:
 # --- the project's own context rules -------------------------------------------------------
 # A value standing alone (after a flag, in prose, in a table cell): quoted, or bare up to
 # whitespace, not ending in punctuation.
-_LONE = r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]{1,256}|[^\s\"'`]{0,255}[^\s\"'`,;.:!?)\]}>]))(?(q)(?P=q))"
+_LONE = (r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]{1,256}|[^\s\"'`]{0,255}[^\s\"'`,;.:!?)\]}>]))"
+         r"(?(q)(?P=q))")
 # Two quoted arguments in a row, the second being the secret: `("user", "pw")`.
 _PAIR = r"\s*[\"'][^\"'\n]{0,120}[\"']\s*,\s*[\"'](?P<secret>[^\"'\n]{1,256})[\"']"
 # Characters of a credential rather than of a word, a path or an identifier.
@@ -139,7 +140,7 @@ def _random(m: re.Match[str]) -> bool:
         return False
     counts = Counter(value)
     entropy = -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
-    return entropy >= 3.0 and "-" * 2 not in value
+    return entropy >= 3.0 and "--" not in value  # not a run of chained CLI flags
 
 
 _NAME_BEFORE = re.compile(r"[\w.-]{1,80}[\"']?[ \t]*$")
@@ -177,7 +178,8 @@ def _rule(kind: str, pattern: str, needles: tuple[str, ...],
 
 #: Provider shapes the library misses or names less precisely (measured on
 #: tests/corpora/secrets.jsonl): fixed prefixes, so no accept check.
-PROVIDER_GAPS: tuple[Rule, ...] = tuple(_rule(kind, pattern, needles, None) for kind, pattern, needles in (
+PROVIDER_GAPS: tuple[Rule, ...] = tuple(_rule(kind, pattern, needles, None)
+                                        for kind, pattern, needles in (
     ("nuget-key", r"\boy2[a-z0-9]{43}\b", ("oy2",)),
     ("stripe-webhook-secret", r"\bwhsec_[A-Za-z0-9+/=]{24,}", ("whsec_",)),
     ("newrelic-key", r"\bNR(?:AK|AA|II|JS|RA|SP)-[A-Za-z0-9]{20,}", ("nr",)),
@@ -200,7 +202,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     # Key files without PEM's PRIVATE KEY words: OpenVPN static keys, PuTTY's private lines.
     _rule("private-key", r"(?i)-----BEGIN [A-Z0-9 ]{0,40}STATIC KEY V\d-----[^-]{0,8192}"
           r"(?:-----END [A-Z0-9 ]{0,40}-----)?", ("static key",), None),
-    _rule("private-key", r"Private-Lines: \d+\r?\n(?P<secret>(?:[A-Za-z0-9+/=]{1,128}\r?\n?){1,64})",
+    _rule("private-key",
+          r"Private-Lines: \d+\r?\n(?P<secret>(?:[A-Za-z0-9+/=]{1,128}\r?\n?){1,64})",
           ("private-lines",), None),
     # CLI flags that take a password under a short name, per command.
     _rule("password", r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mysqlsh)\b[^\n|;&]{0,200}?\s-p"
@@ -221,14 +224,16 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     # Positional: `rabbitmqctl add_user NAME PASS`; `aws configure set <secret name> VALUE`.
     _rule("password", rf"\b(?:add_user|change_password|set_user_password|set_password)\s+"
           rf"[\w.@-]{{1,64}}\s+{_LONE}", ("add_user", "_password")),
-    _rule("secret", r"(?i)\b(?:configure\s+set|config\s+set|config:set|set)\s+(?P<name>[\w./:-]{0,80}?"
+    _rule("secret", r"(?i)\b(?:configure\s+set|config\s+set|config:set|set)\s+"
+          r"(?P<name>[\w./:-]{0,80}?"
           r"(?:secret|passw|token|api[_-]?key|access[_-]?key|auth)[\w./:-]{0,40}+)\s+"
           + _LONE, ("set",), also=("secret", "passw", "token", "key", "auth")),
     # `-u user:pass` (curl, wget, httpie, …).
     _rule("password", r"(?:^|\s)(?:-u|--user|-a|--auth)\s+[\"']?[^\s:\"'/$]{1,64}:"
           r"(?P<secret>[^\s\"'@]{3,256})", ("-u", "--user", "-a", "--auth")),
     # SDK calls: `auth=("user", "pw")`, `HTTPBasicAuth("u", "pw")`, `.login("u", "pw")`.
-    _rule("password", r"(?:\bauth\s*=\s*[(\[]|\b(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth|DigestAuth"
+    _rule("password", r"(?:\bauth\s*=\s*[(\[]|\b(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth"
+          r"|DigestAuth"
           r"|NetworkCredential|UsernamePasswordCredential|PasswordCredential)\s*\(|\.(?:login"
           rf"|authenticate|auth|basic_auth|set_credentials|credentials)\s*\(){_PAIR}",
           ("auth=", "auth =", "auth(", "authenticate(", "login(", "credential(", "credentials(",
@@ -258,7 +263,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     # Auth headers with any scheme (`token`, `Token`, `ApiKey`, `SSWS` …) or none at all.
     _rule("auth-header", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
           r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,1024})", ("authorization",)),
-    _rule("auth-header", r"(?i)(?<![\w-])(?:x-[\w-]{0,30}?(?:token|key|auth|secret|signature|password"
+    _rule("auth-header", r"(?i)(?<![\w-])(?:x-[\w-]{0,30}?(?:token|key|auth|secret|signature"
+          r"|password"
           r"|session)[\w-]{0,20}|private-token|api-?key|apikey)[\"']?\s*:?\s+[\"']?"
           r"(?P<secret>[A-Za-z0-9._~+/=-]{8,1024})",
           ("x-", "private-token", "api-key", "apikey")),
@@ -322,7 +328,8 @@ RULES: tuple[Rule, ...] = (
     *(Rule(kind, _assignment(name, cli=cli), needles, _is_value)
       for cli in (False, True)
       for kind, name, needles in (
-          ("password", r"(?:pass(?:word|wd|phrase|code|(?<![A-Za-z]pass)(?=\s*[:=]))|(?<=[_-])pwd\b)",
+          ("password",
+           r"(?:pass(?:word|wd|phrase|code|(?<![A-Za-z]pass)(?=\s*[:=]))|(?<=[_-])pwd\b)",
            ("pass", "pwd")),
           ("private-key", r"private[_-]?key", ("private",)),
           ("api-key", r"api[_-]?key", ("api",)),
