@@ -35,13 +35,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from .. import backoff, spool
 from ..config import Settings
 from ..harness.client import (
-    RETRYABLE_STATUS,
     ServiceClient,
     ServiceDown,
     ServiceFailed,
     ServiceTimeout,
     ServiceUnavailable,
     resolve_url,
+    retryable,
 )
 from ..models import NewMemory, RecallFilters
 
@@ -118,7 +118,7 @@ class RestBackend:
         try:
             answer = await self.request("POST", "/ingest", body)
         except ServiceFailed as exc:
-            if exc.status not in RETRYABLE_STATUS:  # the write itself is wrong (422, 413)
+            if not retryable(exc.status):  # the write itself is wrong (422, 413)
                 raise ToolError(_reason(exc)) from None
             why = str(exc)
         except ServiceUnavailable as exc:
