@@ -461,6 +461,7 @@ def test_a_file_uninstall_cannot_edit_back_is_backed_up_then_restored(tmp_path: 
     assert "backup:" in again and len(list(settings.parent.glob("settings.json.bak-*"))) == 2
 
     out = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "uninstall", "claude-code")
+    assert "restored as it was before install (its backup settings.json.bak-" in out
     assert settings.read_bytes() == original
     [left] = settings.parent.glob("settings.json.bak-*")  # the one that held our entries
     assert "memory-mcp hook claude-code" in left.read_text()

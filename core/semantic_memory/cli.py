@@ -361,6 +361,8 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
     for change in changes:
         done = "installed" if not uninstall else "updated" if change.after is not None \
             else "removed (nothing else was in it)"
+        if change.restores is not None:
+            done = f"restored as it was before install (its backup {change.restores.name} is gone)"
         click.echo(f"{done}: {change.path}")
     for backup in backups:
         click.echo(f"backup:  {backup}")
