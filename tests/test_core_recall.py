@@ -153,6 +153,18 @@ def test_relevant_only_keeps_what_covers_the_query(engine: MemoryEngine) -> None
     assert engine.recall("what is for dinner on Mondays?", relevant_only=True) == []
 
 
+def test_quotes_in_a_query_are_not_query_syntax(engine: MemoryEngine) -> None:
+    """A question in quotes (`opencode run "…"` sends it so) is searched as its words, never as
+    one phrase that matches nothing: the same relevant hits as the bare words, on every store."""
+    flags = engine.store_one(NewMemory("Feature flags live in the config-service, not in "
+                                       "LaunchDarkly")).uid
+    engine.store_one(NewMemory("The staging database runs PostgreSQL 16 on port 5433"))
+    words = "which service holds our feature flags?"
+    for query in (words, f'"{words}"', f'"\\"{words}\\""', f"\u201c{words}\u201d",
+                  'which service holds our "feature flags"?', '"service flags"'):
+        assert [h.memory.uid for h in engine.recall(query, relevant_only=True)] == [flags], query
+
+
 def test_relevance_counts_prefixes_and_judges_unspaced_scripts(engine: MemoryEngine) -> None:
     """German compounds through porter's prefix terms, Chinese through the bigram channel:
     porter sees a Chinese sentence as one word and cannot judge it."""

@@ -83,5 +83,6 @@ def format_injection(
     """Render recalled memories as the block injected into an agent's context.
 
     The first implementation returning a string wins; the in-core default follows the spec's
-    context hygiene (wrapper tags, "reference data, not instructions", budget).
+    context hygiene (wrapper tags, "reference data, not instructions", budget). `hits` come
+    in rank order with near-duplicates already collapsed (`neardup.distinct`).
     """

@@ -10,7 +10,9 @@ scores. Score fusion's scores also say how sure each hit is, so there (`decay`) 
 goes no higher than a hit scoring its hit's score * decay**d would: a clear winner brings its
 neighbours right behind it, a hit in a near tie leaves the next hits before its neighbours.
 Neighbours obey the recall's filters and exclusions, carry their hit's score and say whose
-neighbour they are (`RecallHit.neighbour_of`).
+neighbour they are (`RecallHit.neighbour_of`). A neighbour that near-duplicates its hit or a
+neighbour of that hit placed before it (`neardup`: the fact a "remember" stored, beside the
+chunk a flush cut around the same prompt) is left out, and its place goes to the next memory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .models import Memory, RecallFilters, RecallHit
+from .neardup import Shingles, near_duplicates, shingles
 from .stores import MemoryStore
 
 
@@ -52,4 +55,30 @@ def expand(store: MemoryStore, conn: Any, hits: list[RecallHit], k: int, window:
                 memory, hit.score, dict(own[1].ranks) if own else {},
                 dict(own[1].signals) if own else {}, neighbour_of=hit.memory.uid))
     ordered = sorted(placed.values(), key=lambda entry: entry[0])
-    return [hit for _, hit in ordered[:k]]
+    return _first_distinct([hit for _, hit in ordered], k)
+
+
+def _first_distinct(ordered: list[RecallHit], k: int) -> list[RecallHit]:
+    """The first k of `ordered`, less each neighbour that near-duplicates its hit or another
+    neighbour of that hit kept before it (the fact and the chunk around it sit side by side in
+    their session). Compared within a hit's group only, so the cost stays linear in k;
+    near-duplicates that meet across groups are the injection block's to collapse."""
+    kept: list[RecallHit] = []
+    by_uid: dict[str, RecallHit] = {}
+    groups: dict[str, list[Shingles]] = {}  # a hit's uid -> its shingles, its kept neighbours'
+    for hit in ordered:
+        if len(kept) == k:
+            break
+        anchor = hit.neighbour_of
+        if anchor is not None:
+            group = groups.get(anchor)
+            if group is None:
+                own_hit = by_uid.get(anchor)
+                group = groups[anchor] = [shingles(own_hit.memory.content)] if own_hit else []
+            own = shingles(hit.memory.content)
+            if any(near_duplicates(own, theirs) for theirs in group):
+                continue
+            group.append(own)
+        kept.append(hit)
+        by_uid[hit.memory.uid] = hit
+    return kept

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from . import neighbours
+from . import neardup, neighbours
 from .channels import Channel, skip_reason
 from .config import Settings
 from .default_plugins.redaction import redact, ruleset_info
@@ -523,8 +523,11 @@ class MemoryEngine:
         return best
 
     def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
-        """The ready-to-inject text for these hits (empty when nothing fits)."""
-        block = self.pm.hook.format_injection(query=query, hits=hits, budget_chars=budget_chars)
+        """The ready-to-inject text for these hits (empty when nothing fits), never holding
+        two near-duplicates (`neardup.distinct`): whatever formats it, a block does not spend
+        its budget on the same fact twice."""
+        block = self.pm.hook.format_injection(query=query, hits=neardup.distinct(hits),
+                                              budget_chars=budget_chars)
         return block or ""
 
     def get(self, uid: str) -> Memory | None:
