@@ -31,7 +31,9 @@ from semantic_memory.harness.transcript import (
     chunk_turns,
     clean,
     count_in_file,
+    remembered,
     split_text,
+    unquote,
 )
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -77,6 +79,53 @@ def test_split_text_prefers_paragraphs_then_sentences_then_words() -> None:
     assert split_text("One sentence here. Another one there.", 25) == [
         "One sentence here.", "Another one there."]
     assert split_text("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+
+
+@pytest.mark.parametrize(("typed", "prompt"), [
+    # `opencode run "…"`: an argument holding a space arrives wrapped in quotes, inner ones
+    # escaped; `opencode run '"…"'` wraps the quotes the user typed once more.
+    ('"remember that the freeze starts Fridays"', "remember that the freeze starts Fridays"),
+    ('"\\"remember that the freeze starts Fridays\\""',
+     "remember that the freeze starts Fridays"),
+    ("  \u201cwhich service holds our feature flags?\u201d\n",
+     "which service holds our feature flags?"),
+    ('"say \\"hi\\" to C:\\tmp"', 'say "hi" to C:\\tmp'),
+    # Quotes that are not around the whole prompt are the prompt's own.
+    ('"deploy" and "rollback" differ how?', '"deploy" and "rollback" differ how?'),
+    ('remember "pnpm, not npm"', 'remember "pnpm, not npm"'), ('""', '""'), ('"a\\"', '"a\\"'),
+])
+def test_wrapping_quotes_are_not_the_prompt(typed: str, prompt: str) -> None:
+    assert unquote(typed) == prompt
+
+
+def test_remember_prompts_quoted_or_not() -> None:
+    assert remembered("Remember: use pnpm, not npm") == "use pnpm, not npm"
+    assert remembered('"remember that the freeze starts Fridays"') == "the freeze starts Fridays"
+    assert remembered('remember "pnpm, not npm"') == "pnpm, not npm"
+    assert remembered('"which service holds our feature flags?"') is None
+    assert remembered("I remember that test") is None
+
+
+def test_a_remember_prompt_and_its_acknowledgement_are_not_flushed_again() -> None:
+    """The fact was stored when the prompt was made: the flush keeps the rest of the session,
+    and a reply that is more than an acknowledgement."""
+    fact = "the deploy freeze starts on Fridays at noon"
+    question = "Why does the checkout test fail on CI?"
+    answer = "The Redis fixture flushes keys between workers."
+    long_reply = ("Noted. Separately, scripts/deploy.sh never checks the calendar, so a deploy "
+                  "started at 11:55 would still run into the freeze window; a guard that reads "
+                  "the release calendar before tagging would catch that, and CI could enforce "
+                  "it too.")
+    turns = [Turn("user", question), Turn("assistant", answer),
+             Turn("user", f'"remember that {fact}"'),
+             Turn("assistant", f"Got it: I'll keep in mind that {fact}."),
+             Turn("user", f"Remember: {fact}"), Turn("assistant", long_reply)]
+    chunks = chunk_turns(turns)
+    assert chunks == [f"User: {question}\nAssistant: {answer}", f"Assistant: {long_reply}"]
+    assert not any(fact in chunk for chunk in chunks)
+    # A quoted question is stored as the words inside the quotes.
+    assert chunk_turns([Turn("user", f'"{question}"'), Turn("assistant", answer)]) == [
+        f"User: {question}\nAssistant: {answer}"]
 
 
 def test_count_in_file_across_read_boundaries(tmp_path: Path) -> None:

@@ -156,6 +156,39 @@ def test_claude_code_runs_on_when_the_service_is_down(tmp_path: Path) -> None:
     assert world.outcomes("UserPromptSubmit") == ["service down"]
 
 
+def test_claude_code_a_remembered_fact_is_injected_once(world: World) -> None:
+    """"remember …" stores a fact; the SessionEnd flush of that session leaves the prompt (and
+    its bare acknowledgement) out, and a later session's block holds the fact once, even beside
+    a chunk that repeats it (a flush from before this rule, or the same words stored twice)."""
+    world.memory_mcp("install", "claude-code", "--project", str(world.project))
+    fact = "the deploy freeze starts on Fridays at noon"
+    with ModelMock() as mock:
+        mock.script({"text": "Noted: the deploy freeze starts on Fridays at noon."})
+        claude(world, mock, f"remember that {fact}")
+        mock.script({"text": REDIS})
+        claude(world, mock, "why does the checkout integration test keep failing on CI?",
+               "--continue")  # SessionEnd flushes the whole session, the "remember" included
+        assert world.outcomes("UserPromptSubmit")[0] == "stored"
+        # The first session had only the "remember" to flush: nothing.
+        assert world.outcomes("SessionEnd") == ["skipped", "stored"]
+        [stored] = world.memories("chat")
+        assert (stored["content"], stored["kind"]) == (fact, "fact")
+        flushed = [m["content"] for m in world.memories("compaction")]
+        assert flushed == ["User: why does the checkout integration test keep failing on CI?\n"
+                           f"Assistant: {REDIS}"], flushed
+        # A chunk that repeats the fact, as a flush stored it before.
+        with world.service.client() as http:  # type: ignore[union-attr]
+            http.post("/ingest", json={"content": f"User: remember that {fact}\nAssistant: "
+                                                  "Noted.", "source": "compaction",
+                                       "project": world.project.name})
+
+        seen = len(mock.requests)
+        claude(world, mock, "when does the deploy freeze start?")  # a new session
+        block = block_in(mock.bodies()[seen])
+    assert block.count("deploy freeze starts on Fridays") == 1, block
+    assert stored["uid"] in block
+
+
 # --- Codex ---------------------------------------------------------------------------------
 
 

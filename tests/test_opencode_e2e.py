@@ -101,8 +101,9 @@ class World:
 
     def opencode(self, prompt: str, *flags: str,
                  timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        # The words go as separate arguments: `opencode run` quotes an argument with spaces.
-        done = subprocess.run([str(OPENCODE), "run", *flags, *prompt.split()], cwd=self.project,
+        # `opencode run "PROMPT"`, one argument as a shell passes it: opencode hands the plugin
+        # `"PROMPT"`, in quotes (each argument holding a space is quoted, `"` in it as `\"`).
+        done = subprocess.run([str(OPENCODE), "run", *flags, prompt], cwd=self.project,
                               env=self.env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
         assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
@@ -184,6 +185,10 @@ def test_recall_reaches_the_model_and_tool_output_is_captured(world: World) -> N
     assert fact["content"] == "the deploy freeze starts on Fridays at noon"
     assert fact["kind"] == "fact"
     assert f"as a memory (uid {fact['uid']})" in system_of(world.agent_calls()[-1])
+    # Quotes the user typed too (`opencode run '"remember that …"'` sends `"\"remember …\""`).
+    world.opencode('"remember that the release branch is cut on Tuesdays"')
+    assert "the release branch is cut on Tuesdays" in [m["content"]
+                                                        for m in world.memories("chat")]
 
 
 def test_compaction_is_flushed_and_comes_back(world: World) -> None:
@@ -211,6 +216,50 @@ def test_compaction_is_flushed_and_comes_back(world: World) -> None:
     events = [(e["event"], e["outcome"]) for e in world.log()]
     assert ("experimental.session.compacting", "stored") in events
     assert events.count((INJECT, "injected")) == 2
+
+
+def test_quoted_prompts_recall_and_a_remembered_fact_is_injected_once(tmp_path: Path) -> None:
+    """BM25 only: a quoted question recalls what its words find; a quoted "remember" is stored
+    once: the compaction flush of its session leaves it out, and a later run's block holds it
+    once, even beside a chunk that repeats it (as a flush stored it before this rule)."""
+    service = start_service(tmp_path / "svc", MEMORY_EMBEDDER="none")
+    try:
+        with ModelMock(aside=title_call) as mock:
+            world = World(tmp_path, service, mock)
+            world.memory_mcp("install", "opencode", "--project", str(world.project))
+            flags = world.store("Feature flags live in the config-service (its flags table), "
+                                "not in LaunchDarkly")
+            world.opencode("which service holds our feature flags?")
+            assert flags in block_in(system_of(world.agent_calls()[-1]))
+            with service.client() as http:
+                [report] = http.get("/api/injections").json()["items"]
+            assert report["query"] == "which service holds our feature flags?"  # no quotes
+
+            fact = "the deploy freeze starts on Fridays at noon"
+            world.mock.script({"text": "Noted."})
+            world.opencode(f"remember that {fact}")
+            # The next prompt of the session compacts it: the flush has the exchange, not the
+            # "remember" and its acknowledgement.
+            world.mock.script({"text": REDIS, "input_tokens": 200_000},
+                              {"text": "Summary: a checkout test was discussed."},
+                              {"text": "Noted."})
+            world.opencode("why does the checkout integration test keep failing on CI?",
+                           "--continue")
+            assert [m["content"] for m in world.memories("compaction")] == [
+                "User: why does the checkout integration test keep failing on CI?\n"
+                f"Assistant: {REDIS}"]
+            with service.client() as http:
+                http.post("/ingest", json={"content": f"User: remember that {fact}\nAssistant: "
+                                           "Noted.", "source": "compaction", "project": PROJECT})
+
+            seen = len(world.mock.requests)
+            world.opencode("when does the deploy freeze start?")
+            [call] = world.agent_calls(seen)
+            block = block_in(system_of(call))
+            [stored] = [m for m in world.memories("chat") if fact in m["content"]]
+    finally:
+        service.stop()
+    assert stored["content"] == fact and block.count(fact) == 1 and stored["uid"] in block, block
 
 
 def timed(world: World, prompt: str, runs: int = 2) -> float:

@@ -20,7 +20,7 @@ import pytest
 from semantic_memory import spool
 from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
-from semantic_memory.harness.transcript import Turn, chunk_turns
+from semantic_memory.harness.transcript import Turn, chunk_turns, remembered, unquote
 from test_service_support import memory_mcp_command, start_service
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
@@ -128,6 +128,11 @@ TEXTS = [
     "line\nline\nline", "  padded  \t\n", "unicode: Grüße, 東京, ภาษาไทย, 🧪🔥 emoji",
     "<semantic-memory>\n<memory uid=\"x\">old</memory>\n</semantic-memory>kept",
     "<system-reminder>hidden</system-reminder> visible", "a\x1cb\x85c\u3000d",
+    # "remember" prompts (left out of a flush, with a reply that only acknowledges them) and
+    # the quotes `opencode run "…"` wraps around a prompt holding a space.
+    "remember that the deploy freeze starts on Fridays at noon", '"Remember: use pnpm, not npm"',
+    '"\\"remember that the staging db listens on 5433\\""', "Noted: the freeze starts Fridays.",
+    '"why does the checkout \\"integration\\" test fail?"', "\u201cremember\u00a0this\u201d",
 ]
 
 
@@ -156,6 +161,20 @@ def test_flush_chunks_match_the_python_chunking() -> None:
                                    for turns in conversations])
     for turns, want, have in zip(conversations, expected, got, strict=True):
         assert have == want, turns
+
+
+def test_prompt_quotes_and_remember_match_the_python_rule() -> None:
+    rng = random.Random(11)
+    wraps = [("", ""), ('"', '"'), (' "', '"\n'), ("\u201c", "\u201d"), ('"', '\\"'),
+             ("remember ", ""), ('"remember that ', '"'), ('"\\"remember: ', '\\""')]
+    prompts = TEXTS + [head + random_text(rng) + tail
+                       for head, tail in (rng.choice(wraps) for _ in range(300))]
+    expected = [[unquote(p), remembered(p)] for p in prompts]
+    assert sum(r is not None for _, r in expected) > 50 and sum(
+        u != p for p, (u, _) in zip(prompts, expected)) > 50
+    got = [node_eval(name, [[p] for p in prompts]) for name in ("unquote", "remembered")]
+    for prompt, want, have in zip(prompts, expected, zip(*got), strict=True):
+        assert list(have) == want, prompt
 
 
 def test_capture_records_match_the_python_records() -> None:

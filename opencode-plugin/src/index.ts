@@ -44,6 +44,6 @@ export default { id: "semantic-memory", server };
 export { MemoryPlugin } from "./memory.js";
 export { loadSettings } from "./settings.js";
 export { detectProject, normaliseRemote } from "./project.js";
-export { chunkTurns, splitText, clean } from "./transcript.js";
+export { chunkTurns, splitText, clean, remembered, unquote } from "./transcript.js";
 export { captureRecord, describeInput } from "./records.js";
 export { appendSpool } from "./spool.js";

@@ -42,7 +42,7 @@ import { captureRecord } from "./records.js";
 import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
 import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
-import { chunkTurns } from "./transcript.js";
+import { chunkTurns, remembered, unquote } from "./transcript.js";
 
 export const HARNESS = "opencode";
 /** The opencode hooks, by action: the `event` of hook log lines and injection reports. */
@@ -67,9 +67,6 @@ export const SPOOL_MARGIN_MS = 150;
 export const START_WAIT_MS = 20_000;
 /** Sessions whose state is kept (the least recently used go first). */
 export const MAX_SESSIONS = 200;
-
-// adapter.py _REMEMBER
-const REMEMBER = /^\s*remember\b[\s:,.-]*(?:that\s+)?(?<rest>.+)$/is;
 
 interface SessionState {
   /** Compactions of this session seen by this process: each starts a new context. */
@@ -214,9 +211,9 @@ export class MemoryPlugin {
     const text = conversationText(parts);
     if (!text.trim()) return;
     const state = this.state(sessionID);
-    state.prompt = text;
-    const match = REMEMBER.exec(text);
-    if (match) await this.remember(sessionID, state, strip(match.groups?.["rest"] ?? ""));
+    state.prompt = unquote(text); // `opencode run "…"` wraps a prompt holding a space in quotes
+    const fact = remembered(text);
+    if (fact !== null) await this.remember(sessionID, state, fact);
   }
 
   /**
@@ -234,7 +231,7 @@ export class MemoryPlugin {
     }
     // After a compaction the prompt may be summarised away; the last one seen stays the query.
     const text = latestUserText(messages);
-    if (text !== null) state.prompt = text;
+    if (text !== null) state.prompt = unquote(text);
   }
 
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
@@ -247,7 +244,7 @@ export class MemoryPlugin {
     const state = this.state(sessionID);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
-    if (query && !REMEMBER.test(query) && state.recalled !== `${key}\n${query}`) {
+    if (query && remembered(query) === null && state.recalled !== `${key}\n${query}`) {
       state.recalled = `${key}\n${query}`; // a turn's later calls (tool steps) reuse the answer
       await this.inject(key, state, query);
     }

@@ -6,7 +6,7 @@
  */
 
 /** The characters Python's `str.isspace()` is true for (what `split()` and `strip()` use). */
-const SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+export const SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 const LEADING = new RegExp(`^[${SPACE}]+`);
 const TRAILING = new RegExp(`[${SPACE}]+$`);
 const RUNS = new RegExp(`[${SPACE}]+`);

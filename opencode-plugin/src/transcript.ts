@@ -6,7 +6,7 @@
  * same memories and the service's exact-content dedup refreshes them instead of adding copies.
  */
 
-import { length, rfind, rstrip, slice, strip, words } from "./text.js";
+import { SPACE, length, rfind, rstrip, slice, strip, words } from "./text.js";
 
 /** Longest memory a flush writes, in characters. */
 export const CHUNK_CHARS = 1200;
@@ -15,10 +15,28 @@ export const MIN_CHUNK_CHARS = 40;
 /** The question heading the later pieces of a long exchange. */
 export const HEAD_CHARS = 160;
 
+/** A reply to a "remember" prompt with at most this many words that are not the fact's is only its acknowledgement. */
+export const ACK_WORDS = 20;
+
 export interface Turn {
   role: "user" | "assistant";
   text: string;
 }
+
+/**
+ * A prompt asking to store something: "remember …", "Remember: …", "remember that …"
+ * (transcript.py REMEMBER; whitespace and word characters as Python's `\s` and `\w` see them).
+ */
+const REMEMBER = new RegExp(
+  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])[${SPACE}:,.-]*(?:that[${SPACE}]+)?(?<rest>[\\s\\S]+)$`,
+  "iu",
+);
+// A whole text in double quotes: how `opencode run` passes an argument holding a space
+// (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it.
+const WRAPPED = new RegExp(
+  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201c(?<curly>[^\u201c\u201d]*)\u201d)[${SPACE}]*$`,
+);
+const WORD = /[\p{L}\p{N}]+/gu;
 
 // Blocks that are not the conversation: injected memories (never stored again), reminders,
 // slash-command wrappers, hook output, environment and instruction preambles.
@@ -35,11 +53,49 @@ export function clean(text: string): string {
   return strip(text.replace(NOT_CONVERSATION, ""));
 }
 
-/** [user text, assistant text] per exchange; replies before any user message form their own. */
+/**
+ * `text` without the double quotes wrapped around all of it (any number of times: `opencode
+ * run '"remember that …"'` wraps the typed quotes once more); anything else as it is. The
+ * quotes are not the prompt: "remember" detection and recall see the words inside.
+ */
+export function unquote(text: string): string {
+  for (;;) {
+    const found = WRAPPED.exec(text);
+    if (found === null) return text;
+    const escaped = found.groups?.["escaped"];
+    const inner = escaped !== undefined ? escaped.replaceAll('\\"', '"') : (found.groups?.["curly"] ?? "");
+    if (!strip(inner)) return text;
+    text = inner;
+  }
+}
+
+/** What a "remember …" prompt asks to store (null for any other prompt). */
+export function remembered(prompt: string): string | null {
+  const found = REMEMBER.exec(unquote(prompt));
+  return found ? strip(unquote(found.groups?.["rest"] ?? "")) : null;
+}
+
+/** Lowercased runs of letters and digits. */
+function wordsOf(text: string): string[] {
+  return text.toLowerCase().match(WORD) ?? [];
+}
+
+/** How many distinct words of `text` are not in `known`. */
+function newWords(text: string, known: ReadonlySet<string>): number {
+  return new Set(wordsOf(text).filter((word) => !known.has(word))).size;
+}
+
+/**
+ * [user text, assistant text] per exchange; replies before any user message form their own. A
+ * prompt's wrapping quotes go (`unquote`). A "remember …" prompt was stored as a fact when it was
+ * made: it is left out, and so are the replies that only acknowledge it (`ACK_WORDS`); a longer
+ * reply to it is an exchange of its own.
+ */
 export function exchanges(turns: Iterable<Turn>): [string, string][] {
   const out: [string, string][] = [];
   let user: string[] = [];
   let reply: string[] = [];
+  let fact: Set<string> | null = null; // the words of the latest prompt's fact, if it was one
   for (const turn of turns) {
     const text = clean(turn.text);
     if (!text) continue;
@@ -49,8 +105,10 @@ export function exchanges(turns: Iterable<Turn>): [string, string][] {
         user = [];
         reply = [];
       }
-      user.push(text);
-    } else {
+      const asked = remembered(text);
+      fact = asked === null ? null : new Set(wordsOf(asked));
+      if (fact === null) user.push(strip(unquote(text)));
+    } else if (fact === null || newWords(text, fact) > ACK_WORDS) {
       reply.push(text);
     }
   }
@@ -58,7 +116,10 @@ export function exchanges(turns: Iterable<Turn>): [string, string][] {
   return out;
 }
 
-/** The memories a flush stores for these turns, oldest first, without repeats. */
+/**
+ * The memories a flush stores for these turns, oldest first, without repeats (and without what
+ * "remember" prompts stored already: `exchanges`).
+ */
 export function chunkTurns(turns: Iterable<Turn>, maxChars = CHUNK_CHARS): string[] {
   const chunks = new Set<string>();
   for (const [user, reply] of exchanges(turns)) {

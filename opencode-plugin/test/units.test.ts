@@ -17,7 +17,7 @@ import { MAX_LOG_BYTES, record } from "../src/outcomes.js";
 import { normaliseRemote } from "../src/project.js";
 import { CAPTURE_CHARS, captureRecord, describeInput } from "../src/records.js";
 import { discoveryPath, hookLogPath, loadSettings } from "../src/settings.js";
-import { chunkTurns, clean, splitText } from "../src/transcript.js";
+import { chunkTurns, clean, remembered, splitText, unquote } from "../src/transcript.js";
 import { closedPort, hangingServer, removeDir, tempDir } from "./support.js";
 
 describe("settings", () => {
@@ -181,6 +181,31 @@ describe("chunking", () => {
     for (const chunk of chunks.slice(1)) assert.ok(chunk.startsWith("(User asked: how do we fix the flaky checkout test?)\n"));
     assert.deepEqual(chunkTurns([{ role: "user", text: "how do we fix the flaky checkout test?" }, { role: "assistant", text: answer }]), chunks);
     assert.deepEqual(splitText("aaaa bbbb cccc", 9), ["aaaa bbbb", "cccc"]);
+  });
+
+  test("a 'remember' prompt and its bare acknowledgement are not flushed again", () => {
+    const fact = "the deploy freeze starts on Fridays at noon";
+    const chunks = chunkTurns([
+      { role: "user", text: '"why does the checkout integration test keep failing on CI?"' },
+      { role: "assistant", text: "The Redis fixture flushes keys." },
+      { role: "user", text: `"remember that ${fact}"` },
+      { role: "assistant", text: `Noted: ${fact}.` },
+    ]);
+    assert.deepEqual(chunks, [
+      "User: why does the checkout integration test keep failing on CI?\nAssistant: The Redis fixture flushes keys.",
+    ]);
+  });
+});
+
+describe("prompts", () => {
+  test("the quotes `opencode run` wraps around a prompt are not the prompt", () => {
+    // `opencode run "remember that …"` and `opencode run '"remember that …"'`
+    assert.equal(unquote('"remember that the freeze starts Fridays"'), "remember that the freeze starts Fridays");
+    assert.equal(unquote('"\\"remember that the freeze starts Fridays\\""'), "remember that the freeze starts Fridays");
+    assert.equal(unquote('"deploy" and "rollback"'), '"deploy" and "rollback"');
+    assert.equal(remembered('"remember that the freeze starts Fridays"'), "the freeze starts Fridays");
+    assert.equal(remembered('"Remember: use pnpm, not npm"'), "use pnpm, not npm");
+    assert.equal(remembered('"which service holds our feature flags?"'), null);
   });
 });
 

@@ -16,7 +16,6 @@ translates. Every run ends in one outcome (`HookCall.done`) that the runner logs
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,6 +34,8 @@ from .transcript import (
     last_user_text,
     read_jsonl,
     read_jsonl_reversed,
+    remembered,
+    unquote,
 )
 
 if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import it
@@ -47,8 +48,6 @@ CAPTURE_CHARS = 2_000
 #: Compaction chunks per /ingest request, and at most this many per flush (the newest).
 FLUSH_BATCH = 500
 FLUSH_MAX = 5_000
-
-_REMEMBER = re.compile(r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", re.I | re.S)
 
 
 @dataclass
@@ -236,10 +235,10 @@ class HarnessAdapter:
         if not prompt or not prompt.strip():
             call.done("skipped", "empty prompt")
             return ""
-        remembered = _REMEMBER.match(prompt)
-        if remembered:
-            return self.remember(call, remembered.group("rest").strip())
-        return self.inject(call, prompt)
+        fact = remembered(prompt)  # the words inside any quotes wrapped around the prompt
+        if fact is not None:
+            return self.remember(call, fact)
+        return self.inject(call, unquote(prompt))
 
     def on_compact(self, call: HookCall) -> str:
         self.flush(call, self.compacted_turns(call.payload))

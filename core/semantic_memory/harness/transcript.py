@@ -35,6 +35,19 @@ _NOT_CONVERSATION = re.compile(
 )
 
 
+#: A prompt asking to store something: "remember …", "Remember: …", "remember that …".
+REMEMBER = re.compile(r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", re.I | re.S)
+#: A reply to a "remember" prompt with at most this many words that are not the fact's is only
+#: its acknowledgement ("Noted.", "Got it: the freeze starts Fridays at noon."): not stored.
+ACK_WORDS = 20
+
+# A whole text in double quotes: how `opencode run` passes an argument holding a space
+# (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it.
+_WRAPPED = re.compile(
+    r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d)\s*', re.S)
+_WORD = re.compile(r"[^\W_]+")
+
+
 @dataclass(frozen=True)
 class Turn:
     role: str  # "user" or "assistant"
@@ -44,6 +57,30 @@ class Turn:
 def clean(text: str) -> str:
     """The conversation text without injected or harness-generated blocks."""
     return _NOT_CONVERSATION.sub("", text).strip()
+
+
+def unquote(text: str) -> str:
+    """`text` without the double quotes wrapped around all of it (any number of times: `opencode
+    run '"remember that …"'` wraps the typed quotes once more); anything else as it is. The
+    quotes are not the prompt: "remember" detection and recall see the words inside."""
+    while (found := _WRAPPED.fullmatch(text)) is not None:
+        escaped = found.group("escaped")
+        inner = escaped.replace('\\"', '"') if escaped is not None else found.group("curly")
+        if not inner.strip():
+            break
+        text = inner
+    return text
+
+
+def remembered(prompt: str) -> str | None:
+    """What a "remember …" prompt asks to store (None for any other prompt)."""
+    found = REMEMBER.match(unquote(prompt))
+    return unquote(found.group("rest")).strip() if found else None
+
+
+def _words(text: str) -> list[str]:
+    """Lowercased runs of letters and digits."""
+    return _WORD.findall(text.lower())
 
 
 def read_jsonl(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
@@ -156,10 +193,13 @@ def last_user_text(turns: Iterable[Turn]) -> str | None:
 
 def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
     """(user text, assistant text) per exchange; assistant text before any user message
-    forms an exchange of its own."""
+    forms an exchange of its own. A prompt's wrapping quotes go (`unquote`). A "remember …"
+    prompt was stored as a fact when it was made: it is left out, and so are the replies that
+    only acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own."""
     out: list[tuple[str, str]] = []
     user: list[str] = []
     reply: list[str] = []
+    fact: set[str] | None = None  # the words of the latest prompt's fact, if it was one
     for turn in turns:
         text = clean(turn.text)
         if not text:
@@ -168,8 +208,11 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
             if reply:
                 out.append(("\n\n".join(user), "\n\n".join(reply)))
                 user, reply = [], []
-            user.append(text)
-        else:
+            asked = remembered(text)
+            fact = None if asked is None else set(_words(asked))
+            if fact is None:
+                user.append(unquote(text).strip())
+        elif fact is None or len(set(_words(text)) - fact) > ACK_WORDS:
             reply.append(text)
     if user or reply:
         out.append(("\n\n".join(user), "\n\n".join(reply)))
@@ -177,7 +220,8 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
 
 
 def chunk_turns(turns: Iterable[Turn], max_chars: int = CHUNK_CHARS) -> list[str]:
-    """The memories a flush stores for these turns, oldest first, without repeats."""
+    """The memories a flush stores for these turns, oldest first, without repeats (and
+    without what "remember" prompts stored already: `exchanges`)."""
     chunks: dict[str, None] = {}
     for user, reply in exchanges(turns):
         for chunk in _chunk_exchange(user, reply, max_chars):

@@ -55,8 +55,9 @@ def warm_up(engine: MemoryEngine) -> None:
         for query in WARM_UP_QUERIES:
             hits = engine.recall(query, 10, relevant_only=True)
             engine.injection_block(query, hits, 2_000)
-    except Exception:  # noqa: BLE001 - a failed warm-up only means a slower first request
-        log.exception("the warm-up recall failed; serving anyway")
+    except Exception as exc:  # noqa: BLE001 - a failed warm-up only means a slower first request
+        log.warning("the warm-up recall failed (%s); serving anyway", str(exc).splitlines()[0]
+                    if str(exc) else type(exc).__name__)
 
 
 async def first_of(*events: anyio.Event) -> None:
