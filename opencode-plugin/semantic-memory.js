@@ -488,6 +488,15 @@ function rfind(text2, sub) {
 var CHUNK_CHARS = 1200;
 var MIN_CHUNK_CHARS = 40;
 var HEAD_CHARS = 160;
+var ACK_WORDS = 20;
+var REMEMBER = new RegExp(
+  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])[${SPACE}:,.-]*(?:that[${SPACE}]+)?(?<rest>[\\s\\S]+)$`,
+  "iu"
+);
+var WRAPPED = new RegExp(
+  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201C(?<curly>[^\u201C\u201D]*)\u201D)[${SPACE}]*$`
+);
+var WORD = /[\p{L}\p{N}]+/gu;
 var NOT_CONVERSATION = new RegExp(
   "<(semantic-memory|system-reminder|command-name|command-message|command-args|local-command-stdout|local-command-stderr|local-command-caveat|hook_result|environment_context|user_instructions|skills_instructions)\\b[^>]*>[\\s\\S]*?</\\1\\s*>",
   "gi"
@@ -495,10 +504,31 @@ var NOT_CONVERSATION = new RegExp(
 function clean(text2) {
   return strip(text2.replace(NOT_CONVERSATION, ""));
 }
+function unquote(text2) {
+  for (; ; ) {
+    const found = WRAPPED.exec(text2);
+    if (found === null) return text2;
+    const escaped = found.groups?.["escaped"];
+    const inner = escaped !== void 0 ? escaped.replaceAll('\\"', '"') : found.groups?.["curly"] ?? "";
+    if (!strip(inner)) return text2;
+    text2 = inner;
+  }
+}
+function remembered(prompt) {
+  const found = REMEMBER.exec(unquote(prompt));
+  return found ? strip(unquote(found.groups?.["rest"] ?? "")) : null;
+}
+function wordsOf(text2) {
+  return text2.toLowerCase().match(WORD) ?? [];
+}
+function newWords(text2, known) {
+  return new Set(wordsOf(text2).filter((word) => !known.has(word))).size;
+}
 function exchanges(turns) {
   const out = [];
   let user = [];
   let reply = [];
+  let fact = null;
   for (const turn of turns) {
     const text2 = clean(turn.text);
     if (!text2) continue;
@@ -508,8 +538,10 @@ function exchanges(turns) {
         user = [];
         reply = [];
       }
-      user.push(text2);
-    } else {
+      const asked = remembered(text2);
+      fact = asked === null ? null : new Set(wordsOf(asked));
+      if (fact === null) user.push(strip(unquote(text2)));
+    } else if (fact === null || newWords(text2, fact) > ACK_WORDS) {
       reply.push(text2);
     }
   }
@@ -979,7 +1011,6 @@ var FLUSH_MAX = 5e3;
 var SPOOL_MARGIN_MS = 150;
 var START_WAIT_MS = 2e4;
 var MAX_SESSIONS = 200;
-var REMEMBER = /^\s*remember\b[\s:,.-]*(?:that\s+)?(?<rest>.+)$/is;
 var inFlight = /* @__PURE__ */ new Map();
 var exitGuard = false;
 function spoolInFlight() {
@@ -1089,9 +1120,9 @@ var MemoryPlugin = class {
     const text2 = conversationText(parts);
     if (!text2.trim()) return;
     const state = this.state(sessionID);
-    state.prompt = text2;
-    const match = REMEMBER.exec(text2);
-    if (match) await this.remember(sessionID, state, strip(match.groups?.["rest"] ?? ""));
+    state.prompt = unquote(text2);
+    const fact = remembered(text2);
+    if (fact !== null) await this.remember(sessionID, state, fact);
   }
   /**
    * `experimental.chat.messages.transform`: runs before each agent call with the session's
@@ -1107,7 +1138,7 @@ var MemoryPlugin = class {
       return;
     }
     const text2 = latestUserText(messages);
-    if (text2 !== null) state.prompt = text2;
+    if (text2 !== null) state.prompt = unquote(text2);
   }
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
   async systemTransform(sessionID, system) {
@@ -1119,7 +1150,7 @@ var MemoryPlugin = class {
     const state = this.state(sessionID);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
-    if (query && !REMEMBER.test(query) && state.recalled !== `${key}
+    if (query && remembered(query) === null && state.recalled !== `${key}
 ${query}`) {
       state.recalled = `${key}
 ${query}`;
@@ -1500,6 +1531,8 @@ export {
   detectProject,
   loadSettings,
   normaliseRemote,
+  remembered,
   server,
-  splitText
+  splitText,
+  unquote
 };
