@@ -26,7 +26,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import sys
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .textnorm import fold_lines, strip_format_chars
@@ -275,62 +277,189 @@ _EXFILTRATION = [
 ]
 
 
+class _Pattern:
+    """A regex whose leading `\\b` is checked on each match instead of by `re`: without it
+    `re` can skip ahead to the pattern's possible first characters (measured: 3-4 times
+    faster on ordinary text), with it `re` tries every position."""
+
+    __slots__ = ("bounded", "regex")
+
+    def __init__(self, source: str) -> None:
+        self.bounded = source.startswith(r"\b")
+        self.regex = re.compile(source[2:] if self.bounded else source)
+
+    def finditer(self, text: str, pos: int = 0,
+                 endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        for m in self.regex.finditer(text, pos, endpos):
+            before = text[m.start() - 1] if m.start() else " "
+            if not (self.bounded and (before.isalnum() or before == "_")):
+                yield m
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return next(self.finditer(text, pos, endpos), None)
+
+
 @dataclass(frozen=True)
 class _Family:
-    """Patterns that run only if one of `needles` occurs in the folded text."""
+    """Patterns that run only if one of `needles` occurs in the folded text, and one of `also`
+    when given: a substring test costs a fraction of a regex scan (a pattern that starts with
+    `\\b` or an alternation gets no literal-prefix search from `re`), and most text holds
+    none of a family's needles. Every match of a pattern contains a needle of each set."""
 
     needles: tuple[str, ...]
-    patterns: tuple[re.Pattern[str], ...]
+    also: tuple[str, ...]
+    patterns: tuple[_Pattern, ...]
+
+    def gate(self, folded: str) -> bool:
+        contains = folded.__contains__  # map() keeps the loop in C
+        return any(map(contains, self.needles)) and (not self.also
+                                                     or any(map(contains, self.also)))
+
+    def matches(self, folded: str) -> bool:
+        return self.gate(folded) and any(p.search(folded) for p in self.patterns)
+
+    def finditer(self, folded: str) -> Iterator[re.Match[str]]:
+        if self.gate(folded):
+            for pattern in self.patterns:
+                yield from pattern.finditer(folded)
 
 
-def _family(needles: tuple[str, ...], *patterns: str) -> _Family:
-    return _Family(needles, tuple(re.compile(p) for p in patterns))
+def _family(needles: tuple[str, ...], *patterns: str, also: tuple[str, ...] = ()) -> _Family:
+    return _Family(needles, also, tuple(_Pattern(p) for p in patterns))
 
 
+_SECRET_NEEDLES = ("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", ".aws", "/etc/", "netrc",
+                   "npmrc", "pypirc", "git-credentials", ".docker", ".kube", "gnupg", ".env")
+_AGENT_NEEDLES = ("ai", "llm", "model", "assistant", "agent", "chatbot", "claude", "chatgpt",
+                  "copilot", "gemini")
+_ES_PT_VERBS = ("ignor", "olvid", "omit", "descart", "desconsider", "dimentic", "esqueç",
+                "esquec", "caso omiso", "no sigas", "não siga")
+_CJK_SEND = ("发送", "发给", "發送", "上传", "上傳", "送信", "送って", "アップロード", "보내", "전송",
+             "업로드")
+_L, _P, _R = _OTHER_LANGUAGES, _OTHER_LANGUAGE_PERSONA, _ROLE_MARKERS
 FAMILIES = (
     _family(("ignore", "disregard", "forget", "override", "bypass", "skip", "discard", "dismiss",
-             "abandon", "neglect", "follow", "aside"), _OVERRIDE),
+             "abandon", "neglect", "follow", "aside"), _OVERRIDE,
+            also=("instruction", "direction", "directive", "guideline", "rule", "context",
+                  "prompt", "command", "order", "guidance", "message", "constraint",
+                  "restriction", "conversation", "programming", "training", "policies",
+                  "safeguard", "above", "before this", "so far", "until now", "up to now",
+                  "earlier", "previously", "told", "given", "instructed", "said", "written")),
     _family(("your new", "your real", "your actual", "your updated", "your true"), _NEW_ORDERS),
-    _family((  # their nouns, rarer in ordinary text than their verbs
-        "指令", "指示", "提示", "说明", "說明", "规则", "規則", "命令", "设定", "設定", "要求",
-        "ルール", "プロンプト", "instruc", "indicac", "órdenes", "reglas", "directrices",
-        "instruç", "regras", "orientaç", "istruzioni", "regole", "consignes", "directives",
-        "règles", "indications", "ordres", "anweisung", "instruktion", "befehl", "regeln",
-        "vorgaben", "richtlinien", "anordnung", "инструкц", "указани", "правил", "команд",
-        "директив", "установк", "распоряжени", "지시", "지침", "명령", "규칙", "프롬프트", "설정",
-        "안내", "todo lo", "tudo", "tout ce qui", "alles", "вс",
-    ), *_OTHER_LANGUAGES),
-    _family(("ahora", "agora", "maintenant", "désormais", "dorénavant", "jetzt", "sofort",
-             "nun an", "du bist", "отныне", "момента", "теперь", "现在", "現在", "今以", "今から",
-             "これから", "これ以降", "以後", "지금부터", "이제부터", "앞으로", "sistema", "système",
-             "systeme", "system", "системн", "系统", "系統", "システム", "시스템"),
-            *_OTHER_LANGUAGE_PERSONA),
-    _family(("<|", "[inst", "[/inst", "sys", "im_start", "im_end", "_of_turn", "##",
-             "developer", "admin"), *_ROLE_MARKERS),
+    # Other languages, one family per language and ask.
+    _family(("忽略", "无视", "無視", "忽视", "忽視", "理会", "理會", "忘记", "忘記", "忘掉", "跳过",
+             "跳過", "绕过", "繞過"), _L[0]),
+    _family(("無視", "忘れ"), _L[1]),
+    _family(("무시", "잊어", "잊고", "따르지"), _L[2]),
+    _family(_ES_PT_VERBS, _L[3], _L[4],
+            also=("instruc", "indicac", "órdenes", "reglas", "directrices", "instruç", "regras",
+                  "orientaç", "istruzioni", "regole")),
+    _family(("tudo",), _L[5], also=("olvid", "ignor", "esqueç", "esquec")),
+    _family(("todo lo",), _L[6], also=("olvid", "ignor")),
+    _family(("ignore", "oublie", "néglige", "pas compte"), _L[7], _L[8],
+            also=("instructions", "consignes", "directives", "règles", "indications", "ordres")),
+    _family(("tout ce qui",), _L[9], also=("oublie", "ignore")),
+    _family(("ignorier", "vergiss", "vergesst", "vergessen sie", "missacht", "übergeh",
+             "überspring"), _L[10],
+            also=("anweisung", "instruktion", "befehl", "regeln", "vorgaben", "richtlinien",
+                  "anordnung")),
+    _family(("vorherig", "vorangegangen", "bisherig", "obig"), _L[11],
+            also=("ignorier", "vergess", "missacht")),
+    _family(("alles",), _L[12], also=("vergiss", "vergesst", "ignorier")),
+    _family(("игнорир", "забудь", "забудьте", "пренебреги", "отбрось", "не обращай"), _L[13],
+            also=("инструкц", "указани", "правил", "команд", "директив", "установк",
+                  "распоряжени")),
+    _family(("забудь", "игнорируй"), _L[14], also=("все", "всё")),
+    _family(("ahora",), _P[0]),
+    _family(("agora", "doravante"), _P[1]),
+    _family(("maintenant", "désormais", "dorénavant"), _P[2]),
+    _family(("tu es",), _P[3]),
+    _family(("ab jetzt", "ab sofort", "von nun an"), _P[4]),
+    _family(("du bist",), _P[5]),
+    _family(("отныне", "с этого момента", "теперь"), _P[6]),
+    _family(("从现在", "從現在", "从今以后", "從今以後"), _P[7]),
+    _family(("今から", "これから", "これ以降", "以後"), _P[8]),
+    _family(("지금부터", "이제부터", "앞으로"), _P[9]),
+    _family(("sistema",), _P[10], _P[13]),
+    _family(("système", "systeme"), _P[11]),
+    _family(("systemprompt", "system-prompt", "systemnachricht", "systemanweisung"), _P[12]),
+    _family(("системн",), _P[14]),
+    _family(("系统", "系統"), _P[15]),
+    _family(("システムプロンプト",), _P[16]),
+    _family(("시스템",), _P[17]),
+    # Chat-template role markers and fake system headers.
+    _family(("<|",), _R[0]),
+    _family(("[inst", "[/inst"), _R[1]),
+    _family(("<<",), _R[2]),
+    _family(("system", "im_start", "im_end", "_of_turn"), _R[3], also=("<",)),
+    _family(("##",), _R[4]),
+    _family(("system", "developer", "admin"), _R[5],
+            also=("prompt", "message", "instruction", "override")),
+    _family(("system prompt", "system message", "system instruction"), _R[6], _R[7]),
     _family(("function", "tool_", "invoke", "parameter", "python_tag", "plugin"),
             *_TOOL_MARKUP),
-    _family(("you are now", "you're now", "from now on", "pretend", "act as", "behave as",
-             "respond as", "roleplay", "role-play", "anything now", "mode on", "mode enabled",
-             "mode activated"), *_PERSONA),
+    # Persona switches.
+    _family(("you are now", "you're now"), _PERSONA[0]),
+    _family(("from now on",), _PERSONA[1]),
+    _family(("pretend",), _PERSONA[2], _PERSONA[3]),
+    _family(("act as", "behave as", "respond as", "play as"), _PERSONA[4], _PERSONA[5]),
+    _family(("anything now",), _PERSONA[6]),
+    _family(("mode enabled", "mode activated", "mode on"), _PERSONA[7]),
     _family(("silently", "secretly", "quietly", "covertly", "without telling",
              "without informing", "without notifying", "without alerting"), *_SECRECY),
-    _family((" ai", "llm", "model", "assistant", "agent", "chatbot", "claude", "chatgpt",
-             "copilot", "gemini"), *_ADDRESSED),  # each pattern names the agent
-    _family(("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", "credentials", "/etc/",
-             "netrc", "npmrc", "pypirc", ".env", "secrets", "passwords", "api keys", "tokens",
-             "private keys", "environment variables", "env vars", "system prompt", "history",
-             "system message", "instructions", "initial prompt", "hidden prompt",
-             "developer message", "prompt above", "rules", ".kube", ".docker", ".gnupg"),
-            *_EXFILTRATION),
+    # Text addressed to the agent (each pattern names it).
+    _family(("attention", "hey", "dear", "note to", "message to", "instruction"), _ADDRESSED[0],
+            also=_AGENT_NEEDLES),
+    _family(("assistant", "agent", "model"), _ADDRESSED[1], _ADDRESSED[2], also=("ai", "llm")),
+    _family(("if you're", "if you are"), _ADDRESSED[3], also=_AGENT_NEEDLES),
+    _family(("important", "urgent", "notice", "reminder", "attention", "note"), _ADDRESSED[4],
+            also=_AGENT_NEEDLES),
+    _family(("reading this", "processing this", "summarizing this", "summarising this"),
+            _ADDRESSED[5]),
+    # Exfiltration asks.
+    _family(("send", "post", "upload", "exfiltrate", "transmit", "forward", "email", "mail",
+             "leak", "beam", "curl", "wget"), _EXFILTRATION[0],
+            also=(*_SECRET_NEEDLES, "contents of", "secrets", "credentials", "passwords",
+                  "api keys", "tokens", "private keys", "environment variables", "env vars",
+                  "ssh keys", "system prompt", "history")),
+    _family(("reveal", "disclose", "leak", "dump", "exfiltrate", "recite"), _EXFILTRATION[1],
+            also=("system", "hidden", "initial", "original", "developer", "above")),
+    _family(("your",), _EXFILTRATION[2],
+            also=("system prompt", "system message", "instructions", "initial prompt",
+                  "hidden prompt", "developer message", "rules")),
+    _family(_SECRET_NEEDLES, _EXFILTRATION[3],
+            also=("envía", "envia", "envie", "envíe", "manda", "mande", "sube", "suba", "envoie",
+                  "envoyez", "transmet", "téléverse", "sende", "schick", "übertrag", "отправ",
+                  "перешли", "загрузи", *_CJK_SEND)),
+    _family(_CJK_SEND, _EXFILTRATION[4], also=_SECRET_NEEDLES),
 )
 
 
+def _keys(needles: set[str]) -> tuple[str, ...]:
+    """The fewest needles such that every needle contains one of them ("ignor" stands for
+    "ignore", "ignorier", …): one presence pass over these finds every family worth a look."""
+    keys: list[str] = []
+    for needle in sorted(needles, key=len):
+        if not any(k in needle for k in keys):
+            keys.append(needle)
+    return tuple(keys)
+
+
+_KEYS = _keys({n for family in FAMILIES for n in family.needles})
+#: For each family, the keys its needles contain.
+_FAMILY_KEYS = tuple(frozenset(k for k in _KEYS if any(k in n for n in family.needles))
+                     for family in FAMILIES)
+
+
+_ASCII_KEYS = tuple(k for k in _KEYS if k.isascii())
+
+
 def _families_match(folded: str) -> bool:
-    return any(
-        any(p.search(folded) for p in family.patterns)
-        for family in FAMILIES
-        if any(needle in folded for needle in family.needles)
-    )
+    # One pass over the keys, in C (an ASCII text can hold no other key).
+    present = set(filter(folded.__contains__, _ASCII_KEYS if folded.isascii() else _KEYS))
+    return bool(present) and any(
+        family.matches(folded) for family, keys in zip(FAMILIES, _FAMILY_KEYS, strict=True)
+        if not present.isdisjoint(keys))
 
 
 # --- forged turns: a role label or a system heading, then an instruction --------------------
@@ -440,7 +569,7 @@ _NEGATED = re.compile(
     r"\b(?:never|don't|do not|dont|must not|mustn't|shouldn't|should not|avoid|not to|no need"
     r" to|careful|warning|dangerous|accidentally|would|could|nobody|no one)\b[^.!?\n]{0,40}$")
 #: Cues that the text asks its reader to act now, unasked, or in secret.
-_URGENCY = re.compile(
+_URGENCY = _Pattern(
     r"\b(?:always|every time|each time|at the (?:start|beginning) of (?:every|each|the|a)"
     r" (?:session|task|run|conversation)|before (?:answering|responding|replying|continuing"
     r"|proceeding|doing anything|anything else|any other|you (?:answer|respond|reply|continue"
@@ -448,7 +577,8 @@ _URGENCY = re.compile(
     r"|notifying|review|approval)|silently|quietly|secretly|immediately|right now|mandatory"
     r"|required step|(?:do not|don't) (?:tell|mention|inform|notify|ask)|the user (?:must not"
     r"|should not|won't|will not|doesn't need to) (?:know|notice|see)"
-    rf"|you (?:must|have to|need to|are required to)|{_AGENT}s?)\b")
+    r"|you (?:must|have to|need to|are required to)|ai|llm|model|assistant|agent|chatbot|claude"
+    r"|chatgpt|copilot|gemini)s?\b")  # each branch opens with a letter: `re` can skip ahead
 _LEAD_WORDS = (r"please|now|then|first|next|also|just|and|finally|always|you (?:must|should|need to"
                r"|have to|will)|make sure to|make sure you|don't forget to|remember to")
 _ADVERBS = r"(?:(?:quietly|silently|now|just|also|then|immediately|simply|secretly) )*"
@@ -458,7 +588,26 @@ _RUN_LEAD = re.compile(
     rf"{_ADVERBS}(?:run|execute|exec|type|paste|invoke|launch|perform|enter|call)\b"
     r"[\s:`'\"$]*(?:sudo\s+)?$")
 #: A sentence that starts with the verb itself ("Delete the .git directory …").
-_VERB_LEAD = re.compile(rf"(?:^\s*|[.!?:;,>\-*\n]\s*|\b(?:{_LEAD_WORDS})\s+){_ADVERBS}$")
+_LEADERS = ("please", "now", "then", "first", "next", "also", "just", "and", "finally", "always",
+            "you must", "you should", "you need to", "you have to", "you will", "make sure to",
+            "make sure you", "don't forget to", "remember to")
+_ADVERB_WORDS = frozenset(("quietly", "silently", "now", "just", "also", "then", "immediately",
+                           "simply", "secretly"))
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether the verb at `start` opens a sentence or follows "please", "then", "you must" …
+    (adverbs in between are skipped): "Next, quietly disable …", not "we disable …"."""
+    head = text[max(0, start - 60):start].rstrip()
+    while head:
+        rest, _, last = head.rpartition(" ")
+        if last not in _ADVERB_WORDS:
+            break
+        head = rest.rstrip()
+    if not head or head[-1] in ".!?:;,>-*\n":
+        return True
+    return any(head.endswith(w) and (len(head) == len(w) or not head[-len(w) - 1].isalnum())
+               for w in _LEADERS)
 _SINK = re.compile(
     r"\b(?:in|into|to|on|at|via)\b (?:your |the |a |this )?(?:reply|answer|response|output"
     r"|pr|pull request|issue|comment|chat|gist|pastebin|public|channel|webhook)\b|https?://"
@@ -466,54 +615,64 @@ _SINK = re.compile(
 _EXFIL_VERBS = re.compile(
     r"(?<![\w-])(?:(send|post|upload|exfiltrate|transmit|forward|email|e-mail|leak|beam)"
     r"|(copy|paste|attach|include|share|print|cat|dump|output|show|read out))(?![\w-])")
-_CATASTROPHIC_NEEDLES = ("rm ", "mkfs", "dd ", ":()", "chmod", "/dev/tcp", "nc ", "ncat",
-                         "netcat", "socat", "curl", "wget", "authorized_keys")
+_SENDERS = ("curl", "wget", "nc ", "ncat", "netcat", "openssl", "telnet")
+_KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ssh-dss", "ecdsa-sha2")
+_RM_RF = r"rm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* "
 # Catastrophic whatever the framing (unless negated): wiping home or root, reverse shells,
 # secrets piped to the network, a foreign SSH key planted.
-_CATASTROPHIC = re.compile(
-    r"\brm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* (?:--no-preserve-root )?"
-    r"(?:/|/\*|~|~/|~/\*|\$home/?|\$\{home\}/?|--no-preserve-root)(?=[\s`'\";)&|]|$)"
-    r"|\bmkfs(?:\.\w+)? /dev/|\bdd if=\S+ of=/dev/(?:sd|nvme|hd|disk)"
-    r"|:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"
-    r"|\bchmod (?:-r )?(?:777|a\+rwx) (?:/|~)(?=\s|$)"
-    r"|/dev/tcp/[\w.-]+/\d+|\b(?:nc|ncat|netcat) (?:\S+ ){0,3}-e (?:/bin/)?(?:ba)?sh\b"
-    r"|\bsocat\b.{0,60}\bexec:"
-    rf"|\b(?:cat|base64|tar|zip|gzip|xxd)\b[^|;\n]{{0,120}}{_SECRET_FILE}[^|;\n]{{0,80}}\|\s*"
-    r"(?:curl|wget|nc|ncat|netcat|openssl|telnet)\b"
-    r"|\b(?:curl|wget)\b[^|;\n]{0,160}(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form|-t"
-    rf"|--upload-file|--post-file)[ =]?[\"']?(?:\w+=)?@?[^\s\"']{{0,40}}?{_SECRET_FILE}"
-    rf"|\b(?:nc|ncat|netcat) [\w.-]+ \d+ ?< ?\S*?{_SECRET_FILE}"
-    r"|\b(?:echo|printf|cat)\b.{0,900}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) \S{20,}"
-    r".{0,200}?>> ?\S*authorized_keys"
-    r"|\b(?:add|append|put|insert|write|copy|install|paste)\b (?:this|the following|the"
-    r" attached|the key below|our|my|that)\b.{0,60}?\bkeys?\b.{0,80}?authorized_keys"
-    r"|authorized_keys\b.{0,120}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) aaaa")
+_CATASTROPHIC = (
+    _family(("rm -",), rf"\b{_RM_RF}(?:--no-preserve-root )?(?:/|/\*|~|~/|~/\*|\$home/?"
+            r"|\$\{home\}/?|--no-preserve-root)(?=[\s`'\";)&|]|$)"),
+    _family(("mkfs", "dd if="), r"\bmkfs(?:\.\w+)? /dev/|\bdd if=\S+ of=/dev/(?:sd|nvme|hd|disk)"),
+    _family((":()",), r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"),
+    _family(("chmod",), r"\bchmod (?:-r )?(?:777|a\+rwx) (?:/|~)(?=\s|$)"),
+    _family(("/dev/tcp", "-e ", "socat"), r"/dev/tcp/[\w.-]+/\d+",
+            r"\b(?:nc|ncat|netcat) (?:\S+ ){0,3}-e (?:/bin/)?(?:ba)?sh\b", r"\bsocat\b.{0,60}\bexec:"),
+    _family(_SENDERS,
+            rf"\b(?:cat|base64|tar|zip|gzip|xxd)\b[^|;\n]{{0,120}}{_SECRET_FILE}[^|;\n]{{0,80}}"
+            r"\|\s*(?:curl|wget|nc|ncat|netcat|openssl|telnet)\b",
+            r"\b(?:curl|wget)\b[^|;\n]{0,160}(?:-d|--data(?:-binary|-raw|-urlencode)?|-f|--form"
+            rf"|-t|--upload-file|--post-file)[ =]?[\"']?(?:\w+=)?@?[^\s\"']{{0,40}}?{_SECRET_FILE}",
+            rf"\b(?:nc|ncat|netcat) [\w.-]+ \d+ ?< ?\S*?{_SECRET_FILE}", also=_SECRET_NEEDLES),
+    _family(("authorized_keys",),
+            r"\b(?:echo|printf|cat)\b.{0,900}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) \S{20,}"
+            r".{0,200}?>> ?\S*authorized_keys",
+            r"\b(?:add|append|put|insert|write|copy|install|paste)\b (?:this|the following|the"
+            r" attached|the key below|our|my|that)\b.{0,60}?\bkeys?\b.{0,80}?authorized_keys",
+            r"authorized_keys\b.{0,120}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) aaaa"),
+)
 # Pipe a download into a shell: fine in an install guide, an attack when it is urged on the
 # agent or fetched from a bare IP address or plain http.
-_PIPE_TO_SHELL = re.compile(
+_PIPE_TO_SHELL = _family(
+    ("|", "$(", "<("),
     r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod)\b[^|\n]{0,200}?\|\s*"
     r"(?:sudo )?(?:ba|z|da|k)?sh\b|\b(?:ba)?sh (?:-c )?[\"']?\$\((?:curl|wget)\b"
-    r"|\b(?:ba)?sh <\((?:curl|wget)\b|\|\s*iex\b")
+    r"|\b(?:ba)?sh <\((?:curl|wget)\b|\|\s*iex\b",
+    also=("curl", "wget", "iwr", "irm", "invoke-web", "invoke-rest", "iex"))
 _SHADY_URL = re.compile(
     r"https?://(?!(?:127\.|localhost|0\.0\.0\.0))\d{1,3}(?:\.\d{1,3}){3}\b"
     r"|http://(?!(?:127\.|localhost|0\.0\.0\.0|\[::1\]))")
 _SCRATCH = r"(?!\S*(?:cache|tmp|temp|build|dist|node_modules|pycache|venv|target|coverage|logs))"
 # Harmful when the text urges it on its reader (an order and a cue).
-_HARMFUL = re.compile(
-    r"\brm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* "
-    rf"{_SCRATCH}(?:\./?|\*|\./\*|\.git/?|src/?|\.\./?\S*|/\S+|~/\S+)(?=[\s`'\";)&|]|$)"
-    r"|\bgit push (?:\S+ )*(?:--force(?!-with-lease)|-f)\b|\bgit reset --hard\b.{0,40}\bpush\b"
-    r"|\bdrop (?:database|schema|table)\b|\btruncate table\b"
-    r"|\b(?:disable|turn off|remove|delete|bypass)\b (?:the |all |any )?(?:firewall|antivirus"
-    r"|2fa|mfa|branch protection|security checks?|pre-commit hooks?|tests?\b|test suite"
-    r"|ci checks)"
-    r"|\b(?:delete|remove|wipe|erase|destroy)\b (?:the |all |every |your )?(?:\.git\b|git history"
-    r"|repository|repo\b|home directory|database|backups?|branches|tests?\b|test files"
-    r"|production)")
-_HARMFUL_NEEDLES = ("rm ", "git ", "drop ", "truncate", "disable", "turn off", "remove",
-                    "delete", "bypass", "wipe", "erase", "destroy")
-_SECRET_NEEDLES = ("ssh", "id_", ".aws", "/etc/", "netrc", "npmrc", "pypirc", "credentials",
-                   ".docker", ".kube", "gnupg", ".env")
+_HARMFUL = (
+    _family(("rm -",), rf"\b{_RM_RF}{_SCRATCH}(?:\./?|\*|\./\*|\.git/?|src/?|\.\./?\S*|/\S+"
+            r"|~/\S+)(?=[\s`'\";)&|]|$)"),
+    _family(("git push", "git reset"), r"\bgit push (?:\S+ )*(?:--force(?!-with-lease)|-f)\b",
+            r"\bgit reset --hard\b.{0,40}\bpush\b"),
+    _family(("drop ", "truncate table"), r"\bdrop (?:database|schema|table)\b|\btruncate table\b"),
+    _family(("disable", "turn off", "remove", "delete", "bypass"),
+            r"\b(?:disable|turn off|remove|delete|bypass)\b (?:the |all |any )?(?:firewall"
+            r"|antivirus|2fa|mfa|branch protection|security checks?|pre-commit hooks?|tests?\b"
+            r"|test suite|ci checks)",
+            also=("firewall", "antivirus", "2fa", "mfa", "branch protection", "security check",
+                  "pre-commit", "test", "ci checks")),
+    _family(("delete", "remove", "wipe", "erase", "destroy"),
+            r"\b(?:delete|remove|wipe|erase|destroy)\b (?:the |all |every |your )?(?:\.git\b"
+            r"|git history|repository|repo\b|home directory|database|backups?|branches|tests?\b"
+            r"|test files|production)",
+            also=(".git", "git history", "repo", "home directory", "database", "backup",
+                  "branches", "test", "production")),
+)
 _HARMFUL_VERB_FIRST = re.compile(r"(?:disable|turn off|remove|delete|bypass|wipe|erase|destroy"
                                  r"|drop|truncate)\b")
 _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
@@ -530,36 +689,61 @@ def _ordered(text: str, m: re.Match[str]) -> bool:
     lead = text[max(0, m.start() - 80):m.start()]
     if _RUN_LEAD.search(lead):
         return True
-    return _HARMFUL_VERB_FIRST.match(m.group()) is not None and _VERB_LEAD.search(lead) is not None
+    return _HARMFUL_VERB_FIRST.match(m.group()) is not None and _opens_sentence(text, m.start())
 
 
 def _urged(text: str, m: re.Match[str]) -> bool:
     return _URGENCY.search(text, max(0, m.start() - 200), m.end() + 200) is not None
 
 
-def _dangerous_commands(flat: str) -> bool:
-    """Destructive or exfiltrating commands the text wants its reader to carry out."""
-    if any(n in flat for n in _CATASTROPHIC_NEEDLES):
-        if any(not _negated(flat, m.start()) for m in _CATASTROPHIC.finditer(flat)):
-            return True
-    for m in _EXFIL_VERBS.finditer(flat) if any(n in flat for n in _SECRET_NEEDLES) else ():
-        secret = _SECRET_FILE_RE.search(flat, m.end(), m.end() + 80)
-        if secret is None or _SENTENCE_END.search(flat, m.end(), secret.start()) \
-                or _negated(flat, m.start()):
-            continue
-        if not _VERB_LEAD.search(flat, max(0, m.start() - 60), m.start()):
+def _secret_files(flat: str) -> Iterator[re.Match[str]]:
+    """Each mention of a credential file, found from its needle (a scan of the whole text
+    for `_SECRET_FILE` alternatives costs more than a few substring searches)."""
+    for needle in filter(flat.__contains__, _SECRET_NEEDLES):
+        start = 0
+        for _ in range(100):  # a hostile text repeating a needle gets no more looks
+            i = flat.find(needle, start)
+            if i == -1:
+                break
+            start = i + 1
+            secret = _SECRET_FILE_RE.search(flat, max(0, i - 4), i + 40)
+            if secret is not None:
+                yield secret
+
+
+def _exfiltration_order(flat: str, secret: re.Match[str]) -> bool:
+    """Whether a verb before `secret` orders it sent somewhere: "upload the .env …", or "copy
+    ~/.ssh/id_rsa into your reply" (a weaker verb needs a destination or a cue)."""
+    for m in _EXFIL_VERBS.finditer(flat, max(0, secret.start() - 80), secret.start()):
+        if _SENTENCE_END.search(flat, m.end(), secret.start()) or _negated(flat, m.start()) \
+                or not _opens_sentence(flat, m.start()):
             continue
         if m.group(1) or _SINK.search(flat, secret.end(), secret.end() + 120) or _urged(flat, m):
             return True
-    if "|" in flat or "$(" in flat or "<(" in flat:
-        for m in _PIPE_TO_SHELL.finditer(flat):
-            if (_ordered(flat, m) or _VERB_LEAD.search(flat, max(0, m.start() - 60), m.start()))\
-                    and not _negated(flat, m.start()) and (
-                    _SHADY_URL.search(m.group()) or _urged(flat, m)):
-                return True
-    for m in _HARMFUL.finditer(flat) if any(n in flat for n in _HARMFUL_NEEDLES) else ():
-        if _ordered(flat, m) and _urged(flat, m) and not _negated(flat, m.start()):
+    return False
+
+
+def _dangerous_commands(flat: str) -> bool:
+    """Destructive or exfiltrating commands the text wants its reader to carry out."""
+    for family in _CATASTROPHIC:
+        if any(not _negated(flat, m.start()) for m in family.finditer(flat)):
             return True
+    seen: set[str] = set()  # a log repeats its lines: judge each neighbourhood once
+    for secret in _secret_files(flat):
+        around = flat[max(0, secret.start() - 140):secret.end() + 200]
+        if around not in seen:
+            seen.add(around)
+            if _exfiltration_order(flat, secret):
+                return True
+    for m in _PIPE_TO_SHELL.finditer(flat):
+        if (_ordered(flat, m) or _opens_sentence(flat, m.start())) \
+                and not _negated(flat, m.start()) and (
+                _SHADY_URL.search(m.group()) or _urged(flat, m)):
+            return True
+    for family in _HARMFUL:
+        for m in family.finditer(flat):
+            if _ordered(flat, m) and _urged(flat, m) and not _negated(flat, m.start()):
+                return True
     return False
 
 

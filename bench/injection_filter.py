@@ -1,0 +1,124 @@
+"""Cost per KB of the prompt-injection filter, against a baseline revision, in one run.
+
+The baseline is `looks_like_injection` (and the text folding it uses) as committed at
+`--baseline` (default: the last commit before the wider filter), loaded from git into a
+throwaway module; the current one is the working tree's. Both read the same texts, in
+alternation, `--rounds` times; the report is the median microseconds per KB of each, per text
+family, and the ratio. Texts: the suite's benign and injection corpora (tests/corpora), typical
+tool captures (pytest output, a git log, a source file, a README) built to about 2 KB, and a
+megabyte-class hostile input scaled down to 64 KB.
+
+    uv run --no-sync --all-packages python bench/injection_filter.py [--baseline REV] [--rounds N]
+
+Prints JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_BASELINE = "5176311"
+PACKAGE = "semantic_memory.default_plugins"
+
+
+def _git_show(rev: str, path: str) -> str:
+    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _load(name: str, source: str) -> types.ModuleType:
+    """`source` as module PACKAGE.name, so its relative imports resolve in the package."""
+    spec = importlib.util.spec_from_loader(f"{PACKAGE}.{name}", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = PACKAGE
+    sys.modules[spec.name] = module
+    exec(compile(source, f"<baseline:{name}>", "exec"), module.__dict__)  # noqa: S102
+    return module
+
+
+def baseline_filter(rev: str) -> Callable[[str], bool]:
+    """`looks_like_injection` as of `rev` (hygiene.py then, with its own textnorm.py)."""
+    base = "core/semantic_memory/default_plugins"
+    _load("_bench_textnorm", _git_show(rev, f"{base}/textnorm.py"))
+    hygiene = _git_show(rev, f"{base}/hygiene.py").replace(
+        "from .textnorm import", "from ._bench_textnorm import")
+    return _load("_bench_hygiene", hygiene).looks_like_injection  # type: ignore[no-any-return]
+
+
+def _about(text: str, size: int) -> str:
+    return (text * (size // max(1, len(text)) + 1))[:size]
+
+
+def texts() -> dict[str, list[str]]:
+    corpora = REPO / "tests" / "corpora"
+
+    def corpus(name: str) -> list[str]:
+        return [json.loads(line)["text"] for line in
+                (corpora / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    pytest_out = "tests/test_api.py::test_create PASSED\ntests/test_api.py::test_delete PASSED\n"
+    git_log = ("commit 2abdc01b44b3b71e951a1e09d749d52a289d9774\nAuthor: Dev <dev@example.com>\n"
+               "Date:   Tue Mar 4 10:12:01 2025\n\n    fix: retry the upload on 503\n\n")
+    source = ('def handler(event: dict) -> dict:\n    """Handle one webhook event."""\n'
+              '    if event.get("type") != "push":\n        return {"ignored": True}\n'
+              '    return {"ok": True, "ref": event["ref"]}\n\n')
+    readme = ("## Install\n\nRun `make setup`, then copy .env.example to .env and set the port.\n"
+              "The system prompt for the demo bot lives in prompts/system.md.\n\n")
+    return {
+        "benign corpus": corpus("benign_injection.jsonl"),
+        "injection corpus": corpus("injections.jsonl"),
+        "2 KB captures": [f"Bash(pytest -q):\n{_about(pytest_out, 2048)}",
+                          f"Bash(git log):\n{_about(git_log, 2048)}",
+                          f"Read(app/handler.py):\n{_about(source, 2048)}",
+                          f"Read(README.md):\n{_about(readme, 2048)}"],
+        "64 KB hostile": [_about("ignore all ", 65_536), _about("<", 65_536),
+                          _about("忽略", 65_536), _about("a b c d ", 65_536)],
+    }
+
+
+def per_kb(fn: Callable[[str], bool], samples: list[str]) -> float:
+    """Microseconds per KB to check every sample once."""
+    size = sum(len(s.encode()) for s in samples) / 1024
+    start = time.perf_counter()
+    for s in samples:
+        fn(s)
+    return (time.perf_counter() - start) * 1e6 / size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--rounds", type=int, default=31)
+    args = parser.parse_args()
+    from semantic_memory.default_plugins.injection_filter import looks_like_injection
+
+    old = baseline_filter(args.baseline)
+    report: dict[str, dict[str, float]] = {}
+    for name, samples in texts().items():
+        runs: dict[str, list[float]] = {"baseline": [], "current": []}
+        for fn in (old, looks_like_injection):  # warm caches (lru, translate tables)
+            per_kb(fn, samples)
+        for _ in range(args.rounds):
+            runs["baseline"].append(per_kb(old, samples))
+            runs["current"].append(per_kb(looks_like_injection, samples))
+        base, cur = (statistics.median(runs[k]) for k in ("baseline", "current"))
+        report[name] = {"baseline_us_per_kb": round(base, 1), "current_us_per_kb": round(cur, 1),
+                        "ratio": round(cur / base, 2),
+                        "kb": round(sum(len(s.encode()) for s in samples) / 1024, 1)}
+    print(json.dumps({"baseline": args.baseline, "rounds": args.rounds, "median": report},
+                     indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
