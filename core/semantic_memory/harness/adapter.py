@@ -16,6 +16,7 @@ translates. Every run ends in one outcome (`HookCall.done`) that the runner logs
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,8 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..config import Settings
-from .client import ServiceClient, ServiceUnavailable
+from ..private import strip_private
+from .client import ServiceClient, ServiceFailed, ServiceUnavailable, retryable
 from .project import detect_project
+from .repo_config import RepoConfig, load_repo_config
 from .transcript import (
     Turn,
     chunk_turns,
@@ -49,6 +52,8 @@ CAPTURE_CHARS = 2_000
 FLUSH_BATCH = 500
 FLUSH_MAX = 5_000
 
+#: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
+SPOOL_MARGIN_S = 0.15
 
 @dataclass
 class ToolCall:
@@ -74,14 +79,74 @@ class HookCall:
     debug: Callable[[str], None] = lambda message: None
     outcome: str = "skipped"
     detail: str = ""
+    #: The /ingest body in flight: the runner spools it if the budget runs out mid-request.
+    pending: dict[str, Any] | None = None
+    #: How many writes of this run went to the spool, and why the first one did.
+    spooled: int = 0
+    spool_reason: str = ""
+    #: A problem worth a line in the hook log whatever the outcome (a malformed repo file).
+    warning: str = ""
+
+    @cached_property
+    def repo(self) -> RepoConfig:
+        """The repository's `.semantic-memory.toml` (defaults when it has none)."""
+        return load_repo_config(self.cwd)
 
     @cached_property
     def project(self) -> str | None:
-        return self.settings.project or detect_project(self.cwd)
+        """MEMORY_PROJECT, else the repository file's `[project] name`, else detected."""
+        return self.settings.project or self.repo.project or detect_project(self.cwd)
+
+    def opted_out(self, what: str) -> bool:
+        """True (and the run skipped) when the repository's file turns `what` off."""
+        repo = self.repo
+        if repo.error:
+            self.warning = f"{repo.path}: {repo.error}"
+        enabled = repo.capture if what == "capture" else repo.recall
+        if enabled:
+            return False
+        why = f"unreadable, so nothing is stored ({repo.error})" if repo.error else \
+            f"[{what}] enabled = false"
+        self.done("skipped", f"{what} off by {repo.path}: {why}")
+        return True
 
     def done(self, outcome: str, detail: str = "") -> None:
         self.outcome, self.detail = outcome, detail
         self.debug(f"{outcome}: {detail}" if detail else outcome)
+
+    def write(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """POST `body` to /ingest; None when the service could not take it in time and it
+        went to the spool instead (replayed later, exactly once). Keeps SPOOL_MARGIN_S of the
+        budget for spooling; once one write of this run failed, the next ones spool at once."""
+        if self.spooled:
+            self.spool(body, self.spool_reason)
+            return None
+        self.pending = body
+        try:
+            return self.service.post("/ingest", body,
+                                     deadline=self.service.deadline - SPOOL_MARGIN_S)
+        except ServiceFailed as exc:
+            if not retryable(exc.status):
+                raise  # the request itself is wrong: spooling it would not help
+            self.spool(body, f"{exc}")
+        except ServiceUnavailable as exc:
+            self.spool(body, f"{exc.outcome}: {exc}")
+        finally:
+            self.pending = None
+        return None
+
+    def spool(self, body: dict[str, Any], reason: str) -> None:
+        """Append `body` to the spool (the service redacts it on replay), each memory stamped
+        with the time it was made."""
+        from .. import spool
+
+        ts = round(time.time(), 3)
+        for item in body.get("items", [body]):
+            item.setdefault("created_at", ts)
+        spool.append(self.settings.spool_path, "/ingest", body, harness=self.harness,
+                     event=self.event)
+        self.spooled += 1
+        self.spool_reason = self.spool_reason or reason
 
     def tags(self) -> list[str]:
         tags = [f"harness:{self.harness}"]
@@ -241,7 +306,8 @@ class HarnessAdapter:
         return self.inject(call, unquote(prompt))
 
     def on_compact(self, call: HookCall) -> str:
-        self.flush(call, self.compacted_turns(call.payload))
+        if not call.opted_out("capture"):  # before the transcript is read
+            self.flush(call, self.compacted_turns(call.payload))
         return ""  # compaction hooks have no context to add
 
     def on_tool(self, call: HookCall) -> str:
@@ -260,7 +326,12 @@ class HarnessAdapter:
         """Recall for `query`; the block of what clears the relevance bar, in the harness's
         output form, reported to /inject/report. Empty when nothing is relevant."""
         settings = call.settings
-        query = query.strip()[:QUERY_CHARS]
+        if call.opted_out("recall"):
+            return ""
+        query = strip_private(query).strip()[:QUERY_CHARS]
+        if not query:
+            call.done("skipped", "nothing but <private> text to recall for")
+            return ""
         answer = call.service.post("/recall", {
             "query": query, "k": settings.plugin_limit, "project": call.project,
             "budget_chars": settings.plugin_budget_chars, "session": call.session,
@@ -282,8 +353,19 @@ class HarnessAdapter:
 
     def remember(self, call: HookCall, content: str) -> str:
         """Store an explicit "remember …" as a memory; tell the model it is stored."""
-        answer = call.service.post("/ingest", {
+        if call.opted_out("capture"):
+            return ""
+        content = strip_private(content).strip()
+        if not content:
+            call.done("skipped", "nothing but <private> text to remember")
+            return ""
+        answer = call.write({
             "content": content, "kind": "fact", "source": "chat", **call.memory_fields()})
+        if answer is None:
+            call.done("spooled", f"remembered in the spool ({call.spool_reason})")
+            return self.context_output(
+                call, "semantic-memory will store this as a memory as soon as its service is "
+                      "back; it does not need to be stored again.")
         if answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
             return ""
@@ -296,29 +378,45 @@ class HarnessAdapter:
         """Store the turns as compaction memories, newest FLUSH_MAX chunks at most. A trailing
         unanswered prompt is the live one (a mid-turn compaction keeps it): it is stored with
         its answer later."""
+        if call.opted_out("capture"):
+            return
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
+        turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
         chunks = chunk_turns(turns)[-FLUSH_MAX:]
         if not chunks:
             call.done("skipped", "no conversation to flush")
             return
-        counts = {"new": 0, "duplicate": 0, "rejected": 0}
+        counts = {"new": 0, "duplicate": 0, "rejected": 0, "spooled": 0}
         for start in range(0, len(chunks), FLUSH_BATCH):
-            answer = call.service.post("/ingest", {"items": [
+            batch = chunks[start : start + FLUSH_BATCH]
+            answer = call.write({"items": [
                 {"content": chunk, "kind": "note", "source": "compaction",
-                 **call.memory_fields()}
-                for chunk in chunks[start : start + FLUSH_BATCH]]})
-            for key in counts:
+                 **call.memory_fields()} for chunk in batch]})
+            if answer is None:
+                counts["spooled"] += len(batch)
+                continue
+            for key in ("new", "duplicate", "rejected"):
                 counts[key] += int(answer.get(key, 0))
-        call.done("stored", f"{len(chunks)} chunks: {counts['new']} new, "
-                            f"{counts['duplicate']} already stored, {counts['rejected']} refused")
+        detail = (f"{len(chunks)} chunks: {counts['new']} new, "
+                  f"{counts['duplicate']} already stored, {counts['rejected']} refused")
+        if counts["spooled"]:
+            call.done("spooled", f"{detail}, {counts['spooled']} spooled ({call.spool_reason})")
+        else:
+            call.done("stored", detail)
 
     def capture(self, call: HookCall, tool: ToolCall) -> None:
+        if call.opted_out("capture"):
+            return
         fields = call.memory_fields()
         fields["tags"].append(f"tool:{tool.name}"[:64])
-        answer = call.service.post("/ingest", {
-            "content": capture_record(tool), "kind": "artifact", "source": "tool", **fields})
-        if answer.get("status") == "rejected":
+        # The whole record (input gist and output): a private span may cross the cut.
+        record = strip_private(capture_record(ToolCall(tool.name, tool.input,
+                                                       strip_private(tool.output))))
+        answer = call.write({"content": record, "kind": "artifact", "source": "tool", **fields})
+        if answer is None:
+            call.done("spooled", f"{tool.name} output ({call.spool_reason})")
+        elif answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
         else:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
