@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import HARNESS_BIN, hook_log, run_memory_mcp
+from harness_support import HARNESS_BIN, closed_port, hook_log, run_memory_mcp
 from model_mock import ModelMock
+from semantic_memory import spool
 from test_service_support import Service, start_service
 
 pytestmark = pytest.mark.slow
@@ -187,6 +188,44 @@ def test_claude_code_a_remembered_fact_is_injected_once(world: World) -> None:
         block = block_in(mock.bodies()[seen])
     assert block.count("deploy freeze starts on Fridays") == 1, block
     assert stored["uid"] in block
+
+
+def test_claude_code_a_session_while_the_service_is_down_is_stored_once_it_is_back(
+        tmp_path: Path) -> None:
+    """The service is down for a whole session: the "remember" and the SessionEnd flush go to
+    the spool; once the service is back they are stored (once) and the next session recalls
+    them."""
+    port = closed_port()
+    world = World(tmp_path, None, MEMORY_PLUGIN_URL=f"http://127.0.0.1:{port}",
+                  MEMORY_HOOK_BUDGET_S="1.5")
+    world.memory_mcp("install", "claude-code", "--project", str(world.project))
+    fact = "the release branch is cut every Thursday at 10:00"
+    with ModelMock() as mock:
+        mock.script({"text": "Noted."})
+        said = claude(world, mock, f"remember that {fact}")
+        assert "will store this as a memory" in mock.bodies()[0], said.stdout
+        mock.script({"text": REDIS})
+        claude(world, mock, "why does the checkout integration test keep failing on CI?",
+               "--continue")
+        assert world.outcomes("UserPromptSubmit")[0] == "spooled"
+        assert "spooled" in world.outcomes("SessionEnd")
+        assert spool.depth(tmp_path / "svc" / "spool").count >= 2
+
+        service = start_service(tmp_path / "svc", MEMORY_PORT=str(port))  # drains the spool
+        world.service = service
+        try:
+            assert wait_for(lambda: spool.depth(tmp_path / "svc" / "spool").count == 0)
+            facts = [m["content"] for m in world.memories("chat")]
+            assert facts == [fact], facts
+            flushed = [m["content"] for m in world.memories("compaction")]
+            assert sum(REDIS in c for c in flushed) == 1, flushed
+            seen = len(mock.requests)
+            mock.script({"text": "Thursdays."})
+            claude(world, mock, "when is the release branch cut?")  # a new session
+            block = block_in(mock.bodies()[seen])
+        finally:
+            service.stop()
+    assert block.count("release branch is cut every Thursday") == 1, block
 
 
 # --- Codex ---------------------------------------------------------------------------------

@@ -301,12 +301,12 @@ def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None
             for e in log] == [
         ("service down", f"nothing listens at {down_url}"), ("service down", "backing off"),
         ("timeout", f"{hung_url} did not answer within the budget"), ("timeout", "backing off")]
-    # What the plugin itself waited: nothing when refused, one budget when hung, then nothing.
-    assert all(e["ms"] < 100 for e in log[:2] + log[3:])
-    assert budget * 1000 - 50 <= log[2]["ms"] < budget * 1000 + 300
-    # Wall clock, with room for a busy machine: down ~ plain, hung ~ plain + one budget.
-    assert down - plain < 3.0
-    assert hung - plain < budget + 3.0
+    # What the plugin itself waited: one budget when hung (its own clock), far less otherwise.
+    assert budget * 1000 - 50 <= log[2]["ms"] < budget * 1000 + 500
+    assert all(e["ms"] < log[2]["ms"] / 5 for e in log[:2] + log[3:])
+    # Wall clock against the run without the plugin, with room for a loaded machine (the
+    # absolute figures are bench/opencode.py's).
+    assert down < plain * 2 and hung < plain * 2
     assert all(BLOCK not in json.dumps(r["body"]) for r in mock.requests)
 
 
