@@ -3,7 +3,7 @@
 The baseline is `looks_like_injection` (and the text folding it uses) as committed at
 `--baseline` (default: the last commit before the wider filter), loaded from git into a
 throwaway module; the current one is the working tree's. Both read the same texts, in
-alternation, `--rounds` times; the report is the median microseconds per KB of each, per text
+alternation, `--rounds` times; the report is the median CPU microseconds per KB of each, per text
 family, and the ratio. Texts: the suite's benign and injection corpora (tests/corpora), typical
 tool captures (pytest output, a git log, a source file, a README) built to about 2 KB, and a
 megabyte-class hostile input scaled down to 64 KB.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -88,12 +89,13 @@ def texts() -> dict[str, list[str]]:
 
 
 def per_kb(fn: Callable[[str], bool], samples: list[str]) -> float:
-    """Microseconds per KB to check every sample once."""
+    """CPU microseconds per KB to check every sample once (CPU time: the machine may be
+    shared, and other processes' load should not count)."""
     size = sum(len(s.encode()) for s in samples) / 1024
-    start = time.perf_counter()
+    start = time.process_time()
     for s in samples:
         fn(s)
-    return (time.perf_counter() - start) * 1e6 / size
+    return (time.process_time() - start) * 1e6 / size
 
 
 def main() -> None:
@@ -113,10 +115,13 @@ def main() -> None:
             runs["baseline"].append(per_kb(old, samples))
             runs["current"].append(per_kb(looks_like_injection, samples))
         base, cur = (statistics.median(runs[k]) for k in ("baseline", "current"))
+        kb = sum(len(s.encode()) for s in samples) / 1024
         report[name] = {"baseline_us_per_kb": round(base, 1), "current_us_per_kb": round(cur, 1),
-                        "ratio": round(cur / base, 2),
-                        "kb": round(sum(len(s.encode()) for s in samples) / 1024, 1)}
-    print(json.dumps({"baseline": args.baseline, "rounds": args.rounds, "median": report},
+                        "ratio": round(cur / base, 2), "items": len(samples), "kb": round(kb, 1),
+                        "baseline_us_per_item": round(base * kb / len(samples), 1),
+                        "current_us_per_item": round(cur * kb / len(samples), 1)}
+    print(json.dumps({"baseline": args.baseline, "rounds": args.rounds,
+                      "load_average": os.getloadavg()[0], "median": report},
                      indent=2, ensure_ascii=False))
 
 

@@ -435,31 +435,8 @@ FAMILIES = (
 )
 
 
-def _keys(needles: set[str]) -> tuple[str, ...]:
-    """The fewest needles such that every needle contains one of them ("ignor" stands for
-    "ignore", "ignorier", …): one presence pass over these finds every family worth a look."""
-    keys: list[str] = []
-    for needle in sorted(needles, key=len):
-        if not any(k in needle for k in keys):
-            keys.append(needle)
-    return tuple(keys)
-
-
-_KEYS = _keys({n for family in FAMILIES for n in family.needles})
-#: For each family, the keys its needles contain.
-_FAMILY_KEYS = tuple(frozenset(k for k in _KEYS if any(k in n for n in family.needles))
-                     for family in FAMILIES)
-
-
-_ASCII_KEYS = tuple(k for k in _KEYS if k.isascii())
-
-
-def _families_match(folded: str) -> bool:
-    # One pass over the keys, in C (an ASCII text can hold no other key).
-    present = set(filter(folded.__contains__, _ASCII_KEYS if folded.isascii() else _KEYS))
-    return bool(present) and any(
-        family.matches(folded) for family, keys in zip(FAMILIES, _FAMILY_KEYS, strict=True)
-        if not present.isdisjoint(keys))
+def _families_match(folded: str, present: set[str] | None = None) -> bool:
+    return any(family.matches(folded) for family in _candidates(FAMILIES, folded, present))
 
 
 # --- forged turns: a role label or a system heading, then an instruction --------------------
@@ -723,9 +700,11 @@ def _exfiltration_order(flat: str, secret: re.Match[str]) -> bool:
     return False
 
 
-def _dangerous_commands(flat: str) -> bool:
-    """Destructive or exfiltrating commands the text wants its reader to carry out."""
-    for family in _CATASTROPHIC:
+def _dangerous_commands(flat: str, present: set[str] | None = None) -> bool:
+    """Destructive or exfiltrating commands the text wants its reader to carry out
+    (`present`: see `_candidates`)."""
+    present = _present(flat) if present is None else present
+    for family in _candidates(_CATASTROPHIC, flat, present):
         if any(not _negated(flat, m.start()) for m in family.finditer(flat)):
             return True
     seen: set[str] = set()  # a log repeats its lines: judge each neighbourhood once
@@ -735,16 +714,48 @@ def _dangerous_commands(flat: str) -> bool:
             seen.add(around)
             if _exfiltration_order(flat, secret):
                 return True
-    for m in _PIPE_TO_SHELL.finditer(flat):
+    for m in (m for f in _candidates((_PIPE_TO_SHELL,), flat, present) for m in f.finditer(flat)):
         if (_ordered(flat, m) or _opens_sentence(flat, m.start())) \
                 and not _negated(flat, m.start()) and (
                 _SHADY_URL.search(m.group()) or _urged(flat, m)):
             return True
-    for family in _HARMFUL:
+    for family in _candidates(_HARMFUL, flat, present):
         for m in family.finditer(flat):
             if _ordered(flat, m) and _urged(flat, m) and not _negated(flat, m.start()):
                 return True
     return False
+
+
+# --- which families to try: one pass over their needles -----------------------------------
+def _keys(needles: set[str]) -> tuple[str, ...]:
+    """The fewest needles such that every needle contains one of them ("ignor" stands for
+    "ignore", "ignorier", …): one presence pass over these finds every family worth a look."""
+    keys: list[str] = []
+    for needle in sorted(needles, key=len):
+        if not any(k in needle for k in keys):
+            keys.append(needle)
+    return tuple(keys)
+
+
+_ALL_FAMILIES = (*FAMILIES, *_CATASTROPHIC, _PIPE_TO_SHELL, *_HARMFUL)
+_KEYS = _keys({n for family in _ALL_FAMILIES for n in family.needles})
+_ASCII_KEYS = tuple(k for k in _KEYS if k.isascii())
+#: For each family (by id), the keys its needles contain.
+_KEYS_OF = {id(family): frozenset(k for k in _KEYS if any(k in n for n in family.needles))
+            for family in _ALL_FAMILIES}
+
+
+def _present(folded: str) -> set[str]:
+    """The keys in `folded`: one pass in C (an ASCII text can hold no other key)."""
+    return set(filter(folded.__contains__, _ASCII_KEYS if folded.isascii() else _KEYS))
+
+
+def _candidates(families: tuple[_Family, ...], folded: str,
+                present: set[str] | None) -> Iterator[_Family]:
+    """The families whose needles may occur in `folded` (`present`: its keys, or a superset;
+    computed when None)."""
+    present = _present(folded) if present is None else present
+    return (f for f in families if not present.isdisjoint(_KEYS_OF[id(f)]))
 
 
 # --- de-obfuscation: letter-spaced, dotted, reversed, base64 --------------------------------
@@ -808,9 +819,11 @@ def _decoded_runs(text: str) -> list[str]:
 
 
 def _rules_match(lines: str, flat: str, commands: str) -> bool:
-    """Every rule over one view of the text; `commands` is what the command rule reads."""
-    return (_families_match(flat) or _role_turns(lines) or _hidden_instructions(lines)
-            or _dangerous_commands(commands))
+    """Every rule over one view of the text; `commands` is what the command rule reads (its
+    keys are a subset of `flat`'s: it is `flat` less a line, with line breaks)."""
+    present = _present(flat)
+    return (_families_match(flat, present) or _role_turns(lines) or _hidden_instructions(lines)
+            or _dangerous_commands(commands, present))
 
 
 def _obfuscated(flat: str) -> bool:
