@@ -12,6 +12,7 @@ from ..errors import Rejected
 from ..models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
 from ..plugins import hookimpl
 from .injection_filter import looks_like_injection
+from .private import strip_private_fields
 from .redaction import has_substance, redact_many
 
 __all__ = ["UNTRUSTED_SOURCES", "filter_ingest", "looks_like_injection"]
@@ -25,6 +26,7 @@ UNTRUSTED_SOURCES = frozenset({"tool", "web", "file", "fetch"})
 @hookimpl
 def filter_ingest(memory: NewMemory, settings: Settings) -> None:
     """Redact every stored free-text field; refuse untrusted content that reads as injection."""
+    strip_private_fields(memory)  # first: no later rule (or its refusal reason) sees it
     if isinstance(memory.content, str):
         # Checked before redaction: a base64 run that hides an instruction may read as a secret.
         if (memory.source in UNTRUSTED_SOURCES or memory.kind == "artifact") and (

@@ -15,6 +15,8 @@ from typing import Any
 from ..config import Settings
 from . import install, outcomes
 from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url, split_url
+from .project import detect_project
+from .repo_config import load_repo_config
 
 HEALTH_TIMEOUT_S = 2.0
 
@@ -77,9 +79,21 @@ def report(settings: Settings, adapters: dict[str, Any],
     return {
         "service": service_report(settings),
         "hook_log": str(outcomes.log_path(settings)),
+        "repository": repo_report(settings, project_dir),
         "harnesses": [harness_report(a, settings, project_dir, latest)
                       for _, a in sorted(adapters.items())],
     }
+
+
+def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
+    """The project folder's `.semantic-memory.toml` in effect, and the project name hooks
+    run there would use (MEMORY_PROJECT, else the file's name, else detected)."""
+    folder = project_dir or Path(".").resolve()
+    repo = load_repo_config(folder)
+    return {"file": str(repo.path) if repo.path else None, "capture": repo.capture,
+            "recall": repo.recall, "project_name": repo.project, "error": repo.error,
+            "project": settings.project or repo.project or detect_project(folder),
+            "summary": repo.describe()}
 
 
 def _unreachable_advice(service: dict[str, Any]) -> list[str]:
@@ -113,6 +127,9 @@ def render(data: dict[str, Any]) -> str:
                      f"{service.get('error')}")
         lines += _unreachable_advice(service)
     lines.append(f"hook log  {data['hook_log']}")
+    repo = data["repository"]
+    lines.append(f"repo file {repo['summary']}")
+    lines.append(f"project   {repo['project']}")
     for harness in data["harnesses"]:
         lines.append("")
         binary = harness["binary"] or f"{harness['binary_name']} not on PATH"

@@ -221,6 +221,8 @@ def _run(argv: list[str], started: float) -> int:
         service = call.service  # autostart may have swapped in the service it started
         # The project as far as it was worked out (a run that failed early never needed it).
         entry.update(session=call.session, project=call.__dict__.get("project"))
+        if call.warning:
+            entry["warning"] = call.warning
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)
     if entry.get("outcome") in outcomes.FAILURES:
         debug(f"{entry['outcome']}: {entry.get('detail')}")

@@ -44,6 +44,7 @@ from ..harness.client import (
     retryable,
 )
 from ..models import NewMemory, RecallFilters
+from ..private import strip_private
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -111,8 +112,13 @@ class RestBackend:
     # --- the tools' calls --------------------------------------------------------------------
 
     async def store(self, memory: NewMemory) -> dict[str, Any]:
-        body: dict[str, Any] = {"content": memory.content, "kind": memory.kind,
-                                "source": memory.source, "tags": memory.tags}
+        # <private> text is removed here too: a spooled body must not hold it either.
+        content = strip_private(memory.content)
+        if content is not memory.content and not content.strip():
+            raise ToolError("content: nothing but <private> text; not stored")
+        tags = [t for t in (strip_private(t) for t in memory.tags) if t.strip()]
+        body: dict[str, Any] = {"content": content, "kind": memory.kind,
+                                "source": memory.source, "tags": tags}
         if memory.project is not None:
             body["project"] = memory.project
         try:

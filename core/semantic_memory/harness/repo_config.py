@@ -1,0 +1,101 @@
+"""`.semantic-memory.toml`: what a repository says about being remembered, committed at its root.
+
+    [capture]
+    enabled = false        # hooks store nothing from this repository
+    [recall]
+    enabled = false        # hooks inject nothing into sessions in it
+    [project]
+    name = "acme/web"      # the project name for every checkout, fork and worktree
+
+The file is looked for at the top of the repository that holds the hook's cwd (found as
+`project.py` finds it; a folder outside any repository: in that folder). Read only when it
+exists, with the standard library's `tomllib`, imported only then: a hook has no start-up time
+to spare. A file that cannot be read or parsed is a warning, and it stops capture (it may be
+an opt-out whose typo must not leak the repository) while recall goes on as usual.
+The opencode plugin reads the same file the same way (`opencode-plugin/src/repoconfig.ts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .project import find_repository
+
+FILE_NAME = ".semantic-memory.toml"
+#: Longest file read (a config file, not data).
+MAX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """The settings in effect for one working directory (the defaults when no file)."""
+
+    path: Path | None = None
+    capture: bool = True
+    recall: bool = True
+    project: str | None = None
+    #: Why the file could not be used (then capture is off, recall on, no project name).
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One line for `doctor` and the hook log."""
+        if self.path is None:
+            return f"no {FILE_NAME} (capture and recall on)"
+        if self.error:
+            return f"{self.path}: unreadable ({self.error}); capture off, recall on"
+        parts = [f"capture {'on' if self.capture else 'off'}",
+                 f"recall {'on' if self.recall else 'off'}"]
+        if self.project:
+            parts.append(f"project name {self.project!r}")
+        return f"{self.path}: {', '.join(parts)}"
+
+
+def config_path(cwd: str | Path) -> Path:
+    """Where the file for `cwd` would be: the repository's top folder, else `cwd` itself."""
+    start = Path(cwd).expanduser().resolve()
+    top, _ = find_repository(start)
+    return (top or start) / FILE_NAME
+
+
+def load_repo_config(cwd: str | Path) -> RepoConfig:
+    """The settings for `cwd`; never raises."""
+    try:
+        path = config_path(cwd)
+        if not path.is_file():
+            return RepoConfig()
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        return RepoConfig(path=Path(cwd) / FILE_NAME, capture=False,
+                          error=exc.strerror or str(exc))
+    if len(raw) > MAX_BYTES:
+        return RepoConfig(path=path, capture=False, error=f"larger than {MAX_BYTES} bytes")
+    try:
+        return parse(path, raw.decode("utf-8"))
+    except ValueError as exc:  # tomllib.TOMLDecodeError and UnicodeDecodeError are ValueErrors
+        return RepoConfig(path=path, capture=False, error=str(exc).splitlines()[0][:200])
+
+
+def parse(path: Path, text: str) -> RepoConfig:
+    """The three keys from the file's text; ValueError for a malformed file or a wrong type."""
+    import tomllib
+
+    data = tomllib.loads(text)
+    capture = _get(data, "capture", "enabled", bool, True)
+    recall = _get(data, "recall", "enabled", bool, True)
+    name = _get(data, "project", "name", str, None)
+    if name is not None:
+        name = name.strip()[:256] or None
+    return RepoConfig(path=path, capture=capture, recall=recall, project=name)
+
+
+def _get(data: dict[str, Any], table: str, key: str, kind: type, default: Any) -> Any:
+    section = data.get(table, {})
+    if not isinstance(section, dict):
+        raise ValueError(f"[{table}] is not a table")
+    value = section.get(key, default)
+    if value is not default and not isinstance(value, kind):
+        raise ValueError(f"{table}.{key} must be a {'boolean' if kind is bool else 'string'}")
+    return value
