@@ -71,8 +71,10 @@ _VARIABLE = re.compile(r"(?:[a-z]\w*_|[a-z]+[A-Z])\w*")
 _KEYWORD = re.compile(r"(?i)pass|pwd|secret|token|key")
 _PROSE_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 # `secret_name`, `token_url`, `password_file` name where a credential is, not the credential.
+# A bare `session` names a conversation (the hooks' `session:<id>` tags, a transcript's
+# "session": …), not a session cookie.
 _NOT_A_CREDENTIAL_NAME = re.compile(
-    r"(?i)[_.-](?:name|id|ids|path|file|dir|arn|ref|url|uri|endpoint|env|type|kind|length|len"
+    r"(?i)^[\"']?session[\"']?$|[_.-](?:name|id|ids|path|file|dir|arn|ref|url|uri|endpoint|env|type|kind|length|len"
     r"|count|limit|budget|size|ttl|timeout|expiry|expires|header|field|prompt|policy|rotation"
     r"|manager|store|provider|backend|hint|reset|strength|min|max|version|source|var|stdin|accessor"
     r"|duration|renewable|policies|algorithm|algo|format|scheme|mode|usage|prefix|owner|user)$"
