@@ -650,6 +650,29 @@ function record(path, entry) {
   }
 }
 
+// src/private.ts
+var WS = "[ \\t\\r\\n\\f\\v]";
+var TAG = new RegExp(`<${WS}*(/?)${WS}*private(?=[ \\t\\r\\n\\f\\v/>])[^>]*>`, "gi");
+var TRAILING_WS = /[ \t\r\n\f\v]+$/;
+function stripPrivate(text2) {
+  if (!text2.includes("<")) return text2;
+  const kept = [];
+  let depth = 0;
+  let position = 0;
+  let found = false;
+  for (const match of text2.matchAll(TAG)) {
+    found = true;
+    const start = match.index ?? 0;
+    if (depth === 0) kept.push(text2.slice(position, start));
+    position = start + match[0].length;
+    if (match[1]) depth = Math.max(depth - 1, 0);
+    else if (!match[0].slice(0, -1).replace(TRAILING_WS, "").endsWith("/")) depth += 1;
+  }
+  if (!found) return text2;
+  if (depth === 0) kept.push(text2.slice(position));
+  return kept.join("");
+}
+
 // src/project.ts
 import { readFileSync as readFileSync3, realpathSync, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
@@ -831,6 +854,88 @@ function pythonJson(value) {
   return JSON.stringify(value) ?? "null";
 }
 
+// src/repoconfig.ts
+import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
+import { join as join5 } from "node:path";
+var FILE_NAME = ".semantic-memory.toml";
+var MAX_BYTES = 64 * 1024;
+var DEFAULTS = { path: null, capture: true, recall: true, project: null, error: null };
+var KEYS = {
+  "capture.enabled": "boolean",
+  "recall.enabled": "boolean",
+  "project.name": "string"
+};
+function configPath(cwd) {
+  const start = resolvePath(cwd);
+  const [top] = findRepository(start);
+  return join5(top ?? start, FILE_NAME);
+}
+function loadRepoConfig(cwd) {
+  let path;
+  let raw;
+  try {
+    path = configPath(cwd);
+    if (!statSync4(path, { throwIfNoEntry: false })?.isFile()) return { ...DEFAULTS };
+    raw = readFileSync4(path);
+  } catch (error) {
+    return { ...DEFAULTS, path: join5(cwd, FILE_NAME), capture: false, error: error.message };
+  }
+  if (raw.length > MAX_BYTES) return { ...DEFAULTS, path, capture: false, error: `larger than ${MAX_BYTES} bytes` };
+  try {
+    const text2 = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    return { ...parseRepoConfig(text2), path };
+  } catch (error) {
+    return { ...DEFAULTS, path, capture: false, error: error.message.split("\n")[0] ?? "unreadable" };
+  }
+}
+function parseRepoConfig(text2) {
+  const config = { ...DEFAULTS };
+  let table = "";
+  const lines = text2.replace(/^\ufeff/, "").split(/\r?\n/);
+  lines.forEach((line, index) => {
+    const content = line.trim();
+    if (!content || content.startsWith("#")) return;
+    const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$/.exec(content);
+    if (header) {
+      table = header[1];
+      return;
+    }
+    if (content.startsWith("[")) {
+      if (/^\[\s*(capture|recall|project)\b/.test(content) && !content.startsWith("[[")) {
+        throw new Error(`line ${index + 1}: malformed table header`);
+      }
+      table = "\0";
+      return;
+    }
+    const assignment = /^([A-Za-z0-9_.\- ]+?)\s*=\s*(.*)$/.exec(content);
+    const key = assignment ? assignment[1].replace(/\s*\.\s*/g, ".") : null;
+    const full = key === null ? null : table ? `${table}.${key}` : key;
+    if (full === null) {
+      if (table in { capture: 1, recall: 1, project: 1 }) throw new Error(`line ${index + 1}: not a key = value line`);
+      return;
+    }
+    const kind2 = KEYS[full];
+    if (kind2 === void 0) return;
+    const value = parseValue(assignment[2]);
+    if (typeof value !== kind2) throw new Error(`${full} must be a ${kind2}`);
+    if (full === "capture.enabled") config.capture = value;
+    else if (full === "recall.enabled") config.recall = value;
+    else config.project = value.trim().slice(0, 256) || null;
+  });
+  return config;
+}
+function parseValue(raw) {
+  const text2 = raw.trim();
+  const bare = /^(true|false)\s*(?:#.*)?$/.exec(text2);
+  if (bare) return bare[1] === "true";
+  const literal = /^'([^'\n]*)'\s*(?:#.*)?$/.exec(text2);
+  if (literal) return literal[1];
+  const basic = /^"((?:[^"\\\n]|\\.)*)"\s*(?:#.*)?$/.exec(text2);
+  if (basic) return JSON.parse(`"${basic[1].replace(/\\'/g, "'")}"`);
+  if (/^[+-]?\d[\d_]*(?:\.\d+)?\s*(?:#.*)?$/.test(text2)) return 0;
+  throw new Error(`cannot read the value ${text2.slice(0, 40)}`);
+}
+
 // src/spool.ts
 import {
   closeSync as closeSync3,
@@ -838,7 +943,7 @@ import {
   mkdirSync as mkdirSync4,
   openSync as openSync3,
   readdirSync,
-  readFileSync as readFileSync4,
+  readFileSync as readFileSync5,
   renameSync as renameSync3,
   unlinkSync as unlinkSync3,
   utimesSync,
@@ -846,7 +951,7 @@ import {
   writeSync as writeSync3
 } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { join as join5 } from "node:path";
+import { join as join6 } from "node:path";
 var SPOOL_VERSION = 1;
 var EPOCH_NS = BigInt(Date.now()) * 1000000n - process.hrtime.bigint();
 function timeNs() {
@@ -872,8 +977,8 @@ function appendSpool(folder, path, body, origin = {}) {
   };
   const data = Buffer.from(JSON.stringify(record2), "utf8");
   mkdirSync4(folder, { recursive: true, mode: 448 });
-  const tmp = join5(folder, `.${name}.tmp`);
-  const final = join5(folder, `${name}.json`);
+  const tmp = join6(folder, `.${name}.tmp`);
+  const final = join6(folder, `${name}.json`);
   const fd = openSync3(tmp, "wx", 384);
   try {
     try {
@@ -925,9 +1030,9 @@ async function replaySpool(folder, send, until) {
   let rejected = 0;
   for (const name of pendingSpool(folder)) {
     if (!until()) break;
-    const claimed = join5(folder, `${name}${CLAIM}${process.pid}`);
+    const claimed = join6(folder, `${name}${CLAIM}${process.pid}`);
     try {
-      renameSync3(join5(folder, name), claimed);
+      renameSync3(join6(folder, name), claimed);
       utimesSync(claimed, /* @__PURE__ */ new Date(), /* @__PURE__ */ new Date());
     } catch {
       continue;
@@ -960,7 +1065,7 @@ async function replaySpool(folder, send, until) {
 }
 function readRecord(path) {
   try {
-    const record2 = JSON.parse(readFileSync4(path, "utf8"));
+    const record2 = JSON.parse(readFileSync5(path, "utf8"));
     const valid = typeof record2 === "object" && record2 !== null && typeof record2.path === "string" && typeof record2.body === "object" && record2.body !== null && !Array.isArray(record2.body);
     return valid ? record2 : null;
   } catch {
@@ -969,19 +1074,19 @@ function readRecord(path) {
 }
 function putBack(folder, name, claimed) {
   try {
-    renameSync3(claimed, join5(folder, name));
+    renameSync3(claimed, join6(folder, name));
   } catch {
   }
 }
 function reject(folder, name, claimed, reason, record2) {
-  const target = join5(folder, REJECTED, name);
+  const target = join6(folder, REJECTED, name);
   try {
-    mkdirSync4(join5(folder, REJECTED), { recursive: true, mode: 448 });
+    mkdirSync4(join6(folder, REJECTED), { recursive: true, mode: 448 });
     if (record2 === null) {
       renameSync3(claimed, target);
       return;
     }
-    const tmp = join5(folder, REJECTED, `.${name}.tmp`);
+    const tmp = join6(folder, REJECTED, `.${name}.tmp`);
     writeFileSync2(tmp, JSON.stringify({
       ...record2,
       rejected: reason.slice(0, 500),
@@ -1103,8 +1208,16 @@ var MemoryPlugin = class {
   startedUrl = null;
   startNote = "";
   replaying = null;
+  repoConfig;
+  /** The repository's `.semantic-memory.toml` (read once per process; defaults when none). */
+  get repo() {
+    if (this.repoConfig === void 0) this.repoConfig = loadRepoConfig(this.directory);
+    return this.repoConfig;
+  }
+  /** MEMORY_PROJECT, else the repository file's `[project] name`, else detected. */
   get project() {
     if (this.settings.project) return this.settings.project;
+    if (this.repo.project) return this.repo.project;
     if (this.detectedProject === void 0) {
       try {
         this.detectedProject = detectProject(this.directory);
@@ -1181,8 +1294,9 @@ ${query}`;
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
     const task = this.run(HOOKS.capture, key, async (action) => {
+      if (this.optedOut(action, "capture")) return;
       const answer = await action.write({
-        content: captureRecord({ name: tool, input: args, output }),
+        content: stripPrivate(captureRecord({ name: tool, input: args, output: stripPrivate(output) })),
         kind: "artifact",
         source: "tool",
         ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64))
@@ -1209,7 +1323,12 @@ ${query}`;
   // --- the actions --------------------------------------------------------------------------
   async inject(key, state, prompt) {
     await this.run(HOOKS.inject, key, async (action) => {
-      const query = slice(strip(prompt), 0, QUERY_CHARS);
+      if (this.optedOut(action, "recall")) return;
+      const query = slice(strip(stripPrivate(prompt)), 0, QUERY_CHARS);
+      if (!query) {
+        action.done("skipped", "nothing but <private> text to recall for");
+        return;
+      }
       const answer = await this.post(action, "/recall", {
         query,
         k: this.settings.limit,
@@ -1246,12 +1365,14 @@ ${query}`;
   async remember(sessionID, state, content) {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
-      if (!content) {
-        action.done("skipped", "nothing to remember");
+      if (this.optedOut(action, "capture")) return;
+      const kept = strip(stripPrivate(content));
+      if (!kept) {
+        action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
       }
       const answer = await action.write({
-        content,
+        content: kept,
         kind: "fact",
         source: "chat",
         ...this.memoryFields(sessionID, key)
@@ -1277,7 +1398,8 @@ ${query}`;
   async flush(sessionID, state, messages) {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.flush, key, async (action) => {
-      const turns = messageTurns(messages);
+      if (this.optedOut(action, "capture")) return;
+      const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
       if (!chunks.length) {
@@ -1309,6 +1431,14 @@ ${query}`;
     });
   }
   // --- plumbing -----------------------------------------------------------------------------
+  /** True (and the action skipped) when the repository's file turns `what` off. */
+  optedOut(action, what) {
+    const repo = this.repo;
+    if (repo[what]) return false;
+    const why = repo.error ? `unreadable, so nothing is stored (${repo.error})` : `[${what}] enabled = false`;
+    action.done("skipped", `${what} off by ${repo.path}: ${why}`);
+    return true;
+  }
   /**
    * Names what is in a session's context now, for the service's per-context dedup: memories
    * injected into it (or flushed from it, tagged `session:<key>`) are not injected again.
@@ -1478,7 +1608,9 @@ ${query}`;
       detail,
       session,
       project: this.project,
-      ms: Math.round(ms * 10) / 10
+      ms: Math.round(ms * 10) / 10,
+      // A malformed repository file: one line on every entry, whatever the outcome.
+      ...this.repo.error ? { warning: `${this.repo.path}: ${this.repo.error}` } : {}
     });
   }
   debug(event, message) {
@@ -1529,10 +1661,12 @@ export {
   index_default as default,
   describeInput,
   detectProject,
+  loadRepoConfig,
   loadSettings,
   normaliseRemote,
   remembered,
   server,
   splitText,
+  stripPrivate,
   unquote
 };

@@ -47,3 +47,5 @@ export { detectProject, normaliseRemote } from "./project.js";
 export { chunkTurns, splitText, clean, remembered, unquote } from "./transcript.js";
 export { captureRecord, describeInput } from "./records.js";
 export { appendSpool } from "./spool.js";
+export { stripPrivate } from "./private.js";
+export { loadRepoConfig } from "./repoconfig.js";

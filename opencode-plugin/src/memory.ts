@@ -37,8 +37,10 @@ import {
   type SessionMessage,
 } from "./messages.js";
 import { record, type Outcome } from "./outcomes.js";
+import { stripPrivate } from "./private.js";
 import { detectProject } from "./project.js";
 import { captureRecord } from "./records.js";
+import { loadRepoConfig, type RepoConfig } from "./repoconfig.js";
 import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
 import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
@@ -180,6 +182,7 @@ export class MemoryPlugin {
   private startedUrl: string | null = null;
   private startNote = "";
   private replaying: Promise<void> | null = null;
+  private repoConfig: RepoConfig | undefined;
 
   constructor(
     readonly settings: Settings,
@@ -192,8 +195,16 @@ export class MemoryPlugin {
     }
   }
 
+  /** The repository's `.semantic-memory.toml` (read once per process; defaults when none). */
+  get repo(): RepoConfig {
+    if (this.repoConfig === undefined) this.repoConfig = loadRepoConfig(this.directory);
+    return this.repoConfig;
+  }
+
+  /** MEMORY_PROJECT, else the repository file's `[project] name`, else detected. */
   get project(): string | null {
     if (this.settings.project) return this.settings.project;
+    if (this.repo.project) return this.repo.project;
     if (this.detectedProject === undefined) {
       try {
         this.detectedProject = detectProject(this.directory);
@@ -276,8 +287,10 @@ export class MemoryPlugin {
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
     const task = this.run(HOOKS.capture, key, async (action) => {
+      if (this.optedOut(action, "capture")) return;
+      // The whole record (input gist and output): a private span may cross the cut.
       const answer = await action.write({
-        content: captureRecord({ name: tool, input: args, output }),
+        content: stripPrivate(captureRecord({ name: tool, input: args, output: stripPrivate(output) })),
         kind: "artifact",
         source: "tool",
         ...this.memoryFields(sessionID, key, slice(`tool:${tool}`, 0, 64)),
@@ -308,7 +321,12 @@ export class MemoryPlugin {
 
   private async inject(key: string, state: SessionState, prompt: string): Promise<void> {
     await this.run(HOOKS.inject, key, async (action) => {
-      const query = slice(strip(prompt), 0, QUERY_CHARS);
+      if (this.optedOut(action, "recall")) return;
+      const query = slice(strip(stripPrivate(prompt)), 0, QUERY_CHARS);
+      if (!query) {
+        action.done("skipped", "nothing but <private> text to recall for");
+        return;
+      }
       const answer = await this.post(action, "/recall", {
         query,
         k: this.settings.limit,
@@ -346,12 +364,14 @@ export class MemoryPlugin {
   private async remember(sessionID: string, state: SessionState, content: string): Promise<void> {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
-      if (!content) {
-        action.done("skipped", "nothing to remember");
+      if (this.optedOut(action, "capture")) return;
+      const kept = strip(stripPrivate(content));
+      if (!kept) {
+        action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
       }
       const answer = await action.write({
-        content,
+        content: kept,
         kind: "fact",
         source: "chat",
         ...this.memoryFields(sessionID, key),
@@ -381,7 +401,8 @@ export class MemoryPlugin {
   private async flush(sessionID: string, state: SessionState, messages: readonly SessionMessage[]): Promise<void> {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.flush, key, async (action) => {
-      const turns = messageTurns(messages);
+      if (this.optedOut(action, "capture")) return;
+      const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
@@ -416,6 +437,15 @@ export class MemoryPlugin {
   }
 
   // --- plumbing -----------------------------------------------------------------------------
+
+  /** True (and the action skipped) when the repository's file turns `what` off. */
+  private optedOut(action: Action, what: "capture" | "recall"): boolean {
+    const repo = this.repo;
+    if (repo[what]) return false;
+    const why = repo.error ? `unreadable, so nothing is stored (${repo.error})` : `[${what}] enabled = false`;
+    action.done("skipped", `${what} off by ${repo.path}: ${why}`);
+    return true;
+  }
 
   /**
    * Names what is in a session's context now, for the service's per-context dedup: memories
@@ -609,6 +639,8 @@ export class MemoryPlugin {
       session,
       project: this.project,
       ms: Math.round(ms * 10) / 10,
+      // A malformed repository file: one line on every entry, whatever the outcome.
+      ...(this.repo.error ? { warning: `${this.repo.path}: ${this.repo.error}` } : {}),
     });
   }
 

@@ -29,6 +29,8 @@ export interface OutcomeEntry {
   session: string | null;
   project: string | null;
   ms: number;
+  /** A problem worth a line whatever the outcome (a malformed `.semantic-memory.toml`). */
+  warning?: string;
 }
 
 /** Append one outcome; never throws (a log problem must not fail the plugin). */

@@ -24,7 +24,7 @@ export function detectProject(cwd: string): string | null {
 }
 
 /** `Path(p).expanduser().resolve()`: absolute, symlinks resolved as far as the path exists. */
-function resolvePath(path: string): string {
+export function resolvePath(path: string): string {
   const expanded = path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
   const absolute = resolve(expanded);
   try {

@@ -1,0 +1,114 @@
+/**
+ * `.semantic-memory.toml`, committed at a repository's top: `[capture] enabled = false` (store
+ * nothing from it), `[recall] enabled = false` (inject nothing), `[project] name = "…"` (the
+ * project name for every checkout). Found and read as the Python hooks do (harness/
+ * repo_config.py): at the top of the repository holding the directory, else in the directory;
+ * read only when present. A file that cannot be read or parsed stops capture (it may be an
+ * opt-out with a typo) and leaves recall on.
+ *
+ * Python parses the whole file with `tomllib`; this reader (no runtime dependencies) knows
+ * only what these three keys need: `[table]` headers, `key = value` lines (dotted keys too),
+ * booleans and single-line strings, `#` comments. Lines of other tables are not looked at.
+ */
+
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { findRepository, resolvePath } from "./project.js";
+
+export const FILE_NAME = ".semantic-memory.toml";
+const MAX_BYTES = 64 * 1024;
+
+export interface RepoConfig {
+  /** The file in effect (null: none, the defaults). */
+  path: string | null;
+  capture: boolean;
+  recall: boolean;
+  project: string | null;
+  /** Why the file could not be used (then capture is off, recall on). */
+  error: string | null;
+}
+
+const DEFAULTS: RepoConfig = { path: null, capture: true, recall: true, project: null, error: null };
+const KEYS: Record<string, "boolean" | "string"> = {
+  "capture.enabled": "boolean",
+  "recall.enabled": "boolean",
+  "project.name": "string",
+};
+
+/** Where the file for `cwd` would be: the repository's top folder, else `cwd` itself. */
+export function configPath(cwd: string): string {
+  const start = resolvePath(cwd);
+  const [top] = findRepository(start);
+  return join(top ?? start, FILE_NAME);
+}
+
+/** The settings for `cwd`; never throws. */
+export function loadRepoConfig(cwd: string): RepoConfig {
+  let path: string;
+  let raw: Buffer;
+  try {
+    path = configPath(cwd);
+    if (!statSync(path, { throwIfNoEntry: false })?.isFile()) return { ...DEFAULTS };
+    raw = readFileSync(path);
+  } catch (error) {
+    return { ...DEFAULTS, path: join(cwd, FILE_NAME), capture: false, error: (error as Error).message };
+  }
+  if (raw.length > MAX_BYTES) return { ...DEFAULTS, path, capture: false, error: `larger than ${MAX_BYTES} bytes` };
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
+    return { ...parseRepoConfig(text), path };
+  } catch (error) {
+    return { ...DEFAULTS, path, capture: false, error: (error as Error).message.split("\n")[0] ?? "unreadable" };
+  }
+}
+
+/** The three keys from the file's text; throws on a malformed line that holds one of them. */
+export function parseRepoConfig(text: string): RepoConfig {
+  const config: RepoConfig = { ...DEFAULTS };
+  let table = "";
+  const lines = text.replace(/^\ufeff/, "").split(/\r?\n/);
+  lines.forEach((line, index) => {
+    const content = line.trim();
+    if (!content || content.startsWith("#")) return;
+    const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$/.exec(content);
+    if (header) {
+      table = header[1] as string;
+      return;
+    }
+    if (content.startsWith("[")) {
+      if (/^\[\s*(capture|recall|project)\b/.test(content) && !content.startsWith("[[")) {
+        throw new Error(`line ${index + 1}: malformed table header`);
+      }
+      table = "\0"; // another table (an array of tables, a quoted name): not read
+      return;
+    }
+    const assignment = /^([A-Za-z0-9_.\- ]+?)\s*=\s*(.*)$/.exec(content);
+    const key = assignment ? (assignment[1] as string).replace(/\s*\.\s*/g, ".") : null;
+    const full = key === null ? null : table ? `${table}.${key}` : key;
+    if (full === null) {
+      if (table in { capture: 1, recall: 1, project: 1 }) throw new Error(`line ${index + 1}: not a key = value line`);
+      return;
+    }
+    const kind = KEYS[full];
+    if (kind === undefined) return;
+    const value = parseValue((assignment as RegExpExecArray)[2] as string);
+    if (typeof value !== kind) throw new Error(`${full} must be a ${kind}`);
+    if (full === "capture.enabled") config.capture = value as boolean;
+    else if (full === "recall.enabled") config.recall = value as boolean;
+    else config.project = (value as string).trim().slice(0, 256) || null;
+  });
+  return config;
+}
+
+/** A boolean or single-line string value (a trailing comment allowed); throws otherwise. */
+function parseValue(raw: string): boolean | string | number {
+  const text = raw.trim();
+  const bare = /^(true|false)\s*(?:#.*)?$/.exec(text);
+  if (bare) return bare[1] === "true";
+  const literal = /^'([^'\n]*)'\s*(?:#.*)?$/.exec(text);
+  if (literal) return literal[1] as string;
+  const basic = /^"((?:[^"\\\n]|\\.)*)"\s*(?:#.*)?$/.exec(text);
+  if (basic) return JSON.parse(`"${(basic[1] as string).replace(/\\'/g, "'")}"`) as string;
+  if (/^[+-]?\d[\d_]*(?:\.\d+)?\s*(?:#.*)?$/.test(text)) return 0; // a number: the wrong type
+  throw new Error(`cannot read the value ${text.slice(0, 40)}`);
+}
