@@ -229,3 +229,12 @@ def test_a_later_start_answers_from_the_sdks_cached_answers(service: Service,
     assert (initialized, tools) == (first_init, first_tools)
     assert len(tools["tools"]) == 5
     assert cpu <= first_cpu * 0.5, (cpu, first_cpu)
+
+
+def test_a_bad_setting_is_one_line_and_no_traceback(tmp_path: Path) -> None:
+    done = subprocess.run([*memory_mcp_command(), "proxy"], capture_output=True, text=True,
+                          env=service_env(tmp_path, MEMORY_MCP_PROXY_TIMEOUT_S="0"),
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "memory-mcp proxy: MEMORY_MCP_PROXY_TIMEOUT_S must be within 0.1..600, not 0.0"]
