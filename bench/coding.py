@@ -205,7 +205,8 @@ def score(recall: RecallFn, data: Dataset, filtered: bool, ks: Iterable[int] = K
         rank = next((i for i, h in enumerate(ranked, 1) if ids.get(h, set()) & answers), 0)
         row["rr"] = 1 / rank if rank else 0.0
         rows.append((q, row))
-    return summarise(rows, latencies, ks)
+    splits = {r["repo"]: r["split"] for r in data.manifest.get("repositories", [])}
+    return summarise(rows, latencies, ks, splits)
 
 
 def _mean(values: list[float]) -> float:
@@ -220,7 +221,7 @@ def _block(rows: list[tuple[Question, dict[str, Any]]], ks: list[int]) -> dict[s
 
 
 def summarise(rows: list[tuple[Question, dict[str, Any]]], latencies: list[float],
-              ks: list[int]) -> dict[str, Any]:
+              ks: list[int], splits: dict[str, str] | None = None) -> dict[str, Any]:
     by_type: dict[str, list] = {}
     by_repo: dict[str, list] = {}
     for q, r in rows:
@@ -233,6 +234,8 @@ def summarise(rows: list[tuple[Question, dict[str, Any]]], latencies: list[float
         "paraphrased": _block([x for x in rows if x[0].overlap < PARAPHRASE_OVERLAP], ks),
         "non_english": _block([x for x in rows if x[0].lang != "en"], ks),
         "by_repo": {p: _block(v, ks) for p, v in sorted(by_repo.items())},
+        **({"by_split": {s: _block([x for x in rows if splits.get(x[0].project) == s], ks)
+                         for s in sorted(set(splits.values()))}} if splits else {}),
     }
 
 
