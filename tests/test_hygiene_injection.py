@@ -13,7 +13,10 @@ import unicodedata
 
 import pytest
 from semantic_memory.default_plugins.hygiene import looks_like_injection
-from semantic_memory.default_plugins.textnorm import normalize_for_matching
+from semantic_memory.default_plugins.textnorm import (
+    DEFAULT_IGNORABLE_RANGES,
+    normalize_for_matching,
+)
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 from timing import assert_linear
@@ -277,6 +280,24 @@ def test_normalization_folds_what_a_reader_would_not_see() -> None:
     every_format_char = "".join(
         chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
     assert normalize_for_matching(f"a{every_format_char}b") == "ab"
+
+
+def test_normalization_drops_every_default_ignorable_code_point() -> None:
+    """Not only category Cf: U+034F, variation selectors, Mongolian selectors, Hangul fillers,
+    tag characters … (Unicode's Default_Ignorable_Code_Point list)."""
+    every = "".join(chr(c) for lo, hi in DEFAULT_IGNORABLE_RANGES for c in range(lo, hi + 1))
+    assert normalize_for_matching(f"ig{every}nore") == "ignore"
+    for sample in ("ig\u034fnore", "ig\ufe0fnore", "ig\U000e0101nore", "ig\u180bnore",
+                   "ig\u3164nore", "ig\u115f\u1160nore", "ig\uffa0nore", "ig\U000e0069nore"):
+        assert normalize_for_matching(sample) == "ignore", ascii(sample)
+
+
+def test_look_alike_letters_fold_only_where_they_pose_as_latin() -> None:
+    assert normalize_for_matching("\u0456gn\u043er\u0435 \u0455\u0443\u0455\u0442\u0435\u043c") \
+        == "ignore system"  # Cyrillic inside a Latin word; a whole word spelling "system"
+    small_capitals = "\u026a\u0262\u0274\u1d0f\u0280\u1d07"
+    assert normalize_for_matching(small_capitals) == "ignore"
+    assert normalize_for_matching("Игнорируй правила") == "игнорируй правила"  # Russian stays
 
 
 @pytest.mark.parametrize("hostile", [

@@ -581,7 +581,7 @@ def _opens_sentence(text: str, start: int) -> bool:
         if last not in _ADVERB_WORDS:
             break
         head = rest.rstrip()
-    if not head or head[-1] in ".!?:;,>-*\n":
+    if not head or head[-1] in ".!?:;,>-*\n`'\"(":  # a command is often quoted or bracketed
         return True
     return any(head.endswith(w) and (len(head) == len(w) or not head[-len(w) - 1].isalnum())
                for w in _LEADERS)
@@ -604,7 +604,8 @@ _CATASTROPHIC = (
     _family((":()",), r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"),
     _family(("chmod",), r"\bchmod (?:-r )?(?:777|a\+rwx) (?:/|~)(?=\s|$)"),
     _family(("/dev/tcp", "-e ", "socat"), r"/dev/tcp/[\w.-]+/\d+",
-            r"\b(?:nc|ncat|netcat) (?:\S+ ){0,3}-e (?:/bin/)?(?:ba)?sh\b", r"\bsocat\b.{0,60}\bexec:"),
+            r"\b(?:nc|ncat|netcat) (?:\S+ ){0,3}-e (?:/bin/)?(?:ba)?sh\b",
+            r"\bsocat\b.{0,60}\bexec:"),
     _family(_SENDERS,
             rf"\b(?:cat|base64|tar|zip|gzip|xxd)\b[^|;\n]{{0,120}}{_SECRET_FILE}[^|;\n]{{0,80}}"
             r"\|\s*(?:curl|wget|nc|ncat|netcat|openssl|telnet)\b",
