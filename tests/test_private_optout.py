@@ -142,6 +142,24 @@ def test_service_strips_private_text_from_rest_and_mcp_writes(service: Service) 
     assert all(SECRET not in json.dumps(i) for i in items)
 
 
+def test_a_prompts_private_part_is_not_the_query(service: Service, tmp_path: Path) -> None:
+    """The recall runs for the rest of the prompt; the query the service records for the
+    injection holds no private text."""
+    with service.client() as client:
+        client.post("/ingest", json={"content": "The quiet-harbor queue drains every ten "
+                                                "minutes", "project": "p-query"})
+    env = hook_env(tmp_path, service.url, MEMORY_PROJECT="p-query")
+    run = run_hook("example", "prompt", {
+        "session": "s-query", "cwd": str(tmp_path),
+        "prompt": f"how often does the quiet-harbor queue drain? <private>{SECRET}</private>"},
+        env)
+    assert "quiet-harbor queue drains" in run.stdout
+    with service.client() as client:
+        injections = client.get("/api/injections", params={"project": "p-query"}).json()
+    [injection] = injections["items"]
+    assert injection["query"] == "how often does the quiet-harbor queue drain?"
+
+
 # --- .semantic-memory.toml ----------------------------------------------------------------------
 
 
