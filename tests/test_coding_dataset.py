@@ -109,3 +109,21 @@ def test_the_runner_loads_both_splits_and_scores_the_baseline() -> None:
     assert 0 < report["R@1"] <= report["R@5"] <= report["R@50"] <= 100
     with pytest.raises(coding.DataError):
         coding.load("train")
+
+
+def test_the_runner_scores_the_real_engine(tmp_path: Path) -> None:
+    """Two small repositories through MemoryEngine (BM25): every memory stored under its
+    project, and the filtered recall finds answers (a regression guard, not a quality bar)."""
+    every = coding.load("all")
+    keep = {"DakineMI/mcp-gateway", "kevinslin/skillz"}
+    small = coding.Dataset([m for m in every.memories if m.project in keep],
+                           [q for q in every.questions if q.project in keep], every.manifest)
+    engine = coding.build_engine(small, str(tmp_path), coding.BM25)
+    try:
+        filtered = coding.score(coding.engine_recall(engine), small, True, per_k=False)
+        unfiltered = coding.score(coding.engine_recall(engine), small, False, per_k=False)
+    finally:
+        engine.close()
+    assert filtered["n"] == unfiltered["n"] == len(small.questions)
+    assert filtered["R@50"] > 50
+    assert set(filtered["by_split"]) <= {"dev", "test"}
