@@ -22,7 +22,8 @@ from test_service_support import (
     stdio_session,
 )
 
-TOOLS = {"memory_store", "memory_recall", "memory_forget", "memory_list", "memory_stats"}
+TOOLS = {"memory_store", "memory_recall", "memory_update", "memory_forget", "memory_list",
+         "memory_stats"}
 TOKEN = "mcp-test-token"
 
 
@@ -66,6 +67,7 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     schema = {t.name: t.input_schema for t in listed.tools}
     assert schema["memory_recall"]["properties"]["k"]["maximum"] == 50
     assert schema["memory_store"]["required"] == ["content"]
+    assert schema["memory_update"]["required"] == ["uid"]
 
     stored = await call(session, "memory_store", {
         "content": f"The {project} team deploys with Argo CD every Tuesday",
@@ -92,6 +94,19 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     assert stats["memories"] >= 1 and isinstance(stats["recommendations"], list)
     assert {c["name"] for c in stats["channels"]} >= {"porter", "trigram"}
 
+    edited = await call(session, "memory_update", {
+        "uid": uid, "content": f"The {project} team deploys with Flux every Thursday",
+        "tags": ["deploy", "flux"]})
+    assert edited["status"] == "updated" and edited["uid"] == uid
+    assert edited["memory"]["content"].endswith("Flux every Thursday")
+    assert edited["memory"]["tags"] == ["deploy", "flux"]
+    assert (await call(session, "memory_recall", {"query": "Flux Thursday", "project": project})
+            )["items"][0]["uid"] == uid
+    assert (await call(session, "memory_recall", {"query": "Argo", "project": project})
+            )["items"] == []
+    again = await call(session, "memory_update", {"uid": uid, "kind": "decision"})
+    assert again["status"] == "unchanged"
+
     forgotten = await call(session, "memory_forget", {"uid": uid})
     assert forgotten == {"forgotten": uid}
     assert "no live memory" in await call_error(session, "memory_forget", {"uid": uid})
@@ -116,6 +131,11 @@ async def bad_calls_keep_the_session(session: ClientSession) -> None:
         ("memory_recall", {"query": "x", "since": "last tuesday"}, "since"),
         ("memory_list", {"limit": 10_000}, "limit"),
         ("memory_list", {"offset": -1}, "offset"),
+        ("memory_update", {"uid": "f" * 16, "content": "x"}, "no live memory"),
+        ("memory_update", {"uid": "f" * 16}, "nothing to change"),
+        ("memory_update", {"uid": "f" * 16, "kind": "not an identifier"}, "kind"),
+        ("memory_update", {"uid": "f" * 16, "content": "x" * 100_001}, "content"),
+        ("memory_update", {"content": "x"}, "uid"),
         ("memory_forget", {}, "uid"),
         ("memory_forget", {"uid": "f" * 16}, "no live memory"),
     ]

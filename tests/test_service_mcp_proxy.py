@@ -133,14 +133,15 @@ def test_a_hung_service_never_holds_the_client(tmp_path: Path) -> None:
     call comes back within the proxy's bound (a ratio of it, wide margin), the store spooled."""
     connections: list[socket.socket] = []
     calls = [("memory_store", {"content": FACT}), ("memory_recall", {"query": "webhooks"}),
-             ("memory_list", {}), ("memory_stats", {}), ("memory_forget", {"uid": "abc"})]
+             ("memory_list", {}), ("memory_stats", {}), ("memory_forget", {"uid": "abc"}),
+             ("memory_update", {"uid": "abc", "content": "Webhooks retry five times"})]
 
     async def main(url: str) -> None:
         # MEMORY_HOOK_BACKOFF_S=0: every call goes to the hung service and pays the bound.
         async with proxy_session(tmp_path, url, MEMORY_HOOK_BACKOFF_S="0",
                                  MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)) as session:
             tools = (await session.list_tools()).tools
-            assert len(tools) == 5 and connections == []  # nothing asked of the service
+            assert len(tools) == 6 and connections == []  # nothing asked of the service
             for name, args in calls:
                 result, seconds = await timed(session, name, args)
                 assert seconds <= BOUND_S * 4, (name, seconds)
@@ -227,7 +228,7 @@ def test_a_later_start_answers_from_the_sdks_cached_answers(service: Service,
     assert (tmp_path / "mcp-proxy.cache.json").exists()
     cpu, initialized, tools = start_and_list(tmp_path, service.url)
     assert (initialized, tools) == (first_init, first_tools)
-    assert len(tools["tools"]) == 5
+    assert len(tools["tools"]) == 6
     assert cpu <= first_cpu * 0.5, (cpu, first_cpu)
 
 

@@ -35,6 +35,11 @@ class Channel(Protocol):
     - `find_duplicate(conn, new_memory, prepared) -> int | None`: inside the write
       transaction, after the exact-hash check: the id of a live memory this one duplicates
       (e.g. a vector near-duplicate); the existing entry is refreshed instead of inserting.
+    - `unindex(conn, ids)`: an edit (`MemoryEngine.update`) keeps the memory's id and
+      rewrites its row; before `index` is called again with the new text, this drops what the
+      channel derived from the old one that an upsert would not replace (e.g. a vector, when
+      the new text could not be embedded). Channels kept in step by SQL triggers on
+      `UPDATE OF content`, or whose `index` upserts, need none.
     - `expensive = True`: the keyword fast path may skip this channel when a cheap channel's
       `confidence(conn, query, ids) -> float | None` (0..1) reaches MEMORY_FAST_PATH_MIN.
     - `embedder_info()`, `backfill(store[, progress])`: stats and `memory-mcp backfill`.

@@ -14,7 +14,7 @@ import click
 from .channels import skip_reason
 from .config import ConfigError, Settings
 from .default_plugins.redaction import ruleset_info
-from .errors import InvalidMemory
+from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
 from .plugins import build_plugin_manager
@@ -206,6 +206,37 @@ def forget(obj: Context, uid: str) -> None:
     if not obj.engine.forget(uid):
         raise click.ClickException(f"no live memory with uid {uid}")
     click.echo(f"forgot {uid}")
+
+
+@cli.command()
+@click.argument("uid")
+@click.option("--content", help="The new text, whole ('-' reads standard input).")
+@click.option("--kind", help="A new kind.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable); replaces all the tags.")
+@click.option("--no-tags", is_flag=True, help="Remove every tag.")
+@click.option("--project", help="A new project ('' makes the memory global).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_context
+def update(obj: Context, uid: str, content: str | None, kind: str | None, tags: tuple[str, ...],
+           no_tags: bool, project: str | None, as_json: bool) -> None:
+    """Edit memory UID in place: the uid stays, the earlier version is kept as a revision, and
+    the new text is filtered (secrets redacted) and re-indexed like any write."""
+    if content == "-":
+        content = sys.stdin.read()
+    if tags and no_tags:
+        raise click.ClickException("give --tag or --no-tags, not both")
+    new_tags = [] if no_tags else (list(tags) if tags else None)
+    try:
+        result = obj.engine.update(uid, content=content, kind=kind, tags=new_tags,
+                                   project=project)
+    except (UnknownMemory, InvalidMemory) as exc:
+        raise click.ClickException(str(exc)) from None
+    if result.status in ("rejected", "duplicate"):
+        raise click.ClickException(f"not updated: {result.reason}")
+    if as_json:
+        _echo_json(result.to_dict())
+    else:
+        click.echo(f"{result.status} {uid}")
 
 
 @cli.command("list")

@@ -7,3 +7,7 @@ class InvalidMemory(ValueError):
 
 class Rejected(Exception):
     """Raised by a `filter_ingest` plugin to refuse a memory; the reason is reported."""
+
+
+class UnknownMemory(LookupError):
+    """No live memory has the uid asked for (never stored, forgotten, or purged)."""

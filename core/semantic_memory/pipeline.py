@@ -18,7 +18,7 @@ from . import neardup, neighbours
 from .channels import Channel, skip_reason
 from .config import Settings
 from .default_plugins.redaction import redact, ruleset_info
-from .errors import InvalidMemory, Rejected
+from .errors import InvalidMemory, Rejected, UnknownMemory
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (
     MAX_PROJECT_CHARS,
@@ -31,6 +31,7 @@ from .models import (
     NewMemory,
     RecallFilters,
     RecallHit,
+    iso,
     now,
 )
 from .plugins import PluginManager, build_plugin_manager
@@ -150,6 +151,37 @@ def _new_row(item: NewMemory, uid: str, ts: float) -> Memory:
     return Memory(0, uid, item.content, item.kind, item.source, item.project,
                   sorted(set(item.tags)), created, updated, item.forgotten, item.session,
                   item.seq)
+
+
+def _edited(current: Memory, content: str | None, kind: str | None, tags: list[str] | None,
+            project: str | None) -> NewMemory:
+    """The version an edit asks for, as a NewMemory the ingest filters can judge."""
+    return NewMemory(
+        current.content if content is None else content,
+        kind=current.kind if kind is None else kind, source=current.source,
+        project=current.project if project is None else (project or None),
+        tags=list(current.tags) if tags is None else list(tags))
+
+
+@dataclass
+class UpdateResult:
+    """Outcome of an edit: `updated`, `unchanged`, `rejected` or `duplicate`, with the memory
+    as it is now (the new version when updated, else the stored one)."""
+
+    status: str
+    memory: Memory
+    reason: str | None = None
+    duplicate_of: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "uid": self.memory.uid}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.duplicate_of is not None:
+            out["duplicate_of"] = self.duplicate_of
+        memory = self.memory.to_dict()
+        memory.pop("deleted", None)
+        return out | {"memory": memory}
 
 
 @dataclass
@@ -354,6 +386,84 @@ class MemoryEngine:
     def forget(self, uid: str) -> bool:
         """Soft-delete one memory; False when no live memory has this uid."""
         return self.store.forget(uid, now())
+
+    def update(self, uid: str, *, content: str | None = None, kind: str | None = None,
+               tags: list[str] | None = None, project: str | None = None) -> UpdateResult:
+        """Edit a live memory in place: the uid, id, created_at, source and session stay,
+        `updated_at` moves, and the version replaced is kept as a revision. A field left None
+        stays as it is; `project=""` makes the memory global. The new version goes through the
+        ingest filters (redaction, injection filter) like any write; a refusal changes nothing.
+
+        Re-indexing keeps the row id: the FTS5 channels' triggers re-index `UPDATE OF content`,
+        every channel's `index` then runs again on the new row (with the new text's embedding)
+        after `unindex` dropped what an upsert would not replace.
+
+        Raises UnknownMemory (no live memory `uid`) or InvalidMemory (a bad field, or nothing
+        given to change). Returns `updated`, `unchanged` (the same values: no revision),
+        `rejected` (by a filter) or `duplicate` (another live memory holds the new text: the
+        edit is refused rather than merged, so no memory disappears by surprise)."""
+        if content is None and kind is None and tags is None and project is None:
+            raise InvalidMemory("nothing to change: give content, kind, tags or project")
+        current = self.store.get(uid) if isinstance(uid, str) and _UID.match(uid) else None
+        if current is None or current.deleted:
+            raise UnknownMemory(f"no live memory with uid {str(uid)[:80]!r}")
+        item = _edited(current, content, kind, tags, project)
+        validate(item, self.settings.max_content_chars)
+        try:
+            self.pm.hook.filter_ingest(memory=item, settings=self.settings)
+            validate(item, self.settings.max_content_chars)  # a filter may have emptied it
+        except (Rejected, InvalidMemory) as exc:
+            return UpdateResult("rejected", current, reason=str(exc))
+        changed_text = item.content != current.content
+        prepared: dict[str, Any] = {}
+        for channel in self.channels if changed_text else []:  # embed outside the write lock
+            step = getattr(channel, "prepare", None)
+            if callable(step):
+                prepared[channel.name] = list(step([item]))[0]
+        with self.store.write() as conn:
+            return self._write_edit(conn, uid, item, prepared)
+
+    def _write_edit(self, conn: Any, uid: str, item: NewMemory, prepared: dict[str, Any]
+                    ) -> UpdateResult:
+        """The write half of `update`, in its transaction: the memory is read again there, so
+        a concurrent forget or a concurrent write of the same text is seen."""
+        old = self.store.live_by_uid(conn, uid)
+        if old is None:  # forgotten since it was read
+            raise UnknownMemory(f"no live memory with uid {uid[:80]!r}")
+        new = Memory(old.id, old.uid, item.content, item.kind, old.source, item.project,
+                     sorted(set(item.tags)), old.created_at, old.updated_at, False,
+                     old.session, old.seq)
+        if (new.content, new.kind, new.project, new.tags) == \
+                (old.content, old.kind, old.project, old.tags):
+            return UpdateResult("unchanged", old)
+        if new.content != old.content:
+            digest = content_hash(new.content)
+            other = self.store.live_by_hash(conn, [digest]).get(digest)
+            if other is not None and other[1] != uid:
+                return UpdateResult("duplicate", old, reason=(
+                    f"content: memory {other[1]} already holds this text; forget one of the "
+                    "two instead"), duplicate_of=other[1])
+        new.updated_at = max(now(), old.updated_at)
+        self.store.replace(conn, old, new, new.updated_at)
+        if new.content != old.content:
+            self._reindex(conn, new, prepared)
+        return UpdateResult("updated", new)
+
+    def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
+        """Index an edited memory again in every channel (inside the edit's transaction)."""
+        for channel in self.channels:
+            drop = getattr(channel, "unindex", None)
+            if callable(drop):
+                drop(conn, [memory.id])
+            if channel.name in prepared:
+                channel.index(conn, [memory], [prepared[channel.name]])  # type: ignore[call-arg]
+            else:
+                channel.index(conn, [memory])
+
+    def revisions(self, uid: str) -> list[dict[str, Any]]:
+        """The earlier versions of `uid`, newest first, times as ISO 8601 (UTC)."""
+        return [{**r, "updated_at": iso(r["updated_at"]), "replaced_at": iso(r["replaced_at"])}
+                for r in self.store.revisions(uid)]
 
     # --- read path -------------------------------------------------------------------------
 

@@ -4,8 +4,9 @@ The MCP server `memory-mcp install` registers by default. It answers `initialize
 `tools/list` itself, without contacting the service (the tools, schemas and descriptions are
 mcp_tools.py's, built over `RestBackend` here; mcp_front.py answers those two from the SDK's
 cached answers while the SDK loads), and forwards each tool call to the service's REST API
-(/ingest, /recall, /api/memories, /api/stats) within MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound at
-most, never the agent's start-up: an agent waits for its MCP servers' tool lists before its
+(/ingest, /recall, /api/memories, /api/stats; PATCH /api/memories/{uid} for memory_update)
+within MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound
+at most, never the agent's start-up: an agent waits for its MCP servers' tool lists before its
 first turn, and an HTTP registration at a hung service held opencode ~60 s.
 
 When the service cannot take a call: memory_store appends the write to the spool (spool.py,
@@ -163,6 +164,20 @@ class RestBackend:
         if budget_chars is not None:
             out["block"] = answer["block"]
         return out, None
+
+    async def update(self, uid: str, content: str | None, kind: str | None,
+                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
+        fields = {"content": content, "kind": kind, "tags": tags, "project": project}
+        body = {name: value for name, value in fields.items() if value is not None}
+        try:
+            answer = await self.request("PATCH", f"/api/memories/{quote(uid, safe='')}", body)
+        except ServiceFailed as exc:
+            prefix = "" if exc.status == 404 else "not updated: "
+            raise ToolError(prefix + _reason(exc)) from None
+        except ServiceUnavailable as exc:
+            raise ToolError(f"the memory service is unavailable: {exc}") from None
+        status = answer.pop("status")
+        return {"status": status, "uid": answer["uid"], "memory": _brief(answer)}
 
     async def forget(self, uid: str) -> bool:
         try:

@@ -1,9 +1,10 @@
-"""The MCP surface: five tools over a `ToolBackend`, plus resources, a prompt and completion
+"""The MCP surface: six tools over a `ToolBackend`, plus resources, a prompt and completion
 (mcp_browse.py) and log notifications (mcp_logging.py). The backend is the engine in this
 process (`--stdio`, the HTTP service's /mcp) or the running service's REST API (`memory-mcp
 proxy`, mcp_proxy.py): both serve the same tools, schemas and descriptions.
 
-`memory_store`, `memory_recall`, `memory_forget` (one entry), `memory_list`, `memory_stats`.
+`memory_store`, `memory_recall`, `memory_update` (edit one entry in place), `memory_forget`
+(one entry), `memory_list`, `memory_stats`.
 Parameters are typed and described (Annotated + Field) so clients see limits in the schema; a
 bad call comes back as a tool error (`is_error`) with a one-line reason naming the argument
 (`invalid arguments for memory_recall: k: Input should be less than or equal to 50`), an unknown
@@ -23,7 +24,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .. import __version__
-from ..errors import InvalidMemory
+from ..errors import InvalidMemory, UnknownMemory
 from ..models import NewMemory, RecallFilters, parse_time
 from ..pipeline import KEYWORD_MODE_NOTE, MAX_TAG_CHARS, MAX_TAGS, MemoryEngine
 from .mcp_browse import register_browsing
@@ -70,6 +71,12 @@ RECALL_DESCRIPTION = {
 FORGET_DESCRIPTION = (
     "Forget one memory by uid when the user says it is wrong or no longer wanted, or when you "
     "have just stored a corrected version of it. One entry per call; there is no bulk delete."
+)
+UPDATE_DESCRIPTION = (
+    "Correct one stored memory in place, by uid, when it is wrong or out of date (a port, a "
+    "version, a decision that changed): give only the fields to change. The uid stays, the "
+    "earlier version is kept as a revision, and recall finds the new text from then on. Prefer "
+    "this to storing a second, contradicting memory."
 )
 LIST_DESCRIPTION = (
     "Browse stored memories, most recently updated first, filtered by project, kind, source or "
@@ -123,6 +130,11 @@ class ToolBackend(Protocol):
                      budget_chars: int | None) -> tuple[dict[str, Any], str | None]:
         """`{"count", "items"[, "block"]}` and a warning for the client's log, if any."""
 
+    async def update(self, uid: str, content: str | None, kind: str | None,
+                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
+        """`{"status": "updated" | "unchanged", "uid", "memory"}`; ToolError with the reason
+        when the uid is unknown or the edit is refused (nothing changed then)."""
+
     async def forget(self, uid: str) -> bool:
         """Whether a live memory `uid` was there (and is forgotten now)."""
 
@@ -167,6 +179,20 @@ class EngineBackend:
 
         return await anyio.to_thread.run_sync(work)
 
+    async def update(self, uid: str, content: str | None, kind: str | None,
+                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
+        def work() -> dict[str, Any]:
+            return self.engine.update(uid, content=content, kind=kind, tags=tags,
+                                      project=project).to_dict()
+
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        except (UnknownMemory, InvalidMemory) as exc:
+            raise ToolError(str(exc)) from None
+        if result["status"] in ("rejected", "duplicate"):
+            raise ToolError(f"not updated: {result['reason']}")
+        return result
+
     async def forget(self, uid: str) -> bool:
         return await anyio.to_thread.run_sync(self.engine.forget, uid)
 
@@ -205,7 +231,7 @@ def build_mcp(engine: MemoryEngine) -> MCPServer:
 
 
 def build_tools(backend: ToolBackend) -> MemoryMCP:
-    """An MCPServer with the five memory tools, each a call to `backend`."""
+    """An MCPServer with the six memory tools, each a call to `backend`."""
     mcp = MemoryMCP("semantic-memory", version=__version__, instructions=INSTRUCTIONS,
                     log_level="WARNING")
     max_chars = backend.max_content_chars
@@ -260,6 +286,30 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
         if warning:
             await mcp.client_log.send(ctx, "warning", warning)
         return out
+
+    @mcp.tool(description=UPDATE_DESCRIPTION,
+              annotations=ToolAnnotations(title="Edit a memory", read_only_hint=False,
+                                          destructive_hint=False, idempotent_hint=True))
+    async def memory_update(
+        uid: Annotated[str, Field(min_length=1, max_length=64, description=(
+            "The uid of the memory to edit (from memory_recall or memory_list)."))],
+        content: Annotated[str | None, Field(min_length=1, max_length=max_chars, description=(
+            "The corrected memory, whole (it replaces the text): one self-contained "
+            "statement. Omit to keep the text."))] = None,
+        kind: Annotated[Identifier | None, Field(description=(
+            "A new kind (preference, decision, fact, …); omit to keep it."))] = None,
+        tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
+                        Field(max_length=MAX_TAGS, description=(
+                            "The new tags, replacing the old ones; omit to keep them."))] = None,
+        project: Annotated[str | None, Field(max_length=256, description=(
+            "A new project; an empty string makes the memory global; omit to keep it."))] = None,
+    ) -> dict[str, Any]:
+        """Edit one memory in place. The new text goes through the same secret redaction and
+        injection filter as memory_store; an edit onto another memory's exact text is refused."""
+        if content is None and kind is None and tags is None and project is None:
+            raise ToolError("nothing to change: give content, kind, tags or project")
+        return await backend.update(uid, content, kind, None if tags is None else list(tags),
+                                    project)
 
     @mcp.tool(description=FORGET_DESCRIPTION,
               annotations=ToolAnnotations(title="Forget one memory", read_only_hint=False,

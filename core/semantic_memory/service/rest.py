@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from .. import __version__
 from ..default_plugins.injection import clip, sanitize
-from ..errors import InvalidMemory
+from ..errors import InvalidMemory, UnknownMemory
 from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
 from ..pipeline import MemoryEngine, validate
 from ..stores import StoreError
@@ -31,6 +31,8 @@ from .errors import ApiError
 log = logging.getLogger("semantic_memory.service")
 
 MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+#: What PATCH /api/memories/{uid} may change.
+EDIT_FIELDS = ("content", "kind", "tags", "project")
 
 # --- request parsing -----------------------------------------------------------------------
 
@@ -266,7 +268,31 @@ async def get_memory(request: Request) -> JSONResponse:
     memory = await threaded(engine_of(request).get, uid)
     if memory is None or memory.deleted:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
-    return JSONResponse(memory.to_dict())
+    # Its earlier versions (edits), newest first: nothing an edit replaced is out of sight.
+    revisions = await threaded(engine_of(request).revisions, uid)
+    return JSONResponse(memory.to_dict() | {"revisions": revisions})
+
+
+async def update_memory(request: Request) -> JSONResponse:
+    """Edit a live memory in place (MemoryEngine.update): 200 with the memory as it is now and
+    `status` (`updated` or `unchanged`); 404 for an unknown uid; 422 for a bad field, nothing
+    to change, or a new text the ingest filters refuse; 409 when another live memory already
+    holds the new text. A refused edit changes nothing."""
+    uid = request.path_params["uid"]
+    edit = parse_model("MemoryEdit", await read_json(request))
+    try:
+        result = await threaded(engine_of(request).update, uid, content=edit.content,
+                                kind=edit.kind, tags=edit.tags, project=edit.project)
+    except UnknownMemory as exc:
+        raise ApiError(404, str(exc), "uid") from None
+    except InvalidMemory as exc:
+        name = str(exc).split(":", 1)[0]
+        raise ApiError(422, str(exc), name if name in EDIT_FIELDS else "body") from None
+    if result.status == "rejected":
+        raise ApiError(422, f"content: not stored: {result.reason}", "content")
+    if result.status == "duplicate":
+        raise ApiError(409, result.reason or "duplicate", "content")
+    return JSONResponse(result.memory.to_dict() | {"status": result.status})
 
 
 async def memory_injections(request: Request) -> JSONResponse:
@@ -347,6 +373,7 @@ ROUTES = [
     Route("/api/memories/{uid}", get_memory, methods=["GET"]),
     Route("/api/memories/{uid}/injections", memory_injections, methods=["GET"]),
     Route("/api/memories/{uid}", forget_memory, methods=["DELETE"]),
+    Route("/api/memories/{uid}", update_memory, methods=["PATCH"]),
     Route("/api/injections", list_injections, methods=["GET"]),
     Route("/api/maintenance/purge", maintenance_purge, methods=["POST"]),
     Route("/api/maintenance/backfill", maintenance_backfill, methods=["POST"]),

@@ -47,6 +47,16 @@ class IngestItem(_Body):
     session: Short | None = None
 
 
+class MemoryEdit(_Body):
+    """PATCH /api/memories/{uid}: the fields to change; an absent (or null) field stays.
+    `project: ""` makes the memory global; `tags` replaces the whole list."""
+
+    content: str | None = None
+    kind: str | None = None
+    project: str | None = Field(default=None, max_length=256)
+    tags: list[Tag] | None = Field(default=None, max_length=64)
+
+
 class IngestBatch(_Body):
     #: Each item is checked on its own (an IngestItem): a bad one is rejected, not the batch.
     items: list[Any] = Field(min_length=1, max_length=MAX_BATCH)

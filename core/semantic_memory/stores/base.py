@@ -228,6 +228,36 @@ class SQLMemoryStore:
             found += [(d, row_to_memory(row)) for d, row in enumerate(rows, start=1)]
         return found
 
+    def live_by_uid(self, conn: Any, uid: str) -> Memory | None:
+        """The live memory `uid`, read in the caller's transaction; None if there is none."""
+        row = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ? "
+                              "AND deleted = 0", (uid,)).fetchone()
+        return row_to_memory(row) if row else None
+
+    def replace(self, conn: Any, old: Memory, new: Memory, ts: float) -> None:
+        """Write `new` over `old`'s row (same id and uid: an edit), keeping `old`'s content,
+        kind, project, tags and updated_at as a revision replaced at `ts`. The FTS5 tables'
+        update triggers re-index the text; the engine re-indexes the other channels."""
+        self._run(conn, "INSERT INTO memory_revisions (memory_id, content, kind, project, tags, "
+                        "updated_at, replaced_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  (old.id, old.content, old.kind, old.project,
+                   json.dumps(old.tags, ensure_ascii=False), old.updated_at, ts))
+        self._run(conn, "UPDATE memories SET content = ?, content_hash = ?, kind = ?, "
+                        "project = ?, tags = ?, updated_at = ? WHERE id = ?",
+                  (new.content, content_hash(new.content), new.kind, new.project,
+                   json.dumps(new.tags, ensure_ascii=False), new.updated_at, old.id))
+
+    def revisions(self, uid: str) -> list[dict[str, Any]]:
+        """The earlier versions of memory `uid`, newest first: content, kind, project, tags,
+        updated_at (when that version was written) and replaced_at (when an edit replaced it),
+        times as unix seconds."""
+        rows = self._run(self.read(), "SELECT r.content, r.kind, r.project, r.tags, "
+                                      "r.updated_at, r.replaced_at FROM memory_revisions r "
+                                      "JOIN memories m ON m.id = r.memory_id WHERE m.uid = ? "
+                                      "ORDER BY r.id DESC", (uid,)).fetchall()
+        return [{"content": c, "kind": k, "project": p, "tags": json.loads(t),
+                 "updated_at": u, "replaced_at": r} for c, k, p, t, u, r in rows]
+
     def forget(self, uid: str, ts: float) -> bool:
         """Soft-delete one memory; False when no live memory has this uid."""
         with self.write() as conn:

@@ -23,7 +23,7 @@ from .base import SQLMemoryStore, StoreError, content_hash, memory_row
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -67,6 +67,25 @@ CREATE TABLE IF NOT EXISTS injection_items (
 CREATE INDEX IF NOT EXISTS injection_items_uid ON injection_items(uid);
 CREATE INDEX IF NOT EXISTS injection_items_injection ON injection_items(injection_id);
 """
+
+#: The earlier versions of edited memories (`memory-mcp update`, PATCH /api/memories/{uid}):
+#: an edit keeps the version it replaces here, so nothing is silently lost. Purging a forgotten
+#: memory removes its revisions too.
+REVISIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_revisions (
+    id INTEGER PRIMARY KEY,
+    memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    content TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    project TEXT,
+    tags TEXT NOT NULL DEFAULT '[]',
+    updated_at REAL NOT NULL,
+    replaced_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_revisions_memory ON memory_revisions(memory_id, id);
+"""
+SCHEMA += REVISIONS_SCHEMA
+
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
     """Run several statements inside the caller's transaction.
@@ -147,10 +166,15 @@ def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
                  "WHERE session IS NOT NULL")
 
 
+def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """v7 keeps the earlier versions of edited memories (`memory_revisions`)."""
+    run_script(conn, REVISIONS_SCHEMA)
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-    5: _migrate_5_to_6}
+    5: _migrate_5_to_6, 6: _migrate_6_to_7}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

@@ -115,7 +115,7 @@ function confirmAction(title, detail, action) {
 const token = () => sessionStorage.getItem(TOKEN_KEY);
 
 async function api(path, options = {}) {
-  const headers = { Accept: "application/json" };
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
   if (token()) headers.Authorization = `Bearer ${token()}`;
   const response = await fetch(path, { ...options, headers, cache: "no-store" });
   const body = await response.json().catch(() => null);
@@ -456,7 +456,85 @@ async function renderMemory(uid, ticket) {
   $("memory-injections-title").textContent = injections.total === 1
     ? "Injected once" : `Injected ${num(injections.total)} times`;
   injectionsTable("memory-injections", injections.items, false);
+  renderRevisions(memory.revisions || []);
+  closeEditor();
+  $("edit-button").onclick = () => openEditor(memory);
+  $("edit-form").onsubmit = (event) => saveEdit(event, memory);
   $("forget-button").onclick = () => forget(memory);
+}
+
+/** The versions edits replaced, newest first: when each was replaced, and what it said. */
+function renderRevisions(revisions) {
+  $("memory-revisions-title").textContent = revisions.length
+    ? `Earlier versions (${num(revisions.length)})` : "Earlier versions";
+  const items = revisions.map((rev) => el("li", { cls: "revision" },
+    el("p", { cls: "meta" }, "replaced ", when(rev.replaced_at), " · written ",
+      when(rev.updated_at),
+      el("span", { cls: "tag kind", text: rev.kind }),
+      rev.project ? el("span", { cls: "tag project", text: rev.project }) : null,
+      (rev.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` }))),
+    el("pre", { cls: "content", text: rev.content })));
+  if (!items.length) items.push(el("li", { cls: "empty", text: "None: never edited." }));
+  $("memory-revisions").replaceChildren(...items);
+}
+
+function closeEditor() {
+  $("edit-form").hidden = true;
+  $("edit-button").setAttribute("aria-expanded", "false");
+  $("edit-error").hidden = true;
+}
+
+function openEditor(memory) {
+  $("edit-content").value = memory.content;
+  $("edit-kind").value = memory.kind;
+  $("edit-project").value = memory.project || "";
+  $("edit-tags").value = (memory.tags || []).join(", ");
+  $("edit-error").hidden = true;
+  $("edit-form").hidden = false;
+  $("edit-button").setAttribute("aria-expanded", "true");
+  $("edit-cancel").onclick = closeEditor;
+  $("edit-content").focus();
+}
+
+/** The fields the form changed, as PATCH /api/memories/{uid} takes them. */
+function editBody(memory) {
+  const body = {};
+  const content = $("edit-content").value;
+  if (content !== memory.content) body.content = content;
+  const kind = $("edit-kind").value.trim();
+  if (kind !== memory.kind) body.kind = kind;
+  const project = $("edit-project").value.trim();
+  if (project !== (memory.project || "")) body.project = project; // "": no project
+  const tags = [...new Set($("edit-tags").value.split(",").map((t) => t.trim())
+    .filter(Boolean))].sort();
+  const before = [...(memory.tags || [])].sort();
+  if (tags.join("\u0000") !== before.join("\u0000")) body.tags = tags;
+  return body;
+}
+
+async function saveEdit(event, memory) {
+  event.preventDefault();
+  const body = editBody(memory);
+  if (!Object.keys(body).length) {
+    closeEditor();
+    notify("Nothing changed.");
+    return;
+  }
+  let saved;
+  try {
+    saved = await api(`/api/memories/${encodeURIComponent(memory.uid)}`, {
+      method: "PATCH", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body) });
+  } catch (err) {
+    if (err instanceof AuthNeeded) return;
+    $("edit-error").textContent = `Not saved: ${err.message}`;
+    $("edit-error").hidden = false;
+    return;
+  }
+  state.stats = null; // kinds or projects may have changed
+  await renderMemory(memory.uid, state.ticket);
+  notify(saved.status === "unchanged" ? "Nothing changed."
+    : `Saved: ${preview(saved.content, 60)}`, "ok");
 }
 
 async function forget(memory) {

@@ -203,6 +203,11 @@ class VectorChannel(EmbeddingChannel):
         if rows:
             self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
 
+    def unindex(self, conn: sqlite3.Connection, ids: list[int]) -> None:
+        """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
+        was embedded). Counts as a deletion, so every process's matrix reloads."""
+        conn.executemany("DELETE FROM memories_vec WHERE memory_id = ?", [(i,) for i in ids])
+
     def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray,
                tag: tuple[str, int] | None = None) -> None:
         """Upsert vectors tagged with `tag` (default: the configured model's); only those of

@@ -653,6 +653,12 @@ class PgVectorChannel(EmbeddingChannel):
         pairs = zip(memories, prepared, strict=True)
         self._write(conn, [(m.id, v) for m, v in pairs if v is not None])
 
+    def unindex(self, conn: psycopg.Connection, ids: list[int]) -> None:
+        """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
+        was embedded)."""
+        if ids:
+            conn.execute("DELETE FROM memories_pgvec WHERE memory_id = ANY(%s)", (ids,))
+
     def _write(self, conn: psycopg.Connection, rows: list[tuple[int, Any]]) -> None:
         if not rows:
             return
