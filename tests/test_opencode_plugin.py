@@ -195,6 +195,7 @@ def test_capture_records_match_the_python_records() -> None:
                                       for c in calls])
     assert got == expected
 
+
 def test_what_the_plugin_spools_the_python_service_stores_once(tmp_path: Path) -> None:
     """The TypeScript spool writer and the Python replayer agree on the format (spool.py):
     what the bundle spooled is read by spool.py and stored by the service, which drains the
@@ -224,9 +225,9 @@ def test_what_the_plugin_spools_the_python_service_stores_once(tmp_path: Path) -
 
             def drained() -> bool:
                 deadline = time.monotonic() + 60
-                while spool.pending(folder) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                return not spool.pending(folder) and spool.depth(folder).rejected == 0
+                while spool.depth(folder).count and time.monotonic() < deadline:
+                    time.sleep(0.1)  # claimed files count until stored
+                return spool.depth(folder) == spool.Depth(0, None, 0)
 
             assert drained()
             memories = {m["content"]: m for m in stored()}

@@ -455,6 +455,113 @@ def doctor(obj: Context, project: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def spool(ctx: click.Context) -> None:
+    """The write spool: what hooks could not hand to the service in time (see `list`)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(spool_list)
+
+
+def _ago(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    import time
+
+    seconds = max(time.time() - ts, 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit} ago"
+    return f"{seconds:.0f} s ago"
+
+
+def _spooled_row(file: Path, record: dict[str, Any] | None) -> dict[str, Any]:
+    if record is None:
+        return {"file": file.name, "error": "unreadable"}
+    body = record["body"]
+    items = body.get("items") if isinstance(body.get("items"), list) else [body]
+    first = next((str(i.get("content", "")) for i in items if isinstance(i, dict)), "")
+    return {"file": file.name, "ts": record.get("ts"), "harness": record.get("harness"),
+            "event": record.get("event"), "memories": len(items),
+            "preview": " ".join(first.split())[:70], "rejected": record.get("rejected")}
+
+
+@spool.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def spool_list(obj: Context, as_json: bool) -> None:
+    """The writes waiting in the spool, oldest first, and those the service refused."""
+    from . import spool as queue
+
+    folder = obj.settings.spool_path
+    waiting = [_spooled_row(f, r) for f, r in queue.records(folder)]
+    refused = [_spooled_row(f, r) for f, r in queue.records(folder / queue.REJECTED)]
+    if as_json:
+        _echo_json({"path": str(folder), "pending": waiting, "rejected": refused})
+        return
+    depth = queue.depth(folder)
+    click.echo(f"spool {folder}: {depth.count} write(s) waiting"
+               + (f", the oldest from {_ago(depth.oldest)}" if depth.count else "")
+               + (f"; {depth.rejected} refused by the service" if depth.rejected else ""))
+    for title, rows in (("waiting", waiting), ("refused", refused)):
+        if not rows:
+            continue
+        table = _table(title, "from", "memories", "first memory" if title == "waiting"
+                       else "reason")
+        for r in rows:
+            table.add_row(_ago(r.get("ts")), f"{r.get('harness') or '?'} {r.get('event') or ''}",
+                          str(r.get("memories", "?")),
+                          r.get("preview", "") if title == "waiting" else str(r.get("rejected")))
+        _print(table)
+
+
+@spool.command("replay")
+@pass_context
+def spool_replay(obj: Context) -> None:
+    """Hand the waiting writes to the service now (into the store directly when no service
+    answers). Exit code 1 when some are still waiting."""
+    import time
+
+    from . import spool as queue
+    from .harness.client import ServiceClient, ServiceUnavailable, resolve_url, spool_sender
+
+    settings = obj.settings
+    url, _ = resolve_url(settings)
+    service = ServiceClient(url, time.monotonic() + 60, settings.plugin_token or settings.token)
+    try:
+        service.request("GET", "/health", deadline=time.monotonic() + 2)
+        done = queue.replay(settings.spool_path, spool_sender(service))
+        where = f"the service at {url}"
+    except ServiceUnavailable:
+        from .service.spool_replay import drain
+
+        done = drain(obj.engine, settings)
+        where = f"the store ({obj.settings.resolved_db_path})"
+    click.echo(f"replayed {done.sent} write(s) into {where}"
+               + (f"; {done.rejected} refused (`memory-mcp spool list`)" if done.rejected else "")
+               + (f"; {done.left} still waiting" if done.left else ""))
+    if done.left:
+        sys.exit(1)
+
+
+@spool.command("clear")
+@click.option("--rejected", "rejected_too", is_flag=True,
+              help="Also delete the writes the service refused.")
+@click.option("--yes", is_flag=True, help="Confirm: the writes are deleted, not stored.")
+@pass_context
+def spool_clear(obj: Context, rejected_too: bool, yes: bool) -> None:
+    """Delete the waiting writes without storing them."""
+    from . import spool as queue
+
+    folder = obj.settings.spool_path
+    depth = queue.depth(folder)
+    count = depth.count + (depth.rejected if rejected_too else 0)
+    if not yes:
+        raise click.UsageError(f"this deletes {count} spooled write(s) unstored; "
+                               "add --yes to confirm")
+    click.echo(f"deleted {queue.clear(folder, rejected_too)} spooled write(s)")
+
+
 # rich is imported where it is used: it would add ~50 ms to every start, the service's too.
 def _table(*columns: str) -> Any:
     from rich.table import Table

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import backoff, spool
 from ..config import Settings
 from . import install, outcomes
 from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url, split_url
@@ -79,6 +80,7 @@ def report(settings: Settings, adapters: dict[str, Any],
     return {
         "service": service_report(settings),
         "hook_log": str(outcomes.log_path(settings)),
+        "spool": spool_report(settings),
         "repository": repo_report(settings, project_dir),
         "harnesses": [harness_report(a, settings, project_dir, latest)
                       for _, a in sorted(adapters.items())],
@@ -94,6 +96,35 @@ def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
             "recall": repo.recall, "project_name": repo.project, "error": repo.error,
             "project": settings.project or repo.project or detect_project(folder),
             "summary": repo.describe()}
+
+
+def spool_report(settings: Settings) -> dict[str, Any]:
+    """The write spool's depth and the hooks' back-off, as a hook would find them now."""
+    depth = spool.depth(settings.spool_path)
+    state = backoff.active(settings.backoff_path)
+    return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,
+            "rejected": depth.rejected,
+            "backoff": None if state is None else {"until": state.until,
+                                                   "outcome": state.outcome,
+                                                   "detail": state.detail}}
+
+
+def _spool_lines(info: dict[str, Any]) -> list[str]:
+    stamp = "%Y-%m-%d %H:%M:%S"
+    if info["pending"]:
+        oldest = time.strftime(stamp, time.localtime(info["oldest"] or 0))
+        line = (f"spool     {info['pending']} write(s) waiting for the service, the oldest from "
+                f"{oldest} ({info['path']}; `memory-mcp spool` lists them)")
+    else:
+        line = f"spool     empty ({info['path']})"
+    if info["rejected"]:
+        line += f"; {info['rejected']} refused by the service (`memory-mcp spool list`)"
+    lines = [line]
+    if info["backoff"]:
+        until = time.strftime(stamp, time.localtime(info["backoff"]["until"]))
+        lines.append(f"back-off  hooks skip the service until {until} "
+                     f"({info['backoff']['outcome']}: {info['backoff']['detail']})")
+    return lines
 
 
 def _unreachable_advice(service: dict[str, Any]) -> list[str]:
@@ -127,6 +158,7 @@ def render(data: dict[str, Any]) -> str:
                      f"{service.get('error')}")
         lines += _unreachable_advice(service)
     lines.append(f"hook log  {data['hook_log']}")
+    lines += _spool_lines(data["spool"])
     repo = data["repository"]
     lines.append(f"repo file {repo['summary']}")
     lines.append(f"project   {repo['project']}")

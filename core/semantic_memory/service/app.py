@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from ..config import Settings
 from ..pipeline import MemoryEngine
-from . import browse
+from . import browse, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
 from .edges import BodyGuard
 from .rest import EXCEPTION_HANDLERS, ROUTES
@@ -186,6 +186,7 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
             tg.start_soon(lazy.run, warmed)
             with anyio.move_on_after(WARM_UP_WAIT_S):
                 await warmed.wait()
+            tg.start_soon(spool_replay.run, engine, settings)
             try:
                 yield
             finally:

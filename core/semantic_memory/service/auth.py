@@ -251,16 +251,16 @@ class GuardMiddleware:
         if origin is not None and parse_origin(origin.decode("latin-1")) not in self.hosts:
             await send_json(send, 403, {"error": "Origin is not allowed"})
             return
-        if scope["method"] not in SAFE_METHODS:
-            refusal = cross_origin_refusal(headers, host)
-            if refusal is not None:
-                await send_json(send, *refusal)
-                return
         public = scope["path"] in PUBLIC_PATHS and scope["method"] in PUBLIC_METHODS
         if self.token and not public:
             auth = headers.get(b"authorization")
             if not bearer_ok(auth.decode("latin-1") if auth else None, self.token):
                 await send_json(send, 401, {"error": "a valid Bearer token is required"},
                                 [(b"www-authenticate", b'Bearer realm="memory-mcp"')])
+                return
+        if scope["method"] not in SAFE_METHODS:
+            refusal = cross_origin_refusal(headers, host)
+            if refusal is not None:
+                await send_json(send, *refusal)
                 return
         await self.app(scope, receive, send)

@@ -19,7 +19,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from .. import __version__
+from .. import __version__, spool
+from ..config import Settings
 from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory, UnknownMemory
 from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
@@ -136,6 +137,13 @@ def recall_item(hit: RecallHit, budget_chars: int) -> dict[str, Any]:
     return data
 
 
+def spool_state(settings: Settings) -> dict[str, Any]:
+    """The write spool at a glance: writes waiting, the oldest one's time, writes refused."""
+    depth = spool.depth(settings.spool_path)
+    return {"pending": depth.count, "oldest": depth.oldest, "rejected": depth.rejected,
+            "path": str(settings.spool_path)}
+
+
 def engine_of(request: Request) -> MemoryEngine:
     return request.app.state.engine
 
@@ -165,7 +173,12 @@ async def health(request: Request) -> JSONResponse:
 
 async def ingest(request: Request) -> JSONResponse:
     data = await read_json(request)
-    engine = engine_of(request)
+    return JSONResponse(await threaded(ingest_body, engine_of(request), data))
+
+
+def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
+    """/ingest's answer to a decoded JSON body: one memory or `{"items": [...]}`. Also how
+    the service replays its write spool (spool_replay.py). ApiError when the body is wrong."""
     max_chars = engine.settings.max_content_chars
     batch = isinstance(data, dict) and "items" in data
     if not batch:
@@ -182,17 +195,17 @@ async def ingest(request: Request) -> JSONResponse:
             except ApiError as exc:
                 bad[i] = exc.message
     try:
-        stored = await threaded(engine.ingest, items) if items else []
+        stored = engine.ingest(items) if items else []
     except InvalidMemory as exc:  # validated above; kept as a net
         raise ApiError(422, str(exc), str(exc).split(":", 1)[0]) from None
     if not batch:
-        return JSONResponse(stored[0].to_dict() | {"duplicate": stored[0].status == "duplicate"})
+        return stored[0].to_dict() | {"duplicate": stored[0].status == "duplicate"}
     queue = iter(stored)
     results = [IngestResult("rejected", reason=bad[i]) if i in bad else next(queue)
                for i in range(len(raw_items))]
     out = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
     counts = {s: sum(r.status == s for r in results) for s in ("new", "duplicate", "rejected")}
-    return JSONResponse({"results": out, **counts})
+    return {"results": out, **counts}
 
 
 async def recall(request: Request) -> JSONResponse:
@@ -224,6 +237,7 @@ async def stats(request: Request) -> JSONResponse:
         data["vectorized"] = (data["embedder"] or {}).get("vectorized", 0)
         data["injections"] = engine.injection_summary()
         data["version"] = __version__
+        data["spool"] = spool_state(engine.settings)
         return data
 
     return JSONResponse(await threaded(work))
