@@ -306,7 +306,7 @@ def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None
     assert all(e["ms"] < log[2]["ms"] / 5 for e in log[:2] + log[3:])
     # Wall clock against the run without the plugin, with room for a loaded machine (the
     # absolute figures are bench/opencode.py's).
-    assert down < plain * 2 and hung < plain * 2
+    assert down < plain * 3 and hung < plain * 3
     assert all(BLOCK not in json.dumps(r["body"]) for r in mock.requests)
 
 
