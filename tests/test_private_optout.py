@@ -36,7 +36,7 @@ FACT = "the staging database listens on port 6543"
     (f'a <private reason="pw">{SECRET}</private> b', "a  b"),
     (f"a <private>x <private>{SECRET}</private> {SECRET}</private> b", "a  b"),
     (f"a <private>{SECRET}\nto the end", "a "),
-    (f"a </private> b <private/> c", "a  b  c"),
+    ("a </private> b <private/> c", "a  b  c"),
     ("<privateer> and <private-notes> are other tags", "<privateer> and <private-notes> are "
                                                       "other tags"),
     (f"1<private>{SECRET}</private>2<private>{SECRET}</private>3", "123"),
