@@ -634,15 +634,34 @@ def _open_input(path: str) -> Iterator[BinaryIO]:
 
 @cli.command("import")
 @click.argument("path", type=click.Path(allow_dash=True))
+@click.option("--project", "project_dir", type=click.Path(file_okay=False),
+              help="Markdown imports: the project folder (default: the current one).")
+@click.option("--dry-run", is_flag=True,
+              help="Markdown imports: show what would be stored, updated or forgotten.")
+@click.option("--json", "as_json", is_flag=True, help="Markdown imports: print JSON.")
 @pass_context
-def import_(obj: Context, path: str) -> None:
-    """Import memories from a JSON-lines file ('-' = standard input).
+def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
+            as_json: bool) -> None:
+    """Import memories from a JSON-lines file ('-' = standard input), from what an agent
+    already remembers (PATH = claude-code, codex, opencode or kimi-code), or from a folder of
+    markdown notes (PATH = a directory; `./codex` for a folder named like a harness).
 
-    Each line: {"content", "kind", "source", "project", "tags", "created_at"}; an `export`
+    JSON lines: {"content", "kind", "source", "project", "tags", "created_at"}; an `export`
     line also brings its uid, updated_at and forgotten state, so a backup restores the same
     memories (a uid already stored is left as it is). Bad lines are reported with their number
     and skipped; the exit code is 1 if any line was bad.
+
+    Markdown: one memory per section or bullet; a second run changes nothing, a changed file
+    updates its memories in place, a section gone from a file is forgotten (docs/cli.md).
     """
+    from .importers import HARNESS_NAMES
+
+    if path in HARNESS_NAMES or (path != "-" and Path(path).is_dir()):
+        _import_markdown(obj, path, project_dir, dry_run, as_json)
+        return
+    if project_dir or dry_run or as_json:
+        raise click.ClickException("--project, --dry-run and --json are for markdown imports "
+                                   "(a harness name or a folder), not JSON lines")
     engine = obj.engine
     counts = {"new": 0, "duplicate": 0, "rejected": 0, "bad": 0}
     total = None
@@ -692,14 +711,73 @@ def import_(obj: Context, path: str) -> None:
         sys.exit(1)
 
 
+def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: bool,
+                     as_json: bool) -> None:
+    """`import claude-code|codex|opencode|kimi-code|DIR`: markdown into memories."""
+    from .harness.project import detect_project
+    from .harness.repo_config import load_repo_config
+    from .importers import HARNESS_NAMES, ImportFailed, folder_files, harness_files, \
+        harness_scopes, iter_actions, run_import
+
+    root = Path(project_dir or ".").expanduser().resolve()
+    if project_dir and not root.is_dir():
+        raise click.ClickException(f"--project: no folder {project_dir}")
+    # the name the hooks would store under: MEMORY_PROJECT, the repository file's, detected
+    project = obj.settings.project or load_repo_config(root).project or detect_project(root)
+    if path in HARNESS_NAMES:
+        files, scopes = harness_files(path, root, project), harness_scopes(path, project)
+    else:
+        folder = Path(path).expanduser().resolve()
+        files = folder_files(folder, project if project_dir else None)
+        scopes = [f"folder:{folder}"]
+    try:
+        reports = run_import(obj.engine, files, scopes, dry_run=dry_run)
+    except ImportFailed as exc:
+        raise click.ClickException(str(exc)) from None
+    totals = {key: sum(r.counts[key] for r in reports) for key in reports[0].counts} \
+        if reports else {}
+    if as_json:
+        _echo_json({"dry_run": dry_run, "totals": totals,
+                    "files": [{"path": r.label, **r.counts, "actions": r.actions}
+                              for r in reports]})
+        return
+    if not reports:
+        click.echo(f"nothing to import: no markdown found for {path}")
+        return
+    for report in reports:
+        click.echo(f"{report.label}: " + (", ".join(
+            f"{n} {k}" for k, n in report.counts.items() if n) or "empty"))
+        if dry_run:
+            for line in iter_actions([report]):
+                click.echo(line)
+    prefix = "would be (dry run): " if dry_run else "total: "
+    click.echo(prefix + ", ".join(f"{n} {k}" for k, n in totals.items()))
+
+
 @cli.command()
 @click.option("-o", "--output", type=click.Path(allow_dash=True), default="-", help="Output file ('-' = standard output).")
 @click.option("--include-deleted", is_flag=True, help="Also export forgotten memories.")
+@click.option("--markdown", "markdown_dir", type=click.Path(file_okay=False),
+              help="Write one markdown file per project into this folder instead (a person "
+                   "can edit it; `import DIR` reads it back and updates in place).")
 @pass_context
-def export(obj: Context, output: str, include_deleted: bool) -> None:
+def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str | None) -> None:
     """Export memories as JSON lines (the format `import` reads; a round trip keeps uids,
-    timestamps and, with --include-deleted, forgotten memories)."""
+    timestamps and, with --include-deleted, forgotten memories), or as markdown."""
     engine = obj.engine
+    if markdown_dir:
+        from .importers import export_markdown
+
+        if include_deleted or output != "-":
+            raise click.ClickException("--markdown writes live memories to a folder: "
+                                       "no --output or --include-deleted")
+        try:
+            written = export_markdown(engine, Path(markdown_dir).expanduser())
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {markdown_dir}: {exc.strerror}") from None
+        for file, count in written:
+            click.echo(f"{file}: {count} memories")
+        return
     total = engine.count() if not include_deleted else None
     handle = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")
     try:

@@ -1,0 +1,526 @@
+"""Import what agents already remember (CLAUDE.md, Claude Code's auto-memory, AGENTS.md, a
+folder of markdown notes) and export memories back to markdown a person can read and edit.
+
+Markdown is cut into memories at headings and top-level bullets: each bullet is one memory, the
+prose under a heading is one more; a memory keeps its heading path as context ("Testing: use
+pnpm"). Every imported memory has a deterministic uid derived from (scope, file, heading path,
+ordinal), so an import run twice changes nothing, and a changed file updates its memories in
+place (`MemoryEngine.update`: uid kept, earlier text kept as a revision). A scope is one group of
+files read together (the user-wide files of a harness, a project's files, a notes folder): a
+section gone from a file, or a file gone from its scope, is forgotten (soft delete). A uid the
+store has forgotten is never revived; the section comes back under a next-generation uid.
+
+Everything is written through the engine, so ingest filters (`<private>`, redaction) apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from .models import Memory, NewMemory, RecallFilters
+from .pipeline import MemoryEngine
+from .private import strip_private
+
+HARNESS_NAMES = ("claude-code", "codex", "opencode", "kimi-code")
+SOURCE = "import"
+TAG_CHARS = 64
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_BULLET = re.compile(r"^(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_INDEX_LINE = re.compile(r"^[-*+][ \t]+\[[^\]]*\]\(([^)#]+\.md)\)")
+_UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:([A-Za-z0-9_-]{1,64})[ \t]*-->[ \t]*$")
+_EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*?)[ \t]*-->")
+#: Claude Code auto-memory `type` → our kind ("feedback" is how the user wants work done).
+_TYPE_KINDS = {"user": "preference", "feedback": "preference", "preference": "preference",
+               "project": "fact", "reference": "fact", "fact": "fact", "decision": "decision"}
+KINDS = ("preference", "decision", "fact")
+
+
+class ImportFailed(Exception):
+    """Unreadable input: the CLI prints the message as one line and exits 1."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One memory-to-be cut from a file."""
+
+    key: str  # heading path + kind of block + ordinal: its identity inside the file
+    content: str
+    heading: str | None
+    kind: str
+    uid: str | None = None  # an exported entry names its memory
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One markdown file of an import, with what its memories inherit."""
+
+    path: Path
+    label: str  # the `path:` tag and the report's name for it
+    scope: str
+    project: str | None
+    kind: str  # the default kind of its memories
+    source: str  # the `import:` tag
+    auto_memory: bool = False  # one Claude Code auto-memory file (front matter, MEMORY.md index)
+
+
+@dataclass
+class FileReport:
+    label: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("new", "updated", "unchanged", "forgotten", "duplicate", "rejected"), 0))
+    actions: list[str] = field(default_factory=list)  # "new <uid> <content…>" (dry run detail)
+
+
+# --- locating the files ---------------------------------------------------------------------
+
+
+def _home() -> Path:
+    return Path(os.environ.get("HOME") or Path.home())
+
+
+def _label(path: Path, root: Path | None) -> str:
+    """A file's name in tags and reports: relative to the project root, else `~/…`."""
+    if root is not None:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            pass
+    try:
+        return "~/" + path.relative_to(_home()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def claude_auto_memory_dir(project_dir: Path) -> Path:
+    """Claude Code's auto-memory folder for a project: the absolute path with every
+    non-alphanumeric character turned into `-`, under ~/.claude/projects."""
+    mangled = re.sub(r"[^A-Za-z0-9]", "-", str(project_dir))
+    return _claude_home() / "projects" / mangled / "memory"
+
+
+def _claude_home() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or _home() / ".claude")
+
+
+def _user_agents_md(harness: str) -> list[Path]:
+    """The user-wide instruction files each harness reads."""
+    home = _home()
+    if harness == "claude-code":
+        return [_claude_home() / "CLAUDE.md"]
+    if harness == "codex":
+        return [Path(os.environ.get("CODEX_HOME") or home / ".codex") / "AGENTS.md"]
+    if harness == "opencode":
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        return [config / "opencode" / "AGENTS.md"]
+    return [Path(os.environ.get("KIMI_CODE_HOME") or home / ".kimi-code") / "AGENTS.md"]
+
+
+def harness_scopes(harness: str, project: str | None) -> list[str]:
+    """The scopes `import <harness>` answers for: a file gone from one is forgotten."""
+    shared = "claude-code" if harness == "claude-code" else "agents-md"
+    return [f"{harness}:user", f"{shared}:project:{project}"]
+
+
+def harness_files(harness: str, project_dir: Path, project: str | None) -> list[SourceFile]:
+    """The existing files `import <harness>` reads, with their scope, kind and project."""
+    files = [SourceFile(p, _label(p, None), f"{harness}:user", None, "preference", harness)
+             for p in _user_agents_md(harness)]
+    if harness == "claude-code":
+        scope = f"claude-code:project:{project}"
+        for rel in ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md"):
+            files.append(SourceFile(project_dir / rel, rel, scope, project, "preference",
+                                    harness))
+        auto = claude_auto_memory_dir(project_dir)
+        if auto.is_dir():
+            files += [SourceFile(p, _label(p, None), scope, project, "fact", harness, True)
+                      for p in sorted(auto.glob("*.md"))]
+    else:  # the project's AGENTS.md is shared by codex, opencode and kimi-code: one identity
+        files.append(SourceFile(project_dir / "AGENTS.md", "AGENTS.md",
+                                f"agents-md:project:{project}", project, "preference",
+                                "agents-md"))
+    return [f for f in files if f.path.is_file()]
+
+
+def folder_files(folder: Path, project: str | None) -> list[SourceFile]:
+    """Every `*.md` under a notes folder (hidden folders left out)."""
+    scope = f"folder:{folder}"
+    return [SourceFile(p, p.relative_to(folder).as_posix(), scope, project, "fact", "notes")
+            for p in sorted(folder.rglob("*.md"))
+            if not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+
+
+# --- reading markdown ------------------------------------------------------------------------
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ImportFailed(f"cannot read {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ImportFailed(f"cannot read {path}: {exc.strerror}") from None
+
+
+def front_matter(text: str) -> tuple[dict[str, str], str]:
+    """(`key: value` fields, body) of a file that opens with a `---` block."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}, text
+    for end in range(1, len(lines)):
+        if lines[end].strip() in ("---", "..."):
+            fields = {}
+            for line in lines[1:end]:
+                key, sep, value = line.partition(":")
+                if sep and key.strip():
+                    fields[key.strip().lower()] = value.strip().strip("'\"")
+            return fields, "\n".join(lines[end + 1:])
+    return {}, text
+
+
+def _kind_for(heading_path: list[str], default: str) -> str:
+    """A section under a "Decisions" heading is a decision; otherwise the file's kind."""
+    if any(re.search(r"\bdecisions?\b", h, re.IGNORECASE) for h in heading_path):
+        return "decision"
+    return default
+
+
+def split_markdown(text: str, default_kind: str, *, skip_index: bool = False
+                   ) -> list[Section]:
+    """Cut markdown into memories: one per top-level bullet, one per heading's prose."""
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []  # (level, title)
+    ordinals: dict[str, int] = {}
+    block: list[str] = []
+    block_type = ""  # "bullet", "prose" or "" (nothing open)
+    prose: list[str] = []
+    fenced = False
+
+    def emit(kind_of_block: str, lines: list[str]) -> None:
+        body = "\n".join(lines).strip()
+        if not body:
+            return
+        titles = [t for _, t in path]
+        where = " > ".join(titles)
+        key_base = f"{where}\0{kind_of_block}"
+        ordinal = ordinals.get(key_base, 0)
+        ordinals[key_base] = ordinal + 1
+        content = f"{where}: {body}" if where else body
+        sections.append(Section(f"{key_base}\0{ordinal}", content, titles[-1] if titles else None,
+                                _kind_for(titles, default_kind)))
+
+    def close_bullet() -> None:
+        nonlocal block_type
+        if block_type == "bullet":
+            emit("bullet", block)
+        block.clear()
+        block_type = ""
+
+    def close_prose() -> None:
+        emit("prose", prose)
+        prose.clear()
+
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            heading = _HEADING.match(line)
+            if heading:
+                close_bullet()
+                close_prose()
+                level = len(heading.group(1))
+                path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
+                continue
+            bullet = _BULLET.match(line)
+            if bullet:
+                close_bullet()
+                if skip_index and _INDEX_LINE.match(line):
+                    continue
+                block_type = "bullet"
+                block.append(bullet.group(1))
+                continue
+            if block_type == "bullet" and (line[:1] in (" ", "\t") or not line.strip()):
+                block.append(line[2:] if line.startswith("  ") else line.strip())
+                continue
+            close_bullet()
+        (block if block_type == "bullet" else prose).append(line)
+    close_bullet()
+    close_prose()
+    return sections
+
+
+def split_export(text: str) -> tuple[str | None, list[Section]]:
+    """An exported file: (its project, entries). An entry is `- text <!-- uid:… -->` under a
+    `## kind` heading, continuation lines indented two spaces; entries a person added without a
+    uid comment are new memories."""
+    lines = text.splitlines()
+    project = _EXPORT_HEADER.match(lines[0]).group(1) if lines else None
+    sections: list[Section] = []
+    kind = "fact"
+    entry: list[str] = []
+    uid: str | None = None
+    ordinal = 0
+
+    def close() -> None:
+        nonlocal entry, uid, ordinal
+        while entry and not entry[-1].strip():  # blank lines between entries, not the text's
+            entry.pop()
+        body = "\n".join(entry)
+        if body.strip():
+            sections.append(Section(f"{kind}\0export\0{ordinal}", body, None, kind, uid))
+            ordinal += 1
+        entry, uid = [], None
+
+    for line in lines[1:]:
+        heading = _HEADING.match(line)
+        if heading:
+            close()
+            if len(heading.group(1)) == 2:
+                kind = heading.group(2).strip().lower() or "fact"
+        elif line.startswith("- "):
+            close()
+            first = line[2:]
+            found = _UID_COMMENT.search(first)
+            if found:
+                uid, first = found.group(1), first[:found.start()]
+            entry = [first]
+        elif entry:
+            entry.append(line[2:] if line.startswith("  ") else line.lstrip())
+    close()
+    return (project or None), sections
+
+
+def sections_of(source: SourceFile) -> tuple[list[Section], str | None]:
+    """The memories of one file, and the project an exported file names (else None)."""
+    text = read_text(source.path)
+    if text.startswith("<!-- semantic-memory-mcp export:"):
+        project, sections = split_export(text)
+        return sections, project
+    if source.auto_memory:
+        if source.path.name == "MEMORY.md":  # the index: only lines that are not links to files
+            return split_markdown(text, source.kind, skip_index=True), None
+        fields, body = front_matter(text)
+        kind = _TYPE_KINDS.get(fields.get("type", "").lower(), source.kind)
+        content = body.strip() or fields.get("description", "")
+        title = fields.get("name") or source.path.stem
+        if not content:
+            return [], None
+        return [Section("file", content, title, kind)], None
+    _, body = front_matter(text)
+    return split_markdown(body, source.kind), None
+
+
+# --- identities and tags ---------------------------------------------------------------------
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def scope_prefix(scope: str) -> str:
+    return "imp" + _digest(scope, 8)
+
+
+def file_prefix(source: SourceFile) -> str:
+    return scope_prefix(source.scope) + _digest(source.label, 10)
+
+
+def section_uid(source: SourceFile, section: Section, generation: int = 0) -> str:
+    base = file_prefix(source) + _digest(section.key, 10)
+    return base if generation == 0 else f"{base}-{generation}"
+
+
+def _base_uid(uid: str) -> str:
+    return uid.split("-", 1)[0]
+
+
+def _tag(prefix: str, value: str) -> str:
+    """`prefix:value` within the tag limit: a long value keeps its end (a path's file name)."""
+    room = TAG_CHARS - len(prefix) - 1
+    return f"{prefix}:{value if len(value) <= room else '…' + value[-(room - 1):]}"
+
+
+def tags_for(source: SourceFile, section: Section) -> list[str]:
+    tags = [_tag("import", source.source), _tag("path", source.label)]
+    if section.heading:
+        tags.append(_tag("heading", " ".join(section.heading.split())))
+    return sorted(set(tags))
+
+
+# --- running an import -----------------------------------------------------------------------
+
+
+def _imported(engine: MemoryEngine) -> dict[str, Memory]:
+    """Live imported memories by base uid (an import's own uids start with `imp`)."""
+    found: dict[str, Memory] = {}
+    offset = 0
+    while True:
+        page = engine.list(RecallFilters(source=SOURCE), 1000, offset)
+        found.update((_base_uid(m.uid), m) for m in page if m.uid.startswith("imp"))
+        if len(page) < 1000:
+            break
+        offset += len(page)
+    return found
+
+
+def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str], *,
+               dry_run: bool = False) -> list[FileReport]:
+    """Import `files`, forget what disappeared from `scopes`; one report per file (and one per
+    vanished file). Reads every file before writing anything: unreadable input changes nothing."""
+    parsed = [(source, *sections_of(source)) for source in files]
+    by_base = _imported(engine)
+    reports: list[FileReport] = []
+    seen_files: set[str] = set()
+    for source, sections, export_project in parsed:
+        report = FileReport(source.label)
+        reports.append(report)
+        prefix = file_prefix(source)
+        seen_files.add(prefix)
+        kept: set[str] = set()
+        for section in sections:
+            kept.add(_import_section(engine, source, section, export_project, by_base, report,
+                                     dry_run))
+        for base, memory in sorted(by_base.items()):
+            if base.startswith(prefix) and base not in kept:
+                _forget(engine, memory, report, dry_run)
+    for scope in scopes:  # files gone from a scope take their memories along
+        prefix = scope_prefix(scope)
+        gone: dict[str, FileReport] = {}
+        for base, memory in sorted(by_base.items()):
+            if base.startswith(prefix) and base[:len(prefix) + 10] not in seen_files:
+                label = next((t[5:] for t in memory.tags if t.startswith("path:")),
+                             base[:len(prefix) + 10])
+                report = gone.setdefault(label, FileReport(f"{label} (gone)"))
+                _forget(engine, memory, report, dry_run)
+        reports += gone.values()
+    return reports
+
+
+def _forget(engine: MemoryEngine, memory: Memory, report: FileReport, dry_run: bool) -> None:
+    uid = memory.uid
+    if dry_run or engine.forget(uid):
+        report.counts["forgotten"] += 1
+        report.actions.append(f"forget {uid} {_preview(memory.content)}")
+
+
+def _preview(text: str) -> str:
+    one_line = " ".join(strip_private(text).split())  # a report is a log: nothing private
+    return one_line if len(one_line) <= 80 else one_line[:79] + "…"
+
+
+def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
+                    export_project: str | None, by_base: dict[str, Memory], report: FileReport,
+                    dry_run: bool) -> str:
+    """Store, update or leave one section; returns the base uid it answers for."""
+    if section.uid is not None:  # an exported entry: update the memory it names
+        project = export_project
+        tags = None
+        current = engine.get(section.uid)
+        base = section.uid
+        if current is None or current.deleted:
+            base = section_uid(source, section)
+            current = by_base.get(base)
+            tags = tags_for(source, section)
+    else:
+        project = source.project if export_project is None else export_project
+        tags = tags_for(source, section)
+        base = section_uid(source, section)
+        current = by_base.get(base)
+    if current is None:
+        _store(engine, source, section, base, project, tags or tags_for(source, section),
+               report, dry_run)
+        return base
+    wanted = (strip_private(section.content), section.kind, project,
+              current.tags if tags is None else tags)
+    if wanted == (current.content, current.kind, current.project, current.tags):
+        report.counts["unchanged"] += 1
+        return base
+    if dry_run:
+        report.counts["updated"] += 1
+        report.actions.append(f"update {current.uid} {_preview(section.content)}")
+        return base
+    result = engine.update(current.uid, content=section.content, kind=section.kind,
+                           tags=tags, project=project or "")
+    report.counts[result.status if result.status in report.counts else "rejected"] += 1
+    if result.status == "updated":
+        report.actions.append(f"update {current.uid} {_preview(result.memory.content)}")
+    elif result.status in ("rejected", "duplicate"):
+        report.actions.append(f"{result.status} {current.uid} {result.reason}")
+    return base
+
+
+def _store(engine: MemoryEngine, source: SourceFile, section: Section, base: str,
+           project: str | None, tags: list[str], report: FileReport, dry_run: bool) -> None:
+    uid = _free_uid(engine, base)
+    if dry_run:
+        report.counts["new"] += 1
+        report.actions.append(f"new {uid} {_preview(section.content)}")
+        return
+    item = NewMemory(section.content, kind=section.kind, source=SOURCE, project=project,
+                     tags=tags, uid=uid, session=file_prefix(source))
+    result = engine.ingest([item], batch_is_session=False)[0]
+    report.counts[result.status] += 1
+    detail = {"new": _preview(section.content), "rejected": result.reason,
+              "duplicate": f"already remembered as {result.uid}"}[result.status]
+    report.actions.append(f"{result.status} {uid} {detail}")
+
+
+def _free_uid(engine: MemoryEngine, base: str) -> str:
+    """`base`, or its next generation when the store has forgotten `base` (never revived)."""
+    candidates = [base] + [f"{base}-{n}" for n in range(1, 50)]
+    with engine.store.snapshot() as conn:
+        known = engine.store.known_uids(conn, candidates)
+    return next(uid for uid in candidates if uid not in known)
+
+
+# --- exporting to markdown --------------------------------------------------------------------
+
+
+def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]]:
+    """One file per project (and `_global.md` for memories without one): memories grouped by
+    kind, each bullet carrying its uid in an HTML comment so `import DIR` updates in place."""
+    groups: dict[str | None, list[Memory]] = {}
+    for memory in engine.store.export(False):
+        groups.setdefault(memory.project, []).append(memory)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for project, memories in sorted(groups.items(), key=lambda kv: kv[0] or ""):
+        path = folder / _file_name(project)
+        path.write_text(_render(project, memories), encoding="utf-8")
+        written.append((path, len(memories)))
+    return written
+
+
+def _file_name(project: str | None) -> str:
+    if project is None:
+        return "_global.md"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", project).strip("._") or "project"
+    return f"{safe}-{_digest(project, 6)}.md"  # two projects never share a file
+
+
+def _render(project: str | None, memories: list[Memory]) -> str:
+    lines = [f"<!-- semantic-memory-mcp export: project={project or ''} -->",
+             f"# {project or 'Memories without a project'}", ""]
+    by_kind: dict[str, list[Memory]] = {}
+    for memory in memories:
+        by_kind.setdefault(memory.kind, []).append(memory)
+    for kind in sorted(by_kind, key=lambda k: (k not in KINDS, KINDS.index(k) if k in KINDS
+                                                else 0, k)):
+        lines += [f"## {kind}", ""]
+        for memory in by_kind[kind]:
+            first, *rest = memory.content.split("\n")
+            lines.append(f"- {first} <!-- uid:{memory.uid} -->")
+            lines += [f"  {line}" if line else "" for line in rest]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def iter_actions(reports: list[FileReport]) -> Iterator[str]:
+    for report in reports:
+        for action in report.actions:
+            yield f"  {action}"

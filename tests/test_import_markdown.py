@@ -1,0 +1,289 @@
+"""Importing what agents already remember (CLAUDE.md, Claude Code's auto-memory, AGENTS.md, a
+notes folder) and exporting to markdown: engine-level on both stores, then the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from semantic_memory.importers import (
+    claude_auto_memory_dir,
+    export_markdown,
+    folder_files,
+    harness_files,
+    harness_scopes,
+    run_import,
+    split_markdown,
+)
+from semantic_memory.models import RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+
+pytestmark = pytest.mark.both_stores
+
+USER_CLAUDE = """# Style
+- Answer in English
+- Never paste tokens <private>my token is hunter2</private>
+
+## Testing
+Run the tests with pytest.
+
+- use pnpm
+  with --frozen-lockfile
+"""
+PROJECT_CLAUDE = """# Web repo
+Deploys go through Argo.
+
+## Decisions
+- We picked Postgres over MySQL
+"""
+AUTO_INDEX = """- [Staging port](staging_port.md) — where the staging database listens
+- The user likes short answers
+"""
+AUTO_PORT = """---
+name: staging port
+description: where the staging database listens
+type: project
+---
+The staging database listens on port 6543.
+"""
+AUTO_FEEDBACK = """---
+name: no mocks
+type: feedback
+---
+Integration tests hit a real database, never mocks.
+"""
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A fake HOME with Claude Code, Codex and opencode files and a project folder."""
+    home = tmp_path / "home"
+    project = tmp_path / "web"
+    (home / ".claude").mkdir(parents=True)
+    (project / ".claude").mkdir(parents=True)
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text(
+        '[remote "origin"]\n\turl = git@github.com:acme/web.git\n', encoding="utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "KIMI_CODE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    (home / ".claude" / "CLAUDE.md").write_text(USER_CLAUDE, encoding="utf-8")
+    (project / "CLAUDE.md").write_text(PROJECT_CLAUDE, encoding="utf-8")
+    (project / "CLAUDE.local.md").write_text("- My sandbox is at ~/sandbox\n", encoding="utf-8")
+    auto = claude_auto_memory_dir(project.resolve())
+    auto.mkdir(parents=True)
+    (auto / "MEMORY.md").write_text(AUTO_INDEX, encoding="utf-8")
+    (auto / "staging_port.md").write_text(AUTO_PORT, encoding="utf-8")
+    (auto / "no_mocks.md").write_text(AUTO_FEEDBACK, encoding="utf-8")
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    (codex_home / "AGENTS.md").write_text("- Prefer ripgrep over grep\n", encoding="utf-8")
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (home / ".config" / "opencode" / "AGENTS.md").write_text(
+        "## Shell\n- Use fish syntax in examples\n", encoding="utf-8")
+    (project / "AGENTS.md").write_text("# Build\n- Build with make\n", encoding="utf-8")
+    return {"home": home, "project": project.resolve(), "auto": auto, "codex": codex_home}
+
+
+def claude(engine: MemoryEngine, world: dict[str, Path], dry_run: bool = False) -> dict[str, int]:
+    files = harness_files("claude-code", world["project"], "github.com/acme/web")
+    reports = run_import(engine, files, harness_scopes("claude-code", "github.com/acme/web"),
+                         dry_run=dry_run)
+    return {key: sum(r.counts[key] for r in reports) for key in reports[0].counts}
+
+
+def memories(engine: MemoryEngine) -> dict[str, object]:
+    return {m.content: m for m in engine.list(RecallFilters(), 500, 0)}
+
+
+def test_claude_code_files_become_memories(engine: MemoryEngine, world: dict[str, Path]) -> None:
+    assert claude(engine, world)["new"] == 10
+    found = memories(engine)
+    english = found["Style: Answer in English"]
+    assert english.kind == "preference" and english.project is None and english.source == "import"
+    assert english.tags == ["heading:Style", "import:claude-code", "path:~/.claude/CLAUDE.md"]
+    assert found["Style > Testing: use pnpm\nwith --frozen-lockfile"].tags[0] == "heading:Testing"
+    assert "Style > Testing: Run the tests with pytest." in found
+    decision = found["Web repo > Decisions: We picked Postgres over MySQL"]
+    assert decision.kind == "decision" and decision.project == "github.com/acme/web"
+    assert "path:CLAUDE.md" in decision.tags
+    assert found["My sandbox is at ~/sandbox"].tags[-1] == "path:CLAUDE.local.md"
+    port = found["The staging database listens on port 6543."]  # front matter: type project
+    assert port.kind == "fact" and "heading:staging port" in port.tags
+    assert found["Integration tests hit a real database, never mocks."].kind == "preference"
+    assert "The user likes short answers" in found  # MEMORY.md: only what is not an index line
+    assert not any("Staging port" in content for content in found)
+    assert all(len(tag) <= 64 for m in found.values() for tag in m.tags)
+
+
+def test_private_text_never_reaches_the_store(engine: MemoryEngine,
+                                              world: dict[str, Path]) -> None:
+    claude(engine, world)
+    assert not any("hunter2" in content for content in memories(engine))
+    assert "Style: Never paste tokens " in memories(engine)
+    assert claude(engine, world)["unchanged"] == 10  # the stripped text compares equal
+
+
+def test_twice_changes_nothing_and_an_edit_keeps_the_uid(engine: MemoryEngine,
+                                                         world: dict[str, Path]) -> None:
+    claude(engine, world)
+    before = {m.uid: m.content for m in memories(engine).values()}
+    assert claude(engine, world) == {"new": 0, "updated": 0, "unchanged": 10, "forgotten": 0,
+                                     "duplicate": 0, "rejected": 0}
+    uid = memories(engine)["Style: Answer in English"].uid
+    path = world["home"] / ".claude" / "CLAUDE.md"
+    path.write_text(USER_CLAUDE.replace("Answer in English", "Answer in British English"),
+                    encoding="utf-8")
+    counts = claude(engine, world)
+    assert (counts["updated"], counts["new"], counts["unchanged"]) == (1, 0, 9)
+    assert engine.get(uid).content == "Style: Answer in British English"
+    assert [r["content"] for r in engine.revisions(uid)] == ["Style: Answer in English"]
+    assert {m.uid for m in memories(engine).values()} == set(before)
+
+
+def test_a_removed_section_or_file_is_forgotten_and_may_come_back(
+        engine: MemoryEngine, world: dict[str, Path]) -> None:
+    claude(engine, world)
+    decision_uid = memories(engine)["Web repo > Decisions: We picked Postgres over MySQL"].uid
+    (world["project"] / "CLAUDE.md").write_text("# Web repo\nDeploys go through Argo.\n",
+                                               encoding="utf-8")
+    (world["project"] / "CLAUDE.local.md").unlink()
+    assert claude(engine, world)["forgotten"] == 2
+    assert engine.get(decision_uid).deleted
+    assert "My sandbox is at ~/sandbox" not in memories(engine)
+    (world["project"] / "CLAUDE.md").write_text(PROJECT_CLAUDE, encoding="utf-8")
+    assert claude(engine, world)["new"] == 1  # back under a new uid; the forgotten one stays so
+    back = memories(engine)["Web repo > Decisions: We picked Postgres over MySQL"]
+    assert back.uid == f"{decision_uid}-1" and engine.get(decision_uid).deleted
+    assert claude(engine, world)["unchanged"] == 9
+
+
+def test_dry_run_writes_nothing(engine: MemoryEngine, world: dict[str, Path]) -> None:
+    assert claude(engine, world, dry_run=True)["new"] == 10
+    assert engine.count() == 0
+    claude(engine, world)
+    (world["project"] / "CLAUDE.md").write_text("# Web repo\nDeploys go through Flux.\n",
+                                               encoding="utf-8")
+    counts = claude(engine, world, dry_run=True)
+    assert (counts["updated"], counts["forgotten"]) == (1, 1)
+    assert "Web repo: Deploys go through Argo." in memories(engine)
+    assert engine.count() == 10
+
+
+def test_agents_md_for_codex_opencode_and_kimi(engine: MemoryEngine,
+                                               world: dict[str, Path]) -> None:
+    project = "github.com/acme/web"
+
+    def run(harness: str) -> dict[str, int]:
+        reports = run_import(engine, harness_files(harness, world["project"], project),
+                             harness_scopes(harness, project))
+        return {key: sum(r.counts[key] for r in reports) for key in reports[0].counts}
+
+    assert run("codex")["new"] == 2
+    assert run("opencode")["new"] == 1  # the project's AGENTS.md is shared: already there
+    assert run("kimi-code") == {"new": 0, "updated": 0, "unchanged": 1, "forgotten": 0,
+                                "duplicate": 0, "rejected": 0}
+    found = memories(engine)
+    assert found["Prefer ripgrep over grep"].project is None
+    assert "import:codex" in found["Prefer ripgrep over grep"].tags
+    assert found["Shell: Use fish syntax in examples"].tags == [
+        "heading:Shell", "import:opencode", "path:~/.config/opencode/AGENTS.md"]
+    build = found["Build: Build with make"]
+    assert build.project == project and build.kind == "preference"
+    assert build.tags == ["heading:Build", "import:agents-md", "path:AGENTS.md"]
+
+
+def test_notes_folder_and_markdown_export_round_trip(engine: MemoryEngine, tmp_path: Path,
+                                                     world: dict[str, Path]) -> None:
+    notes = tmp_path / "notes"
+    (notes / "infra").mkdir(parents=True)
+    (notes / "infra" / "db.md").write_text(
+        "# Databases\nStaging runs Postgres 16.\n\n- Backups run nightly\n", encoding="utf-8")
+    (notes / ".hidden").mkdir()
+    (notes / ".hidden" / "x.md").write_text("- not imported\n", encoding="utf-8")
+    reports = run_import(engine, folder_files(notes, None), [f"folder:{notes}"])
+    assert [r.label for r in reports] == ["infra/db.md"] and reports[0].counts["new"] == 2
+    backups = memories(engine)["Databases: Backups run nightly"]
+    assert backups.kind == "fact" and "path:infra/db.md" in backups.tags
+    claude(engine, world)
+    total = engine.count()
+    out = tmp_path / "export"
+    written = export_markdown(engine, out)
+    assert {p.name.split("-")[0] for p, _ in written} == {"_global.md", "github.com_acme_web"}
+    text = (out / "_global.md").read_text(encoding="utf-8")
+    assert "## preference" in text and "## fact" in text
+    assert re.search(r"- Databases: Backups run nightly <!-- uid:imp[0-9a-f]+ -->", text)
+    export_scope = [f"folder:{out}"]
+    reports = run_import(engine, folder_files(out, None), export_scope)
+    counts = {key: sum(r.counts[key] for r in reports) for key in reports[0].counts}
+    assert counts["unchanged"] == total and counts["new"] == 0 and engine.count() == total
+    # a person edits the export: the memory it names changes in place, kind included
+    edited = text.replace("- Databases: Backups run nightly",
+                          "- Databases: Backups run hourly")
+    (out / "_global.md").write_text(edited + "\n## decision\n\n- We keep 30 days of backups\n",
+                                    encoding="utf-8")
+    reports = run_import(engine, folder_files(out, None), export_scope)
+    counts = {key: sum(r.counts[key] for r in reports) for key in reports[0].counts}
+    assert (counts["updated"], counts["new"]) == (1, 1)
+    assert engine.get(backups.uid).content == "Databases: Backups run hourly"
+    assert memories(engine)["We keep 30 days of backups"].kind == "decision"
+
+
+def test_splitting_rules() -> None:
+    sections = split_markdown(
+        "intro line\n\n# A\n```\n# not a heading\n- not a bullet\n```\n## B\n1. first\n"
+        "   - nested\n2. second\n", "fact")
+    assert [s.content for s in sections] == [
+        "intro line", "A: ```\n# not a heading\n- not a bullet\n```",
+        "A > B: first\n - nested", "A > B: second"]
+
+
+# --- the real CLI ------------------------------------------------------------------------------
+
+
+def cli(db: Path, home: Path, *args: str, cwd: Path | None = None,
+        extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMORY_DB_PATH": str(db), "HOME": str(home), **(extra or {})}
+    for name in ("MEMORY_PLUGINS", "MEMORY_PROJECT", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME",
+                 "KIMI_CODE_HOME"):
+        env.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "semantic_memory", *args], capture_output=True,
+                          text=True, env=env, timeout=60, cwd=cwd)
+
+
+@pytest.mark.sqlite_only
+def test_cli_import_export_and_errors(tmp_path: Path, world: dict[str, Path]) -> None:
+    db, home = tmp_path / "cli.db", world["home"]
+    extra = {"CODEX_HOME": str(world["codex"])}
+    dry = cli(db, home, "import", "claude-code", "--project", str(world["project"]), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would be (dry run): 10 new" in dry.stdout and "hunter2" not in dry.stdout
+    assert not db.exists() or json.loads(cli(db, home, "stats", "--json").stdout)["memories"] == 0
+    first = cli(db, home, "import", "claude-code", "--json", cwd=world["project"])
+    assert json.loads(first.stdout)["totals"]["new"] == 10
+    again = cli(db, home, "import", "claude-code", "--project", str(world["project"]))
+    assert "total: 0 new, 0 updated, 10 unchanged" in again.stdout
+    assert "CLAUDE.md: 2 unchanged" in again.stdout
+    codex = cli(db, home, "import", "codex", "--project", str(world["project"]), extra=extra)
+    assert "total: 2 new" in codex.stdout, codex.stdout + codex.stderr
+    out = tmp_path / "md"
+    exported = cli(db, home, "export", "--markdown", str(out))
+    assert exported.returncode == 0 and "_global.md: 5 memories" in exported.stdout
+    back = json.loads(cli(db, home, "import", str(out), "--json").stdout)["totals"]
+    assert back["unchanged"] == 12 and back["new"] == 0
+    (world["project"] / "CLAUDE.md").write_bytes(b"# bad \xff\n")
+    bad = cli(db, home, "import", "claude-code", "--project", str(world["project"]))
+    assert bad.returncode == 1 and bad.stderr.strip().count("\n") == 0
+    assert "not UTF-8 text" in bad.stderr and "Traceback" not in bad.stderr
+    jsonl = tmp_path / "x.jsonl"
+    jsonl.write_text('{"content": "a json line"}\n', encoding="utf-8")
+    assert json.loads(cli(db, home, "import", str(jsonl)).stdout)["new"] == 1
+    mixed = cli(db, home, "import", str(jsonl), "--dry-run")
+    assert mixed.returncode == 1 and "markdown imports" in mixed.stderr
