@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -139,16 +139,18 @@ def proxy(obj: Context) -> None:
 @click.option("--source", default="cli", show_default=True)
 @click.option("--project")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--replaces", metavar="UID", help="The uid of a memory this one replaces.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_context
 def store(obj: Context, content: str, kind: str, source: str, project: str | None,
-          tags: tuple[str, ...], as_json: bool) -> None:
+          tags: tuple[str, ...], replaces: str | None, as_json: bool) -> None:
     """Store CONTENT ('-' reads standard input)."""
     if content == "-":
         content = sys.stdin.read()
     try:
         result = obj.engine.store_one(
-            NewMemory(content, kind=kind, source=source, project=project, tags=list(tags)))
+            NewMemory(content, kind=kind, source=source, project=project, tags=list(tags),
+                      replaces=replaces))
     except InvalidMemory as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -166,15 +168,20 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--block", "budget", type=click.IntRange(0), default=None,
               help="Print the injection block within this many characters instead.")
+@click.option("--include-superseded", is_flag=True,
+              help="Also memories a newer one superseded (history).")
 @pass_context
 def recall(obj: Context, query: str, k: int, project: str | None, kind: str | None,
-           source: str | None, since: str | None, as_json: bool, budget: int | None) -> None:
+           source: str | None, since: str | None, as_json: bool, budget: int | None,
+           include_superseded: bool) -> None:
     """Recall memories relevant to QUERY.
 
     Without an embedder (the default install) recall is by words: QUERY finds memories that
     share its words (stemmed, or as substrings), not a rephrasing of them; see docs/vector.md.
     """
-    hits = obj.engine.recall(query, k, _filters(project, kind, source, since))
+    filters = replace(_filters(project, kind, source, since),
+                      include_superseded=include_superseded)
+    hits = obj.engine.recall(query, k, filters)
     if not hits and not as_json:
         click.echo(f"No memory matched {query!r}" + (" with these filters" if any(
             (project, kind, source, since)) else "") + ".", err=True)
@@ -193,9 +200,25 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
             ranks = " ".join(f"{c}:{r}" for c, r in h.ranks.items())
             if h.neighbour_of:  # brought along by the hit next to it in its session
                 ranks = f"next to {h.neighbour_of[:8]}" + (f" {ranks}" if ranks else "")
+            if h.memory.superseded_by:
+                ranks += f" superseded by {h.memory.superseded_by[:8]}"
             table.add_row(f"{h.score:.4f}", h.memory.uid, h.memory.kind, h.memory.project or "",
                           ranks, h.memory.content[:120].replace("\n", " "))
         _print(table)
+
+
+@cli.command()
+@click.argument("uid")
+@pass_context
+def unsupersede(obj: Context, uid: str) -> None:
+    """Undo a supersession: memory UID is current again (recall and injection return it)."""
+    try:
+        was = obj.engine.unsupersede(uid)
+    except UnknownMemory as exc:
+        raise click.ClickException(str(exc)) from None
+    if was is None:
+        raise click.ClickException(f"memory {uid} is not superseded")
+    click.echo(f"{uid} is current again (it was superseded by {was})")
 
 
 @cli.command()
@@ -603,7 +626,7 @@ def _record(raw: bytes) -> NewMemory:
         raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
-    unknown = set(data) - {*EXPORT_FIELDS, "forgotten"}
+    unknown = set(data) - {*EXPORT_FIELDS, "forgotten", "superseded_by"}
     if unknown:
         raise ValueError(f"unknown field(s): {', '.join(sorted(unknown))}")
     if "content" not in data:
@@ -619,7 +642,8 @@ def _record(raw: bytes) -> NewMemory:
         content=data["content"], kind=data.get("kind", "fact"),
         source=data.get("source", "import"), project=data.get("project"),
         tags=data.get("tags", []), session=data.get("session"), uid=data.get("uid"),
-        forgotten=data.get("forgotten", False), seq=data.get("seq"), **times,
+        forgotten=data.get("forgotten", False), seq=data.get("seq"),
+        superseded_by=data.get("superseded_by"), **times,
     )
 
 

@@ -83,6 +83,10 @@ class Settings:
     # Query feedback in the porter channel: the words its first hits add are searched again
     # (a second search per recall; pays off only where memories have no session neighbours).
     query_feedback: bool = False
+    # Supersession at ingest: a fact/preference/decision restating an older one of the same
+    # project and kind with changed details replaces it in recall (`supersede.py`); 0 = only
+    # explicit `replaces`.
+    supersede: bool = True
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.

@@ -59,6 +59,11 @@ class NewMemory:
     updated_at: float | None = None
     forgotten: bool = False
     seq: int | None = None
+    #: The uid of a live memory this one replaces (`memory_store(replaces=…)`): explicit
+    #: supersession, whatever the rule says.
+    replaces: str | None = None
+    #: Restoring a backup: the uid that had superseded this memory.
+    superseded_by: str | None = None
 
 
 @dataclass
@@ -77,10 +82,14 @@ class Memory:
     deleted: bool = False
     session: str | None = None
     seq: int | None = None  # its place in `session`
+    #: The uid of the newer memory that replaces this one (supersession); None while current.
+    superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("id")
+        if self.superseded_by is None:  # most are current: keep their dict as it was
+            data.pop("superseded_by")
         data["created_at"] = iso(self.created_at)
         data["updated_at"] = iso(self.updated_at)
         return data
@@ -106,6 +115,8 @@ class RecallFilters:
     kind: str | None = None
     source: str | None = None
     since: float | None = None  # unix seconds, on updated_at
+    #: Superseded memories (replaced by a newer one) are left out unless this is set.
+    include_superseded: bool = False
 
     def sql(self, alias: str = "m", placeholder: str = "?") -> tuple[str, list[Any]]:
         """An SQL condition over the `memories` table (aliased) for live rows matching the filters,
@@ -114,6 +125,8 @@ class RecallFilters:
         Channel plugins append it to their own queries so that filtering is uniform.
         """
         clauses = [f"{alias}.deleted = 0"]
+        if not self.include_superseded:
+            clauses.append(f"{alias}.superseded_by IS NULL")
         params: list[Any] = []
         for column in ("project", "kind", "source"):
             value = getattr(self, column)

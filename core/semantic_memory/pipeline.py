@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from . import neardup, neighbours
+from . import neardup, neighbours, supersede
 from .channels import Channel, skip_reason
 from .config import Settings
 from .default_plugins.redaction import redact, ruleset_info
@@ -43,6 +43,11 @@ log = logging.getLogger("semantic_memory")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: The channel that finds supersession candidates at ingest, and how many it returns.
+SUPERSEDE_CHANNEL = "porter"
+SUPERSEDE_CANDIDATES = 5
+#: Longer texts are documents, not one restated value: the rule leaves them alone.
+SUPERSEDE_MAX_CHARS = 500
 MAX_RECALL_K = 200
 #: What every interface says while recall is by words only (no embedder set up).
 KEYWORD_MODE_NOTE = (
@@ -247,6 +252,7 @@ class MemoryEngine:
         channels' `prepare` step (embedding): a migration copies the vectors instead."""
         for item in items:
             validate(item, self.settings.max_content_chars)
+            self._check_replaces(item)
         batch_session = batch_is_session and len(items) > 1  # one memory alone has no neighbours
         accepted: list[tuple[int, NewMemory]] = []
         results: list[IngestResult] = [IngestResult("rejected")] * len(items)
@@ -278,6 +284,10 @@ class MemoryEngine:
                 if inserted:
                     for channel in self.channels:
                         channel.index(conn, inserted)
+                by_uid = {memory.uid: memory for memory in inserted}
+                for position, item in accepted:
+                    self._supersede(conn, item, by_uid.get(results[position].uid or ""),
+                                    results[position].uid)
             return results
         with self.store.write() as conn:
             kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
@@ -291,6 +301,7 @@ class MemoryEngine:
                 result, memory = self._insert_or_refresh(conn, item, mine)
                 results[position] = result
                 if memory is None:
+                    self._supersede(conn, item, None, result.uid)
                     continue
                 # index item by item, so a later item of the batch can dedup against it
                 for channel in self.channels:
@@ -298,7 +309,81 @@ class MemoryEngine:
                         channel.index(conn, [memory], [mine[channel.name]])  # type: ignore[call-arg]
                     else:
                         channel.index(conn, [memory])
+                self._supersede(conn, item, memory, result.uid)
         return results
+
+    # --- supersession (supersede.py) --------------------------------------------------------
+
+    def _check_replaces(self, item: NewMemory) -> None:
+        """`replaces` must name a live memory: a typo must not pass silently."""
+        if item.replaces is None:
+            return
+        found = self.store.get(item.replaces) if isinstance(item.replaces, str) and \
+            _UID.match(item.replaces) else None
+        if found is None or found.deleted:
+            raise InvalidMemory(f"replaces: no live memory with uid {str(item.replaces)[:80]!r}")
+
+    def _supersede(self, conn: Any, item: NewMemory, memory: Memory | None,
+                   uid: str | None) -> None:
+        """After `item` was stored as `memory` (None: it was a duplicate of memory `uid`), mark
+        what it replaces: the memory it names in `replaces`, and, for a new fact, preference
+        or decision, the older ones of its project and kind the rule says it restates with
+        changed details. A restored memory (it has a uid) keeps its recorded state instead."""
+        if uid is None:  # rejected
+            return
+        if item.uid is not None:
+            if memory is not None and item.superseded_by:
+                self.store.supersede(conn, [memory.id], item.superseded_by)
+            return
+        ids: list[int] = []
+        if item.replaces and item.replaces != uid:
+            old = self.store.live_by_uid(conn, item.replaces)
+            if old is not None:
+                ids.append(old.id)
+        if memory is not None and self.settings.supersede and not memory.deleted \
+                and memory.kind in supersede.SUPERSEDABLE_KINDS \
+                and len(memory.content) <= SUPERSEDE_MAX_CHARS:
+            ids += [m.id for m in self._restated(conn, memory) if m.id not in ids]
+        if ids:
+            self.store.supersede(conn, ids, uid)
+
+    def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
+        """The current, older memories of `memory`'s project and kind that it restates with
+        changed details. Candidates: the porter BM25 channel's best few for its text, so a
+        write costs one small search; without that channel (PostgreSQL, whose full-text
+        channel would cache corpus statistics from inside this write), the newest memories of
+        the project and kind containing its longest stable word (pg_trgm answers the ILIKE)."""
+        channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
+        try:
+            if channel is not None:
+                filters = RecallFilters(project=memory.project, kind=memory.kind)
+                hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
+                found = list(self.store.load(
+                    conn, [h.id for h in hits if h.id != memory.id]).values())
+            else:
+                words = sorted(supersede.split(memory.content)[0], key=len, reverse=True)
+                found = self.store.containing(conn, memory, words[0], SUPERSEDE_CANDIDATES * 4
+                                              ) if words and len(words[0]) >= 3 else []
+        except Exception as exc:  # a write never fails for a missed supersession
+            log.warning("supersession: candidate search failed: %s", exc)
+            return []
+        return [m for m in found
+                if m.project == memory.project and m.kind == memory.kind and not m.deleted
+                and m.superseded_by is None and m.created_at <= memory.created_at
+                and supersede.supersedes(m.content, memory.content)]
+
+    def unsupersede(self, uid: str) -> str | None:
+        """Undo a supersession: memory `uid` is current again. Returns the uid that had
+        replaced it; None when `uid` was not superseded. Raises UnknownMemory for no live
+        memory `uid`."""
+        current = self.store.get(uid) if isinstance(uid, str) and _UID.match(uid) else None
+        if current is None or current.deleted:
+            raise UnknownMemory(f"no live memory with uid {str(uid)[:80]!r}")
+        return self.store.unsupersede(uid)
+
+    def supersedes(self, uid: str) -> list[str]:
+        """The uids of the memories `uid` replaced (its history), newest first."""
+        return self.store.supersedes(uid)
 
     def store_one(self, item: NewMemory) -> IngestResult:
         return self.ingest([item])[0]
@@ -536,6 +621,8 @@ class MemoryEngine:
             hits = [
                 RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))
                 for f in fused if f.id in memories
+                # channels filter in SQL; this also covers one that does not
+                and (filters.include_superseded or memories[f.id].superseded_by is None)
             ]
             self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
                                      store=self.store, conn=conn)
@@ -668,6 +755,8 @@ class MemoryEngine:
         for memory in self.store.export(include_deleted):
             record = memory.to_dict()
             out = {key: record[key] for key in EXPORT_FIELDS}
+            if memory.superseded_by is not None:
+                out["superseded_by"] = memory.superseded_by
             if memory.deleted:
                 out["forgotten"] = True
             yield out

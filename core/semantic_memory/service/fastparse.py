@@ -88,6 +88,7 @@ def _recall(body: dict[str, Any]) -> dict[str, Any]:
         "budget_chars": _int(body.pop("budget_chars", DEFAULT_BUDGET), 0, MAX_BUDGET),
         "session": _short(body.pop("session", None)),
         "relevant_only": _bool(body.pop("relevant_only", False)),
+        "include_superseded": _bool(body.pop("include_superseded", False)),
     }
 
 
@@ -112,6 +113,7 @@ def _ingest_item(body: dict[str, Any]) -> dict[str, Any]:
         "tags": _str_list(body.pop("tags", []), MAX_TAGS, MAX_TAG),
         "created_at": _timestamp(body.pop("created_at", None)),
         "session": _short(body.pop("session", None)),
+        "replaces": _opt_str(body.pop("replaces", None), 0, MAX_TAG),
     }
 
 

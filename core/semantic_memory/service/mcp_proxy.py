@@ -122,6 +122,8 @@ class RestBackend:
                                 "source": memory.source, "tags": tags}
         if memory.project is not None:
             body["project"] = memory.project
+        if memory.replaces is not None:
+            body["replaces"] = memory.replaces
         try:
             answer = await self.request("POST", "/ingest", body)
         except ServiceFailed as exc:
@@ -202,7 +204,7 @@ class RestBackend:
 
 def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
     fields = {"project": filters.project, "kind": filters.kind, "source": filters.source,
-              "since": filters.since}
+              "since": filters.since, "include_superseded": filters.include_superseded or None}
     return {name: value for name, value in fields.items() if value is not None}
 
 

@@ -116,7 +116,8 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
 def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
     memory = NewMemory(content=item.content, kind=item.kind, source=item.source,
                        project=item.project, tags=list(item.tags), session=item.session,
-                       created_at=parse_ts(item.created_at, f"{field}created_at"))
+                       created_at=parse_ts(item.created_at, f"{field}created_at"),
+                       replaces=item.replaces)
     try:
         validate(memory, max_chars)
     except InvalidMemory as exc:
@@ -196,7 +197,7 @@ def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
                 bad[i] = exc.message
     try:
         stored = engine.ingest(items) if items else []
-    except InvalidMemory as exc:  # validated above; kept as a net
+    except InvalidMemory as exc:  # validated above (`replaces` naming no memory lands here)
         raise ApiError(422, str(exc), str(exc).split(":", 1)[0]) from None
     if not batch:
         return stored[0].to_dict() | {"duplicate": stored[0].status == "duplicate"}
@@ -212,7 +213,8 @@ async def recall(request: Request) -> JSONResponse:
     req = parse_model("RecallRequest", await read_json(request))
     engine = engine_of(request)
     filters = RecallFilters(project=req.project, kind=req.kind, source=req.source,
-                            since=parse_ts(req.since, "since"))
+                            since=parse_ts(req.since, "since"),
+                            include_superseded=req.include_superseded)
 
     def work() -> tuple[list[dict[str, Any]], str]:
         exclude = engine.in_session_context(req.session) if req.session else None
@@ -246,7 +248,8 @@ async def stats(request: Request) -> JSONResponse:
 async def list_memories(request: Request) -> JSONResponse:
     q = parse_query("MemoriesQuery", request)
     filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
-                            since=parse_ts(q.since, "since"))
+                            since=parse_ts(q.since, "since"),
+                            include_superseded=q.include_superseded)
     engine = engine_of(request)
 
     def work() -> tuple[list[dict[str, Any]], int]:
@@ -262,7 +265,8 @@ async def search(request: Request) -> JSONResponse:
     the stored text, unclipped, as `/api/memories` shows it."""
     q = parse_query("SearchQuery", request)
     filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
-                            since=parse_ts(q.since, "since"))
+                            since=parse_ts(q.since, "since"),
+                            include_superseded=q.include_superseded)
     engine = engine_of(request)
     # One more than the page shows, to know whether a next page exists.
     wanted = min(q.offset + q.limit + 1, schemas().MAX_SEARCH_RESULTS)
@@ -284,7 +288,24 @@ async def get_memory(request: Request) -> JSONResponse:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
     # Its earlier versions (edits), newest first: nothing an edit replaced is out of sight.
     revisions = await threaded(engine_of(request).revisions, uid)
-    return JSONResponse(memory.to_dict() | {"revisions": revisions})
+    # Supersession both ways: what replaced it (None while current) and what it replaced.
+    supersedes = await threaded(engine_of(request).supersedes, uid)
+    return JSONResponse(memory.to_dict() | {"revisions": revisions,
+                                            "superseded_by": memory.superseded_by,
+                                            "supersedes": supersedes})
+
+
+async def unsupersede_memory(request: Request) -> JSONResponse:
+    """Undo a supersession: the memory is current again (recall and injection return it).
+    200 with the uid that had replaced it; 404 for no live memory; 409 when not superseded."""
+    uid = request.path_params["uid"]
+    try:
+        was = await threaded(engine_of(request).unsupersede, uid)
+    except UnknownMemory as exc:
+        raise ApiError(404, str(exc), "uid") from None
+    if was is None:
+        raise ApiError(409, f"memory {uid[:80]!r} is not superseded", "uid")
+    return JSONResponse({"uid": uid, "was_superseded_by": was})
 
 
 async def update_memory(request: Request) -> JSONResponse:
@@ -388,6 +409,7 @@ ROUTES = [
     Route("/api/memories/{uid}/injections", memory_injections, methods=["GET"]),
     Route("/api/memories/{uid}", forget_memory, methods=["DELETE"]),
     Route("/api/memories/{uid}", update_memory, methods=["PATCH"]),
+    Route("/api/memories/{uid}/unsupersede", unsupersede_memory, methods=["POST"]),
     Route("/api/injections", list_injections, methods=["GET"]),
     Route("/api/maintenance/purge", maintenance_purge, methods=["POST"]),
     Route("/api/maintenance/backfill", maintenance_backfill, methods=["POST"]),

@@ -45,6 +45,8 @@ class IngestItem(_Body):
     #: The agent session (or capture) it belongs to: kept in arrival order there, so recall
     #: can bring a hit's neighbours along. Without one, a batch is its own session.
     session: Short | None = None
+    #: The uid of a live memory this one replaces (explicit supersession).
+    replaces: Tag | None = None
 
 
 class MemoryEdit(_Body):
@@ -75,6 +77,8 @@ class RecallRequest(_Body):
     session: Short | None = None
     #: Only hits a channel vouches for (the bar hooks inject by), not merely the nearest.
     relevant_only: bool = False
+    #: Also memories a newer one superseded (history); by default only the newest of a chain.
+    include_superseded: bool = False
 
 
 class InjectReport(_Body):
@@ -100,6 +104,7 @@ class MemoriesQuery(_Query):
     since: str | None = Field(default=None, max_length=64)
     limit: int = Field(default=50, ge=0, le=500)
     offset: int = Field(default=0, ge=0, le=10**9)
+    include_superseded: bool = False
 
 
 class InjectionsQuery(_Query):
@@ -120,6 +125,7 @@ class SearchQuery(_Query):
     since: str | None = Field(default=None, max_length=64)
     limit: int = Field(default=20, ge=1, le=100)
     offset: int = Field(default=0, ge=0, le=MAX_SEARCH_RESULTS - 1)
+    include_superseded: bool = False
 
 
 class PageQuery(_Query):

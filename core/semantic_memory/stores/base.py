@@ -16,7 +16,7 @@ from ..models import EXPIRING_KIND, Memory, RecallFilters
 
 #: The columns a memory is read with, in `row_to_memory`'s order.
 MEMORY_COLUMNS = ("id, uid, content, kind, source, project, tags, created_at, updated_at, deleted, "
-                  "session, seq")
+                  "session, seq, superseded_by")
 #: The columns an injection row is read with, in `injection_to_dict`'s order.
 INJECTION_COLUMNS = "id, ts, harness, hook, project, query, uids, chars, session"
 #: Columns whose distinct values a store groups and offers (stats, completion, filter lists).
@@ -40,6 +40,7 @@ def row_to_memory(row: tuple) -> Memory:
         id=row[0], uid=row[1], content=row[2], kind=row[3], source=row[4], project=row[5],
         tags=json.loads(row[6]) if row[6] != "[]" else [],  # most have none: skip the parser
         created_at=row[7], updated_at=row[8], deleted=bool(row[9]), session=row[10], seq=row[11],
+        superseded_by=row[12],
     )
 
 
@@ -79,6 +80,8 @@ class SQLMemoryStore:
     #: side by side). False for a bounded connection pool: concurrent recalls each holding one
     #: connection and waiting for a second would starve the pool.
     parallel_snapshots = True
+    #: The case-insensitive LIKE of the engine (PostgreSQL: ILIKE).
+    like_operator = "LIKE"
 
     def _q(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
@@ -258,11 +261,53 @@ class SQLMemoryStore:
         return [{"content": c, "kind": k, "project": p, "tags": json.loads(t),
                  "updated_at": u, "replaced_at": r} for c, k, p, t, u, r in rows]
 
+    # --- supersession ----------------------------------------------------------------------
+
+    def supersede(self, conn: Any, ids: list[int], uid: str) -> None:
+        """Mark the memories `ids` as replaced by memory `uid`."""
+        for chunk in _chunks(ids):
+            self._run(conn, f"UPDATE memories SET superseded_by = ? WHERE id IN ({_marks(chunk)})",
+                      [uid, *chunk])
+
+    def containing(self, conn: Any, memory: Memory, word: str, limit: int) -> list[Memory]:
+        """The newest current memories of `memory`'s project and kind (itself left out) whose
+        text contains `word`, case-insensitive: supersession candidates where no porter
+        channel finds them."""
+        like = word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        project = "project IS NULL" if memory.project is None else "project = ?"
+        params = [] if memory.project is None else [memory.project]
+        rows = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {project} AND "
+                               "kind = ? AND deleted = 0 AND superseded_by IS NULL AND id <> ? "
+                               f"AND content {self.like_operator} ? ESCAPE '\\' "
+                               "ORDER BY id DESC LIMIT ?",
+                         [*params, memory.kind, memory.id, f"%{like}%", limit]).fetchall()
+        return [row_to_memory(r) for r in rows]
+
+    def unsupersede(self, uid: str) -> str | None:
+        """Make memory `uid` current again; returns the uid that had replaced it, None when it
+        was not superseded (or is not a live memory)."""
+        with self.write() as conn:
+            row = self._run(conn, "SELECT superseded_by FROM memories WHERE uid = ? AND "
+                                  "deleted = 0", (uid,)).fetchone()
+            if row is None or row[0] is None:
+                return None
+            self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE uid = ?", (uid,))
+            return str(row[0])
+
+    def supersedes(self, uid: str) -> list[str]:
+        """The uids of the live memories that memory `uid` replaced, newest first."""
+        return [r[0] for r in self._run(
+            self.read(), "SELECT uid FROM memories WHERE superseded_by = ? AND deleted = 0 "
+                         "ORDER BY updated_at DESC, id DESC", (uid,))]
+
     def forget(self, uid: str, ts: float) -> bool:
         """Soft-delete one memory; False when no live memory has this uid."""
         with self.write() as conn:
             cursor = self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? "
                                      "WHERE uid = ? AND deleted = 0", (ts, uid))
+            if cursor.rowcount > 0:  # what it had replaced is current again
+                self._run(conn, "UPDATE memories SET superseded_by = NULL "
+                                "WHERE superseded_by = ?", (uid,))
             return cursor.rowcount > 0
 
     # --- injection telemetry ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from .base import SQLMemoryStore, StoreError, content_hash, memory_row
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -40,9 +40,12 @@ CREATE TABLE IF NOT EXISTS memories (
     updated_at REAL NOT NULL,
     deleted INTEGER NOT NULL DEFAULT 0,
     session TEXT,
-    seq INTEGER
+    seq INTEGER,
+    superseded_by TEXT
 );
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by)
+    WHERE superseded_by IS NOT NULL;
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project, id);
 CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1;
@@ -171,10 +174,19 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     run_script(conn, REVISIONS_SCHEMA)
 
 
+def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
+    """v8 records supersession: `superseded_by`, the uid of the newer memory replacing one."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(memories)")}
+    if "superseded_by" not in columns:
+        conn.execute("ALTER TABLE memories ADD COLUMN superseded_by TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by) "
+                 "WHERE superseded_by IS NOT NULL")
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-    5: _migrate_5_to_6, 6: _migrate_6_to_7}
+    5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

@@ -452,7 +452,8 @@ async function renderMemory(uid, ticket) {
   $("memory-meta").replaceChildren(
     ...meta.flatMap(([key, value]) => [el("dt", { text: key }), el("dd", { text: value })]),
     el("dt", { text: "created" }), el("dd", {}, when(memory.created_at)),
-    el("dt", { text: "updated" }), el("dd", {}, when(memory.updated_at)));
+    el("dt", { text: "updated" }), el("dd", {}, when(memory.updated_at)),
+    ...supersession(memory));
   $("memory-injections-title").textContent = injections.total === 1
     ? "Injected once" : `Injected ${num(injections.total)} times`;
   injectionsTable("memory-injections", injections.items, false);
@@ -461,6 +462,35 @@ async function renderMemory(uid, ticket) {
   $("edit-button").onclick = () => openEditor(memory);
   $("edit-form").onsubmit = (event) => saveEdit(event, memory);
   $("forget-button").onclick = () => forget(memory);
+}
+
+/** "superseded by" (a link and an Undo button) and "supersedes" (links) rows, when any. */
+function supersession(memory) {
+  const link = (uid) => el("a", { text: uid, attrs: { href: memoryHref(uid) } });
+  const rows = [];
+  if (memory.superseded_by) {
+    rows.push(el("dt", { text: "superseded by" }), el("dd", { cls: "superseded" },
+      link(memory.superseded_by), " ",
+      el("button", { cls: "link", text: "Undo", attrs: { type: "button", id: "unsupersede-button",
+        title: "Make this memory current again" }, on: { click: () => unsupersede(memory) } })));
+  }
+  if ((memory.supersedes || []).length) {
+    rows.push(el("dt", { text: "supersedes" }),
+      el("dd", {}, memory.supersedes.flatMap((uid, i) => (i ? [", ", link(uid)] : [link(uid)]))));
+  }
+  return rows;
+}
+
+async function unsupersede(memory) {
+  try {
+    await api(`/api/memories/${encodeURIComponent(memory.uid)}/unsupersede`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) notify(err.message, "error");
+    return;
+  }
+  await renderMemory(memory.uid, state.ticket);
+  notify("Current again: recall returns it.", "ok");
 }
 
 /** The versions edits replaced, newest first: when each was replaced, and what it said. */

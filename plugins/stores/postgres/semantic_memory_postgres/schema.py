@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_meta (
@@ -27,8 +27,11 @@ CREATE TABLE IF NOT EXISTS memories (
     updated_at DOUBLE PRECISION NOT NULL,
     deleted SMALLINT NOT NULL DEFAULT 0,
     session TEXT,
-    seq INTEGER
+    seq INTEGER,
+    superseded_by TEXT
 );
+CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by)
+    WHERE superseded_by IS NOT NULL;
 -- One live memory per content hash: two services racing on the same text make one memory.
 CREATE UNIQUE INDEX IF NOT EXISTS memories_live_hash ON memories(content_hash) WHERE deleted = 0;
 CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
@@ -79,6 +82,13 @@ def _migrate_1_to_2(conn: Any) -> None:
     conn.execute(REVISIONS_SCHEMA)
 
 
+def _migrate_2_to_3(conn: Any) -> None:
+    """v3 records supersession: `superseded_by`, the uid of the newer memory replacing one."""
+    conn.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by) "
+                 "WHERE superseded_by IS NOT NULL")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}

@@ -109,6 +109,8 @@ class PostgresStore(SQLMemoryStore):
     name = "postgresql"
     schemes = ("postgresql",)
     placeholder = "%s"
+    #: Case-insensitive LIKE, answered by the pg_trgm GIN index (supersession candidates).
+    like_operator = "ILIKE"
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> PostgresStore:

@@ -1,0 +1,204 @@
+"""Deterministic supersession: does a new memory restate an older one with changed details?
+
+No model is asked. A text is split into *volatile* tokens (numbers, versions, identifiers,
+paths, handles, quoted values, capitalised names: the details that change when a fact is
+updated) and *stable* words (everything else, less function words and update markers such as
+"now" or "instead"). A newer memory supersedes an older one of the same project and kind
+(fact, preference or decision) when
+
+- their stable words agree: Jaccard overlap >= `min_overlap` and at most `max_stable_diff`
+  stable words on either side that the other lacks (a different subject, "staging" against
+  "production", shows up here);
+- their volatile tokens differ (a restatement keeps them: the near-duplicate step handles it);
+- and, when both sides carry two or more volatile tokens, they share at least one (two
+  different services' ports share none: "Redis … 6379" against "Memcached … 11211").
+
+When an embedder is active, a cosine below `min_cosine` vetoes a match (`cosine` argument;
+the figures in docs/lifecycle.md are measured without one). Thresholds were tuned on
+bench/data/supersession/pairs.jsonl by bench/supersession.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Kinds whose memories can be superseded: statements of a current state.
+SUPERSEDABLE_KINDS = ("fact", "preference", "decision")
+
+_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(
+    r"`[^`]{1,80}`|\"[^\"]{1,80}\""  # quoted values
+    rf"|[{_CJK}]+"  # a run of CJK characters
+    r"|[#@$]?[A-Za-z0-9][\w./:%+\\@-]*"  # words, numbers, paths, identifiers, handles
+)
+_DIGIT = re.compile(r"\d")
+#: Function words and update markers: they carry neither the subject nor the value.
+STOPWORDS = frozenset("""
+a an the is are was were be been being am of to in on at for by with from as and or but not no
+it its this that these those there here our we us you your they their i my me he she his her
+will would shall should can could may might must do does did has have had so than then into onto
+now currently instead anymore longer no-longer moved changed switched updated new old newer
+since from-now going forward today actually again also still just set use uses used using
+""".split())
+#: Words after which a bare number is a value ("is 3", "on port 6543", "every 6 hours",
+#: "version 14"); after any other plain word it is a label: "writer 5", "step 2" and "note 4"
+#: name members of a series, not one thing updated.
+VALUE_CUES = frozenset("""
+is are was were be been to on at from has have had uses use using set of by every after under
+for in within per each into
+below above than over about roughly around approximately now port ports version edition level id
+size limit count timeout ttl max min minimum maximum width length dimension retries threshold
+""".split())
+_BARE_INT = re.compile(r"\d+")
+#: CJK update markers (removed before the text is cut into character pairs).
+CJK_MARKERS = ("现在", "已经", "改为", "改用", "不再", "目前", "使用", "今は", "現在", "もう", "変更")
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the rule measures on a pair of texts."""
+
+    overlap: float  # Jaccard of the stable words
+    stable_diff: int  # stable words on one side only (the larger side)
+    volatile_old: frozenset[str]
+    volatile_new: frozenset[str]
+    #: A stable word on one side only sits in the first half of its text's stable words: the
+    #: subject differs ("staging database" against "production database").
+    subject_diff: bool = False
+    #: One stable word against one other, both in the second half: a value named by a plain
+    #: word changed ("shell is zsh" -> "shell is fish").
+    word_swap: bool = False
+    #: Enumeration labels ("step 2") differ: two members of a series.
+    labels_differ: bool = False
+    shared_words: int = 0  # stable words and volatile tokens both texts have
+
+    @property
+    def volatile_changed(self) -> bool:
+        return bool(self.volatile_old or self.volatile_new) and \
+            self.volatile_old != self.volatile_new
+
+    @property
+    def volatile_shared(self) -> bool:
+        return bool(self.volatile_old & self.volatile_new)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The decision thresholds (defaults: tuned on the labelled set)."""
+
+    min_overlap: float = 0.6
+    max_stable_diff: int = 1
+    require_shared_volatile: bool = True  # when both sides have >= 2 volatile tokens
+    subject_guard: bool = True  # reject when a differing stable word is in the subject half
+    allow_word_swap: bool = True  # a plain word in the value half changed, nothing volatile
+    #: Words (stable, or volatile names such as "Python") both texts must share: "durable 3"
+    #: and "durable 4", "rare0 thing" and "rare1 thing" say too little to be one fact.
+    min_shared_words: int = 2
+    min_cosine: float = 0.75  # only consulted when a cosine is given
+
+    def supersedes(self, s: Signals, cosine: float | None = None) -> bool:
+        """True when the newer text (the second of `signals`) supersedes the older one."""
+        swapped = self.allow_word_swap and s.word_swap and s.volatile_old == s.volatile_new
+        if not (s.volatile_changed or swapped):
+            return False
+        if s.labels_differ:
+            return False
+        if s.shared_words < self.min_shared_words:
+            return False
+        if s.overlap < self.min_overlap or s.stable_diff > self.max_stable_diff:
+            return False
+        if self.subject_guard and s.subject_diff:
+            return False
+        if (self.require_shared_volatile and len(s.volatile_old) >= 2
+                and len(s.volatile_new) >= 2 and not s.volatile_shared):
+            return False
+        return cosine is None or cosine >= self.min_cosine
+
+
+DEFAULT_RULE = Rule()
+
+
+def _is_volatile(token: str, first: bool) -> bool:
+    if token[0] in "`\"#@$" or _DIGIT.search(token):
+        return True
+    if any(c in token for c in "/\\_:") or ("." in token.strip(".")):
+        return True
+    # a capitalised name (Postgres, Maria, GraphQL), but not a sentence's first word
+    return not first and token[0].isupper() and token.lower() not in STOPWORDS
+
+
+def _labels(text: str) -> frozenset[str]:
+    """The enumeration labels of a text: a bare number that opens it or follows a plain word
+    that is not one of VALUE_CUES ("writer 5 item 3" -> {"writer 5", "item 3"}). A number after
+    a name or identifier ("Node 18"), a colon or CJK text is a value; after a plain lower-case
+    word it is a label, which costs updates such as "pnpm 8" -> "pnpm 9"."""
+    labels = set()
+    previous, first = "", True
+    for match in _TOKEN.finditer(text):
+        raw = match.group(0)
+        token = raw.rstrip(".,;:")
+        if not token:
+            continue
+        if _BARE_INT.fullmatch(token) and (first or (
+                previous and not previous.endswith(":") and previous not in VALUE_CUES
+                and not _is_volatile(previous, False) and not previous[0].isupper()
+                and not re.match(rf"[{_CJK}]", previous))):
+            labels.add(f"{previous.lower()} {token}")
+        previous, first = raw if raw.endswith(":") else token, False
+    return frozenset(labels)
+
+
+def split(text: str) -> tuple[list[str], frozenset[str]]:
+    """(stable words in order, volatile tokens) of a text, lower-cased. Enumeration labels
+    (`_labels`) are left out of both."""
+    for marker in CJK_MARKERS:
+        text = text.replace(marker, "")
+    stable: list[str] = []
+    volatile: set[str] = set()
+    labels = {label.rsplit(" ", 1)[1] for label in _labels(text)}
+    first = True
+    for match in _TOKEN.finditer(text):
+        token = match.group(0).rstrip(".,;:")
+        if not token or token in labels:
+            first = False
+            continue
+        if re.match(rf"[{_CJK}]", token):
+            stable.extend(token[i:i + 2] for i in range(max(len(token) - 1, 1)))
+        elif _is_volatile(token, first):
+            volatile.add(token.strip("`\"").lower())
+        elif token.lower() not in STOPWORDS:
+            stable.append(token.lower().strip("-"))
+        first = False
+    return stable, frozenset(volatile)
+
+
+def _in_subject(word: str, words: list[str]) -> bool:
+    return words.index(word) < len(words) / 2
+
+
+def signals(old: str, new: str) -> Signals:
+    """The rule's measurements on an older and a newer text."""
+    words_old, volatile_old = split(old)
+    words_new, volatile_new = split(new)
+    # a word capitalised on one side only ("API" / "api") is the same word
+    words_old += [w for w in volatile_old if w in words_new]
+    words_new += [w for w in volatile_new if w in words_old]
+    volatile_old = volatile_old - set(words_new)
+    volatile_new = volatile_new - set(words_old)
+    stable_old, stable_new = set(words_old), set(words_new)
+    union = stable_old | stable_new
+    overlap = len(stable_old & stable_new) / len(union) if union else 1.0
+    only_old, only_new = stable_old - stable_new, stable_new - stable_old
+    subject = any(_in_subject(w, words_old) for w in only_old) or \
+        any(_in_subject(w, words_new) for w in only_new)
+    swap = len(only_old) == 1 == len(only_new) and not subject
+    return Signals(overlap, max(len(only_old), len(only_new)), volatile_old, volatile_new,
+                   subject, swap, _labels(old) != _labels(new),
+                   len(stable_old & stable_new) + len(volatile_old & volatile_new))
+
+
+def supersedes(old: str, new: str, *, cosine: float | None = None,
+               rule: Rule = DEFAULT_RULE) -> bool:
+    """Does `new` restate `old` with changed details? (Kind and project are the caller's.)"""
+    return rule.supersedes(signals(old, new), cosine)
