@@ -51,6 +51,7 @@ below above than over about roughly around approximately now port ports version 
 size limit count timeout ttl max min minimum maximum width length dimension retries threshold
 """.split())
 _BARE_INT = re.compile(r"\d+")
+_SENTENCE_END = re.compile(r"[.!?:]\s*$|[.!?:]\s")
 #: CJK update markers (removed before the text is cut into character pairs).
 CJK_MARKERS = ("现在", "已经", "改为", "改用", "不再", "目前", "使用", "今は", "現在", "もう", "変更")
 
@@ -157,11 +158,13 @@ def split(text: str) -> tuple[list[str], frozenset[str]]:
     stable: list[str] = []
     volatile: set[str] = set()
     labels = {label.rsplit(" ", 1)[1] for label in _labels(text)}
-    first = True
+    end = 0
     for match in _TOKEN.finditer(text):
+        # a sentence's (or a "Speaker:" turn's) first word is capitalised, not a name
+        first = end == 0 or bool(_SENTENCE_END.search(text[end - 1:match.start()]))
+        end = match.end()
         token = match.group(0).rstrip(".,;:")
         if not token or token in labels:
-            first = False
             continue
         if re.match(rf"[{_CJK}]", token):
             stable.extend(token[i:i + 2] for i in range(max(len(token) - 1, 1)))
@@ -169,7 +172,6 @@ def split(text: str) -> tuple[list[str], frozenset[str]]:
             volatile.add(token.strip("`\"").lower())
         elif token.lower() not in STOPWORDS:
             stable.append(token.lower().strip("-"))
-        first = False
     return stable, frozenset(volatile)
 
 
