@@ -43,7 +43,7 @@ from bench.locomo import KS, Conversation, evaluate, load  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
-from semantic_memory.plugins import hookimpl  # noqa: E402
+from semantic_memory.hookspecs import hookimpl  # noqa: E402
 
 CACHE = Path(os.environ.get("SEMANTIC_MEMORY_BENCH_CACHE",
                             "~/.cache/semantic-memory-mcp/bench")).expanduser()

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from semantic_memory.channels import STOPWORDS, words  # noqa: E402
+from semantic_memory.keywords import STOPWORDS, words  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import synthetic  # noqa: E402
 from semantic_memory.cli import IMPORT_BATCH  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
-from semantic_memory.default_plugins import hygiene, redaction  # noqa: E402
+from semantic_memory.default_plugins import hygiene  # noqa: E402
+from semantic_memory.safety import redaction  # noqa: E402
 from semantic_memory.models import NewMemory  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 
@@ -58,9 +59,14 @@ CODE_LINES = [
 
 def baseline_module(rev: str) -> ModuleType:
     """`redaction.py` as it was at `rev`, imported under another name."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:core/semantic_memory/default_plugins/redaction.py"],
-        cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for where in ("safety", "default_plugins"):  # it moved to safety/ with issue #23
+        shown = subprocess.run(
+            ["git", "show", f"{rev}:core/semantic_memory/{where}/redaction.py"],
+            cwd=REPO, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     path = Path(tempfile.mkdtemp()) / "redaction_baseline.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("redaction_baseline", path)

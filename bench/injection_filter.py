@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--rounds", type=int, default=31)
     args = parser.parse_args()
-    from semantic_memory.default_plugins.injection_filter import looks_like_injection
+    from semantic_memory.safety.injection_filter import looks_like_injection
 
     old = baseline_filter(args.baseline)
     report: dict[str, dict[str, float]] = {}

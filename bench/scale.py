@@ -13,7 +13,7 @@ then merges the FTS5 indexes as that command does (the merge counts in the impor
 Recall runs LoCoMo questions through `MemoryEngine.recall(k=10)` over all memories and filtered
 to one project (5% of them), and through each channel's `search` alone. Each of the three runs
 gets its own seeded sample of questions, after a warm-up on another sample: channels remember
-phrase counts across queries (`channels.MatchCounts`), so a query is never timed twice and the
+phrase counts across queries (`fts5.MatchCounts`), so a query is never timed twice and the
 timings are those of a service that has answered other questions before.
 As a yardstick from the same run (the machine is shared, so absolute numbers drift) the same
 rows are also bulk-inserted into one plain FTS5 porter table and the questions run on it as
@@ -34,9 +34,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import semantic_memory.channels as channels
+import semantic_memory.keywords as keywords
 from locomo import BM25, DEFAULT_DATA, load, mean_recall, question_recalls
-from semantic_memory.channels import STOPWORDS, fts_phrase, words
+from semantic_memory.keywords import STOPWORDS, words
+from semantic_memory.stores.fts5 import fts_phrase
 from semantic_memory.cli import IMPORT_BATCH
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
@@ -188,11 +189,11 @@ def quality(n: int, plugins: str, data_path: str, seed: int, tmp: Path) -> dict:
                 "p50_ms": percentiles(latencies)["p50_ms"]}
 
     report = {"memories": engine.count(), "bounded": {}, "exact": {}}
-    default_budget = channels.MATCH_BUDGET
+    default_budget = keywords.MATCH_BUDGET
     for mode, budget in (("bounded", default_budget), ("exact", 10**12)):
-        channels.MATCH_BUDGET = budget
+        keywords.MATCH_BUDGET = budget
         report[mode] = {"project_filter": run(True), "whole_store": run(False)}
-    channels.MATCH_BUDGET = default_budget
+    keywords.MATCH_BUDGET = default_budget
     engine.close()
     return report
 

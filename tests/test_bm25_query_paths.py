@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from semantic_memory import channels
-from semantic_memory.channels import MatchCounts
+from semantic_memory import keywords
+from semantic_memory.stores import fts5
+from semantic_memory.stores.fts5 import MatchCounts
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
@@ -56,7 +57,7 @@ def test_bounded_query_is_exact_below_the_budget_and_drops_common_terms_above(
     query = "common zebra"
     exact = search_contents(engine, "porter", query)
     assert exact[0] == "common zebra sighting" and len(exact) == 10
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 5)
     assert search_contents(engine, "porter", query) == ["common zebra sighting"]  # "common" cut
     assert search_contents(engine, "porter", "common")[:1]  # a lone term is never cut
     assert search_contents(engine, "trigram", query) == ["common zebra sighting"]
@@ -68,7 +69,7 @@ def test_cut_query_widens_when_a_filter_leaves_too_few(
     engine.ingest([NewMemory("shared words first", project="b")]  # b spans every id
                   + [NewMemory(f"rare{i % 3} shared words {i}", project="a") for i in range(30)]
                   + [NewMemory("shared words only here", project="b")])
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 10)
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 10)
     hits = search_contents(engine, "porter", "rare0 shared", RecallFilters(project="b"))
     assert sorted(hits) == ["shared words first", "shared words only here"]
     hits = search_contents(engine, "porter", "rare0 shared", RecallFilters(kind="fact"))
@@ -107,7 +108,7 @@ def test_row_by_row_path_still_used_for_near_duplicate_channels(tmp_path) -> Non
 
     class Plugin:
         @staticmethod
-        @__import__("semantic_memory.plugins", fromlist=["hookimpl"]).hookimpl
+        @__import__("semantic_memory.hookspecs", fromlist=["hookimpl"]).hookimpl
         def register_channels(register, settings):
             register(channel)
 
@@ -125,7 +126,7 @@ def test_a_term_commoner_than_the_budget_ranks_its_newest_matches(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine.ingest([NewMemory(f"common note {i}") for i in range(30)])
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 8)
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 8)
     for name in ("porter", "trigram"):
         found = search_contents(engine, name, "common")
         budget = 8 if name == "porter" else 2  # trigram: a quarter of the budget
@@ -140,10 +141,10 @@ def test_left_out_common_terms_still_score_what_the_cut_query_matches(
                   + [NewMemory(f"other filler line {i}") for i in range(40)]
                   + [NewMemory("zebra sighting"),
                      NewMemory("common zebra sighting")])
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)  # "common" (11 memories) is cut
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 5)  # "common" (11 memories) is cut
     assert search_contents(engine, "porter", "common zebra") == [
         "common zebra sighting", "zebra sighting"]
-    monkeypatch.setattr(channels, "RESCORE_FACTOR", 0)  # without rescoring: length decides
+    monkeypatch.setattr(fts5, "RESCORE_FACTOR", 0)  # without rescoring: length decides
     assert search_contents(engine, "porter", "common zebra") == [
         "zebra sighting", "common zebra sighting"]
 
@@ -155,10 +156,10 @@ def test_two_left_out_common_terms_together_still_select_a_memory(
                   + [NewMemory(f"started filler line {i}") for i in range(30)]
                   + [NewMemory("painting zebra"),
                      NewMemory("caroline started painting")])  # no rare term
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)  # "caroline" and "started" are cut
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 5)  # "caroline" and "started" are cut
     found = search_contents(engine, "porter", "when caroline started zebra")
     assert found[:2] == ["painting zebra", "caroline started painting"]
-    monkeypatch.setattr(channels, "MAX_COMMON_PAIRS", 0)  # without the pairs it is missed
+    monkeypatch.setattr(fts5, "MAX_COMMON_PAIRS", 0)  # without the pairs it is missed
     assert search_contents(engine, "porter", "when caroline started zebra") == ["painting zebra"]
 
 
@@ -190,7 +191,7 @@ def test_match_counts_reuse_only_what_their_bounds_settle(engine: MemoryEngine) 
 def test_remembered_counts_keep_search_results_exact_as_the_store_grows(
     engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 5)
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 5)
     engine.ingest([NewMemory(f"common filler {i}") for i in range(10)])
     # "common" is over the budget (remembered so) and cut; "zebra" matches nothing yet.
     assert search_contents(engine, "porter", "common zebra") == []
@@ -217,9 +218,9 @@ def test_indexed_documents_counts_the_index_not_the_content(engine: MemoryEngine
     engine.ingest([NewMemory(f"english note {i}") for i in range(12)]
                   + [NewMemory("坐标投影 的 说明"), NewMemory("投影 坐标系")])
     conn = engine.store.read()
-    assert channels.indexed_documents(conn, "memories_fts") == 14
-    assert channels.indexed_documents(conn, "memories_fts_tri") == 14
-    assert channels.indexed_documents(conn, "memories_fts_bigram") == 2  # CJK text only
+    assert fts5.indexed_documents(conn, "memories_fts") == 14
+    assert fts5.indexed_documents(conn, "memories_fts_tri") == 14
+    assert fts5.indexed_documents(conn, "memories_fts_bigram") == 2  # CJK text only
 
 
 def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: MemoryEngine) -> None:
@@ -228,11 +229,11 @@ def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: Memor
     porter = next(c for c in engine.channels if c.name == "porter")
     conn = engine.store.read()
     ids = {m.content: m.id for m in engine.list(limit=100)}
-    both = channels.idf_coverage(conn, "memories_fts", ["common", "zebra"],
+    both = fts5.idf_coverage(conn, "memories_fts", ["common", "zebra"],
                                  ids["common zebra sighting"])
     assert both == 1.0
     lacking = ids["zebra crossing"]
-    partial = channels.idf_coverage(conn, "memories_fts", ["common", "zebra"], lacking)
+    partial = fts5.idf_coverage(conn, "memories_fts", ["common", "zebra"], lacking)
     assert 0.9 < partial < 1.0  # "common" (31 of 32 memories) weighs almost nothing
     for _ in range(2):  # the second call answers from the channel's remembered counts
         assert porter.confidence(conn, "common zebra", [lacking]) == pytest.approx(partial)
@@ -241,7 +242,7 @@ def test_idf_coverage_with_remembered_counts_matches_a_fresh_count(engine: Memor
 def binary_hits(engine: MemoryEngine, phrases: list[str], filters=None) -> list[tuple[str, float]]:
     with engine.store.snapshot() as conn:
         top = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
-        hits = channels.binary_tf_search(conn, "memories_fts_tri", phrases, 10,
+        hits = fts5.binary_tf_search(conn, "memories_fts_tri", phrases, 10,
                                       filters or RecallFilters(), (1, top))
         memories = engine.store.load(conn, [h.id for h in hits])
     return [(memories[h.id].content, h.score) for h in hits]
@@ -278,6 +279,6 @@ def test_trigram_channel_ranks_with_binary_tf_on_both_search_paths(
     exact = search_contents(engine, "trigram", query)  # 13 memories: within any budget
     assert exact[0] == "AccountBalance and Overdraft checks"
     assert exact[1:] == [f"getUserAccountBalance call {i}" for i in range(11, 2, -1)]
-    monkeypatch.setattr(channels, "MATCH_BUDGET", 8)  # trigram gets a quarter: 2 matches
+    monkeypatch.setattr(keywords, "MATCH_BUDGET", 8)  # trigram gets a quarter: 2 matches
     # Over budget "accountbalance" (13 matches) is cut; "overdraft" (1) is kept.
     assert search_contents(engine, "trigram", query) == ["AccountBalance and Overdraft checks"]

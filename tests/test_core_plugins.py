@@ -11,13 +11,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from semantic_memory.channels import fts_search, or_query, words
+from semantic_memory.keywords import words
+from semantic_memory.stores.fts5 import fts_search, or_query
 from semantic_memory.cli import cli
 from semantic_memory.config import Settings
 from semantic_memory.errors import Rejected
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.plugins import build_plugin_manager, hookimpl
+from semantic_memory.hookspecs import hookimpl
+from semantic_memory.plugins import build_plugin_manager
 
 pytestmark = pytest.mark.both_stores
 

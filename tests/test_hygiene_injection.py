@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 from semantic_memory.default_plugins.hygiene import looks_like_injection
-from semantic_memory.default_plugins.textnorm import (
+from semantic_memory.safety.textnorm import (
     DEFAULT_IGNORABLE_RANGES,
     normalize_for_matching,
 )

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
-from semantic_memory.default_plugins import redaction
-from semantic_memory.default_plugins.redaction import RULES, redact
+from semantic_memory.safety import redaction
+from semantic_memory.safety.redaction import RULES, redact
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 from timing import assert_linear

@@ -18,7 +18,7 @@ pytest.importorskip("llama_cpp")
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
-from semantic_memory.plugins import hookimpl  # noqa: E402
+from semantic_memory.hookspecs import hookimpl  # noqa: E402
 from semantic_memory_vector.matrix import VectorMatrix  # noqa: E402
 
 PLUGINS = "bm25_porter,bm25_trigram,vector,llama_cpp"

@@ -14,7 +14,7 @@ from semantic_memory.config import Settings
 from semantic_memory.fusion import keyword_gated_weights, keyword_leads, rrf
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 pytest.importorskip("semantic_memory_vector")
 

@@ -13,7 +13,7 @@ import click
 
 from .channels import skip_reason
 from .config import ConfigError, Settings
-from .default_plugins.redaction import ruleset_info
+from .safety.redaction import ruleset_info
 from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate

@@ -1,6 +1,6 @@
 """Hook specifications: every way a plugin can extend semantic-memory-mcp.
 
-Plugins implement these with `@hookimpl` (from `semantic_memory.plugins`) and are found through
+Plugins implement these with `@hookimpl` (defined here beside `hookspec`) and are found through
 the `semantic_memory` entry point group. Register-style hooks hand the plugin a `register`
 callback, so one plugin may register several things.
 """
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from .stores import MemoryStore
 
 hookspec = pluggy.HookspecMarker("semantic_memory")
+#: Marks a plugin's implementation of a hook: `@hookimpl def register_channels(register, settings)`.
+hookimpl = pluggy.HookimplMarker("semantic_memory")
 
 
 @hookspec

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import neardup, neighbours, supersede
 from .channels import Channel, skip_reason
 from .config import Settings
-from .default_plugins.redaction import redact, ruleset_info
+from .safety.redaction import redact, ruleset_info
 from .errors import InvalidMemory, Rejected, UnknownMemory
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import (

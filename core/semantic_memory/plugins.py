@@ -13,7 +13,6 @@ from . import hookspecs
 from .config import Settings
 
 ENTRY_POINT_GROUP = "semantic_memory"
-hookimpl = pluggy.HookimplMarker("semantic_memory")
 
 #: Plugins that ship inside core. They always load (MEMORY_PLUGINS restricts installed ones).
 DEFAULT_PLUGINS = (

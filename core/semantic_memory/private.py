@@ -1,7 +1,7 @@
 """`<private>…</private>`: text a person marks as never to be remembered.
 
 One rule, used by every writer before it sends, spools or logs anything (the hook adapters,
-the MCP proxy) and by the service before any channel sees a write (`default_plugins.private`);
+the MCP proxy) and by the service before any channel sees a write (`safety/private_fields.py`);
 the opencode plugin has its twin in `opencode-plugin/src/private.ts` (the same results, so a
 chunk both sides flush is the same memory). Standard library only: a hook imports it.
 

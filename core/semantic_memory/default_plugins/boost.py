@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import Settings
 from ..models import RecallHit
-from ..plugins import hookimpl
+from ..hookspecs import hookimpl
 from ..stores import MemoryStore
 
 

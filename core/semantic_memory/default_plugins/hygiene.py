@@ -10,10 +10,10 @@ from __future__ import annotations
 from ..config import Settings
 from ..errors import Rejected
 from ..models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
-from ..plugins import hookimpl
-from .injection_filter import looks_like_injection
-from .private import strip_private_fields
-from .redaction import has_substance, redact_many
+from ..hookspecs import hookimpl
+from ..safety.injection_filter import looks_like_injection
+from ..safety.private_fields import strip_private_fields
+from ..safety.redaction import has_substance, redact_many
 
 __all__ = ["UNTRUSTED_SOURCES", "filter_ingest", "looks_like_injection"]
 

@@ -16,8 +16,8 @@ import unicodedata
 from functools import lru_cache
 
 from ..models import RecallHit, iso
-from ..plugins import hookimpl
-from .textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
+from ..hookspecs import hookimpl
+from ..safety.textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
 
 OPEN_TAG = "<semantic-memory>"
 CLOSE_TAG = "</semantic-memory>"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..models import Memory
-from ..plugins import hookimpl
+from ..hookspecs import hookimpl
 from .base import SQLMemoryStore, StoreError, content_hash, memory_row
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ BM25-only), MEMORY_DEVICE, MEMORY_EMBED_* (see docs/vector.md).
 from __future__ import annotations
 
 from semantic_memory.config import Settings
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 from .embedder import (
     ConfigRefused,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn
 from semantic_memory.harness.adapter import additional_context
 from semantic_memory.harness.transcript import text_of
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget

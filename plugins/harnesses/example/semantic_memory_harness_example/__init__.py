@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.harness import HarnessAdapter, ToolCall, Turn
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget

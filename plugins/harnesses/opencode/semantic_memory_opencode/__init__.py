@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from semantic_memory.harness import HarnessAdapter
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget

@@ -29,8 +29,8 @@ import sqlite3
 import unicodedata
 from typing import Any
 
-from semantic_memory.channels import (
-    coverages,
+from semantic_memory.keywords import coverages
+from semantic_memory.stores.fts5 import (
     fts_search,
     fts_terms,
     idf_coverage,
@@ -39,7 +39,7 @@ from semantic_memory.channels import (
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 from semantic_memory.stores.sqlite import run_script
 
 TABLE = "memories_fts_bigram"

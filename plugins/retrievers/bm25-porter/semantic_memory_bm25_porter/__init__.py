@@ -4,7 +4,7 @@ Owns the external-content FTS5 table `memories_fts`, kept in step with `memories
 the writer's transaction. Queries are the OR of the query's non-stopword terms; a term of
 PREFIX_MIN+ letters also matches as a (stemmed) prefix, so "health" finds "healthy" and "paint"
 finds "painting"/"painter", and identifiers' prefixes match ("user" -> "username"). On a big
-store the commonest terms are left out of the OR (`channels.bounded_search`). With query feedback
+store the commonest terms are left out of the OR (`fts5.bounded_search`). With query feedback
 (MEMORY_QUERY_FEEDBACK, off by default) the words its first hits add are searched again.
 """
 
@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import sqlite3
 
-from semantic_memory.channels import (
-    STOPWORDS,
+from semantic_memory.keywords import STOPWORDS, coverages, words
+from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
     bounded_search,
-    coverages,
     create_fts_table,
     feedback_words,
     fts_terms,
     idf_coverage,
     idf_weights,
-    words,
 )
 from semantic_memory.config import Settings
 from semantic_memory.fusion import rrf
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 TABLE = "memories_fts"
 TOKENIZE = "porter unicode61 remove_diacritics 2"

@@ -5,7 +5,7 @@ triggers in the writer's transaction. Each query word of 3+ characters becomes a
 phrase; a run of CJK/Thai characters (no spaces between words) is cut into its overlapping
 trigrams so that partial overlaps still match.
 
-Ranking is BM25 with k1 = 0 (`channels.binary_tf_search`): the summed IDF of the query substrings
+Ranking is BM25 with k1 = 0 (`fts5.binary_tf_search`): the summed IDF of the query substrings
 a memory contains, newer first among equals. A word is a phrase of many trigrams, and FTS5's
 bm25() matches every phrase twice (once over the whole index for its IDF): this matches each
 once, which halves the channel's work at 1M memories. Against bm25(): LoCoMo fused R@10 61.9 vs
@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import sqlite3
 
-from semantic_memory import channels
-from semantic_memory.channels import (
-    UNSPACED,
+from semantic_memory import keywords
+from semantic_memory.keywords import UNSPACED, coverages, trigram_terms
+from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
     bounded_search,
-    coverages,
     create_fts_table,
     fts_terms,
     idf_weights,
-    trigram_terms,
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 TABLE = "memories_fts_tri"
 
@@ -69,10 +67,10 @@ class TrigramChannel:
     ) -> list[ChannelHit]:
         # A trigram match costs ~2x a porter match (every trigram's positions), and at weight
         # 0.15 its order only breaks porter's near-ties on spaced text: a quarter of the work
-        # budget (channels.MATCH_BUDGET) cost no recall when it was chosen (LoCoMo dev R@10
+        # budget (keywords.MATCH_BUDGET) cost no recall when it was chosen (LoCoMo dev R@10
         # 61.7 at a half, 62.0 at a quarter; LoCoMo among 100k others the same).
         return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters,
-                              budget=channels.MATCH_BUDGET // 4, counts=self.counts,
+                              budget=keywords.MATCH_BUDGET // 4, counts=self.counts,
                               binary_tf=True)
 
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:

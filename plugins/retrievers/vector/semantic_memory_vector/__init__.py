@@ -13,7 +13,7 @@ from typing import Any
 from semantic_memory.channels import apply_cosine_floor
 from semantic_memory.config import Settings
 from semantic_memory.models import RecallHit
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 from .channel import FLOOR_SIGNAL, VectorChannel
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from semantic_memory.channels import apply_cosine_floor
-from semantic_memory.plugins import hookimpl
+from semantic_memory.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings

@@ -55,13 +55,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from semantic_memory.channels import (
+from semantic_memory.channels import EmbeddingChannel
+from semantic_memory.keywords import (
     MATCH_BUDGET,
     MATCH_BUDGET_MAX_FACTOR,
     MAX_QUERY_TERMS,
     STOPWORDS,
     UNSPACED,
-    EmbeddingChannel,
     bm25_idf,
     trigram_terms,
     words,
@@ -153,7 +153,7 @@ class _Stats:
 
 def _cut(counts: list[int], budget: int) -> tuple[list[int], int]:
     """Indexes of the rarest terms whose matches fit `budget` (always at least one, in query
-    order) and their total: Lucene's common-terms cut, as `channels.bounded_search`."""
+    order) and their total: Lucene's common-terms cut, as `fts5.bounded_search`."""
     keep: list[int] = []
     total = 0
     for i in sorted(range(len(counts)), key=lambda i: counts[i]):
@@ -246,7 +246,7 @@ class _IdfChannel:
         keep, total = _cut(counts, self.budget)
         rows = self._candidates(conn, terms, keep, filters, self.budget)
         # A narrow filter thinned out a cut or truncated selection: widen it once, as
-        # `channels.bounded_search` does (the filter's rows are what is left to rank).
+        # `fts5.bounded_search` does (the filter's rows are what is left to rank).
         narrowed = bool(filters.sql("m", "%s")[1]) and (len(keep) < len(terms)
                                                          or total > self.budget)
         if narrowed and 4 * len(rows) < min(k, total):
