@@ -1,0 +1,477 @@
+"""An approximate nearest-neighbour index (usearch HNSW) beside the db, for large stores.
+
+Layout: `<db>.vectors/` holds `index-<token>.usearch` (HNSW graph + i8 vectors) and
+`stamp.json` (model, dim, count, the `vector_state` seq/deletes it reflects, its last memory id
+and that row's seq). At start the index is memory-mapped (`Index.restore(view=True)`): nothing
+is loaded into RAM and nothing is rebuilt when the stamp matches the db.
+
+Search (`AnnView.top`): the index proposes `OVERSAMPLE`× candidates, whose float32 BLOBs are read
+from SQLite to score them exactly (hits' scores stay true cosines; a deleted or re-embedded row
+is dropped or rescored by that read), merged with an exact scan of the *delta*: the rows written
+since the stamp, held in a small in-RAM `VectorMatrix`. So every ingest/forget/purge/edit shows
+at once; the file catches up by a background merge (add/remove on a copy, then an atomic
+swap) once the delta or the deletions pass `MERGE_MIN` rows or 5 % of the index.
+
+A missing, corrupt or foreign index (checked against the stamp and the db) is rebuilt in a
+background thread while `StreamExact` serves: an exact scan streamed from SQLite in chunks
+(bounded RAM, slow on big stores, correct). `memory-mcp reindex` rebuilds in the foreground.
+
+Settings (environment): MEMORY_VECTOR_ANN = auto | on | off; MEMORY_VECTOR_ANN_MIN_ROWS (auto
+switches to the index at this many vectors); MEMORY_VECTOR_ANN_DTYPE (i8 | f16 | f32);
+MEMORY_VECTOR_ANN_THREADS (background build threads).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from .ann_config import AnnConfig
+from .matrix import VectorMatrix
+
+log = logging.getLogger("semantic_memory.vector")
+
+#: Candidates the graph proposes per wanted hit, rescored exactly from SQLite.
+OVERSAMPLE = 4
+MIN_CANDIDATES = 100
+EXPANSION_SEARCH = 128
+EXPANSION_ADD = 128
+CONNECTIVITY = 16
+#: A background merge starts once the delta (or the deletions) pass this many rows or 5 %.
+MERGE_MIN = 2_000
+MERGE_SHARE = 0.05
+CHUNK = 20_000
+FORMAT = 2
+
+
+@dataclass(frozen=True)
+class Stamp:
+    model: str
+    dim: int
+    dtype: str
+    count: int
+    seq: int
+    deletes: int
+    last_id: int
+    last_seq: int
+    file: str
+    size: int
+    crc: int = 0  # zlib.crc32 of the index file: a corrupt file is rebuilt, never searched
+    removed: int = 0  # rows removed by merges since the last full build
+    format: int = FORMAT
+
+
+def folder_of(db_path: str) -> Path:
+    return Path(f"{db_path}.vectors")
+
+
+def read_stamp(folder: Path) -> Stamp | None:
+    try:
+        data = json.loads((folder / "stamp.json").read_text())
+        return Stamp(**data) if data.get("format") == FORMAT else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _state(conn: sqlite3.Connection) -> tuple[int, int]:
+    seq, deletes = conn.execute("SELECT seq, deletes FROM vector_state WHERE id = 1").fetchone()
+    return int(seq), int(deletes)
+
+
+def count_rows(conn: sqlite3.Connection, model: str, dim: int) -> int:
+    return int(conn.execute("SELECT count(*) FROM memories_vec WHERE model = ? AND dim = ?",
+                            (model, dim)).fetchone()[0])
+
+
+def check(conn: sqlite3.Connection, folder: Path, model: str, dim: int) -> tuple[Stamp, Any]:
+    """The stamp and memory-mapped index if they describe this db; ValueError says why not."""
+    from usearch.index import Index
+
+    stamp = read_stamp(folder)
+    if stamp is None:
+        raise ValueError("no index stamp")
+    if (stamp.model, stamp.dim) != (model, dim):
+        raise ValueError(f"index of {stamp.model}/{stamp.dim}, configured {model}/{dim}")
+    seq, deletes = _state(conn)
+    if stamp.seq > seq or stamp.deletes > deletes:
+        raise ValueError("index is ahead of the db (another db file?)")
+    if stamp.last_id:
+        row = conn.execute("SELECT seq FROM memories_vec WHERE memory_id = ?",
+                           (stamp.last_id,)).fetchone()
+        if row is None and deletes == stamp.deletes or row is not None and (
+                row[0] != stamp.last_seq and row[0] <= stamp.seq):
+            raise ValueError("index's last row does not match the db")
+    path = folder / stamp.file
+    try:
+        if path.stat().st_size != stamp.size:
+            raise ValueError("index file size differs from its stamp")
+        if file_crc(path) != stamp.crc:  # also warms the page cache for the first searches
+            raise ValueError("index file checksum differs from its stamp (corrupt)")
+        index = Index.restore(str(path), view=True)
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"index file unreadable: {exc}") from None
+    if index is None or len(index) != stamp.count or index.ndim != dim:
+        raise ValueError("index file does not match its stamp")
+    return stamp, index
+
+
+def file_crc(path: Path) -> int:
+    import zlib
+
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _rows(conn: sqlite3.Connection, model: str, dim: int, where: str = "",
+          params: tuple[Any, ...] = ()) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(ids, vectors) of the model's rows in memory-id order, CHUNK at a time."""
+    last = 0
+    while True:
+        got = conn.execute(
+            f"SELECT memory_id, vec FROM memories_vec WHERE model = ? AND dim = ? "
+            f"AND memory_id > ? {where} ORDER BY memory_id LIMIT {CHUNK}",
+            (model, dim, last, *params)).fetchall()
+        if not got:
+            return
+        ids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
+        vecs = np.frombuffer(b"".join(r[1] for r in got), dtype="<f4").reshape(len(got), dim)
+        yield ids, vecs
+        last = int(ids[-1])
+
+
+def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 1,
+          base: Stamp | None = None,
+          progress: Callable[[int, int], None] | None = None) -> Stamp:
+    """Write a new index (a merge into `base` when given, else from scratch) reflecting one
+    snapshot of the db, then swap the stamp atomically; returns the new stamp."""
+    from usearch.index import Index
+
+    folder = folder_of(db_path)
+    folder.mkdir(exist_ok=True)
+    conn = sqlite3.connect(db_path, check_same_thread=False)
+    try:
+        conn.execute("BEGIN")  # one snapshot for the whole build (WAL: writers go on)
+        seq, deletes = _state(conn)
+        removed = 0
+        if base is not None and base.dtype == dtype:
+            index = Index.restore(str(folder / base.file))  # a copy in RAM, to change
+            keep = np.fromiter((r[0] for r in conn.execute(
+                "SELECT memory_id FROM memories_vec WHERE model = ? AND dim = ? AND seq <= ?",
+                (model, dim, base.seq))), dtype=np.uint64)
+            have = np.asarray(index.keys, dtype=np.uint64)
+            gone = np.setdiff1d(have, keep, assume_unique=True)
+            if len(gone):
+                index.remove(gone)
+            removed = base.removed + len(gone)
+            todo = list(_rows(conn, model, dim, "AND seq > ?", (base.seq,)))
+            total = sum(len(i) for i, _ in todo)
+            done = 0
+            for ids, vecs in todo:
+                present = [i for i in ids.tolist() if i in index]
+                if present:
+                    index.remove(np.asarray(present, dtype=np.uint64))
+                index.add(ids.astype(np.uint64), vecs, threads=threads)
+                done += len(ids)
+                if progress:
+                    progress(done, total)
+        else:
+            total = count_rows(conn, model, dim)
+            index = Index(ndim=dim, metric="cos", dtype=dtype, connectivity=CONNECTIVITY,
+                          expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+            done = 0
+            for ids, vecs in _rows(conn, model, dim):
+                index.add(ids.astype(np.uint64), vecs, threads=threads)
+                done += len(ids)
+                if progress:
+                    progress(done, total)
+        last = conn.execute("SELECT memory_id, seq FROM memories_vec WHERE model = ? AND dim = ? "
+                            "ORDER BY memory_id DESC LIMIT 1", (model, dim)).fetchone()
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    name = f"index-{secrets.token_hex(6)}.usearch"
+    tmp = folder / f"{name}.tmp"
+    index.save(str(tmp))
+    os.replace(tmp, folder / name)
+    stamp = Stamp(model=model, dim=dim, dtype=dtype, count=len(index), seq=seq,
+                  deletes=deletes, last_id=int(last[0]) if last else 0,
+                  last_seq=int(last[1]) if last else 0, file=name,
+                  size=(folder / name).stat().st_size, crc=file_crc(folder / name),
+                  removed=removed)
+    tmp_stamp = folder / f"stamp.json.{secrets.token_hex(4)}"
+    tmp_stamp.write_text(json.dumps(asdict(stamp)))
+    os.replace(tmp_stamp, folder / "stamp.json")
+    for old in folder.glob("index-*.usearch*"):  # mapped elsewhere? POSIX keeps the inode
+        if old.name != name and not old.name.endswith(".tmp"):
+            try:
+                old.unlink()
+            except OSError:
+                pass
+    return stamp
+
+
+def _reader(db_path: str, local: threading.local) -> sqlite3.Connection:
+    conn = getattr(local, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(db_path, check_same_thread=False)
+        conn.execute("PRAGMA query_only = ON")
+        local.conn = conn
+    return conn
+
+
+def _exact_top(sims: np.ndarray, ids: np.ndarray, n: int) -> list[tuple[int, float]]:
+    if len(sims) == 0 or n <= 0:
+        return []
+    n = min(n, len(sims))
+    part = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
+    order = part[np.argsort(-sims[part], kind="stable")]
+    return [(int(ids[i]), float(sims[i])) for i in order]
+
+
+class _BlobScorer:
+    """Exact cosines of given memory ids, from their float32 BLOBs in SQLite."""
+
+    def __init__(self, db_path: str, model: str, dim: int) -> None:
+        self.db_path, self.model, self.dim = db_path, model, dim
+        self._local = threading.local()
+
+    def score(self, query: np.ndarray, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        conn = _reader(self.db_path, self._local)
+        out_ids: list[int] = []
+        blobs: list[bytes] = []
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            for memory_id, blob in conn.execute(
+                f"SELECT memory_id, vec FROM memories_vec WHERE memory_id IN "
+                f"({','.join('?' * len(chunk))}) AND model = ? AND dim = ?",
+                [*chunk, self.model, self.dim]):
+                out_ids.append(memory_id)
+                blobs.append(blob)
+        if not out_ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(out_ids), self.dim)
+        return np.asarray(out_ids, dtype=np.int64), vecs @ query
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
+class AnnView(_BlobScorer):
+    """A memory-mapped index plus the exact delta since its stamp: what search ranks over."""
+
+    def __init__(self, db_path: str, stamp: Stamp, index: Any) -> None:
+        super().__init__(db_path, stamp.model, stamp.dim)
+        self.stamp, self.index = stamp, index
+        self.delta = VectorMatrix(stamp.dim)
+        self.state = (-1, -1)  # (seq, deletes) the delta reflects
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return self.stamp.count + len(self.delta)
+
+    def sync(self, conn: sqlite3.Connection, seq: int, deletes: int) -> None:
+        """Bring the delta to the committed state `conn` sees (rows newer than the stamp)."""
+        with self.lock:
+            if deletes != self.state[1]:
+                self.delta.clear()
+                after = self.stamp.seq
+            elif seq != self.state[0]:
+                after = self.state[0]
+            else:
+                return
+            rows = conn.execute(
+                "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND model = ? AND dim = ?",
+                (after, self.model, self.dim)).fetchall()
+            if rows:
+                vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+                self.delta.upsert([r[0] for r in rows], vecs.reshape(len(rows), self.dim))
+            self.state = (seq, deletes)
+
+    def pending(self, deletes: int) -> int:
+        """Rows the file lags behind by: the delta plus the deletions since its stamp."""
+        return len(self.delta) + max(0, deletes - self.stamp.deletes)
+
+    def top(self, query: np.ndarray, n: int, ids: np.ndarray | None = None
+            ) -> list[tuple[int, float]]:
+        """The n best (id, cosine), best first; exact over `ids` when given."""
+        query = np.asarray(query, dtype=np.float32)
+        if ids is not None:
+            got_ids, sims = self.score(query, ids.tolist())
+            return _exact_top(sims, got_ids, n)
+        want = max(n * OVERSAMPLE, MIN_CANDIDATES)
+        while True:
+            count = min(want, self.stamp.count)
+            keys = (self.index.search(query, count).keys.astype(np.int64).tolist()
+                    if count else [])
+            got_ids, sims = self.score(query, keys)
+            hits = dict(zip(got_ids.tolist(), sims.tolist()))
+            hits.update(self.delta.top(query, n))
+            # rows deleted since the stamp drop out at the BLOB read: widen if too many did
+            if len(got_ids) >= min(n, count) or count >= self.stamp.count:
+                break
+            want *= 4
+        ranked = sorted(hits.items(), key=lambda kv: -kv[1])[:n]
+        return ranked
+
+
+class StreamExact(_BlobScorer):
+    """Exact search streamed from SQLite: what serves while the index is being built."""
+
+    cheap = False  # a full scan: near-duplicate checks skip it
+
+    def __init__(self, db_path: str, model: str, dim: int, rows: int) -> None:
+        super().__init__(db_path, model, dim)
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def top(self, query: np.ndarray, n: int, ids: np.ndarray | None = None
+            ) -> list[tuple[int, float]]:
+        query = np.asarray(query, dtype=np.float32)
+        if ids is not None:
+            got_ids, sims = self.score(query, ids.tolist())
+            return _exact_top(sims, got_ids, n)
+        best: list[tuple[int, float]] = []
+        for chunk_ids, vecs in _rows(_reader(self.db_path, self._local), self.model, self.dim):
+            best = sorted(best + _exact_top(vecs @ query, chunk_ids, n), key=lambda h: -h[1])[:n]
+        return best
+
+
+class AnnManager:
+    """Per channel: which view serves, and the background builds that keep the file fresh."""
+
+    def __init__(self, db_path: str, config: AnnConfig) -> None:
+        self.db_path, self.config = db_path, config
+        self.folder = folder_of(db_path)
+        self.view: AnnView | None = None
+        self._stamp_key: tuple[float, int] | None = None
+        self._failed: tuple[tuple[float, int] | None, str] | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+        self.builds = 0
+
+    def _key(self) -> tuple[float, int] | None:
+        try:
+            st = (self.folder / "stamp.json").stat()
+            return st.st_mtime, st.st_size
+        except OSError:
+            return None
+
+    @property
+    def building(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def current(self, conn: sqlite3.Connection, model: str, dim: int) -> AnnView | None:
+        """The valid view for (model, dim), re-opened when the stamp changed; None (and a
+        background build started) when the index is missing, corrupt or stale."""
+        key = self._key()
+        with self._lock:
+            view = self.view
+            if view is not None and key == self._stamp_key and (view.model, view.dim) == (
+                    model, dim):
+                return view
+            if self._failed is not None and self._failed[0] == key:
+                return None  # already known bad; a build is running or ran
+            try:
+                stamp, index = check(conn, self.folder, model, dim)
+            except ValueError as exc:
+                log.warning("vector: ANN index not usable (%s); exact search serves while it "
+                            "is rebuilt", exc)
+                self.last_error = str(exc)
+                self._failed = (key, str(exc))
+                self.view = None
+                self._start(model, dim, base=None)
+                return None
+            if view is not None:
+                view.close()
+            self.view = AnnView(self.db_path, stamp, index)
+            self._stamp_key, self._failed = key, None
+            return self.view
+
+    def maybe_merge(self, view: AnnView, deletes: int) -> None:
+        """Fold the delta and deletions into the file in the background once they grow."""
+        lag = view.pending(deletes)
+        if lag and lag >= max(MERGE_MIN, view.stamp.count * MERGE_SHARE):
+            full = view.stamp.removed + lag > view.stamp.count // 4
+            self._start(view.model, view.dim, base=None if full else view.stamp)
+
+    def start_build(self, model: str, dim: int) -> None:
+        self._start(model, dim, base=None)
+
+    def _start(self, model: str, dim: int, base: Stamp | None) -> None:
+        if self.building:
+            return
+
+        def run() -> None:
+            lock = _try_lock(self.folder)
+            if lock is None:
+                return  # another process builds; its stamp will be picked up
+            try:
+                t = time.perf_counter()
+                build(self.db_path, model, dim, self.config.dtype, self.config.threads, base)
+                self.last_error = None
+                self.builds += 1
+                log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",
+                         time.perf_counter() - t)
+            except Exception as exc:  # noqa: BLE001 - exact search keeps serving
+                self.last_error = f"build failed: {exc}"
+                log.error("vector: ANN index build failed: %s", exc)
+            finally:
+                _unlock(lock)
+
+        self._thread = threading.Thread(target=run, name="vector-ann-build", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def close(self) -> None:
+        if self.view is not None:
+            self.view.close()
+
+
+def _try_lock(folder: Path) -> Any:
+    """An exclusive, non-blocking lock on the folder's build.lock (None: held elsewhere)."""
+    folder.mkdir(exist_ok=True)
+    handle = open(folder / "build.lock", "a+b")  # noqa: SIM115 - held for the build
+    try:
+        import fcntl
+
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except ImportError:  # Windows: msvcrt locks a byte range
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            handle.close()
+            return None
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def _unlock(handle: Any) -> None:
+    if handle is not None:
+        handle.close()
