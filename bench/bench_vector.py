@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.locomo import KS, Conversation, evaluate, load  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.embedders import Embedder  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 from semantic_memory.hookspecs import hookimpl  # noqa: E402
@@ -66,7 +67,7 @@ def model_path(name: str) -> str:
     return name
 
 
-class CachedEmbedder:
+class CachedEmbedder(Embedder):
     """Wraps an embedder; vectors are cached on disk by (model id, prompt + text)."""
 
     name = "cached"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from semantic_memory import keywords
+from semantic_memory.channels import Channel, Prepares
 from semantic_memory.stores import fts5
 from semantic_memory.stores.fts5 import MatchCounts
 from semantic_memory.config import Settings
@@ -88,15 +89,15 @@ def test_unfiltered_search_skips_soft_deleted_memories(engine: MemoryEngine) -> 
 
 
 def test_row_by_row_path_still_used_for_near_duplicate_channels(tmp_path) -> None:
-    class NearDup:
+    class NearDup(Channel, Prepares):
         name = "neardup"
-        weight = 1.0
+        indexed = 0
 
-        def setup(self, conn):
-            pass
+        def prepare(self, memories):
+            return [None] * len(memories)
 
-        def index(self, conn, memories):
-            self.indexed = getattr(self, "indexed", 0) + len(memories)
+        def index(self, conn, memories, prepared=None):
+            self.indexed += len(memories)
 
         def search(self, conn, query, k, filters):
             return []

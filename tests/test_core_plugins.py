@@ -18,6 +18,7 @@ from semantic_memory.config import Settings
 from semantic_memory.errors import Rejected
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.channels import Channel
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.plugins import build_plugin_manager
 
@@ -55,7 +56,7 @@ def test_porter_absent_recall_uses_trigram(tmp_path: Path) -> None:
     engine.close()
 
 
-class ReverseChannel:
+class ReverseChannel(Channel):
     """A toy channel: matches memories containing a reversed query word."""
 
     name = "reverse"
@@ -68,7 +69,7 @@ class ReverseChannel:
     def setup(self, conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS reverse_index (id INTEGER PRIMARY KEY, text TEXT)")
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    def index(self, conn: sqlite3.Connection, memories: list[Memory], prepared=None) -> None:
         assert conn.in_transaction  # same transaction as the insert
         conn.executemany("INSERT INTO reverse_index VALUES (?, ?)",
                          [(m.id, m.content[::-1].lower()) for m in memories])
@@ -190,7 +191,7 @@ def test_cheap_channels_search_at_the_same_time(settings: Settings) -> None:
     class Second(Meeting):
         name = "meet_b"
 
-        def index(self, conn, memories):  # reads First's table
+        def index(self, conn, memories, prepared=None):  # reads First's table
             pass
 
     class Plugin:

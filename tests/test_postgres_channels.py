@@ -16,10 +16,9 @@ import pg
 import psycopg
 import pytest
 from semantic_memory.config import Settings
+from semantic_memory.embedders import Embedder
 from semantic_memory.models import Memory, NewMemory, RecallFilters, RecallHit
-from semantic_memory_postgres import modify_hits
 from semantic_memory_postgres.channels import (
-    FLOOR_SIGNAL,
     PgFullTextChannel,
     PgTrigramChannel,
     PgVectorChannel,
@@ -253,7 +252,7 @@ def test_trigram_relevant_only_for_unspaced_scripts(conn: psycopg.Connection,
 
 # --- vectors ------------------------------------------------------------------------------------
 
-class FakeEmbedder:
+class FakeEmbedder(Embedder):
     """Deterministic unit vectors from a hash of the text: equal texts are identical, different
     ones nearly orthogonal. Its model id is its own, so its rows must never meet another's."""
 
@@ -291,7 +290,7 @@ class MiniStore:
 
 def vector_channel(conn: psycopg.Connection, embedder: Any, **settings: Any) -> PgVectorChannel:
     channel = PgVectorChannel(Settings(**settings))
-    channel.use_embedder(embedder)
+    channel.bind(store=None, embedder=embedder)  # type: ignore[arg-type]
     setup(conn, channel)
     return channel
 
@@ -315,7 +314,7 @@ def test_vector_paraphrase_with_minilm(conn: psycopg.Connection, minilm: Any) ->
     assert [h.id for h in hits][0] == para.id
     assert len(hits) == 5  # the forgotten one is not among them
     assert hits[0].signals["cosine"] > 0.4 > hits[1].signals["cosine"]
-    assert hits[0].signals[FLOOR_SIGNAL] == pytest.approx(minilm.cosine_floor)
+    assert [h.weak for h in hits] == [h.score < 0.25 for h in hits]  # the floor's verdict
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     found = [recall_hit(para, cosine=hits[0].score), recall_hit(unrelated[0], cosine=0.1)]
     with conn.transaction():
@@ -435,18 +434,3 @@ def test_vector_inactive_without_embedder(conn: psycopg.Connection) -> None:
     assert not [n for n in index_names(conn, "memories_pgvec") if "hnsw" in n]
 
 
-def test_the_plugin_applies_the_cosine_floor_to_pg_vector_hits_alone() -> None:
-    def hit(cosine: float, ranks: dict[str, int]) -> RecallHit:
-        memory = Memory(1, "u", "c", "fact", "chat", None, [], 0, 0)
-        return RecallHit(memory, 1.0, dict(ranks), {"cosine": cosine, FLOOR_SIGNAL: 0.45})
-
-    low_alone = hit(0.2, {"pg_vector": 1})
-    low_with_keyword = hit(0.2, {"pg_vector": 1, "pg_fulltext": 3})
-    high = hit(0.6, {"pg_vector": 2})
-    hits = [low_alone, low_with_keyword, high]
-    modify_hits(hits, Settings())
-    assert hits == [low_with_keyword, high]
-    assert all(FLOOR_SIGNAL not in h.signals for h in hits)
-    hits = [hit(0.2, {"pg_vector": 1})]
-    modify_hits(hits, Settings(recall_min_cosine=0.1))
-    assert len(hits) == 1

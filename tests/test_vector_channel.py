@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
+from semantic_memory.channels import Channel, Prepares  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
@@ -95,13 +96,13 @@ def test_cosine_floor_drops_weak_vector_only_hits_keyword_hits_pass(tmp_path: Pa
         if set(h.ranks) == {"vector"}:
             assert h.signals["cosine"] >= 0.45
     assert not set(contents(hits)) & set(UNRELATED)  # nearest-of-the-irrelevant dropped
-    eng.settings = replace(eng.settings, recall_min_cosine=0.0)  # 0 = floor off
+    vector_of(eng).configured_floor = 0.0  # MEMORY_RECALL_MIN_COSINE=0: floor off
     assert set(UNRELATED) <= set(contents(eng.recall(QUERY, 10)))
-    eng.settings = replace(eng.settings, recall_min_cosine=-1.0)  # default: the model's floor
+    vector_of(eng).configured_floor = -1.0  # default: the model's floor
     assert eng.embedder.cosine_floor == 0.25  # MiniLM (bert); Qwen3 gets the spec's 0.45
     hits = eng.recall(QUERY, 10)
     assert not set(contents(hits)) & set(UNRELATED)
-    assert all("cosine_floor" not in h.signals for h in hits)  # internal signal removed
+    assert all(set(h.signals) <= {"cosine"} for h in hits)  # no internal signal leaks
     eng.close()
 
 
@@ -292,11 +293,11 @@ def test_near_duplicate_dedup_within_a_project(hybrid: MemoryEngine) -> None:
     assert hybrid.store_one(NewMemory(text + "!!", project="p")).status == "new"  # 0 = off
 
 
-class DupChannel:
-    """An in-test channel using the optional prepare / find_duplicate / index(prepared) hooks."""
+class DupChannel(Channel, Prepares):
+    """An in-test channel using the `Prepares` capability: prepare / find_duplicate /
+    index(prepared)."""
 
     name = "dupcheck"
-    weight = 1.0
 
     def __init__(self) -> None:
         self.prepared_outside: list[bool] = []

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from semantic_memory.config import Settings
+from semantic_memory.embedders import Embedder
 from semantic_memory.fusion import keyword_gated_weights, keyword_leads, rrf
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
@@ -46,7 +47,7 @@ def test_gated_rrf_keeps_the_leading_ranking_unless_keywords_are_complete() -> N
     assert low[0].ranks == {"vector": 1, "porter": 3}  # ranks still reported
 
 
-class StubEmbedder:
+class StubEmbedder(Embedder):
     """A deterministic bag-of-letters embedder with a configurable fusion weight."""
 
     name = "stub"

@@ -1,78 +1,175 @@
-"""The contract a retrieval channel implements."""
+"""The contract every retrieval channel implements: `Channel`, its optional capabilities, and
+`EmbeddingChannel` (what a vector channel takes from the engine's embedder).
+
+A capability is a mixin a channel class inherits; the engine sorts channels by capability once,
+when it opens (`isinstance`), and never probes members on a hot path. Every member is documented
+in docs/plugins.md, and `tests/test_plugin_contract.py` checks that page against this module.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .models import ChannelHit, Memory, RecallFilters, RecallHit
+from .models import PLUGIN_NAME, ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
+
+if TYPE_CHECKING:
+    from .embedders import Embedder
+    from .stores import MemoryStore
 
 
-@runtime_checkable
-class Channel(Protocol):
-    """A retrieval channel. Registered through the `register_channels` hook.
+class Channel(ABC):
+    """A retrieval channel, registered through the `register_channels` hook.
 
-    A channel owns its own tables inside the store, and speaks the stores it names in `stores`
-    (`MemoryStore.name`; the engine skips it on any other): `conn` is that store's DB-API
-    connection (sqlite3, psycopg). `setup` runs once per process with a write connection;
-    `index` runs inside the same transaction as every insert (channels kept in step by SQL
-    triggers may do nothing there); `search` returns the best `k` candidates. The
-    engine searches cheap channels at once, on pool threads with a connection each: `search`
-    uses only the connection it is given and keeps any shared state thread-safe.
+    A channel owns its own tables inside the store and speaks the stores named in `stores`
+    (`MemoryStore.name`; the engine leaves it out on any other): `conn` is that store's DB-API
+    connection (sqlite3, psycopg). The engine searches channels at the same time, on pool
+    threads with a read snapshot each: `search` uses only the connection it is given and keeps
+    any shared state thread-safe.
 
-    Optional members (the engine checks with getattr; BM25 channels need none of them):
+    Hits: `search` returns at most `k` `ChannelHit(id, score)` for live memories matching the
+    filters, **best first; a higher score is better, and list order must agree with score**
+    (negate a distance). Under RRF fusion only the order counts; under score fusion
+    (MEMORY_FUSION=score) the scores are min-max normalised per channel, so they must be
+    comparable within one result list.
 
-    - `use_embedder(embedder | None)`: called once with the configured embedder
-      (`register_embedders`, MEMORY_EMBEDDER).
-    - `use_store(store)`: called once with the `MemoryStore` (e.g. to count outside a recall).
-    - `prepare(new_memories) -> list`: runs before the write transaction (not under the write
-      lock: embedding goes here), one value per item; that value is handed to
-      `find_duplicate` and, as `index(conn, memories, prepared)`, to `index`.
-    - `find_duplicate(conn, new_memory, prepared) -> int | None`: inside the write
-      transaction, after the exact-hash check: the id of a live memory this one duplicates
-      (e.g. a vector near-duplicate); the existing entry is refreshed instead of inserting.
-    - `unindex(conn, ids)`: an edit (`MemoryEngine.update`) keeps the memory's id and
-      rewrites its row; before `index` is called again with the new text, this drops what the
-      channel derived from the old one that an upsert would not replace (e.g. a vector, when
-      the new text could not be embedded). Channels kept in step by SQL triggers on
-      `UPDATE OF content`, or whose `index` upserts, need none.
-    - `expensive = True`: the keyword fast path may skip this channel when a cheap channel's
-      `confidence(conn, query, ids) -> float | None` (0..1) reaches MEMORY_FAST_PATH_MIN.
-    - `embedder_info()`, `backfill(store[, progress])`: stats and `memory-mcp backfill`.
-    - `export_vectors(store)` -> (uid, model, dim, vector) rows and
-      `import_vectors(conn, rows) -> count`: `memory-mcp migrate` copies a store's vectors
-      with their model tags instead of embedding again.
-    - `relevant(conn, query, hits) -> set of ids`: the hits this channel vouches for when a
-      recall asks for relevant hits only (what hooks inject); a hit any channel vouches for
-      goes in.
+    Failures are isolated: a channel whose `index` raises is left out of that write (the memory
+    is stored and the other channels index it; `memory-mcp backfill` or the channel's own
+    catch-up repairs it); one whose `search` raises or returns anything but a list of
+    `ChannelHit` is left out of that recall. Both are logged in one line naming the channel.
     """
 
-    name: str
-    #: Default weight in fusion; MEMORY_CHANNEL_WEIGHTS overrides it. A channel may name a
-    #: different `score_weight` for score fusion, where its normalised scores rather than its
-    #: ranks are mixed (the override sets both).
-    weight: float
-    #: The stores (`MemoryStore.name`) whose connections it speaks; ("sqlite",) when absent.
-    stores: tuple[str, ...]
+    #: Unique among installed channels ("porter", "trigram", "vector", …): it keys fusion
+    #: weights (MEMORY_CHANNEL_WEIGHTS), `/api/search`'s per-channel ranks and its own settings.
+    name: str = ""
+    #: Default weight in RRF fusion; MEMORY_CHANNEL_WEIGHTS overrides it.
+    weight: float = 1.0
+    #: Default weight in score fusion; None means `weight`.
+    score_weight: float | None = None
+    #: The stores (`MemoryStore.name`) whose connections this channel speaks.
+    stores: tuple[str, ...] = ("sqlite",)
+    #: An expensive channel's share of the weight under score fusion when it answers; None:
+    #: MEMORY_FUSION_VECTOR_SHARE's default (0.5). `EmbeddingChannel` takes the model's.
+    fusion_share: float | None = None
+    #: An expensive channel's neighbour gap when it answers; None: 1. The model's, likewise.
+    neighbour_gap: float | None = None
 
-    def setup(self, conn: Any) -> None: ...
+    @property
+    def active(self) -> bool:
+        """False while the channel cannot answer (e.g. no model): the engine skips its
+        `prepare`, `find_duplicate` and `search`. Default: always active."""
+        return True
 
-    def index(self, conn: Any, memories: list[Memory]) -> None: ...
+    @property
+    def expensive(self) -> bool:
+        """True when a search costs model time: the keyword fast path may skip it when a
+        `Confident` channel is sure already (MEMORY_FAST_PATH_MIN). Default: False."""
+        return False
 
-    def search(
-        self, conn: Any, query: str, k: int, filters: RecallFilters
-    ) -> list[ChannelHit]: ...
+    def bind(self, *, store: MemoryStore, embedder: Embedder | None) -> None:
+        """Called once, before `setup`, with the open store and the engine's chosen embedder
+        (None when none is installed or chosen). Default: nothing."""
+
+    def setup(self, conn: Any) -> None:
+        """Create or migrate the channel's tables; runs once per process in a write
+        transaction. Must be idempotent. Default: nothing."""
+
+    @abstractmethod
+    def index(self, conn: Any, memories: list[Memory],
+              prepared: Sequence[Any] | None = None) -> None:
+        """Index new memories inside the write transaction that inserts them (a channel kept
+        in step by SQL triggers may do nothing). `prepared` holds one `Prepares.prepare` value
+        per memory when the channel prepares, else None."""
+
+    @abstractmethod
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters
+               ) -> list[ChannelHit]:
+        """The best `k` live memories for `query` under `filters`, best first (see above)."""
+
+    def forget(self, conn: Any, ids: list[int]) -> None:
+        """Drop what the channel derived from these memory ids, inside the write transaction:
+        before an edited memory is indexed again, and when a purge hard-deletes memories (ids
+        of purged memories may be reused by later inserts). Channels kept in step by SQL
+        triggers need nothing. Default: nothing."""
+
+    def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
+        """The ids among `hits` this channel vouches for when a recall asks for relevant hits
+        only (what hooks inject). A hit any channel vouches for goes in; a channel that
+        vouches for none never brings a memory into a hook's injection. Default: none."""
+        return set()
 
 
-class EmbeddingChannel:
-    """What a vector channel takes from the engine's embedder (`use_embedder`): its default
-    weight, score-fusion share and neighbour gap are the model's, and it is `active` (and
-    `expensive`: the keyword fast path may skip it) only with a usable model."""
+class Prepares(ABC):
+    """Capability: work before the write transaction (e.g. embedding), and near-duplicate
+    detection with its result. The engine calls these only while the channel is `active`; an
+    inactive one leaves ingest on the batch path."""
 
-    embedder: Any = None
+    @abstractmethod
+    def prepare(self, memories: Sequence[NewMemory]) -> list[Any]:
+        """One value per memory, computed outside the write lock; handed to `find_duplicate`
+        and, as `prepared`, to `index`."""
 
-    def use_embedder(self, embedder: Any) -> None:
-        """Called by the engine with the configured embedder (or None)."""
-        self.embedder = embedder
+    def find_duplicate(self, conn: Any, memory: NewMemory, prepared: Any) -> int | None:
+        """Inside the write transaction, after the exact-text check: the id of a live memory
+        this one duplicates (the existing one is refreshed instead). Default: None."""
+        return None
+
+
+class Confident(ABC):
+    """Capability: how sure a cheap channel is of its own ranking, for the keyword fast path
+    (skip `expensive` channels when it reaches MEMORY_FAST_PATH_MIN)."""
+
+    @abstractmethod
+    def confidence(self, conn: Any, query: str, ids: list[int]) -> float | None:
+        """0..1 for this channel's ranking `ids` of `query`, or None for no opinion."""
+
+
+class Backfills(ABC):
+    """Capability: derived data that can lag behind the memories (vectors), filled in by
+    `memory-mcp backfill`, and shown by `stats`/`doctor`."""
+
+    @abstractmethod
+    def backfill(self, store: MemoryStore,
+                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Fill in what live memories lack; returns at least {"embedded": count}. `progress`
+        is called with (done, total)."""
+
+    @abstractmethod
+    def embedder_info(self) -> dict[str, Any] | None:
+        """Model, dim, device, vectorized count (or None): `stats`, `doctor`, `/api/stats`."""
+
+
+class TransfersVectors(ABC):
+    """Capability: `memory-mcp migrate` copies vectors with their model tag instead of
+    embedding again."""
+
+    @abstractmethod
+    def export_vectors(self, store: MemoryStore) -> Iterable[tuple[str, str, int, Any]]:
+        """(uid, model id, dim, float32 vector) of every stored vector."""
+
+    @abstractmethod
+    def import_vectors(self, conn: Any, rows: list[tuple[int, str, int, Any]]) -> int:
+        """Store (memory id, model id, dim, vector) rows; returns how many were kept."""
+
+
+class EmbeddingChannel(Channel, Prepares, Backfills):
+    """The base of a vector channel: it takes the engine's embedder in `bind`; its default
+    weight, score-fusion share, neighbour gap and cosine floor are the model's; it is `active`
+    (and `expensive`) only with a usable model.
+
+    Its hits carry the cosine as `score` and as the `cosine` signal, and are marked `weak`
+    below the cosine floor (MEMORY_RECALL_MIN_COSINE when >= 0, else the model's calibrated
+    `Embedder.cosine_floor`; 0 = off): the engine drops a fused hit that only weak verdicts
+    found, so the nearest of the irrelevant never reaches the results on its own."""
+
+    embedder: Embedder | None = None
+    store: MemoryStore | None = None
+    #: MEMORY_RECALL_MIN_COSINE: < 0 means the model's own floor.
+    configured_floor: float = -1.0
+
+    def bind(self, *, store: MemoryStore, embedder: Embedder | None) -> None:
+        self.store, self.embedder = store, embedder
 
     @property
     def expensive(self) -> bool:
@@ -80,33 +177,50 @@ class EmbeddingChannel:
         return self.active
 
     @property
-    def weight(self) -> float:
+    def weight(self) -> float:  # type: ignore[override]
         """Default fusion weight: the embedder's (a model property, like its prompts)."""
-        return float(getattr(self.embedder, "fusion_weight", 1.0) or 1.0)
+        return self.embedder.fusion_weight if self.embedder is not None else 1.0
 
     @property
     def fusion_share(self) -> float:
         """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
-        return float(getattr(self.embedder, "fusion_share", 0.5))
+        return self.embedder.fusion_share if self.embedder is not None else 0.5
 
     @property
     def neighbour_gap(self) -> float:
         """Where session neighbours go when this channel answers: the embedder's choice."""
-        return float(getattr(self.embedder, "neighbour_gap", 1.0))
+        return self.embedder.neighbour_gap if self.embedder is not None else 1.0
 
     @property
     def active(self) -> bool:
-        return self.inactive_reason() is None and self.embedder.model_id is not None
+        return (self.inactive_reason() is None and self.embedder is not None
+                and self.embedder.model_id is not None)
+
+    def cosine_floor(self) -> float:
+        """The floor below which a hit is weak (and not vouched for): configured or model's."""
+        if self.configured_floor >= 0:
+            return self.configured_floor
+        return self.embedder.cosine_floor if self.embedder is not None else 0.45
+
+    def hits(self, scored: Iterable[tuple[int, float]]) -> list[ChannelHit]:
+        """(id, cosine) pairs as this channel's hits, weak below the cosine floor."""
+        floor = self.cosine_floor()
+        return [ChannelHit(id=i, score=s, signals={"cosine": s}, weak=floor > 0 and s < floor)
+                for i, s in scored]
+
+    def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
+        """Hits at least as similar as the cosine floor: the bar for injecting."""
+        if not self.active:
+            return set()
+        floor = self.cosine_floor()
+        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
 
     def describe_embedder(self) -> dict[str, Any]:
         """The model part of `embedder_info()`: channel, active, the embedder's own `info()`
         (model, dim, device…), and `mode` hybrid, or bm25-only with the `reason`."""
-        info: dict[str, Any] = {"channel": getattr(self, "name", ""), "active": self.active}
+        info: dict[str, Any] = {"channel": self.name, "active": self.active}
         if self.embedder is not None:
-            describe = getattr(self.embedder, "info", None)
-            info.update(describe() if callable(describe) else {
-                "model_id": getattr(self.embedder, "model_id", None),
-                "dim": getattr(self.embedder, "dim", None)})
+            info.update(self.embedder.info())
         reason = self.inactive_reason()
         if reason:
             info["reason"] = reason
@@ -117,30 +231,25 @@ class EmbeddingChannel:
         """Why the channel is off (no model, a model that failed to load), None when on."""
         if self.embedder is None:
             return "no embedder plugin installed"
-        if not getattr(self.embedder, "available", True):
-            return getattr(self.embedder, "error", None) or "embedder unavailable"
+        if not self.embedder.available:
+            return self.embedder.error or "embedder unavailable"
         return None
 
 
-def apply_cosine_floor(hits: list[RecallHit], configured: float, channel: str, signal: str
-                       ) -> None:
-    """Drop the hits only `channel` (a vector channel) found whose cosine is below the floor:
-    `configured` (MEMORY_RECALL_MIN_COSINE) when >= 0, else the model's own, which the channel
-    carries in each hit's `signal` (removed here); 0 = off. Fusion gives the nearest of the
-    irrelevant a score too; a keyword hit always passes."""
-    kept = []
-    for hit in hits:
-        model_floor = hit.signals.pop(signal, 0.0)
-        floor = configured if configured >= 0 else model_floor
-        if floor > 0 and set(hit.ranks) == {channel} and hit.signals.get("cosine", 1.0) < floor:
-            continue
-        kept.append(hit)
-    hits[:] = kept
+def check_channel(obj: Any) -> str | None:
+    """Why `obj` cannot be registered as a channel (None when it can)."""
+    if not isinstance(obj, Channel):
+        return f"{type(obj).__name__} is not a semantic_memory.channels.Channel"
+    if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
+        return f"{type(obj).__name__} has no valid name (got {obj.name!r})"
+    if isinstance(obj.weight, bool) or not isinstance(obj.weight, (int, float)) \
+            or not obj.weight >= 0:
+        return f"channel {obj.name!r}: weight must be a number >= 0, not {obj.weight!r}"
+    return None
 
 
 def skip_reason(channel: Channel, store: str) -> str | None:
     """Why `channel` cannot run on the store named `store`; None when it can."""
-    speaks = tuple(getattr(channel, "stores", ("sqlite",)))
-    if store in speaks:
+    if store in channel.stores:
         return None
-    return f"works with the {', '.join(speaks)} store, not {store}"
+    return f"works with the {', '.join(channel.stores)} store, not {store}"

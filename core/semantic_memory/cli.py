@@ -11,13 +11,13 @@ from typing import Any, BinaryIO, Iterator
 
 import click
 
-from .channels import skip_reason
+from .channels import Channel, check_channel, skip_reason
 from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
-from .plugins import build_plugin_manager
+from .plugins import build_plugin_manager, collect, diagnose
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
@@ -334,9 +334,13 @@ def purge(obj: Context) -> None:
 @pass_context
 def plugins(obj: Context, as_json: bool) -> None:
     """Loaded plugins, their distributions, hooks and channels."""
-    pm = build_plugin_manager(obj.settings)
-    channels: list[Any] = []
-    pm.hook.register_channels(register=channels.append, settings=obj.settings)
+    try:
+        pm = build_plugin_manager(obj.settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    channels: list[Channel] = collect(pm, "register_channels", "channel", lambda c: c.name,
+                                      check_channel, settings=obj.settings)
+
     def owns(plugin: Any, channel: Any) -> bool:  # a plugin's package, or one of its modules
         package, module = getattr(plugin, "__name__", None), type(channel).__module__
         return package is not None and (module == package or module.startswith(package + "."))
@@ -353,7 +357,7 @@ def plugins(obj: Context, as_json: bool) -> None:
         if "filter_ingest" in info.hooks and info.name.endswith("hygiene"):
             rows[-1]["secret_ruleset"] = ruleset_info()  # the library under its rules
     if as_json:
-        _echo_json(rows)
+        _echo_json(rows + [{"name": p.plugin, "broken": p.reason} for p in pm.problems])
         return
     table = _table("plugin", "distribution", "version", "hooks", "channels")
     for r in rows:
@@ -365,6 +369,8 @@ def plugins(obj: Context, as_json: bool) -> None:
     for r in rows:
         for name, why in r["skipped"].items():
             click.echo(f"skipped channel {name} ({r['name']}): {why}")
+    for problem in pm.problems:
+        click.echo(f"broken: {problem}")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -470,10 +476,13 @@ def doctor(obj: Context, project: str | None, as_json: bool) -> None:
 
     data = doc.report(obj.settings, all_adapters(obj.settings),
                       Path(project or ".").resolve())
+    data["plugin_problems"] = diagnose(obj.settings)
     if as_json:
         _echo_json(data)
     else:
         click.echo(doc.render(data))
+        for problem in data["plugin_problems"]:
+            click.echo(f"broken: {problem}")
     if not data["service"]["reachable"]:
         sys.exit(1)
 
@@ -849,8 +858,9 @@ def main() -> None:
     """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere)."""
     try:
         settings = Settings.from_env()
+        pm = build_plugin_manager(settings)
     except ConfigError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    build_plugin_manager(settings).hook.register_commands(cli=cli)
+    pm.hook.register_commands(cli=cli)
     cli()

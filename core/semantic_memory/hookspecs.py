@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import click
 
     from .channels import Channel
+    from .embedders import Embedder
     from .config import Settings
     from .models import NewMemory, RecallHit
     from .stores import MemoryStore
@@ -26,10 +27,11 @@ hookimpl = pluggy.HookimplMarker("semantic_memory")
 
 @hookspec
 def register_channels(register: Callable[["Channel"], None], settings: "Settings") -> None:
-    """Register retrieval channels (objects following `semantic_memory.channels.Channel`).
+    """Register retrieval channels: instances of `semantic_memory.channels.Channel` (and of
+    its capability mixins). Every active channel searches on every recall; results are fused.
 
-    Every registered channel searches on every recall; results are fused with weighted RRF.
-    """
+    A channel that is not a `Channel`, or whose name another plugin took first, is refused
+    with one line naming both plugins; the rest load."""
 
 
 @hookspec
@@ -40,13 +42,11 @@ def register_stores(register: Callable[[Any], None]) -> None:
 
 
 @hookspec
-def register_embedders(register: Callable[[Any], None], settings: "Settings") -> None:
-    """Register embedders: objects with `name`, `model_id`, `dim`, `available` and
-    `embed_documents(texts) -> float32 rows` / `embed_query(text) -> vector` (L2-normalised).
+def register_embedders(register: Callable[["Embedder"], None], settings: "Settings") -> None:
+    """Register embedders: instances of `semantic_memory.embedders.Embedder`.
 
-    The engine collects them before the channels, picks the one named by MEMORY_EMBEDDER (else
-    the first) and hands it to channels that have `use_embedder` (the vector channel).
-    """
+    The engine picks one (`choose_embedder`: MEMORY_EMBEDDER, else the only one, else the only
+    one with a model configured) and hands it to every channel's `bind`."""
 
 
 @hookspec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -12,6 +13,9 @@ from typing import Any
 KINDS = ("preference", "decision", "fact", "artifact", "note", "summary")
 EXPIRING_KIND = "artifact"
 #: Limits of a memory's short fields (validated at ingest).
+#: A plugin object's name (a channel, an embedder): what settings, weights and messages key
+#: it by.
+PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_PROJECT_CHARS = 256
@@ -147,6 +151,9 @@ class ChannelHit:
     score: float
     #: Named evidence the post-processing may use (e.g. {"cosine": 0.71}); copied to RecallHit.
     signals: dict[str, float] = field(default_factory=dict)
+    #: The channel's own verdict that this candidate is too weak to stand alone (a vector hit
+    #: below the cosine floor): a fused hit that only weak verdicts found is dropped.
+    weak: bool = False
 
 
 @dataclass

@@ -3,7 +3,6 @@ post-process -> injection block. Interfaces (CLI, MCP, REST) all go through `Mem
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import re
@@ -15,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from . import neardup, neighbours, supersede
-from .channels import Channel, skip_reason
+from .channels import Backfills, Channel, Confident, Prepares, check_channel, skip_reason
 from .config import Settings
+from .embedders import Embedder, check_embedder, choose_embedder
 from .safety.redaction import redact, ruleset_info
 from .errors import InvalidMemory, Rejected, UnknownMemory
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
@@ -34,7 +34,7 @@ from .models import (
     iso,
     now,
 )
-from .plugins import PluginManager, build_plugin_manager
+from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import MemoryStore, open_store
 from .stores.base import VALUE_COLUMNS, content_hash
 from .telemetry import fill_days, to_api
@@ -108,15 +108,14 @@ def validate(memory: NewMemory, max_chars: int) -> None:
         raise InvalidMemory("seq: expected a whole number >= 0, with a session")
 
 
-def select_embedder(embedders: list[Any], name: str = "") -> Any | None:
-    """The embedder named `name` (MEMORY_EMBEDDER), else the first registered; None if none."""
-    if name:
-        for embedder in embedders:
-            if getattr(embedder, "name", None) == name:
-                return embedder
-        log.warning("MEMORY_EMBEDDER=%s is not registered; using %s", name,
-                    getattr(embedders[0], "name", "?") if embedders else "none")
-    return embedders[0] if embedders else None
+def _is_hits(found: Any) -> bool:
+    """Whether a channel's search answered as the contract says: a list of ChannelHit."""
+    return isinstance(found, list) and all(isinstance(h, ChannelHit) for h in found)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
 def _place_in_sessions(store: MemoryStore, conn: Any, items: list[NewMemory],
@@ -216,30 +215,50 @@ class MemoryEngine:
         self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
         self.store: MemoryStore = open_store(self.settings, self.pm)
-        self.embedders: list[Any] = []
-        self.pm.hook.register_embedders(register=self.embedders.append, settings=self.settings)
-        self.embedder = select_embedder(self.embedders, self.settings.embedder)
-        registered: list[Channel] = []
-        self.pm.hook.register_channels(register=registered.append, settings=self.settings)
+        self.embedders: list[Embedder] = collect(
+            self.pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
+            settings=self.settings)
+        self.embedder, problem = choose_embedder(self.embedders, self.settings.embedder)
+        if problem:
+            self.pm.refuse("embedders", problem)
+        registered: list[Channel] = collect(
+            self.pm, "register_channels", "channel", lambda c: c.name, check_channel,
+            settings=self.settings)
         #: Channels left out because they do not speak this store: name -> why.
         self.skipped_channels = {c.name: why for c in registered
                                  if (why := skip_reason(c, self.store.name))}
-        self.channels = sorted((c for c in registered if c.name not in self.skipped_channels),
-                               key=lambda c: c.name)
-        for channel in self.channels:  # optional: the configured embedder, the store
-            use = getattr(channel, "use_embedder", None)
-            if callable(use):
-                use(self.embedder)
-            use = getattr(channel, "use_store", None)
-            if callable(use):
-                use(self.store)
+        self.channels = self._ready(sorted(
+            (c for c in registered if c.name not in self.skipped_channels), key=lambda c: c.name))
+        # Capabilities, sorted once (docs/plugins.md): the hot paths never probe members.
+        self._preparers = [c for c in self.channels if isinstance(c, Prepares)]
+        self._confident = [c for c in self.channels if isinstance(c, Confident)]
+        self._backfillers = [c for c in self.channels if isinstance(c, Backfills)]
         configured = self.settings.weights()
         self.weights = {c.name: configured.get(c.name, c.weight) for c in self.channels}
-        self.score_weights = {c.name: configured.get(c.name, getattr(c, "score_weight", c.weight))
-                              for c in self.channels}
-        with self.store.write() as conn:
-            for channel in self.channels:
-                channel.setup(conn)
+        self.score_weights = {
+            c.name: configured.get(c.name, c.weight if c.score_weight is None else c.score_weight)
+            for c in self.channels}
+
+    def _ready(self, channels: list[Channel]) -> list[Channel]:
+        """Bind and set up each channel; one whose `bind` or `setup` raises is left out with
+        one line naming it (a broken plugin never takes the others down)."""
+        ready = []
+        for channel in channels:
+            try:
+                channel.bind(store=self.store, embedder=self.embedder)
+                with self.store.write() as conn:
+                    channel.setup(conn)
+            except Exception as exc:  # noqa: BLE001
+                self.pm.refuse(f"channel {channel.name}", f"left out: setup failed: "
+                                                           f"{_one_line(exc)}")
+                continue
+            ready.append(channel)
+        return ready
+
+    @property
+    def plugin_problems(self) -> list[str]:
+        """Every plugin or registration refused while loading, one line each."""
+        return [str(p) for p in self.pm.problems]
 
     # --- write path ------------------------------------------------------------------------
 
@@ -266,16 +285,11 @@ class MemoryEngine:
             accepted.append((position, item))
         if not accepted:
             return results
-        # Optional channel step outside the write lock (e.g. embedding): one value per item,
-        # handed to that channel's find_duplicate and index.
-        prepared: dict[str, list[Any]] = {}
-        for channel in self.channels if prepare else []:
-            step = getattr(channel, "prepare", None)
-            if callable(step):
-                prepared[channel.name] = list(step([item for _, item in accepted]))
-        if not prepared and not any(
-            callable(getattr(c, "find_duplicate", None)) for c in self.channels
-        ):
+        # The `Prepares` step outside the write lock (e.g. embedding): one value per item,
+        # handed to that channel's find_duplicate and index. Only active channels prepare.
+        preparers = [c for c in self._preparers if c.active] if prepare else []
+        prepared = self._prepare(preparers, [item for _, item in accepted])
+        if not preparers:
             with self.store.write() as conn:
                 accepted = self._skip_restored(conn, accepted, results)
                 _place_in_sessions(self.store, conn, [item for _, item in accepted],
@@ -283,7 +297,7 @@ class MemoryEngine:
                 inserted = self._insert_batch(conn, accepted, results)
                 if inserted:
                     for channel in self.channels:
-                        channel.index(conn, inserted)
+                        self._index(conn, channel, inserted)
                 by_uid = {memory.uid: memory for memory in inserted}
                 for position, item in accepted:
                     self._supersede(conn, item, by_uid.get(results[position].uid or ""),
@@ -298,19 +312,59 @@ class MemoryEngine:
                 if position not in kept:
                     continue
                 mine = {name: values[n] for name, values in prepared.items()}
-                result, memory = self._insert_or_refresh(conn, item, mine)
+                result, memory = self._insert_or_refresh(conn, item, preparers, mine)
                 results[position] = result
                 if memory is None:
                     self._supersede(conn, item, None, result.uid, rule=batch_is_session)
                     continue
                 # index item by item, so a later item of the batch can dedup against it
                 for channel in self.channels:
-                    if channel.name in mine:
-                        channel.index(conn, [memory], [mine[channel.name]])  # type: ignore[call-arg]
-                    else:
-                        channel.index(conn, [memory])
+                    self._index(conn, channel, [memory],
+                                [mine[channel.name]] if channel.name in mine else None)
                 self._supersede(conn, item, memory, result.uid, rule=batch_is_session)
         return results
+
+    def _prepare(self, channels: list[Prepares], items: list[NewMemory]) -> dict[str, list[Any]]:
+        """Each channel's `prepare` values for `items`; a channel whose `prepare` raises or
+        answers the wrong number of values is left out of this write's preparation (one line
+        naming it; its `index` then gets no prepared values)."""
+        prepared: dict[str, list[Any]] = {}
+        for channel in channels:
+            name = channel.name  # type: ignore[attr-defined]
+            try:
+                values = list(channel.prepare(items))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("channel %s: prepare failed (%s); written without it", name,
+                            _one_line(exc))
+                continue
+            if len(values) != len(items):
+                log.warning("channel %s: prepare answered %d values for %d memories; written "
+                            "without it", name, len(values), len(items))
+                continue
+            prepared[name] = values
+        return prepared
+
+    def _index(self, conn: Any, channel: Channel, memories: list[Memory],
+               prepared: list[Any] | None = None) -> None:
+        """`channel.index` inside a savepoint: when it raises, what it wrote is undone and the
+        write goes on without it (one line naming it; `memory-mcp backfill` or the channel's
+        catch-up repairs it). The memory itself and the other channels are unaffected."""
+        try:
+            with self.store.savepoint(conn, "channel_index"):
+                channel.index(conn, memories, prepared)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("channel %s: index failed for %d memories (%s); stored without it",
+                        channel.name, len(memories), _one_line(exc))
+
+    def _forget(self, conn: Any, ids: list[int]) -> None:
+        """Tell every channel these memory ids are gone (a purge) or rewritten (an edit)."""
+        for channel in self.channels:
+            try:
+                with self.store.savepoint(conn, "channel_forget"):
+                    channel.forget(conn, ids)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("channel %s: forget failed for %d memories (%s)", channel.name,
+                            len(ids), _one_line(exc))
 
     # --- supersession (supersede.py) --------------------------------------------------------
 
@@ -442,7 +496,8 @@ class MemoryEngine:
         return inserted
 
     def _insert_or_refresh(
-        self, conn: Any, item: NewMemory, prepared: dict[str, Any] | None = None
+        self, conn: Any, item: NewMemory, dedupers: list[Prepares],
+        prepared: dict[str, Any] | None = None,
     ) -> tuple[IngestResult, Memory | None]:
         ts = now()
         digest = content_hash(item.content)
@@ -451,11 +506,13 @@ class MemoryEngine:
         # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
         # import or migration of one already judged) is only checked for its exact text
         if existing is None and not item.forgotten and item.uid is None:
-            for channel in self.channels:
-                find = getattr(channel, "find_duplicate", None)
-                if not callable(find):
+            for channel in dedupers:
+                name = channel.name  # type: ignore[attr-defined]
+                try:
+                    dup_id = channel.find_duplicate(conn, item, (prepared or {}).get(name))
+                except Exception as exc:  # noqa: BLE001 - no verdict: store it as new
+                    log.warning("channel %s: find_duplicate failed (%s)", name, _one_line(exc))
                     continue
-                dup_id = find(conn, item, (prepared or {}).get(channel.name))
                 if dup_id is not None:
                     found = self.store.load(conn, [dup_id]).get(dup_id)
                     if found is not None:
@@ -483,7 +540,7 @@ class MemoryEngine:
 
         Re-indexing keeps the row id: the FTS5 channels' triggers re-index `UPDATE OF content`,
         every channel's `index` then runs again on the new row (with the new text's embedding)
-        after `unindex` dropped what an upsert would not replace.
+        after its `forget` dropped what an upsert would not replace.
 
         Raises UnknownMemory (no live memory `uid`) or InvalidMemory (a bad field, or nothing
         given to change). Returns `updated`, `unchanged` (the same values: no revision),
@@ -502,11 +559,9 @@ class MemoryEngine:
         except (Rejected, InvalidMemory) as exc:
             return UpdateResult("rejected", current, reason=str(exc))
         changed_text = item.content != current.content
-        prepared: dict[str, Any] = {}
-        for channel in self.channels if changed_text else []:  # embed outside the write lock
-            step = getattr(channel, "prepare", None)
-            if callable(step):
-                prepared[channel.name] = list(step([item]))[0]
+        preparers = [c for c in self._preparers if c.active] if changed_text else []
+        prepared = {name: values[0]  # embed outside the write lock
+                    for name, values in self._prepare(preparers, [item]).items()}
         with self.store.write() as conn:
             return self._write_edit(conn, uid, item, prepared)
 
@@ -538,14 +593,10 @@ class MemoryEngine:
 
     def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
         """Index an edited memory again in every channel (inside the edit's transaction)."""
+        self._forget(conn, [memory.id])
         for channel in self.channels:
-            drop = getattr(channel, "unindex", None)
-            if callable(drop):
-                drop(conn, [memory.id])
-            if channel.name in prepared:
-                channel.index(conn, [memory], [prepared[channel.name]])  # type: ignore[call-arg]
-            else:
-                channel.index(conn, [memory])
+            self._index(conn, channel, [memory],
+                        [prepared[channel.name]] if channel.name in prepared else None)
 
     def revisions(self, uid: str) -> list[dict[str, Any]]:
         """The earlier versions of `uid`, newest first, times as ISO 8601 (UTC)."""
@@ -571,13 +622,15 @@ class MemoryEngine:
             return []
         # Fusion needs slack below k: a fused top-k member may rank up to ~2k in one channel.
         depth = max(2 * k, self.settings.recall_depth)
-        cheap = [c for c in self.channels if not getattr(c, "expensive", False)]
-        expensive = [c for c in self.channels if getattr(c, "expensive", False)]
+        live = [c for c in self.channels if c.active]
+        cheap = [c for c in live if not c.expensive]
+        expensive = [c for c in live if c.expensive]
         keyword = [c.name for c in cheap]
         with self.store.snapshot() as conn:
             rankings: dict[str, list[int]] = {}
             scored: dict[str, list[tuple[int, float]]] = {}
             signals: dict[int, dict[str, float]] = {}
+            weak: dict[int, set[str]] = {}  # id -> channels that found it too weak alone
 
             def collect(channel: Channel, found: list[ChannelHit] | None) -> None:
                 if found is None:
@@ -587,6 +640,8 @@ class MemoryEngine:
                 for h in found:
                     if h.signals:
                         signals.setdefault(h.id, {}).update(h.signals)
+                    if h.weak:
+                        weak.setdefault(h.id, set()).add(channel.name)
 
             found = self._search_at_once(cheap, conn, query, depth, filters)
             for channel in cheap:  # a fixed order: ties fuse the same way every time
@@ -606,12 +661,13 @@ class MemoryEngine:
             answered = [c for c in expensive if c.name in rankings]
             gap = self.settings.neighbour_gap
             if gap < 0:  # 1, or the answering embedder's own
-                gap = float(getattr(answered[0], "neighbour_gap", 1.0)) if answered else 1.0
+                gap = (answered[0].neighbour_gap or 1.0) if answered else 1.0
             by_score = bool(answered) and self.settings.fusion == "score"
             if by_score:
                 share = self.settings.fusion_vector_share
                 if share < 0:  # the embedder's own
-                    share = float(getattr(answered[0], "fusion_share", 0.5))
+                    share = answered[0].fusion_share
+                    share = 0.5 if share is None else share
                 weights = with_share(self.score_weights, [c.name for c in answered], share)
                 fused = score_fusion(scored, weights, limit=depth)
             else:
@@ -625,6 +681,8 @@ class MemoryEngine:
                 for f in fused if f.id in memories
                 # channels filter in SQL; this also covers one that does not
                 and (filters.include_superseded or memories[f.id].superseded_by is None)
+                # a hit only weak verdicts found (a vector hit below the cosine floor) goes
+                and not (f.id in weak and weak[f.id] >= set(f.ranks))
             ]
             self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
                                      store=self.store, conn=conn)
@@ -643,16 +701,16 @@ class MemoryEngine:
         `relevant(conn, query, hits) -> set of ids` (BM25: IDF coverage of the query at least
         MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). Hits are judged a page
         of k at a time, so a strong top k costs one page."""
-        judges = [c for c in self.channels if callable(getattr(c, "relevant", None))]
+        judges = [c for c in self.channels if c.active]
         kept: list[RecallHit] = []
         for start in range(0, len(hits), k):
             page = hits[start : start + k]
             vouched: set[int] = set()
             for channel in judges:
                 try:
-                    vouched |= channel.relevant(conn, query, page)  # type: ignore[attr-defined]
-                except Exception:  # noqa: BLE001 - no verdict from this channel
-                    log.exception("channel %s relevance failed", channel.name)
+                    vouched |= channel.relevant(conn, query, page)
+                except Exception as exc:  # noqa: BLE001 - no verdict from this channel
+                    log.warning("channel %s: relevant failed (%s)", channel.name, _one_line(exc))
             kept += [h for h in page if h.memory.id in vouched]
             if len(kept) >= k:
                 break
@@ -665,9 +723,16 @@ class MemoryEngine:
         down). Keeps a smoothed search time per channel (`recall` plans with it)."""
         start = time.perf_counter()
         try:
-            return channel.search(conn, query, depth, filters)
-        except Exception:  # noqa: BLE001
-            log.exception("channel %s failed; recall continues without it", channel.name)
+            found = channel.search(conn, query, depth, filters)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("channel %s: search failed (%s); recall goes on without it",
+                        channel.name, _one_line(exc))
+            return None
+        else:
+            if _is_hits(found):
+                return found
+            log.warning("channel %s: search answered %s, not a list of ChannelHit; recall "
+                        "goes on without it", channel.name, type(found).__name__)
             return None
         finally:
             took = time.perf_counter() - start
@@ -710,14 +775,14 @@ class MemoryEngine:
         them reports for its own ranking (channels opt in with
         `confidence(conn, query, ids) -> float | None`, e.g. BM25's IDF coverage)."""
         best: float | None = None
-        for channel in self.channels:
-            judge = getattr(channel, "confidence", None)
-            if not callable(judge) or channel.name not in rankings:
+        for channel in self._confident:
+            name = channel.name  # type: ignore[attr-defined]
+            if name not in rankings:
                 continue
             try:
-                value = judge(conn, query, rankings[channel.name])
-            except Exception:  # noqa: BLE001 - no verdict, no fast path
-                log.exception("channel %s confidence failed", channel.name)
+                value = channel.confidence(conn, query, rankings[name])
+            except Exception as exc:  # noqa: BLE001 - no verdict, no fast path
+                log.warning("channel %s: confidence failed (%s)", name, _one_line(exc))
                 continue
             if value is not None and (best is None or value > best):
                 best = float(value)
@@ -863,12 +928,10 @@ class MemoryEngine:
     def embedder_info(self) -> dict[str, Any] | None:
         """What the vector side reports (model, dim, device, vectorized count), or None when no
         channel has an embedder. Channels opt in with an `embedder_info()` method."""
-        for channel in self.channels:
-            info = getattr(channel, "embedder_info", None)
-            if callable(info):
-                result = info()
-                if result is not None:
-                    return dict(result)
+        for channel in self._backfillers:
+            result = channel.embedder_info()
+            if result is not None:
+                return dict(result)
         return None
 
     # --- maintenance -----------------------------------------------------------------------
@@ -879,7 +942,7 @@ class MemoryEngine:
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
         report = PurgeReport(*self.store.purge(
             current - artifacts * DAY if artifacts > 0 else None,
-            current - injections * DAY if injections > 0 else None))
+            current - injections * DAY if injections > 0 else None, self._forget))
         if report.soft_deleted or report.expired_artifacts or report.expired_injections:
             self.store.optimize(vacuum=True)
             report.vacuumed = True
@@ -894,22 +957,14 @@ class MemoryEngine:
         return report
 
     def backfill(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Let every channel that keeps derived data (e.g. vectors) fill in what live memories
-        lack. Channels opt in with `backfill(store)` (or `backfill(store, progress)`, called
-        with (done, total)) returning a count or a dict with `embedded`; the result sums them
-        per channel."""
-        workers = [c for c in self.channels if callable(getattr(c, "backfill", None))]
-        if not workers:
+        """Let every `Backfills` channel (e.g. vectors) fill in what live memories lack;
+        `progress` hears (done, total). The result sums `embedded` over the channels."""
+        if not self._backfillers:
             return {"embedded": 0, "reason": "no embedder configured"}
         out: dict[str, Any] = {"embedded": 0, "channels": {}}
-        for channel in workers:
-            if progress is not None and "progress" in inspect.signature(
-                    channel.backfill).parameters:  # type: ignore[attr-defined]
-                result = channel.backfill(self.store, progress=progress)  # type: ignore[attr-defined]
-            else:
-                result = channel.backfill(self.store)  # type: ignore[attr-defined]
-            detail = dict(result) if isinstance(result, dict) else {"embedded": int(result or 0)}
-            out["channels"][channel.name] = detail
+        for channel in self._backfillers:
+            detail = dict(channel.backfill(self.store, progress))
+            out["channels"][channel.name] = detail  # type: ignore[attr-defined]
             out["embedded"] += int(detail.get("embedded", 0))
         return out
 

@@ -1,16 +1,27 @@
-"""The plugin manager: in-core default plugins plus installed ones from entry points."""
+"""The plugin manager: in-core default plugins plus installed ones from entry points.
+
+Loading refuses and explains instead of failing: a plugin that cannot be imported, whose hook
+signature does not match, or that implements a hook that does not exist (a misspelt name) is
+left out with one line naming it; the rest keeps working. `memory-mcp plugins` and `doctor`
+list such problems (`PluginManager.problems`).
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
+from types import ModuleType
 from typing import Any
 
 import pluggy
 
 from . import hookspecs
-from .config import Settings
+from .config import ConfigError, Settings
+
+log = logging.getLogger("semantic_memory")
 
 ENTRY_POINT_GROUP = "semantic_memory"
 
@@ -33,13 +44,57 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
 
 
+@dataclass
+class PluginProblem:
+    """A plugin, or something it registered, that was left out, and why (one line)."""
+
+    plugin: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.plugin}: {self.reason}"
+
+
 class PluginManager(pluggy.PluginManager):
-    """pluggy's manager, remembering which distribution each installed plugin came from."""
+    """pluggy's manager, remembering which distribution each installed plugin came from and
+    which plugins (or registrations) were refused."""
 
     def __init__(self) -> None:
         super().__init__(ENTRY_POINT_GROUP)
         self.add_hookspecs(hookspecs)
         self.distributions: dict[str, tuple[str, str]] = {}
+        self.problems: list[PluginProblem] = []
+
+    def refuse(self, plugin: str, reason: str) -> None:
+        """Record and log one problem (a WARNING line: never a traceback)."""
+        problem = PluginProblem(plugin, reason)
+        if problem not in self.problems:
+            self.problems.append(problem)
+            log.warning("%s", problem)
+
+    def origin(self, plugin: str) -> str:
+        """`plugin` with its distribution, for messages: "my_channel (my-channel 0.1)"."""
+        dist = self.distributions.get(plugin)
+        return f"{plugin} ({dist[0]} {dist[1]})" if dist else plugin
+
+    def add(self, plugin: Any, name: str, dist: tuple[str, str] | None = None) -> bool:
+        """Register one plugin, refusing it (one line) when its hooks do not validate or it
+        implements a hook that does not exist. True when it was registered."""
+        try:
+            self.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            self.refuse(name, f"not loaded: {_one_line(exc)}")
+            return False
+        if dist is not None:
+            self.distributions[name] = dist
+        unknown = sorted(c.name for c in self.get_hookcallers(plugin) or [] if c.spec is None)
+        if unknown:
+            self.unregister(plugin)
+            self.distributions.pop(name, None)
+            self.refuse(name, f"not loaded: {', '.join(unknown)} is not a semantic_memory hook "
+                              "(misspelt? see docs/plugins.md)")
+            return False
+        return True
 
     def describe(self) -> list[PluginInfo]:
         infos = []
@@ -51,27 +106,112 @@ class PluginManager(pluggy.PluginManager):
             infos.append(PluginInfo(name, dist and dist[0], dist and dist[1], hooks))
         return infos
 
+    def implementations(self, hook: str) -> list[tuple[str, Callable[..., Any], list[str]]]:
+        """(plugin name, function, argument names) of each implementation of `hook`, in
+        registration order: when two register one name, the earlier plugin keeps it."""
+        return [(impl.plugin_name, impl.function, list(impl.argnames))
+                for impl in getattr(self.hook, hook).get_hookimpls()]
 
-def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()) -> PluginManager:
+def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
+            check: Callable[[Any], str | None], **kwargs: Any) -> list[Any]:
+    """Everything the plugins register through the register-style `hook` (its `register`
+    argument is supplied here), refusing with one line each: a plugin whose hook raises, an
+    object that fails `check` (which returns the reason), and an object whose name (`key`) an
+    earlier plugin took, naming both plugins. `kind` names the objects in messages."""
+    accepted: list[Any] = []
+    owners: dict[str, str] = {}
+    for plugin, function, argnames in pm.implementations(hook):
+        found: list[Any] = []
+        args = {**kwargs, "register": found.append}
+        try:
+            function(**{name: args[name] for name in argnames})
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
+            pm.refuse(pm.origin(plugin), f"{hook} failed: {_one_line(exc)}")
+            continue
+        for obj in found:
+            problem = check(obj)
+            if problem:
+                pm.refuse(pm.origin(plugin), f"{kind} refused: {problem}")
+                continue
+            name = key(obj)
+            if name in owners:
+                pm.refuse(pm.origin(plugin), f"{kind} {name!r} refused: the name is taken by "
+                                             f"{pm.origin(owners[name])}")
+                continue
+            owners[name] = plugin
+            accepted.append(obj)
+    return accepted
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's lines joined (pluggy's validation
+    errors put the reason on the second line)."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()
+                         ) -> PluginManager:
     """Load default plugins, installed entry-point plugins (filtered by MEMORY_PLUGINS) and
-    `extra` ones (tests register in-test plugins this way)."""
+    `extra` ones (a test or a plugin's own test kit registers its module this way; one that is
+    also installed is not registered twice).
+
+    Raises ConfigError when MEMORY_PLUGINS names a plugin that is not installed."""
     from importlib.metadata import entry_points  # not at import: hooks import this module
 
     pm = PluginManager()
     for module_name in DEFAULT_PLUGINS:
-        pm.register(import_module(module_name), name=module_name.rsplit(".", 1)[-1])
+        pm.add(import_module(module_name), module_name.rsplit(".", 1)[-1])
     allow = settings.plugin_allowlist()
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    # The project's own distributions first, then the rest by name: a deterministic order, in
+    # which a third-party plugin can never take a built-in channel's name.
+    installed = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (
+        not (ep.dist and ep.dist.name.startswith("semantic-memory")),
+        ep.dist.name if ep.dist else "", ep.name))
+    if allow is not None and (unknown := sorted(allow - {ep.name for ep in installed} - {"none"})):
+        names = ", ".join(sorted({ep.name for ep in installed})) or "none"
+        raise ConfigError(f"MEMORY_PLUGINS names {', '.join(unknown)}, which "
+                          f"{'is' if len(unknown) == 1 else 'are'} not installed "
+                          f"(installed: {names})")
+    for ep in installed:
         if allow is not None and ep.name not in allow:
             continue
+        dist = (ep.dist.name, ep.dist.version) if ep.dist is not None else None
         if pm.has_plugin(ep.name):
+            taken = pm.origin(ep.name)
+            pm.refuse(f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name,
+                      f"not loaded: the entry point name is taken by {taken}")
             continue
-        pm.register(ep.load(), name=ep.name)
-        if ep.dist is not None:
-            pm.distributions[ep.name] = (ep.dist.name, ep.dist.version)
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - an unimportable plugin is left out
+            where = f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name
+            pm.refuse(where, f"not loaded: {_one_line(exc)}")
+            continue
+        pm.add(plugin, ep.name, dist)
     for plugin in extra:
-        pm.register(plugin)
+        if not pm.is_registered(plugin):
+            name = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__name__
+            pm.add(plugin, name if not pm.has_plugin(name) else pm.get_canonical_name(plugin))
     if settings.trace_hooks:
         pm.trace.root.setwriter(lambda message: sys.stderr.write(message))
         pm.enable_tracing()
     return pm
+
+
+def diagnose(settings: Settings) -> list[str]:
+    """Every problem loading the plugins would meet, one line each (`doctor`): plugins that
+    do not load, channels and embedders refused, an ambiguous or unknown MEMORY_EMBEDDER."""
+    from .channels import check_channel
+    from .embedders import check_embedder, choose_embedder
+
+    try:
+        pm = build_plugin_manager(settings)
+    except ConfigError as exc:
+        return [str(exc)]
+    collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
+            settings=settings)
+    embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
+                        settings=settings)
+    problem = choose_embedder(embedders, settings.embedder)[1]
+    return [str(p) for p in pm.problems] + ([problem] if problem else [])

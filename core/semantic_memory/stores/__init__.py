@@ -10,7 +10,7 @@ so a channel declares the stores it speaks (`Channel.stores`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -41,6 +41,7 @@ class MemoryStore(Protocol):
     def write(self) -> AbstractContextManager[Any]: ...
     def read(self) -> Any: ...
     def snapshot(self) -> AbstractContextManager[Any]: ...
+    def savepoint(self, conn: Any, name: str) -> AbstractContextManager[None]: ...
     def close(self) -> None: ...
 
     @property
@@ -92,7 +93,8 @@ class MemoryStore(Protocol):
     def restore_injections(self, rows: list[dict[str, Any]]) -> int: ...
 
     # maintenance
-    def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None
+    def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None,
+              on_delete: Callable[[Any, list[int]], None] | None = None
               ) -> tuple[int, int, int]: ...
     def optimize(self, vacuum: bool = False) -> list[str]: ...
 

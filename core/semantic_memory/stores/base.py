@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..models import EXPIRING_KIND, Memory, RecallFilters
@@ -97,6 +97,19 @@ class SQLMemoryStore:
 
     def snapshot(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
+
+    @contextmanager
+    def savepoint(self, conn: Any, name: str) -> Iterator[None]:
+        """Inside a write transaction: when the block raises, undo only what it wrote (the
+        exception goes on). How the engine keeps one failing channel out of a write."""
+        self._run(conn, f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self._run(conn, f"ROLLBACK TO SAVEPOINT {name}")
+            self._run(conn, f"RELEASE SAVEPOINT {name}")
+            raise
+        self._run(conn, f"RELEASE SAVEPOINT {name}")
 
     # --- ingest (inside the caller's write transaction) -------------------------------------
 
@@ -423,11 +436,22 @@ class SQLMemoryStore:
 
     # --- maintenance ------------------------------------------------------------------------
 
-    def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None
+    def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None,
+              on_delete: Callable[[Any, list[int]], None] | None = None
               ) -> tuple[int, int, int]:
         """Hard-delete forgotten memories, artifacts last updated before `artifact_cutoff` and
-        injection reports before `injection_cutoff` (None: keep). Returns the three counts."""
+        injection reports before `injection_cutoff` (None: keep). Returns the three counts.
+        `on_delete(conn, ids)` hears of the memories about to go, in the same transaction
+        (their ids may be reused: channels drop what they derived from them)."""
         with self.write() as conn:
+            if on_delete is not None:
+                ids = [r[0] for r in self._run(conn, "SELECT id FROM memories WHERE deleted = 1")]
+                if artifact_cutoff is not None:
+                    ids += [r[0] for r in self._run(
+                        conn, "SELECT id FROM memories WHERE kind = ? AND updated_at < ? "
+                              "AND deleted = 0", (EXPIRING_KIND, artifact_cutoff))]
+                if ids:
+                    on_delete(conn, ids)
             forgotten = self._run(conn, "DELETE FROM memories WHERE deleted = 1").rowcount
             artifacts = injections = 0
             if artifact_cutoff is not None:

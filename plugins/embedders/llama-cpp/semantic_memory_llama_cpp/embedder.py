@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from semantic_memory.embedders import Embedder
+
 from .gguf_meta import POOLING, POOLING_NAMES, GGUFError, GGUFInfo, read_gguf
 
 if TYPE_CHECKING:  # numpy is imported where rows are made: ~0.1 s off every service start
@@ -115,7 +117,7 @@ def _default_supports_gpu() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
-class LlamaCppEmbedder:
+class LlamaCppEmbedder(Embedder):
     """Embeds text with a GGUF model. Thread-safe; loads on first use."""
 
     name = "llama-cpp"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 from semantic_memory.keywords import coverages
@@ -37,6 +38,7 @@ from semantic_memory.stores.fts5 import (
     idf_weights,
     or_query,
 )
+from semantic_memory.channels import Channel, Confident
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
 from semantic_memory.hookspecs import hookimpl
@@ -175,7 +177,7 @@ def drain(conn: sqlite3.Connection) -> int:
         done += len(rows)
 
 
-class BigramChannel:
+class BigramChannel(Channel, Confident):
     name = "bigram"
     stores = ("sqlite",)  # an FTS5 index in the db file
     #: Porter's weight. It answers only queries with CJK text, so no weight can move an
@@ -193,7 +195,8 @@ class BigramChannel:
         create_tables(conn)
         drain(conn)  # catch-up: memories stored while this plugin was not loaded
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    def index(self, conn: sqlite3.Connection, memories: list[Memory],
+              prepared: Sequence[Any] | None = None) -> None:
         """The insert trigger queued the new memories with non-ASCII text: index those with
         CJK text now, in the writer's transaction."""
         drain(conn)

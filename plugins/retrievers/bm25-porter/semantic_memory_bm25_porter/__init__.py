@@ -11,6 +11,8 @@ store the commonest terms are left out of the OR (`fts5.bounded_search`). With q
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Any
 
 from semantic_memory.keywords import STOPWORDS, coverages, words
 from semantic_memory.stores.fts5 import (
@@ -23,6 +25,7 @@ from semantic_memory.stores.fts5 import (
     idf_coverage,
     idf_weights,
 )
+from semantic_memory.channels import Channel, Confident
 from semantic_memory.config import Settings
 from semantic_memory.fusion import rrf
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
@@ -39,7 +42,7 @@ PREFIX_MIN = 4
 FEEDBACK_HITS, FEEDBACK_WORDS, FEEDBACK_WEIGHT = 2, 8, 0.3
 
 
-class PorterChannel:
+class PorterChannel(Channel, Confident):
     name = "porter"
     stores = ("sqlite",)  # an FTS5 index in the db file
     weight = 1.0
@@ -54,7 +57,8 @@ class PorterChannel:
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, TOKENIZE)
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    def index(self, conn: sqlite3.Connection, memories: list[Memory],
+              prepared: Sequence[Any] | None = None) -> None:
         """Nothing to do: the table's triggers index each insert."""
 
     @staticmethod

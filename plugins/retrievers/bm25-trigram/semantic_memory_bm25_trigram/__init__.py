@@ -16,6 +16,8 @@ unchanged (bench/README.md).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Any
 
 from semantic_memory import keywords
 from semantic_memory.keywords import UNSPACED, coverages, trigram_terms
@@ -27,6 +29,7 @@ from semantic_memory.stores.fts5 import (
     fts_terms,
     idf_weights,
 )
+from semantic_memory.channels import Channel
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 from semantic_memory.hookspecs import hookimpl
@@ -34,7 +37,7 @@ from semantic_memory.hookspecs import hookimpl
 TABLE = "memories_fts_tri"
 
 
-class TrigramChannel:
+class TrigramChannel(Channel):
     name = "trigram"
     stores = ("sqlite",)  # an FTS5 index in the db file
     #: On spaced text every trigram query term is also a porter term, matched more loosely
@@ -59,7 +62,8 @@ class TrigramChannel:
     def setup(self, conn: sqlite3.Connection) -> None:
         create_fts_table(conn, TABLE, "trigram")
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    def index(self, conn: sqlite3.Connection, memories: list[Memory],
+              prepared: Sequence[Any] | None = None) -> None:
         """Nothing to do: the table's triggers index each insert."""
 
     def search(

@@ -2,20 +2,18 @@
 
 Uses the embedder the engine hands it (`register_embedders`, e.g. the llama-cpp plugin; chosen
 by MEMORY_EMBEDDER). Without a usable embedder it stays inactive and recall is BM25-only.
-Post-processing: vector-only hits below MEMORY_RECALL_MIN_COSINE are dropped (keyword hits
-always pass). Adds `memory-mcp backfill`.
+Its hits below the cosine floor (MEMORY_RECALL_MIN_COSINE, else the model's) are `weak`: the
+engine drops those no other channel found. Adds `memory-mcp backfill`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from semantic_memory.channels import apply_cosine_floor
 from semantic_memory.config import Settings
-from semantic_memory.models import RecallHit
 from semantic_memory.hookspecs import hookimpl
 
-from .channel import FLOOR_SIGNAL, VectorChannel
+from .channel import VectorChannel
 
 __all__ = ["VectorChannel"]
 
@@ -23,14 +21,6 @@ __all__ = ["VectorChannel"]
 @hookimpl
 def register_channels(register, settings: Settings) -> None:  # type: ignore[no-untyped-def]
     register(VectorChannel(settings))
-
-
-@hookimpl(tryfirst=True)
-def modify_hits(hits: list[RecallHit], settings: Settings) -> None:
-    """Cosine floor: a hit that only the vector channel found must be at least
-    MEMORY_RECALL_MIN_COSINE similar (default: the model's calibrated floor, 0.45 for Qwen3;
-    0 = off). Runs before the telemetry boost."""
-    apply_cosine_floor(hits, settings.recall_min_cosine, VectorChannel.name, FLOOR_SIGNAL)
 
 
 @hookimpl

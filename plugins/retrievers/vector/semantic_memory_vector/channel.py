@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from semantic_memory.channels import EmbeddingChannel
+from semantic_memory.channels import EmbeddingChannel, TransfersVectors
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
 from semantic_memory.stores.sqlite import run_script
 
@@ -53,8 +53,6 @@ END;
 """
 
 BACKFILL_CHUNK = 64
-#: Signal carrying the floor from search to post-processing (removed there).
-FLOOR_SIGNAL = "cosine_floor"
 
 
 def to_blob(vec: np.ndarray) -> bytes:
@@ -69,7 +67,7 @@ def from_blob(blob: bytes, dim: int) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4", count=dim)
 
 
-class VectorChannel(EmbeddingChannel):
+class VectorChannel(EmbeddingChannel, TransfersVectors):
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
@@ -77,7 +75,7 @@ class VectorChannel(EmbeddingChannel):
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
-        self.embedder: Any = None
+        self.configured_floor = float(settings.recall_min_cosine)
         self._db_path: str | None = None
         self._state = (-1, -1)  # (seq, deletes) the matrix reflects
         self._staged: dict[tuple[int, str], tuple[list[int], np.ndarray]] = {}
@@ -203,7 +201,7 @@ class VectorChannel(EmbeddingChannel):
         if rows:
             self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
 
-    def unindex(self, conn: sqlite3.Connection, ids: list[int]) -> None:
+    def forget(self, conn: sqlite3.Connection, ids: list[int]) -> None:
         """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
         was embedded). Counts as a deletion, so every process's matrix reloads."""
         conn.executemany("DELETE FROM memories_vec WHERE memory_id = ?", [(i,) for i in ids])
@@ -279,19 +277,7 @@ class VectorChannel(EmbeddingChannel):
             log.warning("vector: query embedding failed (%s); BM25-only for this recall", exc)
             return []
         matrix = self.sync(conn)
-        floor = float(getattr(self.embedder, "cosine_floor", 0.45))  # the model's default
-        return [ChannelHit(id=i, score=s, signals={"cosine": s, FLOOR_SIGNAL: floor})
-                for i, s in self.filtered_top(conn, matrix, qvec, k, filters)]
-
-    def relevant(self, conn: sqlite3.Connection, query: str, hits: list[Any]) -> set[int]:
-        """Hits this channel found at least as similar as the cosine floor
-        (MEMORY_RECALL_MIN_COSINE, else the model's calibrated one): the bar for injecting."""
-        if not self.active:
-            return set()
-        floor = self.settings.recall_min_cosine
-        if floor < 0:
-            floor = float(getattr(self.embedder, "cosine_floor", 0.45))
-        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
+        return self.hits(self.filtered_top(conn, matrix, qvec, k, filters))
 
     @staticmethod
     def filtered_top(conn: sqlite3.Connection, matrix: VectorMatrix, qvec: np.ndarray, k: int,

@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from semantic_memory.channels import apply_cosine_floor
 from semantic_memory.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings
-    from semantic_memory.models import RecallHit
 
     from .store import PostgresStore
 
@@ -42,11 +40,3 @@ def register_channels(register: Callable[[Any], None], settings: Settings) -> No
     from .channels import register_pg_channels
 
     register_pg_channels(register, settings)
-
-
-@hookimpl(tryfirst=True)
-def modify_hits(hits: list[RecallHit], settings: Settings) -> None:
-    """The cosine floor of `pg_vector` hits (as the SQLite vector channel's)."""
-    from .channels import FLOOR_SIGNAL, PgVectorChannel
-
-    apply_cosine_floor(hits, settings.recall_min_cosine, PgVectorChannel.name, FLOOR_SIGNAL)

@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from semantic_memory.channels import EmbeddingChannel
+from semantic_memory.channels import Channel, Confident, EmbeddingChannel, TransfersVectors
 from semantic_memory.keywords import (
     MATCH_BUDGET,
     MATCH_BUDGET_MAX_FACTOR,
@@ -179,7 +179,7 @@ def _coverage(weights: list[float], matched: list[bool]) -> float:
     return sum(w for w, m in zip(weights, matched, strict=True) if m) / total if total > 0 else 0.0
 
 
-class _IdfChannel:
+class _IdfChannel(Channel):
     """What the two keyword channels share: terms as SQL conditions over `memories m` (and the
     channel's table), document frequencies counted within a budget, the common-terms cut."""
 
@@ -274,7 +274,7 @@ def _tsquery_lexeme(lexeme: str, prefix: bool) -> str:
     return quoted + (":*" if prefix else "")
 
 
-class PgFullTextChannel(_IdfChannel):
+class PgFullTextChannel(_IdfChannel, Confident):
     """BM25 over english-stemmed words (tsvector + GIN), the keyword channel."""
 
     name = "pg_fulltext"
@@ -529,9 +529,6 @@ HNSW_MAX_DIM = 2000
 #: vectors (structureless: HNSW's worst case), recall@10 against exact search and latency:
 #: 40 -> 0.57 (1.4 ms), 100 -> 0.80 (1.7 ms), 200 -> 0.93 (2.5 ms), 400 -> 0.99 (4.1 ms).
 EF_SEARCH = 200
-#: Signal carrying the cosine floor from search to `apply_cosine_floor` (removed there). Not
-#: the SQLite vector channel's name: that plugin's hook pops its own signal from every hit.
-FLOOR_SIGNAL = "pg_cosine_floor"
 
 
 def vector_text(vec: Any) -> str:
@@ -544,7 +541,7 @@ def hnsw_index_name(model: str, dim: int) -> str:
     return "memories_pgvec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:16]
 
 
-class PgVectorChannel(EmbeddingChannel):
+class PgVectorChannel(EmbeddingChannel, TransfersVectors):
     """Cosine similarity with pgvector; inactive (no hits, no vectors) without a usable embedder
     or without the `vector` extension."""
 
@@ -553,15 +550,10 @@ class PgVectorChannel(EmbeddingChannel):
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
-        self.embedder: Any = None
-        self.store: Any = None
+        self.configured_floor = float(settings.recall_min_cosine)
         self._no_extension: str | None = None
 
     # --- wiring (the embedder's side: `EmbeddingChannel`) -------------------------------------
-
-    def use_store(self, store: Any) -> None:
-        """Optional: the store `embedder_info` reads its counts from (it has no connection)."""
-        self.store = store
 
     def inactive_reason(self) -> str | None:
         return super().inactive_reason() or self._no_extension
@@ -653,7 +645,7 @@ class PgVectorChannel(EmbeddingChannel):
         pairs = zip(memories, prepared, strict=True)
         self._write(conn, [(m.id, v) for m, v in pairs if v is not None])
 
-    def unindex(self, conn: psycopg.Connection, ids: list[int]) -> None:
+    def forget(self, conn: psycopg.Connection, ids: list[int]) -> None:
         """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
         was embedded)."""
         if ids:
@@ -704,11 +696,6 @@ class PgVectorChannel(EmbeddingChannel):
 
     # --- read path -------------------------------------------------------------------------
 
-    def cosine_floor(self) -> float:
-        """MEMORY_RECALL_MIN_COSINE, else (negative) the model's calibrated floor."""
-        floor = float(self.settings.recall_min_cosine)
-        return floor if floor >= 0 else float(getattr(self.embedder, "cosine_floor", 0.45))
-
     def search(self, conn: psycopg.Connection, query: str, k: int,
                filters: RecallFilters) -> list[ChannelHit]:
         if not self.active or k <= 0:
@@ -720,17 +707,7 @@ class PgVectorChannel(EmbeddingChannel):
                         exc)
             return []
         where, params = filters.sql("m", "%s")
-        floor = float(getattr(self.embedder, "cosine_floor", 0.45))  # the model's default
-        return [ChannelHit(id=i, score=s, signals={"cosine": s, FLOOR_SIGNAL: floor})
-                for i, s in self._nearest(conn, qvec, k, where, params)]
-
-    def relevant(self, conn: psycopg.Connection, query: str, hits: list[Any]) -> set[int]:
-        """Hits this channel found at least as similar as the cosine floor: the bar for
-        injecting."""
-        if not self.active:
-            return set()
-        floor = self.cosine_floor()
-        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
+        return self.hits(self._nearest(conn, qvec, k, where, params))
 
     # --- maintenance and reporting ---------------------------------------------------------
 
@@ -747,7 +724,7 @@ class PgVectorChannel(EmbeddingChannel):
 
     def embedder_info(self, conn: psycopg.Connection | None = None) -> dict[str, Any]:
         """What stats and /health report about the vector side (counts when a connection or a
-        store from `use_store` is at hand)."""
+        store from `bind` is at hand)."""
         info = self.describe_embedder()
         if info["mode"] != "hybrid":
             return info
@@ -815,6 +792,6 @@ def register_pg_channels(register: Callable[[Any], None], settings: Settings) ->
 
 
 __all__ = [
-    "FLOOR_SIGNAL", "PgFullTextChannel", "PgTrigramChannel", "PgVectorChannel",
+    "PgFullTextChannel", "PgTrigramChannel", "PgVectorChannel",
     "ensure_extension", "register_pg_channels",
 ]

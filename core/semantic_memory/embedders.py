@@ -1,0 +1,94 @@
+"""The contract an embedder implements (registered through `register_embedders`).
+
+The engine picks one embedder (`choose_embedder`) and hands it to every channel's `bind`; the
+vector channels embed with it. Model properties that tune fusion live here, because they are
+the model's: a strong model earns a larger share than a small one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .models import PLUGIN_NAME
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class Embedder(ABC):
+    """Turns text into unit-length float32 vectors.
+
+    `model_id` None means installed but not configured (no model): the vector channels stay
+    inactive and recall is by words. `available` False means configured but unusable (the
+    model failed to load): `error` says why in one line.
+    """
+
+    #: Unique among installed embedders; MEMORY_EMBEDDER names it.
+    name: str = ""
+    #: Default RRF weight of the vector channel when this model answers.
+    fusion_weight: float = 1.0
+    #: The vector channel's share of the weight under score fusion (MEMORY_FUSION=score).
+    fusion_share: float = 0.5
+    #: The neighbour gap (docs/retrieval.md#neighbour-expansion) when this model answers.
+    neighbour_gap: float = 1.0
+    #: Vector-only hits below this cosine are weak (dropped) and never injected; 0 = off.
+    cosine_floor: float = 0.45
+
+    #: A stable tag of the model (vectors are stored with it); None when none is configured.
+    #: An attribute or a property.
+    model_id: str | None = None
+    #: The vectors' dimension (None before a model is known).
+    dim: int | None = None
+
+    #: False when a configured model cannot be used (then `error` says why in one line).
+    available: bool = True
+    #: Why the embedder is not available; None when it is.
+    error: str | None = None
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """A (len(texts), dim) float32 array of L2-normalised rows, one per text."""
+
+    @abstractmethod
+    def embed_query(self, text: str) -> np.ndarray:
+        """A (dim,) float32 L2-normalised vector for a search query (a model may prompt
+        queries and documents differently)."""
+
+    def info(self) -> dict[str, Any]:
+        """What `stats` and `doctor` show: at least model_id and dim."""
+        return {"model_id": self.model_id, "dim": self.dim}
+
+
+def check_embedder(obj: Any) -> str | None:
+    """Why `obj` cannot be registered as an embedder (None when it can)."""
+    if not isinstance(obj, Embedder):
+        return f"{type(obj).__name__} is not a semantic_memory.embedders.Embedder"
+    if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
+        return f"{type(obj).__name__} has no valid name (got {obj.name!r})"
+    return None
+
+
+def choose_embedder(embedders: list[Embedder], name: str = "") -> tuple[Embedder | None, str | None]:
+    """The embedder recall uses, and a one-line problem when the choice is not what was asked.
+
+    MEMORY_EMBEDDER names one explicitly. Otherwise: the only one installed; among several, the
+    only one with a model configured (an installed but unconfigured embedder never displaces a
+    configured one); several configured is ambiguous, so none is used until MEMORY_EMBEDDER
+    picks one."""
+    if name:
+        for embedder in embedders:
+            if embedder.name == name:
+                return embedder, None
+        names = ", ".join(e.name for e in embedders) or "none"
+        return None, f"MEMORY_EMBEDDER={name} is not installed (installed: {names})"
+    if len(embedders) <= 1:
+        return (embedders[0] if embedders else None), None
+    configured = [e for e in embedders if e.model_id is not None]
+    if len(configured) == 1:
+        return configured[0], None
+    if not configured:
+        return embedders[0], None  # all inactive: any one reports "no model" the same way
+    names = ", ".join(e.name for e in configured)
+    return None, f"several embedders have a model configured ({names}): set MEMORY_EMBEDDER"

@@ -1,0 +1,387 @@
+"""The plugin contract (docs/plugins.md): registration that refuses and explains, isolation of a
+faulty channel at run time, the weak verdict, purge notifications, the embedder choice, and
+the docs covering every contract member and hookspec."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from semantic_memory import channels as channel_contract
+from semantic_memory import embedders as embedder_contract
+from semantic_memory import hookspecs, testing
+from semantic_memory.channels import Channel
+from semantic_memory.cli import cli
+from semantic_memory.config import ConfigError, Settings
+from semantic_memory.embedders import Embedder, choose_embedder
+from semantic_memory.hookspecs import hookimpl
+from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.plugins import build_plugin_manager
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
+
+
+class Tagged(Channel):
+    """A small channel with a table of its own: finds memories holding a word it indexed."""
+
+    name = "tagged"
+
+    def __init__(self) -> None:
+        self.forgotten: list[int] = []
+
+    def setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS tagged (id INTEGER PRIMARY KEY, word TEXT)")
+
+    def index(self, conn: sqlite3.Connection, memories: list[Memory],
+              prepared: Any = None) -> None:
+        conn.executemany("INSERT INTO tagged VALUES (?, ?)",
+                         [(m.id, m.content.split()[0].lower()) for m in memories])
+
+    def search(self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
+               ) -> list[ChannelHit]:
+        where, params = filters.sql("m")
+        rows = conn.execute(f"SELECT t.id FROM tagged t JOIN memories m ON m.id = t.id "
+                            f"WHERE t.word = ? AND {where} LIMIT ?",
+                            [query.split()[0].lower(), *params, k])
+        return [ChannelHit(r[0], 1.0) for r in rows]
+
+    def forget(self, conn: sqlite3.Connection, ids: list[int]) -> None:
+        self.forgotten += ids
+        conn.executemany("DELETE FROM tagged WHERE id = ?", [(i,) for i in ids])
+
+
+def plugin_of(*objects: Any, hook: str = "register_channels") -> Any:
+    """An in-test plugin registering `objects` through `hook`."""
+
+    class Plugin:
+        pass
+
+    def register_channels(register: Any, settings: Any) -> None:
+        for obj in objects:
+            register(obj)
+
+    def register_embedders(register: Any, settings: Any) -> None:
+        for obj in objects:
+            register(obj)
+
+    chosen = {"register_channels": register_channels,
+              "register_embedders": register_embedders}[hook]
+    setattr(Plugin, hook, staticmethod(hookimpl(chosen)))
+    return Plugin()
+
+
+def engine_with(tmp_path: Path, *plugins: Any, **settings: Any) -> MemoryEngine:
+    return testing.engine_with(tmp_path, *plugins, **{"plugins": "bm25_porter", **settings})
+
+
+@pytest.mark.sqlite_only
+def test_a_channel_with_its_own_table_survives_purge_and_reused_ids(tmp_path: Path) -> None:
+    """The issue's first failure: ids are reused after a purge, and a channel that is not told
+    about deletes fails UNIQUE on every later write. `forget` hears of them."""
+    channel = Tagged()
+    engine = engine_with(tmp_path, plugin_of(channel))
+    try:
+        first = engine.store_one(NewMemory("alpha is the first")).uid
+        doomed = engine.store_one(NewMemory("omega comes last")).uid
+        doomed_id = engine.get(doomed).id
+        engine.forget(doomed)
+        engine.purge()
+        assert channel.forgotten == [doomed_id]
+        again = engine.store_one(NewMemory("omega again, a new memory"))
+        assert again.status == "new" and engine.get(again.uid).id == doomed_id  # id reused
+        assert [h.memory.uid for h in engine.recall("omega")] == [again.uid]
+        assert [h.memory.uid for h in engine.recall("alpha")] == [first]
+    finally:
+        engine.close()
+
+
+@pytest.mark.sqlite_only
+def test_a_channel_whose_index_raises_is_left_out_of_that_write(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class HalfBroken(Tagged):
+        name = "halfbroken"
+
+        def index(self, conn: Any, memories: list[Memory], prepared: Any = None) -> None:
+            super().index(conn, memories)  # wrote a row, then fails: the row must go too
+            if any("boom" in m.content for m in memories):
+                raise RuntimeError("disk on fire")
+
+    engine = engine_with(tmp_path, plugin_of(HalfBroken()))
+    try:
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            result = engine.store_one(NewMemory("boom goes the build"))
+        assert result.status == "new"
+        assert [h.memory.uid for h in engine.recall("build")] == [result.uid]  # porter has it
+        lines = [r.getMessage() for r in caplog.records if "halfbroken" in r.getMessage()]
+        assert lines and "index failed" in lines[0] and "disk on fire" in lines[0]
+        with engine.store.snapshot() as conn:  # its partial row was rolled back
+            assert conn.execute("SELECT count(*) FROM tagged").fetchone()[0] == 0
+        assert engine.store_one(NewMemory("calm deploy")).status == "new"
+        assert [h.memory.content for h in engine.recall("calm")] == ["calm deploy"]
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("answer", [[(1, 1.0)], None, "nope", [ChannelHit(1, 1.0), 3]])
+def test_a_search_answering_the_wrong_shape_is_left_out(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: Any) -> None:
+    class Wrong(Tagged):
+        name = "wrong"
+        stores = ("sqlite", "postgresql")
+
+        def setup(self, conn: Any) -> None:
+            pass
+
+        def index(self, conn: Any, memories: list[Memory], prepared: Any = None) -> None:
+            pass
+
+        def search(self, conn: Any, query: str, k: int, filters: RecallFilters) -> Any:
+            return answer
+
+    engine = engine_with(tmp_path, plugin_of(Wrong()))
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = engine.recall("kubernetes")
+        assert [h.memory.uid for h in hits] == [uid] and "wrong" not in hits[0].ranks
+        assert any("channel wrong: search answered" in r.getMessage() for r in caplog.records)
+    finally:
+        engine.close()
+
+
+def test_registration_refuses_and_names_the_plugins(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Impostor(Tagged):
+        name = "porter"  # the real BM25 channel's name
+
+    class Nameless(Tagged):
+        name = ""
+
+    class HeavyWeight(Tagged):
+        name = "heavy"
+        weight = -1.0
+
+    class Raises:
+        @hookimpl
+        def register_channels(self, register: Any, settings: Any) -> None:
+            raise ImportError("missing dependency 'frobnicate'")
+
+    with caplog.at_level(logging.WARNING, "semantic_memory"):
+        engine = engine_with(tmp_path, plugin_of(Impostor(), Nameless(), HeavyWeight(),
+                                                 "not a channel"), Raises())
+    try:
+        assert sorted(c.name for c in engine.channels) == ["porter"]
+        assert type(engine.channels[0]).__module__ == "semantic_memory_bm25_porter"
+        problems = engine.plugin_problems
+        assert any("channel 'porter' refused: the name is taken by bm25_porter "
+                   "(semantic-memory-bm25-porter" in p for p in problems), problems
+        assert any("has no valid name" in p for p in problems)
+        assert any("weight must be a number >= 0" in p for p in problems)
+        assert any("str is not a semantic_memory.channels.Channel" in p for p in problems)
+        assert any("register_channels failed: ImportError: missing dependency" in p
+                   for p in problems)
+        assert all("\n" not in p for p in problems)  # one line each, never a traceback
+        assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) >= 5
+        uid = engine.store_one(NewMemory("the rest keeps working")).uid
+        assert engine.recall("working")[0].memory.uid == uid
+    finally:
+        engine.close()
+
+
+def test_a_misspelt_hook_or_bad_signature_refuses_that_plugin_only(tmp_path: Path) -> None:
+    class Misspelt:
+        @hookimpl
+        def register_channel(self, register: Any) -> None:  # no such hook
+            pass
+
+    class BadSignature:
+        @hookimpl
+        def register_channels(self, register: Any, settings: Any, extra: Any) -> None:
+            pass
+
+    pm = build_plugin_manager(Settings(db_path=str(tmp_path / "m.db"), plugins="bm25_porter"),
+                              [Misspelt(), BadSignature()])
+    problems = [str(p) for p in pm.problems]
+    assert any("Misspelt" in p and "register_channel is not a semantic_memory hook" in p
+               for p in problems), problems
+    assert any("BadSignature" in p and "not loaded" in p and "extra" in p for p in problems)
+    assert pm.has_plugin("bm25_porter") and not pm.has_plugin("Misspelt")
+
+
+def test_unknown_plugin_names_in_memory_plugins_are_an_error(tmp_path: Path) -> None:
+    settings = Settings(db_path=str(tmp_path / "m.db"), plugins="bm25_porter,bm25_portr")
+    with pytest.raises(ConfigError, match="MEMORY_PLUGINS names bm25_portr, which is not "
+                                          r"installed \(installed: .*bm25_porter"):
+        build_plugin_manager(settings)
+    result = CliRunner().invoke(cli, ["plugins"], env={"MEMORY_DB_PATH": settings.db_path,
+                                                       "MEMORY_PLUGINS": "bm25_portr"})
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "bm25_portr" in result.output and len(result.output.strip().splitlines()) <= 2
+
+
+def test_a_plugin_also_installed_can_be_passed_to_the_engine(tmp_path: Path) -> None:
+    """A plugin's own tests pass its module while it is installed (`pip install -e`)."""
+    import semantic_memory_bm25_porter
+
+    engine = engine_with(tmp_path, semantic_memory_bm25_porter)
+    try:
+        assert [c.name for c in engine.channels] == ["porter"] and not engine.plugin_problems
+    finally:
+        engine.close()
+
+
+class Letters(Embedder):
+    """Bag-of-letters vectors: enough to tell the engine's choice apart."""
+
+    def __init__(self, name: str, model_id: str | None) -> None:
+        self.name, self.model_id, self.dim = name, model_id, 26
+
+    def embed_documents(self, texts: Any) -> Any:
+        import numpy as np
+
+        return np.stack([self.embed_query(t) for t in texts])
+
+    def embed_query(self, text: str) -> Any:
+        import numpy as np
+
+        v = np.zeros(26, np.float32)
+        for ch in text.lower():
+            if "a" <= ch <= "z":
+                v[ord(ch) - 97] += 1
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def test_the_embedder_choice_is_explicit() -> None:
+    unset, model_a, model_b = Letters("unset", None), Letters("a", "a#1"), Letters("b", "b#1")
+    assert choose_embedder([]) == (None, None)
+    assert choose_embedder([unset]) == (unset, None)
+    # an installed but unconfigured embedder never displaces a configured one
+    assert choose_embedder([unset, model_a]) == (model_a, None)
+    chosen, problem = choose_embedder([model_a, model_b])
+    assert chosen is None and "set MEMORY_EMBEDDER" in (problem or "")
+    assert choose_embedder([model_a, model_b], "b") == (model_b, None)
+    chosen, problem = choose_embedder([model_a], "c")
+    assert chosen is None and "MEMORY_EMBEDDER=c is not installed (installed: a)" == problem
+
+
+@pytest.mark.sqlite_only
+def test_weak_hits_found_by_no_other_channel_are_dropped(tmp_path: Path) -> None:
+    class Weak(Tagged):
+        name = "weakling"
+
+        def search(self, conn: Any, query: str, k: int, filters: RecallFilters
+                   ) -> list[ChannelHit]:
+            rows = conn.execute("SELECT id FROM memories WHERE deleted = 0 ORDER BY id")
+            return [ChannelHit(r[0], 1.0, weak=True) for r in rows][:k]
+
+    engine = engine_with(tmp_path, plugin_of(Weak()))
+    try:
+        keyword = engine.store_one(NewMemory("deploy on fridays")).uid
+        engine.store_one(NewMemory("lunch menu"))
+        hits = engine.recall("deploy")
+        assert [h.memory.uid for h in hits] == [keyword]  # the weak-only hit went
+        assert set(hits[0].ranks) == {"porter", "weakling"}  # a weak verdict plus a strong one
+    finally:
+        engine.close()
+
+
+def test_plugins_command_lists_a_broken_plugin_in_one_line(tmp_path: Path) -> None:
+    settings = Settings(db_path=str(tmp_path / "m.db"))
+    pm = build_plugin_manager(settings)
+    pm.refuse("demo (demo-dist 1.0)", "not loaded: ImportError: No module named 'x'")
+    assert str(pm.problems[-1]) == ("plugin demo (demo-dist 1.0): not loaded: ImportError: "
+                                    "No module named 'x'")
+
+
+# --- the docs cover the contract -----------------------------------------------------------
+
+def _members(cls: type) -> set[str]:
+    own = {n for n in vars(cls) if not n.startswith("_")}
+    return own | {n for n in getattr(cls, "__annotations__", {}) if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("cls", [channel_contract.Channel, channel_contract.Prepares,
+                                 channel_contract.Confident, channel_contract.Backfills,
+                                 channel_contract.TransfersVectors,
+                                 channel_contract.EmbeddingChannel, embedder_contract.Embedder])
+def test_every_contract_member_is_documented(cls: type) -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    assert f"`{cls.__name__}`" in text, cls.__name__
+    missing = [m for m in sorted(_members(cls)) if f"`{m}" not in text]
+    assert not missing, f"{cls.__name__}: undocumented in docs/plugins.md: {missing}"
+
+
+def test_every_hookspec_is_documented() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    specs = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
+             if hasattr(f, "semantic_memory_spec")]
+    assert len(specs) >= 8
+    assert not [s for s in specs if not re.search(rf"`{s}\b", text)]
+
+
+# --- the test kit, as a plugin's own repository uses it ------------------------------------
+
+def test_the_test_kit_fixtures_run_a_plugin_end_to_end(
+        memory_engine: Any, memory_service: Any, memory_hook: Any, tmp_path: Path) -> None:
+    channel = Tagged()
+    engine = memory_engine(plugin_of(channel), plugins="bm25_porter")
+    uid = engine.store_one(NewMemory("zephyr builds are flaky")).uid
+    assert engine.recall("zephyr")[0].ranks.keys() == {"porter", "tagged"}
+    assert engine.get(uid) is not None
+    service = memory_service(MEMORY_PLUGINS="bm25_porter,claude_code")
+    status, body = service.request("POST", "/ingest", {"items": [
+        {"content": "Remember: the staging db is on port 5433", "project": "kit"}]})
+    assert status == 200 and body["results"][0]["status"] == "new"
+    status, body = service.request("POST", "/ingest", {"items": "not a list"})
+    assert status == 422 and body  # a clear 4xx with a message
+    done = memory_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "kit-1", "prompt": "which port is the staging db on?",
+        "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}, service.env)
+    assert done.returncode == 0, done.stderr
+
+
+def docs_example() -> Any:
+    """The worked channel example of docs/plugins.md, as a module."""
+    import types
+
+    text = DOCS.read_text(encoding="utf-8")
+    code = re.search(r"### Worked example.*?```python\n(.*?)```", text, re.S)
+    assert code, "docs/plugins.md lost its worked example"
+    module = types.ModuleType("first_word_channel")
+    exec(compile(code.group(1), "docs/plugins.md", "exec"), module.__dict__)  # noqa: S102
+    return module
+
+
+@pytest.mark.sqlite_only
+def test_the_docs_example_survives_restart_purge_uninstall_and_reinstall(tmp_path: Path) -> None:
+    example = docs_example()
+    engine = engine_with(tmp_path, example)
+    first = engine.store_one(NewMemory("zephyr builds are flaky on arm")).uid
+    doomed = engine.store_one(NewMemory("quartz migration is done")).uid
+    assert engine.recall("zephyr")[0].ranks.keys() == {"porter", "first_word"}
+    engine.close()
+    engine = engine_with(tmp_path, example)  # a restart: setup runs again
+    engine.forget(doomed)
+    engine.purge()  # hard-deletes it: its id will be reused
+    again = engine.store_one(NewMemory("quartz is back, a new memory"))
+    assert again.status == "new"
+    assert [h.memory.uid for h in engine.recall("quartz")] == [again.uid]
+    engine.close()
+    engine = engine_with(tmp_path)  # uninstalled: its table stays, untouched
+    while_gone = engine.store_one(NewMemory("zephyr again while uninstalled")).uid
+    engine.close()
+    engine = engine_with(tmp_path, example)  # reinstalled
+    try:
+        assert engine.store_one(NewMemory("zephyr third note")).status == "new"
+        found = [h.memory.uid for h in engine.recall("zephyr", k=5)]
+        assert first in found and while_gone in found  # porter finds what it missed
+        assert not engine.plugin_problems
+    finally:
+        engine.close()
