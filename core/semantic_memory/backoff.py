@@ -10,49 +10,63 @@ once the back-off has run out deletes it too. Standard library only: hook proces
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
-from typing import NamedTuple
+
+TYPE_CHECKING = False  # typing, pathlib and json cost a hook process more than its own work
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
-class BackOff(NamedTuple):
-    until: float  # unix seconds
-    outcome: str  # "service down" | "timeout"
-    detail: str
+class BackOff(tuple):  # (until, outcome, detail), a NamedTuple without importing typing
+    __slots__ = ()
+
+    def __new__(cls, until: float, outcome: str, detail: str) -> BackOff:
+        return tuple.__new__(cls, (until, outcome, detail))
+
+    until = property(lambda self: self[0])  # unix seconds
+    outcome = property(lambda self: self[1])  # "service down" | "timeout"
+    detail = property(lambda self: self[2])
 
 
-def active(path: Path, now: float | None = None) -> BackOff | None:
+def active(path: str | Path, now: float | None = None) -> BackOff | None:
     """The back-off in force now, or None (no file, expired, or unreadable)."""
+    from .lite import loads
+
     try:
-        data = json.loads(path.read_bytes())
+        with open(path, "rb") as handle:
+            data = loads(handle.read())
         state = BackOff(float(data["until"]), str(data["outcome"]), str(data.get("detail", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return state if (time.time() if now is None else now) < state.until else None
 
 
-def start(path: Path, seconds: float, outcome: str, detail: str) -> None:
+def start(path: str | Path, seconds: float, outcome: str, detail: str) -> None:
     """Back off for `seconds` (0 = never); never raises (a hook must still exit on time)."""
     if seconds <= 0:
         return
-    data = json.dumps({"until": round(time.time() + seconds, 3), "outcome": outcome,
-                       "detail": detail[:300]}, ensure_ascii=False)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from .lite import dumps
+
+    data = dumps({"until": round(time.time() + seconds, 3), "outcome": outcome,
+                  "detail": detail[:300]})
+    folder, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(data, encoding="utf-8")
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except OSError:
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
 
 
-def clear(path: Path) -> None:
+def clear(path: str | Path) -> None:
     try:
-        path.unlink()
+        os.unlink(path)
     except OSError:
         pass

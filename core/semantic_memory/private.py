@@ -14,29 +14,44 @@ The hidden span is removed, tags included, with nothing in its place.
 
 from __future__ import annotations
 
-import re
-
 __all__ = ["has_private", "strip_private"]
 
 # Whitespace spelled out (not `\s`): the TypeScript twin must match the very same characters.
-_TAG = re.compile(r"<[ \t\r\n\f\v]*(/?)[ \t\r\n\f\v]*private(?=[ \t\r\n\f\v/>])[^>]*>",
-                  re.IGNORECASE)
+_SOURCE = r"<[ \t\r\n\f\v]*(/?)[ \t\r\n\f\v]*private(?=[ \t\r\n\f\v/>])[^>]*>"
+_compiled = None
+
+
+def _tag():  # type: ignore[no-untyped-def]
+    """The tag pattern, compiled on first use: hook processes import this module, and `re`
+    costs one more than its own work; most texts hold no "<" and "vate" at all."""
+    global _compiled
+    if _compiled is None:
+        import re
+
+        _compiled = re.compile(_SOURCE, re.IGNORECASE)
+    return _compiled
+
+
+def _may_hold_tag(text: str) -> bool:
+    """False when `text` cannot hold a tag: it has no "<", or no "vate" in any case (the
+    tag's letters after the "i", which under IGNORECASE also matches "İ" and "ı")."""
+    return "<" in text and "vate" in text.lower()
 
 
 def has_private(text: str) -> bool:
     """Whether `text` holds a private tag (opening, closing or self-closing)."""
-    return "<" in text and _TAG.search(text) is not None
+    return _may_hold_tag(text) and _tag().search(text) is not None
 
 
 def strip_private(text: str) -> str:
     """`text` without its private spans (the same object when it has none)."""
-    if "<" not in text:
+    if not _may_hold_tag(text):
         return text
     kept: list[str] = []
     depth = 0
     position = 0
     found = False
-    for match in _TAG.finditer(text):
+    for match in _tag().finditer(text):
         found = True
         if depth == 0:
             kept.append(text[position:match.start()])

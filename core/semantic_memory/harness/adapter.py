@@ -15,19 +15,12 @@ translates. Every run ends in one outcome (`HookCall.done`) that the runner logs
 
 from __future__ import annotations
 
-import json
+import os
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..config import Settings
+from ..lite import dumps
 from ..private import strip_private
-from .client import ServiceClient, ServiceFailed, ServiceUnavailable, retryable
-from .project import detect_project
-from .repo_config import RepoConfig, load_repo_config
+from .client import ServiceFailed, ServiceUnavailable, retryable
 from .transcript import (
     Turn,
     chunk_turns,
@@ -41,8 +34,19 @@ from .transcript import (
     unquote,
 )
 
+# No typing, dataclasses, functools or pathlib at run time: a hook process imports this module
+# (docs/harnesses.md, "What the hooks cost").
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import it
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+    from typing import Any, ClassVar
+
+    from ..config import Settings
+    from .client import ServiceClient
     from .install import ConfigFile, InstallTarget
+    from .repo_config import RepoConfig
+    from .settings import HookSettings
 
 #: Longest query sent to /recall (a pasted log is not a better query for being longer).
 QUERY_CHARS = 2_000
@@ -55,47 +59,89 @@ FLUSH_MAX = 5_000
 #: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
 SPOOL_MARGIN_S = 0.15
 
-@dataclass
+
 class ToolCall:
-    name: str
-    input: Any
-    output: str
+    """One tool call a hook saw: the tool's name, its input and its output as text."""
+
+    __slots__ = ("name", "input", "output")
+
+    def __init__(self, name: str, input: Any, output: str) -> None:  # noqa: A002
+        self.name, self.input, self.output = name, input, output
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolCall):
+            return NotImplemented
+        return (self.name, self.input, self.output) == (other.name, other.input, other.output)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"ToolCall(name={self.name!r}, input={self.input!r}, output={self.output!r})"
 
 
-@dataclass
+_UNSET = object()
+
+
 class HookCall:
-    """One run of a hook: the harness's input, and what an adapter needs to answer it."""
+    """One run of a hook: the harness's input, and what an adapter needs to answer it.
 
-    harness: str
-    event: str
-    payload: dict[str, Any]
-    settings: Settings
-    service: ServiceClient
-    cwd: str
-    #: The agent's context (`<session>+n` after n compactions; see `context_key`).
-    session: str | None = None
-    #: The agent session itself, whatever its compactions.
-    agent_session: str | None = None
-    debug: Callable[[str], None] = lambda message: None
-    outcome: str = "skipped"
-    detail: str = ""
-    #: The /ingest body in flight: the runner spools it if the budget runs out mid-request.
-    pending: dict[str, Any] | None = None
-    #: How many writes of this run went to the spool, and why the first one did.
-    spooled: int = 0
-    spool_reason: str = ""
-    #: A problem worth a line in the hook log whatever the outcome (a malformed repo file).
-    warning: str = ""
+    `outcome`/`detail` end up in the hook log; `pending` is the /ingest body in flight (the
+    runner spools it if the budget runs out mid-request); `spooled`/`spool_reason` count the
+    writes of this run that went to the spool; `warning` is a problem worth a line in the
+    hook log whatever the outcome (a malformed repo file)."""
 
-    @cached_property
+    def __init__(self, harness: str, event: str, payload: dict[str, Any],
+                 settings: Settings | HookSettings, service: ServiceClient, cwd: str,
+                 session: str | None = None, agent_session: str | None = None,
+                 debug: Callable[[str], None] = lambda message: None, outcome: str = "skipped",
+                 detail: str = "", pending: dict[str, Any] | None = None, spooled: int = 0,
+                 spool_reason: str = "", warning: str = "") -> None:
+        self.harness, self.event, self.payload = harness, event, payload
+        self.settings, self.service, self.cwd = settings, service, cwd
+        #: The agent's context (`<session>+n` after n compactions; see `context_key`).
+        self.session = session
+        #: The agent session itself, whatever its compactions.
+        self.agent_session = agent_session
+        self.debug = debug
+        self.outcome, self.detail = outcome, detail
+        self.pending = pending
+        self.spooled, self.spool_reason = spooled, spool_reason
+        self.warning = warning
+        self._repo: Any = _UNSET
+        self._project: Any = _UNSET
+
+    def __repr__(self) -> str:
+        return f"HookCall(harness={self.harness!r}, event={self.event!r}, " \
+               f"outcome={self.outcome!r}, detail={self.detail!r})"
+
+    @property
     def repo(self) -> RepoConfig:
         """The repository's `.semantic-memory.toml` (defaults when it has none)."""
-        return load_repo_config(self.cwd)
+        if self._repo is _UNSET:
+            from .repo_config import load_repo_config
 
-    @cached_property
+            self._repo = load_repo_config(self.cwd)
+        return self._repo
+
+    @property
     def project(self) -> str | None:
         """MEMORY_PROJECT, else the repository file's `[project] name`, else detected."""
-        return self.settings.project or self.repo.project or detect_project(self.cwd)
+        if self._project is _UNSET:
+            project = self.settings.project or self.repo.project
+            if not project:
+                from .project import detect_project
+
+                project = detect_project(self.cwd)
+            self._project = project
+        return self._project
+
+    @project.setter
+    def project(self, value: str | None) -> None:
+        self._project = value
+
+    def project_if_known(self) -> str | None:
+        """The project, if this run worked it out (a run that failed early never needed it)."""
+        return None if self._project is _UNSET else self._project
 
     def opted_out(self, what: str) -> bool:
         """True (and the run skipped) when the repository's file turns `what` off."""
@@ -229,10 +275,11 @@ class HarnessAdapter:
         value = payload.get("prompt")
         return value if isinstance(value, str) else None
 
-    def transcript_path(self, payload: dict[str, Any]) -> Path | None:
-        """The session's transcript file (JSON lines), if the harness keeps one."""
+    def transcript_path(self, payload: dict[str, Any]) -> Path | str | None:
+        """The session's transcript file (JSON lines), if the harness keeps one: a path
+        `open` takes (a string here: pathlib costs a hook more than reading the file)."""
         value = payload.get("transcript_path")
-        return Path(value) if isinstance(value, str) and Path(value).is_file() else None
+        return value if isinstance(value, str) and value and os.path.isfile(value) else None
 
     def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
         """One transcript line as a conversation turn; None for everything else (tool calls,
@@ -424,8 +471,7 @@ class HarnessAdapter:
 
 def additional_context(event: str, text: str) -> str:
     """The hook answer Claude Code and Codex read to add `text` to the model's context."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
-                      ensure_ascii=False)
+    return dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 
 def output_text(value: Any) -> str:
@@ -443,7 +489,7 @@ def output_text(value: Any) -> str:
         text = "\n".join(p.get("text", "") for p in value if isinstance(p, dict))
         if text:
             return text
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return dumps(value, default=str)
 
 
 def describe_input(value: Any) -> str:
@@ -453,7 +499,7 @@ def describe_input(value: Any) -> str:
             if isinstance(value.get(key), (str, list)):
                 found = value[key]
                 return " ".join(found) if isinstance(found, list) else found
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else dumps(value, default=str)
     return " ".join(text.split())[:200]
 
 

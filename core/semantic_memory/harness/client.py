@@ -4,29 +4,43 @@ Hooks run as short processes inside an agent's turn, so this client never waits 
 deadline it is given, never reuses a connection (`Connection: close`) and tells a service
 that is down (refused) from one that is slow (timed out) from one that answered an error.
 HTTP/1.1 over a plain socket: http.client's header parsing imports the email package, a
-fifth of a hook's start-up.
+fifth of a hook's start-up (and `lite` skips even the socket module's enum classes).
 """
 
 from __future__ import annotations
 
-import json
-import socket
+import os
 import time
-from pathlib import Path
-from collections.abc import Callable
-from typing import Any, NamedTuple
 
-from .. import spool
-from ..config import Settings
+from .. import lite
+from .settings import discovery_file
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from ..config import Settings
+    from .settings import HookSettings
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
 
-class ServiceURL(NamedTuple):
-    scheme: str
-    host: str
-    port: int
-    path: str
+class ServiceURL(tuple):  # a NamedTuple without importing typing
+    """(scheme, host, port, path) of a service URL."""
+
+    __slots__ = ()
+
+    def __new__(cls, scheme: str, host: str, port: int, path: str) -> ServiceURL:
+        return tuple.__new__(cls, (scheme, host, port, path))
+
+    scheme = property(lambda self: self[0])
+    host = property(lambda self: self[1])
+    port = property(lambda self: self[2])
+    path = property(lambda self: self[3])
+
+    def __repr__(self) -> str:
+        return "ServiceURL(scheme={!r}, host={!r}, port={!r}, path={!r})".format(*self)
 
     @property
     def netloc(self) -> str:
@@ -91,6 +105,8 @@ def spool_sender(service: ServiceClient, deadline: float | None = None
     """`send` for spool.replay over this client: Retry when the service cannot take a write
     now, Refused when it answered that the write itself is wrong."""
 
+    from .. import spool
+
     def send(path: str, body: dict[str, Any]) -> None:
         try:
             service.post(path, body, deadline=deadline)
@@ -104,12 +120,12 @@ def spool_sender(service: ServiceClient, deadline: float | None = None
     return send
 
 
-def resolve_url(settings: Settings) -> tuple[str, str]:
+def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
     """(service URL, where it came from): MEMORY_PLUGIN_URL, else a live discovery file, else
     the default port."""
     if settings.plugin_url:
         return settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL"
-    path = settings.discovery_path
+    path = discovery_file(settings)
     if path is not None:
         info = read_discovery(path)
         if info and not info.get("stale") and isinstance(info.get("url"), str):
@@ -117,10 +133,33 @@ def resolve_url(settings: Settings) -> tuple[str, str]:
     return DEFAULT_URL, "default"
 
 
-def read_discovery(path: Path) -> dict[str, Any] | None:
-    from ..service.discovery import read_discovery as read  # light: no server imports
+def read_discovery(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """`service.discovery.read_discovery`, without importing the service package (it imports
+    `config.py`): the published info, `stale: true` when its process is gone."""
+    try:
+        with open(path, "rb") as handle:
+            data = lite.loads(handle.read().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    data["stale"] = not _pid_alive(data.get("pid"))
+    return data
 
-    return read(path)
+
+def _pid_alive(pid: object) -> bool:
+    """`service.discovery.pid_alive`."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
 
 
 class ServiceClient:
@@ -178,7 +217,7 @@ class ServiceClient:
         if timeout <= 0:
             raise ServiceTimeout("no time left in the hook's budget")
         parts = self._parts
-        data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        data = b"" if body is None else lite.dumps(body).encode("utf-8")
         head = [f"{method} {parts.path.rstrip('/')}{path} HTTP/1.1",
                 f"Host: {parts.netloc}", "Connection: close",
                 "Accept: application/json", f"Content-Length: {len(data)}"]
@@ -190,14 +229,20 @@ class ServiceClient:
         try:
             # An ASCII host goes as bytes: a str host makes getaddrinfo import the IDNA codec.
             host = parts.host.encode("ascii") if parts.host.isascii() else parts.host
-            with socket.create_connection((host, parts.port), timeout) as sock:  # type: ignore[arg-type]
-                if parts.scheme == "https":
-                    import ssl
+            if parts.scheme == "https":
+                import socket
+                import ssl
 
-                    sock = ssl.create_default_context().wrap_socket(
-                        sock, server_hostname=parts.host)
+                sock = ssl.create_default_context().wrap_socket(
+                    socket.create_connection((host, parts.port), timeout),  # type: ignore[arg-type]
+                    server_hostname=parts.host)
+            else:
+                sock = lite.connect(host, parts.port, timeout)
+            try:
                 sock.sendall(request)
                 raw = _read_all(sock, deadline)
+            finally:
+                sock.close()
         except ConnectionRefusedError as exc:
             raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror})") from None
         except TimeoutError:
@@ -212,7 +257,7 @@ class ServiceClient:
         return answer
 
 
-def _read_all(sock: socket.socket, deadline: float) -> bytes:
+def _read_all(sock: Any, deadline: float) -> bytes:
     """Everything the server sends until it closes the connection (it was asked to)."""
     chunks = []
     while True:
@@ -239,7 +284,7 @@ def _parse_response(raw: bytes, url: str) -> tuple[int, Any]:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = _unchunk(body)
     try:
-        return status, json.loads(body) if body else None
+        return status, lite.loads(body) if body else None
     except ValueError:
         return status, None
 

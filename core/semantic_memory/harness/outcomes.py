@@ -7,14 +7,20 @@ failure of each harness's hooks. One generation of history is kept (`hooks.jsonl
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
-from ..config import Settings
+from ..lite import dumps
+from .settings import beside_db
+
+TYPE_CHECKING = False  # a hook process imports this module: no typing, pathlib or config
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+    from typing import Any
+
+    from ..config import Settings
+    from .settings import HookSettings
 
 #: The log is rotated when it grows past this many bytes.
 MAX_LOG_BYTES = 1_000_000
@@ -23,19 +29,23 @@ MAX_LOG_BYTES = 1_000_000
 FAILURES = frozenset({"service down", "timeout", "error"})
 
 
-def log_path(settings: Settings) -> Path:
-    return settings.resolved_db_path.with_name("hooks.jsonl")
+def log_path(settings: Settings | HookSettings) -> Path:
+    from pathlib import Path
+
+    return Path(beside_db(settings, "hooks.jsonl"))
 
 
-def record(settings: Settings, entry: dict[str, Any]) -> None:
+def record(settings: Settings | HookSettings, entry: dict[str, Any]) -> None:
     """Append one outcome; never raises (a log problem must not fail the hook)."""
-    path = log_path(settings)
-    line = json.dumps({"ts": round(time.time(), 3), **entry}, ensure_ascii=False) + "\n"
+    path = beside_db(settings, "hooks.jsonl")
+    line = dumps({"ts": round(time.time(), 3), **entry}) + "\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
         try:
-            if path.stat().st_size > MAX_LOG_BYTES:
-                os.replace(path, path.with_name(path.name + ".1"))
+            if os.stat(path).st_size > MAX_LOG_BYTES:
+                os.replace(path, path + ".1")
         except FileNotFoundError:
             pass
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -47,8 +57,10 @@ def record(settings: Settings, entry: dict[str, Any]) -> None:
         pass
 
 
-def entries(settings: Settings) -> Iterator[dict[str, Any]]:
+def entries(settings: Settings | HookSettings) -> Iterator[dict[str, Any]]:
     """Every recorded outcome, oldest first (the rotated generation included)."""
+    import json
+
     path = log_path(settings)
     for file in (path.with_name(path.name + ".1"), path):
         try:
@@ -65,7 +77,7 @@ def entries(settings: Settings) -> Iterator[dict[str, Any]]:
                     yield item
 
 
-def latest(settings: Settings) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+def latest(settings: Settings | HookSettings) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     """(harness, event) -> {"success": entry, "failure": entry}, the latest of each."""
     out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for item in entries(settings):

@@ -2,70 +2,144 @@
 repository gets the same name (its remote), else the repository's top-level folder name.
 
 Read straight from `.git` (no `git` process: a hook has no time to spare), worktrees and
-submodules included.
+submodules included. Every recall runs this, so it uses `os.path` and reads a plain git config
+itself: pathlib, `re` and `configparser` would cost the hook more than its own work. A config
+the small reader does not fully understand goes to `configparser`, so the result is its.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+import os
 
-_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")  # git@host:owner/repo.git
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def detect_project(cwd: str | Path) -> str | None:
     """The project for a working directory: normalised remote URL, else the repository's
     top-level folder name, else the folder's own name; None for the filesystem root."""
-    start = Path(cwd).expanduser().resolve()
-    top, git_dir = find_repository(start)
+    start = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
+    top, git_dir = _find_repository(start)
     if git_dir is not None:
         remote = remote_url(git_dir)
         if remote:
             return normalise_remote(remote)
-    return (top or start).name or None
+    return os.path.basename(top or start) or None
 
 
 def find_repository(start: Path) -> tuple[Path | None, Path | None]:
     """(top-level folder, git dir) of the repository holding `start`, or (None, None)."""
-    for folder in (start, *start.parents):
-        dot_git = folder / ".git"
-        if dot_git.is_dir():
+    from pathlib import Path
+
+    top, git_dir = _find_repository(os.fspath(start))
+    return (None if top is None else Path(top)), (None if git_dir is None else Path(git_dir))
+
+
+def _find_repository(start: str) -> tuple[str | None, str | None]:
+    """`find_repository` on strings."""
+    folder = start
+    while True:
+        dot_git = os.path.join(folder, ".git")
+        if os.path.isdir(dot_git):
             return folder, dot_git
-        if dot_git.is_file():  # worktree or submodule: "gitdir: <path>"
+        if os.path.isfile(dot_git):  # worktree or submodule: "gitdir: <path>"
             try:
-                text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+                with open(dot_git, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read().strip()
             except OSError:
                 return folder, None
             if text.startswith("gitdir:"):
-                target = Path(text[len("gitdir:"):].strip())
-                return folder, (target if target.is_absolute() else folder / target).resolve()
+                target = text[len("gitdir:"):].strip()
+                return folder, os.path.realpath(os.path.join(folder, target))
             return folder, None
-    return None, None
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None, None
+        folder = parent
 
 
-def remote_url(git_dir: Path) -> str | None:
+def remote_url(git_dir: str | Path) -> str | None:
     """The `origin` remote's URL (else the first remote's) from the repository's config."""
-    common = git_dir
-    commondir = git_dir / "commondir"  # worktrees keep their config in the main git dir
-    if commondir.is_file():
+    common = os.fspath(git_dir)
+    commondir = os.path.join(common, "commondir")  # worktrees keep their config in the main git dir
+    if os.path.isfile(commondir):
         try:
-            common = (git_dir / commondir.read_text(encoding="utf-8").strip()).resolve()
+            with open(commondir, encoding="utf-8") as handle:
+                common = os.path.realpath(os.path.join(common, handle.read().strip()))
         except OSError:
             pass
+    config = os.path.join(common, "config")
+    try:
+        with open(config, encoding="utf-8") as handle:  # universal newlines, as configparser
+            sections = _plain_config(handle.read())
+    except OSError:
+        return None
+    except UnicodeDecodeError:
+        sections = None
+    if sections is None:
+        sections = _configparser_sections(config)
+        if sections is None:
+            return None
+    remotes = [s for s in sections if s.startswith('remote "')]
+    remotes.sort(key=lambda s: s != 'remote "origin"')
+    for section in remotes:
+        url = sections[section].get("url", "").strip()
+        if url:
+            return url
+    return None
+
+
+def _configparser_sections(config: str) -> dict[str, dict[str, str]] | None:
+    """section -> {key: value} as `configparser.RawConfigParser(strict=False)` reads the file;
+    None when it cannot."""
     import configparser
 
     parser = configparser.RawConfigParser(strict=False)
     try:
-        parser.read(common / "config", encoding="utf-8")
+        parser.read(config, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):
         return None
-    remotes = [s for s in parser.sections() if s.startswith('remote "')]
-    remotes.sort(key=lambda s: s != 'remote "origin"')
-    for section in remotes:
-        url = parser.get(section, "url", fallback="").strip()
-        if url:
-            return url
-    return None
+    return {section: {"url": parser.get(section, "url", fallback="")}
+            for section in parser.sections()}
+
+
+def _plain_config(text: str) -> dict[str, dict[str, str]] | None:
+    """section -> {key: value} of a config file the way `RawConfigParser(strict=False)` reads
+    it, for files with nothing but section headers, `key = value` lines, comments and blank
+    lines; None for anything else (a continued value, a key without a value, a DEFAULT
+    section, a line before any section), which `configparser` then reads."""
+    sections: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    indent = -1  # the indentation of the last header or option line
+    option = False  # whether an option line came since the last header
+    for line in text.split("\n"):
+        value = line.strip()
+        if not value or value.startswith(("#", ";")):
+            continue
+        level = len(line) - len(line.lstrip())
+        if option and level > indent:
+            return None  # a continuation line
+        indent = level
+        if value.startswith("["):
+            close = value.rfind("]")
+            if close < 2:
+                return None
+            name = value[1:close]
+            if name == "DEFAULT":
+                return None
+            current = sections.setdefault(name, {})
+            option = False
+            continue
+        if current is None:
+            return None
+        cut = min((i for i in (value.find("="), value.find(":")) if i >= 0), default=-1)
+        key = value[:cut].rstrip().lower() if cut > 0 else ""
+        if not key:
+            return None
+        current[key] = value[cut + 1:].strip()
+        option = True
+    return sections
 
 
 def normalise_remote(url: str) -> str:
@@ -76,9 +150,35 @@ def normalise_remote(url: str) -> str:
         rest = url.split("://", 1)[1]
         host, _, path = rest.partition("/")
         host = host.rsplit("@", 1)[-1].split(":", 1)[0]  # credentials and port go
-    elif match := _SCP_LIKE.match(url):
-        host, path = match.group(1), match.group(2)
+    elif (match := scp_like(url)) is not None:
+        host, path = match
     else:  # a local path remote
         return url.rstrip("/").removesuffix(".git").rstrip("/") or url
     path = path.strip("/").removesuffix(".git").rstrip("/")
     return f"{host.lower()}/{path}" if host else path
+
+
+def scp_like(url: str) -> tuple[str, str] | None:
+    """(host, path) of an scp-like address (`git@host:owner/repo.git`), else None: the
+    pattern `^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$`, matched by hand (tests compare the two)."""
+    at = url.find("@")
+    if at > 0 and "/" not in url[:at]:
+        found = _host_and_path(url, at + 1)
+        if found is not None:
+            return found
+    return _host_and_path(url, 0)
+
+
+def _host_and_path(url: str, start: int) -> tuple[str, str] | None:
+    """`([^:/]+):(?!//)(.+)$` matched at `start`."""
+    end = start
+    while end < len(url) and url[end] not in ":/":
+        end += 1
+    if end == start or end == len(url) or url[end] != ":" or url.startswith("//", end + 1):
+        return None
+    rest = url[end + 1:]
+    if rest.endswith("\n"):  # `$` matches before a final newline
+        rest = rest[:-1]
+    if not rest or "\n" in rest:
+        return None
+    return url[start:end], rest

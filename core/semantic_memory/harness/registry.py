@@ -1,87 +1,152 @@
 """Finding harness adapters: plugins implementing `register_harnesses`.
 
-A hook process needs one adapter and has little time, so `find_adapter` first loads only the
-entry points named like the harness (`claude_code` for `claude-code`); only when none of them
-registers it are all installed plugins loaded.
+A hook process needs one adapter and has little time: `find_adapter` reads the installed
+distributions' `entry_points.txt` itself (importlib.metadata costs more than the rest of the
+hook), imports only the `semantic_memory` entry points named like the harness (`claude_code`
+for `claude-code`) and calls their `register_harnesses` directly: adapters mark it with
+`semantic_memory.harness.hookimpl`, which is pluggy's marker without importing pluggy. Only
+when none of them registers the harness are all plugins loaded through the plugin manager.
+
+One harness name, one adapter: when a second distribution registers a name already taken,
+it is refused with one line naming both, and the first one registered keeps the name
+(`all_adapters` writes the line to stderr, the hook run to its log line, `conflicts` returns
+them for `plugins` and `doctor`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib import import_module
-from typing import Any
 
-from ..config import Settings
-from ..plugins import ENTRY_POINT_GROUP, PluginManager, build_plugin_manager
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..config import Settings
+    from .settings import HookSettings
+
+#: The entry point group of every plugin (`plugins.ENTRY_POINT_GROUP`, not imported: pluggy).
+ENTRY_POINT_GROUP = "semantic_memory"
+#: The attribute pluggy's `HookimplMarker("semantic_memory")` sets on a hook implementation.
+IMPL_ATTRIBUTE = ENTRY_POINT_GROUP + "_impl"
 
 
 def _key(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
-def _collect(plugins: list[Any]) -> dict[str, Any]:
-    """The adapters these plugin modules register, by harness name."""
-    pm = PluginManager()
-    for plugin in plugins:
-        pm.register(plugin)
-    return _registered(pm)
+def refusal(name: str, kept: str, refused: str) -> str:
+    """The one line that reports a refused duplicate adapter."""
+    return (f"harness {name!r}: the adapter from {refused} is refused, {kept} registered "
+            "that name first")
 
 
-def _registered(pm: PluginManager) -> dict[str, Any]:
-    found: list[Any] = []
-    pm.hook.register_harnesses(register=found.append)
-    return {adapter.name: adapter for adapter in found}
+def _keep_first(found: list[tuple[Any, str]], conflicts: list[str]) -> dict[str, Any]:
+    """adapter name -> adapter of (adapter, distribution) pairs in registration order; a later
+    one with a name already taken is refused (a line in `conflicts`)."""
+    adapters: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for adapter, source in found:
+        name = adapter.name
+        if name in adapters:
+            if adapters[name] is not adapter:
+                conflicts.append(refusal(name, origin[name], source))
+            continue
+        adapters[name], origin[name] = adapter, source
+    return adapters
 
 
-def all_adapters(settings: Settings) -> dict[str, Any]:
-    """Every installed adapter by harness name (the plugin manager every command uses)."""
-    return _registered(build_plugin_manager(settings))
+def all_adapters(settings: Settings | HookSettings,
+                 conflicts: list[str] | None = None) -> dict[str, Any]:
+    """Every installed adapter by harness name (the plugin manager every command uses). A
+    refused duplicate goes to `conflicts`, or as one line to stderr when none is given."""
+    from ..plugins import build_plugin_manager
+
+    pm = build_plugin_manager(settings.full() if hasattr(settings, "full") else settings)
+    distributions = getattr(pm, "distributions", {})
+    found: list[tuple[Any, str]] = []
+    for impl in pm.hook.register_harnesses.get_hookimpls():  # registration order
+        dist = distributions.get(impl.plugin_name)
+        source = f"{dist[0]} (plugin {impl.plugin_name})" if dist else \
+            f"plugin {impl.plugin_name}"
+        registered: list[Any] = []
+        impl.function(register=registered.append)
+        found.extend((adapter, source) for adapter in registered)
+    lines: list[str] = []
+    adapters = _keep_first(found, lines)
+    if conflicts is not None:
+        conflicts.extend(lines)
+    else:
+        for line in lines:
+            sys.stderr.write(f"memory-mcp: {line}\n")
+    return adapters
 
 
-def find_adapter(name: str, settings: Settings) -> Any | None:
-    """The adapter for harness `name`, loading as few plugins as possible; None if none."""
+def conflicts(settings: Settings | HookSettings) -> list[str]:
+    """The refused duplicate adapters, one line each (for `plugins` and `doctor`)."""
+    lines: list[str] = []
+    all_adapters(settings, lines)
+    return lines
+
+
+def find_adapter(name: str, settings: Settings | HookSettings,
+                 conflicts: list[str] | None = None) -> Any | None:
+    """The adapter for harness `name`, loading as few plugins as possible; None if none.
+    A refused duplicate goes to `conflicts`."""
+    lines = [] if conflicts is None else conflicts
     allow = settings.plugin_allowlist()
-    for ep_name, target in _named_entry_points(name):
+    found: list[tuple[Any, str]] = []
+    for ep_name, target, dist in _named_entry_points(name):
         if allow is not None and ep_name not in allow:
             continue
         module_name, _, attr = target.partition(":")
-        plugin: Any = import_module(module_name)
+        __import__(module_name)  # importlib's import_module: its package costs `warnings` too
+        plugin: Any = sys.modules[module_name]
         for part in filter(None, attr.split(".")):
             plugin = getattr(plugin, part)
-        adapter = _collect([plugin]).get(name)
-        if adapter is not None:
-            return adapter
-    return all_adapters(settings).get(name)
+        register = getattr(plugin, "register_harnesses", None)
+        if register is None or not isinstance(getattr(register, IMPL_ATTRIBUTE, None), dict):
+            continue  # not marked as a hook implementation: the plugin manager decides
+        registered: list[Any] = []
+        register(register=registered.append)
+        found.extend((adapter, f"{dist} (plugin {ep_name})") for adapter in registered)
+    adapter = _keep_first(found, lines).get(name)
+    if adapter is not None:
+        return adapter
+    return all_adapters(settings, lines).get(name)
 
 
-def _named_entry_points(name: str) -> list[tuple[str, str]]:
-    """(entry point name, "module[:attr]") of the `semantic_memory` entry points named like
-    the harness, read straight from the installed distributions' entry_points.txt: the
-    importlib.metadata machinery costs a hook process more than everything else it imports
-    (~50 ms), and `all_adapters` stays the fallback."""
+def _named_entry_points(name: str) -> list[tuple[str, str, str]]:
+    """(entry point name, "module[:attr]", distribution) of the `semantic_memory` entry
+    points named like the harness, read straight from the installed distributions'
+    entry_points.txt, in sys.path order (a distribution found twice counts once)."""
     found = []
+    seen: set[str] = set()
     for folder in filter(None, sys.path):  # not "": the harness's working folder
         try:
-            entries = os.scandir(folder)
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries
+                               if e.name.endswith((".dist-info", ".egg-info")))
         except OSError:
             continue
-        with entries:
-            for entry in entries:
-                if not entry.name.endswith((".dist-info", ".egg-info")):
-                    continue
-                try:
-                    with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8") as f:
-                        text = f.read()
-                except OSError:
-                    continue
-                section = None
-                for line in text.splitlines():
-                    line = line.strip()
-                    if line.startswith("["):
-                        section = line.strip("[]").strip()
-                    elif section == ENTRY_POINT_GROUP and "=" in line:
-                        ep_name, _, target = (part.strip() for part in line.partition("="))
-                        if _key(ep_name) == _key(name):
-                            found.append((ep_name, target))
+        for info in names:
+            dist = info.rsplit(".", 1)[0].split("-", 1)[0].replace("_", "-").lower()
+            if dist in seen:
+                continue
+            try:
+                with open(os.path.join(folder, info, "entry_points.txt"),
+                          encoding="utf-8") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            seen.add(dist)
+            section = None
+            for line in text.splitlines():
+                line = line.strip()
+                if line.startswith("["):
+                    section = line.strip("[]").strip()
+                elif section == ENTRY_POINT_GROUP and "=" in line:
+                    ep_name, _, target = (part.strip() for part in line.partition("="))
+                    if _key(ep_name) == _key(name):
+                        found.append((ep_name, target, dist))
     return found

@@ -17,27 +17,44 @@ The opencode plugin reads the same file the same way (`opencode-plugin/src/repoc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import os
 
-from .project import find_repository
+from .project import _find_repository
+
+# No dataclasses, typing or pathlib at import: every hook run asks for this file, and most
+# repositories have none (pathlib is imported only when one exists).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 FILE_NAME = ".semantic-memory.toml"
 #: Longest file read (a config file, not data).
 MAX_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
 class RepoConfig:
-    """The settings in effect for one working directory (the defaults when no file)."""
+    """The settings in effect for one working directory (the defaults when no file).
+    `error`: why the file could not be used (then capture is off, recall on, no project
+    name)."""
 
-    path: Path | None = None
-    capture: bool = True
-    recall: bool = True
-    project: str | None = None
-    #: Why the file could not be used (then capture is off, recall on, no project name).
-    error: str | None = None
+    __slots__ = ("path", "capture", "recall", "project", "error")
+
+    def __init__(self, path: Path | None = None, capture: bool = True, recall: bool = True,
+                 project: str | None = None, error: str | None = None) -> None:
+        self.path, self.capture, self.recall = path, capture, recall
+        self.project, self.error = project, error
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, f) for f in self.__slots__))
+
+    def __repr__(self) -> str:
+        return "RepoConfig(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self.__slots__) + ")"
 
     def describe(self) -> str:
         """One line for `doctor` and the hook log."""
@@ -54,20 +71,31 @@ class RepoConfig:
 
 def config_path(cwd: str | Path) -> Path:
     """Where the file for `cwd` would be: the repository's top folder, else `cwd` itself."""
-    start = Path(cwd).expanduser().resolve()
-    top, _ = find_repository(start)
-    return (top or start) / FILE_NAME
+    from pathlib import Path
+
+    return Path(_config_file(cwd))
+
+
+def _config_file(cwd: str | Path) -> str:
+    start = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
+    top, _ = _find_repository(start)
+    return os.path.join(top or start, FILE_NAME)
 
 
 def load_repo_config(cwd: str | Path) -> RepoConfig:
     """The settings for `cwd`; never raises."""
     try:
-        path = config_path(cwd)
-        if not path.is_file():
+        file = _config_file(cwd)
+        if not os.path.isfile(file):
             return RepoConfig()
+        from pathlib import Path
+
+        path = Path(file)
         with open(path, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
     except OSError as exc:
+        from pathlib import Path
+
         return RepoConfig(path=Path(cwd) / FILE_NAME, capture=False,
                           error=exc.strerror or str(exc))
     if len(raw) > MAX_BYTES:

@@ -10,15 +10,11 @@ too loaded to start it in time) is made offline, into the spool, within WRITE_GR
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import sys
 import time
-from typing import Any
 
-from .. import backoff, spool
-from ..config import ConfigError, Settings
+from .. import backoff, lite
 from . import outcomes
 from .adapter import HookCall
 from .client import (
@@ -30,7 +26,14 @@ from .client import (
     spool_sender,
 )
 from .registry import find_adapter
+from .settings import HookSettings, beside_db
 from .transcript import remembered
+
+# A hook process imports only what one hook needs (docs/harnesses.md, "What the hooks cost"):
+# no typing, dataclasses, pathlib, pluggy or config.py; tests/test_hook_cpu.py holds it to that.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Kept back from the budget for printing the answer and writing the log line.
 EXIT_MARGIN_S = 0.05
@@ -75,7 +78,7 @@ class Watchdog:
         service = call.service if call is not None else self.service  # autostart swaps it
         if call is not None and call.pending is not None:
             if not call.service.waiting and time.monotonic() < self.limit:
-                signal.setitimer(signal.ITIMER_REAL, DEFER_S)
+                lite.setitimer(lite.ITIMER_REAL, DEFER_S)
                 return
             self.in_flight = call.pending
         self.waiting = service is not None and service.waiting
@@ -106,7 +109,7 @@ class _Run:
     """How far one hook run got. The steps skip what is done already, so a write that the
     budget cut short before it was made can pick up where the watchdog stopped it."""
 
-    def __init__(self, harness: str, event: str, settings: Settings, budget_end: float,
+    def __init__(self, harness: str, event: str, settings: HookSettings, budget_end: float,
                  offline: ServiceUnavailable | None, watchdog: Watchdog, debug: Any) -> None:
         self.harness, self.event, self.settings = harness, event, settings
         self.budget_end, self.offline, self.watchdog, self.debug = (
@@ -116,11 +119,15 @@ class _Run:
         self.payload: dict[str, Any] | None = None
         self.service: ServiceClient | None = None
         self.call: HookCall | None = None
+        #: Why another adapter for this harness was refused (`registry`), for the log line.
+        self.conflict = ""
 
     def handle(self, writes_only: bool = False) -> str:
         """Run the hook; what it prints. `writes_only`: stop (HookTimeout) unless it writes."""
         if self.adapter is None:
-            adapter = find_adapter(self.harness, self.settings)
+            conflicts: list[str] = []
+            adapter = find_adapter(self.harness, self.settings, conflicts)
+            self.conflict = "; ".join(conflicts)
             if adapter is None:
                 raise LookupError(f"no harness adapter named {self.harness!r} is installed "
                                   "(see `memory-mcp doctor`)")
@@ -164,7 +171,7 @@ class _Run:
         if self.service is not None:
             self.service.offline = self.offline
         self.watchdog.active = True
-        signal.setitimer(signal.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
+        lite.setitimer(lite.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
         try:
             return self.handle(writes_only=True)
         finally:
@@ -178,8 +185,8 @@ def _run(argv: list[str], started: float) -> int:
     harness, event = argv
     entry: dict[str, Any] = {"harness": harness, "event": event}
     try:
-        settings = Settings.from_env()
-    except ConfigError as exc:
+        settings = HookSettings.from_env()
+    except ValueError as exc:  # SettingsError, or config.ConfigError for another variable
         sys.stderr.write(f"memory-mcp hook: {exc}\n")
         return 0
     debug = _debugger(settings, harness, event)
@@ -188,13 +195,13 @@ def _run(argv: list[str], started: float) -> int:
     offline = _offline(settings)
     watchdog = Watchdog(budget_end + WRITE_GRACE_S)
     run = _Run(harness, event, settings, budget_end, offline, watchdog, debug)
-    armed = hasattr(signal, "setitimer")  # POSIX; elsewhere the socket timeouts bound it
+    armed = lite.HAS_ALARM  # POSIX; elsewhere the socket timeouts bound it
     if armed:
-        previous = signal.signal(signal.SIGALRM, watchdog)
+        previous = lite.signal(lite.SIGALRM, watchdog)
     try:
         if armed:  # inside the try: a budget spent already fires at once
-            signal.setitimer(signal.ITIMER_REAL,
-                             max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
+            lite.setitimer(lite.ITIMER_REAL,
+                           max(budget_end - EXIT_MARGIN_S - time.monotonic(), 0.001))
         output = run.handle()
         watchdog.active = False
         assert run.call is not None
@@ -214,15 +221,17 @@ def _run(argv: list[str], started: float) -> int:
     finally:
         watchdog.active = False
         if armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            lite.setitimer(lite.ITIMER_REAL, 0)
+            lite.signal(lite.SIGALRM, previous)
     call, service = run.call, run.service
     if call is not None:
         service = call.service  # autostart may have swapped in the service it started
         # The project as far as it was worked out (a run that failed early never needed it).
-        entry.update(session=call.session, project=call.__dict__.get("project"))
+        entry.update(session=call.session, project=call.project_if_known())
         if call.warning:
             entry["warning"] = call.warning
+    if run.conflict:
+        entry["warning"] = "; ".join(filter(None, (entry.get("warning"), run.conflict)))
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)
     if entry.get("outcome") in outcomes.FAILURES:
         debug(f"{entry['outcome']}: {entry.get('detail')}")
@@ -235,7 +244,7 @@ def _run(argv: list[str], started: float) -> int:
     return 0
 
 
-def _timed_out(run: _Run, settings: Settings) -> tuple[str, dict[str, Any]]:
+def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     """(what to print, the outcome) of a run the watchdog stopped: a write it was making is
     spooled, one it had not made yet is made offline (`_Run.finish_offline`); anything else
     is a timeout."""
@@ -246,7 +255,7 @@ def _timed_out(run: _Run, settings: Settings) -> tuple[str, dict[str, Any]]:
     saved = _saved(run, spent)
     if saved is not None:
         return "", saved
-    if hasattr(signal, "setitimer") and run.writes():
+    if lite.HAS_ALARM and run.writes():
         try:
             output = run.finish_offline(spent)
         except HookTimeout:
@@ -278,9 +287,9 @@ def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
     return None
 
 
-def _offline(settings: Settings) -> ServiceUnavailable | None:
+def _offline(settings: HookSettings) -> ServiceUnavailable | None:
     """The error every request of this run raises at once while the hooks back off."""
-    state = backoff.active(settings.backoff_path)
+    state = backoff.active(beside_db(settings, "hooks.backoff.json"))
     if state is None:
         return None
     until = time.strftime("%H:%M:%S", time.localtime(state.until))
@@ -288,20 +297,23 @@ def _offline(settings: Settings) -> ServiceUnavailable | None:
     return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
 
 
-def _after_contact(settings: Settings, service: ServiceClient, entry: dict[str, Any],
+def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[str, Any],
                    budget_end: float) -> None:
     """A service that did not answer starts the back-off; one that answered ends it and
     gets what the spool holds, within what is left of this hook's budget."""
+    state = beside_db(settings, "hooks.backoff.json")
     if service.failure is not None and not service.answered:
-        backoff.start(settings.backoff_path, settings.hook_backoff_s,
+        backoff.start(state, settings.hook_backoff_s,
                       service.failure.outcome, str(service.failure))
         return
     if not service.answered:
         return
-    backoff.clear(settings.backoff_path)
-    folder = settings.spool_path
-    if not spool.pending(folder):
+    backoff.clear(state)
+    if not _spooled(beside_db(settings, "spool")):
         return
+    from .. import spool
+
+    folder = settings.spool_path
     deadline = min(budget_end - EXIT_MARGIN_S - REPLAY_MARGIN_S, time.monotonic() + REPLAY_S)
     try:
         done = spool.replay(folder, spool_sender(service, deadline), deadline=deadline)
@@ -311,6 +323,15 @@ def _after_contact(settings: Settings, service: ServiceClient, entry: dict[str, 
         entry["replayed"] = done.sent
         if done.rejected:
             entry["replay_refused"] = done.rejected
+
+
+def _spooled(folder: str) -> bool:
+    """Whether the spool may hold a write (`spool.pending`'s test, without importing it)."""
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
+    except OSError:
+        return False
 
 
 def _spool_pending(call: HookCall, body: dict[str, Any], spent: str) -> dict[str, Any]:
@@ -332,13 +353,13 @@ def read_payload() -> dict[str, Any]:
     raw = sys.stdin.buffer.read(MAX_INPUT_BYTES)
     if not raw.strip():
         return {}
-    data = json.loads(raw)
+    data = lite.loads(raw)
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     return data
 
 
-def _debugger(settings: Settings, harness: str, event: str) -> Any:
+def _debugger(settings: HookSettings, harness: str, event: str) -> Any:
     if not settings.plugin_debug:
         return lambda message: None
     return lambda message: sys.stderr.write(f"memory-mcp hook {harness} {event}: {message}\n")

@@ -9,12 +9,17 @@ produces the same memories and the store's hash dedup refreshes them instead of 
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from ..lite import loads
+
+# No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
+# most prompts need none of the patterns below (each is compiled on first use, behind a
+# test that its match is possible at all).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from pathlib import Path
+    from re import Pattern
+    from typing import Any
 
 #: Longest memory a flush writes, in characters (an exchange, or one piece of a long one).
 CHUNK_CHARS = 1_200
@@ -26,44 +31,90 @@ HEAD_CHARS = 160
 # Blocks a harness or this project put into the conversation that are not the conversation:
 # injected memories (never store them again), reminders, slash-command wrappers, hook output,
 # environment and instruction preambles.
-_NOT_CONVERSATION = re.compile(
+_NOT_CONVERSATION = (
     r"<(semantic-memory|system-reminder|command-name|command-message|command-args|"
     r"local-command-stdout|local-command-stderr|local-command-caveat|hook_result|"
     r"environment_context|user_instructions|skills_instructions)\b[^>]*>"
     r".*?</\1\s*>",
-    re.S | re.I,
+    "SI",
 )
 
 
 #: A prompt asking to store something: "remember …", "Remember: …", "remember that …".
-REMEMBER = re.compile(r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", re.I | re.S)
+_REMEMBER = (r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", "IS")
 #: A reply to a "remember" prompt with at most this many words that are not the fact's is only
 #: its acknowledgement ("Noted.", "Got it: the freeze starts Fridays at noon."): not stored.
 ACK_WORDS = 20
 
 # A whole text in double quotes: how `opencode run` passes an argument holding a space
 # (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it.
-_WRAPPED = re.compile(
-    r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d)\s*', re.S)
-_WORD = re.compile(r"[^\W_]+")
+_WRAPPED = (
+    r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d)\s*', "S")
+_WORD = (r"[^\W_]+", "")
+_COMPILED: dict[tuple[str, str], Pattern[str]] = {}
 
 
-@dataclass(frozen=True)
+def _pattern(spec: tuple[str, str]) -> Pattern[str]:
+    """The compiled pattern of (source, flag letters), compiled on first use."""
+    found = _COMPILED.get(spec)
+    if found is None:
+        import re
+
+        flags = 0
+        for letter in spec[1]:
+            flags |= getattr(re, letter)
+        found = _COMPILED[spec] = re.compile(spec[0], flags)
+    return found
+
+
+def __getattr__(name: str) -> Any:
+    """`REMEMBER`, the compiled pattern, for code that used it."""
+    if name == "REMEMBER":
+        return _pattern(_REMEMBER)
+    raise AttributeError(name)
+
+
 class Turn:
-    role: str  # "user" or "assistant"
-    text: str
+    """One conversation turn: `role` ("user" or "assistant") and `text`. Immutable."""
+
+    __slots__ = ("role", "text")
+
+    def __init__(self, role: str, text: str) -> None:
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "text", text)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.role, self.text) == (other.role, other.text)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.role, self.text))
+
+    def __repr__(self) -> str:
+        return f"Turn(role={self.role!r}, text={self.text!r})"
 
 
 def clean(text: str) -> str:
     """The conversation text without injected or harness-generated blocks."""
-    return _NOT_CONVERSATION.sub("", text).strip()
+    if "<" not in text:  # every block starts with one
+        return text.strip()
+    return _pattern(_NOT_CONVERSATION).sub("", text).strip()
 
 
 def unquote(text: str) -> str:
     """`text` without the double quotes wrapped around all of it (any number of times: `opencode
     run '"remember that …"'` wraps the typed quotes once more); anything else as it is. The
     quotes are not the prompt: "remember" detection and recall see the words inside."""
-    while (found := _WRAPPED.fullmatch(text)) is not None:
+    # The pattern's first character past any whitespace is a double quote.
+    while text.lstrip()[:1] in ('"', "\u201c") and \
+            (found := _pattern(_WRAPPED).fullmatch(text)) is not None:
         escaped = found.group("escaped")
         inner = escaped.replace('\\"', '"') if escaped is not None else found.group("curly")
         if not inner.strip():
@@ -74,13 +125,16 @@ def unquote(text: str) -> str:
 
 def remembered(prompt: str) -> str | None:
     """What a "remember …" prompt asks to store (None for any other prompt)."""
-    found = REMEMBER.match(unquote(prompt))
+    prompt = unquote(prompt)
+    if prompt.lstrip()[:8].lower() != "remember":  # what the pattern starts with, ignoring case
+        return None
+    found = _pattern(_REMEMBER).match(prompt)
     return unquote(found.group("rest")).strip() if found else None
 
 
 def _words(text: str) -> list[str]:
     """Lowercased runs of letters and digits."""
-    return _WORD.findall(text.lower())
+    return _pattern(_WORD).findall(text.lower())
 
 
 def read_jsonl(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
@@ -146,7 +200,7 @@ def _line_start(handle: Any, offset: int, block: int) -> int:
 
 def _object(line: bytes) -> dict[str, Any] | None:
     try:
-        item = json.loads(line)
+        item = loads(line)
     except ValueError:
         return None
     return item if isinstance(item, dict) else None

@@ -21,14 +21,14 @@ Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from semantic_memory.harness import HarnessAdapter, HookCall, Turn
+from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
 from semantic_memory.harness.adapter import additional_context
 from semantic_memory.harness.transcript import text_of
-from semantic_memory.hookspecs import hookimpl
 
+TYPE_CHECKING = False  # typing costs a hook process more than its own work
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from typing import Any
+
     from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"

@@ -22,18 +22,19 @@ Hook facts (Codex 0.171, checked against the binary; tests/test_harness_e2e.py):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import HarnessAdapter, HookCall, Turn
+from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
 from semantic_memory.harness.adapter import additional_context
 from semantic_memory.harness.transcript import text_of
-from semantic_memory.hookspecs import hookimpl
 
+# typing, pathlib, json and hashlib cost a hook process more than its own work: the install
+# side imports them where it uses them.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from pathlib import Path
+    from typing import Any
+
     from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
@@ -53,12 +54,17 @@ _SHORT_EVENTS = {"SessionEnd", "Interrupt"}  # timeout clamped to 1..3 s, defaul
 
 
 def codex_home(target: InstallTarget) -> Path:
+    from pathlib import Path
+
     return Path(os.environ.get("CODEX_HOME") or target.home / ".codex")
 
 
 def hook_hash(event: str, handler: dict[str, Any], matcher: Any = None) -> str:
     """Codex's trust hash of one command handler (`command_hook_hash`): sha256 over the
     key-sorted compact JSON of its normalised identity."""
+    import hashlib
+    import json
+
     timeout = handler.get("timeout")
     if event in _SHORT_EVENTS:
         timeout = min(max(1 if timeout is None else int(timeout), 1), 3)

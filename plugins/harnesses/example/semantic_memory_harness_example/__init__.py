@@ -14,12 +14,12 @@ and reads its hooks from `.example-agent/hooks.json`: {"hooks": {"<event>": "<co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from semantic_memory.harness import HarnessAdapter, ToolCall, Turn, hookimpl
 
-from semantic_memory.harness import HarnessAdapter, ToolCall, Turn
-from semantic_memory.hookspecs import hookimpl
-
+TYPE_CHECKING = False  # typing costs a hook process more than its own work
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from typing import Any
+
     from semantic_memory.harness import ConfigFile, InstallTarget
 
 

@@ -22,53 +22,85 @@ Hook facts (Kimi Code CLI 2.1.0, checked against the binary; tests/test_harness_
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import shutil
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from semantic_memory.harness import HarnessAdapter, Turn
+from semantic_memory.harness import HarnessAdapter, Turn, hookimpl
 from semantic_memory.harness.transcript import read_jsonl, text_of
-from semantic_memory.hookspecs import hookimpl
 
+# typing, pathlib and re cost a hook process more than its own work: the hook path uses
+# os.path, the install side imports what it needs where it uses it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from pathlib import Path
+    from typing import Any
+
     from semantic_memory.harness import ConfigFile, InstallTarget
 
 SERVER = "memory"
 
 
 def kimi_home() -> Path:
-    return Path(os.environ.get("KIMI_CODE_HOME") or Path.home() / ".kimi-code")
+    from pathlib import Path
+
+    return Path(_kimi_home())
+
+
+def _kimi_home() -> str:
+    return os.environ.get("KIMI_CODE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                            ".kimi-code")
+
+
+_SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 def workdir_key(cwd: str) -> str:
-    """Kimi's `encodeWorkDirKey`: `wd_<slug of the last folder>_<sha256(path)[:12]>`."""
-    normalized = re.sub(r"/+$", "", cwd.replace("\\", "/"))
-    slug = re.sub(r"[^a-z0-9._-]+", "-", normalized.split("/")[-1].lower()).strip("-")
-    slug = slug[:40].strip("-")
+    """Kimi's `encodeWorkDirKey`: `wd_<slug of the last folder>_<sha256(path)[:12]>`. (Kimi
+    writes it with two regular expressions; `re` costs a hook more than the rest of its work.)"""
+    import hashlib
+
+    normalized = _strip_trailing_slashes(cwd.replace("\\", "/"))
+    slug = _slug(normalized.split("/")[-1].lower()).strip("-")[:40].strip("-")
     if slug in ("", ".", ".."):
         slug = "workspace"
     return f"wd_{slug}_{hashlib.sha256(normalized.encode('utf-8')).hexdigest()[:12]}"
 
 
-def wire_path(payload: dict[str, Any]) -> Path | None:
+def _strip_trailing_slashes(text: str) -> str:
+    """`re.sub(r"/+$", "", text)` (`$` also matches before a final newline)."""
+    if text.endswith("\n"):
+        head = text[:-1].rstrip("/")
+        return head + "\n" if len(head) < len(text) - 1 else text
+    return text.rstrip("/")
+
+
+def _slug(name: str) -> str:
+    """`re.sub(r"[^a-z0-9._-]+", "-", name)`: each run of other characters becomes one "-"."""
+    out: list[str] = []
+    for char in name:
+        if char in _SLUG_CHARS:
+            out.append(char)
+        elif not out or out[-1] != "\0":
+            out.append("\0")
+    return "".join(out).replace("\0", "-")
+
+
+def wire_path(payload: dict[str, Any]) -> str | None:
     """The session's wire.jsonl, computed from `cwd` and `session_id`, else looked up in
     `session_index.jsonl`; None when there is none."""
     cwd, session = payload.get("cwd"), payload.get("session_id")
     if not isinstance(cwd, str) or not isinstance(session, str) or "/" in session:
         return None
-    home = kimi_home()
-    path = home / "sessions" / workdir_key(cwd) / session / "agents" / "main" / "wire.jsonl"
-    if path.is_file():
+    home = _kimi_home()
+    path = os.path.join(home, "sessions", workdir_key(cwd), session, "agents", "main",
+                        "wire.jsonl")
+    if os.path.isfile(path):
         return path
-    index = home / "session_index.jsonl"
-    if index.is_file():
+    index = os.path.join(home, "session_index.jsonl")
+    if os.path.isfile(index):
         for entry in read_jsonl(index):
             if entry.get("sessionId") == session and isinstance(entry.get("sessionDir"), str):
-                found = Path(entry["sessionDir"]) / "agents" / "main" / "wire.jsonl"
-                if found.is_file():
+                found = os.path.join(entry["sessionDir"], "agents", "main", "wire.jsonl")
+                if os.path.isfile(found):
                     return found
     return None
 
@@ -86,7 +118,7 @@ class KimiCodeAdapter(HarnessAdapter):
     def prompt(self, payload: dict[str, Any]) -> str | None:
         return text_of(payload.get("prompt")) or None
 
-    def transcript_path(self, payload: dict[str, Any]) -> Path | None:
+    def transcript_path(self, payload: dict[str, Any]) -> str | None:
         return wire_path(payload)
 
     def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
@@ -112,6 +144,8 @@ class KimiCodeAdapter(HarnessAdapter):
 
         home = kimi_home()
         events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
+        import shutil
+
         detach = shutil.which("setsid")
 
         def command(event: str) -> str:

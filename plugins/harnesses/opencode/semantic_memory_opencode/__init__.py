@@ -25,10 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
-from semantic_memory.harness import HarnessAdapter
-from semantic_memory.hookspecs import hookimpl
+from semantic_memory.harness import HarnessAdapter, hookimpl
 
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget
@@ -89,6 +87,8 @@ def is_our_plugin(entry: Any) -> bool:
 
 
 def spec_file(entry: Any) -> Path:
+    from urllib.parse import unquote, urlparse
+
     return Path(unquote(urlparse(plugin_spec(entry) or "").path))
 
 

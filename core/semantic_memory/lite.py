@@ -1,0 +1,122 @@
+"""JSON, a TCP connection and the alarm signal for a hook process, at a fraction of the import.
+
+`json`, `socket` and `signal` each build enum classes when imported (`re` for json, IntEnum
+families for socket and signal): ~10 ms of CPU together, as much as the bare interpreter's
+whole start-up, paid by every hook. Their C halves (`_json`, `_socket`, `_signal`) do the
+actual work and import nothing. The functions here call those directly, with the public
+modules' exact arguments, and fall back to the public module whenever the C half is missing
+or the input is not the plain case, so results and error messages are the public modules'
+own (tests/test_hook_cpu.py compares them). Standard library only: hooks, `backoff.py` and
+`private.py` import it.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+#: What json skips around a document (json.decoder.WHITESPACE).
+_JSON_SPACE = " \t\n\r"
+
+
+class _DecoderContext:
+    """The attributes `_json.make_scanner` reads: those of `json.JSONDecoder()`."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
+                      "NaN": float("nan")}.__getitem__
+
+
+try:
+    import _json
+
+    _scan: Any = _json.make_scanner(_DecoderContext())
+    _make_encoder: Any = _json.make_encoder
+    _encode_str: Any = _json.encode_basestring
+except (ImportError, AttributeError, TypeError):  # not CPython: the json module does it all
+    _scan = None
+
+
+def loads(data: str | bytes) -> Any:
+    """`json.loads(data)`."""
+    if _scan is not None:
+        try:
+            # json.loads decodes bytes as UTF-8 unless a BOM or NULs say otherwise; those
+            # fail here (a BOM or NUL is no JSON value) and go to json.loads below.
+            text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+            start = len(text) - len(text.lstrip(_JSON_SPACE))
+            value, end = _scan(text, start)
+            if not text[end:].strip(_JSON_SPACE):
+                return value
+        except Exception:  # noqa: BLE001 - json.loads raises its own error below
+            pass
+    import json
+
+    return json.loads(data)
+
+
+def _unserialisable(value: Any) -> Any:
+    raise TypeError  # json.dumps below raises the real error
+
+
+def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """`json.dumps(value, ensure_ascii=False, default=default)`."""
+    if _scan is not None:
+        try:
+            if isinstance(value, str):
+                return str(_encode_str(value))
+            # JSONEncoder.iterencode's one-shot C path with json.dumps's defaults.
+            encode = _make_encoder({}, default or _unserialisable, _encode_str, None, ": ",
+                                   ", ", False, False, True)
+            return "".join(encode(value, 0))
+        except Exception:  # noqa: BLE001 - json.dumps raises its own error below
+            pass
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=default)
+
+
+def connect(host: str | bytes, port: int, timeout: float) -> Any:
+    """`socket.create_connection((host, port), timeout)`: a connected socket object with
+    `sendall`, `recv`, `settimeout` and `close` (not a context manager)."""
+    try:
+        import _socket
+    except ImportError:
+        import socket
+
+        return socket.create_connection((host, port), timeout)  # type: ignore[arg-type]
+    errors = []
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0,
+                                                               _socket.SOCK_STREAM):
+        sock = None
+        try:
+            sock = _socket.socket(family, kind, proto)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            errors.append(exc)
+            if sock is not None:
+                sock.close()
+    if errors:
+        raise errors[0]  # what socket.create_connection raises
+    raise OSError("getaddrinfo returns an empty list")
+
+
+try:  # the alarm the hook's watchdog runs on (POSIX)
+    from _signal import ITIMER_REAL, SIGALRM, setitimer, signal
+except ImportError:
+    try:
+        from signal import ITIMER_REAL, SIGALRM, setitimer, signal  # type: ignore[assignment]
+    except ImportError:  # Windows: no alarm; the socket timeouts bound a hook there
+        ITIMER_REAL = SIGALRM = 0
+        setitimer = signal = None  # type: ignore[assignment]
+
+#: Whether this platform has the alarm (`setitimer`).
+HAS_ALARM = setitimer is not None
