@@ -69,6 +69,9 @@ def cases(tmp: Path) -> dict[str, tuple[str, str, dict[str, Any], str]]:
         "claude-code flush": ("claude-code", "PreCompact", {
             "session_id": "a", "cwd": cwd, "trigger": "auto",
             "transcript_path": transcript(tmp / "t.jsonl")}, "stored"),
+        "claude-code resume": ("claude-code", "SessionStart", {
+            "session_id": "r", "cwd": cwd, "source": "resume",
+            "transcript_path": transcript(tmp / "r.jsonl")}, "injected nothing relevant"),
         "codex recall": ("codex", "UserPromptSubmit",
                          {"session_id": "b", "cwd": cwd, "prompt": PROMPT},
                          "injected nothing relevant"),
@@ -80,13 +83,16 @@ def cases(tmp: Path) -> dict[str, tuple[str, str, dict[str, Any], str]]:
 
 
 def environment(tmp: Path, url: str) -> dict[str, str]:
-    env = hook_env(tmp, url, MEMORY_PLUGIN_TOOL_CAPTURE="Bash", MEMORY_HOOK_BUDGET_S="20")
+    """The hook's environment, with two of the service's variables set as a shell that
+    configures the service would have them (checked once, then remembered)."""
+    env = hook_env(tmp, url, MEMORY_PLUGIN_TOOL_CAPTURE="Bash", MEMORY_HOOK_BUDGET_S="20",
+                   MEMORY_DEVICE="cpu", MEMORY_PORT="0")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the first run leaves the byte-code, as installed
     return env
 
 
 @pytest.mark.parametrize("case", ["claude-code recall", "claude-code tool", "claude-code flush",
-                                  "codex recall", "kimi-code recall"])
+                                  "claude-code resume", "codex recall", "kimi-code recall"])
 def test_hook_imports_only_what_it_needs(service: Service, tmp_path: Path, case: str) -> None:
     harness, event, payload, done = cases(tmp_path)[case]
     dump = tmp_path / "modules.txt"
@@ -94,9 +100,11 @@ def test_hook_imports_only_what_it_needs(service: Service, tmp_path: Path, case:
             f"atexit.register(lambda: open({str(dump)!r}, 'w').write('\\n'.join(sys.modules)))\n"
             f"sys.argv = ['memory-mcp', 'hook', {harness!r}, {event!r}]\n"
             "from semantic_memory.entry import main\nmain()\n")
-    run = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload).encode(),
-                         env=environment(tmp_path, service.url), capture_output=True, timeout=60)
-    assert run.returncode == 0, run.stderr
+    env = environment(tmp_path, service.url)
+    for _ in range(2):  # the first run leaves byte-code and the settings check behind
+        run = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload).encode(),
+                             env=env, capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr
     assert hook_log(tmp_path)[-1]["outcome"] in done.split(" ") or \
         hook_log(tmp_path)[-1]["outcome"] == "nothing relevant", hook_log(tmp_path)[-1]
     modules = set(dump.read_text().split("\n"))
@@ -212,6 +220,17 @@ def test_hook_settings_refuse_what_settings_refuse(env: dict[str, str]) -> None:
     assert str(got.value) == str(expected.value)
 
 
+def test_other_variables_are_checked_once_per_value(tmp_path: Path) -> None:
+    env = {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_PORT": "0"}
+    HookSettings.from_env(env)
+    assert (tmp_path / "hooks.settings-checked").is_file()
+    with pytest.raises(ConfigError, match="MEMORY_PORT"):
+        HookSettings.from_env({**env, "MEMORY_PORT": "many"})
+    with pytest.raises(ConfigError, match="MEMORY_DEVICE"):
+        HookSettings.from_env({**env, "MEMORY_DEVICE": "tpu"})
+    HookSettings.from_env(env)
+
+
 SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
 
 
@@ -256,3 +275,14 @@ def test_a_second_adapter_for_a_harness_is_refused() -> None:
     assert kept == {"claude-code": first, "codex": other}
     assert lines == [refusal("claude-code", "dist-a", "dist-b")]
     assert "dist-a" in lines[0] and "dist-b" in lines[0] and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize("text", JSON_TEXTS)
+def test_lite_try_loads_is_json_loads_or_none(text: str) -> None:
+    for data in (text, text.encode("utf-8", "surrogatepass"), text.encode("utf-16"),
+                 b"\xef\xbb\xbf" + text.encode("utf-8", "surrogatepass")):
+        try:
+            expected: Any = json.loads(data)
+        except ValueError:
+            expected = None
+        assert json.dumps(lite.try_loads(data)) == json.dumps(expected)

@@ -31,11 +31,11 @@ class BackOff(tuple):  # (until, outcome, detail), a NamedTuple without importin
 
 def active(path: str | Path, now: float | None = None) -> BackOff | None:
     """The back-off in force now, or None (no file, expired, or unreadable)."""
-    from .lite import loads
+    from .lite import try_loads
 
     try:
         with open(path, "rb") as handle:
-            data = loads(handle.read())
+            data = try_loads(handle.read())
         state = BackOff(float(data["until"]), str(data["outcome"]), str(data.get("detail", "")))
     except (OSError, ValueError, KeyError, TypeError):
         return None

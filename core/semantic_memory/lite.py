@@ -1,4 +1,5 @@
-"""JSON, a TCP connection and the alarm signal for a hook process, at a fraction of the import.
+"""JSON, a TCP connection, the alarm signal and SHA-256 for a hook process, at a fraction of
+the import.
 
 `json`, `socket` and `signal` each build enum classes when imported (`re` for json, IntEnum
 families for socket and signal): ~10 ms of CPU together, as much as the bare interpreter's
@@ -43,22 +44,65 @@ except (ImportError, AttributeError, TypeError):  # not CPython: the json module
     _scan = None
 
 
+_FAILED = object()
+
+
+def _fast_loads(data: str | bytes) -> Any:
+    """What json.loads reads, through the C scanner alone; _FAILED where that cannot."""
+    if _scan is None:
+        return _FAILED
+    try:
+        # json.loads decodes bytes as UTF-8 unless a BOM or NULs say otherwise; those fail
+        # here (a BOM or NUL is no JSON value).
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        value, end = _scan(text, start)
+        if not text[end:].strip(_JSON_SPACE):
+            return value
+    except Exception:  # noqa: BLE001 - the caller decides
+        pass
+    return _FAILED
+
+
 def loads(data: str | bytes) -> Any:
-    """`json.loads(data)`."""
-    if _scan is not None:
-        try:
-            # json.loads decodes bytes as UTF-8 unless a BOM or NULs say otherwise; those
-            # fail here (a BOM or NUL is no JSON value) and go to json.loads below.
-            text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
-            start = len(text) - len(text.lstrip(_JSON_SPACE))
-            value, end = _scan(text, start)
-            if not text[end:].strip(_JSON_SPACE):
-                return value
-        except Exception:  # noqa: BLE001 - json.loads raises its own error below
-            pass
+    """`json.loads(data)`, its errors included."""
+    value = _fast_loads(data)
+    if value is not _FAILED:
+        return value
     import json
 
     return json.loads(data)
+
+
+def try_loads(data: str | bytes, default: Any = None) -> Any:
+    """`json.loads(data)`, or `default` where it raises ValueError; json itself is imported
+    only for what it may read differently (bytes with a BOM, in UTF-16/32, or with encoded
+    surrogates): a skipped line of a transcript costs no import."""
+    value = _fast_loads(data)
+    if value is not _FAILED:
+        return value
+    if _scan is not None and not _other_encoding(data):
+        return default  # json.loads reads the same text with the same scanner: it fails too
+    import json
+
+    try:
+        return json.loads(data)
+    except ValueError:
+        return default
+
+
+def _other_encoding(data: str | bytes) -> bool:
+    """Whether json.loads would decode `data` other than as strict UTF-8."""
+    if not isinstance(data, (bytes, bytearray)):
+        return False
+    if data[:3] == b"\xef\xbb\xbf" or data[:2] in (b"\xff\xfe", b"\xfe\xff") or \
+            b"\x00" in data[:4]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True  # json decodes with surrogatepass
+    return False
 
 
 def _unserialisable(value: Any) -> Any:
@@ -107,6 +151,19 @@ def connect(host: str | bytes, port: int, timeout: float) -> Any:
     if errors:
         raise errors[0]  # what socket.create_connection raises
     raise OSError("getaddrinfo returns an empty list")
+
+
+def sha256_hex(data: bytes) -> str:
+    """`hashlib.sha256(data).hexdigest()`: the interpreter's own SHA-256 where it has one
+    (hashlib's import loads OpenSSL's, ~3 ms of CPU)."""
+    try:
+        from _sha2 import sha256  # Python 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[no-redef]
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 try:  # the alarm the hook's watchdog runs on (POSIX)

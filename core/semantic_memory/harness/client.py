@@ -138,7 +138,7 @@ def read_discovery(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     `config.py`): the published info, `stale: true` when its process is gone."""
     try:
         with open(path, "rb") as handle:
-            data = lite.loads(handle.read().decode("utf-8"))
+            data = lite.try_loads(handle.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -283,10 +283,7 @@ def _parse_response(raw: bytes, url: str) -> tuple[int, Any]:
                (line.decode("latin-1").partition(":") for line in lines[1:])}
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = _unchunk(body)
-    try:
-        return status, lite.loads(body) if body else None
-    except ValueError:
-        return status, None
+    return status, lite.try_loads(body) if body else None
 
 
 def _unchunk(body: bytes) -> bytes:

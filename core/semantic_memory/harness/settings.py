@@ -91,10 +91,48 @@ class HookSettings:
                 values[name] = _parse(variable, raw, kind)
         settings = cls(env, **values)
         settings.validate()
-        if any(key.startswith("MEMORY_") and value and key[7:].lower() not in FIELDS
-               for key, value in source.items()):
-            settings.full()  # raises ConfigError for a bad one
+        others = sorted(f"{key}={value}" for key, value in source.items()
+                        if key.startswith("MEMORY_") and value and key[7:].lower() not in FIELDS)
+        if others:
+            settings.check(others)
         return settings
+
+    def check(self, others: list[str]) -> None:
+        """Check the other `MEMORY_*` variables set (`NAME=value` lines) through
+        `Settings.from_env()`, which raises ConfigError for a bad one. Values that passed
+        are remembered by their digest (and config.py's version) in `hooks.settings-checked`
+        beside the db, so the next hooks in the same environment skip the full settings
+        module: the service's variables are often exported where the agent runs too."""
+        from ..lite import sha256_hex
+
+        try:
+            config = os.stat(os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                                          "config.py"))
+            version = f"{config.st_mtime_ns}:{config.st_size}"
+        except OSError:
+            version = ""
+        key = sha256_hex("\0".join([version, *others]).encode("utf-8", "surrogatepass"))
+        stamp = beside_db(self, "hooks.settings-checked")
+        try:
+            with open(stamp, encoding="ascii") as handle:
+                if handle.read() == key:
+                    return
+        except (OSError, ValueError):
+            pass
+        self.full()  # raises ConfigError for a bad variable
+        tmp = f"{stamp}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, key.encode("ascii"))
+            finally:
+                os.close(fd)
+            os.replace(tmp, stamp)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
     def validate(self) -> None:
         """`Settings.validate`'s checks of these fields, with its messages."""

@@ -9,7 +9,7 @@ produces the same memories and the store's hash dedup refreshes them instead of 
 
 from __future__ import annotations
 
-from ..lite import loads
+from ..lite import try_loads
 
 # No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
 # most prompts need none of the patterns below (each is compiled on first use, behind a
@@ -199,10 +199,7 @@ def _line_start(handle: Any, offset: int, block: int) -> int:
 
 
 def _object(line: bytes) -> dict[str, Any] | None:
-    try:
-        item = loads(line)
-    except ValueError:
-        return None
+    item = try_loads(line)
     return item if isinstance(item, dict) else None
 
 

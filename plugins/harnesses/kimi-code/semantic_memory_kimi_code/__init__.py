@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 from semantic_memory.harness import HarnessAdapter, Turn, hookimpl
+from semantic_memory.lite import sha256_hex
 from semantic_memory.harness.transcript import read_jsonl, text_of
 
 # typing, pathlib and re cost a hook process more than its own work: the hook path uses
@@ -56,13 +57,11 @@ _SLUG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 def workdir_key(cwd: str) -> str:
     """Kimi's `encodeWorkDirKey`: `wd_<slug of the last folder>_<sha256(path)[:12]>`. (Kimi
     writes it with two regular expressions; `re` costs a hook more than the rest of its work.)"""
-    import hashlib
-
     normalized = _strip_trailing_slashes(cwd.replace("\\", "/"))
     slug = _slug(normalized.split("/")[-1].lower()).strip("-")[:40].strip("-")
     if slug in ("", ".", ".."):
         slug = "workspace"
-    return f"wd_{slug}_{hashlib.sha256(normalized.encode('utf-8')).hexdigest()[:12]}"
+    return f"wd_{slug}_{sha256_hex(normalized.encode('utf-8'))[:12]}"
 
 
 def _strip_trailing_slashes(text: str) -> str:
