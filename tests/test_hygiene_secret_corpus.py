@@ -30,7 +30,8 @@ from semantic_memory import spool
 from semantic_memory.config import Settings
 from semantic_memory.safety import redaction
 from semantic_memory.safety.redaction import redact, ruleset_info
-from semantic_memory.models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
+from semantic_memory.limits import MAX_PROJECT_CHARS, MAX_TAG_CHARS
+from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 from test_service_support import Service, http_session, service_env, start_service
 

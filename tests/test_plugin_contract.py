@@ -385,3 +385,15 @@ def test_the_docs_example_survives_restart_purge_uninstall_and_reinstall(tmp_pat
         assert not engine.plugin_problems
     finally:
         engine.close()
+
+
+def test_trace_hooks_covers_channel_calls(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    engine = engine_with(tmp_path, trace_hooks=True)
+    try:
+        engine.store_one(NewMemory("traced write"))
+        engine.recall("traced")
+        err = capfd.readouterr().err
+        assert "channel porter.index(1 memories)" in err
+        assert re.search(r"channel porter\.search\(k=\d+\) [0-9.]+ ms", err)
+    finally:
+        engine.close()

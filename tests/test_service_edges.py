@@ -282,7 +282,7 @@ BAD_CALLS = [
     ("memory_store", {}, "content: missing required argument"),
     ("memory_store", {"content": "x", "colour": "red"}, "colour: unknown argument"),
     ("memory_store", {"content": "x", "tags": ["a", 7]}, "tags[1]: Input should be a valid"),
-    ("memory_recall", {"query": "x", "k": 51}, "k: Input should be less than or equal to 50"),
+    ("memory_recall", {"query": "x", "k": 201}, "k: Input should be less than or equal to 200"),
     ("memory_recall", {"query": "x", "limit": 3}, "limit: unknown argument"),
     ("memory_list", {"limit": "many"}, "limit: Input should be a valid integer"),
     ("memory_forget", {"uid": "a", "all": True}, "all: unknown argument"),

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.session import ClientSession
+from semantic_memory.limits import MAX_RECALL_K
 from test_service_support import (
     Service,
     http_session,
@@ -65,7 +66,7 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     assert "at the start of a task" in described["memory_recall"]
     assert "Recall is by words in this install" in described["memory_recall"]
     schema = {t.name: t.input_schema for t in listed.tools}
-    assert schema["memory_recall"]["properties"]["k"]["maximum"] == 50
+    assert schema["memory_recall"]["properties"]["k"]["maximum"] == MAX_RECALL_K
     assert schema["memory_store"]["required"] == ["content"]
     assert schema["memory_update"]["required"] == ["uid"]
 

@@ -340,13 +340,7 @@ def plugins(obj: Context, as_json: bool) -> None:
         raise click.ClickException(str(exc)) from None
     channels: list[Channel] = collect(pm, "register_channels", "channel", lambda c: c.name,
                                       check_channel, settings=obj.settings)
-
-    def owns(plugin: Any, channel: Any) -> bool:  # a plugin's package, or one of its modules
-        package, module = getattr(plugin, "__name__", None), type(channel).__module__
-        return package is not None and (module == package or module.startswith(package + "."))
-
-    owner = {id(c): name for name, plugin in pm.list_name_plugin() for c in channels
-             if owns(plugin, c)}
+    owner = pm.owner_of
     store = scheme_of(store_url(obj.settings))
     rows = []
     for info in pm.describe():

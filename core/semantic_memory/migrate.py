@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .channels import TransfersVectors
 from .models import Memory, NewMemory
 from .pipeline import MemoryEngine
 
@@ -33,13 +34,12 @@ def _restore(memory: Memory) -> NewMemory:
 def _copy_vectors(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
     """Copy every vector the source's channels export into the target's first channel that
     imports them; returns how many were exported and stored."""
-    importer = next((c for c in target.channels if callable(getattr(c, "import_vectors", None))),
-                    None)
+    importer = next((c for c in target.channels if isinstance(c, TransfersVectors)), None)
     counts = {"exported": 0, "copied": 0}
     for channel in source.channels:
-        export = getattr(channel, "export_vectors", None)
-        if not callable(export):
+        if not isinstance(channel, TransfersVectors):
             continue
+        export = channel.export_vectors
         rows: list[tuple[str, str, int, list[float]]] = []
         for row in export(source.store):
             rows.append(row)
@@ -52,7 +52,7 @@ def _copy_vectors(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
     return counts
 
 
-def _import(target: MemoryEngine, importer: Any, rows: list[Any]) -> int:
+def _import(target: MemoryEngine, importer: TransfersVectors | None, rows: list[Any]) -> int:
     if importer is None or not rows:
         return 0
     with target.store.write() as conn:
@@ -101,7 +101,7 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
               "vectors": vectors}
     if rejected:
         result["rejected"] = rejected[:20]
-    if vectors["exported"] and not any(callable(getattr(c, "import_vectors", None))
+    if vectors["exported"] and not any(isinstance(c, TransfersVectors)
                                        for c in target.channels):
         result["note"] = (f"{vectors['exported']} vectors were not copied: no channel of the "
                           "target stores them (install the embed extra there and run backfill)")

@@ -12,14 +12,9 @@ from typing import Any
 #: expires, after MEMORY_TTL_ARTIFACT_DAYS; everything else is permanent.
 KINDS = ("preference", "decision", "fact", "artifact", "note", "summary")
 EXPIRING_KIND = "artifact"
-#: Limits of a memory's short fields (validated at ingest).
 #: A plugin object's name (a channel, an embedder): what settings, weights and messages key
 #: it by.
 PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-MAX_TAGS = 32
-MAX_TAG_CHARS = 64
-MAX_PROJECT_CHARS = 256
-MAX_SESSION_CHARS = 256
 
 
 def iso(ts: float) -> str:

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import secrets
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +21,8 @@ from .embedders import Embedder, check_embedder, choose_embedder
 from .safety.redaction import redact, ruleset_info
 from .errors import InvalidMemory, Rejected, UnknownMemory
 from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
+from .limits import MAX_PROJECT_CHARS, MAX_RECALL_K, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from .models import (
-    MAX_PROJECT_CHARS,
-    MAX_SESSION_CHARS,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
     ChannelHit,
     IngestResult,
     Memory,
@@ -48,7 +46,6 @@ SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
-MAX_RECALL_K = 200
 #: What every interface says while recall is by words only (no embedder set up).
 KEYWORD_MODE_NOTE = (
     "Recall is by words until an embedder is set up (MEMORY_MODEL_PATH, see docs/vector.md): "
@@ -349,6 +346,8 @@ class MemoryEngine:
         """`channel.index` inside a savepoint: when it raises, what it wrote is undone and the
         write goes on without it (one line naming it; `memory-mcp backfill` or the channel's
         catch-up repairs it). The memory itself and the other channels are unaffected."""
+        if self.settings.trace_hooks:
+            sys.stderr.write(f"channel {channel.name}.index({len(memories)} memories)\n")
         try:
             with self.store.savepoint(conn, "channel_index"):
                 channel.index(conn, memories, prepared)
@@ -662,10 +661,12 @@ class MemoryEngine:
             gap = self.settings.neighbour_gap
             if gap < 0:  # 1, or the answering embedder's own
                 gap = (answered[0].neighbour_gap or 1.0) if answered else 1.0
-            by_score = bool(answered) and self.settings.fusion == "score"
+            # Keyword channels alone fuse by score too: their normalised scores say how sure a
+            # hit is, which the neighbour decay needs (docs/retrieval.md, "Fusion").
+            by_score = self.settings.fusion == "score"
             if by_score:
                 share = self.settings.fusion_vector_share
-                if share < 0:  # the embedder's own
+                if share < 0 and answered:  # the embedder's own
                     share = answered[0].fusion_share
                     share = 0.5 if share is None else share
                 weights = with_share(self.score_weights, [c.name for c in answered], share)
@@ -737,6 +738,9 @@ class MemoryEngine:
         finally:
             took = time.perf_counter() - start
             self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
+            if self.settings.trace_hooks:  # MEMORY_TRACE_HOOKS covers channel calls too
+                sys.stderr.write(f"channel {channel.name}.search(k={depth}) "
+                                 f"{took * 1000:.1f} ms\n")
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int, filters: RecallFilters

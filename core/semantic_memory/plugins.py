@@ -64,6 +64,8 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(hookspecs)
         self.distributions: dict[str, tuple[str, str]] = {}
         self.problems: list[PluginProblem] = []
+        #: id(object) -> the plugin that registered it (`collect`), for `memory-mcp plugins`.
+        self.owner_of: dict[int, str] = {}
 
     def refuse(self, plugin: str, reason: str) -> None:
         """Record and log one problem (a WARNING line: never a traceback)."""
@@ -139,6 +141,7 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
                                              f"{pm.origin(owners[name])}")
                 continue
             owners[name] = plugin
+            pm.owner_of[id(obj)] = plugin
             accepted.append(obj)
     return accepted
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..config import Settings
 from ..errors import Rejected
-from ..models import MAX_PROJECT_CHARS, MAX_TAG_CHARS, NewMemory
+from ..limits import MAX_PROJECT_CHARS, MAX_TAG_CHARS
+from ..models import NewMemory
 from ..hookspecs import hookimpl
 from ..safety.injection_filter import looks_like_injection
 from ..safety.private_fields import strip_private_fields

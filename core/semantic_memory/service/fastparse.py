@@ -15,18 +15,21 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-# The bounds of schemas.py (not imported from there: that would import pydantic).
-MAX_QUERY_CHARS = 10_000
-MAX_RECALL_K = 200
-DEFAULT_K = 10
+from ..limits import (
+    DEFAULT_K,
+    MAX_BATCH,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_K,
+    MAX_TAGS,
+    MAX_UIDS,
+)
+from ..limits import MAX_PROJECT_CHARS as MAX_SHORT
+from ..limits import MAX_TAG_CHARS as MAX_TAG
+
+# The rest of schemas.py's bounds (not imported from there: that would import pydantic).
 DEFAULT_BUDGET = 2_000
 MAX_BUDGET = 1_000_000
-MAX_SHORT = 256
-MAX_TAG = 64
-MAX_TAGS = 64
-MAX_UIDS = 500
 MAX_CHARS = 10**9
-MAX_BATCH = 1_000
 _EXACT_FLOAT = 2**53  # an int up to this converts to a float exactly, as pydantic's does
 
 

@@ -7,7 +7,7 @@ proxy`, mcp_proxy.py): both serve the same tools, schemas and descriptions.
 (one entry), `memory_list`, `memory_stats`.
 Parameters are typed and described (Annotated + Field) so clients see limits in the schema; a
 bad call comes back as a tool error (`is_error`) with a one-line reason naming the argument
-(`invalid arguments for memory_recall: k: Input should be less than or equal to 50`), an unknown
+(`invalid arguments for memory_recall: k: Input should be less than or equal to 200`), an unknown
 argument included, and the session goes on.
 Bulk destruction (purge, TTL, VACUUM) is deliberately not a tool: it lives in the CLI and the
 token-gated HTTP maintenance routes, where prompt injection cannot reach it.
@@ -26,12 +26,19 @@ from pydantic import Field
 from .. import __version__
 from ..errors import InvalidMemory, UnknownMemory
 from ..models import NewMemory, RecallFilters, parse_time
-from ..pipeline import KEYWORD_MODE_NOTE, MAX_TAG_CHARS, MAX_TAGS, MemoryEngine
+from ..limits import (
+    MAX_PROJECT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_K,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_UID_CHARS,
+)
+from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
 from .mcp_browse import register_browsing
 from .mcp_logging import embedder_fallback
 from .mcp_server import MemoryMCP
 
-MAX_RECALL_K = 50
 MAX_LIST = 100
 MAX_BUDGET = 20_000
 
@@ -89,7 +96,7 @@ STATS_DESCRIPTION = (
 )
 
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
-Project = Annotated[str, Field(min_length=1, max_length=256)]
+Project = Annotated[str, Field(min_length=1, max_length=MAX_PROJECT_CHARS)]
 Since = Annotated[str | None, Field(max_length=64, description=(
     "Only memories updated at or after this time: ISO 8601 (e.g. 2025-01-31T12:00:00Z) or "
     "unix seconds."))]
@@ -252,7 +259,7 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
                         Field(max_length=MAX_TAGS, description="Optional short tags.")] = None,
         source: Annotated[Identifier, Field(description=(
             "Where it came from: chat (default), compaction, tool, …"))] = "chat",
-        replaces: Annotated[str | None, Field(min_length=1, max_length=64, description=(
+        replaces: Annotated[str | None, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
             "The uid of a memory this one replaces (an outdated fact, a reversed decision): "
             "recall then returns only the new one."))] = None,
         ctx: Context = None,  # type: ignore[assignment]
@@ -272,7 +279,7 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
     @mcp.tool(description=RECALL_DESCRIPTION[backend.recall_mode],
               annotations=ToolAnnotations(title="Recall memories", read_only_hint=True))
     async def memory_recall(
-        query: Annotated[str, Field(min_length=1, max_length=10_000, description=(
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
             "What you need to know, in natural language or keywords."))],
         k: Annotated[int, Field(ge=1, le=MAX_RECALL_K, description="How many memories.")] = 5,
         project: Annotated[Project | None, Field(description=(
@@ -299,7 +306,7 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
               annotations=ToolAnnotations(title="Edit a memory", read_only_hint=False,
                                           destructive_hint=False, idempotent_hint=True))
     async def memory_update(
-        uid: Annotated[str, Field(min_length=1, max_length=64, description=(
+        uid: Annotated[str, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
             "The uid of the memory to edit (from memory_recall or memory_list)."))],
         content: Annotated[str | None, Field(min_length=1, max_length=max_chars, description=(
             "The corrected memory, whole (it replaces the text): one self-contained "
@@ -309,7 +316,7 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
                         Field(max_length=MAX_TAGS, description=(
                             "The new tags, replacing the old ones; omit to keep them."))] = None,
-        project: Annotated[str | None, Field(max_length=256, description=(
+        project: Annotated[str | None, Field(max_length=MAX_PROJECT_CHARS, description=(
             "A new project; an empty string makes the memory global; omit to keep it."))] = None,
     ) -> dict[str, Any]:
         """Edit one memory in place. The new text goes through the same secret redaction and
@@ -323,7 +330,7 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
               annotations=ToolAnnotations(title="Forget one memory", read_only_hint=False,
                                           destructive_hint=True, idempotent_hint=True))
     async def memory_forget(
-        uid: Annotated[str, Field(min_length=1, max_length=64, description=(
+        uid: Annotated[str, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
             "The uid of the memory to forget (from memory_recall or memory_list)."))],
     ) -> dict[str, Any]:
         """Forget one memory the user no longer wants kept. Only single entries can be forgotten

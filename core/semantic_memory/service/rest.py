@@ -277,7 +277,7 @@ async def search(request: Request) -> JSONResponse:
         "has_more": len(hits) > q.offset + q.limit,
         # The channels that search (an inactive vector channel ranks nothing): a channel
         # listed here but missing from a hit's `ranks` did not find that hit.
-        "channels": [c.name for c in engine.channels if getattr(c, "active", True)],
+        "channels": [c.name for c in engine.channels if c.active],
     })
 
 

@@ -10,18 +10,25 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from ..pipeline import MAX_RECALL_K
+from ..limits import (
+    MAX_BATCH,
+    MAX_PAGE,
+    MAX_PROJECT_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_K,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_UIDS,
+)
 from .errors import ApiError
 
-MAX_BATCH = 1_000
-MAX_QUERY_CHARS = 10_000
 DEFAULT_BUDGET = 2_000
 #: The most results `GET /api/search` pages through (the engine's recall limit).
 MAX_SEARCH_RESULTS = MAX_RECALL_K
 
 Model = TypeVar("Model", bound=BaseModel)
-Short = Annotated[str, Field(min_length=1, max_length=256)]
-Tag = Annotated[str, Field(max_length=64)]
+Short = Annotated[str, Field(min_length=1, max_length=MAX_PROJECT_CHARS)]
+Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
 Timestamp = float | str
 
 
@@ -40,7 +47,7 @@ class IngestItem(_Body):
     kind: str = "fact"
     source: str = "chat"
     project: str | None = None
-    tags: list[Tag] = Field(default_factory=list, max_length=64)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     created_at: Timestamp | None = None
     #: The agent session (or capture) it belongs to: kept in arrival order there, so recall
     #: can bring a hit's neighbours along. Without one, a batch is its own session.
@@ -55,8 +62,8 @@ class MemoryEdit(_Body):
 
     content: str | None = None
     kind: str | None = None
-    project: str | None = Field(default=None, max_length=256)
-    tags: list[Tag] | None = Field(default=None, max_length=64)
+    project: str | None = Field(default=None, max_length=MAX_PROJECT_CHARS)
+    tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
 
 
 class IngestBatch(_Body):
@@ -66,7 +73,7 @@ class IngestBatch(_Body):
 
 class RecallRequest(_Body):
     query: str = Field(max_length=MAX_QUERY_CHARS)
-    k: int = Field(default=10, ge=1, le=200, validation_alias=AliasChoices("k", "limit"))
+    k: int = Field(default=10, ge=1, le=MAX_RECALL_K, validation_alias=AliasChoices("k", "limit"))
     project: Short | None = None
     kind: Short | None = None
     source: Short | None = None
@@ -82,7 +89,7 @@ class RecallRequest(_Body):
 
 
 class InjectReport(_Body):
-    uids: list[Tag] = Field(default_factory=list, max_length=500)
+    uids: list[Tag] = Field(default_factory=list, max_length=MAX_UIDS)
     harness: Short | None = None
     hook: Short | None = None
     project: Short | None = None
@@ -102,7 +109,7 @@ class MemoriesQuery(_Query):
     kind: Short | None = None
     source: Short | None = None
     since: str | None = Field(default=None, max_length=64)
-    limit: int = Field(default=50, ge=0, le=500)
+    limit: int = Field(default=50, ge=0, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=10**9)
     include_superseded: bool = False
 
@@ -110,7 +117,7 @@ class MemoriesQuery(_Query):
 class InjectionsQuery(_Query):
     harness: Short | None = None
     project: Short | None = None
-    limit: int = Field(default=50, ge=0, le=500)
+    limit: int = Field(default=50, ge=0, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=10**9)
 
 
@@ -129,7 +136,7 @@ class SearchQuery(_Query):
 
 
 class PageQuery(_Query):
-    limit: int = Field(default=50, ge=0, le=500)
+    limit: int = Field(default=50, ge=0, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=10**9)
 
 
