@@ -154,8 +154,24 @@ def test_fulltext_setup_indexes_existing_memories(conn: psycopg.Connection) -> N
     setup(conn, channel)
     assert search(conn, channel, "channel existed") == [old.id]
     setup(conn, channel)  # idempotent
-    assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == 1
-    assert "memories_fts_tsv" in index_names(conn, "memories_fts")
+    assert "memories_tsv" in index_names(conn, "memories")  # the generated column's GIN index
+    later = add(conn, "written after setup: the generated column indexes it, no index() call")
+    assert search(conn, channel, "generated column") == [later.id]
+
+
+def test_fulltext_setup_replaces_the_side_table_of_earlier_releases(
+        conn: psycopg.Connection) -> None:
+    """A database from a release that kept tsvectors in `memories_fts`: setup drops that table
+    and every memory is found through the generated column."""
+    conn.execute("CREATE TABLE memories_fts (memory_id BIGINT PRIMARY KEY REFERENCES "
+                 "memories(id) ON DELETE CASCADE, tsv tsvector NOT NULL)")
+    old = add(conn, "indexed by the side table once")
+    conn.execute("INSERT INTO memories_fts SELECT id, to_tsvector('english', content) "
+                 "FROM memories")
+    channel = PgFullTextChannel()
+    setup(conn, channel)
+    assert conn.execute("SELECT to_regclass('memories_fts')").fetchone()[0] is None
+    assert search(conn, channel, "side table") == [old.id]
 
 
 def test_fulltext_common_terms_cut_still_scores_left_out_terms(

@@ -1,0 +1,159 @@
+"""PostgreSQL at parity (issue #25): what the faster write and read paths must not change.
+
+A batch import of thousands is all there, in order, deduplicated inside a batch and against
+earlier ones; the full-text channel's BM25 equals a plain Python BM25 over PostgreSQL's own
+lexemes (its term frequencies now come back as `lexeme:n` pairs matched to terms in Python); the
+trigram channel's `strpos` test is ILIKE's; the candidate plan (`newest_first`) never changes a
+result; pooled connections plan every statement for its own parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+
+import pg
+import psycopg
+import pytest
+import semantic_memory_postgres.channels as pgchannels
+from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory_postgres.channels import (
+    PgFullTextChannel,
+    PgTrigramChannel,
+    like_pattern,
+    newest_first,
+)
+from semantic_memory_postgres.store import PostgresStore
+from test_postgres_channels import add, conn, search, setup  # noqa: F401 (conn: a fixture)
+
+VOCAB = ("deploy deployment deploying kubectl rollout payment payments retry webhook cache "
+         "caching database credential rotate migration schema index latency budget queue "
+         "worker scheduler release hotfix incident review").split()
+
+
+@pytest.fixture
+def engine(tmp_path) -> Iterator[MemoryEngine]:  # type: ignore[no-untyped-def]
+    eng = MemoryEngine(Settings(db_path=str(tmp_path / "unused.db"), device="cpu",
+                                db_url=pg.new_database(), plugins="postgres"))
+    yield eng
+    eng.close()
+
+
+def test_a_batch_import_of_thousands_is_all_there_in_order(engine: MemoryEngine) -> None:
+    texts = [f"note {i}: {' '.join(random.Random(i).choices(VOCAB, k=8))}" for i in range(3000)]
+    batch = [NewMemory(t, kind="note", source="import", project=f"p{i % 7}")
+             for i, t in enumerate(texts[:2000])]
+    batch.insert(500, NewMemory(texts[10], kind="note", source="import"))  # same text, same batch
+    first = engine.ingest(batch, batch_is_session=False)
+    assert [r.status for r in first].count("new") == 2000
+    assert first[500].status == "duplicate" and first[500].uid == first[10].uid
+    second = engine.ingest([NewMemory(t) for t in [texts[42], *texts[2000:]]],
+                           batch_is_session=False)
+    assert second[0].status == "duplicate" and second[0].uid == first[42].uid
+    assert [r.status for r in second[1:]] == ["new"] * 1000
+    assert engine.count() == 3000
+    with engine.store.snapshot() as c:
+        stored = c.execute("SELECT content FROM memories ORDER BY id").fetchall()
+    assert [r[0] for r in stored] == texts  # every text once, in the order given
+    hits = engine.recall(texts[2999], k=3)
+    assert hits and hits[0].memory.content == texts[2999]
+
+
+def _python_bm25(conn: psycopg.Connection, channel: PgFullTextChannel, query: str
+                 ) -> list[tuple[int, float]]:
+    """BM25 as the channel defines it, computed here from PostgreSQL's lexemes: exact document
+    frequencies, positions counted per term (a prefix term over every lexeme it covers)."""
+    terms = channel.lexemes(conn, query)
+    docs: dict[int, dict[str, int]] = {}
+    for memory_id, lexeme, n in conn.execute(
+            "SELECT m.id, u.lexeme, cardinality(u.positions) FROM memories m, unnest(m.tsv) u "
+            "WHERE m.deleted = 0"):
+        docs.setdefault(memory_id, {})[lexeme] = n
+    live = conn.execute("SELECT count(*) FROM memories WHERE deleted = 0").fetchone()[0]
+    # the channel's average length is over a sample of all rows (here all of them)
+    avgdl = conn.execute("SELECT avg(length(tsv))::float8 FROM memories").fetchone()[0]
+
+    def tf(doc: dict[str, int], lexeme: str, prefix: bool) -> int:
+        return sum(n for lex, n in doc.items()
+                   if lex == lexeme or (prefix and lex.startswith(lexeme)))
+
+    idf = []
+    for lexeme, prefix in terms:
+        df = sum(1 for d in docs.values() if tf(d, lexeme, prefix))
+        idf.append(math.log(1 + (live - df + 0.5) / (df + 0.5)))
+    scored = []
+    for memory_id, doc in docs.items():
+        tfs = [tf(doc, lexeme, prefix) for lexeme, prefix in terms]
+        if not any(tfs):
+            continue
+        norm = 1.2 * (1 - 0.75 + 0.75 * len(doc) / avgdl)
+        scored.append((memory_id, sum(w * t * 2.2 / (t + norm)
+                                      for w, t in zip(idf, tfs, strict=True) if t)))
+    scored.sort(key=lambda r: (round(r[1], 9), r[0]), reverse=True)
+    return scored
+
+
+def test_fulltext_bm25_equals_a_python_bm25_over_the_same_lexemes(
+        conn: psycopg.Connection) -> None:  # noqa: F811
+    fts = PgFullTextChannel()
+    setup(conn, fts)
+    rng = random.Random(25)
+    for i in range(300):
+        add(conn, " ".join(rng.choices(VOCAB, k=rng.randint(3, 14))), deleted=i % 50 == 0)
+    for query in ["deploy payments", "caching the database credentials", "rotate",
+                  "deployment rollout kubectl incident", "webhooks retrying worker queue"]:
+        expected = _python_bm25(conn, fts, query)[:20]
+        with conn.transaction():
+            got = fts.search(conn, query, 20, RecallFilters())
+        assert [h.id for h in got] == [i for i, _ in expected], query
+        assert [h.score for h in got] == pytest.approx([s for _, s in expected], rel=1e-9)
+
+
+def test_trigram_strpos_is_ilike(conn: psycopg.Connection) -> None:  # noqa: F811
+    """The channel tells which terms a candidate holds with strpos(lower(text), lower(term));
+    the server agrees with ILIKE '%term%' on case, accents, CJK and LIKE metacharacters."""
+    texts = ["Straße und STRASSE", "ÉCOLE élève", "東京タワーの夜景", "100%_done\\path",
+             "MixedCase Identifier fooBar"]
+    terms = ["straße", "strasse", "école", "élève", "タワー", "100%", "_done", "\\path",
+             "foobar", "identifier", "missing"]
+    for text in texts:
+        for term in terms:
+            by_ilike, by_strpos = conn.execute(
+                "SELECT %s ILIKE %s, strpos(lower(%s), lower(%s)) > 0",
+                (text, like_pattern(term), text, term)).fetchone()
+            assert by_ilike == by_strpos, (text, term)
+
+
+@pytest.mark.parametrize("channel_class", [PgFullTextChannel, PgTrigramChannel])
+def test_the_candidate_plan_never_changes_results(
+        conn: psycopg.Connection, channel_class: type,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert newest_first(10 * pgchannels.SORT_MAX_FACTOR + 1, 10) == "m.id DESC"
+    assert newest_first(10, 10) == "m.id + 0 DESC"
+    channel = channel_class()
+    setup(conn, channel)
+    rng = random.Random(7)
+    for i in range(400):
+        add(conn, " ".join(rng.choices(VOCAB, k=rng.randint(3, 12))), project=f"p{i % 3}")
+    monkeypatch.setattr(channel_class, "budget", 40)  # candidates cut to the newest 40
+    queries = ["deploy payments", "cache database", "rotate credential schema", "worker"]
+    results = {}
+    for factor in (0, 10**9):  # walk the primary key / sort what the text index finds
+        monkeypatch.setattr(pgchannels, "SORT_MAX_FACTOR", factor)
+        results[factor] = [(search(conn, channel, q, 15),
+                            search(conn, channel, q, 15, RecallFilters(project="p1")))
+                           for q in queries]
+    assert results[0] == results[10**9]
+
+
+def test_pooled_connections_plan_for_their_own_parameters() -> None:
+    store = PostgresStore(pg.new_database())
+    try:
+        assert store.read().execute("SHOW plan_cache_mode").fetchone()[0] == \
+            "force_custom_plan"
+        assert store.read().execute("SHOW jit").fetchone()[0] == "off"
+    finally:
+        store.close()
