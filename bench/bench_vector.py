@@ -13,6 +13,9 @@
     uv run --all-packages python bench/bench_vector.py throughput --model minilm
     # vector search p50 vs a per-query BLOB scan, synthetic unit vectors:
     uv run --all-packages python bench/bench_vector.py search --rows 10000,100000 --dims 384,1024
+    # the ANN index vs numpy exact on N realistic (clustered, low-rank) vectors stored through
+    # the vector channel: p50s, recall@10, build cost, a fresh process's start and peak RSS:
+    uv run --all-packages python bench/bench_vector.py ann --rows 100000 --dim 768
 
 Models: `minilm` (tests/models.py builds it), `qwen3-tiny` (structure only), `gemma`
 (bench/build_embeddinggemma.sh builds it; never commit it) or a GGUF path.
@@ -33,7 +36,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
+if sys.argv[1:2] == ["ann-probe"]:  # the exact baseline single-threaded, as docs/vector.md
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):  # advises on a loaded machine
+        os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -71,6 +78,18 @@ class CachedEmbedder(Embedder):
     """Wraps an embedder; vectors are cached on disk by (model id, prompt + text)."""
 
     name = "cached"
+    # the model's own properties, read through (the base class's defaults would shadow them)
+    model_id = property(lambda self: self.inner.model_id)  # type: ignore[assignment]
+    dim = property(lambda self: self.inner.dim)  # type: ignore[assignment]
+    cosine_floor = property(lambda self: self.inner.cosine_floor)  # type: ignore[assignment]
+    fusion_weight = property(lambda self: self.inner.fusion_weight)  # type: ignore[assignment]
+    fusion_share = property(lambda self: self.inner.fusion_share)  # type: ignore[assignment]
+    neighbour_gap = property(lambda self: self.inner.neighbour_gap)  # type: ignore[assignment]
+    available = property(lambda self: self.inner.available)  # type: ignore[assignment]
+    error = property(lambda self: self.inner.error)  # type: ignore[assignment]
+
+    def info(self) -> dict[str, Any]:
+        return self.inner.info()
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -183,11 +202,15 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         engine = build_engine(data, embedder, tmp)
         report["index_s"] = round(time.perf_counter() - t0, 1)
+        vector = next(c for c in engine.channels if c.name == "vector")
+        if vector._ann_config.mode == "on":  # MEMORY_VECTOR_ANN=on: search the index, built now
+            report["ann"] = vector.reindex()
         report["embedded_fresh"] = embedder.misses
         embedder.save()
         results = report["results"]
         for name in ("porter", "trigram", "vector"):
-            results[name] = evaluate(_ready(_channel_fn(engine, name)), data)
+            if not args.only or name in args.only.split(","):
+                results[name] = evaluate(_ready(_channel_fn(engine, name)), data)
         embedder.save()
         if args.dump:
             _dump(engine, data, args.dump)
@@ -204,6 +227,8 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
             "hybrid_default": {},
         }
         extras = []
+        if args.only:
+            configs = {n: c for n, c in configs.items() if n in args.only.split(",")}
         for extra in args.config or []:
             name, _, spec = extra.partition(":")
             configs[name] = json.loads(spec)
@@ -411,6 +436,260 @@ def search(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+# --- ann: the ANN index vs exact ---------------------------------------------------------------
+
+def realistic_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Unit vectors shaped like sentence embeddings, not uniform noise: a skewed mixture of
+    anisotropic clusters (sqrt(n) of them, Dirichlet weights) in a low-rank subspace (dim/6,
+    decaying variance), a shared mean direction (embeddings share one) and a little
+    isotropic noise. Queries drawn from the same mixture have near neighbours, as real ones do."""
+    rng = np.random.default_rng(seed)
+    clusters = max(16, int(n ** 0.5))
+    rank = max(32, dim // 6)
+    basis = np.linalg.qr(rng.standard_normal((dim, rank)))[0].T.astype(np.float32)
+    mean = rng.standard_normal(dim).astype(np.float32)
+    mean /= np.linalg.norm(mean)
+    scales = (1.0 / np.arange(1, rank + 1) ** 0.5).astype(np.float32)
+    centers = rng.standard_normal((clusters, rank)).astype(np.float32) * scales
+    spread = rng.uniform(0.3, 0.9, clusters).astype(np.float32)
+    weights = rng.dirichlet(np.full(clusters, 0.5))
+    out = np.empty((n, dim), dtype=np.float32)
+    for s in range(0, n, 50_000):
+        m = min(50_000, n - s)
+        c = rng.choice(clusters, m, p=weights)
+        low = centers[c] + rng.standard_normal((m, rank)).astype(np.float32) * (
+            scales * spread[c, None])
+        v = low @ basis + 0.6 * mean + rng.standard_normal((m, dim)).astype(np.float32) * (
+            0.35 / dim ** 0.5)
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        out[s : s + m] = v
+    return out
+
+
+class ArrayEmbedder(Embedder):
+    """Bench-only embedder: 'v<i>' is row i of the documents, 'q<i>' row i of the queries
+    (memory-mapped .npy files), so a store of N vectors needs no model."""
+
+    name = "bench-array"
+    model_id = "bench-array"
+    cosine_floor = 0.0
+
+    def __init__(self, docs: str, queries: str) -> None:
+        self.docs = np.load(docs, mmap_mode="r")
+        self.queries = np.load(queries, mmap_mode="r")
+        self.dim = int(self.docs.shape[1])
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.docs[[int(t.split()[0][1:]) for t in texts]])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(self.queries[int(text[1:])])
+
+
+def _ann_engine(tmp: str, embedder: Any) -> MemoryEngine:
+    return MemoryEngine(Settings(db_path=f"{tmp}/memory.db", device="cpu", plugins="vector",
+                                 dedup_sim=0.0, recall_min_cosine=0.0),
+                        plugins=[_Provide(embedder)])
+
+
+def _rss_mb() -> float:
+    """This process's peak RSS. Linux: VmHWM, since ru_maxrss keeps the parent's peak across
+    fork+exec (a probe spawned by a bench holding the whole matrix would report that)."""
+    import resource
+
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
+    """Runs in a fresh process: open the store, time the first vector recall (start), search
+    every query through the channel (top 10 ids) and take this process's peak RSS; then load
+    the whole matrix (after the RSS reading) and time numpy exact and the channel query by
+    query, interleaved, so that both p50s see the same load."""
+    t0 = time.perf_counter()
+    embedder = ArrayEmbedder(f"{args.tmp}/docs.npy", f"{args.tmp}/queries.npy")
+    engine = _ann_engine(args.tmp, embedder)
+    engine.recall("q0", k=10)
+    start_s = time.perf_counter() - t0
+    channel = next(c for c in engine.channels if c.name == "vector")
+    kind = type(channel._matrix).__name__
+    found = []
+    with engine.store.snapshot() as conn:
+        for i in range(args.queries):
+            found.append([h.id for h in channel.search(conn, f"q{i}", 10, RecallFilters())])
+        peak = _rss_mb()
+        docs = np.load(f"{args.tmp}/docs.npy")
+        lat, exact = [], []
+        for i in range(args.queries):
+            q = embedder.embed_query(f"q{i}")
+            t = time.perf_counter()
+            sims = docs @ q
+            part = np.argpartition(-sims, 9)[:10]
+            part[np.argsort(-sims[part])]
+            exact.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            channel.search(conn, f"q{i}", 10, RecallFilters())
+            lat.append(time.perf_counter() - t)
+    engine.close()
+    return {"start_s": round(start_s, 3), "searcher": kind,
+            "index_p50_ms": round(statistics.median(lat) * 1000, 3),
+            "exact_p50_ms": round(statistics.median(exact) * 1000, 3),
+            "peak_rss_mb": peak, "found": found}
+
+
+def ann(args: argparse.Namespace) -> dict[str, Any]:
+    """Store N realistic vectors through the vector channel (engine.ingest, an array embedder),
+    build the index (`reindex`, timed), then a fresh process opens the store and answers."""
+    rows, dim, nq = args.rows, args.dim, args.queries
+    out: dict[str, Any] = {"rows": rows, "dim": dim, "queries": nq, "data": "clustered low-rank"}
+    with tempfile.TemporaryDirectory(prefix="bench-ann-", dir=args.tmp) as tmp:
+        if args.keep:  # the store stays for `ann-probe --tmp KEEP`
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+            tmp = args.keep
+        allv = realistic_vectors(rows + nq, dim, seed=args.seed)
+        np.save(f"{tmp}/docs.npy", allv[:rows])
+        np.save(f"{tmp}/queries.npy", allv[rows:])
+        docs, queries = allv[:rows], allv[rows:]
+        env_before = os.environ.get("MEMORY_VECTOR_ANN")
+        os.environ["MEMORY_VECTOR_ANN"] = "off"  # the loader does not build; reindex does
+        t = time.perf_counter()
+        engine = _ann_engine(tmp, ArrayEmbedder(f"{tmp}/docs.npy", f"{tmp}/queries.npy"))
+        channel = next(c for c in engine.channels if c.name == "vector")
+        ids = np.zeros(rows, dtype=np.int64)
+        for s in range(0, rows, args.batch):
+            e = min(rows, s + args.batch)
+            # the bulk path: memories in one batch, then their vectors through the channel's
+            # own write (what backfill and migrate use), one transaction per batch
+            got = engine.ingest([NewMemory(f"v{i} bench memory", kind="note", source="bench")
+                                 for i in range(s, e)], batch_is_session=False, prepare=False)
+            with engine.store.write() as conn:
+                marks = ",".join("?" * len(got))
+                by_uid = dict(conn.execute(f"SELECT uid, id FROM memories WHERE uid IN ({marks})",
+                                           [r.uid for r in got]).fetchall())
+                ids[s:e] = [by_uid[r.uid] for r in got]
+                channel._write(conn, ids[s:e].tolist(), docs[s:e])
+        out["ingest_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        built = channel.reindex(threads=args.threads)
+        out["build_s"] = round(time.perf_counter() - t, 1)
+        out["build_s_per_100k"] = round(out["build_s"] * 100_000 / rows, 1)
+        out["index_mb"] = round(Path(built["file"]).stat().st_size / 1e6, 1)
+        out["dtype"] = built["dtype"]
+        engine.close()
+        if env_before is None:
+            del os.environ["MEMORY_VECTOR_ANN"]
+        else:
+            os.environ["MEMORY_VECTOR_ANN"] = env_before
+        truth = []  # numpy exact on the same matrix: the truth
+        for q in queries:
+            sims = docs @ q
+            truth.append(set(ids[np.argpartition(-sims, 9)[:10]].tolist()))
+        del allv, docs
+        env = dict(os.environ, MEMORY_VECTOR_ANN_MIN_ROWS=str(args.min_rows))
+        proc = subprocess.run([sys.executable, __file__, "ann-probe", "--tmp", tmp,
+                               "--queries", str(nq)], env=env, capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-3000:])
+        probe = json.loads(proc.stdout)
+        found = probe.pop("found")
+        out.update(probe)
+        from semantic_memory_vector import ann as ann_mod
+
+        out["graph"] = {"connectivity": ann_mod.CONNECTIVITY, "expansion_add":
+                        ann_mod.EXPANSION_ADD, "expansion_search": ann_mod.EXPANSION_SEARCH,
+                        "candidates": f"max({ann_mod.OVERSAMPLE}n, {ann_mod.MIN_CANDIDATES})"}
+        out["recall_at_10"] = round(statistics.fmean(
+            len(set(f) & t) / 10 for f, t in zip(found, truth)), 4)
+        out["ratio"] = round(out["index_p50_ms"] / out["exact_p50_ms"], 4)
+    return out
+
+
+def ann_libs(args: argparse.Namespace) -> dict[str, Any]:
+    """The candidate libraries on the same realistic vectors (M=16, ef_construction=128, both
+    cores): build time, index file size, p50 and recall@10 vs exact at ef 64/128/256, usearch
+    also with `4k` candidates rescored exactly (what the channel does). faiss-cpu and hnswlib
+    are not dependencies: `uv run --with faiss-cpu --with hnswlib …`."""
+    rows, dim, nq = args.rows, args.dim, args.queries
+    allv = realistic_vectors(rows + nq, dim, seed=1)
+    docs, queries = allv[:rows], allv[rows:]
+    truth = [set(np.argpartition(-(docs @ q), 9)[:10].tolist()) for q in queries]
+
+    def measure(search: Any) -> dict[str, float]:
+        lat, rec = [], []
+        for q, t in zip(queries, truth):
+            t0 = time.perf_counter()
+            keys = search(q)
+            lat.append(time.perf_counter() - t0)
+            rec.append(len(set(np.asarray(keys[:10]).tolist()) & t) / 10)
+        return {"p50_ms": round(statistics.median(lat) * 1000, 3),
+                "recall_at_10": round(statistics.fmean(rec), 4)}
+
+    out: dict[str, Any] = {"rows": rows, "dim": dim, "queries": nq, "libraries": {}}
+    libs = out["libraries"]
+    with tempfile.TemporaryDirectory(prefix="bench-ann-libs-", dir=args.tmp) as tmp:
+        from usearch.index import Index
+
+        for dtype in ("f16", "i8"):
+            index = Index(ndim=dim, metric="cos", dtype=dtype, connectivity=16,
+                          expansion_add=128)
+            t = time.perf_counter()
+            index.add(np.arange(rows), docs, threads=2)
+            entry: dict[str, Any] = {"build_s": round(time.perf_counter() - t, 1)}
+            index.save(f"{tmp}/i.usearch")
+            entry["file_mb"] = round(os.path.getsize(f"{tmp}/i.usearch") / 1e6, 1)
+            for ef in (64, 128, 256):
+                index.expansion_search = ef
+                entry[f"ef{ef}"] = measure(lambda q: index.search(q, 10).keys)
+
+                def rescored(q: np.ndarray) -> np.ndarray:
+                    keys = index.search(q, 40).keys
+                    return keys[np.argsort(-(docs[keys] @ q))]
+
+                entry[f"ef{ef}_rescore40"] = measure(rescored)
+            t = time.perf_counter()
+            Index.restore(f"{tmp}/i.usearch", view=True)
+            entry["view_s"] = round(time.perf_counter() - t, 3)
+            libs[f"usearch-{dtype}"] = entry
+        try:
+            import faiss
+
+            faiss.omp_set_num_threads(2)
+            findex = faiss.IndexHNSWFlat(dim, 16, faiss.METRIC_INNER_PRODUCT)
+            findex.hnsw.efConstruction = 128
+            t = time.perf_counter()
+            findex.add(docs)
+            entry = {"build_s": round(time.perf_counter() - t, 1)}
+            for ef in (64, 128, 256):
+                findex.hnsw.efSearch = ef
+                entry[f"ef{ef}"] = measure(lambda q: findex.search(q[None], 10)[1][0])
+            libs["faiss-hnsw-flat"] = entry
+        except ImportError:
+            libs["faiss-hnsw-flat"] = "not installed"
+        try:
+            import hnswlib
+
+            hindex = hnswlib.Index(space="ip", dim=dim)
+            hindex.init_index(max_elements=rows, ef_construction=128, M=16)
+            hindex.set_num_threads(2)
+            t = time.perf_counter()
+            hindex.add_items(docs, np.arange(rows))
+            entry = {"build_s": round(time.perf_counter() - t, 1)}
+            hindex.set_num_threads(1)
+            for ef in (64, 128, 256):
+                hindex.set_ef(ef)
+                entry[f"ef{ef}"] = measure(lambda q: hindex.knn_query(q, 10)[0][0])
+            libs["hnswlib"] = entry
+        except ImportError:
+            libs["hnswlib"] = "not installed"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -427,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --shares: the grid of trigram score weights and shares")
     p.add_argument("--threads", type=int, default=1,
                    help="llama.cpp threads (1 is fastest on a shared 2-core machine)")
+    p.add_argument("--only", default=None, metavar="NAME,…",
+                   help="only these channels/configs (e.g. vector,hybrid_default)")
     p.add_argument("--config", action="append",
                    help='extra hybrid config NAME:{"settings": ...} (Settings overrides)')
     p = sub.add_parser("joint", help="leave-one-out across models' --shares/--trigram grids")
@@ -444,9 +725,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blob-limit", type=int, default=200_000_000,
                    help="skip the BLOB baseline above rows*dim (disk/time)")
     p.add_argument("--tmp", default=None)
+    p = sub.add_parser("ann", help="the ANN index vs numpy exact on realistic vectors")
+    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--dim", type=int, default=768)
+    p.add_argument("--queries", type=int, default=500)
+    p.add_argument("--batch", type=int, default=5000, help="memories per ingest call")
+    p.add_argument("--threads", type=int, default=2, help="index build threads")
+    p.add_argument("--min-rows", type=int, default=0,
+                   help="MEMORY_VECTOR_ANN_MIN_ROWS for the probe (0: the index always)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tmp", default=None)
+    p.add_argument("--keep", default=None, metavar="DIR", help="build the store in DIR, keep it")
+    p = sub.add_parser("ann-libs", help="usearch vs faiss-cpu vs hnswlib on the same vectors")
+    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--queries", type=int, default=500)
+    p.add_argument("--tmp", default=None)
+    p = sub.add_parser("ann-probe", help=argparse.SUPPRESS)
+    p.add_argument("--tmp", required=True)
+    p.add_argument("--queries", type=int, default=500)
     args = parser.parse_args(argv)
     report = {"locomo": locomo, "joint": joint, "throughput": throughput,
-              "search": search}[args.cmd](args)
+              "search": search, "ann": ann, "ann-probe": ann_probe,
+              "ann-libs": ann_libs}[args.cmd](args)
     json.dump(report, sys.stdout, indent=2)
     print()
     return 0

@@ -3,7 +3,8 @@
 Uses the embedder the engine hands it (`register_embedders`, e.g. the llama-cpp plugin; chosen
 by MEMORY_EMBEDDER). Without a usable embedder it stays inactive and recall is BM25-only.
 Its hits below the cosine floor (MEMORY_RECALL_MIN_COSINE, else the model's) are `weak`: the
-engine drops those no other channel found. Adds `memory-mcp backfill`.
+engine drops those no other channel found. Adds `memory-mcp backfill` and `memory-mcp reindex`
+(the ANN index of large stores, `ann.py`).
 """
 
 from __future__ import annotations
@@ -47,4 +48,27 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
                 bar.update(task, completed=done, total=total)
 
             result = engine.backfill(progress=progress)
+        click.echo(json.dumps(result, ensure_ascii=False))
+
+    @cli.command()
+    @click.option("--threads", type=int, default=0, help="build threads (0: every core)")
+    @click.pass_obj
+    def reindex(obj: Any, threads: int) -> None:
+        """Rebuild the vector channel's ANN index (<db>.vectors/) from the stored vectors."""
+        import json
+
+        from semantic_memory.cli import progress_bar
+
+        channel = next((c for c in obj.engine.channels if c.name == "vector"), None)
+        if channel is None or not channel.active:
+            raise click.ClickException("no active vector channel (no usable embedder)")
+        with progress_bar() as bar:
+            task = bar.add_task("reindex", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            result = channel.reindex(progress=progress, threads=threads or None)
+        if not result.get("built"):
+            raise click.ClickException(str(result.get("reason")))
         click.echo(json.dumps(result, ensure_ascii=False))

@@ -82,6 +82,10 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
         self._matrix: VectorMatrix | None = None
         self._sync_lock = threading.Lock()
         self._local = threading.local()
+        self._ann: Any = None  # AnnManager, made on first use (numpy/usearch stay unimported)
+        from .ann_config import AnnConfig
+
+        self._ann_config = AnnConfig.from_env()
 
     def setup(self, conn: sqlite3.Connection) -> None:
         run_script(conn, SCHEMA)
@@ -99,8 +103,14 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
         seq, deletes, token = conn.execute(
             "SELECT seq, deletes, token FROM vector_state WHERE id = 1").fetchone()
         with self._sync_lock:
+            ann = self._ann_sync(conn, model, dim, seq, deletes)
+            if ann is not None:  # a large store: the ANN index (or a streamed exact scan)
+                self._matrix, self._state = ann, (seq, deletes)
+                self._staged.clear()
+                return ann
             matrix = self._matrix
-            if matrix is None or matrix.dim != dim or deletes != self._state[1]:
+            if matrix is None or matrix.dim != dim or deletes != self._state[1] or not hasattr(
+                    matrix, "upsert"):
                 from .matrix import VectorMatrix
 
                 matrix = VectorMatrix(dim)
@@ -116,6 +126,70 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
             for key in [k for k in self._staged if k[0] <= seq]:
                 del self._staged[key]
         return matrix
+
+    def _ann_manager(self) -> Any:
+        if self._ann is None and self._db_path and self._ann_config.mode != "off":
+            from .ann import AnnManager
+
+            self._ann = AnnManager(self._db_path, self._ann_config)
+        return self._ann
+
+    def _ann_sync(self, conn: sqlite3.Connection, model: str, dim: int, seq: int,
+                  deletes: int) -> Any:
+        """The ANN view (or, while it is built, a streamed exact scan) when the store is large
+        enough (MEMORY_VECTOR_ANN_MIN_ROWS); None: the in-RAM exact matrix serves."""
+        mgr = self._ann_manager()
+        if mgr is None:
+            return None
+        from .ann import AnnView, StreamExact, count_rows
+
+        current = self._matrix
+        in_ann = isinstance(current, (AnnView, StreamExact)) and current.dim == dim
+        if not in_ann:
+            reload = current is None or current.dim != dim or deletes != self._state[1]
+            if reload:
+                rows = count_rows(conn, model, dim)
+            elif len(current) >= self._ann_config.min_rows or self._ann_config.mode == "on":
+                rows = len(current)
+            else:
+                return None
+            if not self._ann_config.wants(rows):
+                return None
+        view = mgr.current(conn, model, dim)  # starts a background build when unusable
+        if view is None:
+            if isinstance(current, StreamExact) and current.dim == dim:
+                return current
+            if not in_ann and not reload:
+                return None  # the in-RAM matrix already loaded keeps serving meanwhile
+            return StreamExact(self._db_path, model, dim, count_rows(conn, model, dim))
+        view.sync(conn, seq, deletes)
+        mgr.maybe_merge(view, deletes)
+        return view
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None,
+                threads: int | None = None) -> dict[str, Any]:
+        """Rebuild the ANN index from scratch (foreground); a running service picks it up."""
+        import os
+        import time
+
+        from .ann import build
+
+        if not self.active:
+            return {"built": False, "reason": self.inactive_reason()}
+        if not self._db_path:
+            return {"built": False, "reason": "no db file (in-memory store)"}
+        model, dim = self._tag()
+        t = time.perf_counter()
+        stamp = build(self._db_path, model, dim, self._ann_config.dtype,
+                      threads or os.cpu_count() or 1, progress=progress)
+        return {"built": True, "count": stamp.count, "model": model, "dim": dim,
+                "dtype": stamp.dtype, "seconds": round(time.perf_counter() - t, 1),
+                "file": str(self._ann_folder() / stamp.file)}
+
+    def _ann_folder(self) -> Any:
+        from .ann import folder_of
+
+        return folder_of(self._db_path or "")
 
     @staticmethod
     def _load(conn: sqlite3.Connection, matrix: VectorMatrix, model: str, dim: int,
@@ -168,7 +242,8 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
         matrix = self._matrix if self._matrix is not None and self._matrix.dim == dim else None
         candidates: list[tuple[int, float]] = []
         if matrix is not None:
-            candidates = [(i, s) for i, s in matrix.top(prepared, 16) if s >= threshold]
+            if getattr(matrix, "cheap", True):  # not a full scan streamed from SQLite
+                candidates = [(i, s) for i, s in matrix.top(prepared, 16) if s >= threshold]
             last = self._state[0]
         else:
             last = -1
@@ -344,7 +419,25 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
                 info.update(self.counts())
             except sqlite3.Error:
                 pass
+            info["search"] = self.search_mode()
         return info
+
+    def search_mode(self) -> dict[str, Any]:
+        """Which search serves: `exact` (in-RAM matrix), `ann` (the index, with its rows and
+        pending delta) or `exact-stream` (while the index is built); for stats and doctor."""
+        from_matrix = type(self._matrix).__name__
+        mode = {"AnnView": "ann", "StreamExact": "exact-stream"}.get(from_matrix, "exact")
+        out: dict[str, Any] = {"mode": mode, "ann": self._ann_config.mode,
+                               "ann_min_rows": self._ann_config.min_rows}
+        view = getattr(self._matrix, "stamp", None)
+        if view is not None:
+            out.update(index_rows=view.count, delta_rows=len(self._matrix.delta),
+                       dtype=view.dtype)
+        if self._ann is not None:
+            out["building"] = self._ann.building
+            if self._ann.last_error:
+                out["index_problem"] = self._ann.last_error
+        return out
 
     def backfill(self, store: Any, progress: Callable[[int, int], None] | None = None
                  ) -> dict[str, Any]:
@@ -384,6 +477,8 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
         return {"embedded": done, "total": len(todo), "model": model, "dim": dim}
 
     def close(self) -> None:
+        if self._ann is not None:
+            self._ann.close()
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
