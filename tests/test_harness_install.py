@@ -565,7 +565,7 @@ def test_doctor_shows_the_service_the_wiring_and_the_last_success(wired: Any) ->
     code, out = doctor(env, project, "--json")
     data = json.loads(out)
     assert code == 0 and data["service"]["reachable"] is True
-    assert data["service"]["version"] == version("semantic-memory-mcp")
+    assert data["service"]["version"] == version("semantic-memory-core")
     claude = next(h for h in data["harnesses"] if h["harness"] == "claude-code")
     entries = claude["scopes"]["project"]["entries"]
     assert all(entries[f"{event} hook"] for event in OURS) and entries["MCP server"]

@@ -11,7 +11,7 @@ def __getattr__(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        value = version("semantic-memory-mcp")
+        value = version("semantic-memory-core")
     except PackageNotFoundError:  # running from a source tree without installation
         value = "0.0.0"
     globals()["__version__"] = value

@@ -85,7 +85,7 @@ def with_filters(func: Any) -> Any:
                            "MEMORY_DB_PATH).")
 @click.option("--stdio", is_flag=True,
               help="Without a command: serve MCP over stdin/stdout instead of HTTP.")
-@click.version_option(package_name="semantic-memory-mcp")
+@click.version_option(package_name="semantic-memory-core")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, stdio: bool) -> None:
     """semantic-memory-mcp: local memory for coding agents.
