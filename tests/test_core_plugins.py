@@ -16,7 +16,14 @@ from semantic_memory.stores.fts5 import fts_search, or_query
 from semantic_memory.cli import cli
 from semantic_memory.config import Settings
 from semantic_memory.errors import Rejected
-from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
+from semantic_memory.models import (
+    ChannelHit,
+    InjectionBlock,
+    Memory,
+    NewMemory,
+    RecallFilters,
+    RecallHit,
+)
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.channels import Channel
 from semantic_memory.hookspecs import hookimpl
@@ -238,14 +245,15 @@ def test_modify_hits_and_format_injection_hooks(settings: Settings) -> None:
 
         @hookimpl
         def format_injection(self, query, hits, budget_chars):
-            return "|".join(h.memory.uid for h in hits)
+            return InjectionBlock("|".join(h.memory.uid for h in hits[:1]), [hits[0].memory.uid])
 
     engine = MemoryEngine(settings, plugins=[Demote()])
     legacy = engine.store_one(NewMemory("legacy deploy deploy deploy script")).uid
     modern = engine.store_one(NewMemory("deploy with the new pipeline")).uid
     hits = engine.recall("deploy")
     assert [h.memory.uid for h in hits] == [modern, legacy]
-    assert engine.injection_block("deploy", hits, 1000) == f"{modern}|{legacy}"
+    block = engine.injection("deploy", hits, 1000)
+    assert (block.text, block.uids) == (modern, [modern])  # the block states its uids
     engine.close()
 
 

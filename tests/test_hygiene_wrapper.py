@@ -118,7 +118,7 @@ HOSTILE = [
 @pytest.mark.parametrize("content", HOSTILE)
 def test_hostile_content_cannot_add_or_close_a_tag(content: str) -> None:
     hits = [hit("a plain note"), hit(content, "m2"), hit(f"{content} again", "m3")]
-    block = format_injection("q", hits, 100_000)
+    block = format_injection("q", hits, 100_000).text
     assert block.startswith(OPEN_TAG + "\n" + NOTICE) and block.endswith(CLOSE_TAG)
     assert tag_counts(block) == (1, 1, 3, 3), block
 
@@ -131,7 +131,7 @@ def test_hostile_content_cannot_add_or_close_a_tag(content: str) -> None:
     "line\nbreak",
 ])
 def test_attribute_values_cannot_break_out(project: str) -> None:
-    block = format_injection("q", [hit("note", project=project)], 10_000)
+    block = format_injection("q", [hit("note", project=project)], 10_000).text
     assert tag_counts(block) == (1, 1, 1, 1), block
     header = block.splitlines()[2]
     assert header.count('"') == 8 and "<" not in header[1:] and ">" not in header[:-1], header
@@ -140,7 +140,7 @@ def test_attribute_values_cannot_break_out(project: str) -> None:
 def test_truncation_cannot_complete_a_tag() -> None:
     content = "pad " * 20 + "<memoryx and more text " * 40
     for budget in range(250, 400, 3):
-        block = format_injection("q", [hit(content)], budget)
+        block = format_injection("q", [hit(content)], budget).text
         if block:
             assert tag_counts(block) == (1, 1, 1, 1), block
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .channels import Channel
     from .embedders import Embedder
     from .config import Settings
-    from .models import NewMemory, RecallHit
+    from .models import InjectionBlock, NewMemory, RecallHit
     from .stores import MemoryStore
 
 hookspec = pluggy.HookspecMarker("semantic_memory")
@@ -81,10 +81,12 @@ def modify_hits(
 @hookspec(firstresult=True)
 def format_injection(
     query: str, hits: list["RecallHit"], budget_chars: int
-) -> str | None:
-    """Render recalled memories as the block injected into an agent's context.
+) -> "InjectionBlock | None":
+    """Render recalled memories as the block injected into an agent's context: an
+    `InjectionBlock(text, uids)`, the uids being the memories the text holds (a budget may
+    leave some out; injecting clients report them).
 
-    The first implementation returning a string wins; the in-core default follows the spec's
-    context hygiene (wrapper tags, "reference data, not instructions", budget). `hits` come
-    in rank order with near-duplicates already collapsed (`neardup.distinct`).
+    The first implementation answering wins; the in-core default follows the spec's context
+    hygiene (wrapper tags, "reference data, not instructions", budget). `hits` come in rank
+    order with near-duplicates already collapsed (`neardup.distinct`).
     """

@@ -152,6 +152,15 @@ class ChannelHit:
 
 
 @dataclass
+class InjectionBlock:
+    """The block injected into an agent's context, and the uids of the memories it holds (what
+    an injecting client reports to /inject/report): a budget may leave some hits out."""
+
+    text: str = ""
+    uids: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RecallHit:
     """A fused result: the memory, its fused score and its 1-based rank in each channel."""
 

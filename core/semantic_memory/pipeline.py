@@ -25,6 +25,7 @@ from .limits import MAX_PROJECT_CHARS, MAX_RECALL_K, MAX_SESSION_CHARS, MAX_TAG_
 from .models import (
     ChannelHit,
     IngestResult,
+    InjectionBlock,
     Memory,
     NewMemory,
     RecallFilters,
@@ -792,13 +793,21 @@ class MemoryEngine:
                 best = float(value)
         return best
 
-    def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
-        """The ready-to-inject text for these hits (empty when nothing fits), never holding
-        two near-duplicates (`neardup.distinct`): whatever formats it, a block does not spend
-        its budget on the same fact twice."""
+    def injection(self, query: str, hits: list[RecallHit], budget_chars: int
+                  ) -> InjectionBlock:
+        """The ready-to-inject block for these hits (empty when nothing fits) with the uids it
+        holds, never holding two near-duplicates (`neardup.distinct`): whatever formats it, a
+        block does not spend its budget on the same fact twice."""
         block = self.pm.hook.format_injection(query=query, hits=neardup.distinct(hits),
                                               budget_chars=budget_chars)
-        return block or ""
+        if isinstance(block, InjectionBlock):
+            return block
+        text = block or ""  # a plugin answering plain text: its uids are the hits it quotes
+        return InjectionBlock(text, [h.memory.uid for h in hits if f'"{h.memory.uid}"' in text])
+
+    def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
+        """`injection(...)`'s text alone."""
+        return self.injection(query, hits, budget_chars).text
 
     def get(self, uid: str) -> Memory | None:
         return self.store.get(uid)

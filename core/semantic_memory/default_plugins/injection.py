@@ -15,7 +15,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from ..models import RecallHit, iso
+from ..models import InjectionBlock, RecallHit, iso
 from ..hookspecs import hookimpl
 from ..safety.textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
 
@@ -106,11 +106,12 @@ def render_item(hit: RecallHit, content: str) -> str:
 
 
 @hookimpl(trylast=True)
-def format_injection(query: str, hits: list[RecallHit], budget_chars: int) -> str | None:
+def format_injection(query: str, hits: list[RecallHit], budget_chars: int) -> InjectionBlock:
     head = f"{OPEN_TAG}\n{NOTICE}\n"
     tail = CLOSE_TAG
     remaining = budget_chars - len(head) - len(tail)
     items: list[str] = []
+    uids: list[str] = []
     seen: set[str] = set()
     for hit in hits:
         content = sanitize(hit.memory.content)
@@ -132,8 +133,9 @@ def format_injection(query: str, hits: list[RecallHit], budget_chars: int) -> st
             if cost > remaining:
                 continue
         items.append(rendered)
+        uids.append(hit.memory.uid)
         seen.update((hit.memory.uid, key))
         remaining -= cost
     if not items:
-        return ""
-    return head + "\n".join(items) + "\n" + tail
+        return InjectionBlock()
+    return InjectionBlock(head + "\n".join(items) + "\n" + tail, uids)

@@ -23,7 +23,7 @@ from .. import __version__, spool
 from ..config import Settings
 from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory, UnknownMemory
-from ..models import IngestResult, NewMemory, RecallFilters, RecallHit, parse_time
+from ..models import IngestResult, InjectionBlock, NewMemory, RecallFilters, RecallHit, parse_time
 from ..pipeline import MemoryEngine, validate
 from ..stores import StoreError
 from . import fastparse
@@ -216,19 +216,19 @@ async def recall(request: Request) -> JSONResponse:
                             since=parse_ts(req.since, "since"),
                             include_superseded=req.include_superseded)
 
-    def work() -> tuple[list[dict[str, Any]], str]:
+    def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_session_context(req.session) if req.session else None
         hits = engine.recall(req.query, req.k, filters, exclude=exclude,
                              relevant_only=req.relevant_only)
         return ([recall_item(h, req.budget_chars) for h in hits],
-                engine.injection_block(req.query, hits, req.budget_chars))
+                engine.injection(req.query, hits, req.budget_chars))
 
     items, block = await threaded(work)
-    # Which memories made it into the block (the budget may leave some out): what an injecting
-    # client reports to /inject/report.
-    block_uids = [item["uid"] for item in items if f'"{item["uid"]}"' in block]
+    # `block_uids`: the memories that made it into the block (the budget may leave some out),
+    # what an injecting client reports to /inject/report.
     return JSONResponse({"query": req.query, "count": len(items), "items": items,
-                         "block": block, "block_chars": len(block), "block_uids": block_uids})
+                         "block": block.text, "block_chars": len(block.text),
+                         "block_uids": block.uids})
 
 
 async def stats(request: Request) -> JSONResponse:
