@@ -52,7 +52,39 @@ def _questions(data_path: str, seed: int) -> list[str]:
     return questions
 
 
-def run_store(name: str, settings: Settings, texts: list[str], questions: list[str]) -> dict:
+def explain(engine: MemoryEngine, questions: list[str]) -> list[dict]:
+    """EXPLAIN (ANALYZE, BUFFERS) of every SELECT one recall of each question runs (whole
+    store), run again on its own connection after the recall: the plans docs/postgres.md
+    quotes."""
+    import psycopg
+
+    captured: list[tuple[str, object]] = []
+    original = psycopg.Connection.execute
+
+    def capture(self, query, params=None, **kw):  # type: ignore[no-untyped-def]
+        text = query if isinstance(query, str) else query.as_string(self)
+        if text.lstrip().upper().startswith("SELECT") and "pg_" not in text:
+            captured.append((text, params))
+        return original(self, query, params, **kw)
+
+    out = []
+    for question in questions:
+        captured.clear()
+        psycopg.Connection.execute = capture  # type: ignore[method-assign]
+        try:
+            engine.recall(question, k=10)
+        finally:
+            psycopg.Connection.execute = original  # type: ignore[method-assign]
+        with engine.store.snapshot() as conn:
+            for text, params in captured:
+                plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + text, params)]
+                out.append({"question": question, "sql": " ".join(text.split())[:200],
+                            "plan": plan})
+    return out
+
+
+def run_store(name: str, settings: Settings, texts: list[str], questions: list[str],
+              explained: int = 0) -> dict:
     engine = MemoryEngine(settings)
     start = time.perf_counter()
     import_synthetic(engine, texts)
@@ -71,18 +103,21 @@ def run_store(name: str, settings: Settings, texts: list[str], questions: list[s
             timed(lambda q: engine.recall(q, k=10, filters=project), timed_qs)),
         "store_mb": round(engine.store.size_bytes() / 1e6, 1),
     }
+    if explained:
+        result["explain"] = explain(engine, questions[50 : 50 + explained])
     engine.close()
     return result
 
 
-def scale(n: int, data_path: str, seed: int, tmp: Path) -> dict:
+def scale(n: int, data_path: str, seed: int, tmp: Path, explained: int = 0) -> dict:
     texts = synthetic(n, data_path, seed)
     questions = _questions(data_path, seed)
     sqlite = run_store("sqlite", Settings(db_path=str(tmp / f"scale-{n}.db"), device="cpu",
                                           plugins=BM25), texts, questions)
     postgres = run_store("postgresql", Settings(db_path=str(tmp / "unused.db"), device="cpu",
                                                 plugins=PG_CHANNELS,
-                                                db_url=pg.new_database()), texts, questions)
+                                                db_url=pg.new_database()), texts, questions,
+                         explained)
     ratio = round(postgres["recall"]["p50_ms"] / sqlite["recall"]["p50_ms"], 2)
     return {
         "memories": n, "sqlite": sqlite, "postgresql": postgres,
@@ -121,6 +156,7 @@ def hnsw(n: int, dim: int, seed: int, queries: int = 200,
             for i, vec in enumerate(base):
                 copy.write_row((i, vector_text(vec)))
         conn.execute("SET maintenance_work_mem = '1GB'")  # the graph in memory while it builds
+        conn.execute("SET plan_cache_mode = force_custom_plan")  # as the store's connections
         start = time.perf_counter()
         conn.execute("CREATE INDEX ON v USING hnsw (vec vector_cosine_ops)")  # m 16, ef_c 64
         build_s = time.perf_counter() - start
@@ -175,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hnsw", type=int, default=0, metavar="N",
                         help="also measure pgvector HNSW recall@10 on N clustered vectors")
     parser.add_argument("--dim", type=int, default=384, help="dimensions for --hnsw")
+    parser.add_argument("--explain", type=int, default=0, metavar="Q",
+                        help="EXPLAIN ANALYZE the PostgreSQL recall queries of Q questions")
     args = parser.parse_args(argv)
     report: dict = {"scale": []}
     with tempfile.TemporaryDirectory(prefix="pg-bench-") as tmp:
         for n in (int(s) for s in args.sizes.split(",") if s):
-            report["scale"].append(scale(n, args.data, args.seed, Path(tmp)))
+            report["scale"].append(scale(n, args.data, args.seed, Path(tmp), args.explain))
             print(json.dumps(report["scale"][-1]), file=sys.stderr, flush=True)
     if not args.no_locomo:
         report["locomo"] = locomo(args.data)
