@@ -64,9 +64,10 @@ class Settings:
     # When the vector channel leads the fusion (its weight exceeds the keyword channels'), the
     # keyword channels' weights are scaled by (IDF coverage)**power per query; 0 = off.
     fusion_gate_power: float = 16.0
-    # How an embedder's channel is fused with the keyword channels: "score" (per-query
-    # normalised scores, the embedder holding `fusion_vector_share` of the weight; -1 = the
-    # model's own share) or "rrf" (ranks). Keyword channels alone always fuse by rank.
+    # How the channels fuse: "score" (per-query normalised scores mixed by the channels' score
+    # weights, an embedder holding `fusion_vector_share` of the weight; -1 = the model's own
+    # share) or "rrf" (ranks). Score fusion also for keyword channels alone: it kept every LoCoMo
+    # and coding dev fold within 2 points of its best channel, RRF not (docs/retrieval.md).
     fusion: str = "score"
     fusion_vector_share: float = -1.0
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.

@@ -1,0 +1,236 @@
+"""The fusion guard: does a fused default fall below its strongest single channel anywhere?
+
+Units: each LoCoMo dev conversation (5) and the coding benchmark's dev half, filtered to the
+project and unfiltered. For each unit and each k of 1/5/10/25/50 the fused engine's recall is
+set against the best of the engine restricted to one channel (porter, trigram, and the vector
+channel when a model is given), each with the engine's other defaults (neighbours included).
+The margin is fused - best channel; the guard holds when no margin is negative.
+
+    uv run --all-packages python bench/guard.py                          # BM25-only defaults
+    uv run --all-packages python bench/guard.py --model minilm           # MiniLM hybrid
+    uv run --all-packages python bench/guard.py --model minilm --variant 'share=0.5:{"fusion_vector_share": 0.5}'
+    uv run --all-packages python bench/guard.py --model minilm --loo 'share=0.2,0.35,0.5'
+
+A variant is NAME:JSON of Settings values swapped into the fused engine in place (a key
+`weights` / `score_weights` sets channel weights, e.g. {"score_weights": {"trigram": 0.5}}).
+`--loo SETTING=V1,V2,…` (or `weights.CHANNEL=…`, `score_weights.CHANNEL=…`) tunes one knob by
+leave-one-conversation-out: on four LoCoMo conversations and the coding dev half the value with
+the best worst margin (the guard), then the best mean recall over every k, is chosen and scored
+on the fifth.
+Results are cached per (model, unit set, variant) in --cache so reruns only add what is new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench import coding, locomo  # noqa: E402
+from bench.bench_vector import CachedEmbedder, model_path  # noqa: E402
+from bench.bench_vector import build_engine as locomo_engine  # noqa: E402
+from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.models import RecallFilters  # noqa: E402
+from semantic_memory.pipeline import MemoryEngine  # noqa: E402
+
+KS = locomo.KS
+CODING_UNITS = ("coding-dev/project", "coding-dev/none")
+SETTINGS = {f.name for f in fields(Settings)}
+
+
+def embedder(model: str | None, threads: int) -> Any:
+    if not model:
+        return None
+    from semantic_memory_llama_cpp import LlamaCppEmbedder
+
+    return CachedEmbedder(LlamaCppEmbedder(model_path(model), device="cpu", threads=threads))
+
+
+class Bench:
+    """The LoCoMo and coding-dev engines of one model, built once; variants swap settings."""
+
+    def __init__(self, model: str | None, threads: int, coding_too: bool, tmp: str) -> None:
+        self.emb = embedder(model, threads)
+        self.locomo_data = locomo.load()
+        self.locomo = locomo_engine(self.locomo_data, self.emb, f"{tmp}/locomo")
+        self.coding_data = coding.load("dev") if coding_too else None
+        self.coding: MemoryEngine | None = None
+        if self.coding_data is not None:
+            plugins = coding.BM25 + (",vector" if self.emb is not None else "")
+            Path(f"{tmp}/coding").mkdir()
+            self.coding = coding.build_engine(self.coding_data, f"{tmp}/coding", plugins,
+                                              self.emb)
+        if self.emb is not None:
+            self.emb.save()
+
+    def channels(self) -> list[str]:
+        return [c.name for c in self.locomo.channels]
+
+    def run(self, variant: dict[str, Any]) -> dict[str, dict[int, float]]:
+        """Recall@k (%) per unit for one variant (`only`: the channels kept)."""
+        out: dict[str, dict[int, float]] = {}
+        for engine, unit_fn in ((self.locomo, self._locomo), (self.coding, self._coding)):
+            if engine is None:
+                continue
+            saved = (engine.settings, engine.channels, dict(engine.weights),
+                     dict(engine.score_weights))
+            try:
+                settings = {k: v for k, v in variant.items() if k in SETTINGS}
+                engine.settings = replace(engine.settings, **settings)
+                if "only" in variant:
+                    engine.channels = [c for c in engine.channels if c.name in variant["only"]]
+                engine.weights.update(variant.get("weights", {}))
+                engine.score_weights.update(variant.get("score_weights", {}))
+                out.update(unit_fn(engine))
+            finally:
+                engine.settings, engine.channels, engine.weights, engine.score_weights = saved
+            if self.emb is not None:
+                self.emb.save()
+        return out
+
+    def _locomo(self, engine: MemoryEngine) -> dict[str, dict[int, float]]:
+        def recall(project: str, query: str, k: int) -> list[str]:
+            hits = engine.recall(query, k=k, filters=RecallFilters(project=project))
+            return [h.memory.content for h in hits]
+
+        per_sample, _ = locomo.question_recalls(recall, self.locomo_data)
+        return {s: {k: locomo.mean_recall(per_sample, k, [s]) for k in KS} for s in per_sample}
+
+    def _coding(self, engine: MemoryEngine) -> dict[str, dict[int, float]]:
+        assert self.coding_data is not None
+        fn = coding.engine_recall(engine)
+        out = {}
+        for unit, filtered in zip(CODING_UNITS, (True, False), strict=True):
+            block = coding.score(fn, self.coding_data, filtered)
+            out[unit] = {k: block[f"R@{k}"] for k in KS}
+        return out
+
+
+def summary(result: dict[str, dict[int, float]], sizes: dict[str, int]) -> dict[str, Any]:
+    """LoCoMo pooled over questions, and the worst conversation per k."""
+    conv = [u for u in result if not u.startswith("coding")]
+    total = sum(sizes[u] for u in conv)
+    return {
+        "locomo": {k: round(sum(result[u][k] * sizes[u] for u in conv) / total, 1) for k in KS},
+        "locomo_worst": {k: min(result[u][k] for u in conv) for k in KS},
+        **{u: result[u] for u in CODING_UNITS if u in result},
+    }
+
+
+def guard(fused: dict[str, dict[int, float]], alone: dict[str, dict[str, dict[int, float]]]
+          ) -> dict[str, Any]:
+    """Per unit and k: fused - best channel alone; the worst margin and where it is."""
+    margins: dict[str, dict[int, float]] = {}
+    worst = (float("inf"), "", 0, "")
+    for unit, row in fused.items():
+        margins[unit] = {}
+        for k in KS:
+            best_name = max(alone, key=lambda c: alone[c][unit][k])
+            margin = round(row[k] - alone[best_name][unit][k], 1)
+            margins[unit][k] = margin
+            if margin < worst[0]:
+                worst = (margin, unit, k, best_name)
+    below = sum(1 for u in margins.values() for m in u.values() if m < 0)
+    return {"worst_margin": worst[0], "worst_at": f"{worst[1]} R@{worst[2]} vs {worst[3]}",
+            "cells_below": below, "cells": sum(len(u) for u in margins.values()),
+            "margins": margins}
+
+
+def leave_one_out(runs: dict[str, dict[str, dict[int, float]]],
+                  alone: dict[str, dict[str, dict[int, float]]], sizes: dict[str, int]
+                  ) -> dict[str, Any]:
+    """For each LoCoMo conversation: on the other four and the coding dev units, the variant
+    whose worst margin over its best channel is highest (the guard), then the best mean recall
+    over every k; scored on the held-out conversation, pooled over questions."""
+    conv = [u for u in sizes if not u.startswith("coding")]
+    folds, pooled = {}, {k: 0.0 for k in KS}
+    total = sum(sizes[u] for u in conv)
+    for held in conv:
+        train = [u for u in next(iter(runs.values())) if u != held]
+
+        def objective(name: str) -> tuple[float, float]:
+            run = runs[name]
+            worst = min(run[u][k] - max(a[u][k] for a in alone.values())
+                        for u in train for k in KS)
+            return round(worst, 1), statistics.fmean(run[u][k] for u in train for k in KS)
+
+        best = max(runs, key=objective)
+        folds[held] = {"chosen": best, **{f"R@{k}": runs[best][held][k] for k in KS}}
+        for k in KS:
+            pooled[k] += runs[best][held][k] * sizes[held] / total
+    return {"folds": folds, "held_out": {k: round(v, 1) for k, v in pooled.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="minilm, gemma or a GGUF path")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-coding", action="store_true", help="LoCoMo conversations only")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:JSON")
+    parser.add_argument("--loo", default=None, metavar="KNOB=V1,V2,…")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "guard-cache.json"))
+    args = parser.parse_args(argv)
+    variants: dict[str, dict[str, Any]] = {"default": {}}
+    for item in args.variant:
+        name, _, spec = item.partition(":")
+        variants[name] = json.loads(spec)
+    knob_runs: list[str] = []
+    if args.loo:
+        knob, _, values = args.loo.partition("=")
+        for value in values.split(","):
+            name = f"{knob}={value}"
+            if "." in knob:
+                table, channel = knob.split(".")
+                variants[name] = {table: {channel: float(value)}}
+            else:
+                kind = type(getattr(Settings(), knob))
+                variants[name] = {knob: (int(value) != 0 if kind is bool else kind(value))}
+            knob_runs.append(name)
+    cache_path = Path(args.cache)
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    tag = f"{args.model or 'bm25'}|{'locomo' if args.no_coding else 'locomo+coding'}"
+    store = cache.setdefault(tag, {})
+    with tempfile.TemporaryDirectory(prefix="guard-") as tmp:
+        bench: Bench | None = None
+
+        def get(name: str, variant: dict[str, Any]) -> dict[str, dict[int, float]]:
+            nonlocal bench
+            key = json.dumps(variant, sort_keys=True)
+            if key not in store:
+                if bench is None:
+                    bench = Bench(args.model, args.threads, not args.no_coding, tmp)
+                print(f"running {name}", file=sys.stderr, flush=True)
+                store[key] = bench.run(variant)
+                cache_path.write_text(json.dumps(cache))
+            return {u: {int(k): v for k, v in r.items()} for u, r in store[key].items()}
+
+        names = ["porter", "trigram"] + (["vector"] if args.model else [])
+        alone = {c: get(f"{c} alone", {"only": [c]}) for c in names}
+        fused = {name: get(name, v) for name, v in variants.items()}
+    sizes = {c.sample_id: len(c.questions) for c in locomo.load()}
+    report: dict[str, Any] = {
+        "model": args.model or "none (BM25-only)",
+        "units": list(next(iter(fused.values()))),
+        "alone": {c: summary(r, sizes) for c, r in alone.items()},
+        "fused": {n: {**summary(r, sizes), "guard": guard(r, alone)} for n, r in fused.items()},
+    }
+    if knob_runs:
+        report["leave_one_out"] = leave_one_out({n: fused[n] for n in knob_runs}, alone,
+                                                 sizes)
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
