@@ -222,6 +222,9 @@ def test_bad_index_is_rebuilt_while_exact_serves(store: Path, monkeypatch,  # no
     monkeypatch.setattr(ann, "build", slow_build)
     eng = engine_at(store, monkeypatch)
     channel = channel_of(eng)
+    if damage == "corrupt":  # opened at once; the checksum, read in the background, drops it
+        search(eng, "q2")
+        assert channel._ann.verified.wait(30)
     got = [h[0] for h in search(eng, "q2")]
     assert isinstance(channel._matrix, StreamExact)  # exact, streamed, while it is rebuilt
     assert got == exact_top(QUERIES[2])
@@ -301,4 +304,14 @@ def test_stats_say_which_search_serves(store: Path, monkeypatch) -> None:  # noq
     search(eng, "q0")
     info = channel_of(eng).embedder_info()["search"]
     assert info["mode"] == "ann" and info["index_rows"] == N and info["delta_rows"] == 0
+    eng.close()
+
+
+def test_small_filtered_sets_are_scored_exactly(store: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(AnnView, "exact_filter_max", N)  # every project here is "small"
+    eng = engine_at(store, monkeypatch)
+    for i, q in enumerate(QUERIES[:10]):
+        got = [h[0] for h in search(eng, f"q{i}", filters=RecallFilters(project="p0"))]
+        want = [int(j) + 1 for j in np.argsort(-(DOCS @ q)) if j % 2 == 0][:10]
+        assert got == want
     eng.close()

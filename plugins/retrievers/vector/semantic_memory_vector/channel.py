@@ -365,6 +365,8 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
         if size == 0:
             return []
         where, params = filters.sql("m")
+        if hasattr(matrix, "filtered"):  # the ANN index applies the filter in its BLOB read
+            return matrix.filtered(conn, qvec, k, where, params)
         window = min(size, max(4 * k, 64))
         while True:
             ranked = matrix.top(qvec, window)
