@@ -397,3 +397,20 @@ def test_trace_hooks_covers_channel_calls(tmp_path: Path, capfd: pytest.CaptureF
         assert re.search(r"channel porter\.search\(k=\d+\) [0-9.]+ ms", err)
     finally:
         engine.close()
+
+
+def test_an_inactive_vector_channel_leaves_ingest_on_the_batch_path(
+        tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    """Issue #25: installed without a model, the vector channel costs ingest nothing: a batch
+    is indexed in one call per channel, not memory by memory (bench/inactive_channel.py)."""
+    engine = engine_with(tmp_path, plugins="bm25_porter,vector,llama_cpp", model_path="",
+                         trace_hooks=True)
+    try:
+        assert engine.recall_mode == "keyword"
+        capfd.readouterr()
+        engine.ingest([NewMemory(f"note number {i}") for i in range(10)])
+        err = capfd.readouterr().err
+        assert err.count("channel porter.index(10 memories)") == 1
+        assert "channel porter.index(1 memories)" not in err
+    finally:
+        engine.close()
