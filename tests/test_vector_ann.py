@@ -315,3 +315,14 @@ def test_small_filtered_sets_are_scored_exactly(store: Path, monkeypatch) -> Non
         want = [int(j) + 1 for j in np.argsort(-(DOCS @ q)) if j % 2 == 0][:10]
         assert got == want
     eng.close()
+
+
+def test_concurrent_searches_agree(store: Path, monkeypatch) -> None:  # noqa: ANN001
+    from concurrent.futures import ThreadPoolExecutor
+
+    eng = engine_at(store, monkeypatch)
+    alone = {i: search(eng, f"q{i}") for i in range(20)}
+    with ThreadPoolExecutor(4) as pool:
+        together = dict(zip(range(20), pool.map(lambda i: search(eng, f"q{i}"), range(20))))
+    assert together == alone
+    eng.close()

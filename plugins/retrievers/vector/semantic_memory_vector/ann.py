@@ -289,6 +289,7 @@ class AnnView(_BlobScorer):
         self.delta = VectorMatrix(stamp.dim)
         self.state = (-1, -1)  # (seq, deletes) the delta reflects
         self.lock = threading.RLock()
+        self._search_lock = threading.Lock()
 
     def __len__(self) -> int:
         return self.stamp.count + len(self.delta)
@@ -310,6 +311,14 @@ class AnnView(_BlobScorer):
                 vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
                 self.delta.upsert([r[0] for r in rows], vecs.reshape(len(rows), self.dim))
             self.state = (seq, deletes)
+
+    def _graph(self, query: np.ndarray, count: int) -> list[int]:
+        """The graph's `count` nearest keys. One search at a time: usearch's per-thread search
+        contexts are sized when the index is opened, not per calling Python thread."""
+        if count <= 0:
+            return []
+        with self._search_lock:
+            return self.index.search(query, count).keys.astype(np.int64).tolist()
 
     def pending(self, deletes: int) -> int:
         """Rows the file lags behind by: the delta plus the deletions since its stamp."""
@@ -333,8 +342,7 @@ class AnnView(_BlobScorer):
         want = max(int(k * OVERSAMPLE), MIN_CANDIDATES)
         while True:
             count = min(want, self.stamp.count)
-            keys = (self.index.search(query, count).keys.astype(np.int64).tolist()
-                    if count else [])
+            keys = self._graph(query, count)
             fresh = [i for i, _ in self.delta.top(query, want)]
             got_ids, sims = self._score_filtered(conn, query, keys + fresh, where, params)
             if len(got_ids) >= k or count >= self.stamp.count:
@@ -377,8 +385,7 @@ class AnnView(_BlobScorer):
         want = max(int(n * OVERSAMPLE), MIN_CANDIDATES)
         while True:
             count = min(want, self.stamp.count)
-            keys = (self.index.search(query, count).keys.astype(np.int64).tolist()
-                    if count else [])
+            keys = self._graph(query, count)
             got_ids, sims = self.score(query, keys)
             hits = dict(zip(got_ids.tolist(), sims.tolist()))
             hits.update(self.delta.top(query, n))
