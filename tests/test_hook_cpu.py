@@ -24,7 +24,14 @@ from semantic_memory import lite
 from semantic_memory.config import ConfigError, Settings
 from semantic_memory.harness import hookimpl
 from semantic_memory.harness.project import _plain_config, scp_like
-from semantic_memory.harness.registry import _keep_first, refusal
+from semantic_memory.harness.registry import (
+    _cached_entry_points,
+    _keep_first,
+    _named_entry_points,
+    _path_key,
+    find_adapter,
+    refusal,
+)
 from semantic_memory.harness.settings import FIELDS, HookSettings
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -286,3 +293,15 @@ def test_lite_try_loads_is_json_loads_or_none(text: str) -> None:
         except ValueError:
             expected = None
         assert json.dumps(lite.try_loads(data)) == json.dumps(expected)
+
+
+def test_the_adapter_map_is_kept_until_an_import_folder_changes(tmp_path: Path) -> None:
+    cache = str(tmp_path / "hooks.adapters.json")
+    found = _cached_entry_points("claude-code", cache)
+    assert found == _named_entry_points("claude-code") and found
+    Path(cache).write_text(json.dumps({"key": _path_key(), "found": {
+        "claude-code": [["claude_code", "no_such_module_here", "x"]]}}))
+    settings = HookSettings(db_path=str(tmp_path / "memory.db"))
+    assert find_adapter("claude-code", settings).name == "claude-code"  # stale: looked again
+    assert json.loads(Path(cache).read_text())["found"]["claude-code"] == \
+        [list(item) for item in found]
