@@ -53,6 +53,9 @@ MERGE_MIN = 2_000
 MERGE_SHARE = 0.05
 CHUNK = 20_000
 EXACT_FILTER_MAX = 5_000
+#: Rows newer than a seq. `+model`/`+dim` keep SQLite on the seq index: by the (model, dim)
+#: index it would read every row (every BLOB page) to test seq, seconds at 100k.
+DELTA_SQL = "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND +model = ? AND +dim = ?"
 FORMAT = 2
 
 
@@ -156,6 +159,17 @@ def _rows(conn: sqlite3.Connection, model: str, dim: int, where: str = "",
         last = int(ids[-1])
 
 
+def _delta_rows(conn: sqlite3.Connection, model: str, dim: int, after: int
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(ids, vectors) of the model's rows written after seq `after`, by the seq index."""
+    got = conn.execute(DELTA_SQL, (after, model, dim)).fetchall()
+    for start in range(0, len(got), CHUNK):
+        part = got[start : start + CHUNK]
+        ids = np.fromiter((r[0] for r in part), dtype=np.int64, count=len(part))
+        yield ids, np.frombuffer(b"".join(r[1] for r in part), dtype="<f4").reshape(
+            len(part), dim)
+
+
 def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 1,
           base: Stamp | None = None,
           progress: Callable[[int, int], None] | None = None) -> Stamp:
@@ -172,15 +186,15 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
         removed = 0
         if base is not None and base.dtype == dtype:
             index = Index.restore(str(folder / base.file))  # a copy in RAM, to change
-            keep = np.fromiter((r[0] for r in conn.execute(
-                "SELECT memory_id FROM memories_vec WHERE model = ? AND dim = ? AND seq <= ?",
-                (model, dim, base.seq))), dtype=np.uint64)
+            keep = np.fromiter((r[0] for r in conn.execute(  # the (model, dim) index only
+                "SELECT memory_id FROM memories_vec WHERE model = ? AND dim = ?",
+                (model, dim))), dtype=np.uint64)
             have = np.asarray(index.keys, dtype=np.uint64)
             gone = np.setdiff1d(have, keep, assume_unique=True)
             if len(gone):
                 index.remove(gone)
             removed = base.removed + len(gone)
-            todo = list(_rows(conn, model, dim, "AND seq > ?", (base.seq,)))
+            todo = list(_delta_rows(conn, model, dim, base.seq))
             total = sum(len(i) for i, _ in todo)
             done = 0
             for ids, vecs in todo:
@@ -304,9 +318,7 @@ class AnnView(_BlobScorer):
                 after = self.state[0]
             else:
                 return
-            rows = conn.execute(
-                "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND model = ? AND dim = ?",
-                (after, self.model, self.dim)).fetchall()
+            rows = conn.execute(DELTA_SQL, (after, self.model, self.dim)).fetchall()
             if rows:
                 vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
                 self.delta.upsert([r[0] for r in rows], vecs.reshape(len(rows), self.dim))

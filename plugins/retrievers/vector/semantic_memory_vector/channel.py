@@ -249,7 +249,8 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
             last = -1
         # rows the matrix has not seen yet (this transaction's, other processes')
         for memory_id, blob in conn.execute(
-            "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND model = ? AND dim = ?",
+            # +model/+dim: by the seq index (the (model, dim) one reads every row)
+            "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND +model = ? AND +dim = ?",
             (last, model, dim),
         ):
             sim = float(from_blob(blob, dim) @ prepared)
