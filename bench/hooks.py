@@ -18,7 +18,8 @@ warm-up runs, and times the whole process (what the agent waits for):
 
 Each case reports wall time (p50/p95) and the process's own CPU time (user + sys, from
 `RUSAGE_CHILDREN`: what a loaded machine multiplies). Baselines in the same run: the venv's bare
-interpreter (`python -c pass`, the floor of any Python hook) and `curl` posting the same
+interpreter (`python -c pass`, the floor of any Python hook; one run just before every hook
+run, and each case's CPU ratio is to the bare runs beside it) and `curl` posting the same
 /recall (what a shell-script hook would cost), so the ratios survive a shared machine's drift.
 Targets: p50 <= 150 ms with a warm service at 100k memories, <= 100 ms to give up when the
 service is down (issue #10); CPU <= 2x the bare interpreter's (issue #25). Prints JSON.
@@ -48,6 +49,7 @@ from locomo import load  # noqa: E402
 from scale import synthetic  # noqa: E402
 
 PLUGINS = "bm25_porter,bm25_trigram,bigram,claude_code,codex,kimi_code"
+BARE = [sys.executable, "-c", "pass"]
 
 
 def p(runs: list[tuple[float, float]]) -> dict[str, float]:
@@ -65,19 +67,27 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_runs(cmd: list[str], stdins: list[bytes], env: dict[str, str]
+def timed_runs(cmd: list[str], stdins: list[bytes], env: dict[str, str],
+               bare: list[tuple[float, float]] | None = None, warm_up: int = 2
                ) -> list[tuple[float, float]]:
     """(wall s, CPU s) of each run: the CPU time is the RUSAGE_CHILDREN delta across the
-    run, i.e. the hook process alone (the service is a child too, but not waited for)."""
+    run, i.e. the process alone (the service is a child too, but not waited for). With
+    `bare`, a bare interpreter runs just before each run and its times go there: a loaded
+    machine's drift hits both alike."""
     out = []
+    first = len(bare) if bare is not None else 0
     for data in stdins:
+        if bare is not None:
+            bare.extend(timed_runs(BARE, [b""], env, warm_up=0))
         cpu = children_cpu()
         start = time.perf_counter()
         done = subprocess.run(cmd, input=data, env=env, capture_output=True)
         out.append((time.perf_counter() - start, children_cpu() - cpu))
         if done.returncode != 0:
             raise RuntimeError(f"{cmd} exited {done.returncode}: {done.stderr[-500:]!r}")
-    return out[2:]  # the first two are warm-up (page cache, byte-code)
+    if bare is not None:
+        del bare[first:first + warm_up]
+    return out[warm_up:]  # the first two are warm-up (page cache, byte-code)
 
 
 def transcript(path: Path, questions: list[str], answers: list[str]) -> None:
@@ -154,19 +164,23 @@ def main(argv: list[str] | None = None) -> int:
             "kimi-code UserPromptSubmit": ("kimi-code", "UserPromptSubmit", prompts("kimi-code")),
         }
         results = {}
+        paired: dict[str, list[tuple[float, float]]] = {}  # the bare runs beside each case's
         for name, (harness, event, stdins) in cases.items():
             print(f"[hooks] {name}", file=sys.stderr, flush=True)
-            results[name] = p(timed_runs(hook + [harness, event], stdins, env))
+            paired[name] = []
+            results[name] = p(timed_runs(hook + [harness, event], stdins, env, paired[name]))
         down = dict(env, MEMORY_PLUGIN_URL=f"http://127.0.0.1:{closed_port()}")
-        results["service down (UserPromptSubmit)"] = p(timed_runs(
-            hook + ["claude-code", "UserPromptSubmit"], prompts("claude-code"), down))
+        name = "service down (UserPromptSubmit)"
+        paired[name] = []
+        results[name] = p(timed_runs(hook + ["claude-code", "UserPromptSubmit"],
+                                     prompts("claude-code"), down, paired[name]))
         outcomes = [json.loads(line)["outcome"] for line in
                     (tmp / "hooks.jsonl").read_text().splitlines()]
         report["injected_share_of_prompts"] = round(
             outcomes.count("injected") / max(1, len(outcomes)), 2)
 
-        # Baselines, same run.
-        floor = p(timed_runs([sys.executable, "-c", "pass"], [b""] * n, env))
+        # Baselines, same run: the bare interpreter (run just before every hook run).
+        floor = p([run for runs in paired.values() for run in runs])
         baselines = {"python -c pass": floor}
         curl = shutil.which("curl")
         if curl:
@@ -175,10 +189,12 @@ def main(argv: list[str] | None = None) -> int:
             baselines["curl POST /recall"] = p(timed_runs(
                 [curl, "-s", "-o", "/dev/null", "-H", "Content-Type: application/json",
                  "--data-binary", "@-", info["url"] + "/recall"], body, env))
-        for result in results.values():
+        for name, result in results.items():
+            beside = p(paired[name])
+            result["bare_cpu_p50_ms"] = beside["cpu_p50_ms"]
             result["ratio_to_bare_python"] = round(result["p50_ms"] / floor["p50_ms"], 2)
             result["cpu_ratio_to_bare_python"] = round(
-                result["cpu_p50_ms"] / floor["cpu_p50_ms"], 2)
+                result["cpu_p50_ms"] / beside["cpu_p50_ms"], 2)
         report["hooks"] = results
         report["baselines"] = baselines
         warm = [r["p50_ms"] for k, r in results.items() if not k.startswith("service down")]
