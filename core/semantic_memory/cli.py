@@ -16,7 +16,8 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
-from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, validate
+from .ingest import validate
+from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
 from .plugins import build_plugin_manager, collect, diagnose
 from .stores import StoreError, scheme_of, store_url
 

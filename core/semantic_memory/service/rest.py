@@ -24,7 +24,8 @@ from ..config import Settings
 from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory, UnknownMemory
 from ..models import IngestResult, InjectionBlock, NewMemory, RecallFilters, RecallHit, parse_time
-from ..pipeline import MemoryEngine, validate
+from ..ingest import validate
+from ..pipeline import MemoryEngine
 from ..stores import StoreError
 from . import fastparse
 from .errors import ApiError

@@ -1,0 +1,469 @@
+"""The write path, one stage of the engine: validate -> `filter_ingest` hooks -> prepare
+(outside the write lock) -> exact and near-duplicate dedup -> store -> every channel indexes
+(each inside a savepoint, so one failing channel never costs the write) -> supersession.
+Edits in place (`update`) and purge notifications (`forget_ids`) go through here too."""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from . import supersede
+from .channels import Channel, Prepares
+from .config import Settings
+from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
+from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from .models import IngestResult, Memory, NewMemory, RecallFilters, now
+from .plugins import PluginManager
+from .stores import MemoryStore
+from .stores.base import content_hash
+
+log = logging.getLogger("semantic_memory")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: The channel that finds supersession candidates at ingest, and how many it returns.
+SUPERSEDE_CHANNEL = "porter"
+SUPERSEDE_CANDIDATES = 5
+#: Longer texts are documents, not one restated value: the rule leaves them alone.
+SUPERSEDE_MAX_CHARS = 500
+
+
+def validate(memory: NewMemory, max_chars: int) -> None:
+    """Raise InvalidMemory with a one-line reason naming the field."""
+    if not isinstance(memory.content, str):
+        raise InvalidMemory("content: must be a string")
+    if not memory.content.strip():
+        raise InvalidMemory("content: must not be empty")
+    if len(memory.content) > max_chars:
+        raise InvalidMemory(
+            f"content: {len(memory.content)} characters exceeds the limit of {max_chars}"
+        )
+    if "\x00" in memory.content:
+        raise InvalidMemory("content: contains NUL characters (binary data is not stored)")
+    for name in ("kind", "source"):
+        value = getattr(memory, name)
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise InvalidMemory(
+                f"{name}: expected a short identifier (letters, digits, _.:-), got {value!r}"
+            )
+    if memory.project is not None and (
+        not isinstance(memory.project, str) or not 0 < len(memory.project) <= MAX_PROJECT_CHARS
+    ):
+        raise InvalidMemory(f"project: expected a string of 1..{MAX_PROJECT_CHARS} characters")
+    if not isinstance(memory.tags, list) or len(memory.tags) > MAX_TAGS:
+        raise InvalidMemory(f"tags: expected a list of at most {MAX_TAGS} strings")
+    for tag in memory.tags:
+        if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_CHARS:
+            raise InvalidMemory(f"tags: each tag must be a string of 1..{MAX_TAG_CHARS} characters")
+    for name in ("created_at", "updated_at"):
+        value = getattr(memory, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidMemory(f"{name}: expected unix seconds")
+    if memory.uid is not None and (not isinstance(memory.uid, str) or not UID.match(memory.uid)):
+        raise InvalidMemory("uid: expected 1..64 letters, digits, _ or -")
+    if not isinstance(memory.forgotten, bool):
+        raise InvalidMemory("forgotten: expected true or false")
+    if memory.session is not None and (
+        not isinstance(memory.session, str) or not 0 < len(memory.session) <= MAX_SESSION_CHARS
+    ):
+        raise InvalidMemory(f"session: expected a string of 1..{MAX_SESSION_CHARS} characters")
+    if memory.seq is not None and (
+        isinstance(memory.seq, bool) or not isinstance(memory.seq, int) or memory.seq < 0
+        or memory.session is None
+    ):
+        raise InvalidMemory("seq: expected a whole number >= 0, with a session")
+
+
+def _place_in_sessions(store: MemoryStore, conn: Any, items: list[NewMemory],
+                       batch_session: bool) -> None:
+    """Give each item about to be stored its session and its place there: an item without a
+    session joins the batch's own (with `batch_session`); its `seq` continues the session's
+    order (a restored item keeps its own)."""
+    batch = f"batch:{secrets.token_hex(8)}" if batch_session else None
+    next_seq: dict[str, int] = {}
+    for item in items:
+        item.session = item.session or batch
+        if item.session is None or item.seq is not None:
+            continue
+        if item.session not in next_seq:
+            last = store.last_seq(conn, item.session)
+            next_seq[item.session] = 0 if last is None else last + 1
+        item.seq = next_seq[item.session]
+        next_seq[item.session] += 1
+
+
+def _times(item: NewMemory, ts: float) -> tuple[float, float]:
+    """(created_at, updated_at) of a new row: the item's own when it brings them, else now."""
+    created = float(item.created_at) if item.created_at is not None else ts
+    if item.updated_at is not None:
+        return created, float(item.updated_at)
+    return created, created if item.created_at is not None else ts
+
+
+def _new_row(item: NewMemory, uid: str, ts: float) -> Memory:
+    """The memory `item` becomes (its id comes from the store)."""
+    created, updated = _times(item, ts)
+    return Memory(0, uid, item.content, item.kind, item.source, item.project,
+                  sorted(set(item.tags)), created, updated, item.forgotten, item.session,
+                  item.seq)
+
+
+def _edited(current: Memory, content: str | None, kind: str | None, tags: list[str] | None,
+            project: str | None) -> NewMemory:
+    """The version an edit asks for, as a NewMemory the ingest filters can judge."""
+    return NewMemory(
+        current.content if content is None else content,
+        kind=current.kind if kind is None else kind, source=current.source,
+        project=current.project if project is None else (project or None),
+        tags=list(current.tags) if tags is None else list(tags))
+
+
+@dataclass
+class UpdateResult:
+    """Outcome of an edit: `updated`, `unchanged`, `rejected` or `duplicate`, with the memory
+    as it is now (the new version when updated, else the stored one)."""
+
+    status: str
+    memory: Memory
+    reason: str | None = None
+    duplicate_of: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "uid": self.memory.uid}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.duplicate_of is not None:
+            out["duplicate_of"] = self.duplicate_of
+        memory = self.memory.to_dict()
+        memory.pop("deleted", None)
+        return out | {"memory": memory}
+
+
+class Writer:
+    """The engine's write stage: one per engine, sharing its store, plugins and channels."""
+
+    def __init__(self, store: MemoryStore, pm: PluginManager, settings: Settings,
+                 channels: list[Channel]) -> None:
+        self.store, self.pm, self.settings, self.channels = store, pm, settings, channels
+        self._preparers = [c for c in channels if isinstance(c, Prepares)]
+
+    def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True,
+               prepare: bool = True) -> list[IngestResult]:
+        """Store a batch in one transaction. Invalid input raises InvalidMemory before anything
+        is written; a filter's refusal is reported per item as `rejected`. Items without a
+        session of their own share the batch's, unless `batch_is_session` is False (a bulk
+        load cut into batches, whose neighbours mean nothing). `prepare=False` skips the
+        channels' `prepare` step (embedding): a migration copies the vectors instead."""
+        for item in items:
+            validate(item, self.settings.max_content_chars)
+            self._check_replaces(item)
+        batch_session = batch_is_session and len(items) > 1  # one memory alone has no neighbours
+        accepted: list[tuple[int, NewMemory]] = []
+        results: list[IngestResult] = [IngestResult("rejected")] * len(items)
+        for position, item in enumerate(items):
+            try:
+                self.pm.hook.filter_ingest(memory=item, settings=self.settings)
+                validate(item, self.settings.max_content_chars)  # a filter may have emptied it
+            except (Rejected, InvalidMemory) as exc:
+                results[position] = IngestResult("rejected", reason=str(exc))
+                continue
+            accepted.append((position, item))
+        if not accepted:
+            return results
+        # The `Prepares` step outside the write lock (e.g. embedding): one value per item,
+        # handed to that channel's find_duplicate and index. Only active channels prepare.
+        preparers = [c for c in self._preparers if c.active] if prepare else []
+        prepared = self._prepare(preparers, [item for _, item in accepted])
+        if not preparers:
+            with self.store.write() as conn:
+                accepted = self._skip_restored(conn, accepted, results)
+                _place_in_sessions(self.store, conn, [item for _, item in accepted],
+                                   batch_session)
+                inserted = self._insert_batch(conn, accepted, results)
+                if inserted:
+                    for channel in self.channels:
+                        self._index(conn, channel, inserted)
+                by_uid = {memory.uid: memory for memory in inserted}
+                for position, item in accepted:
+                    self._supersede(conn, item, by_uid.get(results[position].uid or ""),
+                                    results[position].uid, rule=batch_is_session)
+            return results
+        with self.store.write() as conn:
+            kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
+            _place_in_sessions(self.store, conn,
+                               [item for position, item in accepted if position in kept],
+                               batch_session)
+            for n, (position, item) in enumerate(accepted):
+                if position not in kept:
+                    continue
+                mine = {name: values[n] for name, values in prepared.items()}
+                result, memory = self._insert_or_refresh(conn, item, preparers, mine)
+                results[position] = result
+                if memory is None:
+                    self._supersede(conn, item, None, result.uid, rule=batch_is_session)
+                    continue
+                # index item by item, so a later item of the batch can dedup against it
+                for channel in self.channels:
+                    self._index(conn, channel, [memory],
+                                [mine[channel.name]] if channel.name in mine else None)
+                self._supersede(conn, item, memory, result.uid, rule=batch_is_session)
+        return results
+
+    def _prepare(self, channels: list[Prepares], items: list[NewMemory]) -> dict[str, list[Any]]:
+        """Each channel's `prepare` values for `items`; a channel whose `prepare` raises or
+        answers the wrong number of values is left out of this write's preparation (one line
+        naming it; its `index` then gets no prepared values)."""
+        prepared: dict[str, list[Any]] = {}
+        for channel in channels:
+            name = channel.name  # type: ignore[attr-defined]
+            try:
+                values = list(channel.prepare(items))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("channel %s: prepare failed (%s); written without it", name,
+                            one_line(exc))
+                continue
+            if len(values) != len(items):
+                log.warning("channel %s: prepare answered %d values for %d memories; written "
+                            "without it", name, len(values), len(items))
+                continue
+            prepared[name] = values
+        return prepared
+
+    def _index(self, conn: Any, channel: Channel, memories: list[Memory],
+               prepared: list[Any] | None = None) -> None:
+        """`channel.index` inside a savepoint: when it raises, what it wrote is undone and the
+        write goes on without it (one line naming it; `memory-mcp backfill` or the channel's
+        catch-up repairs it). The memory itself and the other channels are unaffected."""
+        if self.settings.trace_hooks:
+            sys.stderr.write(f"channel {channel.name}.index({len(memories)} memories)\n")
+        try:
+            with self.store.savepoint(conn, "channel_index"):
+                channel.index(conn, memories, prepared)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("channel %s: index failed for %d memories (%s); stored without it",
+                        channel.name, len(memories), one_line(exc))
+
+    def forget_ids(self, conn: Any, ids: list[int]) -> None:
+        """Tell every channel these memory ids are gone (a purge) or rewritten (an edit)."""
+        for channel in self.channels:
+            try:
+                with self.store.savepoint(conn, "channel_forget"):
+                    channel.forget(conn, ids)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("channel %s: forget failed for %d memories (%s)", channel.name,
+                            len(ids), one_line(exc))
+
+    def _check_replaces(self, item: NewMemory) -> None:
+        """`replaces` must name a live memory: a typo must not pass silently."""
+        if item.replaces is None:
+            return
+        found = self.store.get(item.replaces) if isinstance(item.replaces, str) and \
+            UID.match(item.replaces) else None
+        if found is None or found.deleted:
+            raise InvalidMemory(f"replaces: no live memory with uid {str(item.replaces)[:80]!r}")
+
+    def _supersede(self, conn: Any, item: NewMemory, memory: Memory | None,
+                   uid: str | None, rule: bool = True) -> None:
+        """After `item` was stored as `memory` (None: it was a duplicate of memory `uid`), mark
+        what it replaces: the memory it names in `replaces`, and, for a new fact, preference
+        or decision, the older ones of its project and kind the rule says it restates with
+        changed details (not in a bulk load, `rule=False`: its order is a file's, not time's,
+        and a search per item would slow it ~10x). A restored memory (it has a uid) keeps its
+        recorded state instead."""
+        if uid is None:  # rejected
+            return
+        if item.uid is not None:
+            if memory is not None and item.superseded_by:
+                self.store.supersede(conn, [memory.id], item.superseded_by)
+            return
+        ids: list[int] = []
+        if item.replaces and item.replaces != uid:
+            old = self.store.live_by_uid(conn, item.replaces)
+            if old is not None:
+                ids.append(old.id)
+        if rule and memory is not None and self.settings.supersede and not memory.deleted \
+                and memory.kind in supersede.SUPERSEDABLE_KINDS \
+                and len(memory.content) <= SUPERSEDE_MAX_CHARS:
+            ids += [m.id for m in self._restated(conn, memory) if m.id not in ids]
+        if ids:
+            self.store.supersede(conn, ids, uid)
+
+    def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
+        """The current, older memories of `memory`'s project and kind that it restates with
+        changed details. Candidates: the porter BM25 channel's best few for its text, so a
+        write costs one small search; without that channel (PostgreSQL, whose full-text
+        channel would cache corpus statistics from inside this write), the newest memories of
+        the project and kind containing its longest stable word (pg_trgm answers the ILIKE)."""
+        channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
+        try:
+            if channel is not None:
+                filters = RecallFilters(project=memory.project, kind=memory.kind)
+                hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
+                found = list(self.store.load(
+                    conn, [h.id for h in hits if h.id != memory.id]).values())
+            else:
+                words = sorted(supersede.split(memory.content)[0], key=len, reverse=True)
+                found = self.store.containing(conn, memory, words[0], SUPERSEDE_CANDIDATES * 4
+                                              ) if words and len(words[0]) >= 3 else []
+        except Exception as exc:  # a write never fails for a missed supersession
+            log.warning("supersession: candidate search failed: %s", exc)
+            return []
+        return [m for m in found
+                if m.project == memory.project and m.kind == memory.kind and not m.deleted
+                and m.superseded_by is None and m.created_at <= memory.created_at
+                and supersede.supersedes(m.content, memory.content)]
+
+    def _skip_restored(self, conn: Any, accepted: list[tuple[int, NewMemory]],
+                       results: list[IngestResult]) -> list[tuple[int, NewMemory]]:
+        """Leave out restored items whose uid is already stored (an import run twice): they
+        are `duplicate`, and the stored memory stays as it is."""
+        known = self.store.known_uids(
+            conn, [item.uid for _, item in accepted if item.uid is not None])
+        kept = []
+        for position, item in accepted:
+            if item.uid in known:
+                results[position] = IngestResult("duplicate", uid=item.uid)
+            else:
+                kept.append((position, item))
+                if item.uid is not None:
+                    known.add(item.uid)  # the same uid twice in one batch: the first wins
+        return kept
+
+    def _insert_batch(
+        self, conn: Any, accepted: list[tuple[int, NewMemory]], results: list[IngestResult]
+    ) -> list[Memory]:
+        """Exact-dedup a batch and insert its new memories in one store call. Used when no
+        channel needs items indexed one by one (near-duplicates). Returns the new memories."""
+        ts = now()
+        digests = [content_hash(item.content) for _, item in accepted]
+        known = self.store.live_by_hash(conn, digests)  # hash -> (id, uid) of live memories
+        later: dict[str, str] = {}  # hash -> uid of an item earlier in this batch
+        refresh: list[int] = []
+        rows: list[tuple[int, Memory]] = []
+        for (position, item), digest in zip(accepted, digests, strict=True):
+            # A forgotten memory being restored is not live: it neither dedups nor is deduped.
+            uid = None if item.forgotten else (known[digest][1] if digest in known
+                                               else later.get(digest))
+            if uid is not None:
+                if digest in known:
+                    refresh.append(known[digest][0])
+                results[position] = IngestResult("duplicate", uid=uid)
+                continue
+            row = _new_row(item, item.uid or secrets.token_hex(8), ts)
+            if not item.forgotten:
+                later[digest] = row.uid
+            rows.append((position, row))
+        stored = self.store.insert(conn, [row for _, row in rows]) if rows else []
+        inserted = []
+        for (position, _), (memory, new) in zip(rows, stored, strict=True):
+            results[position] = IngestResult("new" if new else "duplicate", uid=memory.uid)
+            if new:
+                inserted.append(memory)
+            else:  # another writer stored the same text first (a shared store)
+                refresh.append(memory.id)
+        self.store.touch(conn, refresh, ts)
+        return inserted
+
+    def _insert_or_refresh(
+        self, conn: Any, item: NewMemory, dedupers: list[Prepares],
+        prepared: dict[str, Any] | None = None,
+    ) -> tuple[IngestResult, Memory | None]:
+        ts = now()
+        digest = content_hash(item.content)
+        existing = None if item.forgotten else \
+            self.store.live_by_hash(conn, [digest]).get(digest)
+        # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
+        # import or migration of one already judged) is only checked for its exact text
+        if existing is None and not item.forgotten and item.uid is None:
+            for channel in dedupers:
+                name = channel.name  # type: ignore[attr-defined]
+                try:
+                    dup_id = channel.find_duplicate(conn, item, (prepared or {}).get(name))
+                except Exception as exc:  # noqa: BLE001 - no verdict: store it as new
+                    log.warning("channel %s: find_duplicate failed (%s)", name, one_line(exc))
+                    continue
+                if dup_id is not None:
+                    found = self.store.load(conn, [dup_id]).get(dup_id)
+                    if found is not None:
+                        existing = (found.id, found.uid)
+                        break
+        if existing is None:
+            memory, new = self.store.insert(
+                conn, [_new_row(item, item.uid or secrets.token_hex(8), ts)])[0]
+            if new:
+                return IngestResult("new", uid=memory.uid), memory
+            existing = (memory.id, memory.uid)  # another writer stored it first
+        self.store.touch(conn, [existing[0]], ts)
+        return IngestResult("duplicate", uid=existing[1]), None
+
+    def update(self, uid: str, *, content: str | None = None, kind: str | None = None,
+               tags: list[str] | None = None, project: str | None = None) -> UpdateResult:
+        """Edit a live memory in place: the uid, id, created_at, source and session stay,
+        `updated_at` moves, and the version replaced is kept as a revision. A field left None
+        stays as it is; `project=""` makes the memory global. The new version goes through the
+        ingest filters (redaction, injection filter) like any write; a refusal changes nothing.
+
+        Re-indexing keeps the row id: the FTS5 channels' triggers re-index `UPDATE OF content`,
+        every channel's `index` then runs again on the new row (with the new text's embedding)
+        after its `forget` dropped what an upsert would not replace.
+
+        Raises UnknownMemory (no live memory `uid`) or InvalidMemory (a bad field, or nothing
+        given to change). Returns `updated`, `unchanged` (the same values: no revision),
+        `rejected` (by a filter) or `duplicate` (another live memory holds the new text: the
+        edit is refused rather than merged, so no memory disappears by surprise)."""
+        if content is None and kind is None and tags is None and project is None:
+            raise InvalidMemory("nothing to change: give content, kind, tags or project")
+        current = self.store.get(uid) if isinstance(uid, str) and UID.match(uid) else None
+        if current is None or current.deleted:
+            raise UnknownMemory(f"no live memory with uid {str(uid)[:80]!r}")
+        item = _edited(current, content, kind, tags, project)
+        validate(item, self.settings.max_content_chars)
+        try:
+            self.pm.hook.filter_ingest(memory=item, settings=self.settings)
+            validate(item, self.settings.max_content_chars)  # a filter may have emptied it
+        except (Rejected, InvalidMemory) as exc:
+            return UpdateResult("rejected", current, reason=str(exc))
+        changed_text = item.content != current.content
+        preparers = [c for c in self._preparers if c.active] if changed_text else []
+        prepared = {name: values[0]  # embed outside the write lock
+                    for name, values in self._prepare(preparers, [item]).items()}
+        with self.store.write() as conn:
+            return self._write_edit(conn, uid, item, prepared)
+
+    def _write_edit(self, conn: Any, uid: str, item: NewMemory, prepared: dict[str, Any]
+                    ) -> UpdateResult:
+        """The write half of `update`, in its transaction: the memory is read again there, so
+        a concurrent forget or a concurrent write of the same text is seen."""
+        old = self.store.live_by_uid(conn, uid)
+        if old is None:  # forgotten since it was read
+            raise UnknownMemory(f"no live memory with uid {uid[:80]!r}")
+        new = Memory(old.id, old.uid, item.content, item.kind, old.source, item.project,
+                     sorted(set(item.tags)), old.created_at, old.updated_at, False,
+                     old.session, old.seq)
+        if (new.content, new.kind, new.project, new.tags) == \
+                (old.content, old.kind, old.project, old.tags):
+            return UpdateResult("unchanged", old)
+        if new.content != old.content:
+            digest = content_hash(new.content)
+            other = self.store.live_by_hash(conn, [digest]).get(digest)
+            if other is not None and other[1] != uid:
+                return UpdateResult("duplicate", old, reason=(
+                    f"content: memory {other[1]} already holds this text; forget one of the "
+                    "two instead"), duplicate_of=other[1])
+        new.updated_at = max(now(), old.updated_at)
+        self.store.replace(conn, old, new, new.updated_at)
+        if new.content != old.content:
+            self._reindex(conn, new, prepared)
+        return UpdateResult("updated", new)
+
+    def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
+        """Index an edited memory again in every channel (inside the edit's transaction)."""
+        self.forget_ids(conn, [memory.id])
+        for channel in self.channels:
+            self._index(conn, channel, [memory],
+                        [prepared[channel.name]] if channel.name in prepared else None)
