@@ -20,6 +20,7 @@ import pluggy
 
 from . import hookspecs
 from .config import ConfigError, Settings
+from .errors import one_line
 
 log = logging.getLogger("semantic_memory")
 
@@ -85,7 +86,7 @@ class PluginManager(pluggy.PluginManager):
         try:
             self.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            self.refuse(name, f"not loaded: {_one_line(exc)}")
+            self.refuse(name, f"not loaded: {one_line(exc)}")
             return False
         if dist is not None:
             self.distributions[name] = dist
@@ -128,7 +129,7 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
         try:
             function(**{name: args[name] for name in argnames})
         except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
-            pm.refuse(pm.origin(plugin), f"{hook} failed: {_one_line(exc)}")
+            pm.refuse(pm.origin(plugin), f"{hook} failed: {one_line(exc)}")
             continue
         for obj in found:
             problem = check(obj)
@@ -144,13 +145,6 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             pm.owner_of[id(obj)] = plugin
             accepted.append(obj)
     return accepted
-
-
-def _one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and its message's lines joined (pluggy's validation
-    errors put the reason on the second line)."""
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
 def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()
@@ -189,7 +183,7 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
             plugin = ep.load()
         except Exception as exc:  # noqa: BLE001 - an unimportable plugin is left out
             where = f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name
-            pm.refuse(where, f"not loaded: {_one_line(exc)}")
+            pm.refuse(where, f"not loaded: {one_line(exc)}")
             continue
         pm.add(plugin, ep.name, dist)
     for plugin in extra:
