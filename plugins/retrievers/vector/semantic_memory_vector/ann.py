@@ -274,7 +274,7 @@ class _BlobScorer:
             chunk = ids[start : start + 900]
             for memory_id, blob in conn.execute(
                 f"SELECT memory_id, vec FROM memories_vec WHERE memory_id IN "
-                f"({','.join('?' * len(chunk))}) AND model = ? AND dim = ?",
+                f"({','.join('?' * len(chunk))}) AND +model = ? AND +dim = ?",
                 [*chunk, self.model, self.dim]):
                 out_ids.append(memory_id)
                 blobs.append(blob)
@@ -378,7 +378,7 @@ class AnnView(_BlobScorer):
             rows = conn.execute(
                 f"SELECT v.memory_id, v.vec FROM memories_vec v JOIN memories m ON m.id = "
                 f"v.memory_id WHERE v.memory_id IN ({','.join('?' * len(chunk))}) AND "
-                f"v.model = ? AND v.dim = ? AND {where}",
+                f"+v.model = ? AND +v.dim = ? AND {where}",  # by primary keys: 4x faster
                 [*chunk, self.model, self.dim, *params]).fetchall()
             out_ids.extend(r[0] for r in rows)
             blobs.extend(r[1] for r in rows)
