@@ -31,7 +31,8 @@ from test_postgres_channels import add, conn, search, setup  # noqa: F401 (conn:
 
 VOCAB = ("deploy deployment deploying kubectl rollout payment payments retry webhook cache "
          "caching database credential rotate migration schema index latency budget queue "
-         "worker scheduler release hotfix incident review").split()
+         "worker scheduler release hotfix incident review work workload workers o'brien "
+         "back\\slash").split()
 
 
 @pytest.fixture
@@ -104,7 +105,8 @@ def test_fulltext_bm25_equals_a_python_bm25_over_the_same_lexemes(
     for i in range(300):
         add(conn, " ".join(rng.choices(VOCAB, k=rng.randint(3, 14))), deleted=i % 50 == 0)
     for query in ["deploy payments", "caching the database credentials", "rotate",
-                  "deployment rollout kubectl incident", "webhooks retrying worker queue"]:
+                  "deployment rollout kubectl incident", "webhooks retrying worker queue",
+                  "work on the schema", "O'Brien's backslash", "work"]:
         expected = _python_bm25(conn, fts, query)[:20]
         with conn.transaction():
             got = fts.search(conn, query, 20, RecallFilters())
@@ -155,5 +157,20 @@ def test_pooled_connections_plan_for_their_own_parameters() -> None:
         assert store.read().execute("SHOW plan_cache_mode").fetchone()[0] == \
             "force_custom_plan"
         assert store.read().execute("SHOW jit").fetchone()[0] == "off"
+    finally:
+        store.close()
+
+
+def test_a_v3_database_loses_its_redundant_hash_index() -> None:
+    url = pg.new_database()
+    PostgresStore(url).close()
+    with psycopg.connect(url, autocommit=True) as c:  # as a v3 store left it
+        c.execute("CREATE INDEX memories_hash ON memories(content_hash)")
+        c.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+    store = PostgresStore(url)
+    try:
+        assert store.schema_version == 4
+        assert store.read().execute(
+            "SELECT to_regclass('memories_hash')").fetchone()[0] is None
     finally:
         store.close()

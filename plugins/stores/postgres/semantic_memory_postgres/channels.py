@@ -51,12 +51,19 @@ import hashlib
 import heapq
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from semantic_memory.channels import Channel, Confident, EmbeddingChannel, TransfersVectors
+from semantic_memory.channels import (
+    Channel,
+    Confident,
+    Deferrable,
+    EmbeddingChannel,
+    TransfersVectors,
+)
 from semantic_memory.keywords import (
     MATCH_BUDGET,
     MATCH_BUDGET_MAX_FACTOR,
@@ -171,6 +178,9 @@ def _cut(counts: list[int], budget: int) -> tuple[list[int], int]:
     return sorted(keep), total
 
 
+#: Stores up to this many memories search substrings with sequential scans off
+#: (`PgTrigramChannel.search`); the 100k store's plans use the trigram index unasked.
+SEQSCAN_OFF_MAX_ROWS = 50_000
 #: A channel's candidates are read through its text index and sorted newest first while the
 #: kept terms match at most this multiple of the rows wanted; past that, walking the primary
 #: key from the newest end may find them sooner, and the planner chooses.
@@ -295,6 +305,10 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS tsv tsvector
 FTS_INDEX = "CREATE INDEX IF NOT EXISTS memories_tsv ON memories USING gin (tsv)"
 
 
+#: One entry of a tsvector's text form: 'lexeme':positions ('' and \\ escaped).
+_TSV_ENTRY = re.compile(r"'((?:[^']|'')*)':([0-9A-D,]+)")
+
+
 def _tsquery_lexeme(lexeme: str, prefix: bool) -> str:
     """One lexeme in tsquery input syntax, quoted: nothing in it is read as an operator."""
     quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -407,35 +421,49 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def _candidates(self, conn: psycopg.Connection, terms: list[Term], keep: list[int],
                     filters: RecallFilters, limit: int, matches: int) -> list[tuple]:
-        """(id, distinct lexemes, [tf of every query term]) of the newest `limit` memories
-        matching a kept term; tf counts positions, over all lexemes a prefix covers. The server
-        sends each candidate's positions count of the lexemes some term covers (`lexeme:n`),
-        and the terms are matched to them here: one pass over the tsvector, where an aggregate
-        FILTER per term cost twice as much (docs/postgres.md)."""
+        """(id, distinct lexemes, {term index: tf}) of the newest `limit` memories matching a
+        kept term; tf counts positions, over all lexemes a prefix covers.
+
+        Term frequencies without a subquery per candidate (`unnest(tsv)` per row cost 10-50 µs,
+        most of a whole-store search; docs/postgres.md): the server keeps the query's own
+        lexemes of each tsvector (`ts_filter(setweight(...))`, C) and sends them as text;
+        only a candidate holding a longer lexeme that a prefix term covers ("work" ->
+        "workload", found by `ts_delete(...) @@ prefixes`) sends its covered lexemes
+        listed one by one."""
         where, params = filters.sql("m", "%s")
+        stems = [t.lexeme for t in terms]
+        prefixes = " | ".join(t.param for t in terms if t.prefix)
         covers = " OR ".join("starts_with(u.lexeme, %s)" if t.prefix else "u.lexeme = %s"
                              for t in terms)
+        longer = (f"CASE WHEN ts_delete(c.tsv, %s::text[]) @@ %s::tsquery THEN ARRAY(SELECT "
+                  f"u.lexeme || ':' || cardinality(u.positions) FROM unnest(c.tsv) u "
+                  f"WHERE {covers}) END") if prefixes else "NULL::text[]"
+        longer_params = [stems, prefixes, *stems] if prefixes else []
         match = " | ".join(terms[i].param for i in keep)
         found = conn.execute(
-            "SELECT c.id, c.dl, ARRAY(SELECT u.lexeme || ':' || cardinality(u.positions) "
-            f"FROM unnest(c.tsv) u WHERE {covers}) "
-            "FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv FROM memories m "
+            "SELECT c.id, c.dl, ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}')::text, "
+            f"{longer} FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv FROM memories m "
             f"WHERE m.tsv @@ %s::tsquery AND {where} "
             f"ORDER BY {newest_first(matches, limit)} LIMIT %s) c",
-            [*(t.lexeme for t in terms), match, *params, limit]).fetchall()
+            [stems, *longer_params, match, *params, limit]).fetchall()
         covering: dict[str, list[int]] = {}  # lexeme -> the terms it counts for
         rows = []
-        for memory_id, dl, pairs in found:
+        for memory_id, dl, own, listed in found:
+            if listed is not None:
+                pairs = [(lexeme, int(n)) for lexeme, _, n in
+                         (pair.rpartition(":") for pair in listed)]
+            else:
+                pairs = [(m.group(1).replace("''", "'").replace("\\\\", "\\"),
+                          m.group(2).count(",") + 1) for m in _TSV_ENTRY.finditer(own)]
             tfs: dict[int, int] = {}
-            for pair in pairs:
-                lexeme, _, n = pair.rpartition(":")
+            for lexeme, n in pairs:
                 indexes = covering.get(lexeme)
                 if indexes is None:
                     indexes = covering[lexeme] = [
                         i for i, t in enumerate(terms)
                         if lexeme == t.lexeme or (t.prefix and lexeme.startswith(t.lexeme))]
                 for i in indexes:
-                    tfs[i] = tfs.get(i, 0) + int(n)
+                    tfs[i] = tfs.get(i, 0) + n
             rows.append((memory_id, dl, tfs))
         return rows
 
@@ -516,11 +544,15 @@ class PgTrigramChannel(_IdfChannel):
 
     def search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
                ) -> list[ChannelHit]:
-        """As every keyword channel, with sequential scans off for its statements: the planner
-        prices ILIKE as cheap, so on a small store it tested five patterns on every memory
-        (47 ms at 3,000 memories) where the trigram index hands it the few that can match."""
+        """As every keyword channel, with sequential scans off for its statements on a store of
+        up to SEQSCAN_OFF_MAX_ROWS memories: the planner prices ILIKE as cheap, so on a small
+        store it tested five patterns on every memory (47 ms at 3,000 memories) where the
+        trigram index hands it the few that can match; on a big one it picks the index itself,
+        and the two statements setting this would be two more round trips."""
         from psycopg.pq import TransactionStatus
 
+        if self.stats.live(conn) > SEQSCAN_OFF_MAX_ROWS:
+            return super().search(conn, query, k, filters)
         if conn.info.transaction_status == TransactionStatus.IDLE:
             with conn.transaction():  # autocommit: a local setting needs a transaction
                 return self.search(conn, query, k, filters)
@@ -602,7 +634,7 @@ def hnsw_index_name(model: str, dim: int) -> str:
     return "memories_pgvec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:16]
 
 
-class PgVectorChannel(EmbeddingChannel, TransfersVectors):
+class PgVectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
     """Cosine similarity with pgvector; inactive (no hits, no vectors) without a usable embedder
     or without the `vector` extension."""
 
@@ -769,6 +801,22 @@ class PgVectorChannel(EmbeddingChannel, TransfersVectors):
             return []
         where, params = filters.sql("m", "%s")
         return self.hits(self._nearest(conn, qvec, k, where, params))
+
+    # --- the embedding queue (`Deferrable`): live memories without a vector of the model --
+
+    _PENDING = ("FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM memories_pgvec v "
+                "WHERE v.memory_id = m.id AND v.model = %s AND v.dim = %s)")
+
+    def pending_ids(self, conn: psycopg.Connection, limit: int) -> list[int]:
+        if not self.active:
+            return []
+        return [r[0] for r in conn.execute(
+            f"SELECT m.id {self._PENDING} ORDER BY m.id LIMIT %s", (*self._tag(), limit))]
+
+    def pending_count(self, conn: psycopg.Connection) -> int:
+        if not self.active:
+            return 0
+        return int(conn.execute(f"SELECT count(*) {self._PENDING}", self._tag()).fetchone()[0])
 
     # --- maintenance and reporting ---------------------------------------------------------
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_meta (
@@ -34,7 +34,6 @@ CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by)
     WHERE superseded_by IS NOT NULL;
 -- One live memory per content hash: two services racing on the same text make one memory.
 CREATE UNIQUE INDEX IF NOT EXISTS memories_live_hash ON memories(content_hash) WHERE deleted = 0;
-CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project, id);
 CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1;
@@ -89,6 +88,13 @@ def _migrate_2_to_3(conn: Any) -> None:
                  "WHERE superseded_by IS NOT NULL")
 
 
+def _migrate_3_to_4(conn: Any) -> None:
+    """v4 drops `memories_hash`: every lookup by hash is of live memories, which the unique
+    `memories_live_hash` answers, and a third index on the hash only slowed each insert."""
+    conn.execute("DROP INDEX IF EXISTS memories_hash")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
+                                                 3: _migrate_3_to_4}
