@@ -511,7 +511,7 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in a fresh process: open the store, time the first vector recall (start), search
     every query through the channel (top 10 ids) and take this process's peak RSS; then load
     the whole matrix (after the RSS reading) and time numpy exact and the channel query by
-    query, interleaved, so that both p50s see the same load."""
+    query, interleaved, so that both p50s see the same load (the first `--timed` queries)."""
     t0 = time.perf_counter()
     embedder = ArrayEmbedder(f"{args.tmp}/docs.npy", f"{args.tmp}/queries.npy")
     engine = _ann_engine(args.tmp, embedder)
@@ -526,7 +526,7 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
         peak = _rss_mb()
         docs = np.load(f"{args.tmp}/docs.npy")
         lat, exact = [], []
-        for i in range(args.queries):
+        for i in range(min(args.queries, args.timed)):
             q = embedder.embed_query(f"q{i}")
             t = time.perf_counter()
             sims = docs @ q
@@ -538,6 +538,7 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
             lat.append(time.perf_counter() - t)
     engine.close()
     return {"start_s": round(start_s, 3), "searcher": kind,
+            "timed_queries": min(args.queries, args.timed),
             "index_p50_ms": round(statistics.median(lat) * 1000, 3),
             "exact_p50_ms": round(statistics.median(exact) * 1000, 3),
             "peak_rss_mb": peak, "found": found}
@@ -744,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("ann-probe", help=argparse.SUPPRESS)
     p.add_argument("--tmp", required=True)
     p.add_argument("--queries", type=int, default=500)
+    p.add_argument("--timed", type=int, default=200,
+                   help="queries timed (exact and index interleaved) after the recall pass")
     args = parser.parse_args(argv)
     report = {"locomo": locomo, "joint": joint, "throughput": throughput,
               "search": search, "ann": ann, "ann-probe": ann_probe,

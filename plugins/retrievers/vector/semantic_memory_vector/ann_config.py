@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Below this many vectors the in-RAM exact matrix is used (see docs/vector.md for the measure).
-DEFAULT_MIN_ROWS = 50_000
+DEFAULT_MIN_ROWS = 20_000
 
 
 @dataclass(frozen=True)
