@@ -13,7 +13,8 @@ warm-up runs, and times the whole process (what the agent waits for):
 - claude-code SessionStart(resume): recall for the last user message of a 200-turn transcript;
 - claude-code PreCompact: flush a 200-turn transcript (~100 memories; repeats dedup);
 - claude-code PostToolUse: an allow-listed Bash output stored as an artifact;
-- codex and kimi-code UserPromptSubmit: the same recall through their adapters;
+- codex and kimi-code UserPromptSubmit and PostToolUse: the same through their adapters, and
+  codex PreCompact: the same 200 turns as a Codex rollout file;
 - service down: MEMORY_PLUGIN_URL at a closed port, the time to give up.
 
 Each case reports wall time (p50/p95) and the process's own CPU time (user + sys, from
@@ -99,6 +100,16 @@ def transcript(path: Path, questions: list[str], answers: list[str]) -> None:
                 "role": "assistant", "content": [{"type": "text", "text": a}]}}) + "\n")
 
 
+def rollout(path: Path, questions: list[str], answers: list[str]) -> None:
+    """The same turns as a Codex rollout file (`response_item` messages)."""
+    with path.open("w") as handle:
+        for q, a in zip(questions, answers, strict=True):
+            for role, kind, text in (("user", "input_text", q), ("assistant", "output_text", a)):
+                handle.write(json.dumps({"type": "response_item", "payload": {
+                    "type": "message", "role": role,
+                    "content": [{"type": kind, "text": text}]}}) + "\n")
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -141,11 +152,22 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(hook + ["claude-code", "UserPromptSubmit"], env=env, capture_output=True,
                            input=json.dumps({"session_id": "warm", "cwd": str(tmp),
                                              "prompt": q}).encode())
-        transcripts = []
+        transcripts, rollouts = [], []
         for i in range(n):
-            path = tmp / f"t{i}.jsonl"
-            transcript(path, rng.sample(questions, 200), rng.sample(turns, 200))
+            path, codex_path = tmp / f"t{i}.jsonl", tmp / f"r{i}.jsonl"
+            asked, said = rng.sample(questions, 200), rng.sample(turns, 200)
+            transcript(path, asked, said)
+            rollout(codex_path, asked, said)
             transcripts.append(path)
+            rollouts.append(codex_path)
+
+        def tool_outputs(harness: str) -> list[bytes]:
+            return [json.dumps({
+                "session_id": f"{harness}-tool", "cwd": str(tmp), "tool_name": "Bash",
+                "tool_input": {"command": "pytest -q"},
+                "tool_response": {"stdout": f"{t}\n" * 20, "stderr": ""}}).encode()
+                for t in rng.sample(turns, n)]
+
         cases = {
             "claude-code UserPromptSubmit": ("claude-code", "UserPromptSubmit",
                                              prompts("claude-code")),
@@ -155,13 +177,14 @@ def main(argv: list[str] | None = None) -> int:
             "claude-code PreCompact (200 turns)": ("claude-code", "PreCompact", [json.dumps({
                 "session_id": f"pc-{i}", "cwd": str(tmp), "trigger": "auto",
                 "transcript_path": str(t)}).encode() for i, t in enumerate(transcripts)]),
-            "claude-code PostToolUse": ("claude-code", "PostToolUse", [json.dumps({
-                "session_id": "tool", "cwd": str(tmp), "tool_name": "Bash",
-                "tool_input": {"command": "pytest -q"},
-                "tool_response": {"stdout": f"{t}\n" * 20, "stderr": ""}}).encode()
-                for t in rng.sample(turns, n)]),
+            "claude-code PostToolUse": ("claude-code", "PostToolUse", tool_outputs("claude-code")),
             "codex UserPromptSubmit": ("codex", "UserPromptSubmit", prompts("codex")),
+            "codex PreCompact (200 turns)": ("codex", "PreCompact", [json.dumps({
+                "session_id": f"cpc-{i}", "cwd": str(tmp), "trigger": "auto",
+                "transcript_path": str(r)}).encode() for i, r in enumerate(rollouts)]),
+            "codex PostToolUse": ("codex", "PostToolUse", tool_outputs("codex")),
             "kimi-code UserPromptSubmit": ("kimi-code", "UserPromptSubmit", prompts("kimi-code")),
+            "kimi-code PostToolUse": ("kimi-code", "PostToolUse", tool_outputs("kimi-code")),
         }
         results = {}
         paired: dict[str, list[tuple[float, float]]] = {}  # the bare runs beside each case's

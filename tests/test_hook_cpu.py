@@ -19,7 +19,7 @@ from typing import Any
 
 import pluggy
 import pytest
-from harness_support import hook_env, hook_log
+from harness_support import closed_port, hook_env, hook_log
 from semantic_memory import lite
 from semantic_memory.config import ConfigError, Settings
 from semantic_memory.harness import hookimpl
@@ -117,6 +117,26 @@ def test_hook_imports_only_what_it_needs(service: Service, tmp_path: Path, case:
     modules = set(dump.read_text().split("\n"))
     loaded = {name for name in modules if name.split(".")[0] in HEAVY or name in AVOIDED}
     assert not loaded, f"a {case} hook imported {sorted(loaded)}"
+
+
+def test_a_spooled_write_imports_only_what_it_needs(tmp_path: Path) -> None:
+    """A write the service cannot take goes to the spool: what a loaded machine runs most."""
+    harness, event, payload, _ = cases(tmp_path)["claude-code tool"]
+    dump = tmp_path / "modules.txt"
+    code = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(dump)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+            f"sys.argv = ['memory-mcp', 'hook', {harness!r}, {event!r}]\n"
+            "from semantic_memory.entry import main\nmain()\n")
+    env = environment(tmp_path, f"http://127.0.0.1:{closed_port()}")
+    for expected in ("spooled", "spooled"):  # refused, then backing off
+        run = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload).encode(),
+                             env=env, capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert hook_log(tmp_path)[-1]["outcome"] == expected
+    modules = set(dump.read_text().split("\n"))
+    loaded = {name for name in modules if name.split(".")[0] in HEAVY or name in AVOIDED}
+    assert not loaded, f"a spooled write imported {sorted(loaded)}"
+    assert len(list((tmp_path / "spool").glob("*.json"))) == 2
 
 
 def cpu_ms(cmd: list[str], data: bytes, env: dict[str, str]) -> float:

@@ -23,12 +23,18 @@ Hook processes import this module: standard library only, nothing heavy.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, NamedTuple
+
+from .lite import dumps, try_loads
+
+# A hook that spools imports this module: no typing, pathlib or json at import (`append`
+# takes a folder as a string too; `lite` reads and writes the JSON).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+    from typing import Any
 
 VERSION = 1
 SUFFIX = ".json"
@@ -46,20 +52,30 @@ class Refused(Exception):
     """The service refused a write as invalid; it moves to `rejected/` with this reason."""
 
 
-class Depth(NamedTuple):
-    count: int
-    oldest: float | None  # unix seconds of the oldest pending write
-    rejected: int
+class Depth(tuple):  # (count, oldest, rejected): a NamedTuple without importing typing
+    __slots__ = ()
+
+    def __new__(cls, count: int, oldest: float | None, rejected: int) -> Depth:
+        return tuple.__new__(cls, (count, oldest, rejected))
+
+    count = property(lambda self: self[0])
+    oldest = property(lambda self: self[1])  # unix seconds of the oldest pending write
+    rejected = property(lambda self: self[2])
 
 
-class Replayed(NamedTuple):
-    sent: int
-    rejected: int
-    left: int
+class Replayed(tuple):  # (sent, rejected, left)
+    __slots__ = ()
+
+    def __new__(cls, sent: int, rejected: int, left: int) -> Replayed:
+        return tuple.__new__(cls, (sent, rejected, left))
+
+    sent = property(lambda self: self[0])
+    rejected = property(lambda self: self[1])
+    left = property(lambda self: self[2])
 
 
-def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
-           event: str = "") -> Path:
+def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str = "",
+           event: str = "") -> str | Path:
     """Write one request durably (fsync'd, atomically named); returns its file. Raises
     OSError when the disk cannot take it (the caller reports that write as lost). The text is
     kept as given, like the harness's own transcript beside it: the service's filters (secret
@@ -67,9 +83,10 @@ def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
     record = {"v": VERSION, "ts": round(time.time(), 3), "harness": harness, "event": event,
               "path": path, "body": body}
-    data = json.dumps(record, ensure_ascii=False).encode("utf-8")
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = folder / f".{name}.tmp"
+    data = dumps(record).encode("utf-8")
+    directory = os.fspath(folder)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp = os.path.join(directory, f".{name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:
@@ -79,19 +96,19 @@ def append(folder: Path, path: str, body: dict[str, Any], *, harness: str = "",
             os.fsync(fd)
         finally:
             os.close(fd)
-        final = folder / (name + SUFFIX)
+        final = os.path.join(directory, name + SUFFIX)
         os.replace(tmp, final)
     except BaseException:  # disk full, interrupted: no half-written file stays behind
         try:
-            tmp.unlink()
+            os.unlink(tmp)
         except OSError:
             pass
         raise
-    _sync_folder(folder)
-    return final
+    _sync_folder(directory)
+    return final if isinstance(folder, str) else folder / (name + SUFFIX)  # type: ignore[operator]
 
 
-def _sync_folder(folder: Path) -> None:
+def _sync_folder(folder: str | Path) -> None:
     """Make the rename itself durable (POSIX; a no-op where folders cannot be opened)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -119,8 +136,8 @@ def pending(folder: Path) -> list[Path]:
 def read(file: Path) -> dict[str, Any] | None:
     """One spooled record, or None when it is not one (it then stays for a person to see)."""
     try:
-        record = json.loads(file.read_bytes())
-    except (OSError, ValueError):
+        record = try_loads(file.read_bytes())
+    except OSError:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("body"), dict) \
             or not isinstance(record.get("path"), str):
@@ -238,7 +255,7 @@ def _reject(claimed: Path, reason: str, record: dict[str, Any] | None = None) ->
             return
         record = {**record, "rejected": reason[:500], "rejected_at": round(time.time(), 3)}
         tmp = target.with_name("." + target.name + ".tmp")
-        tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        tmp.write_text(dumps(record), encoding="utf-8")
         os.replace(tmp, target)
         claimed.unlink()
     except OSError:

@@ -21,6 +21,7 @@ import time
 from ..lite import dumps
 from ..private import strip_private
 from .client import ServiceFailed, ServiceUnavailable, retryable
+from .settings import beside_db
 from .transcript import (
     Turn,
     chunk_turns,
@@ -189,7 +190,7 @@ class HookCall:
         ts = round(time.time(), 3)
         for item in body.get("items", [body]):
             item.setdefault("created_at", ts)
-        spool.append(self.settings.spool_path, "/ingest", body, harness=self.harness,
+        spool.append(beside_db(self.settings, "spool"), "/ingest", body, harness=self.harness,
                      event=self.event)
         self.spooled += 1
         self.spool_reason = self.spool_reason or reason
