@@ -2,8 +2,10 @@
 
 RRF needs only ranks, so channels whose scores mean different things (BM25, cosine) fuse
 without calibration; but it cannot tell a clear winner from a near tie. Score fusion can: each
-channel's scores are normalised per query and mixed with fixed shares, which suits a strong
-embedder whose cosine gaps carry information (`MEMORY_FUSION`).
+channel's scores are normalised per query and mixed with fixed shares, so a strong embedder's
+cosine gaps and trigram's substring evidence count, and the neighbour decay knows how sure each
+hit is. It is the default with or without an embedder (`MEMORY_FUSION`; docs/retrieval.md, "The
+guard").
 """
 
 from __future__ import annotations
