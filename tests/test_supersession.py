@@ -136,6 +136,19 @@ def test_a_chain_returns_only_its_newest(engine: MemoryEngine) -> None:
                         include_superseded=True)) == 3
 
 
+@pytest.mark.both_stores
+def test_restatements_in_one_batch_never_replace_each_other(engine: MemoryEngine) -> None:
+    """One batch shares a timestamp and is stored before its items are judged: the later
+    restatement replaces the earlier one, never both each other (which left none current)."""
+    results = engine.ingest([
+        NewMemory("The staging db listens on port 5432", kind="fact", project="p"),
+        NewMemory("The staging db listens on port 5433", kind="fact", project="p")])
+    assert [r.status for r in results] == ["new", "new"]
+    assert contents(engine, "staging db port", project="p") == [
+        "The staging db listens on port 5433"]
+    assert engine.supersedes(results[1].uid) == [results[0].uid]
+
+
 def test_a_version_7_file_is_upgraded(tmp_path: Path) -> None:
     settings = Settings(db_path=str(tmp_path / "old.db"), device="cpu")
     engine = MemoryEngine(settings)

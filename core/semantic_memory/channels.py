@@ -116,6 +116,21 @@ class Prepares(ABC):
         return None
 
 
+class Deferrable(ABC):
+    """Capability of a `Prepares` channel whose preparation may wait (embedding): where the
+    service runs its embedding queue, ingest stores and keyword-indexes a memory at once and
+    this channel's `prepare` + `index` run later, in the background (`Writer.catch_up`); the
+    queue is what `pending_ids` answers, so it persists and resumes with the store."""
+
+    @abstractmethod
+    def pending_ids(self, conn: Any, limit: int) -> list[int]:
+        """Up to `limit` ids of live memories this channel has not indexed yet, oldest first."""
+
+    @abstractmethod
+    def pending_count(self, conn: Any) -> int:
+        """How many live memories this channel has not indexed yet (the queue's depth)."""
+
+
 class Confident(ABC):
     """Capability: how sure a cheap channel is of its own ranking, for the keyword fast path
     (skip `expensive` channels when it reaches MEMORY_FAST_PATH_MIN)."""

@@ -691,6 +691,8 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
         raise click.ClickException("--project, --dry-run and --json are for markdown imports "
                                    "(a harness name or a folder), not JSON lines")
     engine = obj.engine
+    # An import never waits for a model: vectors follow in the service's embedding queue.
+    engine.writer.defer = engine.settings.embed_background
     counts = {"new": 0, "duplicate": 0, "rejected": 0, "bad": 0}
     total = None
     if path != "-":
@@ -735,6 +737,9 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
     if counts["new"] >= IMPORT_BATCH:  # a bulk import leaves the indexes in many segments
         engine.store.optimize()
     _echo_json(counts)
+    if engine.writer.defer and engine.writer.deferrable() and (waiting := engine.writer.pending()):
+        click.echo(f"{waiting} memories wait for their vectors: the service embeds them in the "
+                   "background (or run `memory-mcp backfill`)", err=True)
     if counts["bad"]:
         sys.exit(1)
 

@@ -42,6 +42,10 @@ class Settings:
     ttl_injection_days: int = 90
     maintenance_on_start: bool = True
     dedup_sim: float = 0.98
+    # The service embeds new memories in the background (`service/embed_queue.py`): a write is
+    # stored and keyword-indexed at once, its vector follows (near-duplicates are merged then).
+    # 0 = every write waits for its embedding, as the CLI and a bare engine do.
+    embed_background: bool = True
     # --- embedder / vector channel (used by the `embed` extra's plugins) ---
     # Which registered embedder the vector channel uses (empty = the first one registered).
     embedder: str = ""

@@ -9,11 +9,12 @@ import logging
 import re
 import secrets
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 from . import supersede
-from .channels import Channel, Prepares
+from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
 from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
@@ -151,6 +152,18 @@ class Writer:
                  channels: list[Channel]) -> None:
         self.store, self.pm, self.settings, self.channels = store, pm, settings, channels
         self._preparers = [c for c in channels if isinstance(c, Prepares)]
+        #: True where a service runs the embedding queue (`service/embed_queue.py`):
+        #: `Deferrable` channels are then prepared by `catch_up`, not at ingest, and `queued`
+        #: is set whenever a write left them work.
+        self.defer = False
+        self.queued = threading.Event()
+
+    def deferrable(self) -> bool:
+        """Whether some active channel can be prepared in the background."""
+        return any(c.active and isinstance(c, Deferrable) for c in self._preparers)
+
+    def _deferred(self, channel: Prepares) -> bool:
+        return self.defer and isinstance(channel, Deferrable)
 
     def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True,
                prepare: bool = True) -> list[IngestResult]:
@@ -177,7 +190,10 @@ class Writer:
             return results
         # The `Prepares` step outside the write lock (e.g. embedding): one value per item,
         # handed to that channel's find_duplicate and index. Only active channels prepare.
-        preparers = [c for c in self._preparers if c.active] if prepare else []
+        preparers = [c for c in self._preparers if c.active and not self._deferred(c)] \
+            if prepare else []
+        if self.defer and any(c.active and self._deferred(c) for c in self._preparers):
+            self.queued.set()
         prepared = self._prepare(preparers, [item for _, item in accepted])
         if not preparers:
             with self.store.write() as conn:
@@ -315,7 +331,10 @@ class Writer:
             return []
         return [m for m in found
                 if m.project == memory.project and m.kind == memory.kind and not m.deleted
-                and m.superseded_by is None and m.created_at <= memory.created_at
+                and m.superseded_by is None
+                # strictly older: one batch shares a timestamp, and its later items are stored
+                # before its earlier ones are judged; by id they never replace each other
+                and (m.created_at, m.id) < (memory.created_at, memory.id)
                 and supersede.supersedes(m.content, memory.content)]
 
     def _skip_restored(self, conn: Any, accepted: list[tuple[int, NewMemory]],
@@ -467,3 +486,66 @@ class Writer:
         for channel in self.channels:
             self._index(conn, channel, [memory],
                         [prepared[channel.name]] if channel.name in prepared else None)
+
+    # --- the embedding queue (Deferrable channels) ---------------------------------------
+
+    def catch_up(self, limit: int = 64) -> int:
+        """One batch of the embedding queue: for each active `Deferrable` channel, prepare
+        (embed) up to `limit` memories it has not indexed, outside the write lock, then index
+        them; a memory whose vector shows it near-duplicates an older one (`find_duplicate`)
+        is merged into it, as ingest would have. Returns how many memories were handled (0:
+        nothing to do, or the channel's `prepare` failed and was logged)."""
+        handled = 0
+        for channel in self._preparers:
+            if not (channel.active and isinstance(channel, Deferrable)):
+                continue
+            name = channel.name  # type: ignore[attr-defined]
+            with self.store.snapshot() as conn:
+                waiting = self.store.load(conn, channel.pending_ids(conn, limit))
+            memories = [m for m in waiting.values() if not m.deleted]
+            if not memories:
+                continue
+            values = self._prepare([channel], [
+                NewMemory(m.content, kind=m.kind, source=m.source, project=m.project)
+                for m in memories]).get(name)
+            if values is None:
+                continue
+            with self.store.write() as conn:
+                current = self.store.load(conn, [m.id for m in memories])
+                for memory, value in zip(memories, values, strict=True):
+                    now_memory = current.get(memory.id)
+                    if now_memory is None or now_memory.deleted \
+                            or now_memory.content != memory.content:
+                        continue  # forgotten or edited meanwhile: the edit indexed it
+                    handled += 1
+                    if self._merged(conn, channel, memory, value):
+                        continue
+                    self._index(conn, channel, [memory], [value])  # type: ignore[arg-type]
+        return handled
+
+    def _merged(self, conn: Any, channel: Prepares, memory: Memory, value: Any) -> bool:
+        """Whether `memory` near-duplicates an older live one now that its vector is known:
+        then it is forgotten and the older one refreshed."""
+        if value is None:
+            return False
+        probe = NewMemory(memory.content, kind=memory.kind, source=memory.source,
+                          project=memory.project)
+        try:
+            dup = channel.find_duplicate(conn, probe, value)
+        except Exception as exc:  # noqa: BLE001 - no verdict: keep it
+            log.warning("channel %s: find_duplicate failed (%s)",
+                        channel.name, one_line(exc))  # type: ignore[attr-defined]
+            return False
+        if dup is None or dup == memory.id:
+            return False
+        self.store.merge_duplicate(conn, memory.id, dup, now())
+        return True
+
+    def pending(self) -> int:
+        """Memories waiting in the embedding queue (all `Deferrable` channels)."""
+        total = 0
+        with self.store.snapshot() as conn:
+            for channel in self._preparers:
+                if channel.active and isinstance(channel, Deferrable):
+                    total += channel.pending_count(conn)
+        return total

@@ -440,6 +440,8 @@ class MemoryEngine:
                 "recall_mode": _recall_mode(embedder),
                 "embedder": embedder,
                 "device": (embedder or {}).get("device"),
+                # memories stored but not yet embedded (service/embed_queue.py)
+                "embedding_queue": self.writer.pending() if self.writer.deferrable() else 0,
                 "store": self.store.name,
                 "db_path": self.store.location,
                 "db_bytes": self.store.size_bytes(),

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from ..config import Settings
 from ..pipeline import MemoryEngine
-from . import browse, spool_replay
+from . import browse, embed_queue, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
 from .edges import BodyGuard
 from .rest import EXCEPTION_HANDLERS, ROUTES
@@ -187,6 +187,7 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
             with anyio.move_on_after(WARM_UP_WAIT_S):
                 await warmed.wait()
             tg.start_soon(spool_replay.run, engine, settings)
+            tg.start_soon(embed_queue.run, engine, settings)
             try:
                 yield
             finally:

@@ -147,6 +147,14 @@ class SQLMemoryStore:
             self._run(conn, f"UPDATE memories SET updated_at = ? WHERE id IN ({_marks(chunk)})",
                       [ts, *chunk])
 
+    def merge_duplicate(self, conn: Any, memory_id: int, into_id: int, ts: float) -> None:
+        """Memory `memory_id` turned out to duplicate `into_id` (a near-duplicate found when
+        its vector arrived): it is forgotten and `into_id` refreshed, as if it had been
+        deduplicated at ingest."""
+        self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? WHERE id = ? "
+                        "AND deleted = 0", (ts, memory_id))
+        self.touch(conn, [into_id], ts)
+
     def load(self, conn: Any, ids: list[int]) -> dict[int, Memory]:
         """id -> Memory of those ids still stored."""
         out: dict[int, Memory] = {}

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from semantic_memory.channels import EmbeddingChannel, TransfersVectors
+from semantic_memory.channels import Deferrable, EmbeddingChannel, TransfersVectors
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
 from semantic_memory.stores.sqlite import run_script
 
@@ -67,7 +67,7 @@ def from_blob(blob: bytes, dim: int) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4", count=dim)
 
 
-class VectorChannel(EmbeddingChannel, TransfersVectors):
+class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
@@ -413,6 +413,22 @@ class VectorChannel(EmbeddingChannel, TransfersVectors):
             (model, dim, model, dim)).fetchone()
         return {"vectorized": vectorized, "missing": live - vectorized,
                 "other_model_vectors": other}
+
+    # --- the embedding queue (`Deferrable`): live memories without a vector of the model --
+
+    _PENDING = ("FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM memories_vec v "
+                "WHERE v.memory_id = m.id AND v.model = ? AND v.dim = ?)")
+
+    def pending_ids(self, conn: sqlite3.Connection, limit: int) -> list[int]:
+        if not self.active:
+            return []
+        return [r[0] for r in conn.execute(
+            f"SELECT m.id {self._PENDING} ORDER BY m.id LIMIT ?", (*self._tag(), limit))]
+
+    def pending_count(self, conn: sqlite3.Connection) -> int:
+        if not self.active:
+            return 0
+        return int(conn.execute(f"SELECT count(*) {self._PENDING}", self._tag()).fetchone()[0])
 
     def embedder_info(self) -> dict[str, Any]:
         """What stats and /health report about the vector side."""

@@ -1,0 +1,75 @@
+"""Issue #25: writes never wait for an embedding. The service stores and keyword-indexes a
+memory at once; its vector follows from the embedding queue (service/embed_queue.py), where a
+near-duplicate is merged when its vector arrives. Real MiniLM, real SQLite, a real service."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from semantic_memory import testing
+from semantic_memory.models import NewMemory
+
+PLUGINS = "bm25_porter,bm25_trigram,vector,llama_cpp"
+
+
+def hybrid(tmp_path: Path, minilm_path: Path, **settings: Any) -> Any:
+    return testing.engine_with(tmp_path, plugins=PLUGINS, model_path=str(minilm_path),
+                               device="cpu", **settings)
+
+
+def test_deferred_writes_are_embedded_by_catch_up_and_duplicates_merged(
+        tmp_path: Path, minilm_path: Path) -> None:
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        assert engine.recall_mode == "hybrid" and engine.writer.deferrable()
+        engine.writer.defer = True
+        first = engine.store_one(NewMemory("Alice prefers tabs in Go files", project="p"))
+        twin = engine.store_one(NewMemory("ALICE PREFERS TABS IN GO FILES", project="p"))
+        other = engine.store_one(NewMemory("The staging db listens on port 5433", project="p"))
+        assert {first.status, twin.status, other.status} == {"new"}  # no vector yet: no dedup
+        assert engine.writer.queued.is_set() and engine.stats()["embedding_queue"] == 3
+        assert engine.recall("tabs Go")[0].memory.uid == first.uid  # found by words at once
+        assert engine.writer.catch_up(64) == 3
+        assert engine.stats()["embedding_queue"] == 0
+        assert engine.get(twin.uid).deleted and not engine.get(first.uid).deleted  # merged
+        hits = engine.recall("which port does the staging database use?")
+        assert hits[0].memory.uid == other.uid and "vector" in hits[0].ranks
+        assert engine.writer.catch_up(64) == 0
+    finally:
+        engine.close()
+
+
+def test_without_the_queue_a_write_is_embedded_at_once(tmp_path: Path,
+                                                       minilm_path: Path) -> None:
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        engine.store_one(NewMemory("Alice prefers tabs in Go files", project="p"))
+        assert engine.store_one(NewMemory("ALICE PREFERS TABS IN GO FILES",
+                                          project="p")).status == "duplicate"
+        assert engine.stats()["embedding_queue"] == 0
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
+def test_the_service_answers_writes_before_their_vectors_and_fills_them_in(
+        memory_service: Any, minilm_path: Path) -> None:
+    service = memory_service(MEMORY_PLUGINS=PLUGINS, MEMORY_MODEL_PATH=str(minilm_path),
+                             MEMORY_DEVICE="cpu", MEMORY_FAST_PATH="0")  # always embed queries
+    items = [{"content": f"Decision {i}: the {w} service retries {i} times before failing",
+              "project": "q"} for i, w in enumerate(["billing", "search", "auth", "mail"] * 10)]
+    status, body = service.request("POST", "/ingest", {"items": items})
+    assert status == 200 and all(r["status"] == "new" for r in body["results"])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status, stats = service.request("GET", "/api/stats")
+        if stats["embedding_queue"] == 0 and stats["embedder"]["vectorized"] == 40:
+            break
+        time.sleep(0.5)
+    assert stats["embedding_queue"] == 0 and stats["embedder"]["vectorized"] == 40
+    status, found = service.request("POST", "/recall", {"query": "billing service retries",
+                                                        "project": "q", "k": 3})
+    assert status == 200 and any("vector" in item.get("ranks", {}) for item in found["items"])
