@@ -171,31 +171,54 @@ def leave_one_out(runs: dict[str, dict[str, dict[int, float]]],
     return {"folds": folds, "held_out": {k: round(v, 1) for k, v in pooled.items()}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="minilm, gemma or a GGUF path")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--no-coding", action="store_true", help="LoCoMo conversations only")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME:JSON")
-    parser.add_argument("--loo", default=None, metavar="KNOB=V1,V2,…")
-    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "guard-cache.json"))
-    args = parser.parse_args(argv)
+def _variants(specs: list[str], loo: str | None
+              ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The fused variants (NAME:JSON, and one per value of the --loo knob) and the knob's."""
     variants: dict[str, dict[str, Any]] = {"default": {}}
-    for item in args.variant:
+    for item in specs:
         name, _, spec = item.partition(":")
-        variants[name] = json.loads(spec)
+        try:
+            variants[name] = json.loads(spec)
+        except json.JSONDecodeError:
+            raise ValueError(f"--variant {item!r}: expected NAME:JSON") from None
+        if not isinstance(variants[name], dict):
+            raise ValueError(f"--variant {name}: the JSON must be an object")
     knob_runs: list[str] = []
-    if args.loo:
-        knob, _, values = args.loo.partition("=")
+    if loo:
+        knob, _, values = loo.partition("=")
         for value in values.split(","):
             name = f"{knob}={value}"
             if "." in knob:
-                table, channel = knob.split(".")
+                table, channel = knob.split(".", 1)
+                if table not in ("weights", "score_weights"):
+                    raise ValueError(f"--loo {knob}: use weights.CHANNEL or score_weights.CHANNEL")
                 variants[name] = {table: {channel: float(value)}}
             else:
+                if knob not in SETTINGS:
+                    raise ValueError(f"--loo: no setting named {knob!r}")
                 kind = type(getattr(Settings(), knob))
                 variants[name] = {knob: (int(value) != 0 if kind is bool else kind(value))}
             knob_runs.append(name)
+    return variants, knob_runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="minilm, gemma or a GGUF path")
+    parser.add_argument("--threads", type=int, default=2, help="embedder threads")
+    parser.add_argument("--no-coding", action="store_true", help="LoCoMo conversations only")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:JSON",
+                        help='a fused variant, e.g. rrf:{"fusion": "rrf"}')
+    parser.add_argument("--loo", default=None, metavar="KNOB=V1,V2,…",
+                        help="tune one knob by leave-one-conversation-out")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "guard-cache.json"),
+                        help="results per variant, reused by later runs")
+    args = parser.parse_args(argv)
+    try:
+        variants, knob_runs = _variants(args.variant, args.loo)
+    except (ValueError, AttributeError) as exc:
+        print(f"guard.py: {exc}", file=sys.stderr)
+        return 2
     cache_path = Path(args.cache)
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     tag = f"{args.model or 'bm25'}|{'locomo' if args.no_coding else 'locomo+coding'}"
