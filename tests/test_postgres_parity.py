@@ -29,10 +29,10 @@ from semantic_memory_postgres.channels import (
 from semantic_memory_postgres.store import PostgresStore
 from test_postgres_channels import add, conn, search, setup  # noqa: F401 (conn: a fixture)
 
-VOCAB = ("deploy deployment deploying kubectl rollout payment payments retry webhook cache "
-         "caching database credential rotate migration schema index latency budget queue "
-         "worker scheduler release hotfix incident review work workload workers o'brien "
-         "back\\slash").split()
+VOCAB = ['deploy', 'deployment', 'deploying', 'kubectl', 'rollout', 'payment', 'payments',
+         'retry', 'webhook', 'cache', 'caching', 'database', 'credential', 'rotate', 'migration',
+         'schema', 'index', 'latency', 'budget', 'queue', 'worker', 'scheduler', 'release',
+         'hotfix', 'incident', 'review', 'work', 'workload', 'workers', "o'brien", 'back\\slash']
 
 
 @pytest.fixture
@@ -63,19 +63,19 @@ def test_a_batch_import_of_thousands_is_all_there_in_order(engine: MemoryEngine)
     assert hits and hits[0].memory.content == texts[2999]
 
 
-def _python_bm25(conn: psycopg.Connection, channel: PgFullTextChannel, query: str
+def _python_bm25(db: psycopg.Connection, channel: PgFullTextChannel, query: str
                  ) -> list[tuple[int, float]]:
     """BM25 as the channel defines it, computed here from PostgreSQL's lexemes: exact document
     frequencies, positions counted per term (a prefix term over every lexeme it covers)."""
-    terms = channel.lexemes(conn, query)
+    terms = channel.lexemes(db, query)
     docs: dict[int, dict[str, int]] = {}
-    for memory_id, lexeme, n in conn.execute(
+    for memory_id, lexeme, n in db.execute(
             "SELECT m.id, u.lexeme, cardinality(u.positions) FROM memories m, unnest(m.tsv) u "
             "WHERE m.deleted = 0"):
         docs.setdefault(memory_id, {})[lexeme] = n
-    live = conn.execute("SELECT count(*) FROM memories WHERE deleted = 0").fetchone()[0]
+    live = db.execute("SELECT count(*) FROM memories WHERE deleted = 0").fetchone()[0]
     # the channel's average length is over a sample of all rows (here all of them)
-    avgdl = conn.execute("SELECT avg(length(tsv))::float8 FROM memories").fetchone()[0]
+    avgdl = db.execute("SELECT avg(length(tsv))::float8 FROM memories").fetchone()[0]
 
     def tf(doc: dict[str, int], lexeme: str, prefix: bool) -> int:
         return sum(n for lex, n in doc.items()

@@ -12,8 +12,8 @@ only through normalisation flags; `ts_rank_cd` is linear in tf). `pg_fulltext` t
 BM25 itself (Lucene's IDF, k1 = 1.2, b = 0.75) from what PostgreSQL does give cheaply:
 
 - document frequencies: `count(*)` of live memories matching one term's tsquery, answered by the
-  GIN index and capped (IDF_CAP_FACTOR x the match budget); past the cap, the `ANALYZE` statistics
-  of the tsvector column (`pg_stats.most_common_elem_freqs`) estimate it. Counts are remembered
+  GIN index and capped at the match budget + 1; past the cap, the `ANALYZE` statistics of the
+  tsvector column (`pg_stats.most_common_elem_freqs`) estimate it. Counts are remembered
   for STATS_TTL seconds (they steer weights, never which memories match);
 - term frequency and length: the candidates' own tsvectors (`unnest(tsv)` positions per term,
   `length(tsv)` distinct lexemes; the average length from a sample of the table);
