@@ -353,7 +353,7 @@ function rankChips(item, channels) {
   const cosine = item.signals && item.signals.cosine;
   return el("p", { cls: "why" },
     el("span", { cls: "score", text: `score ${Number(item.score).toFixed(4)}`,
-      attrs: { title: "fused weighted-RRF score" } }),
+      attrs: { title: "fused score (normalised channel scores; weighted RRF with MEMORY_FUSION=rrf)" } }),
     chips,
     cosine !== undefined ? el("span", { cls: "rank", text: `cosine ${cosine.toFixed(3)}` }) : null);
 }
