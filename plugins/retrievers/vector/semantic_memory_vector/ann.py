@@ -41,10 +41,10 @@ from .matrix import VectorMatrix
 
 log = logging.getLogger("semantic_memory.vector")
 
-#: Candidates the graph proposes for n wanted hits (n + n/2, at least 64), rescored exactly
+#: Candidates the graph proposes for n wanted hits (n + n/2, at least 100), rescored exactly
 #: from SQLite: at 100k-1M rows this keeps recall@10 >= 0.99 (docs/vector.md).
 OVERSAMPLE = 1.5
-MIN_CANDIDATES = 64
+MIN_CANDIDATES = 100
 EXPANSION_SEARCH = 128
 EXPANSION_ADD = 64
 CONNECTIVITY = 16
