@@ -156,6 +156,8 @@ def test_overview_shows_the_stores_numbers(tab: Tab, open_service: tuple[Service
         str(stats["memories"]))
     expect(cards.filter(has_text="Recall").locator(".card-value")).to_have_text("keyword")
     expect(cards.filter(has_text="Injections").locator(".card-value")).to_have_text("4")
+    # keyword recall: no embedder, so nothing queues for vectors
+    expect(cards.filter(has_text="Embedding queue").locator(".card-value")).to_have_text("—")
     expect(cards.filter(has_text="Database").locator(".card-value")).to_have_text(
         re.compile(r"^\d+(\.\d)? (KiB|MiB)$"))
     expect(page.locator("#overview-channels")).to_contain_text("porter weight")
@@ -296,6 +298,8 @@ def test_telemetry_view(tab: Tab, open_service: tuple[Service, dict]) -> None:
     page = tab.page
     cards = page.locator("#telemetry-cards .card")
     expect(cards.filter(has_text="Injections").locator(".card-value")).to_have_text("4")
+    # keyword recall: no embedder, so nothing queues for vectors
+    expect(cards.filter(has_text="Embedding queue").locator(".card-value")).to_have_text("—")
     expect(cards.filter(has_text="Last 7 days").locator(".card-value")).to_have_text("4")
     expect(cards.filter(has_text=re.compile(r"^Characters\d")).locator(".card-note")
            ).to_have_text("~517 tokens")  # 2,070 characters / 4

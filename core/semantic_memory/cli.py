@@ -18,7 +18,7 @@ from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
-from .plugins import build_plugin_manager, collect, diagnose
+from .plugins import build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
@@ -330,6 +330,24 @@ def purge(obj: Context) -> None:
     _echo_json(obj.engine.purge().to_dict())
 
 
+def diagnose(settings: Settings) -> list[str]:
+    """Every problem loading the plugins would meet, one line each (`doctor`): plugins that
+    do not load, channels and embedders refused, an ambiguous or unknown MEMORY_EMBEDDER."""
+    from .embedders import check_embedder, choose_embedder
+    from .harness.registry import conflicts  # adapters register through their own path
+
+    try:
+        pm = build_plugin_manager(settings)
+    except ConfigError as exc:
+        return [str(exc)]
+    collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
+            settings=settings)
+    embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
+                        settings=settings)
+    problem = choose_embedder(embedders, settings.embedder)[1]
+    return [str(p) for p in pm.problems] + ([problem] if problem else []) + conflicts(settings)
+
+
 @cli.command()
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
@@ -365,6 +383,10 @@ def plugins(obj: Context, as_json: bool) -> None:
         for name, why in r["skipped"].items():
             click.echo(f"skipped channel {name} ({r['name']}): {why}")
     for problem in pm.problems:
+        click.echo(f"broken: {problem}")
+    from .harness.registry import conflicts
+
+    for problem in conflicts(obj.settings):
         click.echo(f"broken: {problem}")
 
 

@@ -195,20 +195,3 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
         pm.enable_tracing()
     return pm
 
-
-def diagnose(settings: Settings) -> list[str]:
-    """Every problem loading the plugins would meet, one line each (`doctor`): plugins that
-    do not load, channels and embedders refused, an ambiguous or unknown MEMORY_EMBEDDER."""
-    from .channels import check_channel
-    from .embedders import check_embedder, choose_embedder
-
-    try:
-        pm = build_plugin_manager(settings)
-    except ConfigError as exc:
-        return [str(exc)]
-    collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
-            settings=settings)
-    embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
-                        settings=settings)
-    problem = choose_embedder(embedders, settings.embedder)[1]
-    return [str(p) for p in pm.problems] + ([problem] if problem else [])

@@ -39,7 +39,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
         described = (f"{embedder.get('embedder', '?')} {embedder.get('model_id')} on "
                      f"{embedder.get('device') or embedder.get('device_requested') or '?'}, "
                      f"{embedder.get('vectorized', 0)} vectorized, "
-                     f"{embedder.get('missing', 0)} missing")
+                     f"{embedder.get('missing', 0)} in the embedding queue")
     elif embedder:
         described = f"inactive: {embedder.get('reason', 'no model configured')}"
     else:

@@ -254,6 +254,8 @@ async function renderOverview(ticket) {
     card("Memories", num(stats.memories)),
     card("Forgotten", num(stats.forgotten), "removed for good by a purge"),
     card("Vectorized", vectorized, embedder && embedder.active ? "" : "no active embedder"),
+    card("Embedding queue", embedder && embedder.active ? num(stats.embedding_queue || 0) : "—",
+      stats.embedding_queue ? "stored, found by words; vectors follow" : "every memory embedded"),
     card("Database", bytes(stats.db_bytes), stats.db_path),
     card("Recall", stats.recall_mode === "hybrid" ? "hybrid" : "keyword",
       stats.recall_mode === "hybrid" ? "words and meaning" : "by words only"),
