@@ -4,25 +4,19 @@ post-process -> injection block. Interfaces (CLI, MCP, REST) all go through `Mem
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from . import neardup, neighbours
-from .channels import Backfills, Channel, Confident, check_channel, skip_reason
+from .channels import Backfills, Channel, check_channel, skip_reason
 from .config import Settings
 from .embedders import Embedder, check_embedder, choose_embedder
 from .safety.redaction import redact, ruleset_info
 from .errors import UnknownMemory, one_line
 from .ingest import UID, UpdateResult, Writer
-from .fusion import keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
+from .retrieval import Searcher
 from .limits import MAX_RECALL_K
 from .models import (
-    ChannelHit,
     IngestResult,
     InjectionBlock,
     Memory,
@@ -52,11 +46,6 @@ DAY = 86_400.0
 SUMMARY_DAYS = 30
 
 
-def _is_hits(found: Any) -> bool:
-    """Whether a channel's search answered as the contract says: a list of ChannelHit."""
-    return isinstance(found, list) and all(isinstance(h, ChannelHit) for h in found)
-
-
 def _recall_mode(embedder_info: dict[str, Any] | None) -> str:
     return "keyword" if embedder_info is None or embedder_info.get("active") is False \
         else "hybrid"
@@ -84,9 +73,6 @@ class MemoryEngine:
         plugin_manager: PluginManager | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env()
-        self._executor: ThreadPoolExecutor | None = None  # recall's pool, made on first use
-        self._pool_lock = threading.Lock()
-        self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
         self.store: MemoryStore = open_store(self.settings, self.pm)
         self.embedders: list[Embedder] = collect(
@@ -101,17 +87,18 @@ class MemoryEngine:
         #: Channels left out because they do not speak this store: name -> why.
         self.skipped_channels = {c.name: why for c in registered
                                  if (why := skip_reason(c, self.store.name))}
-        self.channels = self._ready(sorted(
+        channels = self._ready(sorted(
             (c for c in registered if c.name not in self.skipped_channels), key=lambda c: c.name))
         # Capabilities, sorted once (docs/plugins.md): the hot paths never probe members.
-        self._confident = [c for c in self.channels if isinstance(c, Confident)]
-        self._backfillers = [c for c in self.channels if isinstance(c, Backfills)]
+        self._backfillers = [c for c in channels if isinstance(c, Backfills)]
         configured = self.settings.weights()
-        self.weights = {c.name: configured.get(c.name, c.weight) for c in self.channels}
-        self.score_weights = {
+        weights = {c.name: configured.get(c.name, c.weight) for c in channels}
+        score_weights = {
             c.name: configured.get(c.name, c.weight if c.score_weight is None else c.score_weight)
-            for c in self.channels}
-        self.writer = Writer(self.store, self.pm, self.settings, self.channels)
+            for c in channels}
+        #: The stages (ingest.py, retrieval.py); the engine is their façade.
+        self.writer = Writer(self.store, self.pm, self.settings, channels)
+        self.searcher = Searcher(self.store, self.settings, channels, weights, score_weights)
 
     def _ready(self, channels: list[Channel]) -> list[Channel]:
         """Bind and set up each channel; one whose `bind` or `setup` raises is left out with
@@ -144,8 +131,35 @@ class MemoryEngine:
     def settings(self, value: Settings) -> None:
         """Benchmarks and tests swap settings on an open engine: both stages see them."""
         self._settings = value
-        if hasattr(self, "writer"):
-            self.writer.settings = value
+        if hasattr(self, "searcher"):
+            self.writer.settings = self.searcher.settings = value
+
+    @property
+    def channels(self) -> list[Channel]:
+        """The channels in use, by name (both stages share the list)."""
+        return self.searcher.channels
+
+    @channels.setter
+    def channels(self, value: list[Channel]) -> None:
+        self.searcher.channels = self.writer.channels = value
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """RRF weight per channel (defaults, then MEMORY_CHANNEL_WEIGHTS)."""
+        return self.searcher.weights
+
+    @weights.setter
+    def weights(self, value: dict[str, float]) -> None:
+        self.searcher.weights = value
+
+    @property
+    def score_weights(self) -> dict[str, float]:
+        """Score-fusion weight per channel."""
+        return self.searcher.score_weights
+
+    @score_weights.setter
+    def score_weights(self, value: dict[str, float]) -> None:
+        self.searcher.score_weights = value
 
     def ingest(self, items: list[NewMemory], *, batch_is_session: bool = True,
                prepare: bool = True) -> list[IngestResult]:
@@ -188,12 +202,12 @@ class MemoryEngine:
         self, query: str, k: int = 10, filters: RecallFilters | None = None, *,
         exclude: Callable[[Memory], bool] | None = None, relevant_only: bool = False,
     ) -> list[RecallHit]:
-        """Search every channel, fuse with weighted RRF, post-process, bring the top hits'
-        neighbours along (`neighbours.py`), return the top k.
+        """Search every channel, fuse, post-process, bring the top hits' neighbours along
+        (`neighbours.py`), return the top k. The stages are `retrieval.py`'s.
 
         `exclude`: memories to leave out (e.g. those already in an agent's context).
-        `relevant_only`: keep only hits a channel vouches for (`_vouched`): what an injection
-        takes, where a ranked list of the nearest memories is not enough.
+        `relevant_only`: keep only hits a channel vouches for (`Searcher.vouched`): what an
+        injection takes, where a ranked list of the nearest memories is not enough.
         """
         filters = filters or RecallFilters()
         k = max(1, min(int(k), MAX_RECALL_K))
@@ -201,69 +215,16 @@ class MemoryEngine:
             return []
         # Fusion needs slack below k: a fused top-k member may rank up to ~2k in one channel.
         depth = max(2 * k, self.settings.recall_depth)
-        live = [c for c in self.channels if c.active]
-        cheap = [c for c in live if not c.expensive]
-        expensive = [c for c in live if c.expensive]
-        keyword = [c.name for c in cheap]
         with self.store.snapshot() as conn:
-            rankings: dict[str, list[int]] = {}
-            scored: dict[str, list[tuple[int, float]]] = {}
-            signals: dict[int, dict[str, float]] = {}
-            weak: dict[int, set[str]] = {}  # id -> channels that found it too weak alone
-
-            def collect(channel: Channel, found: list[ChannelHit] | None) -> None:
-                if found is None:
-                    return
-                rankings[channel.name] = [h.id for h in found]
-                scored[channel.name] = [(h.id, h.score) for h in found]
-                for h in found:
-                    if h.signals:
-                        signals.setdefault(h.id, {}).update(h.signals)
-                    if h.weak:
-                        weak.setdefault(h.id, set()).add(channel.name)
-
-            found = self._search_at_once(cheap, conn, query, depth, filters)
-            for channel in cheap:  # a fixed order: ties fuse the same way every time
-                collect(channel, found[channel.name])
-            # `expensive` channels (embedding the query) come after the cheap ones, skipped by
-            # the keyword fast path when the keyword evidence is confident.
-            confidence: float | None = None
-            if expensive:
-                confidence = self._keyword_confidence(conn, query, rankings)
-            expensive_names = [c.name for c in expensive]
-            for channel in expensive:
-                if (self.settings.fast_path and confidence is not None
-                        and confidence >= self.settings.fast_path_min
-                        and keyword_leads(self.weights, keyword, expensive_names)):
-                    continue
-                collect(channel, self._search(channel, conn, query, depth, filters))
-            answered = [c for c in expensive if c.name in rankings]
-            gap = self.settings.neighbour_gap
-            if gap < 0:  # 1, or the answering embedder's own
-                gap = (answered[0].neighbour_gap or 1.0) if answered else 1.0
-            # Keyword channels alone fuse by score too: their normalised scores say how sure a
-            # hit is, which the neighbour decay needs (docs/retrieval.md, "Fusion").
-            by_score = self.settings.fusion == "score"
-            if by_score:
-                share = self.settings.fusion_vector_share
-                if share < 0 and answered:  # the embedder's own
-                    share = answered[0].fusion_share
-                    share = 0.5 if share is None else share
-                weights = with_share(self.score_weights, [c.name for c in answered], share)
-                fused = score_fusion(scored, weights, limit=depth)
-            else:
-                weights = keyword_gated_weights(self.weights, keyword,
-                                                [c.name for c in answered], confidence,
-                                                self.settings.fusion_gate_power)
-                fused = rrf(rankings, weights, self.settings.rrf_k, limit=depth)
+            evidence = self.searcher.search(conn, query, depth, filters)
+            fused, by_score = self.searcher.fuse(evidence, depth)
             memories = self.store.load(conn, [f.id for f in fused])
             hits = [
-                RecallHit(memories[f.id], f.score, f.ranks, dict(signals.get(f.id, {})))
+                RecallHit(memories[f.id], f.score, f.ranks, dict(evidence.signals.get(f.id, {})))
                 for f in fused if f.id in memories
                 # channels filter in SQL; this also covers one that does not
                 and (filters.include_superseded or memories[f.id].superseded_by is None)
-                # a hit only weak verdicts found (a vector hit below the cosine floor) goes
-                and not (f.id in weak and weak[f.id] >= set(f.ranks))
+                and not evidence.only_weak(f)
             ]
             self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
                                      store=self.store, conn=conn)
@@ -271,106 +232,12 @@ class MemoryEngine:
             if exclude is not None:
                 hits = [h for h in hits if not exclude(h.memory)]
             if relevant_only:
-                hits = self._vouched(conn, query, hits, k)
+                hits = self.searcher.vouched(conn, query, hits, k)
             # Score fusion's scores say how sure a hit is (RRF's carry ranks): they alone decay
             decay = self.settings.neighbour_decay if by_score else None
-            return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours, gap,
-                                     filters, exclude, decay)
-
-    def _vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
-        """The best k hits that some channel vouches for, in rank order. Channels opt in with
-        `relevant(conn, query, hits) -> set of ids` (BM25: IDF coverage of the query at least
-        MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). Hits are judged a page
-        of k at a time, so a strong top k costs one page."""
-        judges = [c for c in self.channels if c.active]
-        kept: list[RecallHit] = []
-        for start in range(0, len(hits), k):
-            page = hits[start : start + k]
-            vouched: set[int] = set()
-            for channel in judges:
-                try:
-                    vouched |= channel.relevant(conn, query, page)
-                except Exception as exc:  # noqa: BLE001 - no verdict from this channel
-                    log.warning("channel %s: relevant failed (%s)", channel.name, one_line(exc))
-            kept += [h for h in page if h.memory.id in vouched]
-            if len(kept) >= k:
-                break
-        return kept[:k]
-
-    def _search(
-        self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters
-    ) -> list[ChannelHit] | None:
-        """One channel's hits; None when it fails (one broken channel must not take recall
-        down). Keeps a smoothed search time per channel (`recall` plans with it)."""
-        start = time.perf_counter()
-        try:
-            found = channel.search(conn, query, depth, filters)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("channel %s: search failed (%s); recall goes on without it",
-                        channel.name, one_line(exc))
-            return None
-        else:
-            if _is_hits(found):
-                return found
-            log.warning("channel %s: search answered %s, not a list of ChannelHit; recall "
-                        "goes on without it", channel.name, type(found).__name__)
-            return None
-        finally:
-            took = time.perf_counter() - start
-            self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
-            if self.settings.trace_hooks:  # MEMORY_TRACE_HOOKS covers channel calls too
-                sys.stderr.write(f"channel {channel.name}.search(k={depth}) "
-                                 f"{took * 1000:.1f} ms\n")
-
-    def _search_at_once(
-        self, channels: list[Channel], conn: Any, query: str, depth: int, filters: RecallFilters
-    ) -> dict[str, list[ChannelHit] | None]:
-        """Every channel's hits, searched at the same time, each on its own read snapshot
-        (SQLite releases the GIL while it searches). This thread takes the slowest channel so
-        far and the pool the others: measured ~0.7 ms better at 100k memories than the other
-        way round, as each thread's page cache keeps serving the same index."""
-        if not self.store.parallel_snapshots:
-            return {c.name: self._search(c, conn, query, depth, filters) for c in channels}
-        by_cost = sorted(channels, key=lambda c: self._cost.get(c.name, 0.0), reverse=True)
-        pending = [(c, self._pool().submit(self._search_own_snapshot, c, query, depth, filters))
-                   for c in by_cost[1:]]
-        found = {c.name: self._search(c, conn, query, depth, filters) for c in by_cost[:1]}
-        found.update((c.name, future.result()) for c, future in pending)
-        return found
-
-    def _search_own_snapshot(
-        self, channel: Channel, query: str, depth: int, filters: RecallFilters
-    ) -> list[ChannelHit] | None:
-        with self.store.snapshot() as conn:
-            return self._search(channel, conn, query, depth, filters)
-
-    def _pool(self) -> ThreadPoolExecutor:
-        """Threads for channel searches beyond the caller's own (one per CPU, made once)."""
-        with self._pool_lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    max_workers=os.cpu_count() or 2, thread_name_prefix="recall")
-            return self._executor
-
-    def _keyword_confidence(
-        self, conn: Any, query: str, rankings: dict[str, list[int]]
-    ) -> float | None:
-        """How sure the cheap channels already are (0..1): the highest `confidence` any of
-        them reports for its own ranking (channels opt in with
-        `confidence(conn, query, ids) -> float | None`, e.g. BM25's IDF coverage)."""
-        best: float | None = None
-        for channel in self._confident:
-            name = channel.name  # type: ignore[attr-defined]
-            if name not in rankings:
-                continue
-            try:
-                value = channel.confidence(conn, query, rankings[name])
-            except Exception as exc:  # noqa: BLE001 - no verdict, no fast path
-                log.warning("channel %s: confidence failed (%s)", name, one_line(exc))
-                continue
-            if value is not None and (best is None or value > best):
-                best = float(value)
-        return best
+            return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours,
+                                     self.searcher.neighbour_gap(evidence), filters, exclude,
+                                     decay)
 
     def injection(self, query: str, hits: list[RecallHit], budget_chars: int
                   ) -> InjectionBlock:
@@ -563,7 +430,5 @@ class MemoryEngine:
         return out
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        self.searcher.close()
         self.store.close()
