@@ -100,6 +100,7 @@ def main() -> None:
 
         model = str(models.minilm())
     items = memories(args.limit)
+    store_all(items[:BATCH], plugins=HYBRID, model_path=model, device="cpu")  # warm-up
     result = {
         "memories": len(items),
         "mean_chars": round(statistics.mean(len(m.content) for m in items)),

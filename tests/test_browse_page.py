@@ -298,8 +298,6 @@ def test_telemetry_view(tab: Tab, open_service: tuple[Service, dict]) -> None:
     page = tab.page
     cards = page.locator("#telemetry-cards .card")
     expect(cards.filter(has_text="Injections").locator(".card-value")).to_have_text("4")
-    # keyword recall: no embedder, so nothing queues for vectors
-    expect(cards.filter(has_text="Embedding queue").locator(".card-value")).to_have_text("—")
     expect(cards.filter(has_text="Last 7 days").locator(".card-value")).to_have_text("4")
     expect(cards.filter(has_text=re.compile(r"^Characters\d")).locator(".card-note")
            ).to_have_text("~517 tokens")  # 2,070 characters / 4

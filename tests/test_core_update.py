@@ -147,7 +147,7 @@ def test_a_store_from_before_revisions_is_upgraded(settings: Settings, store_kin
     engine.close()
     engine = MemoryEngine(settings)
     try:
-        assert engine.store.schema_version == (8 if store_kind == "sqlite" else 3)
+        assert engine.store.schema_version == (8 if store_kind == "sqlite" else 4)
         assert engine.update(uid, content="Edited after the upgrade").status == "updated"
         assert [r["content"] for r in engine.revisions(uid)] == ["Written before edits existed"]
     finally:
