@@ -10,7 +10,8 @@ Three stores, fresh each: BM25-only (no vector plugin: the floor), hybrid with e
 embedded before it returns (MEMORY_EMBED_BACKGROUND=0, the CLI's way), and hybrid with the
 queue (what the service does): the write time, then how long the queue takes to drain
 (`Writer.catch_up`, as service/embed_queue.py calls it). Throughput: texts per second embedding
-texts of ~100, ~500 and ~1,500 characters at batch sizes 1, 8 and 32. Prints JSON.
+texts of ~100, ~500 and ~1,500 characters at batch sizes 1, 8 and 32 (`--threads`, default 1).
+Prints JSON.
 """
 
 from __future__ import annotations
@@ -65,11 +66,12 @@ def store_all(items: list[NewMemory], **settings: Any) -> dict[str, float]:
             engine.close()
 
 
-def throughput(model: str) -> dict[str, dict[str, float]]:
-    """Texts per second by text length and batch size (median of 3)."""
+def throughput(model: str, threads: int) -> dict[str, dict[str, float]]:
+    """Texts per second by text length and batch size (median of 3), on `threads` CPU
+    threads (1 is steady on a shared machine, where OpenMP threads spin against other jobs)."""
     from semantic_memory_llama_cpp import LlamaCppEmbedder
 
-    embedder = LlamaCppEmbedder(model, device="cpu")
+    embedder = LlamaCppEmbedder(model, device="cpu", threads=threads)
     base = ("The deploy script retries the upload three times, then fails the build with the "
             "last error; see scripts/deploy.sh and the CI log for the exit code. ")
     out: dict[str, dict[str, float]] = {}
@@ -93,6 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=300, help="memories to store")
     parser.add_argument("--model", default="", help="GGUF model (default: the test MiniLM)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="llama.cpp threads of the throughput table (MEMORY_EMBED_THREADS)")
     args = parser.parse_args()
     model = args.model
     if not model:
@@ -110,7 +114,8 @@ def main() -> None:
                                                       device="cpu"),
         "hybrid_with_queue": store_all(items, plugins=HYBRID, model_path=model, device="cpu",
                                        defer=True),
-        "texts_per_s": throughput(model),
+        "threads": args.threads,
+        "texts_per_s": throughput(model, args.threads),
     }
     floor = result["bm25_only"]["write_s"]
     result["write_vs_bm25_only"] = {
