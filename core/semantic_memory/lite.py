@@ -177,3 +177,20 @@ except ImportError:
 
 #: Whether this platform has the alarm (`setitimer`).
 HAS_ALARM = setitimer is not None
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether a process `pid` exists (the discovery file's service; the hooks ask too)."""
+    import os
+
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True

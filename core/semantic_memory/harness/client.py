@@ -143,23 +143,10 @@ def read_discovery(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    data["stale"] = not _pid_alive(data.get("pid"))
+    from ..lite import pid_alive
+
+    data["stale"] = not pid_alive(data.get("pid"))
     return data
-
-
-def _pid_alive(pid: object) -> bool:
-    """`service.discovery.pid_alive`."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    except OSError:
-        return False
-    return True
 
 
 class ServiceClient:

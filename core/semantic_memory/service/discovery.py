@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
+from ..lite import pid_alive
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
 # Hooks read the discovery file on every run: reading it imports nothing beyond this module
@@ -85,20 +86,6 @@ def retract(path: Path | None, pid: int | None = None) -> bool:
         return False  # another instance took the file over; leave it
     try:
         path.unlink()
-    except OSError:
-        return False
-    return True
-
-
-def pid_alive(pid: int) -> bool:
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
     except OSError:
         return False
     return True
