@@ -414,3 +414,35 @@ def test_an_inactive_vector_channel_leaves_ingest_on_the_batch_path(
         assert "channel porter.index(1 memories)" not in err
     finally:
         engine.close()
+
+
+def test_a_broken_or_untyped_harness_adapter_is_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`doctor`, `install` and `plugins` list adapters through harness/registry.py: a plugin
+    whose register_harnesses raises, or that registers something that is not a
+    HarnessAdapter, is left out with one line; the installed adapters still load."""
+    import semantic_memory.plugins as plugins_module
+    from semantic_memory.harness import registry
+
+    class Raises:
+        @hookimpl
+        def register_harnesses(self, register: Any) -> None:
+            raise RuntimeError("adapter exploded")
+
+    class Untyped:
+        @hookimpl
+        def register_harnesses(self, register: Any) -> None:
+            register(object())
+
+    original = plugins_module.build_plugin_manager
+    monkeypatch.setattr(plugins_module, "build_plugin_manager",
+                        lambda settings, extra=(): original(settings, [Raises(), Untyped()]))
+    lines: list[str] = []
+    adapters = registry.all_adapters(
+        Settings(db_path=str(tmp_path / "m.db"), plugins="claude_code"), lines)
+    assert "claude-code" in adapters
+    assert any("register_harnesses failed: RuntimeError: adapter exploded" in line
+               for line in lines), lines
+    assert any("object is not a semantic_memory.harness.HarnessAdapter" in line
+               for line in lines), lines
+    assert all("\n" not in line for line in lines)

@@ -69,7 +69,7 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
         scopes[scope] = {"files": paths, "entries": install.status(files)}
     hooks = {event: outcomes_ for (harness, event), outcomes_ in sorted(latest.items())
              if harness == adapter.name}
-    binary = getattr(adapter, "binary", None)
+    binary = adapter.binary
     return {"harness": adapter.name, "binary": binary and shutil.which(binary),
             "binary_name": binary, "scopes": scopes, "hooks": hooks}
 

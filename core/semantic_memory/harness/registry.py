@@ -65,19 +65,30 @@ def all_adapters(settings: Settings | HookSettings,
                  conflicts: list[str] | None = None) -> dict[str, Any]:
     """Every installed adapter by harness name (the plugin manager every command uses). A
     refused duplicate goes to `conflicts`, or as one line to stderr when none is given."""
+    from ..errors import one_line
     from ..plugins import build_plugin_manager
+    from .adapter import HarnessAdapter
 
     pm = build_plugin_manager(settings.full() if hasattr(settings, "full") else settings)
-    distributions = getattr(pm, "distributions", {})
+    distributions = pm.distributions
     found: list[tuple[Any, str]] = []
+    lines: list[str] = []
     for impl in pm.hook.register_harnesses.get_hookimpls():  # registration order
         dist = distributions.get(impl.plugin_name)
         source = f"{dist[0]} (plugin {impl.plugin_name})" if dist else \
             f"plugin {impl.plugin_name}"
         registered: list[Any] = []
-        impl.function(register=registered.append)
-        found.extend((adapter, source) for adapter in registered)
-    lines: list[str] = []
+        try:
+            impl.function(register=registered.append)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
+            lines.append(f"{source}: register_harnesses failed: {one_line(exc)}")
+            continue
+        for adapter in registered:
+            if isinstance(adapter, HarnessAdapter):
+                found.append((adapter, source))
+            else:
+                lines.append(f"{source}: {type(adapter).__name__} is not a "
+                             "semantic_memory.harness.HarnessAdapter; refused")
     adapters = _keep_first(found, lines)
     if conflicts is not None:
         conflicts.extend(lines)
