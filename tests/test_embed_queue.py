@@ -73,3 +73,30 @@ def test_the_service_answers_writes_before_their_vectors_and_fills_them_in(
     status, found = service.request("POST", "/recall", {"query": "billing service retries",
                                                         "project": "q", "k": 3})
     assert status == 200 and any("vector" in item.get("ranks", {}) for item in found["items"])
+
+
+def test_a_text_that_yields_no_vector_never_spins_the_queue(tmp_path: Path,
+                                                            minilm_path: Path) -> None:
+    """A memory whose embedding fails stays keyword-only and out of the queue's way: catch_up
+    reports no progress for it (the service's worker then waits), and newer memories behind it
+    are still embedded."""
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        engine.writer.defer = True
+        bad = engine.store_one(NewMemory("this text will not embed", project="p"))
+        vector = next(c for c in engine.channels if c.name == "vector")
+        real = vector.prepare
+
+        def prepare(items: Any) -> list[Any]:  # the model makes no vector for the bad text
+            return [None if "will not embed" in m.content else v
+                    for m, v in zip(items, real(items))]
+
+        vector.prepare = prepare  # type: ignore[method-assign]
+        assert engine.writer.catch_up(8) == 0  # no progress: the worker sleeps, no busy loop
+        good = engine.store_one(NewMemory("the staging db listens on port 5433", project="p"))
+        assert engine.writer.catch_up(8) == 1 and engine.writer.catch_up(8) == 0
+        assert engine.stats()["embedding_queue"] == 1  # the bad one, still found by its words
+        assert engine.recall("will not embed")[0].memory.uid == bad.uid
+        assert engine.recall("staging port")[0].memory.uid == good.uid
+    finally:
+        engine.close()

@@ -157,6 +157,9 @@ class Writer:
         #: is set whenever a write left them work.
         self.defer = False
         self.queued = threading.Event()
+        #: Memories whose preparation failed in this process: skipped by `catch_up` (so one
+        #: bad text or a broken model never spins the queue); backfill or a restart retries.
+        self._unprepared: set[int] = set()
 
     def deferrable(self) -> bool:
         """Whether some active channel can be prepared in the background."""
@@ -501,14 +504,17 @@ class Writer:
                 continue
             name = channel.name  # type: ignore[attr-defined]
             with self.store.snapshot() as conn:
-                waiting = self.store.load(conn, channel.pending_ids(conn, limit))
+                ids = [i for i in channel.pending_ids(conn, limit + len(self._unprepared))
+                       if i not in self._unprepared][:limit]
+                waiting = self.store.load(conn, ids)
             memories = [m for m in waiting.values() if not m.deleted]
             if not memories:
                 continue
             values = self._prepare([channel], [
                 NewMemory(m.content, kind=m.kind, source=m.source, project=m.project)
                 for m in memories]).get(name)
-            if values is None:
+            if values is None:  # prepare raised (logged): not these again in this process
+                self._unprepared.update(m.id for m in memories)
                 continue
             with self.store.write() as conn:
                 current = self.store.load(conn, [m.id for m in memories])
@@ -517,6 +523,9 @@ class Writer:
                     if now_memory is None or now_memory.deleted \
                             or now_memory.content != memory.content:
                         continue  # forgotten or edited meanwhile: the edit indexed it
+                    if value is None:  # no vector made for this text
+                        self._unprepared.add(memory.id)
+                        continue
                     handled += 1
                     if self._merged(conn, channel, memory, value):
                         continue
