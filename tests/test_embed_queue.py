@@ -100,3 +100,23 @@ def test_a_text_that_yields_no_vector_never_spins_the_queue(tmp_path: Path,
         assert engine.recall("staging port")[0].memory.uid == good.uid
     finally:
         engine.close()
+
+
+def test_restored_near_duplicates_are_not_merged_when_their_vectors_arrive(
+        tmp_path: Path, minilm_path: Path) -> None:
+    """An import of an export keeps memories ingest never near-dedups (they were judged in
+    the store they came from): the queue embeds them and merges none."""
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        engine.writer.defer = True
+        then = time.time() - 86_400
+        results = engine.ingest([
+            NewMemory("Alice prefers tabs in Go files", project="p", uid="a1", created_at=then,
+                      updated_at=then),
+            NewMemory("ALICE PREFERS TABS IN GO FILES", project="p", uid="a2", created_at=then,
+                      updated_at=then)], batch_is_session=False)
+        assert [r.status for r in results] == ["new", "new"]
+        assert engine.writer.catch_up(8) == 2
+        assert not engine.get("a1").deleted and not engine.get("a2").deleted
+    finally:
+        engine.close()

@@ -157,6 +157,10 @@ class Writer:
         #: is set whenever a write left them work.
         self.defer = False
         self.queued = threading.Event()
+        #: When this process started deferring: only memories created since then are merged
+        #: into an older near-duplicate when their vector arrives. A restored memory (an import
+        #: of an export keeps its creation time) was judged already, as ingest never checks it.
+        self.defer_since = now()
         #: Memories whose preparation failed in this process: skipped by `catch_up` (so one
         #: bad text or a broken model never spins the queue); backfill or a restart retries.
         self._unprepared: set[int] = set()
@@ -534,8 +538,9 @@ class Writer:
 
     def _merged(self, conn: Any, channel: Prepares, memory: Memory, value: Any) -> bool:
         """Whether `memory` near-duplicates an older live one now that its vector is known:
-        then it is forgotten and the older one refreshed."""
-        if value is None:
+        then it is forgotten and the older one refreshed. Only a memory created since this
+        process began (`defer_since`): ingest never judged it."""
+        if value is None or memory.created_at < self.defer_since:
             return False
         probe = NewMemory(memory.content, kind=memory.kind, source=memory.source,
                           project=memory.project)
