@@ -409,6 +409,11 @@ class AnnView(_BlobScorer):
         return ranked
 
 
+#: Index files up to this size are checksummed before their first search (~50 ms), larger
+#: ones in the background while they serve.
+SYNC_VERIFY_BYTES = 64 * 1024 * 1024
+
+
 class StreamExact(_BlobScorer):
     """Exact search streamed from SQLite: what serves while the index is being built."""
 
@@ -472,7 +477,11 @@ class AnnManager:
             if self._failed is not None and self._failed[0] == key:
                 return None  # already known bad; a build is running or ran
             try:
-                stamp, index = check(conn, self.folder, model, dim, verify=False)
+                # A small file is checksummed before it is searched (a corrupt graph can crash
+                # the native search); a large one in the background (`_verify`).
+                known = read_stamp(self.folder)
+                stamp, index = check(conn, self.folder, model, dim,
+                                     verify=known is not None and known.size <= SYNC_VERIFY_BYTES)
             except ValueError as exc:
                 log.warning("vector: ANN index not usable (%s); exact search serves while it "
                             "is rebuilt", exc)
@@ -480,6 +489,7 @@ class AnnManager:
                 self._failed = (key, str(exc))
                 self.view = None
                 self._start(model, dim, base=None)
+                self.verified.set()  # checked: bad
                 return None
             if view is not None:
                 view.close()
