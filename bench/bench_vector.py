@@ -574,7 +574,7 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
                 by_uid = dict(conn.execute(f"SELECT uid, id FROM memories WHERE uid IN ({marks})",
                                            [r.uid for r in got]).fetchall())
                 ids[s:e] = [by_uid[r.uid] for r in got]
-                channel._write(conn, ids[s:e].tolist(), docs[s:e])
+                channel.write_vectors(conn, ids[s:e].tolist(), docs[s:e], channel.tag())
         out["ingest_s"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
         built = channel.reindex(threads=args.threads)

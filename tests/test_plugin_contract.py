@@ -19,6 +19,7 @@ from semantic_memory import hookspecs, testing
 from semantic_memory.channels import Channel
 from semantic_memory.cli import cli
 from semantic_memory.config import ConfigError, Settings
+from semantic_memory.embedding_channel import EmbeddingChannel
 from semantic_memory.embedders import Embedder, choose_embedder
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
@@ -309,8 +310,8 @@ def _members(cls: type) -> set[str]:
 
 @pytest.mark.parametrize("cls", [channel_contract.Channel, channel_contract.Prepares,
                                  channel_contract.Confident, channel_contract.Backfills,
-                                 channel_contract.TransfersVectors,
-                                 channel_contract.EmbeddingChannel, embedder_contract.Embedder])
+                                 channel_contract.Deferrable, channel_contract.TransfersVectors,
+                                 EmbeddingChannel, embedder_contract.Embedder])
 def test_every_contract_member_is_documented(cls: type) -> None:
     text = DOCS.read_text(encoding="utf-8")
     assert f"`{cls.__name__}`" in text, cls.__name__

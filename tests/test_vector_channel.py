@@ -288,8 +288,7 @@ def test_near_duplicate_dedup_within_a_project(hybrid: MemoryEngine) -> None:
     # lowercases: cosine 1.0, while the content hash keeps case)
     distinct = hybrid.store_one(NewMemory("Alice prefers spaces in YAML files", project="p"))
     assert distinct.status == "new"
-    hybrid.settings = replace(hybrid.settings, dedup_sim=0.0)
-    vector_of(hybrid).settings = hybrid.settings
+    vector_of(hybrid).dedup_sim = 0.0  # MEMORY_DEDUP_SIM=0
     assert hybrid.store_one(NewMemory(text + "!!", project="p")).status == "new"  # 0 = off
 
 

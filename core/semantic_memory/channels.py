@@ -1,5 +1,5 @@
-"""The contract every retrieval channel implements: `Channel`, its optional capabilities, and
-`EmbeddingChannel` (what a vector channel takes from the engine's embedder).
+"""The contract every retrieval channel implements: `Channel` and its optional capabilities
+(a vector channel's shared base, `EmbeddingChannel`, is in `embedding_channel.py`).
 
 A capability is a mixin a channel class inherits; the engine sorts channels by capability once,
 when it opens (`isinstance`), and never probes members on a hot path. Every member is documented
@@ -164,91 +164,9 @@ class TransfersVectors(ABC):
         """(uid, model id, dim, float32 vector) of every stored vector."""
 
     @abstractmethod
-    def import_vectors(self, conn: Any, rows: list[tuple[int, str, int, Any]]) -> int:
-        """Store (memory id, model id, dim, vector) rows; returns how many were kept."""
-
-
-class EmbeddingChannel(Channel, Prepares, Backfills):
-    """The base of a vector channel: it takes the engine's embedder in `bind`; its default
-    weight, score-fusion share, neighbour gap and cosine floor are the model's; it is `active`
-    (and `expensive`) only with a usable model.
-
-    Its hits carry the cosine as `score` and as the `cosine` signal, and are marked `weak`
-    below the cosine floor (MEMORY_RECALL_MIN_COSINE when >= 0, else the model's calibrated
-    `Embedder.cosine_floor`; 0 = off): the engine drops a fused hit that only weak verdicts
-    found, so the nearest of the irrelevant never reaches the results on its own."""
-
-    embedder: Embedder | None = None
-    store: MemoryStore | None = None
-    #: MEMORY_RECALL_MIN_COSINE: < 0 means the model's own floor.
-    configured_floor: float = -1.0
-
-    def bind(self, *, store: MemoryStore, embedder: Embedder | None) -> None:
-        self.store, self.embedder = store, embedder
-
-    @property
-    def expensive(self) -> bool:
-        """Embedding the query costs model time; an inactive channel costs nothing."""
-        return self.active
-
-    @property
-    def weight(self) -> float:  # type: ignore[override]
-        """Default fusion weight: the embedder's (a model property, like its prompts)."""
-        return self.embedder.fusion_weight if self.embedder is not None else 1.0
-
-    @property
-    def fusion_share(self) -> float:
-        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
-        return self.embedder.fusion_share if self.embedder is not None else 0.5
-
-    @property
-    def neighbour_gap(self) -> float:
-        """Where session neighbours go when this channel answers: the embedder's choice."""
-        return self.embedder.neighbour_gap if self.embedder is not None else 1.0
-
-    @property
-    def active(self) -> bool:
-        return (self.inactive_reason() is None and self.embedder is not None
-                and self.embedder.model_id is not None)
-
-    def cosine_floor(self) -> float:
-        """The floor below which a hit is weak (and not vouched for): configured or model's."""
-        if self.configured_floor >= 0:
-            return self.configured_floor
-        return self.embedder.cosine_floor if self.embedder is not None else 0.45
-
-    def hits(self, scored: Iterable[tuple[int, float]]) -> list[ChannelHit]:
-        """(id, cosine) pairs as this channel's hits, weak below the cosine floor."""
-        floor = self.cosine_floor()
-        return [ChannelHit(id=i, score=s, signals={"cosine": s}, weak=floor > 0 and s < floor)
-                for i, s in scored]
-
-    def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
-        """Hits at least as similar as the cosine floor: the bar for injecting."""
-        if not self.active:
-            return set()
-        floor = self.cosine_floor()
-        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
-
-    def describe_embedder(self) -> dict[str, Any]:
-        """The model part of `embedder_info()`: channel, active, the embedder's own `info()`
-        (model, dim, device…), and `mode` hybrid, or bm25-only with the `reason`."""
-        info: dict[str, Any] = {"channel": self.name, "active": self.active}
-        if self.embedder is not None:
-            info.update(self.embedder.info())
-        reason = self.inactive_reason()
-        if reason:
-            info["reason"] = reason
-        info["mode"] = "bm25-only" if reason else "hybrid"
-        return info
-
-    def inactive_reason(self) -> str | None:
-        """Why the channel is off (no model, a model that failed to load), None when on."""
-        if self.embedder is None:
-            return "no embedder plugin installed"
-        if not self.embedder.available:
-            return self.embedder.error or "embedder unavailable"
-        return None
+    def import_vectors(self, conn: Any, rows: list[tuple[str, str, int, Any]]) -> int:
+        """Store exported (uid, model id, dim, vector) rows for the memories of those uids
+        stored here, with their own model tags; returns how many were kept."""
 
 
 def check_channel(obj: Any) -> str | None:

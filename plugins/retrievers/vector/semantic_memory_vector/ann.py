@@ -296,6 +296,7 @@ class AnnView(_BlobScorer):
     #: A filtered search whose filter allows at most this many memories scores them exactly
     #: (their BLOBs, ~10 ms for 5,000 × 768-d): small filtered sets lose nothing to the graph.
     exact_filter_max = EXACT_FILTER_MAX
+    cheap = True
 
     def __init__(self, db_path: str, stamp: Stamp, index: Any) -> None:
         super().__init__(db_path, stamp.model, stamp.dim)

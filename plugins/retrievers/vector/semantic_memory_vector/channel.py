@@ -7,28 +7,26 @@ ever loaded, so vectors of two models are never compared (old ones wait for `bac
 rows written since its last look (its own writes come from memory, not from SQLite), and
 reloads after deletions (purge).
 
-Write path: `prepare` embeds outside the write lock; `find_duplicate` (near-duplicate within the
-project, cosine >= MEMORY_DEDUP_SIM) and `index` run inside the write transaction.
+What every vector channel shares (embedding before the write lock, dedup, the cosine floor, the
+embedding queue, backfill, migrate) is `EmbeddingChannel`'s; this module holds the SQLite
+primitives: writing BLOBs, the nearest rows (matrix or ANN index), near-duplicates.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from semantic_memory.channels import Deferrable, EmbeddingChannel, TransfersVectors
-from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
+from semantic_memory.embedding_channel import EmbeddingChannel
+from semantic_memory.models import RecallFilters
 from semantic_memory.stores.sqlite import run_script
 
 if TYPE_CHECKING:  # numpy (also under .matrix) is imported where vectors are handled: an
     import numpy as np  # inactive channel (no model) costs a service start nothing
 
     from .matrix import VectorMatrix
-
-log = logging.getLogger("semantic_memory.vector")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories_vec (
@@ -52,9 +50,6 @@ CREATE TRIGGER IF NOT EXISTS memories_vec_ad AFTER DELETE ON memories_vec BEGIN
 END;
 """
 
-BACKFILL_CHUNK = 64
-
-
 def to_blob(vec: np.ndarray) -> bytes:
     import numpy as np
 
@@ -67,21 +62,20 @@ def from_blob(blob: bytes, dim: int) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4", count=dim)
 
 
-class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
+class VectorChannel(EmbeddingChannel):
     """Registered by this plugin; inactive (no hits, no vectors) without a usable embedder."""
 
     name = "vector"
     stores = ("sqlite",)  # vectors in the db file, a matrix in this process
+    table = "memories_vec"
 
     def __init__(self, settings: Any) -> None:
-        self.settings = settings
-        self.configured_floor = float(settings.recall_min_cosine)
+        super().__init__(settings)
         self._db_path: str | None = None
         self._state = (-1, -1)  # (seq, deletes) the matrix reflects
         self._staged: dict[tuple[int, str], tuple[list[int], np.ndarray]] = {}
         self._matrix: VectorMatrix | None = None
         self._sync_lock = threading.Lock()
-        self._local = threading.local()
         self._ann: Any = None  # AnnManager, made on first use (numpy/usearch stay unimported)
         from .ann_config import AnnConfig
 
@@ -94,12 +88,9 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
 
     # --- the matrix, kept in step with the table --------------------------------------------
 
-    def _tag(self) -> tuple[str, int]:
-        return str(self.embedder.model_id), int(self.embedder.dim)
-
     def sync(self, conn: sqlite3.Connection) -> VectorMatrix:
         """Bring the matrix up to the committed state `conn` sees; cheap when nothing changed."""
-        model, dim = self._tag()
+        model, dim = self.tag()
         seq, deletes, token = conn.execute(
             "SELECT seq, deletes, token FROM vector_state WHERE id = 1").fetchone()
         with self._sync_lock:
@@ -178,7 +169,7 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
             return {"built": False, "reason": self.inactive_reason()}
         if not self._db_path:
             return {"built": False, "reason": "no db file (in-memory store)"}
-        model, dim = self._tag()
+        model, dim = self.tag()
         t = time.perf_counter()
         stamp = build(self._db_path, model, dim, self._ann_config.dtype,
                       threads or os.cpu_count() or 1, progress=progress)
@@ -216,44 +207,30 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
             vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
             matrix.upsert(ids, vecs)
 
-    # --- write path ------------------------------------------------------------------------
+    # --- the per-store primitives ------------------------------------------------------------
 
-    def prepare(self, memories: Sequence[NewMemory]) -> list[np.ndarray | None]:
-        """Embed the documents before the write transaction (None where no vector is made)."""
+    def duplicate_of(self, conn: sqlite3.Connection, vec: Any, project: str | None,
+                     threshold: float) -> int | None:
+        """From the matrix (when it is cheap to ask) and the rows it has not seen yet (this
+        transaction's, other processes'): the best live memory of `project` within reach."""
         import numpy as np
 
-        if not memories or not self.active:
-            return [None] * len(memories)
-        try:
-            vecs = self.embedder.embed_documents([m.content for m in memories])
-        except Exception as exc:  # noqa: BLE001 - a failed embed leaves a vector gap
-            log.warning("vector: embedding %d memories failed (%s); they stay BM25-only until "
-                        "backfill", len(memories), exc)
-            return [None] * len(memories)
-        return [np.asarray(v, dtype=np.float32) for v in vecs]
-
-    def find_duplicate(self, conn: sqlite3.Connection, memory: NewMemory,
-                       prepared: np.ndarray | None) -> int | None:
-        """A live memory of the same project whose vector is within MEMORY_DEDUP_SIM."""
-        threshold = float(self.settings.dedup_sim)
-        if prepared is None or threshold <= 0 or threshold > 1 or not self.active:
-            return None
-        model, dim = self._tag()
+        vec = np.asarray(vec, dtype=np.float32)
+        model, dim = self.tag()
         matrix = self._matrix if self._matrix is not None and self._matrix.dim == dim else None
         candidates: list[tuple[int, float]] = []
         if matrix is not None:
-            if getattr(matrix, "cheap", True):  # not a full scan streamed from SQLite
-                candidates = [(i, s) for i, s in matrix.top(prepared, 16) if s >= threshold]
+            if matrix.cheap:  # not a full scan streamed from SQLite
+                candidates = [(i, s) for i, s in matrix.top(vec, 16) if s >= threshold]
             last = self._state[0]
         else:
             last = -1
-        # rows the matrix has not seen yet (this transaction's, other processes')
         for memory_id, blob in conn.execute(
             # +model/+dim: by the seq index (the (model, dim) one reads every row)
             "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND +model = ? AND +dim = ?",
             (last, model, dim),
         ):
-            sim = float(from_blob(blob, dim) @ prepared)
+            sim = float(from_blob(blob, dim) @ vec)
             if sim >= threshold:
                 candidates.append((memory_id, sim))
         if not candidates:
@@ -263,32 +240,20 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
         marks = ",".join("?" * len(ids))
         live = {r[0] for r in conn.execute(
             f"SELECT id FROM memories WHERE id IN ({marks}) AND deleted = 0 AND project IS ?",
-            [*ids, memory.project])}
+            [*ids, project])}
         return next((i for i in ids if i in live), None)
 
-    def index(self, conn: sqlite3.Connection, memories: list[Memory],
-              prepared: Sequence[np.ndarray | None] | None = None) -> None:
-        """Store the prepared vectors of newly inserted memories (same transaction)."""
+    def decode_vector(self, raw: bytes, dim: int) -> list[float]:
+        return from_blob(raw, dim).tolist()
+
+    def write_vectors(self, conn: sqlite3.Connection, ids: list[int], vecs: Sequence[Any],
+                      tag: tuple[str, int]) -> None:
+        """Upsert BLOBs tagged `tag`; only vectors of the configured model go into this
+        process's matrix (staged until the transaction's sequence number is seen)."""
         import numpy as np
 
-        if not prepared or not self.active:
-            return
-        rows = [(m.id, v) for m, v in zip(memories, prepared) if v is not None]
-        if rows:
-            self._write(conn, [r[0] for r in rows], np.stack([r[1] for r in rows]))
-
-    def forget(self, conn: sqlite3.Connection, ids: list[int]) -> None:
-        """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
-        was embedded). Counts as a deletion, so every process's matrix reloads."""
-        conn.executemany("DELETE FROM memories_vec WHERE memory_id = ?", [(i,) for i in ids])
-
-    def _write(self, conn: sqlite3.Connection, ids: list[int], vecs: np.ndarray,
-               tag: tuple[str, int] | None = None) -> None:
-        """Upsert vectors tagged with `tag` (default: the configured model's); only those of
-        the configured model go into this process's matrix."""
-        import numpy as np
-
-        model, dim = tag or self._tag()
+        vecs = np.asarray(vecs, dtype=np.float32)
+        model, dim = tag
         token = secrets.token_hex(8)
         conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
         seq = conn.execute("SELECT seq FROM vector_state WHERE id = 1").fetchone()[0]
@@ -298,62 +263,18 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
             "vec = excluded.vec, seq = excluded.seq",
             [(i, model, dim, to_blob(v), seq) for i, v in zip(ids, vecs)],
         )
-        if self.active and (model, dim) == self._tag():
+        if self.active and (model, dim) == self.tag():
             with self._sync_lock:
                 self._staged[(seq, token)] = (list(ids), np.asarray(vecs, dtype=np.float32))
 
-    # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
-
-    def export_vectors(self, store: Any) -> Iterator[tuple[str, str, int, list[float]]]:
-        """(uid, model, dim, vector) of every stored vector, whatever its model."""
-        last = 0
-        while True:
-            rows = store.read().execute(
-                "SELECT v.memory_id, m.uid, v.model, v.dim, v.vec FROM memories_vec v "
-                "JOIN memories m ON m.id = v.memory_id WHERE v.memory_id > ? "
-                "ORDER BY v.memory_id LIMIT 500", (last,)).fetchall()
-            if not rows:
-                return
-            for _, uid, model, dim, blob in rows:
-                yield uid, model, dim, from_blob(blob, dim).tolist()
-            last = rows[-1][0]
-
-    def import_vectors(self, conn: sqlite3.Connection,
-                       rows: list[tuple[str, str, int, list[float]]]) -> int:
-        """Store exported vectors with their own model tags, for the memories of these uids
-        that are stored here; returns how many."""
-        import numpy as np
-
-        ids = dict(conn.execute(
-            f"SELECT uid, id FROM memories WHERE uid IN ({','.join('?' * len(rows))})",
-            [r[0] for r in rows]).fetchall()) if rows else {}
-        groups: dict[tuple[str, int], list[tuple[int, list[float]]]] = {}
-        for uid, model, dim, vec in rows:
-            if uid in ids:
-                groups.setdefault((model, int(dim)), []).append((ids[uid], vec))
-        for tag, items in groups.items():
-            self._write(conn, [i for i, _ in items],
-                        np.asarray([v for _, v in items], dtype=np.float32), tag)
-        return sum(len(items) for items in groups.values())
-
     # --- read path -------------------------------------------------------------------------
 
-    def query_vector(self, query: str) -> np.ndarray:
+    def nearest(self, conn: sqlite3.Connection, qvec: Any, k: int, filters: RecallFilters
+                ) -> list[tuple[int, float]]:
         import numpy as np
 
-        return np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-
-    def search(self, conn: sqlite3.Connection, query: str, k: int,
-               filters: RecallFilters) -> list[ChannelHit]:
-        if not self.active:
-            return []
-        try:
-            qvec = self.query_vector(query)
-        except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
-            log.warning("vector: query embedding failed (%s); BM25-only for this recall", exc)
-            return []
-        matrix = self.sync(conn)
-        return self.hits(self.filtered_top(conn, matrix, qvec, k, filters))
+        return self.filtered_top(conn, self.sync(conn), np.asarray(qvec, dtype=np.float32), k,
+                                 filters)
 
     @staticmethod
     def filtered_top(conn: sqlite3.Connection, matrix: VectorMatrix, qvec: np.ndarray, k: int,
@@ -391,53 +312,10 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
 
     # --- maintenance and reporting ---------------------------------------------------------
 
-    def _reader(self) -> sqlite3.Connection | None:
-        if self._db_path is None:
-            return None
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self._db_path, check_same_thread=False)
-            conn.execute("PRAGMA query_only = ON")
-            self._local.conn = conn
-        return conn
-
-    def counts(self, conn: sqlite3.Connection | None = None) -> dict[str, int]:
-        conn = conn or self._reader()
-        if conn is None or not self.active:
-            return {}
-        model, dim = self._tag()
-        live, vectorized, other = conn.execute(
-            "SELECT count(*), coalesce(sum(v.model = ? AND v.dim = ?), 0), "
-            "coalesce(sum(v.memory_id IS NOT NULL AND NOT (v.model = ? AND v.dim = ?)), 0) "
-            "FROM memories m LEFT JOIN memories_vec v ON v.memory_id = m.id WHERE m.deleted = 0",
-            (model, dim, model, dim)).fetchone()
-        return {"vectorized": vectorized, "missing": live - vectorized,
-                "other_model_vectors": other}
-
-    # --- the embedding queue (`Deferrable`): live memories without a vector of the model --
-
-    _PENDING = ("FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM memories_vec v "
-                "WHERE v.memory_id = m.id AND v.model = ? AND v.dim = ?)")
-
-    def pending_ids(self, conn: sqlite3.Connection, limit: int) -> list[int]:
-        if not self.active:
-            return []
-        return [r[0] for r in conn.execute(
-            f"SELECT m.id {self._PENDING} ORDER BY m.id LIMIT ?", (*self._tag(), limit))]
-
-    def pending_count(self, conn: sqlite3.Connection) -> int:
-        if not self.active:
-            return 0
-        return int(conn.execute(f"SELECT count(*) {self._PENDING}", self._tag()).fetchone()[0])
-
-    def embedder_info(self) -> dict[str, Any]:
-        """What stats and /health report about the vector side."""
-        info = self.describe_embedder()
+    def embedder_info(self, conn: Any = None) -> dict[str, Any]:
+        """`EmbeddingChannel`'s report, plus which search serves."""
+        info = super().embedder_info(conn)
         if info["mode"] == "hybrid":
-            try:
-                info.update(self.counts())
-            except sqlite3.Error:
-                pass
             info["search"] = self.search_mode()
         return info
 
@@ -458,47 +336,7 @@ class VectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
                 out["index_problem"] = self._ann.last_error
         return out
 
-    def backfill(self, store: Any, progress: Callable[[int, int], None] | None = None
-                 ) -> dict[str, Any]:
-        """Embed every live memory without a vector of the configured model (old-model vectors
-        are replaced). Embedding runs outside the write lock, chunk by chunk."""
-        import numpy as np
-
-        if not self.active:
-            return {"embedded": 0, "reason": self.inactive_reason()}
-        model, dim = self._tag()
-        todo = store.read().execute(
-            "SELECT m.id, m.content FROM memories m LEFT JOIN memories_vec v "
-            "ON v.memory_id = m.id WHERE m.deleted = 0 AND (v.memory_id IS NULL OR v.model != ? "
-            "OR v.dim != ?) ORDER BY m.id", (model, dim)).fetchall()
-        done = failed = 0
-        if progress:
-            progress(0, len(todo))
-        for start in range(0, len(todo), BACKFILL_CHUNK):
-            chunk = todo[start : start + BACKFILL_CHUNK]
-            try:
-                vecs = self.embedder.embed_documents([c for _, c in chunk])
-            except Exception as exc:  # noqa: BLE001
-                log.error("vector: backfill embedding failed: %s", exc)
-                failed += len(chunk)
-                return {"embedded": done, "failed": failed, "total": len(todo),
-                        "reason": str(exc)}
-            with store.write() as conn:
-                alive = {r[0] for r in conn.execute(
-                    f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
-                    [i for i, _ in chunk])}
-                keep = [(i, v) for (i, _), v in zip(chunk, vecs) if i in alive]
-                if keep:
-                    self._write(conn, [i for i, _ in keep], np.stack([v for _, v in keep]))
-            done += len(chunk)
-            if progress:
-                progress(done, len(todo))
-        return {"embedded": done, "total": len(todo), "model": model, "dim": dim}
-
     def close(self) -> None:
         if self._ann is not None:
             self._ann.close()
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
 

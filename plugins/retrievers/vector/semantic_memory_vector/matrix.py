@@ -13,6 +13,9 @@ import numpy as np
 
 
 class VectorMatrix:
+    #: Whether `top` is cheap enough for every near-duplicate check (StreamExact: no).
+    cheap = True
+
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._vecs = np.zeros((0, dim), dtype=np.float32)

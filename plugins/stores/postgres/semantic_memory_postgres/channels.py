@@ -54,16 +54,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from semantic_memory.channels import (
-    Channel,
-    Confident,
-    Deferrable,
-    EmbeddingChannel,
-    TransfersVectors,
-)
+from semantic_memory.channels import Channel, Confident
+from semantic_memory.embedding_channel import EmbeddingChannel
 from semantic_memory.keywords import (
     MATCH_BUDGET,
     MATCH_BUDGET_MAX_FACTOR,
@@ -75,7 +70,7 @@ from semantic_memory.keywords import (
     words,
 )
 from semantic_memory.config import Settings
-from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
+from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
 
 if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
     import psycopg  # on a SQLite store (where they are skipped) must not cost its ~0.2 s import
@@ -635,7 +630,6 @@ CREATE TABLE IF NOT EXISTS memories_pgvec (
 );
 CREATE INDEX IF NOT EXISTS memories_pgvec_model ON memories_pgvec (model, dim);
 """
-BACKFILL_CHUNK = 64
 #: pgvector's HNSW index takes `vector` up to this many dimensions; wider ones are searched
 #: exactly (a scan), still correct.
 HNSW_MAX_DIM = 2000
@@ -655,25 +649,23 @@ def hnsw_index_name(model: str, dim: int) -> str:
     return "memories_pgvec_hnsw_" + hashlib.sha1(f"{model}\0{dim}".encode()).hexdigest()[:16]
 
 
-class PgVectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
+class PgVectorChannel(EmbeddingChannel):
     """Cosine similarity with pgvector; inactive (no hits, no vectors) without a usable embedder
-    or without the `vector` extension."""
+    or without the `vector` extension. `EmbeddingChannel` does the rest; these are the
+    PostgreSQL primitives."""
 
     name = "pg_vector"
     stores = STORES
+    table = "memories_pgvec"
+    vector_column = "v.vec::text"
+    placeholder = "%s"
 
     def __init__(self, settings: Any) -> None:
-        self.settings = settings
-        self.configured_floor = float(settings.recall_min_cosine)
+        super().__init__(settings)
         self._no_extension: str | None = None
-
-    # --- wiring (the embedder's side: `EmbeddingChannel`) -------------------------------------
 
     def inactive_reason(self) -> str | None:
         return super().inactive_reason() or self._no_extension
-
-    def _tag(self) -> tuple[str, int]:
-        return str(self.embedder.model_id), int(self.embedder.dim)
 
     def setup(self, conn: psycopg.Connection) -> None:
         """The vector table, and the HNSW index of the configured (model, dim)."""
@@ -684,7 +676,7 @@ class PgVectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
         if self.active:
             from psycopg import sql as pgsql
 
-            model, dim = self._tag()
+            model, dim = self.tag()
             if dim <= HNSW_MAX_DIM:
                 conn.execute(pgsql.SQL(
                     "CREATE INDEX IF NOT EXISTS {} ON memories_pgvec USING hnsw "
@@ -704,7 +696,7 @@ class PgVectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
         from psycopg import sql as pgsql
         from psycopg.pq import TransactionStatus
 
-        model, dim = self._tag()
+        model, dim = self.tag()
         query = pgsql.SQL(
             "SELECT v.memory_id, 1 - (v.vec::vector({d}) <=> %s::vector({d})) AS cos "
             "FROM memories_pgvec v JOIN memories m ON m.id = v.memory_id "
@@ -726,189 +718,33 @@ class PgVectorChannel(EmbeddingChannel, TransfersVectors, Deferrable):
             rows = run()
         return sorted(((int(i), float(s)) for i, s in rows), key=lambda r: -r[1])
 
-    # --- write path ------------------------------------------------------------------------
+    # --- the per-store primitives ------------------------------------------------------------
 
-    def prepare(self, memories: Sequence[NewMemory]) -> list[Any]:
-        """Embed the documents before the write transaction (None where no vector is made)."""
-        if not memories or not self.active:
-            return [None] * len(memories)
-        try:
-            return list(self.embedder.embed_documents([m.content for m in memories]))
-        except Exception as exc:  # noqa: BLE001 - a failed embed leaves a vector gap
-            log.warning("pg_vector: embedding %d memories failed (%s); they stay keyword-only "
-                        "until backfill", len(memories), exc)
-            return [None] * len(memories)
+    def nearest(self, conn: psycopg.Connection, qvec: Any, k: int, filters: RecallFilters
+                ) -> list[tuple[int, float]]:
+        where, params = filters.sql("m", "%s")
+        return self._nearest(conn, qvec, k, where, params)
 
-    def find_duplicate(self, conn: psycopg.Connection, memory: NewMemory,
-                       prepared: Any) -> int | None:
-        """A live memory of the same project whose vector is within MEMORY_DEDUP_SIM (this
-        transaction's rows and other services' committed ones included)."""
-        threshold = float(self.settings.dedup_sim)
-        if prepared is None or threshold <= 0 or threshold > 1 or not self.active:
-            return None
-        hits = self._nearest(conn, prepared, 1,
-                             "m.deleted = 0 AND m.project IS NOT DISTINCT FROM %s",
-                             [memory.project])
+    def duplicate_of(self, conn: psycopg.Connection, vec: Any, project: str | None,
+                     threshold: float) -> int | None:
+        """Through the HNSW index, this transaction's rows and other services' committed ones
+        included."""
+        hits = self._nearest(conn, vec, 1, "m.deleted = 0 AND m.project IS NOT DISTINCT FROM %s",
+                             [project])
         return hits[0][0] if hits and hits[0][1] >= threshold else None
 
-    def index(self, conn: psycopg.Connection, memories: list[Memory],
-              prepared: Sequence[Any] | None = None) -> None:
-        """Store the prepared vectors of newly inserted memories (same transaction)."""
-        if not prepared or not self.active:
-            return
-        pairs = zip(memories, prepared, strict=True)
-        self._write(conn, [(m.id, v) for m, v in pairs if v is not None])
-
-    def forget(self, conn: psycopg.Connection, ids: list[int]) -> None:
-        """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
-        was embedded)."""
-        if ids:
-            conn.execute("DELETE FROM memories_pgvec WHERE memory_id = ANY(%s)", (ids,))
-
-    def _write(self, conn: psycopg.Connection, rows: list[tuple[int, Any]]) -> None:
-        if not rows:
-            return
-        model, dim = self._tag()
+    def write_vectors(self, conn: psycopg.Connection, ids: list[int], vecs: Sequence[Any],
+                      tag: tuple[str, int]) -> None:
+        model, dim = tag
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO memories_pgvec (memory_id, model, dim, vec) "
                 "VALUES (%s, %s, %s, %s::vector) ON CONFLICT (memory_id) DO UPDATE SET "
                 "model = EXCLUDED.model, dim = EXCLUDED.dim, vec = EXCLUDED.vec",
-                [(i, model, dim, vector_text(v)) for i, v in rows])
+                [(i, model, dim, vector_text(v)) for i, v in zip(ids, vecs, strict=True)])
 
-    # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
-
-    def export_vectors(self, store: Any) -> Iterator[tuple[str, str, int, list[float]]]:
-        """(uid, model, dim, vector) of every stored vector, whatever its model."""
-        last = 0
-        while True:
-            with store.snapshot() as conn:
-                rows = conn.execute(
-                    "SELECT v.memory_id, m.uid, v.model, v.dim, v.vec::text FROM memories_pgvec v "
-                    "JOIN memories m ON m.id = v.memory_id WHERE v.memory_id > %s "
-                    "ORDER BY v.memory_id LIMIT 500", (last,)).fetchall()
-            if not rows:
-                return
-            for _, uid, model, dim, text in rows:
-                yield uid, model, int(dim), json.loads(text)
-            last = rows[-1][0]
-
-    def import_vectors(self, conn: psycopg.Connection,
-                       rows: list[tuple[str, str, int, list[float]]]) -> int:
-        """Store exported vectors with their own model tags, for the memories of these uids
-        that are stored here; returns how many."""
-        if not rows:
-            return 0
-        payload = json.dumps([{"uid": u, "model": m, "dim": int(d), "vec": vector_text(v)}
-                              for u, m, d, v in rows])
-        return conn.execute(
-            "INSERT INTO memories_pgvec (memory_id, model, dim, vec) "
-            "SELECT m.id, r.model, r.dim, r.vec::vector FROM jsonb_to_recordset(%s::jsonb) "
-            "AS r(uid text, model text, dim int, vec text) JOIN memories m ON m.uid = r.uid "
-            "ON CONFLICT (memory_id) DO UPDATE SET model = EXCLUDED.model, dim = EXCLUDED.dim, "
-            "vec = EXCLUDED.vec", (payload,)).rowcount
-
-    # --- read path -------------------------------------------------------------------------
-
-    def search(self, conn: psycopg.Connection, query: str, k: int,
-               filters: RecallFilters) -> list[ChannelHit]:
-        if not self.active or k <= 0:
-            return []
-        try:
-            qvec = self.embedder.embed_query(query)
-        except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
-            log.warning("pg_vector: query embedding failed (%s); keyword-only for this recall",
-                        exc)
-            return []
-        where, params = filters.sql("m", "%s")
-        return self.hits(self._nearest(conn, qvec, k, where, params))
-
-    # --- the embedding queue (`Deferrable`): live memories without a vector of the model --
-
-    _PENDING = ("FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM memories_pgvec v "
-                "WHERE v.memory_id = m.id AND v.model = %s AND v.dim = %s)")
-
-    def pending_ids(self, conn: psycopg.Connection, limit: int) -> list[int]:
-        if not self.active:
-            return []
-        return [r[0] for r in conn.execute(
-            f"SELECT m.id {self._PENDING} ORDER BY m.id LIMIT %s", (*self._tag(), limit))]
-
-    def pending_count(self, conn: psycopg.Connection) -> int:
-        if not self.active:
-            return 0
-        return int(conn.execute(f"SELECT count(*) {self._PENDING}", self._tag()).fetchone()[0])
-
-    # --- maintenance and reporting ---------------------------------------------------------
-
-    def counts(self, conn: psycopg.Connection) -> dict[str, int]:
-        """Live memories with a vector of the configured model, without, and with another's."""
-        model, dim = self._tag()
-        live, vectorized, other = conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE v.model = %s AND v.dim = %s), "
-            "count(v.memory_id) FILTER (WHERE NOT (v.model = %s AND v.dim = %s)) "
-            "FROM memories m LEFT JOIN memories_pgvec v ON v.memory_id = m.id "
-            "WHERE m.deleted = 0", (model, dim, model, dim)).fetchone()
-        return {"vectorized": vectorized, "missing": live - vectorized,
-                "other_model_vectors": other}
-
-    def embedder_info(self, conn: psycopg.Connection | None = None) -> dict[str, Any]:
-        """What stats and /health report about the vector side (counts when a connection or a
-        store from `bind` is at hand)."""
-        info = self.describe_embedder()
-        if info["mode"] != "hybrid":
-            return info
-        import psycopg
-
-        try:
-            if conn is not None:
-                info.update(self.counts(conn))
-            elif self.store is not None:
-                with self.store.snapshot() as snap:
-                    info.update(self.counts(snap))
-        except psycopg.Error as exc:
-            log.warning("pg_vector: counting vectors failed (%s)", exc)
-        return info
-
-    def backfill(self, store: Any, progress: Callable[[int, int], None] | None = None
-                 ) -> dict[str, Any]:
-        """Embed every live memory without a vector of the configured model (other models'
-        vectors are replaced), chunk by chunk: each chunk is read, embedded outside any
-        transaction, then written in a short write transaction of its own."""
-        if not self.active:
-            return {"embedded": 0, "reason": self.inactive_reason()}
-        model, dim = self._tag()
-        lacking = ("FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM "
-                   "memories_pgvec v WHERE v.memory_id = m.id AND v.model = %s AND v.dim = %s)")
-        with store.snapshot() as conn:
-            total = conn.execute("SELECT count(*) " + lacking, (model, dim)).fetchone()[0]
-        done = 0
-        last = 0
-        if progress:
-            progress(0, total)
-        while True:
-            with store.snapshot() as conn:  # keyset pages: no list of the whole store in memory
-                chunk = conn.execute(f"SELECT m.id, m.content {lacking} AND m.id > %s "
-                                     "ORDER BY m.id LIMIT %s",
-                                     (model, dim, last, BACKFILL_CHUNK)).fetchall()
-            if not chunk:
-                break
-            last = chunk[-1][0]
-            try:
-                vecs = self.embedder.embed_documents([c for _, c in chunk])
-            except Exception as exc:  # noqa: BLE001
-                log.error("pg_vector: backfill embedding failed: %s", exc)
-                return {"embedded": done, "failed": len(chunk), "total": total,
-                        "reason": str(exc)}
-            with store.write() as conn:
-                alive = {r[0] for r in conn.execute(
-                    "SELECT id FROM memories WHERE id = ANY(%s)", ([i for i, _ in chunk],))}
-                pairs = zip(chunk, vecs, strict=True)
-                self._write(conn, [(i, v) for (i, _), v in pairs if i in alive])
-            done += len(chunk)
-            if progress:
-                progress(min(done, total), max(total, done))
-        return {"embedded": done, "total": max(total, done), "model": model, "dim": dim}
+    def decode_vector(self, raw: str, dim: int) -> list[float]:
+        return json.loads(raw)
 
     def close(self) -> None:
         """Nothing held: every search reads the database through the store's connections."""

@@ -1,0 +1,355 @@
+"""`EmbeddingChannel`: one vector channel, written once, over per-store primitives.
+
+Everything a vector channel does that does not depend on how a store keeps and searches vectors
+lives here: taking the engine's embedder, embedding before the write lock, dedup thresholds,
+the cosine floor and its `weak` verdict, the embedding queue (`Deferrable`), backfill, counts,
+and copying vectors between stores. A store's vector channel (the SQLite matrix/ANN one in
+`semantic-memory-vector`, the pgvector one in `semantic-memory-postgres`) implements only the
+four primitives marked abstract below, and names its table.
+
+The table shape both stores share: `<table>(memory_id → memories.id, model, dim, vec)`; rows
+are tagged with the embedder's (model id, dim) and only the configured pair is ever searched,
+so vectors of two models are never compared (older ones wait for `backfill`).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .channels import Backfills, Channel, Deferrable, Prepares, TransfersVectors
+from .models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
+
+if TYPE_CHECKING:
+    from .embedders import Embedder
+    from .stores import MemoryStore
+
+log = logging.getLogger("semantic_memory.vector")
+
+#: Memories embedded per step of `backfill` (one read, one embedding call, one write).
+BACKFILL_CHUNK = 64
+#: Rows per page when `export_vectors` walks a store.
+EXPORT_PAGE = 500
+
+
+class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVectors):
+    """The base of a vector channel: it takes the engine's embedder in `bind`; its default
+    weight, score-fusion share, neighbour gap and cosine floor are the model's; it is `active`
+    (and `expensive`) only with a usable model.
+
+    Its hits carry the cosine as `score` and as the `cosine` signal, and are marked `weak`
+    below the cosine floor (MEMORY_RECALL_MIN_COSINE when >= 0, else the model's calibrated
+    `Embedder.cosine_floor`; 0 = off): the engine drops a fused hit that only weak verdicts
+    found, so the nearest of the irrelevant never reaches the results on its own.
+
+    A subclass names its `table` and implements the per-store primitives `write_vectors`,
+    `nearest`, `duplicate_of` and `decode_vector` (with `vector_column`, the SQL expression
+    `decode_vector` reads)."""
+
+    embedder: Embedder | None = None
+    store: MemoryStore | None = None
+    #: MEMORY_RECALL_MIN_COSINE: < 0 means the model's own floor.
+    configured_floor: float = -1.0
+    #: MEMORY_DEDUP_SIM: a new memory this close (cosine) to a live one of its project merges
+    #: into it; outside (0, 1] near-duplicate merging is off.
+    dedup_sim: float = 0.98
+    #: The channel's vector table: (memory_id, model, dim, vec), one row per memory.
+    table: str = ""
+    #: The SQL expression over `v.vec` whose value `decode_vector` turns into floats.
+    vector_column: str = "v.vec"
+    #: The parameter mark of the driver of the store it speaks ("?" sqlite3, "%s" psycopg):
+    #: the shared SQL here is written with `?`.
+    placeholder: str = "?"
+
+    def __init__(self, settings: Any) -> None:
+        self.configured_floor = float(settings.recall_min_cosine)
+        self.dedup_sim = float(settings.dedup_sim)
+
+    # --- wiring: the embedder's side -------------------------------------------------------
+
+    def bind(self, *, store: MemoryStore, embedder: Embedder | None) -> None:
+        self.store, self.embedder = store, embedder
+
+    @property
+    def expensive(self) -> bool:
+        """Embedding the query costs model time; an inactive channel costs nothing."""
+        return self.active
+
+    @property
+    def weight(self) -> float:  # type: ignore[override]
+        """Default fusion weight: the embedder's (a model property, like its prompts)."""
+        return self.embedder.fusion_weight if self.embedder is not None else 1.0
+
+    @property
+    def fusion_share(self) -> float:
+        """Its share of the weight under score fusion (MEMORY_FUSION=score): the embedder's."""
+        return self.embedder.fusion_share if self.embedder is not None else 0.5
+
+    @property
+    def neighbour_gap(self) -> float:
+        """Where session neighbours go when this channel answers: the embedder's choice."""
+        return self.embedder.neighbour_gap if self.embedder is not None else 1.0
+
+    @property
+    def active(self) -> bool:
+        return (self.inactive_reason() is None and self.embedder is not None
+                and self.embedder.model_id is not None)
+
+    def inactive_reason(self) -> str | None:
+        """Why the channel is off (no model, a model that failed to load), None when on."""
+        if self.embedder is None:
+            return "no embedder plugin installed"
+        if not self.embedder.available:
+            return self.embedder.error or "embedder unavailable"
+        return None
+
+    def tag(self) -> tuple[str, int]:
+        """(model id, dim) of the configured embedder: the vectors this channel searches."""
+        assert self.embedder is not None
+        return str(self.embedder.model_id), int(self.embedder.dim)
+
+    def cosine_floor(self) -> float:
+        """The floor below which a hit is weak (and not vouched for): configured or model's."""
+        if self.configured_floor >= 0:
+            return self.configured_floor
+        return self.embedder.cosine_floor if self.embedder is not None else 0.45
+
+    def hits(self, scored: Iterable[tuple[int, float]]) -> list[ChannelHit]:
+        """(id, cosine) pairs as this channel's hits, weak below the cosine floor."""
+        floor = self.cosine_floor()
+        return [ChannelHit(id=i, score=s, signals={"cosine": s}, weak=floor > 0 and s < floor)
+                for i, s in scored]
+
+    def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
+        """Hits at least as similar as the cosine floor: the bar for injecting."""
+        if not self.active:
+            return set()
+        floor = self.cosine_floor()
+        return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
+
+    def describe_embedder(self) -> dict[str, Any]:
+        """The model part of `embedder_info()`: channel, active, the embedder's own `info()`
+        (model, dim, device…), and `mode` hybrid, or bm25-only with the `reason`."""
+        info: dict[str, Any] = {"channel": self.name, "active": self.active}
+        if self.embedder is not None:
+            info.update(self.embedder.info())
+        reason = self.inactive_reason()
+        if reason:
+            info["reason"] = reason
+        info["mode"] = "bm25-only" if reason else "hybrid"
+        return info
+
+    # --- per-store primitives ----------------------------------------------------------------
+
+    @abstractmethod
+    def write_vectors(self, conn: Any, ids: list[int], vecs: Sequence[Any],
+                      tag: tuple[str, int]) -> None:
+        """Upsert one vector per memory id, tagged (model, dim), inside the write transaction."""
+
+    @abstractmethod
+    def nearest(self, conn: Any, qvec: Any, k: int, filters: RecallFilters
+                ) -> list[tuple[int, float]]:
+        """The k live memories passing `filters` whose vectors of the configured model are
+        nearest `qvec`, as (id, cosine), best first."""
+
+    @abstractmethod
+    def duplicate_of(self, conn: Any, vec: Any, project: str | None,
+                     threshold: float) -> int | None:
+        """Inside the write transaction (its own uncommitted rows included): the id of a live
+        memory of `project` (None: no project) whose vector is within `threshold` of `vec`."""
+
+    @abstractmethod
+    def decode_vector(self, raw: Any, dim: int) -> list[float]:
+        """A value of `vector_column` as floats (for `export_vectors`)."""
+
+    # --- write path --------------------------------------------------------------------------
+
+    def prepare(self, memories: Sequence[NewMemory]) -> list[Any]:
+        """Embed the documents before the write transaction (None where no vector is made)."""
+        if not memories or not self.active:
+            return [None] * len(memories)
+        assert self.embedder is not None
+        try:
+            return list(self.embedder.embed_documents([m.content for m in memories]))
+        except Exception as exc:  # noqa: BLE001 - a failed embed leaves a gap the queue fills
+            log.warning("%s: embedding %d memories failed (%s); they stay keyword-only until "
+                        "backfill", self.name, len(memories), exc)
+            return [None] * len(memories)
+
+    def find_duplicate(self, conn: Any, memory: NewMemory, prepared: Any) -> int | None:
+        """A live memory of the same project whose vector is within MEMORY_DEDUP_SIM."""
+        if prepared is None or not 0 < self.dedup_sim <= 1 or not self.active:
+            return None
+        return self.duplicate_of(conn, prepared, memory.project, self.dedup_sim)
+
+    def index(self, conn: Any, memories: list[Memory],
+              prepared: Sequence[Any] | None = None) -> None:
+        """Store the prepared vectors of newly inserted memories (same transaction)."""
+        if not prepared or not self.active:
+            return
+        rows = [(m.id, v) for m, v in zip(memories, prepared, strict=True) if v is not None]
+        if rows:
+            self.write_vectors(conn, [i for i, _ in rows], [v for _, v in rows], self.tag())
+
+    def forget(self, conn: Any, ids: list[int]) -> None:
+        """Drop these memories' vectors (an edit: `index` then stores the new text's, if it
+        was embedded; a purge: the ids may be reused)."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            conn.execute(self._sql(f"DELETE FROM {self.table} WHERE memory_id IN "
+                                   f"({','.join('?' * len(chunk))})"), chunk)
+
+    # --- read path ---------------------------------------------------------------------------
+
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters
+               ) -> list[ChannelHit]:
+        if not self.active or k <= 0:
+            return []
+        assert self.embedder is not None
+        try:
+            qvec = self.embedder.embed_query(query)
+        except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
+            log.warning("%s: query embedding failed (%s); keyword-only for this recall",
+                        self.name, exc)
+            return []
+        return self.hits(self.nearest(conn, qvec, k, filters))
+
+    # --- the embedding queue (`Deferrable`): live memories without a vector of the model ----
+
+    def _lacking(self) -> str:
+        return self._sql(f"FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM "
+                         f"{self.table} v WHERE v.memory_id = m.id AND v.model = ? AND "
+                         "v.dim = ?)")
+
+    def pending_ids(self, conn: Any, limit: int) -> list[int]:
+        if not self.active:
+            return []
+        return [r[0] for r in conn.execute(
+            f"SELECT m.id {self._lacking()} ORDER BY m.id LIMIT {int(limit)}", self.tag())]
+
+    def pending_count(self, conn: Any) -> int:
+        if not self.active:
+            return 0
+        return int(conn.execute(f"SELECT count(*) {self._lacking()}", self.tag()).fetchone()[0])
+
+    # --- maintenance and reporting -----------------------------------------------------------
+
+    def counts(self, conn: Any) -> dict[str, int]:
+        """Live memories with a vector of the configured model, without, and with another's."""
+        model, dim = self.tag()
+        live, vectorized, other = conn.execute(self._sql(
+            "SELECT count(*), "
+            "coalesce(sum(CASE WHEN v.model = ? AND v.dim = ? THEN 1 ELSE 0 END), 0), "
+            "coalesce(sum(CASE WHEN v.memory_id IS NOT NULL AND NOT (v.model = ? AND v.dim = ?) "
+            f"THEN 1 ELSE 0 END), 0) FROM memories m LEFT JOIN {self.table} v "
+            "ON v.memory_id = m.id WHERE m.deleted = 0"), (model, dim, model, dim)).fetchone()
+        return {"vectorized": int(vectorized), "missing": int(live) - int(vectorized),
+                "other_model_vectors": int(other)}
+
+    def embedder_info(self, conn: Any = None) -> dict[str, Any]:
+        """What stats and /health report about the vector side: the model, and its counts
+        (read through `conn`, else a snapshot of the bound store)."""
+        info = self.describe_embedder()
+        if info["mode"] != "hybrid":
+            return info
+        try:
+            if conn is not None:
+                info.update(self.counts(conn))
+            elif self.store is not None:
+                with self.store.snapshot() as snap:
+                    info.update(self.counts(snap))
+        except Exception as exc:  # noqa: BLE001 - a report must not fail on a busy store
+            log.warning("%s: counting vectors failed (%s)", self.name, exc)
+        return info
+
+    def backfill(self, store: MemoryStore,
+                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Embed every live memory without a vector of the configured model (other models'
+        vectors are replaced), chunk by chunk: each chunk is read, embedded outside any
+        transaction, then written in a short write transaction of its own."""
+        if not self.active:
+            return {"embedded": 0, "reason": self.inactive_reason()}
+        assert self.embedder is not None
+        model, dim = self.tag()
+        with store.snapshot() as conn:
+            total = int(conn.execute(f"SELECT count(*) {self._lacking()}",
+                                     (model, dim)).fetchone()[0])
+        done = last = 0
+        if progress:
+            progress(0, total)
+        page = self._sql(f"SELECT m.id, m.content {self._lacking()} AND m.id > ? "
+                         f"ORDER BY m.id LIMIT {BACKFILL_CHUNK}")
+        while True:
+            with store.snapshot() as conn:  # keyset pages: no list of the whole store in memory
+                chunk = conn.execute(page, (model, dim, last)).fetchall()
+            if not chunk:
+                break
+            last = chunk[-1][0]
+            try:
+                vecs = self.embedder.embed_documents([c for _, c in chunk])
+            except Exception as exc:  # noqa: BLE001
+                log.error("%s: backfill embedding failed: %s", self.name, exc)
+                return {"embedded": done, "failed": len(chunk), "total": total,
+                        "reason": str(exc)}
+            with store.write() as conn:
+                alive = self._alive(conn, [i for i, _ in chunk])
+                keep = [(i, v) for (i, _), v in zip(chunk, vecs, strict=True) if i in alive]
+                if keep:
+                    self.write_vectors(conn, [i for i, _ in keep], [v for _, v in keep],
+                                       (model, dim))
+            done += len(chunk)
+            if progress:
+                progress(min(done, total), max(total, done))
+        return {"embedded": done, "total": max(total, done), "model": model, "dim": dim}
+
+    # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
+
+    def export_vectors(self, store: MemoryStore) -> Iterator[tuple[str, str, int, list[float]]]:
+        """(uid, model, dim, vector) of every stored vector, whatever its model."""
+        page = self._sql(f"SELECT v.memory_id, m.uid, v.model, v.dim, {self.vector_column} "
+                         f"FROM {self.table} v JOIN memories m ON m.id = v.memory_id "
+                         f"WHERE v.memory_id > ? ORDER BY v.memory_id LIMIT {EXPORT_PAGE}")
+        last = 0
+        while True:
+            with store.snapshot() as conn:
+                rows = conn.execute(page, (last,)).fetchall()
+            if not rows:
+                return
+            for _, uid, model, dim, raw in rows:
+                yield uid, model, int(dim), self.decode_vector(raw, int(dim))
+            last = rows[-1][0]
+
+    def import_vectors(self, conn: Any, rows: list[tuple[str, str, int, Any]]) -> int:
+        """Store exported vectors with their own model tags, for the memories of these uids
+        that are stored here; returns how many."""
+        if not rows:
+            return 0
+        ids: dict[str, int] = {}
+        uids = [r[0] for r in rows]
+        for start in range(0, len(uids), 500):
+            chunk = uids[start : start + 500]
+            ids.update(conn.execute(self._sql(
+                f"SELECT uid, id FROM memories WHERE uid IN ({','.join('?' * len(chunk))})"),
+                chunk).fetchall())
+        groups: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+        for uid, model, dim, vec in rows:
+            if uid in ids:
+                groups.setdefault((model, int(dim)), []).append((ids[uid], vec))
+        for tag, items in groups.items():
+            self.write_vectors(conn, [i for i, _ in items], [v for _, v in items], tag)
+        return sum(len(items) for items in groups.values())
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _sql(self, sql: str) -> str:
+        """`sql` written with `?` marks, in the driver's parameter style."""
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _alive(self, conn: Any, ids: list[int]) -> set[int]:
+        """Which of `ids` are still stored (a purge may have run while a chunk was embedded)."""
+        if not ids:
+            return set()
+        return {r[0] for r in conn.execute(self._sql(
+            f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))})"), ids)}
