@@ -203,7 +203,7 @@ def locomo(args: argparse.Namespace) -> dict[str, Any]:
         engine = build_engine(data, embedder, tmp)
         report["index_s"] = round(time.perf_counter() - t0, 1)
         vector = next(c for c in engine.channels if c.name == "vector")
-        if vector._ann_config.mode == "on":  # MEMORY_VECTOR_ANN=on: search the index, built now
+        if vector._ann_config.ann == "on":  # MEMORY_VECTOR_ANN=on: search the index, built now
             report["ann"] = vector.reindex()
         report["embedded_fresh"] = embedder.misses
         embedder.save()

@@ -18,7 +18,7 @@ from semantic_memory import embedders as embedder_contract
 from semantic_memory import hookspecs, testing
 from semantic_memory.channels import Channel
 from semantic_memory.cli import cli
-from semantic_memory.config import ConfigError, Settings
+from semantic_memory.config import ConfigError, Settings, SettingsSection
 from semantic_memory.embedding_channel import EmbeddingChannel
 from semantic_memory.embedders import Embedder, choose_embedder
 from semantic_memory.hookspecs import hookimpl
@@ -311,7 +311,8 @@ def _members(cls: type) -> set[str]:
 @pytest.mark.parametrize("cls", [channel_contract.Channel, channel_contract.Prepares,
                                  channel_contract.Confident, channel_contract.Backfills,
                                  channel_contract.Deferrable, channel_contract.TransfersVectors,
-                                 EmbeddingChannel, embedder_contract.Embedder])
+                                 EmbeddingChannel, embedder_contract.Embedder,
+                                 SettingsSection])
 def test_every_contract_member_is_documented(cls: type) -> None:
     text = DOCS.read_text(encoding="utf-8")
     assert f"`{cls.__name__}`" in text, cls.__name__
@@ -447,3 +448,48 @@ def test_a_broken_or_untyped_harness_adapter_is_refused_in_one_line(
     assert any("object is not a semantic_memory.harness.HarnessAdapter" in line
                for line in lines), lines
     assert all("\n" not in line for line in lines)
+
+
+def test_the_docs_settings_section_reads_checks_and_stops_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    text = DOCS.read_text(encoding="utf-8")
+    code = re.search(r"## Settings.*?```python\n(.*?)```", text, re.S)
+    assert code, "docs/plugins.md lost its settings example"
+    module = types.ModuleType("recency_settings")
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # as an imported module is
+    exec(compile(code.group(1), "docs/plugins.md", "exec"), module.__dict__)  # noqa: S102
+    section = module.RecencySettings
+    env = {"MEMORY_RECENCY_HALF_LIFE_DAYS": "7.5", "MEMORY_DB_PATH": str(tmp_path / "m.db")}
+    assert Settings.from_env(env).section(section).half_life_days == 7.5
+    assert Settings(env={}).section(section).half_life_days == 30.0  # the default
+    assert section.variable("half_life_days") == "MEMORY_RECENCY_HALF_LIFE_DAYS"
+    with pytest.raises(ConfigError, match="MEMORY_RECENCY_HALF_LIFE_DAYS: cannot use 'soon'"):
+        section.from_env({"MEMORY_RECENCY_HALF_LIFE_DAYS": "soon"})
+
+    class Recency(Channel):
+        name = "recency"
+
+        def __init__(self, own: Any) -> None:
+            self.own = own
+
+        def index(self, conn: Any, memories: Any, prepared: Any = None) -> None:
+            pass
+
+        def search(self, conn: Any, query: str, k: int, filters: Any) -> list[ChannelHit]:
+            return []
+
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register: Any, settings: Settings) -> None:
+            register(Recency(settings.section(section)))
+
+    bad = Settings.from_env({**env, "MEMORY_RECENCY_HALF_LIFE_DAYS": "0", "MEMORY_PLUGINS": "none"})
+    with pytest.raises(ConfigError, match="MEMORY_RECENCY_HALF_LIFE_DAYS must be > 0, not 0.0"):
+        MemoryEngine(bad, plugins=[Plugin()])
+    result = CliRunner().invoke(cli, ["stats"], obj=None, env={
+        "MEMORY_DB_PATH": str(tmp_path / "cli.db"), "MEMORY_VECTOR_ANN_MIN_ROWS": "-1"})
+    assert result.exit_code == 1 and result.output.strip().splitlines() == [
+        "Error: MEMORY_VECTOR_ANN_MIN_ROWS must be >= 0, not -1"]

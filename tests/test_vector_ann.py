@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("usearch")
 
-from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.config import ConfigError, Settings  # noqa: E402
 from semantic_memory.embedders import Embedder  # noqa: E402
 from semantic_memory.hookspecs import hookimpl  # noqa: E402
 from semantic_memory.models import NewMemory, RecallFilters  # noqa: E402
@@ -288,15 +288,18 @@ def test_reindex_command(store: Path, monkeypatch) -> None:  # noqa: ANN001
     assert len(list(folder.glob("index-*.usearch"))) == 1  # the old file is gone
 
 
-def test_bad_settings_are_one_line_errors(monkeypatch) -> None:  # noqa: ANN001
-    from semantic_memory_vector.ann_config import AnnConfig
+def test_bad_settings_are_one_line_errors(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from semantic_memory_vector.settings import VectorSettings
 
-    with pytest.raises(ValueError, match="MEMORY_VECTOR_ANN must be"):
-        AnnConfig.from_env({"MEMORY_VECTOR_ANN": "maybe"})
-    with pytest.raises(ValueError, match="MEMORY_VECTOR_ANN_DTYPE"):
-        AnnConfig.from_env({"MEMORY_VECTOR_ANN_DTYPE": "f64"})
-    with pytest.raises(ValueError, match="MIN_ROWS"):
-        AnnConfig.from_env({"MEMORY_VECTOR_ANN_MIN_ROWS": "many"})
+    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN must be"):
+        VectorSettings.from_env({"MEMORY_VECTOR_ANN": "maybe"})
+    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_DTYPE"):
+        VectorSettings.from_env({"MEMORY_VECTOR_ANN_DTYPE": "f64"})
+    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_MIN_ROWS: cannot use 'many'"):
+        VectorSettings.from_env({"MEMORY_VECTOR_ANN_MIN_ROWS": "many"})
+    monkeypatch.setenv("MEMORY_VECTOR_ANN_THREADS", "0")  # a bad value stops the command
+    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_THREADS must be >= 1"):
+        MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), plugins="vector"))
 
 
 def test_stats_say_which_search_serves(store: Path, monkeypatch) -> None:  # noqa: ANN001

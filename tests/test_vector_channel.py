@@ -184,7 +184,8 @@ def test_model_change_never_compares_old_vectors_until_backfill(tmp_path: Path, 
     first.ingest([NewMemory(PARAPHRASE)] + [NewMemory(u) for u in UNRELATED])
     first.close()
     second = MemoryEngine(make_settings(tmp_path, qwen3_path, fast_path=False,
-                                        recall_min_cosine=0.0, embed_n_ctx=256))
+                                        recall_min_cosine=0.0,
+                                        env={"MEMORY_EMBED_N_CTX": "256"}))
     channel = vector_of(second)
     with second.store.snapshot() as conn:
         assert channel.search(conn, QUERY, 5, RecallFilters()) == []  # 384-d rows ignored

@@ -12,6 +12,7 @@ import pytest
 llama_cpp = pytest.importorskip("llama_cpp")
 
 from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 from semantic_memory_llama_cpp import (  # noqa: E402
     ConfigRefused, EmbedderUnavailable, LlamaCppEmbedder, from_settings, model_prompts,
 )
@@ -293,13 +294,19 @@ def test_real_model_on_a_machine_without_gpu_falls_back(minilm_path: Path) -> No
     assert emb.device == "cpu" and emb.fallback_reason
 
 
-def test_vector_settings_are_validated() -> None:
+def test_vector_settings_are_validated(tmp_path: Path) -> None:
     from semantic_memory.config import ConfigError
+    from semantic_memory_llama_cpp import LlamaCppSettings
 
-    s = Settings.from_env({"MEMORY_FAST_PATH": "0", "MEMORY_EMBED_DIM": "256",
-                           "MEMORY_EMBED_INSTRUCT": "Find notes"})
-    assert s.fast_path is False and s.embed_dim == 256 and s.embed_instruct == "Find notes"
+    env = {"MEMORY_FAST_PATH": "0", "MEMORY_EMBED_DIM": "256", "MEMORY_EMBED_INSTRUCT": "Find notes"}
+    s = Settings.from_env(env)
+    own = s.section(LlamaCppSettings)  # the plugin's section, from the same environment
+    assert s.fast_path is False and own.embed_dim == 256 and own.embed_instruct == "Find notes"
     with pytest.raises(ConfigError, match="MEMORY_FAST_PATH_MIN"):
         Settings.from_env({"MEMORY_FAST_PATH_MIN": "1.5"})
-    with pytest.raises(ConfigError, match="MEMORY_EMBED"):
-        Settings.from_env({"MEMORY_EMBED_BATCH": "0"})
+    with pytest.raises(ConfigError, match="MEMORY_EMBED_BATCH must be >= 1"):
+        LlamaCppSettings.from_env({"MEMORY_EMBED_BATCH": "0"})
+    bad = Settings.from_env({"MEMORY_EMBED_N_CTX": "4", "MEMORY_DB_PATH": str(tmp_path / "m.db"),
+                             "MEMORY_PLUGINS": "llama_cpp"})
+    with pytest.raises(ConfigError, match="MEMORY_EMBED_N_CTX must be >= 8, not 4"):
+        MemoryEngine(bad)  # a plugin's bad setting stops the command, like a core one

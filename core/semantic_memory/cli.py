@@ -36,7 +36,7 @@ class Context:
         if self._engine is None:
             try:
                 self._engine = MemoryEngine(self.settings)
-            except StoreError as exc:
+            except (ConfigError, StoreError) as exc:  # a plugin's own section included
                 raise click.ClickException(str(exc)) from None
         return self._engine
 
@@ -338,12 +338,12 @@ def diagnose(settings: Settings) -> list[str]:
 
     try:
         pm = build_plugin_manager(settings)
-    except ConfigError as exc:
+        collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
+                settings=settings)
+        embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name,
+                            check_embedder, settings=settings)
+    except ConfigError as exc:  # MEMORY_PLUGINS, or a value in a plugin's own section
         return [str(exc)]
-    collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
-            settings=settings)
-    embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
-                        settings=settings)
     problem = choose_embedder(embedders, settings.embedder)[1]
     return [str(p) for p in pm.problems] + ([problem] if problem else []) + conflicts(settings)
 
@@ -357,8 +357,11 @@ def plugins(obj: Context, as_json: bool) -> None:
         pm = build_plugin_manager(obj.settings)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    channels: list[Channel] = collect(pm, "register_channels", "channel", lambda c: c.name,
-                                      check_channel, settings=obj.settings)
+    try:
+        channels: list[Channel] = collect(pm, "register_channels", "channel",
+                                          lambda c: c.name, check_channel, settings=obj.settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     owner = pm.owner_of
     store = scheme_of(store_url(obj.settings))
     rows = []
@@ -862,7 +865,7 @@ def migrate(obj: Context, target: str) -> None:
     source = obj.engine
     try:
         destination = MemoryEngine(replace(obj.settings, db_url=target))
-    except StoreError as exc:
+    except (ConfigError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
     total = source.counts()
     try:

@@ -1,11 +1,18 @@
-"""Settings from the `MEMORY_*` environment variables (names and defaults follow the spec)."""
+"""Settings from the `MEMORY_*` environment variables (names and defaults follow the spec).
+
+`SettingsSection` is how a group of variables is declared: a frozen dataclass whose fields are
+read from `<prefix><FIELD>`. The core's is `Settings`; each plugin declares its own section
+(the llama-cpp embedder's `MEMORY_EMBED_*`, the vector channel's `MEMORY_VECTOR_ANN*`, the
+PostgreSQL store's pool) and reads it with `settings.section(TheirSection)`, from the same
+environment the core's were read from.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Mapping
+from typing import Any, ClassVar, Mapping, TypeVar
 
 
 class ConfigError(ValueError):
@@ -16,9 +23,53 @@ def _default_db_path() -> str:
     return str(Path("~/.local/share/memory-mcp/memory.db").expanduser())
 
 
+S = TypeVar("S", bound="SettingsSection")
+
+
+class SettingsSection:
+    """A declared group of settings: subclass it as a frozen dataclass; field `embed_dim` of a
+    section with prefix `MEMORY_` reads MEMORY_EMBED_DIM (bool, int, float or str, parsed as
+    the core's are). `validate` raises ConfigError naming the variable; a plugin's section
+    that fails it stops the command with that one line, like a core setting."""
+
+    #: Prepended to the upper-cased field name to name its variable.
+    prefix: ClassVar[str] = "MEMORY_"
+
+    @classmethod
+    def variable(cls, name: str) -> str:
+        """The environment variable of field `name`."""
+        return f"{cls.prefix}{name.upper()}"
+
+    @classmethod
+    def values_from(cls, env: Mapping[str, str]) -> dict[str, object]:
+        """The fields whose variables are set (non-empty) in `env`, parsed."""
+        values: dict[str, object] = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if not f.init or f.metadata.get("from_env") is False:
+                continue
+            raw = env.get(cls.variable(f.name))
+            if raw:
+                values[f.name] = _parse(cls.variable(f.name), raw, f.type)
+        return values
+
+    @classmethod
+    def from_env(cls: type[S], env: Mapping[str, str] | None = None, **overrides: Any) -> S:
+        """Read the section from `env` (default: the process environment), then validate."""
+        values = cls.values_from(os.environ if env is None else env)
+        values.update(overrides)
+        section = cls(**values)
+        section.validate()
+        return section
+
+    def validate(self) -> None:
+        """Raise ConfigError naming a variable whose value cannot be used. Default: nothing."""
+
+
 @dataclass(frozen=True)
-class Settings:
-    """Every tunable of the service. `Settings.from_env()` reads them; tests build them directly."""
+class Settings(SettingsSection):
+    """The core's tunables. `Settings.from_env()` reads them; tests build them directly.
+    `env` is where they were read from (a directly built one: the process environment),
+    and where `section()` reads a plugin's own."""
 
     db_path: str = field(default_factory=_default_db_path)
     # The store, as a URL: `sqlite:///path` or `postgresql://…` (the semantic-memory-postgres
@@ -26,8 +77,6 @@ class Settings:
     # password. MEMORY_DB_URL_FILE reads it from a file instead (a secret mount).
     db_url: str = field(default="", repr=False)
     db_url_file: str = ""
-    # Connections a PostgreSQL store's pool keeps open at most.
-    db_pool_size: int = 8
     model_path: str = ""
     device: str = "cuda"
     host: str = "127.0.0.1"
@@ -46,21 +95,10 @@ class Settings:
     # stored and keyword-indexed at once, its vector follows (near-duplicates are merged then).
     # 0 = every write waits for its embedding, as the CLI and a bare engine do.
     embed_background: bool = True
-    # --- embedder / vector channel (used by the `embed` extra's plugins) ---
-    # Which registered embedder the vector channel uses (empty = the first one registered).
+    # --- embedder / vector channel (the model's own knobs are its plugin's section) ---
+    # Which registered embedder the vector channel uses (empty: the only one installed, or
+    # the only one configured).
     embedder: str = ""
-    # Prompt overrides; unset = the model's own prompts (chosen from the GGUF architecture),
-    # the word "none" = no prefix. EMBED_INSTRUCT is the task text of Qwen3's query prefix.
-    embed_query_prefix: str | None = None
-    embed_doc_prefix: str | None = None
-    embed_instruct: str = ""
-    # Matryoshka truncation of the vectors (0 = the model's full dimension).
-    embed_dim: int = 0
-    # llama.cpp context size (capped at the model's trained context) and texts per sub-batch.
-    embed_n_ctx: int = 8192
-    embed_batch: int = 32
-    # CPU threads for llama.cpp (0 = its default: all cores for batches).
-    embed_threads: int = 0
     # Keyword fast path: skip embedding the query when BM25 evidence is this confident (0..1);
     # fast_path = 0 always embeds.
     fast_path: bool = True
@@ -143,38 +181,35 @@ class Settings:
     # Seconds the hooks skip the network after one met a dead or hung service (0 = never):
     # their writes go to the spool at once and their recalls inject nothing.
     hook_backoff_s: float = 30.0
+    # Where these were read from: plugins' sections are read from it too (`section`).
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False,
+                                   compare=False, metadata={"from_env": False})
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read `MEMORY_<FIELD>` for every field; raise ConfigError naming a bad variable."""
         env = os.environ if env is None else env
-        values: dict[str, object] = {}
-        for f in fields(cls):
-            raw = env.get(f"MEMORY_{f.name.upper()}")
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _parse(f"MEMORY_{f.name.upper()}", raw, f.type)
+        values = cls.values_from(env)
         values.update(overrides)
         if values.get("db_url_file") and not values.get("db_url"):
             values["db_url"] = _read_secret("MEMORY_DB_URL_FILE", str(values["db_url_file"]))
-        settings = cls(**values)  # type: ignore[arg-type]
+        settings = cls(env=env, **values)  # type: ignore[arg-type]
         settings.validate()
         return settings
+
+    def section(self, cls: type[S]) -> S:
+        """A plugin's own settings, read from the environment these were read from."""
+        return cls.from_env(self.env)
 
     def validate(self) -> None:
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"MEMORY_DEVICE must be 'cuda' or 'cpu', not {self.device!r}")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
-        if not 1 <= self.db_pool_size <= 1000:
-            raise ConfigError(f"MEMORY_DB_POOL_SIZE must be 1..1000, not {self.db_pool_size}")
         if self.rrf_k < 1:
             raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
         if not 0 <= self.fast_path_min <= 1:
             raise ConfigError(f"MEMORY_FAST_PATH_MIN must be within 0..1, not {self.fast_path_min}")
-        if self.embed_dim < 0 or self.embed_n_ctx < 8 or self.embed_batch < 1:
-            raise ConfigError("MEMORY_EMBED_DIM must be >= 0, MEMORY_EMBED_N_CTX >= 8 and "
-                              "MEMORY_EMBED_BATCH >= 1")
         if self.fusion not in ("rrf", "score"):
             raise ConfigError(f"MEMORY_FUSION must be 'rrf' or 'score', not {self.fusion!r}")
         if not (0 <= self.fusion_vector_share <= 1 or self.fusion_vector_share == -1):
@@ -282,7 +317,8 @@ def _read_secret(name: str, path: str) -> str:
 
 
 def _parse(name: str, raw: str, type_name: object) -> object:
-    kind = str(type_name)
+    # a string under `from __future__ import annotations`, else the type itself
+    kind = type_name if isinstance(type_name, str) else getattr(type_name, "__name__", "str")
     try:
         if kind == "bool":
             lowered = raw.strip().lower()

@@ -128,6 +128,8 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
         args = {**kwargs, "register": found.append}
         try:
             function(**{name: args[name] for name in argnames})
+        except ConfigError:
+            raise  # a bad value in the plugin's own settings section: the user's to fix
         except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
             pm.refuse(pm.origin(plugin), f"{hook} failed: {one_line(exc)}")
             continue

@@ -1,7 +1,8 @@
 """llama.cpp embedder plugin: registers a GGUF embedder (Qwen3-Embedding by default).
 
 Configured by MEMORY_MODEL_PATH (empty = no model: the vector channel stays off and recall is
-BM25-only), MEMORY_DEVICE, MEMORY_EMBED_* (see docs/vector.md).
+BM25-only), MEMORY_DEVICE, and its own section `LlamaCppSettings` (MEMORY_EMBED_*; see
+docs/vector.md).
 """
 
 from __future__ import annotations
@@ -17,24 +18,26 @@ from .embedder import (
     model_prompts,
     nvidia_smi_pids,
 )
+from .settings import LlamaCppSettings
 
 __all__ = [
-    "ConfigRefused", "EmbedderUnavailable", "LlamaCppEmbedder", "Prompts", "model_prompts",
-    "nvidia_smi_pids", "from_settings",
+    "ConfigRefused", "EmbedderUnavailable", "LlamaCppEmbedder", "LlamaCppSettings", "Prompts",
+    "model_prompts", "nvidia_smi_pids", "from_settings",
 ]
 
 
 def from_settings(settings: Settings) -> LlamaCppEmbedder:
+    own = settings.section(LlamaCppSettings)
     return LlamaCppEmbedder(
         settings.model_path,
         device=settings.device,
-        n_ctx=settings.embed_n_ctx,
-        batch=settings.embed_batch,
-        dim=settings.embed_dim,
-        query_prefix=settings.embed_query_prefix,
-        doc_prefix=settings.embed_doc_prefix,
-        instruct=settings.embed_instruct,
-        threads=settings.embed_threads,
+        n_ctx=own.embed_n_ctx,
+        batch=own.embed_batch,
+        dim=own.embed_dim,
+        query_prefix=own.embed_query_prefix,
+        doc_prefix=own.embed_doc_prefix,
+        instruct=own.embed_instruct,
+        threads=own.embed_threads,
     )
 
 

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .ann_config import AnnConfig
+from .settings import VectorSettings
 from .matrix import VectorMatrix
 
 log = logging.getLogger("semantic_memory.vector")
@@ -442,7 +442,7 @@ class StreamExact(_BlobScorer):
 class AnnManager:
     """Per channel: which view serves, and the background builds that keep the file fresh."""
 
-    def __init__(self, db_path: str, config: AnnConfig) -> None:
+    def __init__(self, db_path: str, config: VectorSettings) -> None:
         self.db_path, self.config = db_path, config
         self.folder = folder_of(db_path)
         self.view: AnnView | None = None
@@ -540,7 +540,7 @@ class AnnManager:
                 return  # another process builds; its stamp will be picked up
             try:
                 t = time.perf_counter()
-                build(self.db_path, model, dim, self.config.dtype, self.config.threads, base)
+                build(self.db_path, model, dim, self.config.ann_dtype, self.config.ann_threads, base)
                 self.last_error = None
                 self.builds += 1
                 log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",

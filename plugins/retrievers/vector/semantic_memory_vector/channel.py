@@ -23,6 +23,8 @@ from semantic_memory.embedding_channel import EmbeddingChannel
 from semantic_memory.models import RecallFilters
 from semantic_memory.stores.sqlite import run_script
 
+from .settings import VectorSettings
+
 if TYPE_CHECKING:  # numpy (also under .matrix) is imported where vectors are handled: an
     import numpy as np  # inactive channel (no model) costs a service start nothing
 
@@ -77,9 +79,7 @@ class VectorChannel(EmbeddingChannel):
         self._matrix: VectorMatrix | None = None
         self._sync_lock = threading.Lock()
         self._ann: Any = None  # AnnManager, made on first use (numpy/usearch stay unimported)
-        from .ann_config import AnnConfig
-
-        self._ann_config = AnnConfig.from_env()
+        self._ann_config = settings.section(VectorSettings)
 
     def setup(self, conn: sqlite3.Connection) -> None:
         run_script(conn, SCHEMA)
@@ -119,7 +119,7 @@ class VectorChannel(EmbeddingChannel):
         return matrix
 
     def _ann_manager(self) -> Any:
-        if self._ann is None and self._db_path and self._ann_config.mode != "off":
+        if self._ann is None and self._db_path and self._ann_config.ann != "off":
             from .ann import AnnManager
 
             self._ann = AnnManager(self._db_path, self._ann_config)
@@ -140,7 +140,7 @@ class VectorChannel(EmbeddingChannel):
             reload = current is None or current.dim != dim or deletes != self._state[1]
             if reload:
                 rows = count_rows(conn, model, dim)
-            elif len(current) >= self._ann_config.min_rows or self._ann_config.mode == "on":
+            elif len(current) >= self._ann_config.ann_min_rows or self._ann_config.ann == "on":
                 rows = len(current)
             else:
                 return None
@@ -171,7 +171,7 @@ class VectorChannel(EmbeddingChannel):
             return {"built": False, "reason": "no db file (in-memory store)"}
         model, dim = self.tag()
         t = time.perf_counter()
-        stamp = build(self._db_path, model, dim, self._ann_config.dtype,
+        stamp = build(self._db_path, model, dim, self._ann_config.ann_dtype,
                       threads or os.cpu_count() or 1, progress=progress)
         return {"built": True, "count": stamp.count, "model": model, "dim": dim,
                 "dtype": stamp.dtype, "seconds": round(time.perf_counter() - t, 1),
@@ -324,8 +324,8 @@ class VectorChannel(EmbeddingChannel):
         pending delta) or `exact-stream` (while the index is built); for stats and doctor."""
         from_matrix = type(self._matrix).__name__
         mode = {"AnnView": "ann", "StreamExact": "exact-stream"}.get(from_matrix, "exact")
-        out: dict[str, Any] = {"mode": mode, "ann": self._ann_config.mode,
-                               "ann_min_rows": self._ann_config.min_rows}
+        out: dict[str, Any] = {"mode": mode, "ann": self._ann_config.ann,
+                               "ann_min_rows": self._ann_config.ann_min_rows}
         view = getattr(self._matrix, "stamp", None)
         if view is not None:
             out.update(index_rows=view.count, delta_rows=len(self._matrix.delta),

@@ -114,7 +114,9 @@ class PostgresStore(SQLMemoryStore):
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> PostgresStore:
-        return cls(url, pool_size=settings.db_pool_size)
+        from .settings import PostgresSettings
+
+        return cls(url, pool_size=settings.section(PostgresSettings).db_pool_size)
 
     def __init__(self, url: str, pool_size: int = 8) -> None:
         self.location = redact_url(url)
