@@ -174,7 +174,8 @@ def test_a_bad_prompt_request_is_invalid_params_in_one_line(
             assert says in info.value.error.message and "\n" not in info.value.error.message
 
     run(main)
-    assert "Traceback" not in service.stderr() and "╭" not in service.stderr()
+    err = service.stderr()
+    assert "Traceback" not in err and "╭" not in err, err[-4000:]
 
 
 def test_completion_offers_projects_and_kinds_that_exist(service: Service) -> None:
@@ -264,3 +265,29 @@ def test_no_fallback_warning_without_a_configured_model(tmp_path: Path) -> None:
             assert notes.received == []  # keyword recall is the chosen mode, not a fallback
 
     run(main)
+
+
+def test_a_client_gone_mid_reply_is_one_debug_line_not_a_traceback() -> None:
+    import logging
+
+    import anyio
+
+    from semantic_memory.service.runner import ClientGoneFilter
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        try:
+            raise exc
+        except BaseException:  # noqa: BLE001
+            import sys
+
+            return logging.LogRecord("mcp.server.streamable_http", logging.ERROR, __file__, 1,
+                                     "Error in message router", (), sys.exc_info())
+
+    gone = record(anyio.ClosedResourceError())
+    assert ClientGoneFilter().filter(gone) is False  # dropped at the service's level
+    assert gone.exc_info is None and gone.levelno == logging.DEBUG
+    assert gone.getMessage() == "Error in message router: the client went away (ClosedResourceError)"
+    group = record(BaseExceptionGroup("x", [anyio.BrokenResourceError()]))
+    assert ClientGoneFilter().filter(group) is False
+    real = record(ValueError("a bug"))
+    assert ClientGoneFilter().filter(real) is True and real.exc_info is not None

@@ -30,6 +30,33 @@ def _setup_logging() -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+    sdk = logging.getLogger("mcp.server.streamable_http")
+    if not any(isinstance(f, ClientGoneFilter) for f in sdk.filters):
+        sdk.addFilter(ClientGoneFilter())
+
+
+class ClientGoneFilter(logging.Filter):
+    """The MCP SDK logs a full traceback when a client closes its stream or session while a
+    reply is on its way (a stream already closed, under load: a race in the SDK's router, see
+    modelcontextprotocol/python-sdk#2064). Nothing is lost: the client is gone. Those become
+    debug lines without a traceback; every other SDK error is logged as it is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        import anyio
+
+        exc = record.exc_info[1] if record.exc_info else None
+        gone = (anyio.ClosedResourceError, anyio.BrokenResourceError)
+        if isinstance(exc, BaseExceptionGroup):
+            leaves = exc.exceptions
+        else:
+            leaves = (exc,)
+        if exc is None or not all(isinstance(e, gone) for e in leaves):
+            return True
+        record.exc_info = record.exc_text = None
+        record.msg = f"{record.getMessage()}: the client went away ({type(leaves[0]).__name__})"
+        record.args = ()
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
