@@ -261,10 +261,11 @@ def test_sqlite_channels_are_skipped_on_postgresql_and_say_why(tmp_path: Path) -
 
 
 def _readme_role_sql() -> tuple[list[str], list[str]]:
-    """The README's team setup SQL: (statements for the admin database, for the new one)."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = re.search(r"## One memory for a team.*?```sql\n(.*?)```", readme, re.S)
-    assert block, "the README's PostgreSQL section lost its SQL block"
+    """docs/postgres.md's team setup SQL: (statements for the admin database, for the new
+    one)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "postgres.md").read_text()
+    block = re.search(r"## Setup for a team.*?```sql\n(.*?)```", page, re.S)
+    assert block, "docs/postgres.md's team setup lost its SQL block"
     before, _, after = block.group(1).partition("\\c team_memory")
 
     def statements(text: str) -> list[str]:
@@ -274,8 +275,8 @@ def _readme_role_sql() -> tuple[list[str], list[str]]:
     return statements(before), statements(after)
 
 
-def test_the_readme_least_privilege_role_runs_the_service(tmp_path: Path) -> None:
-    """The README's SQL, run as printed: the role it makes can do everything a service does
+def test_the_documented_least_privilege_role_runs_the_service(tmp_path: Path) -> None:
+    """The team setup SQL, run as printed: the role it makes can do everything a service does
     (schema, indexes, writes, purge) and nothing more (no extension, no other schema)."""
     import psycopg
 
