@@ -512,11 +512,29 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
     every query through the channel (top 10 ids) and take this process's peak RSS; then load
     the whole matrix (after the RSS reading) and time numpy exact and the channel query by
     query, interleaved, so that both p50s see the same load (the first `--timed` queries)."""
+    from semantic_memory_vector import ann as ann_mod
+
+    for name in ("expansion_search", "min_candidates", "oversample"):  # search-time knobs
+        if getattr(args, name, None) is not None:
+            setattr(ann_mod, name.upper(), type(getattr(ann_mod, name.upper()))(
+                getattr(args, name)))
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     t0 = time.perf_counter()
     embedder = ArrayEmbedder(f"{args.tmp}/docs.npy", f"{args.tmp}/queries.npy")
     engine = _ann_engine(args.tmp, embedder)
+    open_s = time.perf_counter() - t0
     engine.recall("q0", k=10)
     start_s = time.perf_counter() - t0
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     channel = next(c for c in engine.channels if c.name == "vector")
     kind = type(channel._matrix).__name__
     found = []
@@ -537,7 +555,20 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
             channel.search(conn, f"q{i}", 10, RecallFilters())
             lat.append(time.perf_counter() - t)
     engine.close()
-    return {"start_s": round(start_s, 3), "searcher": kind,
+    out: dict[str, Any] = {}
+    if Path(f"{args.tmp}/ids.npy").exists():  # a kept store: its own truth, numpy exact
+        ids = np.load(f"{args.tmp}/ids.npy")
+        queries = np.load(f"{args.tmp}/queries.npy")[: args.queries]
+        hits = 0.0
+        for s in range(0, len(queries), 100):
+            sims = docs @ queries[s : s + 100].T
+            top = np.argpartition(-sims, 9, axis=0)[:10].T
+            hits += sum(len(set(ids[t].tolist()) & set(f)) / 10
+                        for t, f in zip(top, found[s : s + 100]))
+        out["recall_at_10"] = round(hits / len(queries), 4)
+    out["graph"] = {"expansion_search": ann_mod.EXPANSION_SEARCH,
+                    "candidates": f"max({ann_mod.OVERSAMPLE}n, {ann_mod.MIN_CANDIDATES})"}
+    return {**out, "open_s": round(open_s, 3), "start_s": round(start_s, 3), "searcher": kind,
             "timed_queries": min(args.queries, args.timed),
             "index_p50_ms": round(statistics.median(lat) * 1000, 3),
             "exact_p50_ms": round(statistics.median(exact) * 1000, 3),
@@ -575,6 +606,7 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
                                            [r.uid for r in got]).fetchall())
                 ids[s:e] = [by_uid[r.uid] for r in got]
                 channel.write_vectors(conn, ids[s:e].tolist(), docs[s:e], channel.tag())
+        np.save(f"{tmp}/ids.npy", ids)  # memory id of each row: `ann-probe` scores a kept store
         out["ingest_s"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
         built = channel.reindex(threads=args.threads)
@@ -599,6 +631,7 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(proc.stderr[-3000:])
         probe = json.loads(proc.stdout)
         found = probe.pop("found")
+        probe.pop("recall_at_10", None)  # scored below, against the same truth
         out.update(probe)
         from semantic_memory_vector import ann as ann_mod
 
@@ -747,6 +780,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=500)
     p.add_argument("--timed", type=int, default=200,
                    help="queries timed (exact and index interleaved) after the recall pass")
+    p.add_argument("--expansion-search", type=int, default=None, help="override ann.py's")
+    p.add_argument("--min-candidates", type=int, default=None, help="override ann.py's")
+    p.add_argument("--oversample", type=float, default=None, help="override ann.py's")
+    p.add_argument("--profile", action="store_true", help="cProfile the start, to stderr")
     args = parser.parse_args(argv)
     report = {"locomo": locomo, "joint": joint, "throughput": throughput,
               "search": search, "ann": ann, "ann-probe": ann_probe,
