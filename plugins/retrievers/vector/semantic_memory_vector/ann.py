@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .settings import VectorSettings
 from .matrix import VectorMatrix
+from .settings import VectorSettings
 
 log = logging.getLogger("semantic_memory.vector")
 
