@@ -466,6 +466,39 @@ def realistic_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
     return out
 
 
+def real_vectors(rows: int, queries: int, seed: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Real MiniLM embeddings from this bench's cache (LoCoMo dev turns and the coding set's
+    memories, embedded by earlier `locomo`/`guard.py --model minilm` runs), the LoCoMo dev
+    questions as queries, and up to `rows` documents: the real ones plus distractors on their
+    manifold (a random real document moved towards a second one, plus a little noise), so that
+    a query's neighbourhood is as crowded as it would be among a million real memories."""
+    from bench.locomo import load as load_locomo
+
+    found = sorted(CACHE.glob("emb-all-MiniLM-L6-v2*-384.npz"))
+    if not found:
+        raise SystemExit("no MiniLM cache: run `bench_vector.py locomo --model minilm` first")
+    with np.load(found[0]) as data:
+        cache = dict(zip(data["keys"].tolist(), data["vecs"]))
+    # MiniLM has no prompts: a question's key is the hash of its text
+    keys = [hashlib.sha1(q.text.encode()).hexdigest()
+            for c in load_locomo() for q in c.questions]
+    keys = [k for k in dict.fromkeys(keys) if k in cache][:queries]
+    asked = set(keys)
+    real = np.stack([v for k, v in cache.items() if k not in asked]).astype(np.float32)
+    qs = np.stack([cache[k] for k in keys]).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    extra = max(0, rows - len(real))
+    a = rng.integers(0, len(real), extra)
+    b = rng.integers(0, len(real), extra)
+    t = rng.uniform(0.05, 0.5, (extra, 1)).astype(np.float32)
+    fake = (1 - t) * real[a] + t * real[b] + rng.standard_normal(
+        (extra, real.shape[1])).astype(np.float32) * 0.02
+    fake /= np.linalg.norm(fake, axis=1, keepdims=True)
+    docs = np.concatenate([real, fake])[:rows]
+    return docs[rng.permutation(len(docs))], qs, min(rows, len(real))
+
+
 class ArrayEmbedder(Embedder):
     """Bench-only embedder: 'v<i>' is row i of the documents, 'q<i>' row i of the queries
     (memory-mapped .npy files), so a store of N vectors needs no model."""
@@ -584,10 +617,18 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
         if args.keep:  # the store stays for `ann-probe --tmp KEEP`
             Path(args.keep).mkdir(parents=True, exist_ok=True)
             tmp = args.keep
-        allv = realistic_vectors(rows + nq, dim, seed=args.seed)
-        np.save(f"{tmp}/docs.npy", allv[:rows])
-        np.save(f"{tmp}/queries.npy", allv[rows:])
-        docs, queries = allv[:rows], allv[rows:]
+        if args.data == "minilm":  # real embeddings and distractors on their manifold
+            docs, queries, real = real_vectors(rows, nq, seed=args.seed)
+            rows, dim, nq = len(docs), docs.shape[1], len(queries)
+            out.update(rows=rows, dim=dim, queries=nq, data=f"MiniLM: {real} real (LoCoMo dev "
+                       "turns, coding memories), the rest distractors on their manifold; "
+                       "LoCoMo dev questions")
+            allv = docs
+        else:
+            allv = realistic_vectors(rows + nq, dim, seed=args.seed)
+            docs, queries = allv[:rows], allv[rows:]
+        np.save(f"{tmp}/docs.npy", docs)
+        np.save(f"{tmp}/queries.npy", queries)
         env_before = os.environ.get("MEMORY_VECTOR_ANN")
         os.environ["MEMORY_VECTOR_ANN"] = "off"  # the loader does not build; reindex does
         t = time.perf_counter()
@@ -770,6 +811,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tmp", default=None)
     p.add_argument("--keep", default=None, metavar="DIR", help="build the store in DIR, keep it")
+    p.add_argument("--data", choices=("synthetic", "minilm"), default="synthetic",
+                   help="clustered low-rank vectors, or real MiniLM embeddings (cached) with "
+                        "distractors on their manifold")
     p = sub.add_parser("ann-libs", help="usearch vs faiss-cpu vs hnswlib on the same vectors")
     p.add_argument("--rows", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=384)
