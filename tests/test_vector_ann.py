@@ -246,6 +246,9 @@ def test_start_loads_no_vectors(store: Path, monkeypatch) -> None:  # noqa: ANN0
     view = channel_of(eng)._matrix
     assert isinstance(view, AnnView) and len(view.delta) == 0 and len(view) == N
     assert channel_of(eng)._ann.builds == 0  # verified, not rebuilt
+    # the search breadth is set on the opened file (usearch does not keep it: 64 otherwise)
+    assert view.index.expansion_search == ann.search_breadth(N) == ann.EXPANSION_SEARCH
+    assert ann.search_breadth(ann.LARGE_INDEX) == ann.EXPANSION_SEARCH_LARGE
     eng.close()
 
 
