@@ -551,10 +551,10 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
     query, interleaved, so that both p50s see the same load (the first `--timed` queries)."""
     from semantic_memory_vector import ann as ann_mod
 
-    for name in ("min_candidates", "oversample"):  # search-time knobs
-        if getattr(args, name, None) is not None:
-            setattr(ann_mod, name.upper(), type(getattr(ann_mod, name.upper()))(
-                getattr(args, name)))
+    if args.min_candidates is not None:  # search-time knobs
+        ann_mod.MIN_CANDIDATES = args.min_candidates
+    if args.oversample is not None:
+        ann_mod.OVERSAMPLE = args.oversample
     if args.expansion_search is not None:  # one breadth whatever the index's size
         ann_mod.EXPANSION_SEARCH = ann_mod.EXPANSION_SEARCH_LARGE = args.expansion_search
     profiler = None

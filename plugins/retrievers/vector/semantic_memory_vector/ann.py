@@ -108,9 +108,10 @@ def count_rows(conn: sqlite3.Connection, model: str, dim: int) -> int:
 
 
 def check(conn: sqlite3.Connection, folder: Path, model: str, dim: int,
-          verify: bool = True) -> tuple[Stamp, Any]:
+          verify_bytes: int) -> tuple[Stamp, Any]:
     """The stamp and memory-mapped index if they describe this db; ValueError says why not.
-    `verify=False` leaves the checksum (a full read of the file) to the caller."""
+    A file of at most `verify_bytes` is checksummed first; a larger one's checksum (a full
+    read) is left to the caller."""
     from usearch.index import Index
 
     stamp = read_stamp(folder)
@@ -131,7 +132,7 @@ def check(conn: sqlite3.Connection, folder: Path, model: str, dim: int,
     try:
         if path.stat().st_size != stamp.size:
             raise ValueError("index file size differs from its stamp")
-        if verify and file_crc(path) != stamp.crc:
+        if stamp.size <= verify_bytes and file_crc(path) != stamp.crc:
             raise ValueError("index file checksum differs from its stamp (corrupt)")
         _read_ahead(path)
         index = Index.restore(str(path), view=True)
@@ -513,9 +514,7 @@ class AnnManager:
             try:
                 # A small file is checksummed before it is searched (a corrupt graph can crash
                 # the native search); a large one in the background (`_verify`).
-                known = read_stamp(self.folder)
-                stamp, index = check(conn, self.folder, model, dim,
-                                     verify=known is not None and known.size <= SYNC_VERIFY_BYTES)
+                stamp, index = check(conn, self.folder, model, dim, SYNC_VERIFY_BYTES)
             except ValueError as exc:
                 log.warning("vector: ANN index not usable (%s); exact search serves while it "
                             "is rebuilt", exc)
