@@ -193,6 +193,26 @@ def test_fulltext_cached_counts_never_hide_new_matches(
     assert search(conn, fts, "quokka") == [new.id]
 
 
+
+@pytest.mark.parametrize("channel_class", [PgFullTextChannel, PgTrigramChannel])
+def test_counts_past_the_cap_are_estimated_from_the_pages_read(
+        conn: psycopg.Connection, channel_class: type) -> None:
+    """A term matching more memories than the budget + 1 is counted to the cap, then
+    extrapolated from the share of the table's pages that count read: near the true count,
+    where the cap alone would say every common term is as rare as the budget."""
+    channel = channel_class()
+    setup(conn, channel)
+    rows = [(f"u{i}", f"{'zebracorn' if i % 5 == 0 else 'plain'} row {i} " + "pad " * 30,
+             f"h{i}", float(i), float(i)) for i in range(3_000)]
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO memories (uid, content, content_hash, created_at, "
+                        "updated_at) VALUES (%s, %s, %s, %s, %s)", rows)
+    conn.execute("ANALYZE memories")
+    channel.budget = 50  # the cap: 51 rows, about 1/12 of the 600 that match
+    with conn.transaction():
+        some, every = channel._counts(conn, channel._terms(conn, "zebracorn row"))
+    assert 450 <= some <= 750  # 600 memories hold "zebracorn"
+    assert 2_400 <= every <= 3_000  # every memory holds "row"
 def test_fulltext_relevant_and_confidence(conn: psycopg.Connection,
                                           fts: PgFullTextChannel) -> None:
     for i in range(6):

@@ -12,8 +12,8 @@ only through normalisation flags; `ts_rank_cd` is linear in tf). `pg_fulltext` t
 BM25 itself (Lucene's IDF, k1 = 1.2, b = 0.75) from what PostgreSQL does give cheaply:
 
 - document frequencies: `count(*)` of live memories matching one term's tsquery, answered by the
-  GIN index and capped at the match budget + 1; past the cap, the `ANALYZE` statistics of the
-  tsvector column (`pg_stats.most_common_elem_freqs`) estimate it. Counts are remembered
+  GIN index and capped at the match budget + 1; past the cap, extrapolated from the share of
+  the table's pages the capped count read (`_IdfChannel._counts`). Counts are remembered
   for STATS_TTL seconds (they steer weights, never which memories match);
 - term frequency and length: the candidates' own tsvectors (`unnest(tsv)` positions per term,
   `length(tsv)` distinct lexemes; the average length from a sample of the table);
@@ -80,10 +80,6 @@ log = logging.getLogger("semantic_memory.postgres")
 STORES = ("postgresql",)
 #: Seconds corpus statistics (live count, document frequencies, average length) are reused.
 STATS_TTL = 30.0
-#: Document frequencies are counted exactly up to this multiple of a channel's match budget
-#: (`_IdfChannel.cap_factor`, the full-text channel's own is 1: past its budget, ANALYZE's
-#: statistics estimate a lexeme's frequency).
-IDF_CAP_FACTOR = 8
 #: Seconds a count that reached its cap is reused: a common term stays common while a store
 #: grows, and counting one is the dear part of a search (up to the cap's rows visited).
 COMMON_TTL = 600.0
@@ -214,8 +210,6 @@ class _IdfChannel(Channel):
     #: FROM clause holding alias `m` (memories) and whatever the term conditions use.
     FROM = "memories m"
     budget = MATCH_BUDGET
-    #: Counts stop at cap_factor x budget + 1 matches.
-    cap_factor = IDF_CAP_FACTOR
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
                  stats_ttl: float = STATS_TTL) -> None:
@@ -225,28 +219,39 @@ class _IdfChannel(Channel):
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
         raise NotImplementedError
 
-    def _refine(self, conn: psycopg.Connection, terms: list[Term],
-                counts: list[int], cap: int) -> list[int]:
-        """Estimates for the counts that reached `cap` (none by default: the cap stands)."""
-        return counts
-
     def _counts(self, conn: psycopg.Connection, terms: list[Term]) -> list[int]:
-        """Live memories matching each term, counted up to cap_factor x budget + 1 (one
-        round trip for the terms not remembered; a count at the cap is remembered longer)."""
-        cap = self.budget * self.cap_factor + 1
+        """Live memories matching each term: counted up to the budget + 1 (what the
+        common-terms cut needs, and SQLite's cap), past it estimated (one round trip for the
+        terms not remembered; an estimate is remembered longer).
+
+        A capped count stops after `cap` rows, which a bitmap or sequential scan reads in
+        page order: the matches are about `cap` / the share of the table read up to the last
+        row counted (its page, and its place within the page). Counting on to 8x the budget instead (the trigram channel's common
+        words) was the dearest statement of a whole-store recall at 100k memories, and
+        ANALYZE's most common elements, the full-text channel's earlier estimate, knew only
+        lexemes and went stale between ANALYZEs (docs/postgres.md)."""
+        cap = self.budget + 1
         counts: list[int | None] = [self.stats.get(f"df:{t.key}") for t in terms]
         todo = [i for i, c in enumerate(counts) if c is None]
         if todo:
-            parts = [f"(SELECT count(*) FROM (SELECT 1 FROM {self.FROM} WHERE {terms[i].cond} "
-                     "AND m.deleted = 0 LIMIT %s) s)" for i in todo]
+            parts = [f"(SELECT ARRAY[count(*)::float8, (max(s.ctid)::text::point)[0], "
+                     f"(max(s.ctid)::text::point)[1]] FROM (SELECT m.ctid FROM {self.FROM} "
+                     f"WHERE {terms[i].cond} AND m.deleted = 0 LIMIT %s) s)" for i in todo]
             params: list[Any] = []
             for i in todo:
                 params += [terms[i].param, cap]
-            row = conn.execute("SELECT " + ", ".join(parts), params).fetchone()
-            for i, n in zip(todo, row, strict=True):
+            pages, *found = conn.execute(
+                "SELECT pg_relation_size('memories') / current_setting('block_size')::int, "
+                + ", ".join(parts), params).fetchone()
+            live = self.stats.live(conn)
+            rows_per_page = max(live / max(pages, 1), 1.0)
+            for i, (n, page, slot) in zip(todo, found, strict=True):
+                if n >= cap:
+                    read = page + min(slot / rows_per_page, 1.0)
+                    n = max(cap, min(live, round(n * pages / max(read, 1e-9))))
                 counts[i] = int(n)
                 self.stats.put(f"df:{terms[i].key}", int(n), COMMON_TTL if n >= cap else None)
-        return self._refine(conn, terms, [int(c or 0) for c in counts], cap)
+        return [int(c or 0) for c in counts]
 
     def _weights(self, conn: psycopg.Connection, terms: list[Term],
                  min_df: int = 0) -> tuple[list[float], list[int]]:
@@ -329,9 +334,6 @@ class PgFullTextChannel(_IdfChannel, Confident):
     name = "pg_fulltext"
     weight = 1.0
     FROM = "memories m"
-    #: Counted up to the budget (what the common-terms cut needs); past it, `_refine` estimates
-    #: from ANALYZE's most common elements, which hold every lexeme that frequent.
-    cap_factor = 1
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
                  stats_ttl: float = STATS_TTL) -> None:
@@ -383,34 +385,6 @@ class PgFullTextChannel(_IdfChannel, Confident):
         return [Term(q, "m.tsv @@ %s::tsquery", q, lexeme, prefix)
                 for lexeme, prefix in self.lexemes(conn, query)
                 for q in [_tsquery_lexeme(lexeme, prefix)]]
-
-    def _refine(self, conn: psycopg.Connection, terms: list[Term],
-                counts: list[int], cap: int) -> list[int]:
-        """Past the cap, estimate a lexeme's frequency from ANALYZE's most common elements of
-        the tsvector column (a prefix: the sum over the lexemes it covers)."""
-        if all(c < cap for c in counts):
-            return counts
-        common = self.stats.get("mce")
-        if common is None:
-            row = conn.execute(
-                "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
-                "WHERE schemaname = current_schema() AND tablename = 'memories' "
-                "AND attname = 'tsv'").fetchone()
-            rows = max(_estimated_rows(conn, "memories"), 0.0)
-            common = ({}, 0.0) if not row or row[0] is None else (
-                dict(zip(row[0], row[1][: len(row[0])], strict=False)), rows)
-            self.stats.put("mce", common)
-        freqs, rows = common
-        out = []
-        for term, c in zip(terms, counts, strict=True):
-            if c >= cap and freqs:
-                if term.prefix:
-                    share = sum(f for e, f in freqs.items() if e.startswith(term.lexeme))
-                else:
-                    share = freqs.get(term.lexeme, 0.0)
-                c = max(c, int(min(share, 1.0) * rows))
-            out.append(c)
-        return out
 
     def _avg_length(self, conn: psycopg.Connection) -> float:
         """Mean distinct lexemes per memory, over a sample of about LENGTH_SAMPLE rows."""

@@ -263,9 +263,12 @@ def _configure(conn: psycopg.Connection) -> None:
     that `tsv @@ $1` or `content ILIKE $1` matches 300 rows rather than 30,000 and so walks
     the primary key backwards for `ORDER BY id DESC LIMIT` (recall p95 at 100k: 344 ms
     generic, 140 ms custom; docs/postgres.md). No JIT: compiling costs more than these short
-    queries run."""
+    queries run. Sequential scans start at the table's first page, not where another scan of
+    it left off: the keyword channels estimate a common term's matches from how far into the
+    table its capped count read (`_IdfChannel._counts`)."""
     conn.execute("SET plan_cache_mode = force_custom_plan")
     conn.execute("SET jit = off")
+    conn.execute("SET synchronize_seqscans = off")
 
 
 def _one_line(exc: BaseException) -> str:
