@@ -16,6 +16,9 @@
     # the ANN index vs numpy exact on N realistic (clustered, low-rank) vectors stored through
     # the vector channel: p50s, recall@10, build cost, a fresh process's start and peak RSS:
     uv run --all-packages python bench/bench_vector.py ann --rows 100000 --dim 768
+    # the graph alone (usearch, i8, 40 candidates rescored): links per node x search breadth
+    # on real MiniLM embeddings plus distractors, the choice of ann.py's CONNECTIVITY:
+    uv run --all-packages python bench/bench_vector.py ann-links --rows 1000000 --links 16,32
 
 Models: `minilm` (tests/models.py builds it), `qwen3-tiny` (structure only), `gemma`
 (bench/build_embeddinggemma.sh builds it; never commit it) or a GGUF path.
@@ -691,6 +694,52 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def ann_links(args: argparse.Namespace) -> dict[str, Any]:
+    """usearch alone on `real_vectors` (no store): per links-per-node value, the build time
+    and, per search breadth, recall@10 of 40 i8 candidates rescored exactly (as the channel
+    does) against numpy exact, with both p50s. Isolates the graph from the channel's I/O."""
+    from usearch.index import Index
+
+    docs, queries, real = real_vectors(args.rows, args.queries, seed=args.seed)
+    truth = []
+    for s in range(0, len(queries), 50):
+        top = np.argpartition(-(docs @ queries[s : s + 50].T), 9, axis=0)[:10].T
+        truth += [set(t.tolist()) for t in top]
+    exact = []
+    for q in queries[:100]:
+        t = time.perf_counter()
+        np.argpartition(-(docs @ q), 9)[:10]
+        exact.append(time.perf_counter() - t)
+    exact_ms = statistics.median(exact) * 1000
+    out: dict[str, Any] = {"rows": len(docs), "real": real, "queries": len(queries),
+                           "exact_p50_ms": round(exact_ms, 2), "graphs": []}
+    for links in (int(x) for x in args.links.split(",")):
+        index = Index(ndim=docs.shape[1], metric="cos", dtype="i8", connectivity=links,
+                      expansion_add=128)
+        t = time.perf_counter()
+        for s in range(0, len(docs), 20_000):
+            index.add(np.arange(s, min(len(docs), s + 20_000), dtype=np.uint64),
+                      docs[s : s + 20_000], threads=args.threads)
+        graph: dict[str, Any] = {"links": links, "build_s": round(time.perf_counter() - t, 1),
+                                 "breadths": []}
+        for breadth in (int(x) for x in args.breadths.split(",")):
+            index.expansion_search = breadth
+            hits, lat = 0.0, []
+            for q, want in zip(queries, truth):
+                t = time.perf_counter()
+                found = index.search(q, 40).keys.astype(np.int64)
+                top = found[np.argsort(-(docs[found] @ q))[:10]]
+                lat.append(time.perf_counter() - t)
+                hits += len(set(top.tolist()) & want) / 10
+            p50 = statistics.median(lat) * 1000
+            graph["breadths"].append({"breadth": breadth,
+                                      "recall_at_10": round(hits / len(queries), 4),
+                                      "p50_ms": round(p50, 3), "ratio": round(p50 / exact_ms, 4)})
+        out["graphs"].append(graph)
+        del index
+    return out
+
+
 def ann_libs(args: argparse.Namespace) -> dict[str, Any]:
     """The candidate libraries on the same realistic vectors (M=16, ef_construction=128, both
     cores): build time, index file size, p50 and recall@10 vs exact at ef 64/128/256, usearch
@@ -825,6 +874,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--queries", type=int, default=500)
     p.add_argument("--tmp", default=None)
+    p = sub.add_parser("ann-links", help="usearch links per node x search breadth, real data")
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--queries", type=int, default=786)
+    p.add_argument("--links", default="16,32")
+    p.add_argument("--breadths", default="128,256,512,768,1024")
+    p.add_argument("--threads", type=int, default=2, help="build threads")
+    p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("ann-probe", help=argparse.SUPPRESS)
     p.add_argument("--tmp", required=True)
     p.add_argument("--queries", type=int, default=500)
@@ -837,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = {"locomo": locomo, "joint": joint, "throughput": throughput,
               "search": search, "ann": ann, "ann-probe": ann_probe,
-              "ann-libs": ann_libs}[args.cmd](args)
+              "ann-links": ann_links, "ann-libs": ann_libs}[args.cmd](args)
     json.dump(report, sys.stdout, indent=2)
     print()
     return 0

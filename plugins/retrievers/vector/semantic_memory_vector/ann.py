@@ -48,15 +48,18 @@ log = logging.getLogger("semantic_memory.vector")
 OVERSAMPLE = 1.5
 MIN_CANDIDATES = 40
 #: The search breadth, set on every opened index (usearch keeps neither expansion in the file:
-#: a restored index searched at its default 64). 128 below LARGE_INDEX vectors, 512 from it:
-#: at 1M real MiniLM-like vectors 128 gave recall@10 0.88, 512 gave 0.95 at 0.039x exact
-#: (synthetic 1M: 0.992 and 0.999); at 100k 128 already gives 0.99+ (docs/vector.md).
+#: a restored index searched at its default 64). 128 below LARGE_INDEX vectors, 768 from it:
+#: at 1M real MiniLM-like vectors (connectivity 32) 128 gave recall@10 0.93, 512 0.977, 768
+#: 0.984; at 100k 128 already gives 0.99+ (docs/vector.md).
 EXPANSION_SEARCH = 128
-EXPANSION_SEARCH_LARGE = 512
+EXPANSION_SEARCH_LARGE = 768
 LARGE_INDEX = 500_000
 #: usearch's default; the earlier 64 halved the build and cost recall at 1M.
 EXPANSION_ADD = 128
-CONNECTIVITY = 16
+#: Links per node. At 1M real MiniLM-like vectors 16 left recall@10 at 0.94 even at breadth 512
+#: (the graph, not the breadth, was short); 32 gives 0.977 there for a 13% longer build and a
+#: graph twice as big (docs/vector.md). An index built with 16 still serves; `reindex` rebuilds.
+CONNECTIVITY = 32
 #: A background merge starts once the delta (or the deletions) pass this many rows or 5 %.
 MERGE_MIN = 2_000
 MERGE_SHARE = 0.05
