@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from semantic_memory.config import ConfigError, Settings
+from semantic_memory.service.edges import BodyGuard
 from test_service_support import (
     Service,
     http_session,
@@ -384,3 +385,32 @@ def test_limit_defaults() -> None:
     settings = Settings.from_env({})
     assert settings.body_timeout_s == 30 and settings.mcp_max_sessions == 100
     assert settings.mcp_session_idle_s == 1800
+
+
+def test_an_answer_after_the_response_ended_is_dropped() -> None:
+    """The MCP SDK answers a notification 202, then hands it to a session that a leaving client
+    has closed, and its error handler starts a 500 (seen under load at the end of a session):
+    uvicorn refuses a second response with a traceback. The guard passes the first answer
+    whole and drops what comes after it."""
+    async def sdk_like_app(scope: dict, receive: object, send: object) -> None:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.start", "status": 500,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"Internal Server Error"})
+
+    sent: list[dict] = []
+
+    async def server_send(message: dict) -> None:  # as uvicorn's: nothing after the end
+        if sent and sent[-1]["type"] == "http.response.body" and not sent[-1].get("more_body"):
+            raise RuntimeError(f"Unexpected ASGI message {message['type']!r} sent, after "
+                               "response already completed.")
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+    anyio.run(BodyGuard(sdk_like_app, Settings()), scope, receive, server_send)
+    assert [(m["type"], m.get("status")) for m in sent] == [
+        ("http.response.start", 202), ("http.response.body", None)]

@@ -181,7 +181,12 @@ class Exchange:
     async def send(self, message: Message) -> None:
         if self.finished or (self.failure is not None and not self.started):
             # The app is answering the made-up disconnect (run() answers the client), or the
-            # rest of an error body past MAX_ERROR_BODY.
+            # rest of an error body past MAX_ERROR_BODY, or anything after the response ended:
+            # the MCP SDK answers a notification 202, then hands it to a session that a leaving
+            # client has closed, and its error handler starts a 500 the server would refuse
+            # with a traceback ("response already completed").
+            if self.finished:
+                log.debug("dropped %s after the response ended", message["type"])
             return
         kind = message["type"]
         if kind == "http.response.start":
@@ -213,7 +218,6 @@ class Exchange:
         headers.append((b"content-length", str(len(body)).encode()))
         await self.send_start({**start, "headers": headers})
         await self.send_body({"type": "http.response.body", "body": body, "more_body": False})
-        self.finished = True
 
     async def answer(self, status: int, message: str,
                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -231,6 +235,7 @@ class Exchange:
     async def send_body(self, message: Message) -> None:
         if not message.get("more_body", False):
             await self.drain()  # before the server closes the socket
+            self.finished = True
         await self._send(message)
 
     async def drain(self) -> None:
