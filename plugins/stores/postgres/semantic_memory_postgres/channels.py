@@ -235,8 +235,10 @@ class _IdfChannel(Channel):
         counts: list[int | None] = [self.stats.get(f"df:{t.key}") for t in terms]
         todo = [i for i, c in enumerate(counts) if c is None]
         if todo:
-            parts = [f"(SELECT ARRAY[count(*)::float8, (max(s.ctid)::text::point)[0], "
-                     f"(max(s.ctid)::text::point)[1]] FROM (SELECT m.ctid FROM {self.FROM} "
+            # The last row's place as page * 2^16 + slot (a slot is < 2^16): max(tid) itself
+            # needs PostgreSQL 14, pgvector 0.8 runs on 13.
+            parts = [f"(SELECT ARRAY[count(*)::float8, max((s.at[0] * 65536 + s.at[1]))] "
+                     f"FROM (SELECT m.ctid::text::point AS at FROM {self.FROM} "
                      f"WHERE {terms[i].cond} AND m.deleted = 0 LIMIT %s) s)" for i in todo]
             params: list[Any] = []
             for i in todo:
@@ -246,8 +248,9 @@ class _IdfChannel(Channel):
                 + ", ".join(parts), params).fetchone()
             live = self.stats.live(conn)
             rows_per_page = max(live / max(pages, 1), 1.0)
-            for i, (n, page, slot) in zip(todo, found, strict=True):
+            for i, (n, last) in zip(todo, found, strict=True):
                 if n >= cap:
+                    page, slot = divmod(int(last), 65536)
                     read = page + min(slot / rows_per_page, 1.0)
                     n = max(cap, min(live, round(n * pages / max(read, 1e-9))))
                 counts[i] = int(n)
