@@ -547,6 +547,15 @@ def _rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
+def exact_top10(docs: np.ndarray, queries: np.ndarray, chunk: int = 50) -> list[np.ndarray]:
+    """Row indexes of each query's 10 nearest documents by numpy exact: the truth recall@10 is
+    scored against (`chunk` queries per matrix product)."""
+    out: list[np.ndarray] = []
+    for s in range(0, len(queries), chunk):
+        out += list(np.argpartition(-(docs @ queries[s : s + chunk].T), 9, axis=0)[:10].T)
+    return out
+
+
 def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
     """Runs in a fresh process: open the store, time the first vector recall (start), search
     every query through the channel (top 10 ids) and take this process's peak RSS; then load
@@ -601,12 +610,8 @@ def ann_probe(args: argparse.Namespace) -> dict[str, Any]:
     if Path(f"{args.tmp}/ids.npy").exists():  # a kept store: its own truth, numpy exact
         ids = np.load(f"{args.tmp}/ids.npy")
         queries = np.load(f"{args.tmp}/queries.npy")[: args.queries]
-        hits = 0.0
-        for s in range(0, len(queries), 100):
-            sims = docs @ queries[s : s + 100].T
-            top = np.argpartition(-sims, 9, axis=0)[:10].T
-            hits += sum(len(set(ids[t].tolist()) & set(f)) / 10
-                        for t, f in zip(top, found[s : s + 100]))
+        hits = sum(len(set(ids[t].tolist()) & set(f)) / 10
+                   for t, f in zip(exact_top10(docs, queries), found))
         out["recall_at_10"] = round(hits / len(queries), 4)
     out["graph"] = {"expansion_search": ann_mod.search_breadth(len(docs)),
                     "candidates": f"max({ann_mod.OVERSAMPLE}n, {ann_mod.MIN_CANDIDATES})"}
@@ -669,10 +674,7 @@ def ann(args: argparse.Namespace) -> dict[str, Any]:
             del os.environ["MEMORY_VECTOR_ANN"]
         else:
             os.environ["MEMORY_VECTOR_ANN"] = env_before
-        truth = []  # numpy exact on the same matrix: the truth
-        for q in queries:
-            sims = docs @ q
-            truth.append(set(ids[np.argpartition(-sims, 9)[:10]].tolist()))
+        truth = [set(ids[t].tolist()) for t in exact_top10(docs, queries)]
         del allv, docs
         env = dict(os.environ, MEMORY_VECTOR_ANN_MIN_ROWS=str(args.min_rows))
         proc = subprocess.run([sys.executable, __file__, "ann-probe", "--tmp", tmp,
@@ -701,10 +703,7 @@ def ann_links(args: argparse.Namespace) -> dict[str, Any]:
     from usearch.index import Index
 
     docs, queries, real = real_vectors(args.rows, args.queries, seed=args.seed)
-    truth = []
-    for s in range(0, len(queries), 50):
-        top = np.argpartition(-(docs @ queries[s : s + 50].T), 9, axis=0)[:10].T
-        truth += [set(t.tolist()) for t in top]
+    truth = [set(t.tolist()) for t in exact_top10(docs, queries)]
     exact = []
     for q in queries[:100]:
         t = time.perf_counter()
@@ -748,7 +747,7 @@ def ann_libs(args: argparse.Namespace) -> dict[str, Any]:
     rows, dim, nq = args.rows, args.dim, args.queries
     allv = realistic_vectors(rows + nq, dim, seed=1)
     docs, queries = allv[:rows], allv[rows:]
-    truth = [set(np.argpartition(-(docs @ q), 9)[:10].tolist()) for q in queries]
+    truth = [set(t.tolist()) for t in exact_top10(docs, queries)]
 
     def measure(search: Any) -> dict[str, float]:
         lat, rec = [], []

@@ -193,7 +193,6 @@ def test_fulltext_cached_counts_never_hide_new_matches(
     assert search(conn, fts, "quokka") == [new.id]
 
 
-
 @pytest.mark.parametrize("channel_class", [PgFullTextChannel, PgTrigramChannel])
 def test_counts_past_the_cap_are_estimated_from_the_pages_read(
         conn: psycopg.Connection, channel_class: type) -> None:
@@ -213,6 +212,8 @@ def test_counts_past_the_cap_are_estimated_from_the_pages_read(
         some, every = channel._counts(conn, channel._terms(conn, "zebracorn row"))
     assert 450 <= some <= 750  # 600 memories hold "zebracorn"
     assert 2_400 <= every <= 3_000  # every memory holds "row"
+
+
 def test_fulltext_relevant_and_confidence(conn: psycopg.Connection,
                                           fts: PgFullTextChannel) -> None:
     for i in range(6):
