@@ -6,6 +6,7 @@ included), one-line MCP argument errors, and the MCP session cap and idle timeou
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 import urllib.error
@@ -18,7 +19,10 @@ import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from semantic_memory.config import ConfigError, Settings
+from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.service.app import create_app
 from semantic_memory.service.edges import BodyGuard
+from semantic_memory.service.runner import ClientGoneFilter
 from test_service_support import (
     Service,
     http_session,
@@ -414,3 +418,65 @@ def test_an_answer_after_the_response_ended_is_dropped() -> None:
     anyio.run(BodyGuard(sdk_like_app, Settings()), scope, receive, server_send)
     assert [(m["type"], m.get("status")) for m in sent] == [
         ("http.response.start", 202), ("http.response.body", None)]
+
+
+def test_a_notification_crossing_its_sessions_close_is_no_traceback(
+        engine: MemoryEngine, caplog: pytest.LogCaptureFixture) -> None:
+    """A leaving client's last notification can reach the real SDK while its DELETE closes the
+    session (seen under load). The SDK answers 202, fails to hand the message on, and re-raises
+    from its error handler; the service keeps that to a debug line. Deterministic here: the
+    DELETE runs right when the 202 goes out, the moment the SDK's race window opens."""
+    app = create_app(engine)
+    base = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+            (b"accept", ACCEPT.encode())]
+
+    async def call(method: str, body: dict | None, headers: list, send: object = None) -> list:
+        sent: list[dict] = []
+        payload = json.dumps(body).encode() if body is not None else b""
+        chunks = [{"type": "http.request", "body": payload, "more_body": False}]
+
+        async def receive() -> dict:
+            if chunks:
+                return chunks.pop()
+            await anyio.sleep_forever()
+            raise AssertionError
+
+        async def record(message: dict) -> None:
+            if send is not None:
+                await send(message)
+            sent.append(message)
+
+        scope = {"type": "http", "method": method, "path": "/mcp", "raw_path": b"/mcp",
+                 "query_string": b"", "headers": [*base, *headers], "scheme": "http",
+                 "server": ("127.0.0.1", 8765), "client": ("127.0.0.1", 5000),
+                 "http_version": "1.1", "root_path": ""}
+        with anyio.fail_after(20):
+            await app(scope, receive, record)
+        return sent
+
+    async def main() -> list:
+        async with app.router.lifespan_context(app):
+            opened = await call("POST", INITIALIZE, [])
+            headers = dict(opened[0]["headers"])
+            session = [(b"mcp-session-id", headers[b"mcp-session-id"]),
+                       (b"mcp-protocol-version", PROTOCOL.encode())]
+
+            async def delete_first(message: dict) -> None:
+                if message["type"] == "http.response.start" and message["status"] == 202:
+                    closed = await call("DELETE", None, session)
+                    assert closed[0]["status"] == 200
+
+            return await call("POST", {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                              session, delete_first)
+
+    caplog.set_level(logging.DEBUG, logger="semantic_memory")
+    sdk_log, gone = logging.getLogger("mcp.server.streamable_http"), ClientGoneFilter()
+    sdk_log.addFilter(gone)  # as the service's own logging set-up does
+    try:
+        sent = anyio.run(main)
+    finally:
+        sdk_log.removeFilter(gone)
+    assert [(m["type"], m.get("status")) for m in sent] == [
+        ("http.response.start", 202), ("http.response.body", None)]
+    assert "session already closed" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
