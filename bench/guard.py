@@ -12,7 +12,8 @@ The margin is fused - best channel; the guard holds when no margin is negative.
     uv run --all-packages python bench/guard.py --model minilm --loo 'share=0.2,0.35,0.5'
 
 A variant is NAME:JSON of Settings values swapped into the fused engine in place (a key
-`weights` / `score_weights` sets channel weights, e.g. {"score_weights": {"trigram": 0.5}}).
+`weights` / `score_weights` sets channel weights, e.g. {"score_weights": {"trigram": 0.5}});
+settings the channels copy when they are built (the cosine floor, the coverage bar) are refused.
 `--loo SETTING=V1,V2,…` (or `weights.CHANNEL=…`, `score_weights.CHANNEL=…`) tunes one knob by
 leave-one-conversation-out: on four LoCoMo conversations and the coding dev half the value with
 the best worst margin (the guard), then the best mean recall over every k, is chosen and scored
@@ -46,6 +47,9 @@ from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 KS = locomo.KS
 CODING_UNITS = ("coding-dev/project", "coding-dev/none")
 SETTINGS = {f.name for f in fields(Settings)}
+#: Settings the channels copy when they are built (the cosine floor, the coverage bar, ...):
+#: a variant swaps the engine's settings in place, so these would silently measure the defaults.
+BUILT_IN = {"recall_min_cosine", "dedup_sim", "inject_min_coverage", "query_feedback"}
 
 
 def embedder(model: str | None, threads: int) -> Any:
@@ -171,6 +175,14 @@ def leave_one_out(runs: dict[str, dict[str, dict[int, float]]],
     return {"folds": folds, "held_out": {k: round(v, 1) for k, v in pooled.items()}}
 
 
+def _swappable(variant: dict[str, Any]) -> None:
+    """Refuse a setting the channels only read when they are built."""
+    fixed = sorted(BUILT_IN & set(variant))
+    if fixed:
+        raise ValueError(f"{', '.join(fixed)}: read when the channels are built, so a variant "
+                         "cannot change it")
+
+
 def _variants(specs: list[str], loo: str | None
               ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The fused variants (NAME:JSON, and one per value of the --loo knob) and the knob's."""
@@ -183,6 +195,7 @@ def _variants(specs: list[str], loo: str | None
             raise ValueError(f"--variant {item!r}: expected NAME:JSON") from None
         if not isinstance(variants[name], dict):
             raise ValueError(f"--variant {name}: the JSON must be an object")
+        _swappable(variants[name])
     knob_runs: list[str] = []
     if loo:
         knob, _, values = loo.partition("=")
@@ -196,6 +209,7 @@ def _variants(specs: list[str], loo: str | None
             else:
                 if knob not in SETTINGS:
                     raise ValueError(f"--loo: no setting named {knob!r}")
+                _swappable({knob: value})
                 kind = type(getattr(Settings(), knob))
                 variants[name] = {knob: (int(value) != 0 if kind is bool else kind(value))}
             knob_runs.append(name)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.guard import KS, guard, leave_one_out  # noqa: E402
+import pytest  # noqa: E402
+
+from bench.guard import KS, _variants, guard, leave_one_out  # noqa: E402
 
 
 def row(*values: float) -> dict[int, float]:
@@ -37,3 +39,16 @@ def test_leave_one_out_prefers_the_guard_to_the_mean() -> None:
     result = leave_one_out(runs, alone, {"a": 10, "b": 10, "c": 10})
     assert result["folds"]["a"]["chosen"] == "safe"  # trained on b and c: b rules out "high"
     assert result["folds"]["b"]["chosen"] == "high"  # trained on a and c: both hold the guard
+
+
+@pytest.mark.parametrize(("specs", "loo"), [
+    (['floor:{"recall_min_cosine": 0.1}'], None),
+    ([], "inject_min_coverage=0.3,0.5"),
+])
+def test_a_setting_the_channels_copy_at_build_is_refused(specs: list[str], loo: str | None
+                                                         ) -> None:
+    """Swapped in place it would change nothing: the run would report the defaults."""
+    with pytest.raises(ValueError, match="read when the channels are built"):
+        _variants(specs, loo)
+    assert _variants(['share:{"fusion_vector_share": 0.5}'], "recall_depth=50,100")[1] == [
+        "recall_depth=50", "recall_depth=100"]
