@@ -59,6 +59,7 @@ from bench_service import Connection, bm25_plugins, clean_env, memory_mcp  # noq
 from locomo import DEFAULT_DATA  # noqa: E402
 from semantic_memory import spool  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
+from semantic_memory.harness.transcript import remembered  # noqa: E402
 
 LISTENING = "MEMORY_MCP_LISTENING "
 PROJECT = "loop-load"
@@ -96,7 +97,11 @@ class Texts:
             from locomo import load
 
             data = load(DEFAULT_DATA)
-            self.sentences = [t.split(": ", 1)[-1] for c in data for _, t in c.turns]
+            # Not a turn that reads as a "remember" prompt ("Remember that epic block in Game
+            # 7?"): the flush leaves those out, as the prompt hook stored them when they were
+            # typed, but the talk turns here go straight into the transcript, past that hook.
+            self.sentences = [s for c in data for _, t in c.turns
+                              if remembered(s := t.split(": ", 1)[-1]) is None]
             self.questions = [q.text for c in data for q in c.questions]
         if not self.sentences:
             self.sentences = [" ".join(self.rng.choices(WORDS, k=12)) + "." for _ in range(500)]
