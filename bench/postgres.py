@@ -10,6 +10,8 @@ machine, default settings. Memories and questions are those of bench/scale.py (s
 LoCoMo-like text over 20 projects) and bench/locomo.py (the dev conversations). Prints JSON;
 `*_vs_sqlite` are PostgreSQL / SQLite ratios (for latency, above 1 is slower), and `goals` says
 whether issue #25's (import >= 3,000/s, whole-store recall p50 <= 1.5x SQLite's) are met.
+`recall_one_connection` is PostgreSQL's recall with its channels one after another on one
+connection (what a busy pool gives), after the side-by-side run: the same-run baseline.
 
 `--hnsw N`: pgvector's HNSW index as the `pg_vector` channel builds it (cosine, pgvector's
 defaults m = 16, ef_construction = 64) over N clustered unit vectors (a mixture of Gaussians in
@@ -27,6 +29,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +88,7 @@ def explain(engine: MemoryEngine, questions: list[str]) -> list[dict]:
 
 
 def run_store(name: str, settings: Settings, texts: list[str], questions: list[str],
-              explained: int = 0) -> dict:
+              explained: int = 0, one_connection: bool = False) -> dict:
     engine = MemoryEngine(settings)
     start = time.perf_counter()
     import_synthetic(engine, texts)
@@ -106,7 +110,32 @@ def run_store(name: str, settings: Settings, texts: list[str], questions: list[s
     if explained:
         result["explain"] = explain(engine, questions[50 : 50 + explained])
     engine.close()
+    if one_connection:
+        result["recall_one_connection"] = _one_connection(settings, warm, timed_qs)
     return result
+
+
+@contextmanager
+def _none_spared() -> Iterator[None]:
+    yield None
+
+
+def _one_connection(settings: Settings, warm: list[str], timed_qs: list[str]) -> dict:
+    """Recall latency, whole store and one project, with every channel on the recall's own connection (no spare snapshot:
+    what a busy pool gives, and the PostgreSQL store before its channels searched side by
+    side), on a fresh engine: its channels remember no term counts from the run before."""
+    engine = MemoryEngine(settings)
+    engine.store.spare_snapshot = _none_spared  # type: ignore[method-assign]
+    for q in warm:
+        engine.recall(q, k=10)
+    project = RecallFilters(project="p3")
+    timings = {
+        "recall": percentiles(timed(lambda q: engine.recall(q, k=10), timed_qs)),
+        "recall_project": percentiles(
+            timed(lambda q: engine.recall(q, k=10, filters=project), timed_qs)),
+    }
+    engine.close()
+    return timings
 
 
 def scale(n: int, data_path: str, seed: int, tmp: Path, explained: int = 0) -> dict:
@@ -117,12 +146,14 @@ def scale(n: int, data_path: str, seed: int, tmp: Path, explained: int = 0) -> d
     postgres = run_store("postgresql", Settings(db_path=str(tmp / "unused.db"), device="cpu",
                                                 plugins=PG_CHANNELS,
                                                 db_url=pg.new_database()), texts, questions,
-                         explained)
+                         explained, one_connection=True)
     ratio = round(postgres["recall"]["p50_ms"] / sqlite["recall"]["p50_ms"], 2)
     return {
         "memories": n, "sqlite": sqlite, "postgresql": postgres,
         "import_vs_sqlite": round(postgres["import_per_s"] / sqlite["import_per_s"], 2),
         "recall_p50_vs_sqlite": ratio,
+        "recall_one_connection_p50_vs_sqlite": round(
+            postgres["recall_one_connection"]["recall"]["p50_ms"] / sqlite["recall"]["p50_ms"], 2),
         "recall_project_p50_vs_sqlite": round(postgres["recall_project"]["p50_ms"]
                                               / sqlite["recall_project"]["p50_ms"], 2),
         "goals": {"import_per_s": postgres["import_per_s"] >= IMPORT_GOAL_PER_S,

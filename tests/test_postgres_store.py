@@ -13,10 +13,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pg
 import pytest
+import semantic_memory_postgres.store as store_module
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
@@ -395,3 +397,101 @@ def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) 
     finally:
         service.stop()
         server.stop()
+
+
+# --- a recall's channels side by side, on a spare pooled connection -----------------------------
+
+def _pg_engine(tmp_path: Path, pool_size: int = 8) -> MemoryEngine:
+    engine = MemoryEngine(Settings(
+        db_path=str(tmp_path / "unused.db"), device="cpu", db_url=pg.new_database(),
+        plugins="postgres", env={"MEMORY_DB_POOL_SIZE": str(pool_size)}))
+    engine.ingest([NewMemory(f"The {name} service restarts nightly at {hour} o'clock.")
+                   for name, hour in [("billing", 2), ("search", 3), ("mailer", 4)]]
+                  + [NewMemory("Billing invoices are archived after ninety days.")])
+    return engine
+
+
+def _connections_used(engine: MemoryEngine) -> list[tuple[str, int]]:
+    """(channel, server process) of every channel search from now on, in call order."""
+    used: list[tuple[str, int]] = []
+    for channel in engine.channels:
+        def search(conn: Any, query: str, k: int, filters: RecallFilters,
+                   _search: Any = channel.search, _name: str = channel.name) -> Any:
+            used.append((_name, conn.info.backend_pid))
+            return _search(conn, query, k, filters)
+        channel.search = search  # type: ignore[method-assign]
+    return used
+
+
+def _uids(engine: MemoryEngine, query: str) -> list[str]:
+    return [h.memory.uid for h in engine.recall(query, k=5)]
+
+
+def test_a_recall_searches_its_keyword_channels_at_once_on_a_spare_connection(
+        tmp_path: Path) -> None:
+    engine = _pg_engine(tmp_path)
+    try:
+        used = _connections_used(engine)
+        expected = _uids(engine, "billing restarts")
+        assert expected and {name for name, _ in used} == {"pg_fulltext", "pg_trigram"}
+        # The pool opens with one connection and grows in the background when a recall finds
+        # no second one free, so within a few recalls one is spared.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            used.clear()
+            assert _uids(engine, "billing restarts") == expected
+            if len({pid for _, pid in used}) == 2:
+                break
+            time.sleep(0.05)
+        assert len(used) == 2 and len({pid for _, pid in used}) == 2, used
+    finally:
+        engine.close()
+
+
+def test_with_no_connection_to_spare_a_recall_searches_on_its_own_and_waits_for_none(
+        tmp_path: Path) -> None:
+    engine = _pg_engine(tmp_path, pool_size=2)
+    try:
+        free = _uids(engine, "billing restarts")
+        holding, release = threading.Event(), threading.Event()
+
+        def hold_a_connection() -> None:
+            with engine.store.snapshot():
+                holding.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold_a_connection)
+        holder.start()
+        try:
+            assert holding.wait(10)
+            used = _connections_used(engine)
+            start = time.monotonic()
+            assert _uids(engine, "billing restarts") == free
+            took = time.monotonic() - start
+        finally:
+            release.set()
+            holder.join()
+        # both channels on the recall's one connection, and no wait for a second one (which
+        # would have lasted the pool's 5 s timeout and then failed)
+        assert len(used) == 2 and len({pid for _, pid in used}) == 1, used
+        assert took < store_module.POOL_WAIT_S / 2, took
+    finally:
+        engine.close()
+
+
+def test_concurrent_recalls_share_a_small_pool_without_starving_it(tmp_path: Path) -> None:
+    """Eight clients' recalls on a pool of two: each holds one connection, and a channel with
+    no spare connection searches on it, so none waits for a second (which ran the pool dry
+    and answered 503s when every recall held one and waited for another)."""
+    engine = _pg_engine(tmp_path, pool_size=2)
+    try:
+        expected = _uids(engine, "mailer restarts")
+
+        def client(_: int) -> list[list[str]]:
+            return [_uids(engine, "mailer restarts") for _ in range(15)]
+
+        with ThreadPoolExecutor(8) as clients:
+            answers = [a for batch in clients.map(client, range(8)) for a in batch]
+        assert len(answers) == 120 and all(a == expected for a in answers)
+    finally:
+        engine.close()

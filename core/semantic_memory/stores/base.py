@@ -76,10 +76,6 @@ class SQLMemoryStore:
     location = ""
     #: The driver's parameter mark, replacing every `?` of the shared SQL.
     placeholder = "?"
-    #: Whether a recall may open more snapshots while it holds one (its channels then search
-    #: side by side). False for a bounded connection pool: concurrent recalls each holding one
-    #: connection and waiting for a second would starve the pool.
-    parallel_snapshots = True
     #: The case-insensitive LIKE of the engine (PostgreSQL: ILIKE).
     like_operator = "LIKE"
 
@@ -97,6 +93,14 @@ class SQLMemoryStore:
 
     def snapshot(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
+
+    @contextmanager
+    def spare_snapshot(self) -> Iterator[Any | None]:
+        """A snapshot for a channel searching beside the recall's own, on another thread
+        (SQLite: that thread's own connection). A store with a bounded pool yields None when
+        no connection is free at once: a recall must never wait for a second one."""
+        with self.snapshot() as conn:
+            yield conn
 
     @contextmanager
     def savepoint(self, conn: Any, name: str) -> Iterator[None]:

@@ -34,6 +34,11 @@ CONNECT_TIMEOUT_S = 15
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
 #: before it is answered "unavailable" (503) rather than left hanging.
 POOL_WAIT_S = 5.0
+#: Seconds a recall waits for a second connection to search a channel beside its own: next to
+#: nothing, as the channel then searches on the recall's own connection. Waiting for one (16
+#: clients' recalls each holding a connection) emptied the pool of 8: 503s after POOL_WAIT_S
+#: (bench/loop_load.py).
+SPARE_WAIT_S = 0.001
 
 _INSERT = """
 INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at,
@@ -102,10 +107,6 @@ class _PooledReads:
 class PostgresStore(SQLMemoryStore):
     """Memories, injections and telemetry in one PostgreSQL database."""
 
-    # A recall's channels search one after another on its one pooled connection: 16 clients'
-    # recalls each holding a connection and waiting for more emptied the pool of 8 (503s
-    # after its 5 s wait, bench/loop_load.py).
-    parallel_snapshots = False
     name = "postgresql"
     schemes = ("postgresql",)
     placeholder = "%s"
@@ -192,8 +193,29 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self.location), self._pool.connection() as conn, \
-                conn.transaction():
+        with unavailable_as_store_error(self.location), self._pool.connection() as conn:
+            yield from self._read_only(conn)
+
+    @contextmanager
+    def spare_snapshot(self) -> Iterator[psycopg.Connection | None]:
+        """A snapshot on a pooled connection free at once, else None: not waited for (the
+        pool grows in the background, up to its size, for the recalls after this one)."""
+        with unavailable_as_store_error(self.location):
+            try:
+                conn = self._pool.getconn(timeout=SPARE_WAIT_S)
+            except PoolTimeout:
+                conn = None
+        if conn is None:
+            yield None
+            return
+        try:
+            yield from self._read_only(conn)
+        finally:
+            self._pool.putconn(conn)
+
+    def _read_only(self, conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+        """`conn` in a read-only repeatable-read transaction, this thread's snapshot."""
+        with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             self._local.snapshot = conn
             try:
