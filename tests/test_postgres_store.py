@@ -480,7 +480,7 @@ def test_with_no_connection_to_spare_a_recall_searches_on_its_own_and_waits_for_
 
 
 def test_concurrent_recalls_share_a_small_pool_without_starving_it(tmp_path: Path) -> None:
-    """Eight clients' recalls on a pool of two: each holds one connection, and a channel with
+    """Four clients' recalls on a pool of two: each holds one connection, and a channel with
     no spare connection searches on it, so none waits for a second (which ran the pool dry
     and answered 503s when every recall held one and waited for another)."""
     engine = _pg_engine(tmp_path, pool_size=2)
@@ -488,10 +488,10 @@ def test_concurrent_recalls_share_a_small_pool_without_starving_it(tmp_path: Pat
         expected = _uids(engine, "mailer restarts")
 
         def client(_: int) -> list[list[str]]:
-            return [_uids(engine, "mailer restarts") for _ in range(15)]
+            return [_uids(engine, "mailer restarts") for _ in range(20)]
 
-        with ThreadPoolExecutor(8) as clients:
-            answers = [a for batch in clients.map(client, range(8)) for a in batch]
-        assert len(answers) == 120 and all(a == expected for a in answers)
+        with ThreadPoolExecutor(4) as clients:
+            answers = [a for batch in clients.map(client, range(4)) for a in batch]
+        assert len(answers) == 80 and all(a == expected for a in answers)
     finally:
         engine.close()
