@@ -4,7 +4,8 @@ A batch import of thousands is all there, in order, deduplicated inside a batch 
 earlier ones; the full-text channel's BM25 equals a plain Python BM25 over PostgreSQL's own
 lexemes (its term frequencies now come back as `lexeme:n` pairs matched to terms in Python); the
 trigram channel's `strpos` test is ILIKE's; the candidate plan (`newest_first`) never changes a
-result; pooled connections plan every statement for its own parameters.
+result; session neighbours read in one statement are the shared loop's; pooled connections plan
+every statement for its own parameters.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import semantic_memory_postgres.channels as pgchannels
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.stores.base import SQLMemoryStore
 from semantic_memory_postgres.channels import (
     PgFullTextChannel,
     PgTrigramChannel,
@@ -149,6 +151,34 @@ def test_the_candidate_plan_never_changes_results(
                             search(conn, channel, q, 15, RecallFilters(project="p1")))
                            for q in queries]
     assert results[0] == results[10**9]
+
+
+def test_session_neighbours_in_one_statement_are_the_shared_loops(engine: MemoryEngine) -> None:
+    """The store's one-statement `adjacent` (a LATERAL pair of index scans per memory) returns
+    what the shared two-queries-per-memory loop does: gaps from forgotten and filtered
+    memories skipped, session edges, memories outside any session, every window."""
+    rng = random.Random(11)
+    for session in range(3):  # three sessions of 12, alternating projects and kinds
+        engine.ingest([NewMemory(f"session {session} turn {turn}: "
+                                 + " ".join(rng.choices(VOCAB, k=6)),
+                                 project=f"p{turn % 2}", kind="note" if turn % 3 else "fact")
+                       for turn in range(12)])
+    engine.ingest([NewMemory("a note outside any session", source="import")],
+                  batch_is_session=False)
+    listed = engine.store.list(RecallFilters(), limit=100, offset=0)
+    for memory in rng.sample(listed, 6):
+        engine.store.forget(memory.uid, 0.0)
+    memories = engine.store.list(RecallFilters(include_superseded=True), limit=100, offset=0)
+    assert any(m.session is None for m in memories)
+    store = engine.store
+    assert isinstance(store, PostgresStore)
+    for filters in (RecallFilters(), RecallFilters(project="p1"), RecallFilters(kind="fact")):
+        for window in (1, 2, 5):
+            with store.snapshot() as snap:
+                one = store.adjacent(snap, memories, window, filters)
+                loop = SQLMemoryStore.adjacent(store, snap, memories, window, filters)
+            assert one == loop, (filters, window)
+            assert sum(len(v) for v in one.values()) > 0
 
 
 def test_pooled_connections_plan_for_their_own_parameters() -> None:

@@ -40,8 +40,9 @@ def expand(store: MemoryStore, conn: Any, hits: list[RecallHit], k: int, window:
     if decay is not None and decay >= 1:
         decay = None  # by rank alone
     falling = [-h.score for h in hits] if decay is not None else []  # ascending, for bisect
+    near = store.adjacent(conn, [hit.memory for hit in hits[:k]], window, filters)
     for rank, hit in enumerate(hits[:k]):
-        for distance, memory in store.adjacent(conn, hit.memory, window, filters):
+        for distance, memory in near.get(hit.memory.id, []):
             place = rank + gap * distance
             if decay is not None:  # behind every hit scoring at least its decayed score
                 place = max(place, bisect_right(falling, -hit.score * decay**distance) - 1)

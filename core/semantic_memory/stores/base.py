@@ -238,22 +238,26 @@ class SQLMemoryStore:
             yield from (row_to_memory(r) for r in rows)
             last = rows[-1][0]
 
-    def adjacent(self, conn: Any, memory: Memory, window: int, filters: RecallFilters
-                 ) -> list[tuple[int, Memory]]:
-        """(distance, memory) of the nearest `window` live memories on each side of `memory`
-        in its session that pass `filters`: gaps left by forgotten or filtered memories are
-        skipped."""
-        if memory.session is None or memory.seq is None:
-            return []
+    def adjacent(self, conn: Any, memories: list[Memory], window: int, filters: RecallFilters
+                 ) -> dict[int, list[tuple[int, Memory]]]:
+        """Per memory id, (distance, memory) of the nearest `window` live memories on each side
+        of that memory in its session that pass `filters`, the earlier side first: gaps left
+        by forgotten or filtered memories are skipped. A memory outside any session has none.
+        Two indexed queries per memory (in-process for SQLite; a store whose every statement
+        is a round trip answers all of them in one)."""
         where, params = filters.sql("m")
         columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
-        found = []
-        for op, order in (("<", "DESC"), (">", "ASC")):
-            rows = self._run(
-                conn, f"SELECT {columns} FROM memories m WHERE m.session = ? AND m.seq {op} ? "
-                      f"AND {where} ORDER BY m.seq {order} LIMIT ?",
-                [memory.session, memory.seq, *params, window]).fetchall()
-            found += [(d, row_to_memory(row)) for d, row in enumerate(rows, start=1)]
+        found: dict[int, list[tuple[int, Memory]]] = {}
+        for memory in memories:
+            near = found.setdefault(memory.id, [])
+            if memory.session is None or memory.seq is None:
+                continue
+            for op, order in (("<", "DESC"), (">", "ASC")):
+                rows = self._run(
+                    conn, f"SELECT {columns} FROM memories m WHERE m.session = ? AND m.seq {op} ? "
+                          f"AND {where} ORDER BY m.seq {order} LIMIT ?",
+                    [memory.session, memory.seq, *params, window]).fetchall()
+                near += [(d, row_to_memory(row)) for d, row in enumerate(rows, start=1)]
         return found
 
     def live_by_uid(self, conn: Any, uid: str) -> Memory | None:

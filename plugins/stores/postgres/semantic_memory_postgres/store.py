@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
-from semantic_memory.models import Memory
+from semantic_memory.models import Memory, RecallFilters
 from semantic_memory.stores import StoreError, redact_url
-from semantic_memory.stores.base import SQLMemoryStore, memory_row
+from semantic_memory.stores.base import MEMORY_COLUMNS, SQLMemoryStore, memory_row, row_to_memory
 
 from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
@@ -259,6 +259,37 @@ class PostgresStore(SQLMemoryStore):
                                        memory.project, memory.tags, memory.created_at,
                                        memory.updated_at), False))
         return out
+
+    def adjacent(self, conn: psycopg.Connection, memories: list[Memory], window: int,
+                 filters: RecallFilters) -> dict[int, list[tuple[int, Memory]]]:
+        """As the shared `adjacent`, in one statement: each memory's two nearest-first index
+        scans run as a LATERAL subquery, where two statements per recalled memory had cost
+        20 round trips a recall (about half of a filtered recall on a store with sessions).
+        """
+        found: dict[int, list[tuple[int, Memory]]] = {m.id: [] for m in memories}
+        placed = [m for m in memories if m.session is not None and m.seq is not None]
+        if not placed:
+            return found
+        where, params = filters.sql("m", "%s")
+        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
+        side = (f"SELECT {{side}} AS side, {columns} FROM memories m WHERE m.session = h.session "
+                f"AND m.seq {{op}} h.seq AND {where} ORDER BY m.seq {{order}} LIMIT %s")
+        rows = conn.execute(
+            "SELECT h.id, s.* FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) "
+            "AS h(id, session, seq) CROSS JOIN LATERAL (("
+            + side.format(side=-1, op="<", order="DESC") + ") UNION ALL ("
+            + side.format(side=1, op=">", order="ASC") + ")) s",
+            [[m.id for m in placed], [m.session for m in placed], [m.seq for m in placed],
+             *params, window, *params, window]).fetchall()
+        sides: dict[tuple[int, int], list[Memory]] = {}
+        for hit_id, direction, *row in rows:
+            sides.setdefault((hit_id, direction), []).append(row_to_memory(tuple(row)))
+        for memory in placed:  # nearest first, the earlier side before the later
+            for direction in (-1, 1):
+                near = sorted(sides.get((memory.id, direction), []),
+                              key=lambda m, d=direction: (m.seq or 0) * d)
+                found[memory.id] += list(enumerate(near, start=1))
+        return found
 
     def injections_per_day(self, conn: Any, start: float) -> dict[str, tuple[int, int]]:
         return {day: (int(count), int(chars)) for day, count, chars in conn.execute(
