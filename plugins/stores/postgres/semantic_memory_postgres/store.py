@@ -199,19 +199,20 @@ class PostgresStore(SQLMemoryStore):
     @contextmanager
     def spare_snapshot(self) -> Iterator[psycopg.Connection | None]:
         """A snapshot on a pooled connection free at once, else None: not waited for (the
-        pool grows in the background, up to its size, for the recalls after this one)."""
+        pool grows in the background, up to its size, for the recalls after this one). A
+        server gone away is a StoreError here too, as in `snapshot`."""
         with unavailable_as_store_error(self.location):
             try:
                 conn = self._pool.getconn(timeout=SPARE_WAIT_S)
             except PoolTimeout:
                 conn = None
-        if conn is None:
-            yield None
-            return
-        try:
-            yield from self._read_only(conn)
-        finally:
-            self._pool.putconn(conn)
+            if conn is None:
+                yield None
+                return
+            try:
+                yield from self._read_only(conn)
+            finally:
+                self._pool.putconn(conn)
 
     def _read_only(self, conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
         """`conn` in a read-only repeatable-read transaction, this thread's snapshot."""
