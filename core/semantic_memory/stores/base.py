@@ -17,6 +17,8 @@ from ..models import EXPIRING_KIND, Memory, RecallFilters
 #: The columns a memory is read with, in `row_to_memory`'s order.
 MEMORY_COLUMNS = ("id, uid, content, kind, source, project, tags, created_at, updated_at, deleted, "
                   "session, seq, superseded_by")
+#: The same, of `memories m` (queries whose filters are written over the alias `m`).
+MEMORY_COLUMNS_OF_M = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
 #: The columns an injection row is read with, in `injection_to_dict`'s order.
 INJECTION_COLUMNS = "id, ts, harness, hook, project, query, uids, chars, session"
 #: Columns whose distinct values a store groups and offers (stats, completion, filter lists).
@@ -178,9 +180,8 @@ class SQLMemoryStore:
     def list(self, filters: RecallFilters, limit: int, offset: int) -> list[Memory]:
         """Live memories passing `filters`, newest-updated first."""
         where, params = filters.sql("m")
-        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
         rows = self._run(self.read(),
-                         f"SELECT {columns} FROM memories m WHERE {where} "
+                         f"SELECT {MEMORY_COLUMNS_OF_M} FROM memories m WHERE {where} "
                          "ORDER BY m.updated_at DESC, m.id DESC LIMIT ? OFFSET ?",
                          [*params, max(0, limit), max(0, offset)]).fetchall()
         return [row_to_memory(r) for r in rows]
@@ -246,7 +247,6 @@ class SQLMemoryStore:
         Two indexed queries per memory (in-process for SQLite; a store whose every statement
         is a round trip answers all of them in one)."""
         where, params = filters.sql("m")
-        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
         found: dict[int, list[tuple[int, Memory]]] = {}
         for memory in memories:
             near = found.setdefault(memory.id, [])
@@ -254,7 +254,8 @@ class SQLMemoryStore:
                 continue
             for op, order in (("<", "DESC"), (">", "ASC")):
                 rows = self._run(
-                    conn, f"SELECT {columns} FROM memories m WHERE m.session = ? AND m.seq {op} ? "
+                    conn, f"SELECT {MEMORY_COLUMNS_OF_M} FROM memories m WHERE m.session = ? "
+                          f"AND m.seq {op} ? "
                           f"AND {where} ORDER BY m.seq {order} LIMIT ?",
                     [memory.session, memory.seq, *params, window]).fetchall()
                 near += [(d, row_to_memory(row)) for d, row in enumerate(rows, start=1)]

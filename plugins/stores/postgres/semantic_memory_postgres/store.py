@@ -20,7 +20,12 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from semantic_memory.models import Memory, RecallFilters
 from semantic_memory.stores import StoreError, redact_url
-from semantic_memory.stores.base import MEMORY_COLUMNS, SQLMemoryStore, memory_row, row_to_memory
+from semantic_memory.stores.base import (
+    MEMORY_COLUMNS_OF_M,
+    SQLMemoryStore,
+    memory_row,
+    row_to_memory,
+)
 
 from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
@@ -272,9 +277,9 @@ class PostgresStore(SQLMemoryStore):
         if not placed:
             return found
         where, params = filters.sql("m", "%s")
-        columns = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))
-        side = (f"SELECT {{side}} AS side, {columns} FROM memories m WHERE m.session = h.session "
-                f"AND m.seq {{op}} h.seq AND {where} ORDER BY m.seq {{order}} LIMIT %s")
+        side = (f"SELECT {{side}} AS side, {MEMORY_COLUMNS_OF_M} FROM memories m "
+                f"WHERE m.session = h.session AND m.seq {{op}} h.seq AND {where} "
+                f"ORDER BY m.seq {{order}} LIMIT %s")
         rows = conn.execute(
             "SELECT h.id, s.* FROM unnest(%s::bigint[], %s::text[], %s::bigint[]) "
             "AS h(id, session, seq) CROSS JOIN LATERAL (("
