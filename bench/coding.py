@@ -240,7 +240,7 @@ def summarise(rows: list[tuple[Question, dict[str, Any]]], latencies: list[float
 
 # --- configs --------------------------------------------------------------------------------
 
-def _embedder(name: str, threads: int | None) -> Any:
+def _embedder(name: str, threads: int) -> Any:
     """A disk-cached llama.cpp embedder (bench_vector's), or None when the model is absent."""
     from bench_vector import CachedEmbedder, model_path
     from semantic_memory_llama_cpp import LlamaCppEmbedder
@@ -258,7 +258,7 @@ CONFIGS = ("baseline", *ENGINE_CONFIGS, *MODEL_CONFIGS)
 
 
 def run(data: Dataset, configs: list[str], overrides: dict[str, Any], per_k: bool,
-        threads: int | None) -> dict[str, Any]:
+        threads: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="coding-bench-") as tmp:
         for name in configs:
@@ -284,6 +284,9 @@ def run(data: Dataset, configs: list[str], overrides: dict[str, Any], per_k: boo
             engine = build_engine(data, f"{tmp}/{model}", f"{BM25},vector", embedder,
                                   **overrides)
             embedder.save()
+            if not any(c.name == "vector" and c.active for c in engine.channels):
+                raise SystemExit(f"coding.py: the {model} vector channel is off (the log says "
+                                 "why); its figures would be BM25-only's")
             index_s = round(time.perf_counter() - t0, 1)
             for n in wanted:
                 saved = engine.channels
@@ -328,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-repo", action="store_true", help="keep per-repository blocks")
     parser.add_argument("--one-recall", action="store_true",
                         help="score every k from one recall at k=50 (faster, approximate)")
-    parser.add_argument("--threads", type=int, default=None, help="embedder threads")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="embedder threads (0: llama.cpp's default)")
     parser.add_argument("--data", default=str(DATA), help="dataset directory")
     args = parser.parse_args(argv)
     try:
