@@ -294,8 +294,30 @@ def test_score_fusion_arithmetic_and_shares() -> None:
     assert round(shared["porter"] / shared["trigram"], 6) == round(1 / 0.15, 6)
 
 
+def test_score_fusion_lets_a_clear_leader_speak_louder() -> None:
+    # porter's top is flat (10, 9.9, 9.8: lead 0.01); the vector channel's first hit leads
+    # its second by most of its range ((0.9 - 0.3) / (0.9 - 0.29): lead 0.98).
+    results = {"porter": [(1, 10.0), (2, 9.9), (3, 9.8), (4, 0.0)],
+               "vector": [(5, 0.9), (1, 0.3), (6, 0.29)]}
+    weights = {"porter": 0.6, "vector": 0.4}
+    plain = score_fusion(results, weights)
+    assert [f.id for f in plain][:4] == [1, 2, 3, 5]  # porter's share outvotes the clear winner
+    led = score_fusion(results, weights, lead=1.0)
+    assert [f.id for f in led][:4] == [5, 1, 2, 3]
+    scores = {f.id: round(f.score, 4) for f in led}
+    vector = 0.4 * (1 + 0.6 / 0.61)  # the channel's weight, raised by its lead
+    assert scores[5] == round(vector, 4)
+    assert scores[1] == round(0.6 * 1.01 + vector * 0.01 / 0.61, 4)
+    # lead 0 is plain min-max; one hit or a flat list has no lead to give
+    assert score_fusion(results, weights, lead=0.0) == plain
+    one = {"porter": [(7, 3.0)], "vector": [(8, 0.5), (9, 0.5)]}
+    assert {f.id: f.score for f in score_fusion(one, weights, lead=1.0)} == {
+        7: 0.6, 8: 0.4, 9: 0.4}
+
+
 def test_fusion_settings_are_checked(tmp_path) -> None:
     for bad in ({"MEMORY_FUSION": "max"}, {"MEMORY_FUSION_VECTOR_SHARE": "1.5"},
+                {"MEMORY_FUSION_LEAD": "-0.5"}, {"MEMORY_FUSION_LEAD": "11"},
                 {"MEMORY_NEIGHBOURS": "-1"}, {"MEMORY_NEIGHBOUR_GAP": "0"},
                 {"MEMORY_NEIGHBOUR_DECAY": "0"}, {"MEMORY_NEIGHBOUR_DECAY": "1.5"},
                 {"MEMORY_NEIGHBOUR_DECAY": "nan"}, {"MEMORY_QUERY_FEEDBACK": "maybe"}):

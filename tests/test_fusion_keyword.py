@@ -41,12 +41,16 @@ def test_keyword_only_recall_fuses_the_channels_scores(tmp_path: Path) -> None:
         scored = {c.name: [(h.id, h.score) for h in c.search(conn, "zebra", 50,
                                                                RecallFilters())]
                   for c in eng.channels}
-    fused = score_fusion(scored, eng.score_weights)
+    lead = eng.settings.fusion_lead
+    assert lead > 0  # the default: a channel's clear leader speaks louder
+    fused = score_fusion(scored, eng.score_weights, lead=lead)
     hits = eng.recall("zebra", 2)
-    # the engine's top hits are score fusion's, scored as shares of the weight (0..1)
+    # the engine's top hits are score fusion's, scored as shares of the weight, each raised
+    # by its channel's lead (0..1 + lead)
     assert [h.memory.id for h in hits] == [f.id for f in fused[:2]]
     assert [h.score for h in hits] == [f.score for f in fused[:2]]
-    assert 0.5 < hits[0].score <= 1.0 and set(hits[0].ranks) == {"porter", "trigram"}
+    assert 0.5 < hits[0].score <= 1.0 + lead and set(hits[0].ranks) == {"porter", "trigram"}
+    assert score_fusion(scored, eng.score_weights) != fused  # the lead counted here
     eng.settings = replace(eng.settings, fusion="rrf")  # rank fusion: sum of w / (60 + rank)
     top = eng.recall("zebra", 2)[0]
     assert top.score == pytest.approx(sum(eng.weights[c] / (60 + r) for c, r in top.ranks.items()))

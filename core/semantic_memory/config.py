@@ -112,6 +112,10 @@ class Settings(SettingsSection):
     # and coding dev fold within 2 points of its best channel, RRF not (docs/retrieval.md).
     fusion: str = "score"
     fusion_vector_share: float = -1.0
+    # Score fusion: a channel whose first hit clearly leads its second speaks louder for this
+    # query: its normalised scores x (1 + fusion_lead x lead), lead = (first - second) /
+    # (first - last) in 0..1. 0 = plain min-max.
+    fusion_lead: float = 1.0
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
@@ -210,6 +214,8 @@ class Settings(SettingsSection):
             raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
         if not 0 <= self.fast_path_min <= 1:
             raise ConfigError(f"MEMORY_FAST_PATH_MIN must be within 0..1, not {self.fast_path_min}")
+        if not 0 <= self.fusion_lead <= 10:
+            raise ConfigError(f"MEMORY_FUSION_LEAD must be within 0..10, not {self.fusion_lead}")
         if self.fusion not in ("rrf", "score"):
             raise ConfigError(f"MEMORY_FUSION must be 'rrf' or 'score', not {self.fusion!r}")
         if not (0 <= self.fusion_vector_share <= 1 or self.fusion_vector_share == -1):

@@ -2,14 +2,15 @@
 
 RRF needs only ranks, so channels whose scores mean different things (BM25, cosine) fuse
 without calibration; but it cannot tell a clear winner from a near tie. Score fusion can: each
-channel's scores are normalised per query and mixed with fixed shares, so a strong embedder's
-cosine gaps and trigram's substring evidence count, and the neighbour decay knows how sure each
-hit is. It is the default with or without an embedder (`MEMORY_FUSION`; docs/retrieval.md, "The
-guard").
+channel's scores are normalised per query and mixed with fixed shares (each raised by how clearly
+the channel's first hit leads), so a strong embedder's cosine gaps and trigram's substring
+evidence count, and the neighbour decay knows how sure each hit is. It is the default with or
+without an embedder (`MEMORY_FUSION`; docs/retrieval.md, "The guard").
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 
@@ -49,20 +50,26 @@ def rrf(
 
 def score_fusion(
     results: dict[str, list[tuple[int, float]]], weights: dict[str, float],
-    limit: int | None = None,
+    limit: int | None = None, lead: float = 0.0,
 ) -> list[Fused]:
     """Fuse (id, score) lists, best first: score(d) = sum over channels c of
-    w_c * (s_c(d) - min_c) / (max_c - min_c), with the weights scaled to sum to 1 over the
-    channels that answered; an id a channel did not return scores 0 there. Ranks are kept for
-    reporting, and ties keep the order of first appearance."""
+    w_c * (1 + lead * lead_c) * (s_c(d) - min_c) / (max_c - min_c), with the weights scaled
+    to sum to 1 over the channels that answered; an id a channel did not return scores 0 there.
+    lead_c = (first - second) / (max_c - min_c) is how clearly the channel's first hit leads:
+    a channel sure of its answer speaks louder for this query, one with a flat top does not
+    outvote another's clear winner. Ranks are kept for reporting, and ties keep the order of
+    first appearance."""
     answered = {c: hits for c, hits in results.items() if hits}
     total = sum(weights.get(c, 1.0) for c in answered) or 1.0
     scores: dict[int, float] = {}
     ranks: dict[int, dict[str, int]] = {}
     for channel, hits in answered.items():
-        weight = weights.get(channel, 1.0) / total
         top, bottom = max(s for _, s in hits), min(s for _, s in hits)
         spread = top - bottom
+        weight = weights.get(channel, 1.0) / total
+        if lead > 0 and spread > 0:
+            second = heapq.nlargest(2, (s for _, s in hits))[1]
+            weight *= 1.0 + lead * (top - second) / spread
         for rank, (id_, score) in enumerate(hits, start=1):
             if channel in ranks.setdefault(id_, {}):
                 continue  # a channel listing an id twice counts once

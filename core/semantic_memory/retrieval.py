@@ -108,7 +108,8 @@ class Searcher:
                 own = evidence.answered[0].fusion_share
                 share = 0.5 if own is None else own
             weights = with_share(self.score_weights, answered, share)
-            return score_fusion(evidence.scored, weights, limit=depth), True
+            return score_fusion(evidence.scored, weights, limit=depth,
+                                lead=self.settings.fusion_lead), True
         weights = keyword_gated_weights(self.weights, evidence.keyword, answered,
                                         evidence.confidence, self.settings.fusion_gate_power)
         return rrf(evidence.rankings, weights, self.settings.rrf_k, limit=depth), False
