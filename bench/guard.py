@@ -18,12 +18,15 @@ settings the channels copy when they are built (the cosine floor, the coverage b
 leave-one-conversation-out: on four LoCoMo conversations and the coding dev half the value with
 the best worst margin (the guard), then the best mean recall over every k, is chosen and scored
 on the fifth.
-Results are cached per (model, unit set, variant) in --cache so reruns only add what is new.
+Results are cached per (model, unit set, variant) in --cache so reruns only add what is new; a
+cached result is dropped as soon as the recall code, the benchmark code or the data it was made
+with changes.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -50,6 +53,18 @@ SETTINGS = {f.name for f in fields(Settings)}
 #: Settings the channels copy when they are built (the cosine floor, the coverage bar, ...):
 #: a variant swaps the engine's settings in place, so these would silently measure the defaults.
 BUILT_IN = {"recall_min_cosine", "dedup_sim", "inject_min_coverage", "query_feedback"}
+
+
+def code_fingerprint() -> str:
+    """A hash of the recall code, the benchmark code and the data: a cache key no edit outlives."""
+    digest = hashlib.sha256()
+    for folder in ("core", "plugins/retrievers", "plugins/embedders", "bench"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".py", ".json", ".jsonl") and "node_modules" not in path.parts:
+                digest.update(path.relative_to(ROOT).as_posix().encode())
+                digest.update(path.read_bytes())
+    digest.update(locomo.DEFAULT_DATA.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def embedder(model: str | None, threads: int) -> Any:
@@ -235,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache_path = Path(args.cache)
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    tag = f"{args.model or 'bm25'}|{'locomo' if args.no_coding else 'locomo+coding'}"
+    code = code_fingerprint()
+    cache = {tag: runs for tag, runs in cache.items() if tag.startswith(code)}
+    tag = f"{code}|{args.model or 'bm25'}|{'locomo' if args.no_coding else 'locomo+coding'}"
     store = cache.setdefault(tag, {})
     with tempfile.TemporaryDirectory(prefix="guard-") as tmp:
         bench: Bench | None = None
