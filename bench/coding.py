@@ -180,8 +180,18 @@ def baseline(data: Dataset) -> RecallFn:
 
 def score(recall: RecallFn, data: Dataset, filtered: bool, ks: Iterable[int] = KS,
           per_k: bool = True) -> dict[str, Any]:
-    """recall@k per question (each k from its own recall unless per_k is off: the engine's
-    fusion depth grows with k, so a top 10 is not the head of a top 50), MRR, p50 latency."""
+    """recall@k overall, per type and per repository, MRR, p50 latency."""
+    rows, latencies = question_rows(recall, data, filtered, ks, per_k)
+    splits = {r["repo"]: r["split"] for r in data.manifest.get("repositories", [])}
+    return summarise(rows, latencies, sorted(ks), splits)
+
+
+def question_rows(recall: RecallFn, data: Dataset, filtered: bool, ks: Iterable[int] = KS,
+                  per_k: bool = True
+                  ) -> tuple[list[tuple[Question, dict[str, Any]]], list[float]]:
+    """Each question's recall@k (0..1, each k from its own recall unless per_k is off: the
+    engine's fusion depth grows with k, so a top 10 is not the head of a top 50) and reciprocal
+    rank; plus the latency (s) of each question's largest recall."""
     ks = sorted(ks)
     ids: dict[tuple[str, str], set[str]] = {}
     for m in data.memories:
@@ -204,8 +214,7 @@ def score(recall: RecallFn, data: Dataset, filtered: bool, ks: Iterable[int] = K
         rank = next((i for i, h in enumerate(ranked, 1) if ids.get(h, set()) & answers), 0)
         row["rr"] = 1 / rank if rank else 0.0
         rows.append((q, row))
-    splits = {r["repo"]: r["split"] for r in data.manifest.get("repositories", [])}
-    return summarise(rows, latencies, ks, splits)
+    return rows, latencies
 
 
 def _mean(values: list[float]) -> float:

@@ -4,7 +4,9 @@ Units: each LoCoMo dev conversation (5) and the coding benchmark's dev half, fil
 project and unfiltered. For each unit and each k of 1/5/10/25/50 the fused engine's recall is
 set against the best of the engine restricted to one channel (porter, trigram, and the vector
 channel when a model is given), each with the engine's other defaults (neighbours included).
-The margin is fused - best channel; the guard holds when no margin is negative.
+The margin is fused - best channel; the guard holds when no margin is negative. A cell below is
+also tested question by question: the questions the fused engine found more of than that channel
+and fewer of, and a two-sided sign test on the split (p < 0.05 counts as significantly below).
 
     uv run --all-packages python bench/guard.py                          # BM25-only defaults
     uv run --all-packages python bench/guard.py --model minilm           # MiniLM hybrid
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -48,6 +51,8 @@ from semantic_memory.models import RecallFilters  # noqa: E402
 from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 
 KS = locomo.KS
+#: Per unit, each question's recall@k (0..1).
+Rows = dict[str, list[dict[int, float]]]
 CODING_UNITS = ("coding-dev/project", "coding-dev/none")
 SETTINGS = {f.name for f in fields(Settings)}
 #: Settings the channels copy when they are built (the cosine floor, the coverage bar, ...):
@@ -95,9 +100,9 @@ class Bench:
     def channels(self) -> list[str]:
         return [c.name for c in self.locomo.channels]
 
-    def run(self, variant: dict[str, Any]) -> dict[str, dict[int, float]]:
-        """Recall@k (%) per unit for one variant (`only`: the channels kept)."""
-        out: dict[str, dict[int, float]] = {}
+    def run(self, variant: dict[str, Any]) -> Rows:
+        """Each question's recall@k per unit for one variant (`only`: the channels kept)."""
+        out: Rows = {}
         for engine, unit_fn in ((self.locomo, self._locomo), (self.coding, self._coding)):
             if engine is None:
                 continue
@@ -117,22 +122,34 @@ class Bench:
                 self.emb.save()
         return out
 
-    def _locomo(self, engine: MemoryEngine) -> dict[str, dict[int, float]]:
+    def _locomo(self, engine: MemoryEngine) -> Rows:
         def recall(project: str, query: str, k: int) -> list[str]:
             hits = engine.recall(query, k=k, filters=RecallFilters(project=project))
             return [h.memory.content for h in hits]
 
-        per_sample, _ = locomo.question_recalls(recall, self.locomo_data)
-        return {s: {k: locomo.mean_recall(per_sample, k, [s]) for k in KS} for s in per_sample}
+        return locomo.question_recalls(recall, self.locomo_data)[0]
 
-    def _coding(self, engine: MemoryEngine) -> dict[str, dict[int, float]]:
+    def _coding(self, engine: MemoryEngine) -> Rows:
         assert self.coding_data is not None
         fn = coding.engine_recall(engine)
         out = {}
         for unit, filtered in zip(CODING_UNITS, (True, False), strict=True):
-            block = coding.score(fn, self.coding_data, filtered)
-            out[unit] = {k: block[f"R@{k}"] for k in KS}
+            rows, _ = coding.question_rows(fn, self.coding_data, filtered)
+            out[unit] = [{k: row[k] for k in KS} for _, row in rows]
         return out
+
+
+def means(rows: Rows) -> dict[str, dict[int, float]]:
+    """Recall@k in % per unit, as bench/locomo.py and bench/coding.py round it."""
+    return {u: {k: round(100 * sum(r[k] for r in qs) / len(qs), 1) for k in KS}
+            for u, qs in rows.items()}
+
+
+def sign_test(won: int, lost: int) -> float:
+    """Two-sided exact sign test: how likely a split at least this uneven is by chance alone."""
+    n = won + lost
+    tail = sum(math.comb(n, i) for i in range(min(won, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def summary(result: dict[str, dict[int, float]], sizes: dict[str, int]) -> dict[str, Any]:
@@ -146,10 +163,12 @@ def summary(result: dict[str, dict[int, float]], sizes: dict[str, int]) -> dict[
     }
 
 
-def guard(fused: dict[str, dict[int, float]], alone: dict[str, dict[str, dict[int, float]]]
-          ) -> dict[str, Any]:
-    """Per unit and k: fused - best channel alone; the worst margin and where it is."""
+def guard(fused: dict[str, dict[int, float]], alone: dict[str, dict[str, dict[int, float]]],
+          questions: tuple[Rows, dict[str, Rows]] | None = None) -> dict[str, Any]:
+    """Per unit and k: fused - best channel alone; the worst margin and where it is. Given the
+    per-question rows (fused, each channel's), every cell below is sign-tested as well."""
     margins: dict[str, dict[int, float]] = {}
+    below: list[dict[str, Any]] = []
     worst = (float("inf"), "", 0, "")
     for unit, row in fused.items():
         margins[unit] = {}
@@ -159,10 +178,20 @@ def guard(fused: dict[str, dict[int, float]], alone: dict[str, dict[str, dict[in
             margins[unit][k] = margin
             if margin < worst[0]:
                 worst = (margin, unit, k, best_name)
-    below = sum(1 for u in margins.values() for m in u.values() if m < 0)
-    return {"worst_margin": worst[0], "worst_at": f"{worst[1]} R@{worst[2]} vs {worst[3]}",
-            "cells_below": below, "cells": sum(len(u) for u in margins.values()),
-            "margins": margins}
+            if margin < 0:
+                cell = {"cell": f"{unit} R@{k} vs {best_name}", "margin": margin}
+                if questions is not None:
+                    pairs = list(zip(questions[0][unit], questions[1][best_name][unit],
+                                     strict=True))
+                    won = sum(1 for f, a in pairs if f[k] > a[k])
+                    lost = sum(1 for f, a in pairs if f[k] < a[k])
+                    cell |= {"won": won, "lost": lost, "p": round(sign_test(won, lost), 3)}
+                below.append(cell)
+    verdict = {"worst_margin": worst[0], "worst_at": f"{worst[1]} R@{worst[2]} vs {worst[3]}",
+               "cells_below": len(below), "cells": sum(len(u) for u in margins.values())}
+    if questions is not None:
+        verdict["cells_significantly_below"] = sum(1 for c in below if c["p"] < 0.05)
+    return {**verdict, "below": below, "margins": margins}
 
 
 def leave_one_out(runs: dict[str, dict[str, dict[int, float]]],
@@ -257,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="guard-") as tmp:
         bench: Bench | None = None
 
-        def get(name: str, variant: dict[str, Any]) -> dict[str, dict[int, float]]:
+        def get(name: str, variant: dict[str, Any]) -> Rows:
             nonlocal bench
             key = json.dumps(variant, sort_keys=True)
             if key not in store:
@@ -266,17 +295,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"running {name}", file=sys.stderr, flush=True)
                 store[key] = bench.run(variant)
                 cache_path.write_text(json.dumps(cache))
-            return {u: {int(k): v for k, v in r.items()} for u, r in store[key].items()}
+            return {u: [{int(k): v for k, v in row.items()} for row in rows]
+                    for u, rows in store[key].items()}
 
         names = ["porter", "trigram"] + (["vector"] if args.model else [])
-        alone = {c: get(f"{c} alone", {"only": [c]}) for c in names}
-        fused = {name: get(name, v) for name, v in variants.items()}
+        alone_rows = {c: get(f"{c} alone", {"only": [c]}) for c in names}
+        fused_rows = {name: get(name, v) for name, v in variants.items()}
+    alone = {c: means(r) for c, r in alone_rows.items()}
+    fused = {name: means(r) for name, r in fused_rows.items()}
     sizes = {c.sample_id: len(c.questions) for c in locomo.load()}
     report: dict[str, Any] = {
         "model": args.model or "none (BM25-only)",
         "units": list(next(iter(fused.values()))),
         "alone": {c: summary(r, sizes) for c, r in alone.items()},
-        "fused": {n: {**summary(r, sizes), "guard": guard(r, alone)} for n, r in fused.items()},
+        "fused": {n: {**summary(r, sizes), "guard": guard(r, alone, (fused_rows[n], alone_rows))}
+                  for n, r in fused.items()},
     }
     if knob_runs:
         report["leave_one_out"] = leave_one_out({n: fused[n] for n in knob_runs}, alone,

@@ -1,5 +1,6 @@
-"""bench/guard.py's verdicts: the margin against the best channel per unit and k, and a
-leave-one-out that chooses by the guard before the mean."""
+"""bench/guard.py's verdicts: the margin against the best channel per unit and k, a sign test
+on the questions of each cell below, and a leave-one-out that chooses by the guard before the
+mean."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pytest  # noqa: E402
 
-from bench.guard import KS, _variants, guard, leave_one_out  # noqa: E402
+from bench.guard import KS, _variants, guard, leave_one_out, means, sign_test  # noqa: E402
 
 
 def row(*values: float) -> dict[int, float]:
@@ -27,6 +28,29 @@ def test_margin_is_against_the_best_channel_of_each_cell() -> None:
     assert verdict["margins"]["a"] == row(-1.0, 2.0, 0.0, 1.0, 0.0)
     assert verdict["worst_margin"] == -1.0 and verdict["cells_below"] == 2
     assert verdict["worst_at"] == "a R@1 vs trigram"
+
+
+def test_a_cell_below_is_tested_question_by_question() -> None:
+    # unit "a": 20 questions; at R@1 the fused engine finds 2 fewer than trigram (9 won, 11
+    # lost: a tie by the sign test); at R@5 it finds 10 fewer than porter (0 won, 10 lost)
+    def q(r1: float, r5: float) -> dict[int, float]:
+        return {1: r1, 5: r5, 10: 1.0, 25: 1.0, 50: 1.0}
+
+    fused = {"a": [q(1, 0)] * 9 + [q(0, 0)] * 11}
+    alone = {"porter": {"a": [q(0, 1)] * 10 + [q(0, 0)] * 10},
+             "trigram": {"a": [q(0, 0)] * 9 + [q(1, 0)] * 11}}
+    verdict = guard(means(fused), {c: means(r) for c, r in alone.items()}, (fused, alone))
+    assert [c["cell"] for c in verdict["below"]] == ["a R@1 vs trigram", "a R@5 vs porter"]
+    tie, loss = verdict["below"]
+    assert (tie["won"], tie["lost"], tie["margin"]) == (9, 11, -10.0) and tie["p"] > 0.5
+    assert (loss["won"], loss["lost"]) == (0, 10) and loss["p"] == round(2 / 2 ** 10, 3)
+    assert verdict["cells_below"] == 2 and verdict["cells_significantly_below"] == 1
+
+
+def test_sign_test_is_exact_and_two_sided() -> None:
+    assert sign_test(0, 0) == 1.0 and sign_test(5, 5) == 1.0
+    assert sign_test(1, 4) == sign_test(4, 1) == 2 * 6 / 32
+    assert sign_test(0, 6) < 0.05 < sign_test(1, 6)
 
 
 def test_leave_one_out_prefers_the_guard_to_the_mean() -> None:
