@@ -63,11 +63,11 @@ BUILT_IN = {"recall_min_cosine", "dedup_sim", "inject_min_coverage", "query_feed
 def code_fingerprint() -> str:
     """A hash of the recall code, the benchmark code and the data: a cache key no edit outlives."""
     digest = hashlib.sha256()
-    for folder in ("core", "plugins/retrievers", "plugins/embedders", "bench"):
-        for path in sorted((ROOT / folder).rglob("*")):
-            if path.suffix in (".py", ".json", ".jsonl") and "node_modules" not in path.parts:
-                digest.update(path.relative_to(ROOT).as_posix().encode())
-                digest.update(path.read_bytes())
+    code = [p for folder in ("core", "plugins/retrievers", "plugins/embedders", "bench")
+            for p in (ROOT / folder).rglob("*.py")]
+    for path in sorted(code) + sorted((ROOT / "bench" / "data" / "coding").iterdir()):
+        digest.update(path.relative_to(ROOT).as_posix().encode())
+        digest.update(path.read_bytes())
     digest.update(locomo.DEFAULT_DATA.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pytest  # noqa: E402
 
+from bench import guard as guard_module  # noqa: E402
 from bench.guard import KS, _variants, guard, leave_one_out, means, sign_test  # noqa: E402
 
 
@@ -63,6 +64,26 @@ def test_leave_one_out_prefers_the_guard_to_the_mean() -> None:
     result = leave_one_out(runs, alone, {"a": 10, "b": 10, "c": 10})
     assert result["folds"]["a"]["chosen"] == "safe"  # trained on b and c: b rules out "high"
     assert result["folds"]["b"]["chosen"] == "high"  # trained on a and c: both hold the guard
+
+
+def test_cached_results_do_not_outlive_the_code_or_data(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("core/semantic_memory/fusion.py", "bench/guard.py",
+                 "bench/data/coding/questions.jsonl", "locomo.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("v1")
+    monkeypatch.setattr(guard_module, "ROOT", tmp_path)
+    monkeypatch.setattr(guard_module.locomo, "DEFAULT_DATA", tmp_path / "locomo.json")
+    before = guard_module.code_fingerprint()
+    (tmp_path / "bench" / "results").mkdir()
+    (tmp_path / "bench" / "results" / "run.json").write_text("{}")  # a bench's own output
+    assert guard_module.code_fingerprint() == before
+    for name in ("core/semantic_memory/fusion.py", "bench/data/coding/questions.jsonl",
+                 "locomo.json"):
+        (tmp_path / name).write_text("v2")
+        changed = guard_module.code_fingerprint()
+        assert changed != before
+        before = changed
 
 
 @pytest.mark.parametrize(("specs", "loo"), [
