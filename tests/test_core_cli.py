@@ -83,7 +83,7 @@ def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) 
         "",
         json.dumps({"content": "second good", "created_at": 1700000000}),
         json.dumps({"content": "bad time", "created_at": "last tuesday"}),
-        json.dumps({"content": "first good", "kind": "decision"}),
+        json.dumps({"content": "first good", "kind": "decision", "project": "p"}),
     ]
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join(lines) + "\n")

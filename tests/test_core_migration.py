@@ -51,7 +51,7 @@ def test_v1_db_is_migrated_and_fully_usable(tmp_path: Path) -> None:
     assert engine.get("u1").tags == ["style"]
     # Channels indexed the old rows; the hash was backfilled so dedup sees old content.
     assert engine.recall("makefile tabs")[0].memory.uid == "u1"
-    dup = engine.store_one(NewMemory("Prefer tabs over spaces in Makefiles"))
+    dup = engine.store_one(NewMemory("Prefer tabs over spaces in Makefiles", project="tools"))
     assert dup.status == "duplicate" and dup.uid == "u1"
     # Telemetry items were split out of the JSON column.
     items = engine.store.read().execute(

@@ -100,6 +100,25 @@ def test_exact_duplicate_refreshes_timestamp_instead_of_inserting(engine: Memory
     assert [r.status for r in batch] == ["new", "duplicate"] and batch[0].uid == batch[1].uid
 
 
+def test_the_same_text_in_two_projects_is_two_memories(engine: MemoryEngine) -> None:
+    """Duplicates are per project, as recall's filter is: a note that both repositories need
+    must be found in each (it used to be refused in the second as the first's duplicate)."""
+    text = "The release script lives in scripts/release.sh and needs GH_TOKEN"
+    web = engine.store_one(NewMemory(text, project="web"))
+    api = engine.store_one(NewMemory(text, project="api"))
+    anywhere = engine.store_one(NewMemory(text))
+    assert [web.status, api.status, anywhere.status] == ["new", "new", "new"]
+    assert len({web.uid, api.uid, anywhere.uid}) == 3
+    for project, uid in (("web", web.uid), ("api", api.uid)):
+        hits = engine.recall("release script", k=5, filters=RecallFilters(project=project))
+        assert [h.memory.uid for h in hits] == [uid]
+    again = engine.ingest([NewMemory(text, project="api"), NewMemory(text, project="docs"),
+                           NewMemory(text, project="docs")])
+    assert [r.status for r in again] == ["duplicate", "new", "duplicate"]
+    assert again[0].uid == api.uid and again[1].uid == again[2].uid
+    assert engine.count() == 4
+
+
 def test_forgotten_content_can_be_stored_again(engine: MemoryEngine) -> None:
     uid = engine.store_one(NewMemory("temporary thought")).uid
     engine.forget(uid)

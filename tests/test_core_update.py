@@ -84,6 +84,16 @@ def test_an_edit_onto_another_memorys_text_is_refused(engine: MemoryEngine) -> N
     assert engine.revisions(first) == []
 
 
+def test_an_edit_is_a_duplicate_only_within_its_project(engine: MemoryEngine) -> None:
+    text = "Use pnpm, not npm, in the web repository"
+    web = engine.store_one(NewMemory(text, project="web")).uid
+    draft = engine.store_one(NewMemory("Use yarn in the docs site", project="docs")).uid
+    assert engine.update(draft, content=text).status == "updated"  # docs may say it too
+    moved = engine.update(draft, project="web")  # but web already holds it
+    assert moved.status == "duplicate" and moved.duplicate_of == web
+    assert engine.get(draft).project == "docs"
+
+
 def test_bad_edits_are_one_line_errors(engine: MemoryEngine) -> None:
     uid = engine.store_one(NewMemory("Something to keep")).uid
     with pytest.raises(UnknownMemory, match="no live memory"):
@@ -147,7 +157,7 @@ def test_a_store_from_before_revisions_is_upgraded(settings: Settings, store_kin
     engine.close()
     engine = MemoryEngine(settings)
     try:
-        assert engine.store.schema_version == (8 if store_kind == "sqlite" else 4)
+        assert engine.store.schema_version == (8 if store_kind == "sqlite" else 5)
         assert engine.update(uid, content="Edited after the upgrade").status == "updated"
         assert [r["content"] for r in engine.revisions(uid)] == ["Written before edits existed"]
     finally:

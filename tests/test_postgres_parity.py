@@ -28,6 +28,7 @@ from semantic_memory_postgres.channels import (
     like_pattern,
     newest_first,
 )
+from semantic_memory_postgres.schema import SCHEMA_VERSION
 from semantic_memory_postgres.store import PostgresStore
 from test_postgres_channels import add, conn, search, setup  # noqa: F401 (conn: a fixture)
 
@@ -49,12 +50,13 @@ def test_a_batch_import_of_thousands_is_all_there_in_order(engine: MemoryEngine)
     texts = [f"note {i}: {' '.join(random.Random(i).choices(VOCAB, k=8))}" for i in range(3000)]
     batch = [NewMemory(t, kind="note", source="import", project=f"p{i % 7}")
              for i, t in enumerate(texts[:2000])]
-    batch.insert(500, NewMemory(texts[10], kind="note", source="import"))  # same text, same batch
+    batch.insert(500, NewMemory(texts[10], kind="note", source="import",
+                                project="p3"))  # same text and project, same batch
     first = engine.ingest(batch, batch_is_session=False)
     assert [r.status for r in first].count("new") == 2000
     assert first[500].status == "duplicate" and first[500].uid == first[10].uid
-    second = engine.ingest([NewMemory(t) for t in [texts[42], *texts[2000:]]],
-                           batch_is_session=False)
+    second = engine.ingest([NewMemory(texts[42], project="p0"),
+                            *(NewMemory(t) for t in texts[2000:])], batch_is_session=False)
     assert second[0].status == "duplicate" and second[0].uid == first[42].uid
     assert [r.status for r in second[1:]] == ["new"] * 1000
     assert engine.count() == 3000
@@ -199,8 +201,35 @@ def test_a_v3_database_loses_its_redundant_hash_index() -> None:
         c.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
     store = PostgresStore(url)
     try:
-        assert store.schema_version == 4
+        assert store.schema_version == SCHEMA_VERSION
         assert store.read().execute(
             "SELECT to_regclass('memories_hash')").fetchone()[0] is None
     finally:
         store.close()
+
+
+def test_a_v4_database_dedups_per_project(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """v4 held one live memory per text over all projects, so a note stored for a second
+    project was refused as the first's duplicate and never recalled there."""
+    url = pg.new_database()
+    PostgresStore(url).close()
+    with psycopg.connect(url, autocommit=True) as c:  # as a v4 store left it
+        c.execute("DROP INDEX memories_live_project_hash")
+        c.execute("CREATE UNIQUE INDEX memories_live_hash ON memories(content_hash) "
+                  "WHERE deleted = 0")
+        c.execute("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "unused.db"), device="cpu",
+                                   db_url=url, plugins="postgres"))
+    try:
+        assert engine.store.schema_version == SCHEMA_VERSION == 5
+        indexes = {r[0] for r in engine.store.read().execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'")}
+        assert "memories_live_project_hash" in indexes and "memories_live_hash" not in indexes
+        text = "The release script lives in scripts/release.sh and needs GH_TOKEN"
+        results = engine.ingest([NewMemory(text, project="web"), NewMemory(text, project="api"),
+                                 NewMemory(text, project="api")])
+        assert [r.status for r in results] == ["new", "new", "duplicate"]
+        hits = engine.recall("release script", k=5, filters=RecallFilters(project="api"))
+        assert [h.memory.uid for h in hits] == [results[1].uid]
+    finally:
+        engine.close()

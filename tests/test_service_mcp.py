@@ -76,7 +76,7 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     assert stored["status"] == "new"
     uid = stored["uid"]
     dup = await call(session, "memory_store", {
-        "content": f"The {project} team deploys with Argo CD every Tuesday"})
+        "content": f"The {project} team deploys with Argo CD every Tuesday", "project": project})
     assert dup == {"status": "duplicate", "uid": uid}
 
     recalled = await call(session, "memory_recall", {

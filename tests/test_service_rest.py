@@ -57,7 +57,8 @@ def test_ingest_one_then_duplicate(http: httpx2.Client) -> None:
     first = ingest(http, "The staging database is PostgreSQL 16 on port 5433", project="rest",
                    kind="fact", tags=["db"])
     assert first["status"] == "new" and first["duplicate"] is False and len(first["uid"]) == 16
-    again = ingest(http, "The  staging database is PostgreSQL 16 on port 5433")
+    again = ingest(http, "The  staging database is PostgreSQL 16 on port 5433",
+                   project="rest")
     assert again == {"status": "duplicate", "uid": first["uid"], "duplicate": True}
 
 

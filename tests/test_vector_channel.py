@@ -281,8 +281,9 @@ def test_near_duplicate_dedup_within_a_project(hybrid: MemoryEngine) -> None:
     again = hybrid.store_one(NewMemory(text + "!", project="p"))
     assert again.status == "duplicate" and again.uid == first.uid
     assert hybrid.get(first.uid).updated_at >= hybrid.get(first.uid).created_at
-    assert hybrid.store_one(NewMemory(text + " ", project="q")).status == "duplicate"  # hash: global
-    assert hybrid.store_one(NewMemory(text + "!", project="q")).status == "new"  # near-dup: per project
+    # near-duplicates and exact ones are both per project
+    assert hybrid.store_one(NewMemory(text + "!", project="q")).status == "new"
+    assert hybrid.store_one(NewMemory(text + " ", project="s")).status == "new"
     batch = hybrid.ingest([NewMemory("Bob deploys on Fridays only", project="r"),
                            NewMemory("BOB DEPLOYS ON FRIDAYS ONLY", project="r")])
     assert [r.status for r in batch] == ["new", "duplicate"]  # within one batch too (MiniLM

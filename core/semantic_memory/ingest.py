@@ -366,23 +366,23 @@ class Writer:
         """Exact-dedup a batch and insert its new memories in one store call. Used when no
         channel needs items indexed one by one (near-duplicates). Returns the new memories."""
         ts = now()
-        digests = [content_hash(item.content) for _, item in accepted]
-        known = self.store.live_by_hash(conn, digests)  # hash -> (id, uid) of live memories
-        later: dict[str, str] = {}  # hash -> uid of an item earlier in this batch
+        keys = [(item.project, content_hash(item.content)) for _, item in accepted]
+        known = self.store.live_by_hash(conn, keys)  # (project, hash) -> (id, uid), live
+        later: dict[tuple[str | None, str], str] = {}  # the same for items earlier in the batch
         refresh: list[int] = []
         rows: list[tuple[int, Memory]] = []
-        for (position, item), digest in zip(accepted, digests, strict=True):
+        for (position, item), key in zip(accepted, keys, strict=True):
             # A forgotten memory being restored is not live: it neither dedups nor is deduped.
-            uid = None if item.forgotten else (known[digest][1] if digest in known
-                                               else later.get(digest))
+            uid = None if item.forgotten else (known[key][1] if key in known
+                                               else later.get(key))
             if uid is not None:
-                if digest in known:
-                    refresh.append(known[digest][0])
+                if key in known:
+                    refresh.append(known[key][0])
                 results[position] = IngestResult("duplicate", uid=uid)
                 continue
             row = _new_row(item, item.uid or secrets.token_hex(8), ts)
             if not item.forgotten:
-                later[digest] = row.uid
+                later[key] = row.uid
             rows.append((position, row))
         stored = self.store.insert(conn, [row for _, row in rows]) if rows else []
         inserted = []
@@ -400,9 +400,8 @@ class Writer:
         prepared: dict[str, Any] | None = None,
     ) -> tuple[IngestResult, Memory | None]:
         ts = now()
-        digest = content_hash(item.content)
-        existing = None if item.forgotten else \
-            self.store.live_by_hash(conn, [digest]).get(digest)
+        key = (item.project, content_hash(item.content))
+        existing = None if item.forgotten else self.store.live_by_hash(conn, [key]).get(key)
         # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
         # import or migration of one already judged) is only checked for its exact text
         if existing is None and not item.forgotten and item.uid is None:
@@ -474,13 +473,13 @@ class Writer:
         if (new.content, new.kind, new.project, new.tags) == \
                 (old.content, old.kind, old.project, old.tags):
             return UpdateResult("unchanged", old)
-        if new.content != old.content:
-            digest = content_hash(new.content)
-            other = self.store.live_by_hash(conn, [digest]).get(digest)
+        if (new.content, new.project) != (old.content, old.project):
+            key = (new.project, content_hash(new.content))
+            other = self.store.live_by_hash(conn, [key]).get(key)
             if other is not None and other[1] != uid:
                 return UpdateResult("duplicate", old, reason=(
-                    f"content: memory {other[1]} already holds this text; forget one of the "
-                    "two instead"), duplicate_of=other[1])
+                    f"content: memory {other[1]} already holds this text in this project; "
+                    "forget one of the two instead"), duplicate_of=other[1])
         new.updated_at = max(now(), old.updated_at)
         self.store.replace(conn, old, new, new.updated_at)
         if new.content != old.content:

@@ -127,14 +127,19 @@ class SQLMemoryStore:
                 conn, f"SELECT uid FROM memories WHERE uid IN ({_marks(chunk)})", chunk))
         return known
 
-    def live_by_hash(self, conn: Any, digests: list[str]) -> dict[str, tuple[int, str]]:
-        """content hash -> (id, uid) of the live memories holding one of `digests`."""
-        found: dict[str, tuple[int, str]] = {}
-        for chunk in _chunks(list(dict.fromkeys(digests))):
-            for digest, id_, uid in self._run(
-                conn, "SELECT content_hash, id, uid FROM memories WHERE deleted = 0 AND "
-                f"content_hash IN ({_marks(chunk)})", chunk):
-                found.setdefault(digest, (id_, uid))
+    def live_by_hash(self, conn: Any, keys: list[tuple[str | None, str]]
+                     ) -> dict[tuple[str | None, str], tuple[int, str]]:
+        """(project, content hash) -> (id, uid) of the live memory of that project holding that
+        text. Duplicates are per project, as recall's project filter is: the same text stored
+        for two projects is two memories, each found in its own project."""
+        wanted = set(keys)
+        found: dict[tuple[str | None, str], tuple[int, str]] = {}
+        for chunk in _chunks(list(dict.fromkeys(digest for _, digest in keys))):
+            for project, digest, id_, uid in self._run(
+                conn, "SELECT project, content_hash, id, uid FROM memories WHERE deleted = 0 "
+                f"AND content_hash IN ({_marks(chunk)}) ORDER BY id", chunk):
+                if (project, digest) in wanted:
+                    found.setdefault((project, digest), (id_, uid))
         return found
 
     def last_seq(self, conn: Any, session: str) -> int | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_meta (
@@ -32,8 +32,10 @@ CREATE TABLE IF NOT EXISTS memories (
 );
 CREATE INDEX IF NOT EXISTS memories_superseded ON memories(superseded_by)
     WHERE superseded_by IS NOT NULL;
--- One live memory per content hash: two services racing on the same text make one memory.
-CREATE UNIQUE INDEX IF NOT EXISTS memories_live_hash ON memories(content_hash) WHERE deleted = 0;
+-- One live memory per project and content hash: two services racing on the same text make
+-- one memory. (A project is never '': a memory without one is global.)
+CREATE UNIQUE INDEX IF NOT EXISTS memories_live_project_hash
+    ON memories(content_hash, (coalesce(project, ''))) WHERE deleted = 0;
 CREATE INDEX IF NOT EXISTS memories_updated ON memories(updated_at);
 CREATE INDEX IF NOT EXISTS memories_project ON memories(project, id);
 CREATE INDEX IF NOT EXISTS memories_forgotten ON memories(id) WHERE deleted = 1;
@@ -94,7 +96,16 @@ def _migrate_3_to_4(conn: Any) -> None:
     conn.execute("DROP INDEX IF EXISTS memories_hash")
 
 
+def _migrate_4_to_5(conn: Any) -> None:
+    """v5 makes exact duplicates per project, as the SQLite store's are: the same text stored
+    for two projects is two memories (before, the second project's was refused as a duplicate
+    of the first's and never recalled there)."""
+    conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS memories_live_project_hash "
+                 "ON memories(content_hash, (coalesce(project, ''))) WHERE deleted = 0")
+    conn.execute("DROP INDEX IF EXISTS memories_live_hash")
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
-                                                 3: _migrate_3_to_4}
+                                                 3: _migrate_3_to_4, 4: _migrate_4_to_5}

@@ -54,8 +54,9 @@ FROM jsonb_to_recordset(%s::jsonb) AS r(ord int, uid text, content text, content
      kind text, source text, project text, tags text, created_at float8, updated_at float8,
      deleted int2, session text, seq int)
 ORDER BY r.ord
-ON CONFLICT (content_hash) WHERE deleted = 0 DO UPDATE SET updated_at = memories.updated_at
-RETURNING id, uid, content_hash, (xmax = 0) AS inserted
+ON CONFLICT (content_hash, (coalesce(project, ''))) WHERE deleted = 0
+DO UPDATE SET updated_at = memories.updated_at
+RETURNING id, uid, project, content_hash, (xmax = 0) AS inserted
 """
 _ROW_KEYS = ("uid", "content", "content_hash", "kind", "source", "project", "tags",
              "created_at", "updated_at", "deleted", "session", "seq")
@@ -245,22 +246,23 @@ class PostgresStore(SQLMemoryStore):
     # --- what PostgreSQL says differently -----------------------------------------------------
 
     def insert(self, conn: psycopg.Connection, rows: list[Memory]) -> list[tuple[Memory, bool]]:
-        """One INSERT per 500 rows; a live duplicate (unique hash) comes back as that memory."""
+        """One INSERT per 500 rows; a live duplicate (unique per project and hash) comes back
+        as that memory."""
         out: list[tuple[Memory, bool]] = []
         for start in range(0, len(rows), 500):
             chunk = rows[start : start + 500]
             values = [dict(zip(_ROW_KEYS, memory_row(m), strict=True), ord=n)
                       for n, m in enumerate(chunk)]
             returned = conn.execute(_INSERT, (json.dumps(values, ensure_ascii=False),)).fetchall()
-            new = {uid: id_ for id_, uid, _, inserted in returned if inserted}
-            existing = {digest: (id_, uid) for id_, uid, digest, inserted in returned
-                        if not inserted}
+            new = {uid: id_ for id_, uid, _, _, inserted in returned if inserted}
+            existing = {(project, digest): (id_, uid)
+                        for id_, uid, project, digest, inserted in returned if not inserted}
             for memory, value in zip(chunk, values, strict=True):
                 if memory.uid in new:
                     memory.id = new[memory.uid]
                     out.append((memory, True))
                 else:
-                    id_, uid = existing[value["content_hash"]]
+                    id_, uid = existing[(memory.project, value["content_hash"])]
                     out.append((Memory(id_, uid, memory.content, memory.kind, memory.source,
                                        memory.project, memory.tags, memory.created_at,
                                        memory.updated_at), False))
