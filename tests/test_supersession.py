@@ -127,6 +127,39 @@ def test_explicit_replaces_kinds_and_forget(engine: MemoryEngine) -> None:
 
 
 @pytest.mark.both_stores
+def test_a_value_changed_back_is_current_again(engine: MemoryEngine) -> None:
+    """6543 -> 6544 -> 6543: the restatement is a duplicate of the first memory, which was
+    refreshed but stayed replaced, so recall kept answering 6544."""
+    first = engine.store_one(NewMemory("The staging database listens on port 6543",
+                                       project="shop"))
+    moved = engine.store_one(NewMemory("The staging database now listens on port 6544",
+                                       project="shop"))
+    back = engine.store_one(NewMemory("The staging database listens on  port 6543",
+                                      project="shop"))
+    assert back.status == "duplicate" and back.uid == first.uid
+    assert contents(engine, "staging database port", project="shop") == [
+        "The staging database listens on port 6543"]
+    assert engine.get(first.uid).superseded_by is None
+    assert engine.get(moved.uid).superseded_by == first.uid
+    assert engine.supersedes(first.uid) == [moved.uid]
+
+
+@pytest.mark.both_stores
+def test_a_late_or_bulk_restatement_changes_nothing(engine: MemoryEngine) -> None:
+    first = engine.store_one(NewMemory("The cache TTL is 300 seconds", project="x")).uid
+    moved = engine.store_one(NewMemory("The cache TTL is 600 seconds", project="x")).uid
+    written = engine.get(moved).created_at
+    old_line = NewMemory("The cache TTL is 300 seconds", project="x", created_at=written - 60)
+    as_note = NewMemory("The cache TTL is 300 seconds", project="x", kind="note")
+    file_line = NewMemory("The cache TTL is 300 seconds", project="x")
+    assert engine.store_one(old_line).uid == first  # an old transcript, stored late
+    assert engine.store_one(as_note).uid == first  # a kind the rule never supersedes
+    assert engine.ingest([file_line], batch_is_session=False)[0].uid == first  # a bulk load
+    assert engine.get(first).superseded_by == moved
+    assert contents(engine, "cache TTL", project="x") == ["The cache TTL is 600 seconds"]
+
+
+@pytest.mark.both_stores
 def test_a_chain_returns_only_its_newest(engine: MemoryEngine) -> None:
     for version in ("3.10", "3.11", "3.12"):
         engine.store_one(NewMemory(f"The project uses Python {version}", project="py"))

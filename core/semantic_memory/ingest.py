@@ -296,14 +296,16 @@ class Writer:
         what it replaces: the memory it names in `replaces`, and, for a new fact, preference
         or decision, the older ones of its project and kind the rule says it restates with
         changed details (not in a bulk load, `rule=False`: its order is a file's, not time's,
-        and a search per item would slow it ~10x). A restored memory (it has a uid) keeps its
-        recorded state instead."""
+        and a search per item would slow it ~10x). A duplicate of a replaced memory brings it
+        back (`_revive`). A restored memory (it has a uid) keeps its recorded state instead."""
         if uid is None:  # rejected
             return
         if item.uid is not None:
             if memory is not None and item.superseded_by:
                 self.store.supersede(conn, [memory.id], item.superseded_by)
             return
+        if memory is None and rule and self.settings.supersede:
+            self._revive(conn, item, uid)
         ids: list[int] = []
         if item.replaces and item.replaces != uid:
             old = self.store.live_by_uid(conn, item.replaces)
@@ -315,6 +317,30 @@ class Writer:
             ids += [m.id for m in self._restated(conn, memory) if m.id not in ids]
         if ids:
             self.store.supersede(conn, ids, uid)
+
+    def _revive(self, conn: Any, item: NewMemory, uid: str) -> None:
+        """`item` restated memory `uid` word for word. If a newer memory had replaced that one
+        (a value changed and then changed back: 6543 -> 6544 -> 6543), the restatement is the
+        newest word: `uid` is current again and the newest memory of its chain is replaced by
+        it. Not for kinds the rule never supersedes, nor for an item dated before that newest
+        memory (an old transcript stored late says nothing about now)."""
+        if item.kind not in supersede.SUPERSEDABLE_KINDS:
+            return
+        restated = self.store.live_by_uid(conn, uid)
+        if restated is None or restated.superseded_by is None:
+            return
+        newest, seen = restated, {restated.uid}
+        while newest.superseded_by is not None and newest.superseded_by not in seen:
+            later = self.store.live_by_uid(conn, newest.superseded_by)
+            if later is None:
+                break
+            seen.add(later.uid)
+            newest = later
+        if item.created_at is not None and item.created_at < newest.created_at:
+            return
+        self.store.make_current(conn, [restated.id])
+        if newest is not restated:
+            self.store.supersede(conn, [newest.id], restated.uid)
 
     def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current, older memories of `memory`'s project and kind that it restates with

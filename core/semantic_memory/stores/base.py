@@ -304,6 +304,12 @@ class SQLMemoryStore:
             self._run(conn, f"UPDATE memories SET superseded_by = ? WHERE id IN ({_marks(chunk)})",
                       [uid, *chunk])
 
+    def make_current(self, conn: Any, ids: list[int]) -> None:
+        """Clear the memories `ids`' `superseded_by`: recall returns them again."""
+        for chunk in _chunks(ids):
+            self._run(conn, "UPDATE memories SET superseded_by = NULL "
+                            f"WHERE id IN ({_marks(chunk)})", chunk)
+
     def containing(self, conn: Any, memory: Memory, word: str, limit: int) -> list[Memory]:
         """The newest current memories of `memory`'s project and kind (itself left out) whose
         text contains `word`, case-insensitive: supersession candidates where no porter
