@@ -154,7 +154,8 @@ def _rich_sqlite(path: Path) -> MemoryEngine:
                              session="claude-code:abc", tags=["queue", f"t{i}"])
                    for i, w in enumerate(["redis", "kafka", "sqs", "nats"])])
     engine.ingest([NewMemory("prefer small pull requests", kind="preference"),
-                   NewMemory("build with ninja, not make", kind="decision", project="app")])
+                   NewMemory("build with ninja, not make", kind="decision", project="app"),
+                   NewMemory("build with ninja, not make", kind="decision", project="lib")])
     gone = engine.store_one(NewMemory("an outdated note")).uid
     engine.forget(gone)
     keep = engine.list(limit=1)[0].uid
@@ -187,7 +188,7 @@ def test_migration_round_trip_changes_nothing(tmp_path: Path) -> None:
     url = pg.new_database()
     env = service_env(tmp_path)
     there = _migrate(env, str(tmp_path / "a.db"), url)
-    assert there["verified"] and there["copied"] == {"memories": 6, "forgotten": 1,
+    assert there["verified"] and there["copied"] == {"memories": 7, "forgotten": 1,
                                                      "injections": 1}
     assert there["target"].startswith("postgresql://postgres:***@")  # never the password
     back = _migrate(env, url, f"sqlite:///{tmp_path / 'b.db'}")
