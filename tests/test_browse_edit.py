@@ -67,8 +67,8 @@ def test_edit_saves_and_shows_the_earlier_version(tab: Tab, service: Service) ->
     tab.assert_clean()
 
 
-def test_a_refused_edit_says_why_and_changes_nothing(  # noqa: F811
-        tab: Tab, service: Service) -> None:
+def test_a_refused_edit_says_why_and_changes_nothing(
+        tab: Tab, service: Service) -> None:  # noqa: F811
     first = store(service, "Code review needs two approvals")
     second = store(service, "Releases are cut on Mondays")
     page = tab.page
