@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from semantic_memory import testing
-from semantic_memory.models import NewMemory
+from semantic_memory.models import NewMemory, RecallFilters
 
 PLUGINS = "bm25_porter,bm25_trigram,vector,llama_cpp"
 
@@ -38,6 +38,57 @@ def test_deferred_writes_are_embedded_by_catch_up_and_duplicates_merged(
         hits = engine.recall("which port does the staging database use?")
         assert hits[0].memory.uid == other.uid and "vector" in hits[0].ranks
         assert engine.writer.catch_up(64) == 0
+    finally:
+        engine.close()
+
+
+def contents(engine: Any, query: str) -> list[str]:
+    return [h.memory.content for h in engine.recall(query, filters=RecallFilters(project="p"))]
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_changed_value_is_no_near_duplicate(tmp_path: Path, minilm_path: Path,
+                                              deferred: bool) -> None:
+    """MiniLM puts "TTL 300" within 0.986 of "TTL 600" and "pnpm, not npm" within 0.992 of
+    "npm, not pnpm". Judged near-duplicates, the update was refused as a duplicate of the old
+    value (at once), or forgotten when its vector arrived while the fact it had replaced
+    stayed replaced (queued): recall then found neither."""
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        engine.writer.defer = deferred
+        texts = ["The cache TTL is 300 seconds", "The cache TTL is 600 seconds",
+                 "Use pnpm, not npm", "Use npm, not pnpm"]
+        old, new, one_way, other_way = (engine.store_one(NewMemory(t, project="p"))
+                                        for t in texts)
+        assert engine.writer.catch_up(64) == (4 if deferred else 0)
+        assert {old.status, new.status, one_way.status, other_way.status} == {"new"}
+        assert not any(engine.get(m.uid).deleted for m in (old, new, one_way, other_way))
+        assert engine.get(old.uid).superseded_by == new.uid
+        assert contents(engine, "cache TTL") == ["The cache TTL is 600 seconds"]
+    finally:
+        engine.close()
+
+
+def test_a_merged_restatement_keeps_its_place_in_supersession(tmp_path: Path,
+                                                              minilm_path: Path) -> None:
+    """Tabs, then spaces (replacing tabs), then TABS again in capitals (replacing spaces). The
+    last one's vector shows it near-duplicates the first (MiniLM lowercases: cosine 1.0), so
+    it is merged into the first, which takes its place: current, and replacing spaces. Left
+    as they were, the first stayed replaced by spaces, spaces by the forgotten capitals, and
+    recall found none of the three."""
+    engine = hybrid(tmp_path, minilm_path)
+    try:
+        engine.writer.defer = True
+        tabs, spaces, again = (engine.store_one(NewMemory(t, project="p")) for t in (
+            "Alice prefers tabs in Go files", "Alice prefers spaces in Go files",
+            "ALICE PREFERS TABS IN GO FILES"))
+        assert engine.get(tabs.uid).superseded_by == spaces.uid  # the rule, at ingest
+        assert engine.get(spaces.uid).superseded_by == again.uid
+        assert engine.writer.catch_up(64) == 3
+        assert engine.get(again.uid).deleted  # merged into the first
+        assert engine.get(tabs.uid).superseded_by is None
+        assert engine.get(spaces.uid).superseded_by == tabs.uid
+        assert contents(engine, "Alice Go files") == ["Alice prefers tabs in Go files"]
     finally:
         engine.close()
 

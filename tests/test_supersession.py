@@ -20,7 +20,7 @@ from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory, UnknownMemory
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.supersede import DEFAULT_RULE, signals, supersedes
+from semantic_memory.supersede import DEFAULT_RULE, same_details, signals, supersedes
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = ROOT / "bench" / "data" / "supersession" / "pairs.jsonl"
@@ -56,6 +56,23 @@ def test_the_rule_on_the_issue_examples() -> None:
     assert supersedes("预发布数据库的端口是 6543", "预发布数据库的端口现在是 6544")
     # a vector similarity, when an embedder gives one, can veto
     assert not supersedes(old, "The staging database now listens on port 6544", cosine=0.2)
+
+
+@pytest.mark.parametrize(("old", "new", "same"), [
+    ("The cache TTL is 300 seconds", "The cache TTL is 600 seconds", False),
+    ("The project uses Python 3.11", "The project uses Python 3.12", False),
+    ("Deploys go out on Tuesdays", "Deploys go out on Thursdays", False),
+    ("Step 2: run the migrations", "Step 3: run the migrations", False),
+    ("Use pnpm, not npm", "Use npm, not pnpm", False),  # the same words, reversed
+    ("Alice prefers tabs in Go files", "ALICE PREFERS TABS IN GO FILES", True),
+    ("Alice prefers tabs over spaces in Python files", "Alice prefers tabs over spaces in "
+     "python files!", True),
+    ("We deploy with Helm", "We deploy using Helm", True),
+    ("The staging db listens on port 6543", "The staging db now listens on port 6543", True),
+])
+def test_near_duplicates_must_have_the_same_details(old: str, new: str, same: bool) -> None:
+    """What an embedding's near-duplicate must also pass before two memories are merged."""
+    assert same_details(old, new) is same and same_details(new, old) is same
 
 
 def test_the_bench_reproduces_the_figures_as_json() -> None:

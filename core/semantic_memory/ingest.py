@@ -428,8 +428,10 @@ class Writer:
         ts = now()
         key = (item.project, content_hash(item.content))
         existing = None if item.forgotten else self.store.live_by_hash(conn, [key]).get(key)
-        # near-duplicates: channels with find_duplicate (e.g. vectors); a restored memory (an
-        # import or migration of one already judged) is only checked for its exact text
+        # near-duplicates: channels with find_duplicate (e.g. vectors), when the texts also
+        # have the same details (a changed number is an update, not a duplicate); a restored
+        # memory (an import or migration of one already judged) is only checked for its exact
+        # text
         if existing is None and not item.forgotten and item.uid is None:
             for channel in dedupers:
                 name = channel.name  # type: ignore[attr-defined]
@@ -440,7 +442,8 @@ class Writer:
                     continue
                 if dup_id is not None:
                     found = self.store.load(conn, [dup_id]).get(dup_id)
-                    if found is not None:
+                    if found is not None and supersede.same_details(found.content,
+                                                                    item.content):
                         existing = (found.id, found.uid)
                         break
         if existing is None:
@@ -562,9 +565,9 @@ class Writer:
         return handled
 
     def _merged(self, conn: Any, channel: Prepares, memory: Memory, value: Any) -> bool:
-        """Whether `memory` near-duplicates an older live one now that its vector is known:
-        then it is forgotten and the older one refreshed. Only a memory created since this
-        process began (`defer_since`): ingest never judged it."""
+        """Whether `memory` near-duplicates an older live one (with the same details) now that
+        its vector is known: then it is forgotten and the older one takes its place. Only a
+        memory created since this process began (`defer_since`): ingest never judged it."""
         if value is None or memory.created_at < self.defer_since:
             return False
         probe = NewMemory(memory.content, kind=memory.kind, source=memory.source,
@@ -576,6 +579,9 @@ class Writer:
                         channel.name, one_line(exc))  # type: ignore[attr-defined]
             return False
         if dup is None or dup == memory.id:
+            return False
+        older = self.store.load(conn, [dup]).get(dup)
+        if older is None or not supersede.same_details(older.content, memory.content):
             return False
         self.store.merge_duplicate(conn, memory.id, dup, now())
         return True

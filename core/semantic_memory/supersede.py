@@ -200,6 +200,20 @@ def signals(old: str, new: str) -> Signals:
                    len(stable_old & stable_new) + len(volatile_old & volatile_new))
 
 
+def same_details(old: str, new: str) -> bool:
+    """Whether two texts close in meaning say the same thing: the same volatile details
+    (numbers, versions, paths, identifiers, names, enumeration labels) and their shared words in
+    the same order. An embedding puts "The cache TTL is 300 seconds" within 0.99 of "... 600
+    seconds", and "Use pnpm, not npm" of "Use npm, not pnpm": near in meaning, they are an
+    update and a reversal, never duplicates to merge."""
+    s = signals(old, new)
+    if s.volatile_old != s.volatile_new or s.labels_differ:
+        return False
+    words_old, words_new = split(old)[0], split(new)[0]
+    shared = set(words_old) & set(words_new)
+    return [w for w in words_old if w in shared] == [w for w in words_new if w in shared]
+
+
 def supersedes(old: str, new: str, *, cosine: float | None = None,
                rule: Rule = DEFAULT_RULE) -> bool:
     """Does `new` restate `old` with changed details? (Kind and project are the caller's.)"""

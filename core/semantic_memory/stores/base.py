@@ -161,9 +161,22 @@ class SQLMemoryStore:
     def merge_duplicate(self, conn: Any, memory_id: int, into_id: int, ts: float) -> None:
         """Memory `memory_id` turned out to duplicate `into_id` (a near-duplicate found when
         its vector arrived): it is forgotten and `into_id` refreshed, as if it had been
-        deduplicated at ingest."""
-        self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? WHERE id = ? "
-                        "AND deleted = 0", (ts, memory_id))
+        deduplicated at ingest. `into_id` takes its place among supersessions: what it had
+        replaced `into_id` now replaces, and `into_id` is current when it was (left as they
+        were, the older memory would stay replaced, through what the forgotten one had
+        replaced, and recall would find neither)."""
+        rows = {id_: (uid, by) for id_, uid, by in self._run(
+            conn, "SELECT id, uid, superseded_by FROM memories WHERE id IN (?, ?) "
+                  "AND deleted = 0", (memory_id, into_id))}
+        if memory_id not in rows or into_id not in rows:
+            return
+        (merged, merged_by), (kept, _) = rows[memory_id], rows[into_id]
+        self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? WHERE id = ?",
+                  (ts, memory_id))
+        self._run(conn, "UPDATE memories SET superseded_by = ? WHERE superseded_by = ? "
+                        "AND id <> ?", (kept, merged, into_id))
+        self._run(conn, "UPDATE memories SET superseded_by = ? WHERE id = ?",
+                  (None if merged_by == kept else merged_by, into_id))
         self.touch(conn, [into_id], ts)
 
     def load(self, conn: Any, ids: list[int]) -> dict[int, Memory]:
