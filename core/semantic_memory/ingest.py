@@ -319,11 +319,12 @@ class Writer:
             self.store.supersede(conn, ids, uid)
 
     def _revive(self, conn: Any, item: NewMemory, uid: str) -> None:
-        """`item` restated memory `uid` word for word. If a newer memory had replaced that one
-        (a value changed and then changed back: 6543 -> 6544 -> 6543), the restatement is the
-        newest word: `uid` is current again and the newest memory of its chain is replaced by
-        it. Not for kinds the rule never supersedes, nor for an item dated before that newest
-        memory (an old transcript stored late says nothing about now)."""
+        """`item` restated memory `uid` (word for word, or a near-duplicate with the same
+        details). If a newer memory had replaced that one (a value changed and then changed
+        back: 6543 -> 6544 -> 6543), the restatement is the newest word: `uid` is current again
+        and the newest memory of its chain is replaced by it. Not for kinds the rule never
+        supersedes, nor for an item dated before that newest memory (an old transcript stored
+        late says nothing about now)."""
         if item.kind not in supersede.SUPERSEDABLE_KINDS:
             return
         restated = self.store.live_by_uid(conn, uid)

@@ -161,10 +161,10 @@ class SQLMemoryStore:
     def merge_duplicate(self, conn: Any, memory_id: int, into_id: int, ts: float) -> None:
         """Memory `memory_id` turned out to duplicate `into_id` (a near-duplicate found when
         its vector arrived): it is forgotten and `into_id` refreshed, as if it had been
-        deduplicated at ingest. `into_id` takes its place among supersessions: what it had
-        replaced `into_id` now replaces, and `into_id` is current when it was (left as they
-        were, the older memory would stay replaced, through what the forgotten one had
-        replaced, and recall would find neither)."""
+        deduplicated at ingest. `into_id` takes the forgotten memory's place among
+        supersessions: it replaces what that one had replaced, and is current when that one
+        was (left as they were, `into_id` could stay replaced by what the forgotten one had
+        replaced, itself replaced by a forgotten memory: recall would find neither)."""
         rows = {id_: (uid, by) for id_, uid, by in self._run(
             conn, "SELECT id, uid, superseded_by FROM memories WHERE id IN (?, ?) "
                   "AND deleted = 0", (memory_id, into_id))}
