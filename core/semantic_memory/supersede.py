@@ -200,14 +200,32 @@ def signals(old: str, new: str) -> Signals:
                    len(stable_old & stable_new) + len(volatile_old & volatile_new))
 
 
+#: A negation ("not", "never", "don't", ...), and where its reach ends: a clause break.
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|nor|neither|without|cannot)\b|n't\b",
+                       re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;.!?:]\s|[,;.!?:]$|\bbut\b", re.IGNORECASE)
+
+
+def negated(text: str) -> list[tuple[str, ...]]:
+    """What each negation of a text denies: the words after it, to the end of its clause.
+    "Do not use npm; use pnpm" -> [("npm",)], "Use npm; do not use pnpm" -> [("pnpm",)]."""
+    scopes = []
+    for clause in _CLAUSE.split(text):
+        for match in _NEGATION.finditer(clause):
+            stable, volatile = split(clause[match.end():])
+            scopes.append((*stable, *sorted(volatile)))
+    return scopes
+
+
 def same_details(old: str, new: str) -> bool:
     """Whether two texts close in meaning say the same thing: the same volatile details
-    (numbers, versions, paths, identifiers, names, enumeration labels) and their shared words in
-    the same order. An embedding puts "The cache TTL is 300 seconds" within 0.99 of "... 600
-    seconds", and "Use pnpm, not npm" of "Use npm, not pnpm": near in meaning, they are an
-    update and a reversal, never duplicates to merge."""
+    (numbers, versions, paths, identifiers, names, enumeration labels), the same negations of
+    the same words, and their shared words in the same order. An embedding puts "The cache TTL
+    is 300 seconds" within 0.99 of "... 600 seconds", "Use pnpm, not npm" of "Use npm, not
+    pnpm" and "Do not use npm; use pnpm" of "Use npm; do not use pnpm": near in meaning, they
+    are an update and reversals, never duplicates to merge."""
     s = signals(old, new)
-    if s.volatile_old != s.volatile_new or s.labels_differ:
+    if s.volatile_old != s.volatile_new or s.labels_differ or negated(old) != negated(new):
         return False
     words_old, words_new = split(old)[0], split(new)[0]
     shared = set(words_old) & set(words_new)
