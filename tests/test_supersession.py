@@ -68,6 +68,9 @@ def test_the_rule_on_the_issue_examples() -> None:
     ("We do not deploy on Fridays", "We deploy on Fridays", False),
     ("Never push to main", "Always push to main", False),
     ("We don't deploy on Fridays", "We do not deploy on Fridays", True),
+    ("我们周五部署", "我们周五不部署", False),
+    ("金曜日にデプロイする", "金曜日にデプロイしない", False),
+    ("我们周五部署。", "我们周五部署", True),
     ("Alice prefers tabs in Go files", "ALICE PREFERS TABS IN GO FILES", True),
     ("Alice prefers tabs over spaces in Python files", "Alice prefers tabs over spaces in "
      "python files!", True),

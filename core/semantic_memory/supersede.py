@@ -200,10 +200,12 @@ def signals(old: str, new: str) -> Signals:
                    len(stable_old & stable_new) + len(volatile_old & volatile_new))
 
 
-#: A negation ("not", "never", "don't", ...), and where its reach ends: a clause break.
-_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|nor|neither|without|cannot)\b|n't\b",
-                       re.IGNORECASE)
-_CLAUSE = re.compile(r"[,;.!?:]\s|[,;.!?:]$|\bbut\b", re.IGNORECASE)
+#: A negation ("not", "never", "don't", 不, 没, ない, ...), and where its reach ends: a clause
+#: break. A CJK character that only sometimes negates (不同, "different") can only keep two
+#: texts apart, never merge them.
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|nor|neither|without|cannot)\b|n't\b"
+                       r"|[不没沒别別未勿]|ない|ません", re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;.!?:]\s|[,;.!?:]$|[，。；！？：、]|\bbut\b", re.IGNORECASE)
 
 
 def negated(text: str) -> list[tuple[str, ...]]:
