@@ -211,7 +211,7 @@ _CLAUSE = re.compile(r"[,;.!?:]\s|[,;.!?:]$|[，。；！？：、]|\bbut\b", re
 def negated(text: str) -> list[tuple[str, ...]]:
     """What each negation of a text denies: the words after it, to the end of its clause.
     "Do not use npm; use pnpm" -> [("npm",)], "Use npm; do not use pnpm" -> [("pnpm",)]."""
-    scopes = []
+    scopes: list[tuple[str, ...]] = []
     for clause in _CLAUSE.split(text):
         for match in _NEGATION.finditer(clause):
             stable, volatile = split(clause[match.end():])
