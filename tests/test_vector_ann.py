@@ -90,7 +90,11 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for s in range(0, N, 500):
         eng.ingest([NewMemory(f"v{i} note", project=f"p{i % 2}") for i in range(s, s + 500)],
                    batch_is_session=False)
-    assert channel_of(eng).reindex()["count"] == N
+    # One build thread, as the service's background builds use (MEMORY_VECTOR_ANN_THREADS=1):
+    # `reindex` on all cores inserts concurrently, and at this tiny N the graph then varies run
+    # to run (mean recall@10 0.97-1.0 with 4 threads, once 0.948 with 2 under the suite's load;
+    # always 1.0 with one).
+    assert channel_of(eng).reindex(threads=1)["count"] == N
     eng.close()
     yield tmp_path
 
