@@ -341,12 +341,12 @@ class SQLMemoryStore:
         """Make memory `uid` current again; returns the uid that had replaced it, None when it
         was not superseded (or is not a live memory)."""
         with self.write() as conn:
-            row = self._run(conn, "SELECT superseded_by FROM memories WHERE uid = ? AND "
+            row = self._run(conn, "SELECT id, superseded_by FROM memories WHERE uid = ? AND "
                                   "deleted = 0", (uid,)).fetchone()
-            if row is None or row[0] is None:
+            if row is None or row[1] is None:
                 return None
-            self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE uid = ?", (uid,))
-            return str(row[0])
+            self.make_current(conn, [row[0]])
+            return str(row[1])
 
     def supersedes(self, uid: str) -> list[str]:
         """The uids of the live memories that memory `uid` replaced, newest first."""
