@@ -45,6 +45,19 @@ def test_store_recall_list_forget_stats(db: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
+def test_recall_in_a_project_brings_global_memories_unless_told_not_to(db: Path) -> None:
+    def uid_of(*args: str) -> str:
+        stored = run(db, "store", *args, "--json")
+        assert stored.returncode == 0, stored.stderr
+        return json.loads(stored.stdout)["uid"]
+
+    shared = uid_of("Write every commit message in the imperative mood", "--kind", "preference")
+    own = uid_of("The web repo squashes each commit on merge", "--project", "web")
+    query = ["recall", "how should a commit message be written", "--project", "web", "--json"]
+    assert {h["uid"] for h in json.loads(run(db, *query).stdout)} == {shared, own}
+    assert [h["uid"] for h in json.loads(run(db, *query, "--no-global").stdout)] == [own]
+
+
 def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:
     assert run(db, "store", "-", stdin="from standard input\n").returncode == 0
     empty = run(db, "store", "")

@@ -147,6 +147,21 @@ def test_claude_code_recalls_flushes_and_captures(world: World) -> None:
     assert all(i["session"] for i in injections)
 
 
+def test_claude_code_is_given_a_global_memory_in_any_project(world: World) -> None:
+    """A memory stored without a project (as `memory_store` is told to for what holds
+    everywhere) is injected in a project whose own memories do not answer."""
+    world.memory_mcp("install", "claude-code", "--project", str(world.project))
+    world.store(FACT)
+    rule = "Write every commit message in the imperative mood and name the motive of the change"
+    with world.service.client() as http:  # type: ignore[union-attr]
+        uid = http.post("/ingest", json={"content": rule, "kind": "preference"}).json()["uid"]
+    with ModelMock() as mock:
+        mock.script({"text": "Imperative mood."})
+        claude(world, mock, "how should I write the commit message for this change?")
+        block = block_in(mock.bodies()[0])
+        assert rule in block and uid in block and FACT not in block, block
+
+
 def test_claude_code_runs_on_when_the_service_is_down(tmp_path: Path) -> None:
     world = World(tmp_path, None, MEMORY_PLUGIN_URL="http://127.0.0.1:9",
                   MEMORY_HOOK_BUDGET_S="1.5")

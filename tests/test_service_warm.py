@@ -33,7 +33,8 @@ WORDS = ("staging deploy port service flags database redis kafka cache token bui
 
 FIELDS = {
     "RecallRequest": ["query", "k", "limit", "project", "kind", "source", "since",
-                      "budget_chars", "session", "relevant_only"],
+                      "budget_chars", "session", "relevant_only", "include_superseded",
+                      "with_global"],
     "InjectReport": ["uids", "harness", "hook", "project", "query", "chars", "session"],
     "IngestItem": ["content", "kind", "source", "project", "tags", "created_at", "session"],
     "IngestBatch": ["items"],

@@ -327,6 +327,20 @@ def test_small_filtered_sets_are_scored_exactly(store: Path, monkeypatch) -> Non
     eng.close()
 
 
+def test_global_memories_alone_are_scored_exactly(store: Path, monkeypatch) -> None:  # noqa: ANN001
+    """`global_only` narrows with no SQL parameter: the index still takes it for the small
+    filtered set it is."""
+    eng = engine_at(store, monkeypatch)
+    with eng.store.snapshot() as conn:
+        shared = eng.store.load(conn, [1, 2, 3, 4, 5])
+    for memory in shared.values():
+        assert eng.update(memory.uid, project="").status == "updated"
+    for i, q in enumerate(QUERIES[:10]):
+        got = [h[0] for h in search(eng, f"q{i}", filters=RecallFilters(global_only=True))]
+        assert got == (np.argsort(-(DOCS[:5] @ q)) + 1).tolist()
+    eng.close()
+
+
 def test_concurrent_searches_agree(store: Path, monkeypatch) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 

@@ -171,10 +171,12 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
               help="Print the injection block within this many characters instead.")
 @click.option("--include-superseded", is_flag=True,
               help="Also memories a newer one superseded (history).")
+@click.option("--no-global", "no_global", is_flag=True,
+              help="With --project: leave out global memories (those without a project).")
 @pass_context
 def recall(obj: Context, query: str, k: int, project: str | None, kind: str | None,
            source: str | None, since: str | None, as_json: bool, budget: int | None,
-           include_superseded: bool) -> None:
+           include_superseded: bool, no_global: bool) -> None:
     """Recall memories relevant to QUERY.
 
     Without an embedder (the default install) recall is by words: QUERY finds memories that
@@ -182,7 +184,7 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
     """
     filters = replace(_filters(project, kind, source, since),
                       include_superseded=include_superseded)
-    hits = obj.engine.recall(query, k, filters)
+    hits = obj.engine.recall(query, k, filters, with_global=not no_global)
     if not hits and not as_json:
         click.echo(f"No memory matched {query!r}" + (" with these filters" if any(
             (project, kind, source, since)) else "") + ".", err=True)

@@ -116,6 +116,19 @@ class RecallFilters:
     since: float | None = None  # unix seconds, on updated_at
     #: Superseded memories (replaced by a newer one) are left out unless this is set.
     include_superseded: bool = False
+    #: Only global memories (those without a project, which every project shares).
+    global_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.global_only and self.project is not None:
+            raise ValueError("a filter takes a project or global_only, not both")
+
+    @property
+    def narrows(self) -> bool:
+        """Whether anything beyond "live and current" is asked for: a search may then rank the
+        whole index alone only if it checks every hit against `sql()`."""
+        return (self.global_only or self.since is not None
+                or any(v is not None for v in (self.project, self.kind, self.source)))
 
     def sql(self, alias: str = "m", placeholder: str = "?") -> tuple[str, list[Any]]:
         """An SQL condition over the `memories` table (aliased) for live rows matching the filters,
@@ -132,6 +145,8 @@ class RecallFilters:
             if value is not None:
                 clauses.append(f"{alias}.{column} = {placeholder}")
                 params.append(value)
+        if self.global_only:
+            clauses.append(f"{alias}.project IS NULL")
         if self.since is not None:
             clauses.append(f"{alias}.updated_at >= {placeholder}")
             params.append(self.since)

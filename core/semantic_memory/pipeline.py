@@ -4,7 +4,7 @@ post-process -> injection block. Interfaces (CLI, MCP, REST) all go through `Mem
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from . import neardup, neighbours
@@ -201,6 +201,7 @@ class MemoryEngine:
     def recall(
         self, query: str, k: int = 10, filters: RecallFilters | None = None, *,
         exclude: Callable[[Memory], bool] | None = None, relevant_only: bool = False,
+        with_global: bool = True,
     ) -> list[RecallHit]:
         """Search every channel, fuse, post-process, bring the top hits' neighbours along
         (`neighbours.py`), return the top k. The stages are `retrieval.py`'s.
@@ -208,36 +209,67 @@ class MemoryEngine:
         `exclude`: memories to leave out (e.g. those already in an agent's context).
         `relevant_only`: keep only hits a channel vouches for (`Searcher.vouched`): what an
         injection takes, where a ranked list of the nearest memories is not enough.
+        `with_global`: a project's recall also brings global memories (those without a
+        project, which every project shares) that a channel vouches for.
         """
         filters = filters or RecallFilters()
         k = max(1, min(int(k), MAX_RECALL_K))
         if not query or not query.strip():
             return []
+        with self.store.snapshot() as conn:
+            hits = self._recall(conn, query, k, filters, exclude, relevant_only)
+            if with_global and filters.project is not None:
+                hits = self._with_global(conn, query, k, filters, exclude, hits)
+            return hits
+
+    def _with_global(
+        self, conn: Any, query: str, k: int, filters: RecallFilters,
+        exclude: Callable[[Memory], bool] | None, hits: list[RecallHit],
+    ) -> list[RecallHit]:
+        """A project's `hits` with the global memories that a channel vouches for, best k.
+
+        The global memories are searched on their own (the project's search keeps its id range
+        and its ranking), and ranked among few: fused scores are normalised per search, so a
+        weak match could top that list, and only relevance lets one in. One that says word
+        for word what a project's hit says adds nothing. Then both lists are ranked by score;
+        a tie keeps the project's memory first."""
+        shared = replace(filters, project=None, global_only=True)
+        if not self.store.any_live(conn, shared):
+            return hits
+        said = {h.memory.content for h in hits}
+        found = [h for h in self._recall(conn, query, k, shared, exclude, relevant_only=True)
+                 if h.memory.content not in said]
+        return sorted(hits + found, key=lambda h: h.score, reverse=True)[:k] if found else hits
+
+    def _recall(
+        self, conn: Any, query: str, k: int, filters: RecallFilters,
+        exclude: Callable[[Memory], bool] | None, relevant_only: bool,
+    ) -> list[RecallHit]:
+        """One search of the memories `filters` admits: `recall`'s stages."""
         # Fusion needs slack below k: a fused top-k member may rank up to ~2k in one channel.
         depth = max(2 * k, self.settings.recall_depth)
-        with self.store.snapshot() as conn:
-            evidence = self.searcher.search(conn, query, depth, filters)
-            fused, by_score = self.searcher.fuse(evidence, depth)
-            memories = self.store.load(conn, [f.id for f in fused])
-            hits = [
-                RecallHit(memories[f.id], f.score, f.ranks, dict(evidence.signals.get(f.id, {})))
-                for f in fused if f.id in memories
-                # channels filter in SQL; this also covers one that does not
-                and (filters.include_superseded or memories[f.id].superseded_by is None)
-                and not evidence.only_weak(f)
-            ]
-            self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
-                                     store=self.store, conn=conn)
-            hits.sort(key=lambda h: h.score, reverse=True)
-            if exclude is not None:
-                hits = [h for h in hits if not exclude(h.memory)]
-            if relevant_only:
-                hits = self.searcher.vouched(conn, query, hits, k)
-            # Score fusion's scores say how sure a hit is (RRF's carry ranks): they alone decay
-            decay = self.settings.neighbour_decay if by_score else None
-            return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours,
-                                     self.searcher.neighbour_gap(evidence), filters, exclude,
-                                     decay)
+        evidence = self.searcher.search(conn, query, depth, filters)
+        fused, by_score = self.searcher.fuse(evidence, depth)
+        memories = self.store.load(conn, [f.id for f in fused])
+        hits = [
+            RecallHit(memories[f.id], f.score, f.ranks, dict(evidence.signals.get(f.id, {})))
+            for f in fused if f.id in memories
+            # channels filter in SQL; this also covers one that does not
+            and (filters.include_superseded or memories[f.id].superseded_by is None)
+            and not evidence.only_weak(f)
+        ]
+        self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
+                                 store=self.store, conn=conn)
+        hits.sort(key=lambda h: h.score, reverse=True)
+        if exclude is not None:
+            hits = [h for h in hits if not exclude(h.memory)]
+        if relevant_only:
+            hits = self.searcher.vouched(conn, query, hits, k)
+        # Score fusion's scores say how sure a hit is (RRF's carry ranks): they alone decay
+        decay = self.settings.neighbour_decay if by_score else None
+        return neighbours.expand(self.store, conn, hits, k, self.settings.neighbours,
+                                 self.searcher.neighbour_gap(evidence), filters, exclude,
+                                 decay)
 
     def injection(self, query: str, hits: list[RecallHit], budget_chars: int
                   ) -> InjectionBlock:

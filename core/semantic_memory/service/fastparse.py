@@ -92,6 +92,7 @@ def _recall(body: dict[str, Any]) -> dict[str, Any]:
         "session": _short(body.pop("session", None)),
         "relevant_only": _bool(body.pop("relevant_only", False)),
         "include_superseded": _bool(body.pop("include_superseded", False)),
+        "with_global": _bool(body.pop("with_global", True)),
     }
 
 

@@ -254,7 +254,8 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
             "What it is: preference, decision, fact (permanent), artifact (expires), note, "
             "summary, or another short identifier."))] = "fact",
         project: Annotated[Project | None, Field(description=(
-            "Project it belongs to (e.g. the repository name); omit for global memories."))] = None,
+            "Project it belongs to (e.g. the repository name); omit for a global memory, which "
+            "every project's recall brings when it matches."))] = None,
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
                         Field(max_length=MAX_TAGS, description="Optional short tags.")] = None,
         source: Annotated[Identifier, Field(description=(
@@ -283,7 +284,8 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
             "What you need to know, in natural language or keywords."))],
         k: Annotated[int, Field(ge=1, le=MAX_RECALL_K, description="How many memories.")] = 5,
         project: Annotated[Project | None, Field(description=(
-            "Only this project's memories; omit to search everything."))] = None,
+            "This project's memories, and the global ones that match; omit to search "
+            "everything."))] = None,
         kind: Annotated[Identifier | None, Field(description="Only this kind.")] = None,
         since: Since = None,
         budget_chars: Annotated[int | None, Field(ge=0, le=MAX_BUDGET, description=(

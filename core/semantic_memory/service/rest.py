@@ -220,7 +220,7 @@ async def recall(request: Request) -> JSONResponse:
     def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_session_context(req.session) if req.session else None
         hits = engine.recall(req.query, req.k, filters, exclude=exclude,
-                             relevant_only=req.relevant_only)
+                             relevant_only=req.relevant_only, with_global=req.with_global)
         return ([recall_item(h, req.budget_chars) for h in hits],
                 engine.injection(req.query, hits, req.budget_chars))
 

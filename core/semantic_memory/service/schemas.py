@@ -86,6 +86,8 @@ class RecallRequest(_Body):
     relevant_only: bool = False
     #: Also memories a newer one superseded (history); by default only the newest of a chain.
     include_superseded: bool = False
+    #: With a project: also the global memories (no project) that a channel vouches for.
+    with_global: bool = True
 
 
 class InjectReport(_Body):

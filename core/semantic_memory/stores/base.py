@@ -209,6 +209,13 @@ class SQLMemoryStore:
         return self._run(self.read(), f"SELECT count(*) FROM memories m WHERE {where}",
                          params).fetchone()[0]
 
+    def any_live(self, conn: Any, filters: RecallFilters) -> bool:
+        """Whether some memory passes `filters` (for a project or global filter, one seek of
+        the project index)."""
+        where, params = filters.sql("m")
+        return self._run(conn, f"SELECT 1 FROM memories m WHERE {where} LIMIT 1",
+                         params).fetchone() is not None
+
     def totals(self, conn: Any) -> tuple[int, int]:
         """(live, forgotten-not-yet-purged) memories, from two indexes (no table scan)."""
         total = self._run(conn, "SELECT count(*) FROM memories").fetchone()[0]

@@ -142,10 +142,10 @@ def bounded_search(
     counts = counts or MatchCounts()
     if not phrases:
         return []
-    if filters.project is not None:
+    if filters.project is not None or filters.global_only:
         lo, hi = conn.execute(  # one index seek each (memories_project is (project, id))
-            "SELECT (SELECT min(id) FROM memories WHERE project = ?1), "
-            "(SELECT max(id) FROM memories WHERE project = ?1)",
+            "SELECT (SELECT min(id) FROM memories WHERE project IS ?1), "
+            "(SELECT max(id) FROM memories WHERE project IS ?1)",
             (filters.project,),
         ).fetchone()
         if lo is None:
@@ -264,7 +264,7 @@ def fts_search(
         return []
     where, params = filters.sql("m")
     window, window_params = ("", []) if ids is None else (" AND rowid BETWEEN ? AND ?", list(ids))
-    if not params:  # no filter but "live"
+    if not filters.narrows:  # no filter but "live"
         rows = conn.execute(
             f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ?{window} "
             "ORDER BY s LIMIT ?",

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from semantic_memory.models import RecallFilters
 
 from .matrix import VectorMatrix
 from .settings import VectorSettings
@@ -374,14 +375,15 @@ class AnnView(_BlobScorer):
         """Rows the file lags behind by: the delta plus the deletions since its stamp."""
         return len(self.delta) + max(0, deletes - self.stamp.deletes)
 
-    def filtered(self, conn: sqlite3.Connection, query: np.ndarray, k: int, where: str,
-                 params: list[Any]) -> list[tuple[int, float]]:
+    def filtered(self, conn: sqlite3.Connection, query: np.ndarray, k: int,
+                 filters: RecallFilters) -> list[tuple[int, float]]:
         """The k best memories passing `where` (over `memories m`), best first: a small
         filtered set scored exactly; else graph candidates read with the filter in the same
         query, widened until k pass, and past a quarter of the index the filter's whole set
         scored exactly: a filter never loses recall to the graph."""
         query = np.asarray(query, dtype=np.float32)
-        if params:
+        where, params = filters.sql("m")
+        if filters.narrows:
             allowed = [r[0] for r in conn.execute(
                 f"SELECT m.id FROM memories m WHERE {where} LIMIT {self.exact_filter_max + 1}",
                 params)]

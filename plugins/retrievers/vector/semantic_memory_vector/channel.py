@@ -290,9 +290,9 @@ class VectorChannel(EmbeddingChannel):
         size = len(matrix)
         if size == 0:
             return []
-        where, params = filters.sql("m")
         if hasattr(matrix, "filtered"):  # the ANN index applies the filter in its BLOB read
-            return matrix.filtered(conn, qvec, k, where, params)
+            return matrix.filtered(conn, qvec, k, filters)
+        where, params = filters.sql("m")
         window = min(size, max(4 * k, 64))
         while True:
             ranked = matrix.top(qvec, window)

@@ -285,8 +285,7 @@ class _IdfChannel(Channel):
         rows = self._candidates(conn, terms, keep, filters, self.budget, total)
         # A narrow filter thinned out a cut or truncated selection: widen it once, as
         # `fts5.bounded_search` does (the filter's rows are what is left to rank).
-        narrowed = bool(filters.sql("m", "%s")[1]) and (len(keep) < len(terms)
-                                                         or total > self.budget)
+        narrowed = filters.narrows and (len(keep) < len(terms) or total > self.budget)
         if narrowed and 4 * len(rows) < min(k, total):
             rows = self._candidates(conn, terms, list(range(len(terms))), filters,
                                     self.budget * MATCH_BUDGET_MAX_FACTOR, sum(counts))
