@@ -49,22 +49,26 @@ def contents(engine: Any, query: str) -> list[str]:
 @pytest.mark.parametrize("deferred", [False, True])
 def test_a_changed_value_is_no_near_duplicate(tmp_path: Path, minilm_path: Path,
                                               deferred: bool) -> None:
-    """MiniLM puts "TTL 300" within 0.986 of "TTL 600" and "pnpm, not npm" within 0.992 of
-    "npm, not pnpm". Judged near-duplicates, the update was refused as a duplicate of the old
+    """MiniLM puts "TTL 300" within 0.986 of "TTL 600", "pnpm, not npm" within 0.992 of
+    "npm, not pnpm" and "Enable strict mode" within 0.981 of "Disable strict mode". Judged near-duplicates, the update was refused as a duplicate of the old
     value (at once), or forgotten when its vector arrived while the fact it had replaced
     stayed replaced (queued): recall then found neither."""
     engine = hybrid(tmp_path, minilm_path)
     try:
         engine.writer.defer = deferred
         texts = ["The cache TTL is 300 seconds", "The cache TTL is 600 seconds",
-                 "Use pnpm, not npm", "Use npm, not pnpm"]
-        old, new, one_way, other_way = (engine.store_one(NewMemory(t, project="p"))
-                                        for t in texts)
-        assert engine.writer.catch_up(64) == (4 if deferred else 0)
-        assert {old.status, new.status, one_way.status, other_way.status} == {"new"}
-        assert not any(engine.get(m.uid).deleted for m in (old, new, one_way, other_way))
+                 "Use pnpm, not npm", "Use npm, not pnpm",
+                 # one word swapped: 0.981
+                 "Enable strict mode in tsconfig", "Disable strict mode in tsconfig"]
+        stored = [engine.store_one(NewMemory(t, project="p")) for t in texts]
+        old, new = stored[:2]
+        assert engine.writer.catch_up(64) == (6 if deferred else 0)
+        assert {m.status for m in stored} == {"new"}
+        assert not any(engine.get(m.uid).deleted for m in stored)
         assert engine.get(old.uid).superseded_by == new.uid
         assert contents(engine, "cache TTL") == ["The cache TTL is 600 seconds"]
+        assert sorted(contents(engine, "strict mode")) == ["Disable strict mode in tsconfig",
+                                                           "Enable strict mode in tsconfig"]
     finally:
         engine.close()
 

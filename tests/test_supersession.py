@@ -76,6 +76,20 @@ def test_the_rule_on_the_issue_examples() -> None:
      "python files!", True),
     ("We deploy with Helm", "We deploy using Helm", True),
     ("The staging db listens on port 6543", "The staging db now listens on port 6543", True),
+    # one word swapped for another (MiniLM: 0.981 and 0.984, over the near-duplicate bar)
+    ("Enable strict mode in tsconfig", "Disable strict mode in tsconfig", False),
+    ("Feature flag checkout_v2 is true in production",
+     "Feature flag checkout_v2 is false in production", False),
+    ("Increase the worker pool size", "Decrease the worker pool size", False),
+    ("Caching is on for the staging API", "Caching is off for the staging API", False),
+    ("Use npm in the web repo", "Avoid npm in the web repo", False),
+    ("Run migrations before deploying", "Run migrations after deploying", False),
+    ("我们周五部署", "我们周六部署", False),
+    # ... but inflected, or words added or dropped
+    ("We use pnpm for the web repo", "We are using pnpm for the web repo", True),
+    ("The importer deploys nightly", "The importer deployed nightly", True),
+    ("Deploy the web app on Fridays", "Deploy the web application on Fridays", True),
+    ("Run the linter before committing", "Always run the linter before committing", True),
 ])
 def test_near_duplicates_must_have_the_same_details(old: str, new: str, same: bool) -> None:
     """What an embedding's near-duplicate must also pass before two memories are merged."""

@@ -20,6 +20,7 @@ bench/data/supersession/pairs.jsonl by bench/supersession.py.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -52,6 +53,10 @@ size limit count timeout ttl max min minimum maximum width length dimension retr
 """.split())
 _BARE_INT = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"[.!?:]\s*$|[.!?:]\s")
+#: Stopwords that carry a setting's polarity ("caching is on" / "off", "use npm" / "avoid
+#: npm"): kept when two near-duplicates are checked for a swapped word (`swapped`).
+POLAR_STOPWORDS = frozenset({"on", "use", "uses", "used", "using"})
+_INFLECTION = re.compile(r"(?:ing|ed|es|s|e)$")
 #: CJK update markers (removed before the text is cut into character pairs).
 CJK_MARKERS = ("现在", "已经", "改为", "改用", "不再", "目前", "使用", "今は", "現在", "もう", "変更")
 
@@ -150,9 +155,9 @@ def _labels(text: str) -> frozenset[str]:
     return frozenset(labels)
 
 
-def split(text: str) -> tuple[list[str], frozenset[str]]:
+def split(text: str, keep: frozenset[str] = frozenset()) -> tuple[list[str], frozenset[str]]:
     """(stable words in order, volatile tokens) of a text, lower-cased. Enumeration labels
-    (`_labels`) are left out of both."""
+    (`_labels`) are left out of both, and stopwords from the stable words unless in `keep`."""
     for marker in CJK_MARKERS:
         text = text.replace(marker, "")
     stable: list[str] = []
@@ -170,7 +175,7 @@ def split(text: str) -> tuple[list[str], frozenset[str]]:
             stable.extend(token[i:i + 2] for i in range(max(len(token) - 1, 1)))
         elif _is_volatile(token, first):
             volatile.add(token.strip("`\"").lower())
-        elif token.lower() not in STOPWORDS:
+        elif token.lower() not in STOPWORDS or token.lower() in keep:
             stable.append(token.lower().strip("-"))
     return stable, frozenset(volatile)
 
@@ -225,13 +230,40 @@ def same_details(old: str, new: str) -> bool:
     the same words, and their shared words in the same order. An embedding puts "The cache TTL
     is 300 seconds" within 0.99 of "... 600 seconds", "Use pnpm, not npm" of "Use npm, not
     pnpm" and "Do not use npm; use pnpm" of "Use npm; do not use pnpm": near in meaning, they
-    are an update and reversals, never duplicates to merge."""
+    are an update and reversals, never duplicates to merge. Nor is one word swapped for
+    another (`swapped`)."""
     s = signals(old, new)
     if s.volatile_old != s.volatile_new or s.labels_differ or negated(old) != negated(new):
         return False
     words_old, words_new = split(old)[0], split(new)[0]
     shared = set(words_old) & set(words_new)
-    return [w for w in words_old if w in shared] == [w for w in words_new if w in shared]
+    if [w for w in words_old if w in shared] != [w for w in words_new if w in shared]:
+        return False
+    return not swapped(split(old, POLAR_STOPWORDS)[0], split(new, POLAR_STOPWORDS)[0])
+
+
+def swapped(words_old: list[str], words_new: list[str]) -> bool:
+    """Whether, word sequences aligned, a word of one stands where the other has a different
+    one. One word swapped in an otherwise equal sentence is how a setting is changed or a
+    decision reversed ("Enable strict mode in tsconfig" / "Disable ...", "... is true" /
+    "... is false", "on" / "off", "before" / "after"), and all-MiniLM-L6-v2 puts the first two
+    pairs at 0.981 and 0.984: over the near-duplicate bar, they had been merged and the newer
+    statement lost. A near-duplicate may add or drop words and inflect one ("deploy" /
+    "deploys", "use" / "using", "app" / "application"), never swap one."""
+    matcher = difflib.SequenceMatcher(None, words_old, words_new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and (i2 - i1 != j2 - j1 or not all(
+                _inflected(a, b) for a, b in zip(words_old[i1:i2], words_new[j1:j2]))):
+            return True
+    return False
+
+
+def _inflected(a: str, b: str) -> bool:
+    """Whether two words are forms of one: equal once an English inflection is cut, or one a
+    prefix (of 3 or more letters) of the other."""
+    a, b = (_INFLECTION.sub("", w) if len(w) >= 3 else w for w in (a, b))
+    short, long = sorted((a, b), key=len)
+    return a == b or (len(short) >= 3 and long.startswith(short))
 
 
 def supersedes(old: str, new: str, *, cosine: float | None = None,
