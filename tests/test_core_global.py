@@ -3,6 +3,8 @@ so every hook's injection, brings those a channel vouches for, on both stores.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from semantic_memory.models import NewMemory, RecallFilters, RecallHit
@@ -65,6 +67,25 @@ def test_forgotten_superseded_and_restated_global_memories_stay_out(
     assert new in listed and own in listed
     # superseded, forgotten, or saying word for word what the project's own memory says
     assert old not in listed and gone not in listed and twin not in listed
+
+
+def test_a_projects_own_word_overrides_a_global_memory(engine: MemoryEngine, settings) -> None:
+    """A project's memory that restates a global one with changed details (the rule that
+    supersedes within a project) holds in that project, whichever is newer; elsewhere the
+    global one still holds."""
+    own = engine.store_one(NewMemory("The staging database listens on port 5433",
+                                     project="web")).uid
+    shared = engine.store_one(NewMemory("The staging database listens on port 5432")).uid
+    query = "which port does the staging database listen on?"
+    assert uids(engine.recall(query, k=5, filters=WEB, relevant_only=True)) == [own]
+    assert uids(engine.recall(query, k=5, filters=RecallFilters(project="api"),
+                              relevant_only=True)) == [shared]
+    # Not another kind's, nor with supersession off.
+    note = engine.store_one(NewMemory("The staging database listens on port 5431",
+                                      kind="note")).uid
+    assert note in uids(engine.recall(query, k=5, filters=WEB))
+    engine.settings = replace(settings, supersede=False)
+    assert shared in uids(engine.recall(query, k=5, filters=WEB))
 
 
 def test_every_channel_keeps_to_the_global_memories_when_asked(engine: MemoryEngine) -> None:

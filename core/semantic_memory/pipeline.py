@@ -7,13 +7,13 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
-from . import neardup, neighbours
+from . import neardup, neighbours, supersede
 from .channels import Backfills, Channel, check_channel, skip_reason
 from .config import Settings
 from .embedders import Embedder, check_embedder, choose_embedder
 from .safety.redaction import redact, ruleset_info
 from .errors import UnknownMemory, one_line
-from .ingest import UID, UpdateResult, Writer
+from .ingest import SUPERSEDE_MAX_CHARS, UID, UpdateResult, Writer
 from .retrieval import Searcher
 from .limits import MAX_RECALL_K
 from .models import (
@@ -231,15 +231,27 @@ class MemoryEngine:
         The global memories are searched on their own (the project's search keeps its id range
         and its ranking), and ranked among few: fused scores are normalised per search, so a
         weak match could top that list, and only relevance lets one in. One that says word
-        for word what a project's hit says adds nothing. Then both lists are ranked by score;
-        a tie keeps the project's memory first."""
+        for word what a project's hit says adds nothing, and one a project's hit overrides
+        (`_overrides`) is left out. Then both lists are ranked by score; a tie keeps the
+        project's memory first."""
         shared = replace(filters, project=None, global_only=True)
         if not self.store.any_live(conn, shared):
             return hits
         said = {h.memory.content for h in hits}
         found = [h for h in self._recall(conn, query, k, shared, exclude, relevant_only=True)
-                 if h.memory.content not in said]
+                 if h.memory.content not in said
+                 and not any(self._overrides(own.memory, h.memory) for own in hits)]
         return sorted(hits + found, key=lambda h: h.score, reverse=True)[:k] if found else hits
+
+    def _overrides(self, own: Memory, shared: Memory) -> bool:
+        """Whether a project's memory restates a global one with changed details, by the rule
+        that supersedes within a project (same kind, `supersede.supersedes`): in that project
+        its own word holds, as a project's setting overrides a user-wide one, whichever is
+        newer ("port 5432" everywhere, "port 5433" in web)."""
+        return (self.settings.supersede and own.kind == shared.kind
+                and own.kind in supersede.SUPERSEDABLE_KINDS
+                and max(len(own.content), len(shared.content)) <= SUPERSEDE_MAX_CHARS
+                and supersede.supersedes(shared.content, own.content))
 
     def _recall(
         self, conn: Any, query: str, k: int, filters: RecallFilters,
