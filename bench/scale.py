@@ -7,6 +7,7 @@ memory is new text with realistic vocabulary statistics), spread over 20 project
     uv run --all-packages python bench/scale.py                            # 10k and 100k
     uv run --all-packages python bench/scale.py --sizes 10000,100000,1000000
     uv run --all-packages python bench/scale.py --sizes 100000 --quality  # what the bound costs
+    uv run --all-packages python bench/scale.py --sizes 100000 --globals 200  # + global memories
 
 Import goes through `MemoryEngine.ingest` in batches of the CLI's `memory-mcp import` size,
 then merges the FTS5 indexes as that command does (the merge counts in the import time).
@@ -15,6 +16,9 @@ to one project (5% of them), and through each channel's `search` alone. Each of 
 gets its own seeded sample of questions, after a warm-up on another sample: channels remember
 phrase counts across queries (`fts5.MatchCounts`), so a query is never timed twice and the
 timings are those of a service that has answered other questions before.
+`--globals N` then stores N more memories without a project and times a hook's recall (k=10,
+`relevant_only`) in the project with them (`with_global`) against the same recall without
+them, in alternating rounds on the same questions: what global memories cost.
 As a yardstick from the same run (the machine is shared, so absolute numbers drift) the same
 rows are also bulk-inserted into one plain FTS5 porter table and the questions run on it as
 exact BM25 OR queries: `import_vs_plain_fts5` and `recall_fused_vs_plain_p50` are the ratios.
@@ -124,7 +128,30 @@ def import_synthetic(engine: MemoryEngine, texts: list[str]) -> Counter[str]:
     return statuses
 
 
-def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp: Path) -> dict:
+def global_cost(engine: MemoryEngine, shared: list[str], questions: list[str],
+                rounds: int = 3) -> dict:
+    """A hook's project recall with `shared` stored as global memories, against the same
+    recall leaving them out, alternating rounds on the same questions (p50 per round)."""
+    project = RecallFilters(project="p3")
+    engine.ingest([NewMemory(text, kind="note", source="import") for text in shared],
+                  batch_is_session=False)
+
+    def p50(with_global: bool) -> float:
+        return percentiles(timed(lambda q: engine.recall(
+            q, k=10, filters=project, relevant_only=True, with_global=with_global),
+            questions))["p50_ms"]
+
+    rows = [(p50(False), p50(True)) for _ in range(rounds)]
+    brought = sum(any(h.memory.project is None for h in engine.recall(
+        q, k=10, filters=project, relevant_only=True)) for q in questions)
+    return {"memories": len(shared), "project_alone_p50_ms": [a for a, _ in rows],
+            "with_global_p50_ms": [b for _, b in rows],
+            "ratio": round(statistics.median(b / a for a, b in rows), 2),
+            "questions": len(questions), "recalls_with_a_global_hit": brought}
+
+
+def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp: Path,
+             shared: list[str] | None = None) -> dict:
     n = len(texts)
     engine = MemoryEngine(Settings(db_path=str(tmp / f"scale-{n}.db"), device="cpu",
                                    plugins=plugins))
@@ -162,6 +189,8 @@ def run_size(texts: list[str], samples: dict[str, list[str]], plugins: str, tmp:
             with engine.store.snapshot() as conn:
                 c.search(conn, q, depth, RecallFilters())
         result[f"search_{channel.name}"] = percentiles(timed(search, samples["channels"]))
+    if shared:
+        result["global_memories"] = global_cost(engine, shared, samples["project"])
     engine.close()
     return result
 
@@ -206,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plugins", default=BM25, help="MEMORY_PLUGINS for the engine")
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo json (text source)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--globals", type=int, default=0, metavar="N",
+                        help="then store N global memories and time project recall with them")
     parser.add_argument("--quality", action="store_true",
                         help="instead: LoCoMo R@10 hidden among each size's synthetic memories, "
                              "bounded vs exact search")
@@ -225,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     samples = {name: questions[i * per:(i + 1) * per]
                for i, name in enumerate(("warmup", "fused", "project", "channels"))}
     t = time.perf_counter()
-    texts = synthetic(max(sizes), args.data, args.seed)
+    texts = synthetic(max(sizes) + args.globals, args.data, args.seed)
+    shared = texts[len(texts) - args.globals:] if args.globals else None
     report: dict[str, object] = {
         "plugins": args.plugins,
         "sqlite": sqlite3.sqlite_version,
@@ -236,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         for n in sizes:
             sizes_report: dict = report["sizes"]  # type: ignore[assignment]
-            sizes_report[str(n)] = run_size(texts[:n], samples, args.plugins, Path(tmp))
+            sizes_report[str(n)] = run_size(texts[:n], samples, args.plugins, Path(tmp),
+                                            shared)
             for leftover in Path(tmp).iterdir():  # keep the disk use to one size at a time
                 leftover.unlink()
             print(json.dumps({n: sizes_report[str(n)]}), file=sys.stderr)
