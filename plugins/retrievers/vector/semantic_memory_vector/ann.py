@@ -377,7 +377,7 @@ class AnnView(_BlobScorer):
 
     def filtered(self, conn: sqlite3.Connection, query: np.ndarray, k: int,
                  filters: RecallFilters) -> list[tuple[int, float]]:
-        """The k best memories passing `where` (over `memories m`), best first: a small
+        """The k best memories passing `filters`, best first: a small
         filtered set scored exactly; else graph candidates read with the filter in the same
         query, widened until k pass, and past a quarter of the index the filter's whole set
         scored exactly: a filter never loses recall to the graph."""
