@@ -136,6 +136,7 @@ def test_forgotten_content_can_be_stored_again(engine: MemoryEngine) -> None:
     (NewMemory("ok", tags=["x" * 65]), "tags"),
     (NewMemory("ok", tags="notalist"), "tags"),  # type: ignore[arg-type]
     (NewMemory(123), "content"),  # type: ignore[arg-type]
+    (NewMemory("ok", project="  "), "project"),
 ])
 def test_invalid_memory_is_refused_with_field_and_nothing_written(
     engine: MemoryEngine, bad: NewMemory, field: str
@@ -144,6 +145,20 @@ def test_invalid_memory_is_refused_with_field_and_nothing_written(
     with pytest.raises(InvalidMemory, match=field):
         engine.ingest([NewMemory("valid one in the same batch"), bad])
     assert [m.content for m in engine.list()] == ["kept"]
+
+
+def test_a_project_name_is_taken_without_surrounding_whitespace(engine: MemoryEngine) -> None:
+    """ "web " (a shell variable, a pasted name) is the project "web": stored under "web "
+    it was a project of its own, which no recall in "web" reached."""
+    stored = engine.store_one(NewMemory("The web deploy runs from GitHub Actions",
+                                        project=" web\n"))
+    assert engine.get(stored.uid).project == "web"
+    hits = engine.recall("web deploy", filters=RecallFilters(project="web"), with_global=False)
+    assert [h.memory.uid for h in hits] == [stored.uid]
+    assert engine.recall("web deploy", filters=RecallFilters(project=" web "),
+                         with_global=False)[0].memory.uid == stored.uid
+    assert engine.update(stored.uid, project=" api ").memory.project == "api"
+    assert engine.update(stored.uid, project="   ").memory.project is None  # as "": global
 
 
 def _sql(engine: MemoryEngine, sql: str) -> str:

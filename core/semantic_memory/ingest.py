@@ -18,7 +18,7 @@ from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
 from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
-from .models import IngestResult, Memory, NewMemory, RecallFilters, now
+from .models import IngestResult, Memory, NewMemory, RecallFilters, now, project_name
 from .plugins import PluginManager
 from .stores import MemoryStore
 from .stores.base import content_hash
@@ -120,7 +120,7 @@ def _edited(current: Memory, content: str | None, kind: str | None, tags: list[s
     return NewMemory(
         current.content if content is None else content,
         kind=current.kind if kind is None else kind, source=current.source,
-        project=current.project if project is None else (project or None),
+        project=current.project if project is None else (project_name(project) or None),
         tags=list(current.tags) if tags is None else list(tags))
 
 

@@ -39,6 +39,13 @@ def parse_time(value: str | float | int) -> float:
     return dt.timestamp()
 
 
+def project_name(project: Any) -> Any:
+    """A project name as stored and filtered by: without surrounding whitespace, so that
+    "web " (a shell variable, a pasted name) is the project "web", not one no recall in "web"
+    ever reaches. Anything but a string is left for validation to refuse."""
+    return project.strip() if isinstance(project, str) else project
+
+
 @dataclass
 class NewMemory:
     """What a caller asks to store. Ingest filters may edit it in place."""
@@ -63,6 +70,9 @@ class NewMemory:
     replaces: str | None = None
     #: Restoring a backup: the uid that had superseded this memory.
     superseded_by: str | None = None
+
+    def __post_init__(self) -> None:
+        self.project = project_name(self.project)
 
 
 @dataclass
@@ -120,6 +130,7 @@ class RecallFilters:
     global_only: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "project", project_name(self.project))
         if self.global_only and self.project is not None:
             raise ValueError("a filter takes a project or global_only, not both")
 
