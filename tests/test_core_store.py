@@ -161,6 +161,21 @@ def test_a_project_name_is_taken_without_surrounding_whitespace(engine: MemoryEn
     assert engine.update(stored.uid, project="   ").memory.project is None  # as "": global
 
 
+def test_kind_and_source_are_taken_in_lower_case(engine: MemoryEngine) -> None:
+    """ "Fact" was a kind of its own: the supersession rule (fact, preference, decision) left
+    it alone, so the old port outranked the new one, and `--kind fact` did not list it."""
+    old = engine.store_one(NewMemory("The staging database listens on port 6543", kind="Fact",
+                                     source="CLI", project="web")).uid
+    assert (engine.get(old).kind, engine.get(old).source) == ("fact", "cli")
+    new = engine.store_one(NewMemory("The staging database now listens on port 6544",
+                                     project="web")).uid
+    assert engine.get(old).superseded_by == new
+    hits = engine.recall("staging database port", filters=RecallFilters(kind="FACT",
+                                                                        source="Chat"))
+    assert [h.memory.uid for h in hits] == [new]
+    assert engine.update(new, kind="Decision").memory.kind == "decision"
+
+
 def _sql(engine: MemoryEngine, sql: str) -> str:
     """`sql` with the store's own parameter marks (psycopg writes %s)."""
     return sql.replace("?", engine.store.placeholder)

@@ -46,6 +46,12 @@ def project_name(project: Any) -> Any:
     return project.strip() if isinstance(project, str) else project
 
 
+def identifier(name: Any) -> Any:
+    """A kind or source as stored and filtered by: lower-cased, so that "Fact" is a fact (the
+    supersession rule, `--kind fact` and artifact expiry all name them in lower case)."""
+    return name.lower() if isinstance(name, str) else name
+
+
 @dataclass
 class NewMemory:
     """What a caller asks to store. Ingest filters may edit it in place."""
@@ -73,6 +79,7 @@ class NewMemory:
 
     def __post_init__(self) -> None:
         self.project = project_name(self.project)
+        self.kind, self.source = identifier(self.kind), identifier(self.source)
 
 
 @dataclass
@@ -131,6 +138,8 @@ class RecallFilters:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "project", project_name(self.project))
+        object.__setattr__(self, "kind", identifier(self.kind))
+        object.__setattr__(self, "source", identifier(self.source))
         if self.global_only and self.project is not None:
             raise ValueError("a filter takes a project or global_only, not both")
 
