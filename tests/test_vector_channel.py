@@ -294,6 +294,23 @@ def test_near_duplicate_dedup_within_a_project(hybrid: MemoryEngine) -> None:
     assert hybrid.store_one(NewMemory(text + "!!", project="p")).status == "new"  # 0 = off
 
 
+def test_a_project_recall_with_global_memories_embeds_its_query_once(
+        hybrid: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It searches twice (the project's memories, then the global ones) with one query: the
+    model, the dear part with a real embedder, runs once."""
+    hybrid.store_one(NewMemory("The web app is deployed to Vercel from main", project="web"))
+    shared = hybrid.store_one(NewMemory("Deployments always need a changelog entry")).uid
+    embedder = vector_of(hybrid).embedder
+    calls: list[str] = []
+    real = embedder.embed_query
+    monkeypatch.setattr(embedder, "embed_query", lambda text: calls.append(text) or real(text))
+    hits = hybrid.recall("how is the web app deployed", k=5,
+                         filters=RecallFilters(project="web"))
+    assert shared in [h.memory.uid for h in hits] and len(calls) == 1
+    hybrid.recall("what does a deployment need", k=5, filters=RecallFilters(project="web"))
+    assert len(calls) == 2  # a new query is embedded
+
+
 class DupChannel(Channel, Prepares):
     """An in-test channel using the `Prepares` capability: prepare / find_duplicate /
     index(prepared)."""

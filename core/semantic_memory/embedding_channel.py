@@ -66,6 +66,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     def __init__(self, settings: Any) -> None:
         self.configured_floor = float(settings.recall_min_cosine)
         self.dedup_sim = float(settings.dedup_sim)
+        #: ((embedder, model, query), vector) of the last query embedded (`query_vector`).
+        self._last_query: tuple[tuple[int, str | None, str], Any] | None = None
 
     # --- wiring: the embedder's side -------------------------------------------------------
 
@@ -207,14 +209,25 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                ) -> list[ChannelHit]:
         if not self.active or k <= 0:
             return []
-        assert self.embedder is not None
         try:
-            qvec = self.embedder.embed_query(query)
+            qvec = self.query_vector(query)
         except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
             log.warning("%s: query embedding failed (%s); keyword-only for this recall",
                         self.name, exc)
             return []
         return self.hits(self.nearest(conn, qvec, k, filters))
+
+    def query_vector(self, query: str) -> Any:
+        """The query's embedding. The last one is kept: a project's recall searches twice with
+        one query (its memories, then the global ones), and a query costs model time."""
+        assert self.embedder is not None
+        key = (id(self.embedder), self.embedder.model_id, query)
+        last = self._last_query  # one read: recalls run on several threads
+        if last is not None and last[0] == key:
+            return last[1]
+        vec = self.embedder.embed_query(query)
+        self._last_query = (key, vec)
+        return vec
 
     # --- the embedding queue (`Deferrable`): live memories without a vector of the model ----
 
