@@ -255,7 +255,9 @@ var ServiceClient = class {
     const headers = {
       Accept: "application/json",
       Connection: "close",
-      "Content-Length": String(data.length)
+      "Content-Length": String(data.length),
+      // The service leaves out of opencode's recall what opencode loads itself (AGENTS.md).
+      "X-Memory-Harness": "opencode"
     };
     if (body !== void 0) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;

@@ -309,6 +309,31 @@ def assert_failed_open(tmp_path: Path, run: object, outcome: str) -> dict:
     return entry
 
 
+def test_a_hook_is_not_given_what_its_harness_loads_itself(tmp_path: Path) -> None:
+    """A memory imported from a file the harness loads into every session (tag
+    `loaded-by:<harness>`, `memory-mcp import`) is already in its context: the hook names its
+    harness (X-Memory-Harness) and the service leaves it out; another harness gets it."""
+    service = start_service(tmp_path / "svc")
+    try:
+        with service.client() as http:
+            for content, tags in (("Staging uses port 5433 for the database",
+                                   ["loaded-by:example"]),
+                                  ("Staging uses port 8080 for the docs", [])):
+                assert http.post("/ingest", json={"content": content,
+                                                  "tags": tags}).status_code == 200
+            asked = {"query": "which port does staging use?", "relevant_only": True}
+            for harness, expected in (("example", 1), ("codex", 2)):
+                found = http.post("/recall", json=asked, headers={"X-Memory-Harness": harness})
+                assert found.json()["count"] == expected, (harness, found.text)
+            refused = http.post("/recall", json=asked, headers={"X-Memory-Harness": "a b"})
+            assert refused.status_code == 422 and "x-memory-harness" in refused.text
+        run = run_hook("example", "prompt", PROMPT, hook_env(tmp_path, service.url))
+        assert run.returncode == 0, run.stderr
+        assert "port 8080" in run.stdout and "port 5433" not in run.stdout, run.stdout
+    finally:
+        service.stop()
+
+
 def test_service_down_fails_open(tmp_path: Path) -> None:
     env = hook_env(tmp_path, f"http://127.0.0.1:{free_port()}", MEMORY_HOOK_BUDGET_S=str(BUDGET_S))
     run = run_hook("example", "prompt", PROMPT, env)

@@ -108,7 +108,8 @@ def test_claude_code_files_become_memories(engine: MemoryEngine, world: dict[str
     found = memories(engine)
     english = found["Style: Answer in English"]
     assert english.kind == "preference" and english.project is None and english.source == "import"
-    assert english.tags == ["heading:Style", "import:claude-code", "path:~/.claude/CLAUDE.md"]
+    assert english.tags == ["heading:Style", "import:claude-code", "loaded-by:claude-code",
+                            "path:~/.claude/CLAUDE.md"]
     assert found["Style > Testing: use pnpm\nwith --frozen-lockfile"].tags[0] == "heading:Testing"
     assert "Style > Testing: Run the tests with pytest." in found
     decision = found["Web repo > Decisions: We picked Postgres over MySQL"]
@@ -117,6 +118,9 @@ def test_claude_code_files_become_memories(engine: MemoryEngine, world: dict[str
     assert found["My sandbox is at ~/sandbox"].tags[-1] == "path:CLAUDE.local.md"
     port = found["The staging database listens on port 6543."]  # front matter: type project
     assert port.kind == "fact" and "heading:staging port" in port.tags
+    # Claude Code loads its CLAUDE.md files and the MEMORY.md index itself, not the other files
+    assert port.loaded_by("claude-code") is False and decision.loaded_by("claude-code")
+    assert found["The user likes short answers"].loaded_by("claude-code")
     assert found["Integration tests hit a real database, never mocks."].kind == "preference"
     assert "The user likes short answers" in found  # MEMORY.md: only what is not an index line
     assert not any("Staging port" in content for content in found)
@@ -194,10 +198,12 @@ def test_agents_md_for_codex_opencode_and_kimi(engine: MemoryEngine,
     assert found["Prefer ripgrep over grep"].project is None
     assert "import:codex" in found["Prefer ripgrep over grep"].tags
     assert found["Shell: Use fish syntax in examples"].tags == [
-        "heading:Shell", "import:opencode", "path:~/.config/opencode/AGENTS.md"]
+        "heading:Shell", "import:opencode", "loaded-by:opencode",
+        "path:~/.config/opencode/AGENTS.md"]
     build = found["Build: Build with make"]
     assert build.project == project and build.kind == "preference"
-    assert build.tags == ["heading:Build", "import:agents-md", "path:AGENTS.md"]
+    assert build.tags == ["heading:Build", "import:agents-md", "loaded-by:codex",
+                          "loaded-by:kimi-code", "loaded-by:opencode", "path:AGENTS.md"]
 
 
 def test_notes_folder_and_markdown_export_round_trip(engine: MemoryEngine, tmp_path: Path,

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .models import Memory, NewMemory, RecallFilters
+from .models import LOADED_BY, Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine
 from .private import strip_private
 
 HARNESS_NAMES = ("claude-code", "codex", "opencode", "kimi-code")
+#: The harnesses that read a project's AGENTS.md into every session themselves.
+AGENTS_MD_READERS = ("codex", "opencode", "kimi-code")
 SOURCE = "import"
 TAG_CHARS = 64
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
@@ -67,6 +69,8 @@ class SourceFile:
     kind: str  # the default kind of its memories
     source: str  # the `import:` tag
     auto_memory: bool = False  # one Claude Code auto-memory file (front matter, MEMORY.md index)
+    #: The harnesses that load this file into every session themselves (`loaded-by:` tags).
+    loaded_by: tuple[str, ...] = ()
 
 
 @dataclass
@@ -129,21 +133,23 @@ def harness_scopes(harness: str, project: str | None) -> list[str]:
 
 def harness_files(harness: str, project_dir: Path, project: str | None) -> list[SourceFile]:
     """The existing files `import <harness>` reads, with their scope, kind and project."""
-    files = [SourceFile(p, _label(p, None), f"{harness}:user", None, "preference", harness)
+    files = [SourceFile(p, _label(p, None), f"{harness}:user", None, "preference", harness,
+                        loaded_by=(harness,))
              for p in _user_agents_md(harness)]
     if harness == "claude-code":
         scope = f"claude-code:project:{project}"
         for rel in ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md"):
             files.append(SourceFile(project_dir / rel, rel, scope, project, "preference",
-                                    harness))
+                                    harness, loaded_by=(harness,)))
         auto = claude_auto_memory_dir(project_dir)
-        if auto.is_dir():
-            files += [SourceFile(p, _label(p, None), scope, project, "fact", harness, True)
+        if auto.is_dir():  # Claude Code loads the MEMORY.md index, the other files on demand
+            files += [SourceFile(p, _label(p, None), scope, project, "fact", harness, True,
+                                 (harness,) if p.name == "MEMORY.md" else ())
                       for p in sorted(auto.glob("*.md"))]
     else:  # the project's AGENTS.md is shared by codex, opencode and kimi-code: one identity
         files.append(SourceFile(project_dir / "AGENTS.md", "AGENTS.md",
                                 f"agents-md:project:{project}", project, "preference",
-                                "agents-md"))
+                                "agents-md", loaded_by=AGENTS_MD_READERS))
     return [f for f in files if f.path.is_file()]
 
 
@@ -346,7 +352,8 @@ def _tag(prefix: str, value: str) -> str:
 
 
 def tags_for(source: SourceFile, section: Section) -> list[str]:
-    tags = [_tag("import", source.source), _tag("path", source.label)]
+    tags = [_tag("import", source.source), _tag("path", source.label),
+            *(LOADED_BY + harness for harness in source.loaded_by)]
     if section.heading:
         tags.append(_tag("heading", " ".join(section.heading.split())))
     return sorted(set(tags))

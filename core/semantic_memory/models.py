@@ -82,6 +82,11 @@ class NewMemory:
         self.kind, self.source = identifier(self.kind), identifier(self.source)
 
 
+#: Tag prefix of an imported memory whose file a harness loads into every session itself
+#: (its CLAUDE.md, AGENTS.md): recall for that harness leaves it out (`Memory.loaded_by`).
+LOADED_BY = "loaded-by:"
+
+
 @dataclass
 class Memory:
     """A stored memory row."""
@@ -100,6 +105,11 @@ class Memory:
     seq: int | None = None  # its place in `session`
     #: The uid of the newer memory that replaces this one (supersession); None while current.
     superseded_by: str | None = None
+
+    def loaded_by(self, harness: str) -> bool:
+        """Whether `harness` loads this memory's source file into every session itself: its
+        agent has the text already, so injecting it again would only spend the budget."""
+        return LOADED_BY + harness in self.tags
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -386,6 +386,18 @@ class MemoryEngine:
         tag = f"session:{session}"
         return lambda memory: memory.uid in injected or tag in memory.tags
 
+    def in_agent_context(self, session: str | None, harness: str | None
+                         ) -> Callable[[Memory], bool] | None:
+        """Whether a memory is already in an agent's context: in its session's
+        (`in_session_context`), or imported from a file its harness loads into every session
+        itself (`Memory.loaded_by`). None when neither is named."""
+        in_session = self.in_session_context(session) if session else None
+        if not harness:
+            return in_session
+        if in_session is None:
+            return lambda memory: memory.loaded_by(harness)
+        return lambda memory: memory.loaded_by(harness) or in_session(memory)
+
     def injections(
         self, *, harness: str | None = None, project: str | None = None,
         limit: int = 50, offset: int = 0,

@@ -158,6 +158,8 @@ export class ServiceClient {
       Accept: "application/json",
       Connection: "close",
       "Content-Length": String(data.length),
+      // The service leaves out of opencode's recall what opencode loads itself (AGENTS.md).
+      "X-Memory-Harness": "opencode",
     };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;

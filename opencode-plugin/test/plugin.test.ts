@@ -135,6 +135,19 @@ describe("against a live service", () => {
       [["opencode", "experimental.chat.system.transform", "injected", PROJECT]]);
   });
 
+  test("what opencode loads itself (an imported AGENTS.md) is not given to it again", async () => {
+    const loaded = "Lint with make lint before every push (AGENTS.md)";
+    const question = "how do I lint before a push?";
+    await call(service.url, "POST", "/ingest",
+      { content: loaded, project: PROJECT, tags: ["import:agents-md", "loaded-by:opencode"] });
+    const anyone = await call(service.url, "POST", "/recall",
+      { query: question, project: PROJECT, relevant_only: true });
+    assert.deepEqual(anyone.items.map((i: any) => i.content), [loaded], "relevant to the question");
+    const session = new Session(plugin());
+    await session.prompt(question);
+    assert.deepEqual(await session.modelCall(), [AGENT_SYSTEM], "opencode has it already");
+  });
+
   test("nothing twice in one context; a compaction starts a new one and the flushed turns come back", async () => {
     await store(service.url, "The Redis fixture of the checkout test uses database 7 on CI", PROJECT);
     const session = new Session(plugin());

@@ -153,7 +153,7 @@ class ServiceClient:
     """Calls to one service URL, all ending by `deadline` (a `time.monotonic()` value)."""
 
     def __init__(self, url: str, deadline: float, token: str = "",
-                 offline: ServiceUnavailable | None = None) -> None:
+                 offline: ServiceUnavailable | None = None, harness: str = "") -> None:
         try:
             self._parts = split_url(url)
         except ValueError as exc:
@@ -161,6 +161,11 @@ class ServiceClient:
         self.url = url
         self.deadline = deadline
         self.token = token
+        #: Sent as X-Memory-Harness: the service leaves out of this harness's recall what it
+        #: loads itself. Only a plain name goes into a header line (no `re` in a hook process).
+        plain = harness.replace("-", "").replace("_", "").replace(".", "").replace(":", "")
+        self.harness = harness if len(harness) <= 64 and plain.isascii() and plain.isalnum() \
+            else ""
         #: Set: every request raises this at once, without touching the network (back-off).
         self.offline = offline
         #: The last "service down" / "timeout" a request of this client met on the network.
@@ -212,6 +217,8 @@ class ServiceClient:
             head.append("Content-Type: application/json")
         if self.token:
             head.append(f"Authorization: Bearer {self.token}")
+        if self.harness:
+            head.append(f"X-Memory-Harness: {self.harness}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
         try:
             # An ASCII host goes as bytes: a str host makes getaddrinfo import the IDNA codec.

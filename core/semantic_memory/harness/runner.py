@@ -142,7 +142,7 @@ class _Run:
             self.debug(f"service {url} ({origin})")
             self.service = ServiceClient(url, self.budget_end - EXIT_MARGIN_S,
                                          self.settings.plugin_token or self.settings.token,
-                                         self.offline)
+                                         self.offline, harness=self.adapter.name)
             self.watchdog.service = self.service
             payload, adapter = self.payload, self.adapter
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
