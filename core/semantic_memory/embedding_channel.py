@@ -66,7 +66,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     def __init__(self, settings: Any) -> None:
         self.configured_floor = float(settings.recall_min_cosine)
         self.dedup_sim = float(settings.dedup_sim)
-        #: ((embedder, model, query), vector) of the last query embedded (`query_vector`).
+        #: ((embedder, model, query), vector) of the last query embedded (`_query_vector`).
         self._last_query: tuple[tuple[int, str | None, str], Any] | None = None
 
     # --- wiring: the embedder's side -------------------------------------------------------
@@ -210,14 +210,14 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         if not self.active or k <= 0:
             return []
         try:
-            qvec = self.query_vector(query)
+            qvec = self._query_vector(query)
         except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
             log.warning("%s: query embedding failed (%s); keyword-only for this recall",
                         self.name, exc)
             return []
         return self.hits(self.nearest(conn, qvec, k, filters))
 
-    def query_vector(self, query: str) -> Any:
+    def _query_vector(self, query: str) -> Any:
         """The query's embedding. The last one is kept: a project's recall searches twice with
         one query (its memories, then the global ones), and a query costs model time."""
         assert self.embedder is not None
