@@ -66,6 +66,9 @@ def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:
     assert bad_kind.returncode == 1 and "kind" in bad_kind.stderr
     bad_since = run(db, "recall", "x", "--since", "yesterday-ish")
     assert bad_since.returncode == 2 and "--since" in bad_since.stderr
+    assert "(7d)" in bad_since.stderr  # it says what it takes
+    recent = run(db, "recall", "standard input", "--since", "10m", "--json")
+    assert [h["content"] for h in json.loads(recent.stdout)] == ["from standard input\n"]
     assert "Traceback" not in empty.stderr + bad_kind.stderr + bad_since.stderr
 
 

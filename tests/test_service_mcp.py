@@ -90,6 +90,8 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     listed_items = await call(session, "memory_list", {"project": project, "limit": 5})
     assert listed_items["total"] == 1 and listed_items["items"][0]["uid"] == uid
     assert (await call(session, "memory_list", {"since": "2999-01-01"}))["items"] == []
+    recent = await call(session, "memory_list", {"project": project, "since": "1h"})
+    assert [m["uid"] for m in recent["items"]] == [uid]
 
     stats = await call(session, "memory_stats")
     assert stats["memories"] >= 1 and isinstance(stats["recommendations"], list)

@@ -158,6 +158,10 @@ def test_recall_filters_project_kind_since(http: httpx2.Client) -> None:
     future = http.post("/recall", json={"query": "Redis service",
                                         "since": "2999-01-01T00:00:00Z"}).json()
     assert future["items"] == [] and future["block"] == ""
+    # a duration back from now: the last hour holds both, the memories are seconds old
+    recent = http.post("/recall", json={"query": "Filter test Redis", "since": "1h"}).json()
+    assert {i["project"] for i in recent["items"]} >= {"alpha", "beta"}
+    assert http.post("/recall", json={"query": "Redis", "since": "-1h"}).status_code == 422
 
 
 def test_a_projects_recall_brings_the_global_memories_that_match(http: httpx2.Client) -> None:

@@ -62,7 +62,8 @@ def _filters(project: str | None, kind: str | None, source: str | None,
     try:
         since_ts = parse_time(since) if since else None
     except ValueError:
-        raise click.BadParameter(f"cannot read {since!r} as ISO 8601 or unix seconds",
+        raise click.BadParameter(f"cannot read {since!r} as ISO 8601, unix seconds or a "
+                                 "duration back from now (7d)",
                                  param_hint="--since") from None
     return RecallFilters(project=project, kind=kind, source=source, since=since_ts)
 
@@ -71,7 +72,8 @@ filter_options = [
     click.option("--project", help="Only memories of this project."),
     click.option("--kind", help="Only this kind (preference, decision, fact, artifact, …)."),
     click.option("--source", help="Only this source (chat, compaction, tool, …)."),
-    click.option("--since", help="Only memories updated at or after this time (ISO 8601)."),
+    click.option("--since", help="Only memories updated at or after this time (ISO 8601, or "
+                                 "a duration back from now: 30m, 24h, 7d, 2w)."),
 ]
 
 

@@ -22,8 +22,14 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+#: A duration back from now ("30m", "24h", "7d", "2w"), in seconds per unit.
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+
+
 def parse_time(value: str | float | int) -> float:
-    """ISO 8601 (naive = UTC) or unix seconds -> unix seconds."""
+    """ISO 8601 (naive = UTC), unix seconds, or a duration back from now ("7d": a week ago;
+    s, m, h, d, w) -> unix seconds."""
     if isinstance(value, bool):
         raise ValueError("a timestamp cannot be a boolean")
     if isinstance(value, (int, float)):
@@ -33,6 +39,9 @@ def parse_time(value: str | float | int) -> float:
         return float(text)
     except ValueError:
         pass
+    ago = _AGO.match(text.lower())
+    if ago:
+        return time.time() - float(ago.group(1)) * _UNIT_S[ago.group(2)]
     dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)

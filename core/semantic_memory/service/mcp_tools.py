@@ -98,8 +98,8 @@ STATS_DESCRIPTION = (
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
 Project = Annotated[str, Field(min_length=1, max_length=MAX_PROJECT_CHARS)]
 Since = Annotated[str | None, Field(max_length=64, description=(
-    "Only memories updated at or after this time: ISO 8601 (e.g. 2025-01-31T12:00:00Z) or "
-    "unix seconds."))]
+    "Only memories updated at or after this time: ISO 8601 (e.g. 2025-01-31T12:00:00Z), "
+    "unix seconds, or a duration back from now (30m, 24h, 7d, 2w)."))]
 
 
 def _since(value: str | None) -> float | None:
@@ -108,7 +108,8 @@ def _since(value: str | None) -> float | None:
     try:
         ts = parse_time(value)
     except (ValueError, OverflowError):
-        raise ToolError(f"since: cannot read {value!r} as ISO 8601 or unix seconds") from None
+        raise ToolError(f"since: cannot read {value!r} as ISO 8601, unix seconds or a duration "
+                        "back from now (7d)") from None
     if not 0 <= ts <= 253_402_300_799:
         raise ToolError("since: time out of range")
     return ts

@@ -108,7 +108,8 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
     try:
         ts = parse_time(value)
     except (ValueError, TypeError, OverflowError):
-        raise ApiError(422, f"{field}: expected ISO 8601 or unix seconds, got {value!r}"[:300],
+        raise ApiError(422, f"{field}: expected ISO 8601, unix seconds or a duration back "
+                       f"from now (7d), got {value!r}"[:300],
                        field) from None
     if not 0 <= ts <= MAX_TS:  # also rejects NaN
         raise ApiError(422, f"{field}: time out of range", field)
