@@ -87,6 +87,8 @@ def test_the_engine_refuses_tool_output_not_chat(engine: MemoryEngine) -> None:
         return [r.status == "rejected" for r in results]
 
     check_rates("engine, source=tool", ingest(INJECTIONS, "tool"), ingest(BENIGN, "tool"))
+    # "TOOL" is "tool" (kinds and sources are lower-cased): it once passed unchecked.
+    assert all(ingest(INJECTIONS[:5], "TOOL"))
     # What the user says in chat is the user's business: not checked.
     assert not any(ingest(INJECTIONS, "chat"))
 

@@ -197,6 +197,12 @@ def test_every_stored_free_text_field_is_redacted(engine: MemoryEngine) -> None:
     memory = engine.list(limit=1)[0]
     assert memory.project == "acme api_key=[REDACTED:api-key]"
     assert memory.tags == ["[REDACTED:github-token]"]
+    # A kind or source is an identifier no marker can stand in: one holding a secret is refused.
+    for field in ("kind", "source"):
+        refused = engine.store_one(NewMemory("deploy notes again", **{field: gh}))
+        assert refused.status == "rejected"
+        assert refused.reason == f"{field}: holds a secret; not stored"
+    assert engine.count() == 1
     engine.record_injection(uids=[memory.uid], project="x password=hunter22",
                             query="why does postgres://app:pw9secret@db/prod time out")
     report = engine.injections()[0]

@@ -40,13 +40,18 @@ def filter_ingest(memory: NewMemory, settings: Settings) -> None:
 
 
 def _redact_fields(memory: NewMemory) -> None:
-    """Content, project and each tag redacted with one library call (`redact_many`). A marker
-    can be longer than the secret it replaces: cut to the field's limit rather than refuse the
-    memory for it."""
+    """Content, project, each tag, kind and source redacted with one library call
+    (`redact_many`). A marker can be longer than the secret it replaces: cut to the field's
+    limit rather than refuse the memory for it. A kind or source is an identifier that a marker
+    cannot stand in: one holding a secret is refused."""
     tags = memory.tags if isinstance(memory.tags, list) else []
-    fields = [memory.content, memory.project, *tags]
+    fields = [memory.kind, memory.source, memory.content, memory.project, *tags]
     redacted = iter(redact_many([f for f in fields if isinstance(f, str)]))
-    content, project, *tags = [next(redacted) if isinstance(f, str) else f for f in fields]
+    kind, source, content, project, *tags = [next(redacted) if isinstance(f, str) else f
+                                             for f in fields]
+    for name, before, after in (("kind", memory.kind, kind), ("source", memory.source, source)):
+        if after != before:
+            raise Rejected(f"{name}: holds a secret; not stored")
     memory.content = content
     if isinstance(project, str):
         memory.project = project[:MAX_PROJECT_CHARS]
