@@ -4,10 +4,14 @@ so every hook's injection, brings those a channel vouches for, on both stores.""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from semantic_memory.models import NewMemory, RecallFilters, RecallHit
+from semantic_memory.channels import Channel
+from semantic_memory.config import Settings
+from semantic_memory.hookspecs import hookimpl
+from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
 
 pytestmark = pytest.mark.both_stores
@@ -109,6 +113,39 @@ def test_every_channel_keeps_to_the_global_memories_when_asked(engine: MemoryEng
             hits = channel.search(conn, "kafka consumer lag", 10, RecallFilters(global_only=True))
             assert {h.id for h in hits} == shared, channel.name
         assert not engine.store.any_live(conn, RecallFilters(project="nowhere"))
+
+
+class _Careless(Channel):
+    """A third-party channel that reads no filter: every memory holding the query's first
+    word, whatever its project."""
+
+    name = "careless"
+
+    def setup(self, conn: Any) -> None: ...
+    def index(self, conn: Any, memories: list[Memory], prepared: Any = None) -> None: ...
+    def forget(self, conn: Any, ids: list[int]) -> None: ...
+
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters) -> list[ChannelHit]:
+        rows = conn.execute("SELECT id FROM memories WHERE content LIKE ? LIMIT ?",
+                            (f"%{query.split()[0]}%", k)).fetchall()
+        return [ChannelHit(id=row[0], score=1.0) for row in rows]
+
+    @hookimpl
+    def register_channels(self, register: Any, settings: Settings) -> None:
+        register(self)
+
+
+@pytest.mark.sqlite_only  # the channel speaks SQLite
+def test_a_channel_that_ignores_the_filter_brings_no_other_project(settings: Settings) -> None:
+    engine = MemoryEngine(settings, plugins=[_Careless()])
+    try:
+        other = engine.store_one(NewMemory("kafka lag alerts page the api on-call",
+                                           project="api")).uid
+        engine.store_one(NewMemory("kafka lag dashboards live in grafana"))  # a global one
+        hits = engine.recall("kafka lag alerts", k=5, filters=WEB, relevant_only=True)
+        assert other not in uids(hits)
+    finally:
+        engine.close()
 
 
 def test_a_filter_takes_a_project_or_global_only() -> None:

@@ -169,6 +169,16 @@ class RecallFilters:
         return (self.global_only or self.since is not None
                 or any(v is not None for v in (self.project, self.kind, self.source)))
 
+    def admits(self, memory: Memory) -> bool:
+        """`sql()`'s condition for one memory already loaded."""
+        return (not memory.deleted
+                and (self.include_superseded or memory.superseded_by is None)
+                and all(wanted is None or getattr(memory, column) == wanted
+                        for column, wanted in (("project", self.project), ("kind", self.kind),
+                                               ("source", self.source)))
+                and not (self.global_only and memory.project is not None)
+                and (self.since is None or memory.updated_at >= self.since))
+
     def sql(self, alias: str = "m", placeholder: str = "?") -> tuple[str, list[Any]]:
         """An SQL condition over the `memories` table (aliased) for live rows matching the filters,
         with `placeholder` marking each parameter (`%s` for psycopg).

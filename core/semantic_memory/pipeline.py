@@ -266,8 +266,8 @@ class MemoryEngine:
         hits = [
             RecallHit(memories[f.id], f.score, f.ranks, dict(evidence.signals.get(f.id, {})))
             for f in fused if f.id in memories
-            # channels filter in SQL; this also covers one that does not
-            and (filters.include_superseded or memories[f.id].superseded_by is None)
+            # channels filter in SQL; this also covers a channel that does not
+            and filters.admits(memories[f.id])
             and not evidence.only_weak(f)
         ]
         self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
