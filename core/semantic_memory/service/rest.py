@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,15 @@ from .. import __version__, spool
 from ..config import Settings
 from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory, UnknownMemory
-from ..models import IngestResult, InjectionBlock, NewMemory, RecallFilters, RecallHit, parse_time
+from ..models import (
+    PLUGIN_NAME,
+    IngestResult,
+    InjectionBlock,
+    NewMemory,
+    RecallFilters,
+    RecallHit,
+    parse_time,
+)
 from ..ingest import validate
 from ..pipeline import MemoryEngine
 from ..stores import StoreError
@@ -217,12 +224,11 @@ def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
 #: service started before an upgrade refuses a body field it does not know (strict bodies),
 #: while it passes over a header.
 HARNESS_HEADER = "x-memory-harness"
-HARNESS_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
 def asking_harness(request: Request) -> str | None:
     name = request.headers.get(HARNESS_HEADER)
-    if name is not None and not HARNESS_NAME.match(name):
+    if name is not None and not PLUGIN_NAME.match(name):  # an adapter's registered name
         raise ApiError(422, f"{HARNESS_HEADER}: expected a harness name (letters, digits, _.:-)",
                        field=HARNESS_HEADER)
     return name
