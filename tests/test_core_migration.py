@@ -130,3 +130,71 @@ def test_parent_directories_are_created(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "a" / "b" / "memory.db")
     assert store.path.exists()
     store.close()
+
+
+def _as_written_before_v9(settings: Settings, statements: list[tuple[str, tuple]]) -> None:
+    """Run raw `statements` (with `?`) on the store and mark it as a release before names
+    were normalized left it (SQLite schema 8, PostgreSQL 5)."""
+    if settings.db_url:
+        import psycopg
+
+        with psycopg.connect(settings.db_url, autocommit=True) as conn:
+            for sql, params in statements:
+                conn.execute(sql.replace("?", "%s"), params)
+            conn.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
+    else:
+        conn = sqlite3.connect(settings.db_path)
+        for sql, params in statements:
+            conn.execute(sql, params)
+        conn.execute("PRAGMA user_version = 8")
+        conn.commit()
+        conn.close()
+
+
+@pytest.mark.both_stores
+def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> None:
+    """Projects with padding and kinds or sources in capitals, as earlier releases stored them,
+    were out of reach of every filter once filters normalized their input. The upgrade rewrites
+    them; a memory that then repeats one of its project word for word is forgotten in favour
+    of the older one, and what it had replaced points at that one."""
+    engine = MemoryEngine(settings)
+    text = "Use pnpm, not npm, for installs in this repo"
+    kept = engine.store_one(NewMemory(text, project="web")).uid
+    twin = engine.store_one(NewMemory(text, project="tmp")).uid
+    decision = engine.store_one(NewMemory("We chose Postgres for the team store",
+                                          kind="decision", project="api")).uid
+    spaced = engine.store_one(NewMemory("Deploys go through the staging cluster")).uid
+    older = engine.store_one(NewMemory("Use yarn for installs in this repo", project="web")).uid
+    engine.update(decision, content="We chose PostgreSQL 18 for the team store")
+    engine.close()
+    _as_written_before_v9(settings, [
+        ("UPDATE memories SET project = ? WHERE uid = ?", ("web ", twin)),
+        ("UPDATE memories SET superseded_by = ? WHERE uid = ?", (twin, older)),
+        ("UPDATE memories SET kind = ?, source = ?, project = ? WHERE uid = ?",
+         ("Decision", "MCP", "\tapi", decision)),
+        ("UPDATE memory_revisions SET kind = ?, project = ?", ("Decision", "\tapi")),
+        ("UPDATE memories SET project = ? WHERE uid = ?", ("   ", spaced)),
+    ])
+
+    engine = MemoryEngine(settings)
+    try:
+        if settings.db_url:
+            from semantic_memory_postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
+
+            assert engine.store.schema_version == PG_SCHEMA_VERSION
+        else:
+            assert engine.store.schema_version == SCHEMA_VERSION
+        assert engine.get(twin).deleted and not engine.get(kept).deleted
+        assert engine.get(older).superseded_by == kept
+        web = engine.recall("pnpm installs", filters=RecallFilters(project="web"))
+        assert [h.memory.uid for h in web] == [kept]
+        found = engine.list(RecallFilters(project="api", kind="decision", source="mcp"))
+        assert [m.uid for m in found] == [decision]
+        assert engine.get(spaced).project is None  # blank: a global memory
+        rows = engine.store.read().execute(
+            engine.store._q("SELECT kind, project FROM memory_revisions")).fetchall()
+        assert [tuple(r) for r in rows] == [("decision", "api")]
+        with engine.store.snapshot() as conn:
+            assert engine.store.grouped(conn, "project") == {"web": 2, "api": 1, "": 1}
+    finally:
+        engine.close()

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 from ..models import Memory
 from ..hookspecs import hookimpl
 from .base import SQLMemoryStore, StoreError, content_hash, memory_row
+from .names import normalize_stored_names
 
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_MS = 60_000
 
 SCHEMA = """
@@ -183,10 +184,15 @@ def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
                  "WHERE superseded_by IS NOT NULL")
 
 
+def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
+    """v9 holds projects, kinds and sources as ingest now writes them (`stores.names`)."""
+    normalize_stored_names(conn.execute)
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
-    5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8}
+    5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8, 8: _migrate_8_to_9}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 5
+from semantic_memory.stores.names import normalize_stored_names
+
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_meta (
@@ -105,7 +107,13 @@ def _migrate_4_to_5(conn: Any) -> None:
     conn.execute("DROP INDEX IF EXISTS memories_live_hash")
 
 
+def _migrate_5_to_6(conn: Any) -> None:
+    """v6 holds projects, kinds and sources as ingest now writes them (`stores.names`)."""
+    normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
-                                                 3: _migrate_3_to_4, 4: _migrate_4_to_5}
+                                                 3: _migrate_3_to_4, 4: _migrate_4_to_5,
+                                                 5: _migrate_5_to_6}

@@ -1,0 +1,79 @@
+"""One schema step both stores run: names stored before they were normalized on the way in.
+
+Releases before schema 9 (SQLite) / 6 (PostgreSQL) stored a project, kind or source as given, so
+a store may hold "web " or "Decision". Every filter now normalizes what it is asked for
+(`models.project_name`, `models.identifier`), so such rows were out of reach of any filter and
+of the supersession rule. This step rewrites them as ingest would have; a memory that then says
+word for word what a live one of its project says is the duplicate ingest would have refused,
+and is forgotten (soft-deleted) in favour of the older one, as the PostgreSQL store's unique
+index on live (content hash, project) requires.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..models import identifier, project_name
+from .base import CHUNK
+
+#: Runs one statement written with `?` parameters in the store's transaction (a cursor back).
+Execute = Callable[[str, Sequence[Any]], Any]
+
+
+#: The tables holding projects and kinds (earlier versions of edited memories keep no source).
+TABLES = ("memories", "memory_revisions")
+
+
+def normalize_stored_names(execute: Execute) -> None:
+    """Rewrite every stored project, kind and source as ingest now writes it."""
+    projects = _renamed(execute, "project", TABLES, lambda p: project_name(p) or None)
+    _forget_new_twins(execute, projects)
+    _rename(execute, "project", TABLES, projects)
+    _rename(execute, "kind", TABLES, _renamed(execute, "kind", TABLES, identifier))
+    _rename(execute, "source", TABLES[:1], _renamed(execute, "source", TABLES[:1], identifier))
+
+
+def _rename(execute: Execute, column: str, tables: tuple[str, ...],
+            renamed: dict[str, str | None]) -> None:
+    for old, new in renamed.items():
+        for table in tables:
+            execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (new, old))
+
+
+def _renamed(execute: Execute, column: str, tables: tuple[str, ...],
+             normalize: Callable[[str], str | None]) -> dict[str, str | None]:
+    """Stored values of `column` in `tables` that normalize to something else."""
+    values = {row[0] for table in tables for row in execute(
+        f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL", ()).fetchall()}
+    return {v: new for v in values if (new := normalize(v)) != v}
+
+
+def _forget_new_twins(execute: Execute, projects: dict[str, str | None]) -> None:
+    """Forget each live memory of a renamed project whose text an older live memory of the
+    project it joins already holds; what the forgotten one replaced points at the kept one."""
+    if not projects:
+        return
+    moved: list[tuple[int, str, str]] = []  # (id, uid, hash) of live rows about to move
+    olds = list(projects)
+    for start in range(0, len(olds), CHUNK):
+        part = olds[start : start + CHUNK]
+        moved += execute("SELECT id, uid, content_hash FROM memories WHERE deleted = 0 AND "
+                         f"project IN ({', '.join('?' * len(part))})", part).fetchall()
+    hashes = sorted({h for _, _, h in moved})
+    live: list[tuple[int, str, str, str | None]] = []  # every live row with one of those texts
+    for start in range(0, len(hashes), CHUNK):
+        part = hashes[start : start + CHUNK]
+        live += execute("SELECT id, uid, content_hash, project FROM memories WHERE deleted = 0 "
+                        f"AND content_hash IN ({', '.join('?' * len(part))})", part).fetchall()
+    kept: dict[tuple[str, str | None], str] = {}
+    now = time.time()
+    for id_, uid, digest, project in sorted(live):
+        place = (digest, projects.get(project, project))
+        if place not in kept:
+            kept[place] = uid
+            continue
+        execute("UPDATE memories SET deleted = 1, updated_at = ? WHERE id = ?", (now, id_))
+        execute("UPDATE memories SET superseded_by = ? WHERE superseded_by = ?",
+                (kept[place], uid))
