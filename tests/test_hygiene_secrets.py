@@ -91,6 +91,10 @@ SECRETS: list[tuple[str, str, str]] = [
     ("x-api-key: 7c9e6679f4a1", "api-key", "7c9e6679"),
     ("apikey=Zm9vYmFyYmF6", "api-key", "Zm9vYmFy"),
     ("deploy --api-key k3yk3yk3y99", "api-key", "k3yk3y"),
+    # prose with neither verb nor separator: only a generated-looking value
+    ("the aws secret Qx7vB2mN9kL4pR8sT1wY6zA3cD5fG0hJ2kL7mN9p for the backup bucket", "secret",
+     "Qx7vB2mN9kL4"),
+    ("staging deploy token 9fKqZ2mX7vB4nR8sL1wP3yT6, rotate monthly", "secret", "9fKqZ2mX"),
 ]
 
 #: Prose and code that mention secrets without containing one: stored unchanged.
@@ -140,6 +144,10 @@ BENIGN = [
     "the secret sauce is the RRF fusion",
     "Password: ********",
     "api_key: xxxxxxxx",
+    "the api key ListObjectsV2Permission is required",
+    "token validation happens in middleware/auth.py",
+    "secret rotation runs through scripts/rotate_secrets.py",
+    "the access key AwsAccessKeyIdentifier is read from the profile",
 ]
 
 

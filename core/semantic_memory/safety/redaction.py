@@ -145,6 +145,13 @@ def _random(m: re.Match[str]) -> bool:
     return entropy >= 3.0 and "--" not in value  # not a run of chained CLI flags
 
 
+def _wordy(m: re.Match[str]) -> bool:
+    """A value made mostly of lower-case runs of 3+ letters: an identifier with a digit in it
+    (`ListObjectsV2Permission`), not a generated token, whose lower-case runs are short."""
+    value = m.group("secret")
+    return sum(map(len, re.findall(r"[a-z]{3,}", value))) * 2 >= len(value)
+
+
 _NAME_BEFORE = re.compile(r"[\w.-]{1,80}[\"']?[ \t]*$")
 _SECRET_PHRASE = re.compile(r"(?i)\b(?:key|secret|token|password|passphrase|credentials?)\b")
 _SECRET_WORD = re.compile(r"(?i)key|auth|cred|sig|salt|seed|cookie|session|pass|pwd|token|secret"
@@ -284,6 +291,11 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("password", r"(?m)^[\w.*-]{1,253}:(?:\d{1,5}|\*):[\w.*-]{1,63}:[^\s:]{1,63}:"
           r"(?P<secret>\S{3,256})$", (":",)),
     # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
+    # Prose with no verb or separator: "aws key AKIA… secret Qx7v…", "the deploy token
+    # 9fKq…": only a generated-looking value (a word, a name or a path stays).
+    _rule("secret", r"(?i)\b(?:secret|token|password|passphrase|api[ _-]?key|access[ _-]?key)"
+          r"[ \t]+(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,255})(?![\w+/=.~-])",
+          ("secret", "token", "pass", "key"), lambda m: _random(m) and not _wordy(m)),
     _rule("secret", r"(?m)^[ \t|]{0,8}(?P<name>[\w.-]{1,80}+)[ \t]*(?P<sep>\|[ \t]*|[ \t]{2,}|\t)"
           r"(?P<q>)(?P<secret>[^\s|]{4,1024})[ \t]*\|?[ \t]*$",
           ("token", "pass", "secret", "key", "credential", "auth"), _is_table_value),
