@@ -157,7 +157,11 @@ def test_a_store_from_before_revisions_is_upgraded(settings: Settings, store_kin
     engine.close()
     engine = MemoryEngine(settings)
     try:
-        assert engine.store.schema_version == (8 if store_kind == "sqlite" else 5)
+        if store_kind == "sqlite":
+            from semantic_memory.stores.sqlite import SCHEMA_VERSION
+        else:
+            from semantic_memory_postgres.schema import SCHEMA_VERSION
+        assert engine.store.schema_version == SCHEMA_VERSION
         assert engine.update(uid, content="Edited after the upgrade").status == "updated"
         assert [r["content"] for r in engine.revisions(uid)] == ["Written before edits existed"]
     finally:

@@ -20,6 +20,7 @@ from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory, UnknownMemory
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.stores.sqlite import SCHEMA_VERSION
 from semantic_memory.supersede import DEFAULT_RULE, same_details, signals, supersedes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,7 +234,7 @@ def test_a_version_7_file_is_upgraded(tmp_path: Path) -> None:
     conn.close()
     engine = MemoryEngine(settings)
     try:
-        assert engine.store.schema_version >= 8
+        assert engine.store.schema_version == SCHEMA_VERSION
         new = engine.store_one(NewMemory("The API server runs on port 9090")).uid
         assert engine.get(uid).superseded_by == new
     finally:
