@@ -496,3 +496,26 @@ def test_concurrent_recalls_share_a_small_pool_without_starving_it(tmp_path: Pat
         assert len(answers) == 80 and all(a == expected for a in answers)
     finally:
         engine.close()
+
+
+def test_a_snapshot_is_read_only_and_repeatable_and_its_connection_writes_after(
+        tmp_path: Path) -> None:
+    """Recalls read one consistent state and never write; the pooled connection lent to a
+    write next (a pool of one: the very same connection) is not left read-only."""
+    url = pg.new_database()
+    store = store_module.PostgresStore(url, pool_size=1)
+    try:
+        for _ in range(2):
+            with store.snapshot() as conn:
+                mode = conn.execute("SELECT current_setting('transaction_isolation'), "
+                                    "current_setting('transaction_read_only')").fetchone()
+                assert mode == ("repeatable read", "on")
+            with store.spare_snapshot() as spare:
+                assert spare is not None
+                assert spare.execute("SHOW transaction_read_only").fetchone()[0] == "on"
+            with store.write() as conn:
+                assert conn.execute("SHOW transaction_read_only").fetchone()[0] == "off"
+                conn.execute("INSERT INTO store_meta (key, value) VALUES (%s, 'x')",
+                             (uuid.uuid4().hex,))
+    finally:
+        store.close()
