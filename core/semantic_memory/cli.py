@@ -14,6 +14,7 @@ import click
 from .channels import Channel, check_channel, skip_reason
 from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
+from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory
 from .models import NewMemory, RecallFilters, parse_time
 from .ingest import validate
@@ -207,8 +208,8 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
                 ranks = f"next to {h.neighbour_of[:8]}" + (f" {ranks}" if ranks else "")
             if h.memory.superseded_by:
                 ranks += f" superseded by {h.memory.superseded_by[:8]}"
-            table.add_row(f"{h.score:.4f}", h.memory.uid, h.memory.kind, h.memory.project or "",
-                          ranks, h.memory.content[:120].replace("\n", " "))
+            _add_row(table, f"{h.score:.4f}", h.memory.uid, h.memory.kind,
+                     h.memory.project or "", ranks, h.memory.content[:120].replace("\n", " "))
         _print(table)
 
 
@@ -283,8 +284,8 @@ def list_(obj: Context, project: str | None, kind: str | None, source: str | Non
     table = _table("uid", "updated", "kind", "source", "project", "content")
     for m in memories:
         d = m.to_dict()
-        table.add_row(m.uid, d["updated_at"], m.kind, m.source, m.project or "",
-                      m.content[:100].replace("\n", " "))
+        _add_row(table, m.uid, d["updated_at"], m.kind, m.source, m.project or "",
+                 m.content[:100].replace("\n", " "))
     _print(table)
 
 
@@ -306,7 +307,8 @@ def stats(obj: Context, as_json: bool) -> None:
         groups = [f"{k}={v}" for k, v in data[key].items()]
         if key == "by_project" and data["without_project"]:
             groups.append(f"(no project)={data['without_project']}")
-        console.print(f"{key[3:]}: " + (", ".join(groups) or "-"), markup=False)
+        console.print(strip_terminal_controls(f"{key[3:]}: " + (", ".join(groups) or "-")),
+                      markup=False)
     console.print("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
                                            for c in data["channels"]))
     inj = data["injections"]
@@ -381,8 +383,8 @@ def plugins(obj: Context, as_json: bool) -> None:
         return
     table = _table("plugin", "distribution", "version", "hooks", "channels")
     for r in rows:
-        table.add_row(r["name"], r["distribution"] or "(core)", r["version"] or "",
-                      ", ".join(r["hooks"]), ", ".join(r["channels"]))
+        _add_row(table, r["name"], r["distribution"] or "(core)", r["version"] or "",
+                 ", ".join(r["hooks"]), ", ".join(r["channels"]))
     _print(table)
     click.echo(f"store: {store}")
     click.echo(f"secret ruleset: {_ruleset_line(ruleset_info())}")
@@ -565,9 +567,9 @@ def spool_list(obj: Context, as_json: bool) -> None:
         table = _table(title, "from", "memories", "first memory" if title == "waiting"
                        else "reason")
         for r in rows:
-            table.add_row(_ago(r.get("ts")), f"{r.get('harness') or '?'} {r.get('event') or ''}",
-                          str(r.get("memories", "?")),
-                          r.get("preview", "") if title == "waiting" else str(r.get("rejected")))
+            _add_row(table, _ago(r.get("ts")),
+                     f"{r.get('harness') or '?'} {r.get('event') or ''}", str(r.get("memories", "?")),
+                     str(r.get("preview", "")) if title == "waiting" else str(r.get("rejected")))
         _print(table)
 
 
@@ -623,6 +625,14 @@ def _table(*columns: str) -> Any:
     from rich.table import Table
 
     return Table(*columns, box=None)
+
+
+def _add_row(table: Any, *cells: str) -> None:
+    """A row of stored, untrusted text: shown as written, never read as rich markup (`[/i]`
+    in a memory raised MarkupError) nor sent to the terminal as control sequences."""
+    from rich.text import Text
+
+    table.add_row(*(Text(strip_terminal_controls(cell)) for cell in cells))
 
 
 def _print(renderable: Any) -> None:

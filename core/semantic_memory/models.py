@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .safety.terminal import strip_terminal_controls
+
 #: Kinds the docs name; any short identifier is accepted. Only `artifact` (tool captures)
 #: expires, after MEMORY_TTL_ARTIFACT_DAYS; everything else is permanent.
 KINDS = ("preference", "decision", "fact", "artifact", "note", "summary")
@@ -87,6 +89,13 @@ class NewMemory:
     superseded_by: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.content, str):
+            self.content = strip_terminal_controls(self.content)
+        if isinstance(self.tags, list):
+            self.tags = [strip_terminal_controls(t) if isinstance(t, str) else t
+                         for t in self.tags]
+        if isinstance(self.project, str):
+            self.project = strip_terminal_controls(self.project)
         self.project = project_name(self.project)
         self.kind, self.source = identifier(self.kind), identifier(self.source)
 

@@ -1,9 +1,10 @@
 """The default injection block: wrapped, labelled as data, deduplicated, within budget.
 
 The block must hold exactly one wrapper and one `<memory>` element per item, whatever the
-memories say. Content is shown as written except that invisible characters (every
-default-ignorable code point and format character: zero-width, joiners, variation selectors,
-the combining grapheme joiner, Hangul fillers, tags) are dropped and any "<" that would open or
+memories say. Content is shown as written except that terminal control sequences
+(`safety/terminal.py`: ingest takes them out, this is for memories stored before) and
+invisible characters (every default-ignorable code point and format character: zero-width,
+joiners, variation selectors, the combining grapheme joiner, Hangul fillers, tags) are dropped and any "<" that would open or
 close a wrapper or memory tag is written `&lt;`, in every spelling a model could read as one:
 any case, spacing, hyphen or combining mark inside the name, a missing `>`, fullwidth or other
 look-alike "<" and letters, accented letters.
@@ -17,6 +18,7 @@ from functools import lru_cache
 
 from ..models import InjectionBlock, RecallHit, iso
 from ..hookspecs import hookimpl
+from ..safety.terminal import strip_terminal_controls
 from ..safety.textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
 
 OPEN_TAG = "<semantic-memory>"
@@ -76,7 +78,8 @@ def _escape_tag(m: re.Match[str]) -> str:
 
 def sanitize(content: str) -> str:
     """Content made safe to place inside the block (see the module docstring)."""
-    return _LESS_THAN.sub(_escape_tag, strip_format_chars(content)).strip()
+    return _LESS_THAN.sub(_escape_tag, strip_format_chars(strip_terminal_controls(content))
+                          ).strip()
 
 
 def clip(content: str, limit: int) -> str:

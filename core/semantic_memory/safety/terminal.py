@@ -1,0 +1,36 @@
+"""Terminal control sequences out of text that is stored and shown again.
+
+Captured tool output carries colours, cursor moves and progress-bar carriage returns
+(`\\x1b[31mError\\x1b[39m`, `50%\\r100%`). Stored as they come they cost an agent's context
+budget and split words for search (`[31mError`), and printed by `memory-mcp list` they drive the
+reader's terminal: an OSC sequence in a memory can retitle the window, plant a hyperlink or
+write the clipboard (OSC 52). Ingest takes them out; the CLI and the injection block take them
+out again for memories stored before.
+
+ECMA-48 shapes: CSI (`ESC [` or U+009B, parameters, intermediates, a final byte); the string
+controls OSC, DCS, SOS, PM and APC when terminated (BEL or ST; an unterminated one loses only
+its opening, never the text after it); any other escape with its intermediates and final byte;
+then every remaining C0 and C1 control but tab, newline and NUL (which validation refuses as
+binary data). A carriage return ends a line.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # any other escape (ESC ( B, ESC 7, a lone ESC)
+)
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CARRIAGE_RETURN = re.compile(r"\r\n?")
+_ANY = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")  # cheap test: most text has none
+
+
+def strip_terminal_controls(text: str) -> str:
+    """`text` without terminal control sequences or control characters (see the module
+    docstring); text without any comes back as it is."""
+    if not _ANY.search(text):
+        return text
+    return _CONTROL.sub("", _SEQUENCE.sub("", _CARRIAGE_RETURN.sub("\n", text)))
