@@ -115,6 +115,18 @@ def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) 
     assert exported[0]["tags"] == ["a"] and exported[0]["project"] == "p"
 
 
+def test_import_reads_a_file_that_starts_with_a_byte_order_mark(db: Path, tmp_path: Path) -> None:
+    """As Windows tools write UTF-8 (PowerShell 5's Out-File, Notepad's 'UTF-8 with BOM'),
+    with CRLF line ends: the first line was refused as malformed JSON."""
+    path = tmp_path / "windows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"content": "first line"}\r\n{"content": "second"}\r\n')
+    result = run(db, "import", str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"new": 2, "duplicate": 0, "rejected": 0, "bad": 0}
+    assert sorted(e["content"] for e in map(json.loads, run(db, "export").stdout.splitlines())) \
+        == ["first line", "second"]
+
+
 def test_export_import_round_trip_in_batches(db: Path, tmp_path: Path) -> None:
     source = tmp_path / "many.jsonl"
     with source.open("w") as handle:

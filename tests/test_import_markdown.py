@@ -293,3 +293,24 @@ def test_cli_import_export_and_errors(tmp_path: Path, world: dict[str, Path]) ->
     assert json.loads(cli(db, home, "import", str(jsonl)).stdout)["new"] == 1
     mixed = cli(db, home, "import", str(jsonl), "--dry-run")
     assert mixed.returncode == 1 and "markdown imports" in mixed.stderr
+
+
+@pytest.mark.sqlite_only
+def test_cli_imports_one_notes_file_as_its_folder_would(tmp_path: Path) -> None:
+    """`import notes.md` was read as JSON lines (every line bad); now it is that file's
+    markdown, with the identity its folder's import gives it, and the folder's other files
+    left as they are."""
+    db, notes = tmp_path / "cli.db", tmp_path / "notes"
+    notes.mkdir()
+    (notes / "web.md").write_text("# Web\r\n\r\n- Use pnpm\r\n- Node 22\r\n", encoding="utf-8")
+    (notes / "ops.md").write_text("# Ops\n\n- Deploys go through staging\n", encoding="utf-8")
+    assert "total: 2 new" in cli(db, tmp_path, "import", str(notes / "web.md")).stdout
+    folder = json.loads(cli(db, tmp_path, "import", str(notes), "--json").stdout)["totals"]
+    assert (folder["new"], folder["unchanged"]) == (1, 2)
+    (notes / "web.md").write_text("# Web\n\n- Use pnpm\n", encoding="utf-8")
+    alone = json.loads(cli(db, tmp_path, "import", str(notes / "web.md"), "--json").stdout)
+    assert alone["totals"] == {"new": 0, "updated": 0, "unchanged": 1, "forgotten": 1,
+                               "duplicate": 0, "rejected": 0}
+    stored = json.loads(cli(db, tmp_path, "list", "--json").stdout)
+    assert sorted(m["content"] for m in stored) == ["Ops: Deploys go through staging",
+                                                   "Web: Use pnpm"]

@@ -660,7 +660,7 @@ def progress_bar() -> Any:
 def _record(raw: bytes) -> NewMemory:
     """One JSON line -> NewMemory; raises ValueError with a one-line reason."""
     try:
-        line = raw.decode("utf-8")
+        line = raw.decode("utf-8-sig")  # a BOM, as Windows editors write one, is no JSON
     except UnicodeDecodeError:
         raise ValueError("not UTF-8 text") from None
     try:
@@ -710,8 +710,8 @@ def _open_input(path: str) -> Iterator[BinaryIO]:
 def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
             as_json: bool) -> None:
     """Import memories from a JSON-lines file ('-' = standard input), from what an agent
-    already remembers (PATH = claude-code, codex, opencode or kimi-code), or from a folder of
-    markdown notes (PATH = a directory; `./codex` for a folder named like a harness).
+    already remembers (PATH = claude-code, codex, opencode or kimi-code), or from markdown
+    notes (PATH = a directory, or one .md file; `./codex` for a folder named like a harness).
 
     JSON lines: {"content", "kind", "source", "project", "tags", "created_at"}; an `export`
     line also brings its uid, updated_at and forgotten state, so a backup restores the same
@@ -723,7 +723,7 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
     """
     from .importers import HARNESS_NAMES
 
-    if path in HARNESS_NAMES or (path != "-" and Path(path).is_dir()):
+    if path in HARNESS_NAMES or (path != "-" and (Path(path).is_dir() or _is_markdown(path))):
         _import_markdown(obj, path, project_dir, dry_run, as_json)
         return
     if project_dir or dry_run or as_json:
@@ -783,13 +783,18 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
         sys.exit(1)
 
 
+def _is_markdown(path: str) -> bool:
+    """A markdown notes file (the rest of what is not a folder or a harness is JSON lines)."""
+    return Path(path).suffix.lower() in (".md", ".markdown") and Path(path).is_file()
+
+
 def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                      as_json: bool) -> None:
     """`import claude-code|codex|opencode|kimi-code|DIR`: markdown into memories."""
     from .harness.project import detect_project
     from .harness.repo_config import load_repo_config
     from .importers import HARNESS_NAMES, ImportFailed, folder_files, harness_files, \
-        harness_scopes, iter_actions, run_import
+        harness_scopes, iter_actions, note_file, run_import
 
     root = Path(project_dir or ".").expanduser().resolve()
     if project_dir and not root.is_dir():
@@ -798,6 +803,9 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
     project = obj.settings.project or load_repo_config(root).project or detect_project(root)
     if path in HARNESS_NAMES:
         files, scopes = harness_files(path, root, project), harness_scopes(path, project)
+    elif _is_markdown(path):  # one notes file: as its folder's import takes it, the rest kept
+        file = Path(path).expanduser().resolve()
+        files, scopes = [note_file(file.parent, file, project if project_dir else None)], []
     else:
         folder = Path(path).expanduser().resolve()
         files = folder_files(folder, project if project_dir else None)

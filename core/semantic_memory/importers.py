@@ -155,10 +155,15 @@ def harness_files(harness: str, project_dir: Path, project: str | None) -> list[
 
 def folder_files(folder: Path, project: str | None) -> list[SourceFile]:
     """Every `*.md` under a notes folder (hidden folders left out)."""
-    scope = f"folder:{folder}"
-    return [SourceFile(p, p.relative_to(folder).as_posix(), scope, project, "fact", "notes")
-            for p in sorted(folder.rglob("*.md"))
+    return [note_file(folder, p, project) for p in sorted(folder.rglob("*.md"))
             if not any(part.startswith(".") for part in p.relative_to(folder).parts)]
+
+
+def note_file(folder: Path, path: Path, project: str | None) -> SourceFile:
+    """One notes file of `folder`: the same identity whether its folder or the file alone is
+    imported, so importing either after the other finds its memories unchanged."""
+    return SourceFile(path, path.relative_to(folder).as_posix(), f"folder:{folder}", project,
+                      "fact", "notes")
 
 
 # --- reading markdown ------------------------------------------------------------------------
