@@ -90,3 +90,14 @@ def test_a_memory_stored_before_is_shown_without_its_escapes(tmp_path: Path) -> 
         assert out.returncode == 0, out.stderr
         assert "[/i]" in out.stdout and "[red]x[/red]" in out.stdout
         assert ESC not in out.stdout and "Error: Cannot" in out.stdout
+
+
+def test_stats_shows_paths_and_names_as_written(tmp_path: Path) -> None:
+    """A db path or project with brackets was read as rich markup: `[x]` vanished and `[/x]`
+    ended `memory-mcp stats` in a traceback."""
+    db = tmp_path / "[/x]" / "memory.db"
+    stored = run(db, "store", "a note", "--project", "[bold]web")
+    assert stored.returncode == 0, stored.stderr
+    out = run(db, "stats")
+    assert out.returncode == 0, out.stderr
+    assert "[/x]" in out.stdout.replace("\n", "") and "project: [bold]web=1" in out.stdout

@@ -299,26 +299,30 @@ def stats(obj: Context, as_json: bool) -> None:
         _echo_json(data)
         return
     from rich.console import Console
+    from rich.text import Text
 
     console = Console()
-    console.print(f"[bold]{data['memories']}[/] memories ({data['forgotten']} forgotten, "
-                  f"not yet purged) in {data['db_path']} ({data['db_bytes']:,} bytes)")
+
+    def line(text: str) -> None:  # names and paths are shown as written, never as markup
+        console.print(Text(strip_terminal_controls(text)))
+
+    console.print(Text.assemble((str(data["memories"]), "bold"), Text(strip_terminal_controls(
+        f" memories ({data['forgotten']} forgotten, not yet purged) in {data['db_path']} "
+        f"({data['db_bytes']:,} bytes)"))))
     for key in ("by_kind", "by_source", "by_project"):
         groups = [f"{k}={v}" for k, v in data[key].items()]
         if key == "by_project" and data["without_project"]:
             groups.append(f"(no project)={data['without_project']}")
-        console.print(strip_terminal_controls(f"{key[3:]}: " + (", ".join(groups) or "-")),
-                      markup=False)
-    console.print("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
-                                           for c in data["channels"]))
+        line(f"{key[3:]}: " + (", ".join(groups) or "-"))
+    line("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
+                                  for c in data["channels"]))
     inj = data["injections"]
-    console.print(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, "
-                  f"{inj['chars']:,} chars)")
+    line(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, {inj['chars']:,} chars)")
     if data["recall_mode"] == "keyword":
-        console.print(f"recall: by words only. {KEYWORD_MODE_NOTE}", markup=False)
+        line(f"recall: by words only. {KEYWORD_MODE_NOTE}")
     else:
-        console.print("recall: by words and meaning (keyword channels + embedder)")
-    console.print(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}", markup=False)
+        line("recall: by words and meaning (keyword channels + embedder)")
+    line(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}")
 
 
 def _ruleset_line(info: dict[str, str]) -> str:
