@@ -153,6 +153,25 @@ def test_relevant_only_keeps_what_covers_the_query(engine: MemoryEngine) -> None
     assert engine.recall("what is for dinner on Mondays?", relevant_only=True) == []
 
 
+def test_relevance_is_asked_of_the_top_k_then_of_the_rest_at_once(
+        engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The relevant hits below a weak top k are found in one more call per channel, not one
+    per page of k (the global memories of a hook's recall took 4.3 pages on average)."""
+    engine.ingest([NewMemory(f"Deploy note {i}: the runner cache was warm") for i in range(30)]
+                  + [NewMemory("Deploy the billing service with the blue-green script")],
+                  batch_is_session=False)  # no session: no neighbours brought along
+    asked: list[int] = []
+    for channel in engine.channels:
+        original = channel.relevant
+        monkeypatch.setattr(channel, "relevant", lambda conn, query, hits, _f=original: (
+            asked.append(len(hits)), _f(conn, query, hits))[1])
+    hits = engine.recall("deploy the billing service", k=3, relevant_only=True)
+    assert [h.memory.content for h in hits] == [
+        "Deploy the billing service with the blue-green script"]
+    judges = sum(1 for c in engine.channels if c.active)
+    assert len(asked) <= 2 * judges and max(asked) > 3
+
+
 def test_quotes_in_a_query_are_not_query_syntax(engine: MemoryEngine) -> None:
     """A question in quotes (`opencode run "…"` sends it so) is searched as its words, never as
     one phrase that matches nothing: the same relevant hits as the bare words, on every store."""

@@ -96,7 +96,9 @@ class Channel(ABC):
     def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
         """The ids among `hits` this channel vouches for when a recall asks for relevant hits
         only (what hooks inject). A hit any channel vouches for goes in; a channel that
-        vouches for none never brings a memory into a hook's injection. Default: none."""
+        vouches for none never brings a memory into a hook's injection. Each hit is judged on
+        its own: the engine asks about the top k first, then about the rest together.
+        Default: none."""
         return set()
 
 

@@ -130,12 +130,15 @@ class Searcher:
     def vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with
         `relevant(conn, query, hits) -> set of ids` (BM25: IDF coverage of the query at least
-        MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). Hits are judged a page
-        of k at a time, so a strong top k costs one page."""
+        MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). A verdict is the hit's
+        own, whatever else is judged with it: the top k are judged first, so a strong top k
+        costs one call per channel, and the rest together (a page at a time cost a call per
+        channel and page: 4.3 pages on average for the global memories of a hook's recall)."""
         judges = [c for c in self.channels if c.active]
         kept: list[RecallHit] = []
-        for start in range(0, len(hits), k):
-            page = hits[start : start + k]
+        for page in (hits[:k], hits[k:]):
+            if not page:
+                break
             vouched: set[int] = set()
             for channel in judges:
                 try:
