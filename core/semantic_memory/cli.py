@@ -571,8 +571,8 @@ def spool_list(obj: Context, as_json: bool) -> None:
         table = _table(title, "from", "memories", "first memory" if title == "waiting"
                        else "reason")
         for r in rows:
-            _add_row(table, _ago(r.get("ts")),
-                     f"{r.get('harness') or '?'} {r.get('event') or ''}", str(r.get("memories", "?")),
+            origin = f"{r.get('harness') or '?'} {r.get('event') or ''}"
+            _add_row(table, _ago(r.get("ts")), origin, str(r.get("memories", "?")),
                      str(r.get("preview", "")) if title == "waiting" else str(r.get("rejected")))
         _print(table)
 

@@ -290,12 +290,12 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           also=("password",)),
     _rule("password", r"(?m)^[\w.*-]{1,253}:(?:\d{1,5}|\*):[\w.*-]{1,63}:[^\s:]{1,63}:"
           r"(?P<secret>\S{3,256})$", (":",)),
-    # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
     # Prose with no verb or separator: "aws key AKIA… secret Qx7v…", "the deploy token
     # 9fKq…": only a generated-looking value (a word, a name or a path stays).
     _rule("secret", r"(?i)\b(?:secret|token|password|passphrase|api[ _-]?key|access[ _-]?key)"
           r"[ \t]+(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,255})(?![\w+/=.~-])",
           ("secret", "token", "pass", "key"), lambda m: _random(m) and not _wordy(m)),
+    # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
     _rule("secret", r"(?m)^[ \t|]{0,8}(?P<name>[\w.-]{1,80}+)[ \t]*(?P<sep>\|[ \t]*|[ \t]{2,}|\t)"
           r"(?P<q>)(?P<secret>[^\s|]{4,1024})[ \t]*\|?[ \t]*$",
           ("token", "pass", "secret", "key", "credential", "auth"), _is_table_value),
