@@ -5,10 +5,9 @@ memories say. Content is shown as written except that terminal control sequences
 (`safety/terminal.py`: ingest takes them out, this is for memories stored before) and
 invisible characters (every default-ignorable code point and format character: zero-width,
 joiners, variation selectors, the combining grapheme joiner, Hangul fillers, tags) are
-dropped and any "<" that would open or
-close a wrapper or memory tag is written `&lt;`, in every spelling a model could read as one:
-any case, spacing, hyphen or combining mark inside the name, a missing `>`, fullwidth or other
-look-alike "<" and letters, accented letters.
+dropped and any "<" that would open or close a wrapper or memory tag is written `&lt;`, in
+every spelling a model could read as one: any case, spacing, hyphen or combining mark inside
+the name, a missing `>`, fullwidth or other look-alike "<" and letters, accented letters.
 """
 
 from __future__ import annotations

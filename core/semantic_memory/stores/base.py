@@ -60,12 +60,14 @@ def injection_to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
             "query": row[5], "uids": json.loads(row[6]), "chars": row[7], "session": row[8]}
 
 
-def _chunks(values: list[Any]) -> Iterator[list[Any]]:
+def chunks(values: list[Any]) -> Iterator[list[Any]]:
+    """`values` a CHUNK at a time, for IN (…) lists."""
     for start in range(0, len(values), CHUNK):
         yield values[start : start + CHUNK]
 
 
-def _marks(values: list[Any]) -> str:
+def marks(values: list[Any]) -> str:
+    """The `?, ?, …` of an IN (…) list of `values`."""
     return ",".join("?" * len(values))
 
 
@@ -122,9 +124,9 @@ class SQLMemoryStore:
     def known_uids(self, conn: Any, uids: list[str]) -> set[str]:
         """The uids of `uids` already stored, live or forgotten."""
         known: set[str] = set()
-        for chunk in _chunks(uids):
+        for chunk in chunks(uids):
             known.update(r[0] for r in self._run(
-                conn, f"SELECT uid FROM memories WHERE uid IN ({_marks(chunk)})", chunk))
+                conn, f"SELECT uid FROM memories WHERE uid IN ({marks(chunk)})", chunk))
         return known
 
     def live_by_hash(self, conn: Any, keys: list[tuple[str | None, str]]
@@ -134,10 +136,10 @@ class SQLMemoryStore:
         for two projects is two memories, each found in its own project."""
         wanted = set(keys)
         found: dict[tuple[str | None, str], tuple[int, str]] = {}
-        for chunk in _chunks(list(dict.fromkeys(digest for _, digest in keys))):
+        for chunk in chunks(list(dict.fromkeys(digest for _, digest in keys))):
             for project, digest, id_, uid in self._run(
                 conn, "SELECT project, content_hash, id, uid FROM memories WHERE deleted = 0 "
-                f"AND content_hash IN ({_marks(chunk)}) ORDER BY id", chunk):
+                f"AND content_hash IN ({marks(chunk)}) ORDER BY id", chunk):
                 if (project, digest) in wanted:
                     found.setdefault((project, digest), (id_, uid))
         return found
@@ -154,8 +156,8 @@ class SQLMemoryStore:
 
     def touch(self, conn: Any, ids: list[int], ts: float) -> None:
         """Refresh `updated_at` (a duplicate came in again)."""
-        for chunk in _chunks(ids):
-            self._run(conn, f"UPDATE memories SET updated_at = ? WHERE id IN ({_marks(chunk)})",
+        for chunk in chunks(ids):
+            self._run(conn, f"UPDATE memories SET updated_at = ? WHERE id IN ({marks(chunk)})",
                       [ts, *chunk])
 
     def merge_duplicate(self, conn: Any, memory_id: int, into_id: int, ts: float) -> None:
@@ -182,9 +184,9 @@ class SQLMemoryStore:
     def load(self, conn: Any, ids: list[int]) -> dict[int, Memory]:
         """id -> Memory of those ids still stored."""
         out: dict[int, Memory] = {}
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             for row in self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories "
-                                       f"WHERE id IN ({_marks(chunk)})", chunk):
+                                       f"WHERE id IN ({marks(chunk)})", chunk):
                 out[row[0]] = row_to_memory(row)
         return out
 
@@ -320,15 +322,15 @@ class SQLMemoryStore:
 
     def supersede(self, conn: Any, ids: list[int], uid: str) -> None:
         """Mark the memories `ids` as replaced by memory `uid`."""
-        for chunk in _chunks(ids):
-            self._run(conn, f"UPDATE memories SET superseded_by = ? WHERE id IN ({_marks(chunk)})",
+        for chunk in chunks(ids):
+            self._run(conn, f"UPDATE memories SET superseded_by = ? WHERE id IN ({marks(chunk)})",
                       [uid, *chunk])
 
     def make_current(self, conn: Any, ids: list[int]) -> None:
         """Clear the memories `ids`' `superseded_by`: recall returns them again."""
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             self._run(conn, "UPDATE memories SET superseded_by = NULL "
-                            f"WHERE id IN ({_marks(chunk)})", chunk)
+                            f"WHERE id IN ({marks(chunk)})", chunk)
 
     def containing(self, conn: Any, memory: Memory, word: str, limit: int) -> list[Memory]:
         """The newest current memories of `memory`'s project and kind (itself left out) whose
@@ -456,9 +458,9 @@ class SQLMemoryStore:
     def injection_counts(self, conn: Any, uids: list[str]) -> dict[str, int]:
         """uid -> how many injections it took part in (for the uids that have any)."""
         out: dict[str, int] = {}
-        for chunk in _chunks(uids):
+        for chunk in chunks(uids):
             out.update((u, int(n)) for u, n in self._run(
-                conn, f"SELECT uid, count(*) FROM injection_items WHERE uid IN ({_marks(chunk)}) "
+                conn, f"SELECT uid, count(*) FROM injection_items WHERE uid IN ({marks(chunk)}) "
                       "GROUP BY uid", chunk))
         return out
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..models import identifier, project_name
-from .base import CHUNK
+from .base import chunks, marks
 
 #: Runs one statement written with `?` parameters in the store's transaction (a cursor back).
 Execute = Callable[[str, Sequence[Any]], Any]
@@ -55,18 +55,13 @@ def _forget_new_twins(execute: Execute, projects: dict[str, str | None]) -> None
     project it joins already holds; what the forgotten one replaced points at the kept one."""
     if not projects:
         return
-    moved: list[tuple[int, str, str]] = []  # (id, uid, hash) of live rows about to move
-    olds = list(projects)
-    for start in range(0, len(olds), CHUNK):
-        part = olds[start : start + CHUNK]
-        moved += execute("SELECT id, uid, content_hash FROM memories WHERE deleted = 0 AND "
-                         f"project IN ({', '.join('?' * len(part))})", part).fetchall()
-    hashes = sorted({h for _, _, h in moved})
-    live: list[tuple[int, str, str, str | None]] = []  # every live row with one of those texts
-    for start in range(0, len(hashes), CHUNK):
-        part = hashes[start : start + CHUNK]
-        live += execute("SELECT id, uid, content_hash, project FROM memories WHERE deleted = 0 "
-                        f"AND content_hash IN ({', '.join('?' * len(part))})", part).fetchall()
+    # the texts of the live rows about to move, then every live row holding one of them
+    hashes = sorted({row[0] for part in chunks(list(projects)) for row in execute(
+        f"SELECT content_hash FROM memories WHERE deleted = 0 AND project IN ({marks(part)})",
+        part).fetchall()})
+    live = [row for part in chunks(hashes) for row in execute(
+        "SELECT id, uid, content_hash, project FROM memories WHERE deleted = 0 "
+        f"AND content_hash IN ({marks(part)})", part).fetchall()]
     kept: dict[tuple[str, str | None], str] = {}
     now = time.time()
     for id_, uid, digest, project in sorted(live):
