@@ -361,7 +361,8 @@ def test_a_newer_schema_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="schema version 99 is newer"):
         MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM store_meta").fetchone()[0] == "99"
+        assert conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
+                            ).fetchone()[0] == "99"
 
 
 def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) -> None:

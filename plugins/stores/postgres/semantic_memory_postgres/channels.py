@@ -3,7 +3,8 @@ and vectors (pgvector). Each speaks only to PostgreSQL (`stores`), uses the psyc
 it is handed, inside the store's transaction (`setup` included: the store's write lock keeps
 services that start together from creating a table twice), and keeps no process-private copy of
 the data: every search reads the database, so what another machine's service wrote is found at
-once.
+once. On a big store the two keyword channels answer from a keyword mirror instead
+(`mirror.py`: the SQLite channels over a local copy brought up to date at every search).
 
 Full text: PostgreSQL's `ts_rank`/`ts_rank_cd` know only the document at hand, never the corpus:
 no IDF, so a match on "the project" weighs as much as one on a rare identifier, and `ts_rank`'s
@@ -52,10 +53,12 @@ import heapq
 import json
 import logging
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from semantic_memory.channels import Channel, Confident
 from semantic_memory.embedding_channel import EmbeddingChannel
@@ -71,9 +74,21 @@ from semantic_memory.keywords import (
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
+from semantic_memory_bm25_porter import PorterChannel
+from semantic_memory_bm25_trigram import TrigramChannel
 
-if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
+from .mirror import KeywordMirror
+from .settings import PostgresSettings
+
+if TYPE_CHECKING:
+    from semantic_memory.embedders import Embedder
+    from semantic_memory.stores import MemoryStore
+  # psycopg itself is imported where it is used: registering these channels
     import psycopg  # on a SQLite store (where they are skipped) must not cost its ~0.2 s import
+
+    from .store import PostgresStore
+
+T = TypeVar("T")
 
 log = logging.getLogger("semantic_memory.postgres")
 
@@ -201,6 +216,13 @@ def _coverage(weights: list[float], matched: list[bool]) -> float:
     return sum(w for w, m in zip(weights, matched, strict=True) if m) / total if total > 0 else 0.0
 
 
+class _Unanswered:
+    """What `_IdfChannel._on_mirror` returns when the mirror cannot answer."""
+
+
+UNANSWERED = _Unanswered()
+
+
 class _IdfChannel(Channel):
     """What the two keyword channels share: terms as SQL conditions over `memories m` (and the
     channel's table), document frequencies counted within a budget, the common-terms cut."""
@@ -210,11 +232,31 @@ class _IdfChannel(Channel):
     #: FROM clause holding alias `m` (memories) and whatever the term conditions use.
     FROM = "memories m"
     budget = MATCH_BUDGET
+    #: The SQLite channel that answers for this one over the keyword mirror.
+    local: PorterChannel | TrigramChannel
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
-                 stats_ttl: float = STATS_TTL) -> None:
+                 stats_ttl: float = STATS_TTL, mirror: KeywordMirror | None = None) -> None:
         self.min_coverage = min_coverage
         self.stats = _Stats(stats_ttl)
+        self.mirror = mirror
+
+    def bind(self, *, store: MemoryStore, embedder: Embedder | None) -> None:
+        if self.mirror is not None:
+            self.mirror.bind(cast("PostgresStore", store))
+
+    def _on_mirror(self, conn: psycopg.Connection, ask: Callable[[sqlite3.Connection], T]
+                   ) -> T | _Unanswered:
+        """`ask` of the keyword mirror brought up to date with `conn`, or UNANSWERED while
+        there is none to ask (then PostgreSQL answers)."""
+        if self.mirror is None:
+            return UNANSWERED
+        try:
+            with self.mirror.local(conn, lambda: self.stats.live(conn)) as local:
+                return UNANSWERED if local is None else ask(local)
+        except sqlite3.Error as exc:
+            self.mirror.failed(exc)
+            return UNANSWERED
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
         raise NotImplementedError
@@ -276,6 +318,12 @@ class _IdfChannel(Channel):
 
     def search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
                ) -> list[ChannelHit]:
+        hits = self._on_mirror(conn, lambda local: self.local.search(local, query, k, filters))
+        return self._search(conn, query, k, filters) if hits is UNANSWERED else hits
+
+    def _search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
+                ) -> list[ChannelHit]:
+        """PostgreSQL's own search."""
         terms = self._terms(conn, query)
         if not terms or k <= 0:
             return []
@@ -339,8 +387,10 @@ class PgFullTextChannel(_IdfChannel, Confident):
     FROM = "memories m"
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
-                 stats_ttl: float = STATS_TTL) -> None:
-        super().__init__(min_coverage, stats_ttl)
+                 stats_ttl: float = STATS_TTL, mirror: KeywordMirror | None = None,
+                 feedback: bool = False) -> None:
+        super().__init__(min_coverage, stats_ttl, mirror)
+        self.local = PorterChannel(min_coverage, feedback)
         self._lexemes: dict[str, list[tuple[str, bool]]] = {}
         self._lexemes_lock = threading.Lock()
 
@@ -480,6 +530,11 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def confidence(self, conn: psycopg.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
+        porter = self.local
+        assert isinstance(porter, PorterChannel)
+        on_mirror = self._on_mirror(conn, lambda local: porter.confidence(local, query, ids))
+        if on_mirror is not UNANSWERED:
+            return on_mirror  # type: ignore[return-value]
         terms = self._terms(conn, query)
         if not ids or not terms:
             return 0.0
@@ -489,6 +544,9 @@ class PgFullTextChannel(_IdfChannel, Confident):
     def relevant(self, conn: psycopg.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
         no memory has weighs as one a single memory has); coverage goes into the signals."""
+        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
+        if on_mirror is not UNANSWERED:
+            return on_mirror  # type: ignore[return-value]
         terms = self._terms(conn, query)
         if not terms or not hits:
             return set()
@@ -524,6 +582,11 @@ class PgTrigramChannel(_IdfChannel):
     #: A substring match is dearer than a lexeme match: a quarter of the budget (SQLite's).
     budget = MATCH_BUDGET // 4
 
+    def __init__(self, min_coverage: float = Settings.inject_min_coverage,
+                 stats_ttl: float = STATS_TTL, mirror: KeywordMirror | None = None) -> None:
+        super().__init__(min_coverage, stats_ttl, mirror)
+        self.local = TrigramChannel(min_coverage)
+
     def setup(self, conn: psycopg.Connection) -> None:
         """The trigram index on memories.content; without pg_trgm, ILIKE still answers (by
         scanning), so the channel works, slower."""
@@ -535,8 +598,8 @@ class PgTrigramChannel(_IdfChannel):
               prepared: Sequence[Any] | None = None) -> None:
         """Nothing to do: the index is on memories itself."""
 
-    def search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
-               ) -> list[ChannelHit]:
+    def _search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
+                ) -> list[ChannelHit]:
         """As every keyword channel, with sequential scans off for its statements on a store of
         up to SEQSCAN_OFF_MAX_ROWS memories: the planner prices ILIKE as cheap, so on a small
         store it tested five patterns on every memory (47 ms at 3,000 memories) where the
@@ -545,14 +608,14 @@ class PgTrigramChannel(_IdfChannel):
         from psycopg.pq import TransactionStatus
 
         if self.stats.live(conn) > SEQSCAN_OFF_MAX_ROWS:
-            return super().search(conn, query, k, filters)
+            return super()._search(conn, query, k, filters)
         if conn.info.transaction_status == TransactionStatus.IDLE:
             with conn.transaction():  # autocommit: a local setting needs a transaction
-                return self.search(conn, query, k, filters)
+                return self._search(conn, query, k, filters)
         before = conn.execute("SELECT current_setting('enable_seqscan'), "
                               "set_config('enable_seqscan', 'off', true)").fetchone()[0]
         try:
-            return super().search(conn, query, k, filters)
+            return super()._search(conn, query, k, filters)
         finally:
             conn.execute("SELECT set_config('enable_seqscan', %s, true)", (before,))
 
@@ -587,6 +650,9 @@ class PgTrigramChannel(_IdfChannel):
         IDF-weighted. Spaced text is the full-text channel's to judge."""
         if not UNSPACED.search(query) or not hits:
             return set()
+        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
+        if on_mirror is not UNANSWERED:
+            return on_mirror  # type: ignore[return-value]
         terms = self._terms(conn, query)
         if not terms:
             return set()
@@ -728,9 +794,18 @@ class PgVectorChannel(EmbeddingChannel):
 
 
 def register_pg_channels(register: Callable[[Any], None], settings: Settings) -> None:
-    """Register the three PostgreSQL channels (for the plugin's `register_channels` hook)."""
-    register(PgFullTextChannel(settings.inject_min_coverage))
-    register(PgTrigramChannel(settings.inject_min_coverage))
+    """Register the three PostgreSQL channels (for the plugin's `register_channels` hook); the
+    keyword channels share one mirror unless MEMORY_PG_MIRROR is "off"."""
+    own = settings.section(PostgresSettings)
+    fulltext = PgFullTextChannel(settings.inject_min_coverage, feedback=settings.query_feedback)
+    trigram = PgTrigramChannel(settings.inject_min_coverage)
+    if own.pg_mirror.lower() != "off":
+        folder = (Path(own.pg_mirror).expanduser() if own.pg_mirror
+                  else settings.resolved_db_path.with_name("pg-mirror"))
+        fulltext.mirror = trigram.mirror = KeywordMirror(
+            folder, own.pg_mirror_min, (fulltext.local, trigram.local))
+    register(fulltext)
+    register(trigram)
     register(PgVectorChannel(settings))
 
 

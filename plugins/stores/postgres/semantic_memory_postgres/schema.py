@@ -9,7 +9,9 @@ from typing import Any
 
 from semantic_memory.stores.names import normalize_stored_names
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+#: The advisory lock every write transaction takes (any constant shared by all services).
+WRITE_LOCK = 0x5E3A_17C0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_meta (
@@ -79,6 +81,45 @@ CREATE INDEX IF NOT EXISTS memory_revisions_memory ON memory_revisions(memory_id
 """
 SCHEMA += REVISIONS_SCHEMA
 
+#: The change log a keyword mirror follows (`mirror.py`): every insert or change of what a
+#: search reads takes the next `change_seq`, and a hard delete leaves its id in
+#: `memories_removed` under one. The triggers take the write lock themselves, so numbers are
+#: handed out in commit order on every write path: a snapshot sees all changes up to the
+#: highest number it sees, and a follower that has applied them misses none later.
+CHANGE_LOG_SCHEMA = f"""
+CREATE SEQUENCE IF NOT EXISTS memories_change_seq;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS change_seq BIGINT;
+UPDATE memories SET change_seq = nextval('memories_change_seq') WHERE change_seq IS NULL;
+CREATE INDEX IF NOT EXISTS memories_change ON memories(change_seq);
+CREATE TABLE IF NOT EXISTS memories_removed (
+    change_seq BIGINT PRIMARY KEY,
+    id BIGINT NOT NULL
+);
+CREATE OR REPLACE FUNCTION memories_mark_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock({WRITE_LOCK});
+    NEW.change_seq := nextval('memories_change_seq');
+    RETURN NEW;
+END $fn$;
+CREATE OR REPLACE FUNCTION memories_mark_removal() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock({WRITE_LOCK});
+    INSERT INTO memories_removed (change_seq, id)
+        VALUES (nextval('memories_change_seq'), OLD.id);
+    RETURN NULL;
+END $fn$;
+DROP TRIGGER IF EXISTS memories_change ON memories;
+CREATE TRIGGER memories_change
+    BEFORE INSERT OR UPDATE OF content, kind, source, project, updated_at, deleted, superseded_by
+    ON memories FOR EACH ROW EXECUTE FUNCTION memories_mark_change();
+DROP TRIGGER IF EXISTS memories_removal ON memories;
+CREATE TRIGGER memories_removal AFTER DELETE ON memories
+    FOR EACH ROW EXECUTE FUNCTION memories_mark_removal();
+INSERT INTO store_meta (key, value) VALUES ('store_id', gen_random_uuid()::text)
+    ON CONFLICT (key) DO NOTHING;
+"""
+SCHEMA += CHANGE_LOG_SCHEMA
+
 
 def _migrate_1_to_2(conn: Any) -> None:
     """v2 keeps the earlier versions of edited memories (`memory_revisions`)."""
@@ -112,8 +153,14 @@ def _migrate_5_to_6(conn: Any) -> None:
     normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
 
 
+def _migrate_6_to_7(conn: Any) -> None:
+    """v7 keeps the change log a keyword mirror follows (`CHANGE_LOG_SCHEMA`), numbering the
+    memories stored before it once, and names the store (`store_id`)."""
+    conn.execute(CHANGE_LOG_SCHEMA)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
                                                  3: _migrate_3_to_4, 4: _migrate_4_to_5,
-                                                 5: _migrate_5_to_6}
+                                                 5: _migrate_5_to_6, 6: _migrate_6_to_7}

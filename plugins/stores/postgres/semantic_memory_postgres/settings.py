@@ -12,7 +12,14 @@ from semantic_memory.config import ConfigError, SettingsSection
 class PostgresSettings(SettingsSection):
     # Connections one service's pool holds open at most (psycopg 3's pool).
     db_pool_size: int = 8
+    # The keyword mirror's folder (empty: `pg-mirror` beside MEMORY_DB_PATH), or "off".
+    pg_mirror: str = ""
+    # Live memories from which a keyword mirror is built (below it PostgreSQL's own full-text
+    # and trigram searches take a few milliseconds).
+    pg_mirror_min: int = 20_000
 
     def validate(self) -> None:
         if not 1 <= self.db_pool_size <= 1000:
             raise ConfigError(f"MEMORY_DB_POOL_SIZE must be 1..1000, not {self.db_pool_size}")
+        if self.pg_mirror_min < 0:
+            raise ConfigError(f"MEMORY_PG_MIRROR_MIN must be >= 0, not {self.pg_mirror_min}")

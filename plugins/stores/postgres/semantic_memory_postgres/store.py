@@ -27,13 +27,11 @@ from semantic_memory.stores.base import (
     row_to_memory,
 )
 
-from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, WRITE_LOCK
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings
 
-#: The advisory lock every write transaction takes (any constant shared by all services).
-WRITE_LOCK = 0x5E3A_17C0
 #: Seconds to wait for a first connection before giving up with a clear error.
 CONNECT_TIMEOUT_S = 15
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
@@ -187,6 +185,11 @@ class PostgresStore(SQLMemoryStore):
             finally:
                 self._local.write = None
 
+    @property
+    def writing(self) -> bool:
+        """Whether this thread is inside a write transaction (`write`)."""
+        return getattr(self._local, "write", None) is not None
+
     def read(self) -> _PooledReads:
         """Single statements, each on a pooled connection (autocommit)."""
         return self._reads
@@ -221,14 +224,19 @@ class PostgresStore(SQLMemoryStore):
                 self._pool.putconn(conn)
 
     def _read_only(self, conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
-        """`conn` in a read-only repeatable-read transaction, this thread's snapshot."""
-        with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            self._local.snapshot = conn
-            try:
-                yield conn
-            finally:
-                self._local.snapshot = None
+        """`conn` in a read-only repeatable-read transaction, this thread's snapshot. The
+        mode goes into the BEGIN itself (psycopg writes the connection's settings there): a
+        round trip less than a SET TRANSACTION after it, on every recall."""
+        conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+        try:
+            with conn.transaction():
+                self._local.snapshot = conn
+                try:
+                    yield conn
+                finally:
+                    self._local.snapshot = None
+        finally:  # the pooled connection's next user begins its own kind of transaction
+            conn.isolation_level, conn.read_only = None, None
 
     def close(self) -> None:
         self._pool.close()
