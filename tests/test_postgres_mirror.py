@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pg
@@ -22,6 +23,7 @@ from semantic_memory.pipeline import MemoryEngine
 from semantic_memory_postgres.channels import PgFullTextChannel, PgTrigramChannel
 from semantic_memory_postgres.mirror import KeywordMirror
 from semantic_memory_postgres.schema import SCHEMA_VERSION
+from test_service_support import start_service
 
 TEXTS = [f"note {i}: the {word} job runs on the {host} host every {day}"
          for i, (word, host, day) in enumerate(
@@ -305,3 +307,45 @@ def test_a_store_upgraded_to_the_change_log_is_mirrored_whole(db_url: str, tmp_p
         assert contents(upgraded, "svc.log")[0].startswith("the quokkaService")
     finally:
         upgraded.close()
+
+
+def test_two_real_services_each_search_the_others_writes_in_their_mirrors(tmp_path: Path
+                                                                          ) -> None:
+    """`memory-mcp serve` twice on one database, each with its own mirror: every memory stored
+    through one, while both write, is the top hit of a recall through the other at once."""
+    url = pg.new_database()
+    services = [start_service(tmp_path / f"svc{n}", "serve", MEMORY_DB_URL=url,
+                              MEMORY_PG_MIRROR_MIN="0", MEMORY_MAINTENANCE_ON_START="0")
+                for n in range(2)]
+    try:
+        with services[0].client() as http:  # the first recall starts the builds
+            http.post("/recall", json={"query": "warm up"}).raise_for_status()
+        with services[1].client() as http:
+            http.post("/recall", json={"query": "warm up"}).raise_for_status()
+        failures: list[str] = []
+
+        def write_and_check(n: int) -> None:
+            mine, theirs = services[n], services[1 - n]
+            for i in range(15):
+                text = f"service {n} heard the kestrel{n}x{i} alarm"
+                with mine.client() as http:
+                    http.post("/ingest", json={"content": text, "project": "team"}
+                              ).raise_for_status()
+                with theirs.client() as http:
+                    hits = http.post("/recall", json={"query": f"kestrel{n}x{i} alarm",
+                                                      "project": "team"}).json()["items"]
+                if not hits or hits[0]["content"] != text:
+                    failures.append(text)
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(write_and_check, range(2)))
+        assert failures == []
+        for service in services:  # both searched from their own mirror by the end
+            files = list((service.tmp / "pg-mirror").glob("*.db"))
+            assert len(files) == 1
+            count = sqlite3.connect(files[0]).execute(
+                "SELECT count(*) FROM memories WHERE content LIKE '%kestrel%'").fetchone()[0]
+            assert count == 30
+    finally:
+        for service in services:
+            service.stop()
