@@ -230,6 +230,25 @@ def test_a_mirror_another_service_is_writing_is_not_waited_for(
         other.close()
 
 
+def test_a_store_restored_to_an_earlier_state_is_mirrored_again(
+        engine: MemoryEngine, db_url: str) -> None:
+    """The change log going back (a backup restored under a running service) drops the
+    mirror; PostgreSQL answers until it is built again from the restored store."""
+    mirror = ready(engine)
+    engine.ingest([NewMemory("the pelican report is due on thursday", project="ops")])
+    assert contents(engine, "pelican report")
+    with psycopg.connect(db_url, autocommit=True) as conn:  # as a restore would leave it
+        conn.execute("DELETE FROM memories WHERE content LIKE '%pelican%'")
+        conn.execute("DELETE FROM memories_removed")
+        conn.execute("SELECT setval('memories_change_seq', "
+                     "(SELECT max(change_seq) FROM memories))")
+    assert contents(engine, "pelican report") == []
+    mirror.wait(60)
+    assert contents(engine, "pelican report") == []
+    assert ready(engine) is mirror
+    assert contents(engine, "quokka")[0].startswith("the quokkaService")
+
+
 def test_a_restart_catches_up_and_a_long_backlog_waits_for_no_one(
         engine: MemoryEngine, db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

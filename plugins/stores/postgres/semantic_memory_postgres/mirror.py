@@ -164,10 +164,14 @@ class KeywordMirror:
         # Usually nothing changed, which the sequence says: every change, committed or not,
         # took a number from it (a change still in flight only costs the full question).
         # Asked without the lock, so two channels' searches ask at once.
-        if conn.execute(_NUMBERED).fetchone()[0] <= last:
+        numbered = conn.execute(_NUMBERED).fetchone()[0]
+        if numbered == last:
             return True
         with self._lock:
             if self._writer is None:
+                return False
+            if numbered < last:  # the database was restored from an older backup
+                self._drop("is ahead of its store")
                 return False
             try:
                 complete = self._sync(conn)
