@@ -359,7 +359,9 @@ def test_two_real_services_each_search_the_others_writes_in_their_mirrors(tmp_pa
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(write_and_check, range(2)))
         assert failures == []
-        for service in services:  # both searched from their own mirror by the end
+        for service in services:  # both searched from their own mirror, which after one more
+            with service.client() as http:  # search holds all 30
+                http.post("/recall", json={"query": "kestrel alarm"}).raise_for_status()
             files = list((service.tmp / "pg-mirror").glob("*.db"))
             assert len(files) == 1
             count = sqlite3.connect(files[0]).execute(
