@@ -166,8 +166,8 @@ def scale(n: int, data_path: str, seed: int, tmp: Path, explained: int = 0) -> d
                                           plugins=BM25), texts, questions)
     postgres = run_store("postgresql", Settings(db_path=str(tmp / "pg" / "unused.db"),
                                                 device="cpu", plugins=PG_CHANNELS,
-                                                db_url=pg.new_database()), texts, questions,
-                         explained)
+                                                db_url=pg.new_database(), serving=True),
+                         texts, questions, explained)
     ratio = round(postgres["recall"]["p50_ms"] / sqlite["recall"]["p50_ms"], 2)
     return {
         "memories": n, "sqlite": sqlite, "postgresql": postgres,

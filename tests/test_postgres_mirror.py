@@ -35,10 +35,11 @@ QUERIES = ["billing job on beta", "friday deploy", "quokka", "svc.log", "周五�
            "psycopg pin decision", "reindex gamma monday"]
 
 
-def make(db_url: str, folder: Path, *, mirror_min: int = 0, mirror: str = "") -> MemoryEngine:
+def make(db_url: str, folder: Path, *, mirror_min: int = 0, mirror: str = "",
+         serving: bool = True) -> MemoryEngine:
     env = {"MEMORY_PG_MIRROR_MIN": str(mirror_min), "MEMORY_PG_MIRROR": mirror}
     return MemoryEngine(Settings.from_env(env, db_path=str(folder / "memory.db"), db_url=db_url,
-                                          device="cpu"))
+                                          device="cpu", serving=serving))
 
 
 def mirror_of(engine: MemoryEngine) -> KeywordMirror:
@@ -176,6 +177,27 @@ def test_no_mirror_below_its_threshold_or_when_off(db_url: str, tmp_path: Path) 
             assert not (folder / "pg-mirror").exists()
         finally:
             eng.close()
+
+
+def test_a_one_off_command_uses_a_mirror_but_never_builds_one(db_url: str, tmp_path: Path
+                                                              ) -> None:
+    """A process that is not a service (`memory-mcp recall`) would leave a build half done
+    when it exits: it searches PostgreSQL until a service has built the mirror, then uses it."""
+    one_off = make(db_url, tmp_path / "a", serving=False)
+    try:
+        one_off.ingest([NewMemory(t) for t in TEXTS])
+        assert contents(one_off, "quokka")[0].startswith("the quokkaService")
+        mirror_of(one_off).wait(60)
+        assert not mirror_of(one_off).ready and not (tmp_path / "a" / "pg-mirror").exists()
+        service = make(db_url, tmp_path / "a")
+        try:
+            ready(service)
+        finally:
+            service.close()
+        assert contents(one_off, "quokka")[0].startswith("the quokkaService")
+        assert mirror_of(one_off).ready
+    finally:
+        one_off.close()
 
 
 def test_a_write_transaction_is_never_followed(engine: MemoryEngine) -> None:
@@ -367,6 +389,8 @@ def test_two_real_services_each_search_the_others_writes_in_their_mirrors(tmp_pa
             count = sqlite3.connect(files[0]).execute(
                 "SELECT count(*) FROM memories WHERE content LIKE '%kestrel%'").fetchone()[0]
             assert count == 30
+            log = (service.tmp / "stderr.log").read_text()  # the store it serves, by its URL
+            assert "with db postgresql://" in log and "memory.db" not in log, log
     finally:
         for service in services:
             service.stop()

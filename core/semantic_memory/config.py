@@ -185,6 +185,10 @@ class Settings(SettingsSection):
     # Seconds the hooks skip the network after one met a dead or hung service (0 = never):
     # their writes go to the spool at once and their recalls inject nothing.
     hook_backoff_s: float = 30.0
+    # Set by the service (`memory-mcp serve`, stdio too), never by a variable: this process
+    # lives on, so plugins may start background work, such as building an index, that a
+    # one-off command would leave half done when it exits.
+    serving: bool = field(default=False, metadata={"from_env": False})
     # Where these were read from: plugins' sections are read from it too (`section`).
     env: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False,
                                    compare=False, metadata={"from_env": False})

@@ -8,6 +8,7 @@ import socket
 import sys
 from collections.abc import Callable
 from contextlib import redirect_stdout
+from dataclasses import replace
 from typing import Any
 
 from ..config import ConfigError, Settings
@@ -79,8 +80,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def open_engine(settings: Settings) -> MemoryEngine:
-    """Open the store and run the start-up maintenance (MEMORY_MAINTENANCE_ON_START)."""
-    engine = MemoryEngine(settings)
+    """Open the store for a service (`Settings.serving`) and run the start-up maintenance
+    (MEMORY_MAINTENANCE_ON_START)."""
+    engine = MemoryEngine(replace(settings, serving=True))
     try:
         engine.startup_maintenance()
     except Exception:
@@ -111,8 +113,9 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
         host, port = sock.getsockname()[:2]
         info = listening_info(settings, settings.host or host, port)
         published.append(publish(settings, info))
+        # The store's own words: a PostgreSQL URL without its password, or the SQLite file.
         log.info("serving %s (MCP at %s) with db %s", info["url"], info["mcp_url"],
-                 settings.resolved_db_path)
+                 engine.store.location if engine is not None else settings.resolved_db_path)
         if on_listening:
             on_listening(info)
 

@@ -803,7 +803,7 @@ def register_pg_channels(register: Callable[[Any], None], settings: Settings) ->
         folder = (Path(own.pg_mirror).expanduser() if own.pg_mirror
                   else settings.resolved_db_path.with_name("pg-mirror"))
         fulltext.mirror = trigram.mirror = KeywordMirror(
-            folder, own.pg_mirror_min, (fulltext.local, trigram.local))
+            folder, own.pg_mirror_min, (fulltext.local, trigram.local), build=settings.serving)
     register(fulltext)
     register(trigram)
     register(PgVectorChannel(settings))

@@ -93,11 +93,14 @@ class KeywordMirror:
 
     `local(conn, live)` is the whole interface: a mirror connection brought up to date with
     `conn`'s snapshot, or None while PostgreSQL's own search should answer (no mirror yet, a
-    backlog being applied, fewer than `min_live` memories by `live()`, a broken file)."""
+    backlog being applied, fewer than `min_live` memories by `live()`, a broken file). Only
+    a process that `build`s (a service) starts a build."""
 
-    def __init__(self, folder: Path, min_live: int, channels: Sequence[Channel]) -> None:
+    def __init__(self, folder: Path, min_live: int, channels: Sequence[Channel],
+                 build: bool = True) -> None:
         self.folder = folder
         self.min_live = min_live
+        self.build = build  # False in a one-off command: it uses a mirror, never builds one
         self._channels = channels  # the SQLite channels whose tables the mirror holds
         self._store: PostgresStore | None = None
         self._path: Path | None = None
@@ -157,7 +160,7 @@ class KeywordMirror:
     def _up_to_date(self, conn: _Executes, live: Callable[[], int]) -> bool:
         with self._lock:
             if self._writer is None and not self._open():
-                if live() >= self.min_live:
+                if self.build and live() >= self.min_live:
                     self._start(self._build)
                 return False
             last = self._last
@@ -279,8 +282,7 @@ class KeywordMirror:
 
     def _remove(self) -> None:
         assert self._path is not None
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self._path}{suffix}").unlink(missing_ok=True)
+        _unlink(self._path)
 
     def _start(self, work: Any) -> None:
         """Run `work` in the background unless a build or catch-up is running already."""
@@ -310,13 +312,13 @@ class KeywordMirror:
             if self._path.exists():
                 return
             partial = self._path.with_suffix(".building")
-            partial.unlink(missing_ok=True)
+            _unlink(partial)  # what a killed build left
             conn = _connect(partial)
             try:
                 self._fill(conn)
             except BaseException:
                 conn.close()
-                partial.unlink(missing_ok=True)
+                _unlink(partial)
                 raise
             conn.close()
             os.replace(partial, self._path)
@@ -360,6 +362,12 @@ def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         conn.execute("PRAGMA query_only = ON")
     return conn
+
+
+def _unlink(path: Path) -> None:
+    """Remove a SQLite file with its write-ahead log and shared-memory index."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def busy(exc: sqlite3.Error) -> bool:
