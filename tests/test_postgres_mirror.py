@@ -164,6 +164,30 @@ def test_services_sharing_a_folder_share_one_mirror(engine: MemoryEngine, db_url
         second.close()
 
 
+def test_stats_say_whether_the_mirror_answers(db_url: str, tmp_path: Path) -> None:
+    def status(engine: MemoryEngine) -> str | None:
+        channels = {c["name"]: c["status"] for c in engine.stats()["channels"]}
+        assert channels["pg_trigram"] is None  # one line for the mirror both channels use
+        return channels["pg_fulltext"]
+
+    off = make(db_url, tmp_path / "off", mirror="off")
+    service = make(db_url, tmp_path / "a")
+    try:
+        assert status(off) == "keyword mirror off"
+        assert status(service).startswith("no keyword mirror yet")
+        ready(service)
+        assert status(service).startswith("keyword mirror ") and status(service).endswith(
+            "MB in " + str(tmp_path / "a" / "pg-mirror") + ", in use")
+        one_off = make(db_url, tmp_path / "a", serving=False)
+        try:
+            assert status(one_off).endswith(", used from the next search")
+        finally:
+            one_off.close()
+    finally:
+        off.close()
+        service.close()
+
+
 def test_no_mirror_below_its_threshold_or_when_off(db_url: str, tmp_path: Path) -> None:
     for folder, eng in ((tmp_path / "small", make(db_url, tmp_path / "small", mirror_min=100)),
                         (tmp_path / "off", make(db_url, tmp_path / "off", mirror="off"))):

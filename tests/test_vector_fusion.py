@@ -116,7 +116,8 @@ def test_score_fusion_mixes_the_channels_score_weights(tmp_path: Path) -> None:
              "with zoom, quiz, jazz, fuzzy sky", "balance account", "weekly pizza order"]
     eng = engine_with(tmp_path / "d", StubEmbedder(0.3), fusion_vector_share=0.25)
     assert (eng.weights["trigram"], eng.score_weights["trigram"]) == (0.15, 0.75)
-    assert {"name": "trigram", "weight": 0.15, "score_weight": 0.75} in eng.stats()["channels"]
+    assert {"name": "trigram", "weight": 0.15, "score_weight": 0.75, "status": None} \
+        in eng.stats()["channels"]
     eng.ingest([NewMemory(t) for t in texts])
     # Only trigram finds the identifier (a substring); the vector ranks the anagram first
     # (cosine 1), the identifier second (0.56, min-max 0.37 over 0.30 to 1). Trigram's share

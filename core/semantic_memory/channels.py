@@ -93,6 +93,11 @@ class Channel(ABC):
         of purged memories may be reused by later inserts). Channels kept in step by SQL
         triggers need nothing. Default: nothing."""
 
+    def status(self) -> str | None:
+        """One line on how the channel answers now, for `memory-mcp stats` (e.g. whether an
+        index it builds in the background is in use yet). Default: None, nothing to say."""
+        return None
+
     def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
         """The ids among `hits` this channel vouches for when a recall asks for relevant hits
         only (what hooks inject). A hit any channel vouches for goes in; a channel that

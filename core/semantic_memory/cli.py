@@ -314,8 +314,9 @@ def stats(obj: Context, as_json: bool) -> None:
         if key == "by_project" and data["without_project"]:
             groups.append(f"(no project)={data['without_project']}")
         line(f"{key[3:]}: " + (", ".join(groups) or "-"))
-    line("channels: " + ", ".join(f"{c['name']} (weight {c['weight']})"
-                                  for c in data["channels"]))
+    line("channels: " + ", ".join(
+        f"{c['name']} (weight {c['weight']}" + (f"; {c['status']})" if c["status"] else ")")
+        for c in data["channels"]))
     inj = data["injections"]
     line(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, {inj['chars']:,} chars)")
     if data["recall_mode"] == "keyword":

@@ -344,7 +344,8 @@ class MemoryEngine:
                 "without_project": self.store.unnamed(conn, "project"),
                 "channels": [
                     {"name": c.name, "weight": self.weights[c.name],
-                     "score_weight": self.score_weights[c.name]} for c in self.channels
+                     "score_weight": self.score_weights[c.name], "status": c.status()}
+                    for c in self.channels
                 ],
                 "skipped_channels": dict(self.skipped_channels),
                 "injections": self.store.injection_totals(conn, now() - 7 * DAY),

@@ -394,6 +394,10 @@ class PgFullTextChannel(_IdfChannel, Confident):
         self._lexemes: dict[str, list[tuple[str, bool]]] = {}
         self._lexemes_lock = threading.Lock()
 
+    def status(self) -> str | None:
+        """The keyword mirror's state (it serves the trigram channel too)."""
+        return "keyword mirror off" if self.mirror is None else self.mirror.status()
+
     def setup(self, conn: psycopg.Connection) -> None:
         """The generated tsvector column and its GIN index (adding the column computes it for
         every stored memory, once); the side table of earlier versions goes."""

@@ -123,6 +123,18 @@ class KeywordMirror:
     def ready(self) -> bool:
         return self._writer is not None
 
+    def status(self) -> str:
+        """What `memory-mcp stats` says of it."""
+        if self._worker is not None and self._worker.is_alive() and self._writer is None:
+            return "keyword mirror being built; PostgreSQL's own search answers meanwhile"
+        files = [Path(f"{self._path}{suffix}") for suffix in ("", "-wal")] if self._path else []
+        size = sum(f.stat().st_size for f in files if f.exists())
+        if size:
+            return (f"keyword mirror {size / 1e6:.1f} MB in {self.folder}"
+                    + (", in use" if self._writer is not None else ", used from the next search"))
+        return (f"no keyword mirror yet (a service builds one from {self.min_live:,} "
+                "memories at its first search); PostgreSQL's own search answers")
+
     def wait(self, timeout: float | None = None) -> None:
         """Wait for the build or catch-up running in the background, if any (benchmarks)."""
         worker = self._worker
