@@ -116,6 +116,8 @@ def run_store(name: str, settings: Settings, texts: list[str], questions: list[s
         engine.recall(warm[0], k=10)  # opens it
         result["mirror_build_s"] = round(time.perf_counter() - start, 1)
         result["mirror_used"] = mirror.ready
+        result["mirror_mb"] = round(sum(f.stat().st_size for f in mirror.folder.glob("*.db*"))
+                                    / 1e6, 1)
     for q in warm:
         engine.recall(q, k=10)
     project = RecallFilters(project="p3")
