@@ -80,11 +80,10 @@ from semantic_memory_bm25_trigram import TrigramChannel
 from .mirror import KeywordMirror
 from .settings import PostgresSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
+    import psycopg  # on a SQLite store (where they are skipped) must not cost its ~0.2 s import
     from semantic_memory.embedders import Embedder
     from semantic_memory.stores import MemoryStore
-  # psycopg itself is imported where it is used: registering these channels
-    import psycopg  # on a SQLite store (where they are skipped) must not cost its ~0.2 s import
 
     from .store import PostgresStore
 
@@ -220,7 +219,7 @@ class _Unanswered:
     """What `_IdfChannel._on_mirror` returns when the mirror cannot answer."""
 
 
-UNANSWERED = _Unanswered()
+_UNANSWERED = _Unanswered()
 
 
 class _IdfChannel(Channel):
@@ -247,16 +246,16 @@ class _IdfChannel(Channel):
 
     def _on_mirror(self, conn: psycopg.Connection, ask: Callable[[sqlite3.Connection], T]
                    ) -> T | _Unanswered:
-        """`ask` of the keyword mirror brought up to date with `conn`, or UNANSWERED while
+        """`ask` of the keyword mirror brought up to date with `conn`, or _UNANSWERED while
         there is none to ask (then PostgreSQL answers)."""
         if self.mirror is None:
-            return UNANSWERED
+            return _UNANSWERED
         try:
             with self.mirror.local(conn, lambda: self.stats.live(conn)) as local:
-                return UNANSWERED if local is None else ask(local)
+                return _UNANSWERED if local is None else ask(local)
         except sqlite3.Error as exc:
             self.mirror.failed(exc)
-            return UNANSWERED
+            return _UNANSWERED
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
         raise NotImplementedError
@@ -319,7 +318,7 @@ class _IdfChannel(Channel):
     def search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
                ) -> list[ChannelHit]:
         hits = self._on_mirror(conn, lambda local: self.local.search(local, query, k, filters))
-        return self._search(conn, query, k, filters) if hits is UNANSWERED else hits
+        return self._search(conn, query, k, filters) if isinstance(hits, _Unanswered) else hits
 
     def _search(self, conn: psycopg.Connection, query: str, k: int, filters: RecallFilters
                 ) -> list[ChannelHit]:
@@ -385,6 +384,7 @@ class PgFullTextChannel(_IdfChannel, Confident):
     name = "pg_fulltext"
     weight = 1.0
     FROM = "memories m"
+    local: PorterChannel
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
                  stats_ttl: float = STATS_TTL, mirror: KeywordMirror | None = None,
@@ -534,11 +534,9 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def confidence(self, conn: psycopg.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
-        porter = self.local
-        assert isinstance(porter, PorterChannel)
-        on_mirror = self._on_mirror(conn, lambda local: porter.confidence(local, query, ids))
-        if on_mirror is not UNANSWERED:
-            return on_mirror  # type: ignore[return-value]
+        on_mirror = self._on_mirror(conn, lambda local: self.local.confidence(local, query, ids))
+        if not isinstance(on_mirror, _Unanswered):
+            return on_mirror
         terms = self._terms(conn, query)
         if not ids or not terms:
             return 0.0
@@ -549,8 +547,8 @@ class PgFullTextChannel(_IdfChannel, Confident):
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
         no memory has weighs as one a single memory has); coverage goes into the signals."""
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
-        if on_mirror is not UNANSWERED:
-            return on_mirror  # type: ignore[return-value]
+        if not isinstance(on_mirror, _Unanswered):
+            return on_mirror
         terms = self._terms(conn, query)
         if not terms or not hits:
             return set()
@@ -585,6 +583,7 @@ class PgTrigramChannel(_IdfChannel):
     score_weight = 0.75
     #: A substring match is dearer than a lexeme match: a quarter of the budget (SQLite's).
     budget = MATCH_BUDGET // 4
+    local: TrigramChannel
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
                  stats_ttl: float = STATS_TTL, mirror: KeywordMirror | None = None) -> None:
@@ -655,8 +654,8 @@ class PgTrigramChannel(_IdfChannel):
         if not UNSPACED.search(query) or not hits:
             return set()
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
-        if on_mirror is not UNANSWERED:
-            return on_mirror  # type: ignore[return-value]
+        if not isinstance(on_mirror, _Unanswered):
+            return on_mirror
         terms = self._terms(conn, query)
         if not terms:
             return set()
