@@ -62,14 +62,15 @@ class _Provide:
 
 
 def engine_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = "on",
-              **env: str) -> MemoryEngine:
+              serving: bool = True, **env: str) -> MemoryEngine:
+    """An engine as a service opens it (`serving`: it builds indexes in the background)."""
     monkeypatch.setenv("MEMORY_VECTOR_ANN", mode)
     monkeypatch.setenv("MEMORY_VECTOR_ANN_MIN_ROWS", env.pop("min_rows", "0"))
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return MemoryEngine(Settings(db_path=str(tmp_path / "memory.db"), device="cpu",
-                                 plugins="vector", dedup_sim=0.0, recall_min_cosine=0.0),
-                        plugins=[_Provide()])
+                                 plugins="vector", dedup_sim=0.0, recall_min_cosine=0.0,
+                                 serving=serving), plugins=[_Provide()])
 
 
 def channel_of(engine: MemoryEngine) -> VectorChannel:
@@ -238,6 +239,28 @@ def test_bad_index_is_rebuilt_while_exact_serves(store: Path, monkeypatch,  # no
     assert [h[0] for h in search(eng, "q2")] == got
     assert isinstance(channel._matrix, AnnView)
     eng.close()
+
+
+def test_a_one_off_command_answers_exactly_and_starts_no_build(store: Path,  # noqa: ANN001
+                                                                monkeypatch) -> None:
+    """A process that is not a service (`memory-mcp recall`) would leave a build half done
+    when it exits: without a usable index it answers by the exact scan and builds nothing;
+    a service then builds, and the one-off command's next search uses the new index."""
+    folder = ann.folder_of(str(store / "memory.db"))
+    for path in folder.iterdir():
+        path.unlink()
+    one_off = engine_at(store, monkeypatch, serving=False)
+    assert [h[0] for h in search(one_off, "q2")] == exact_top(QUERIES[2])
+    assert isinstance(channel_of(one_off)._matrix, StreamExact)
+    assert not channel_of(one_off)._ann.building and ann.read_stamp(folder) is None
+    service = engine_at(store, monkeypatch)
+    search(service, "q2")
+    channel_of(service)._ann.wait(60)
+    service.close()
+    assert ann.read_stamp(folder) is not None
+    assert [h[0] for h in search(one_off, "q2")] == exact_top(QUERIES[2])
+    assert isinstance(channel_of(one_off)._matrix, AnnView)
+    one_off.close()
 
 
 def test_start_loads_no_vectors(store: Path, monkeypatch) -> None:  # noqa: ANN001

@@ -481,8 +481,11 @@ class StreamExact(_BlobScorer):
 class AnnManager:
     """Per channel: which view serves, and the background builds that keep the file fresh."""
 
-    def __init__(self, db_path: str, config: VectorSettings) -> None:
+    def __init__(self, db_path: str, config: VectorSettings, build: bool = True) -> None:
         self.db_path, self.config = db_path, config
+        # False in a one-off command (`Settings.serving`): it would leave a build or a merge
+        # half done when it exits; exact search answers it, and a service (or `reindex`) builds.
+        self.builds_in_background = build
         self.folder = folder_of(db_path)
         self.view: AnnView | None = None
         self._stamp_key: tuple[float, int] | None = None
@@ -568,7 +571,7 @@ class AnnManager:
         self._start(model, dim, base=None)
 
     def _start(self, model: str, dim: int, base: Stamp | None) -> None:
-        if self.building:
+        if self.building or not self.builds_in_background:
             return
 
         def run() -> None:

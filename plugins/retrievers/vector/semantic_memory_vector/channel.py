@@ -80,6 +80,7 @@ class VectorChannel(EmbeddingChannel):
         self._sync_lock = threading.Lock()
         self._ann: Any = None  # AnnManager, made on first use (numpy/usearch stay unimported)
         self._ann_config = settings.section(VectorSettings)
+        self._serving: bool = settings.serving
 
     def setup(self, conn: sqlite3.Connection) -> None:
         run_script(conn, SCHEMA)
@@ -122,7 +123,7 @@ class VectorChannel(EmbeddingChannel):
         if self._ann is None and self._db_path and self._ann_config.ann != "off":
             from .ann import AnnManager
 
-            self._ann = AnnManager(self._db_path, self._ann_config)
+            self._ann = AnnManager(self._db_path, self._ann_config, build=self._serving)
         return self._ann
 
     def _ann_sync(self, conn: sqlite3.Connection, model: str, dim: int, seq: int,
