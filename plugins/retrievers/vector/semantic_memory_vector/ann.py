@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
+from semantic_memory.filelock import exclusive
 from semantic_memory.models import RecallFilters
 
 from .matrix import VectorMatrix
@@ -575,21 +576,21 @@ class AnnManager:
             return
 
         def run() -> None:
-            lock = _try_lock(self.folder)
-            if lock is None:
-                return  # another process builds; its stamp will be picked up
-            try:
-                t = time.perf_counter()
-                build(self.db_path, model, dim, self.config.ann_dtype, self.config.ann_threads, base)
-                self.last_error = None
-                self.builds += 1
-                log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",
-                         time.perf_counter() - t)
-            except Exception as exc:  # noqa: BLE001 - exact search keeps serving
-                self.last_error = f"build failed: {exc}"
-                log.error("vector: ANN index build failed: %s", exc)
-            finally:
-                _unlock(lock)
+            self.folder.mkdir(exist_ok=True)
+            with exclusive(self.folder / "build.lock") as held:
+                if not held:
+                    return  # another process builds; its stamp will be picked up
+                try:
+                    t = time.perf_counter()
+                    build(self.db_path, model, dim, self.config.ann_dtype,
+                          self.config.ann_threads, base)
+                    self.last_error = None
+                    self.builds += 1
+                    log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",
+                             time.perf_counter() - t)
+                except Exception as exc:  # noqa: BLE001 - exact search keeps serving
+                    self.last_error = f"build failed: {exc}"
+                    log.error("vector: ANN index build failed: %s", exc)
 
         self._thread = threading.Thread(target=run, name="vector-ann-build", daemon=True)
         self._thread.start()
@@ -607,28 +608,3 @@ class AnnManager:
             self.view.close()
 
 
-def _try_lock(folder: Path) -> Any:
-    """An exclusive, non-blocking lock on the folder's build.lock (None: held elsewhere)."""
-    folder.mkdir(exist_ok=True)
-    handle = open(folder / "build.lock", "a+b")  # noqa: SIM115 - held for the build
-    try:
-        import fcntl
-
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except ImportError:  # Windows: msvcrt locks a byte range
-        import msvcrt
-
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError:
-            handle.close()
-            return None
-    except OSError:
-        handle.close()
-        return None
-    return handle
-
-
-def _unlock(handle: Any) -> None:
-    if handle is not None:
-        handle.close()

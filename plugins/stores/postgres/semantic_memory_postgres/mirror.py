@@ -18,7 +18,6 @@ search.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sqlite3
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from semantic_memory.channels import Channel
+from semantic_memory.filelock import exclusive
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -316,13 +316,9 @@ class KeywordMirror:
         lock file keeps two services sharing the folder from building the same mirror."""
         assert self._path is not None and self._store is not None
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self._path.with_suffix(".lock"), "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        with exclusive(self._path.with_suffix(".lock")) as held:
+            if not held or self._path.exists():
                 return  # another service is building it; its file is used once in place
-            if self._path.exists():
-                return
             partial = self._path.with_suffix(".building")
             _unlink(partial)  # what a killed build left
             conn = _connect(partial)
