@@ -25,12 +25,14 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from semantic_memory.channels import Channel
 from semantic_memory.filelock import exclusive
 
 if TYPE_CHECKING:
+    import psycopg
+
     from .store import PostgresStore
 
 log = logging.getLogger("semantic_memory.postgres")
@@ -80,12 +82,6 @@ _UPSERT = ("INSERT INTO memories (id, content, kind, source, project, updated_at
            "kind = excluded.kind, source = excluded.source, project = excluded.project, "
            "updated_at = excluded.updated_at, deleted = excluded.deleted, "
            "superseded_by = excluded.superseded_by")
-
-
-class _Executes(Protocol):
-    """A psycopg connection, or the store's pooled `read()`."""
-
-    def execute(self, sql: str, params: Any = ...) -> Any: ...
 
 
 class KeywordMirror:
@@ -144,7 +140,7 @@ class KeywordMirror:
     # --- searching --------------------------------------------------------------------------
 
     @contextmanager
-    def local(self, conn: _Executes, live: Callable[[], int]
+    def local(self, conn: psycopg.Connection, live: Callable[[], int]
               ) -> Iterator[sqlite3.Connection | None]:
         """A read transaction on the mirror holding every change `conn` sees, or None. Never
         inside a write transaction: the mirror must not follow changes that may roll back."""
@@ -169,9 +165,9 @@ class KeywordMirror:
             with self._lock:
                 self._drop(f"cannot be searched ({exc})")
 
-    def _up_to_date(self, conn: _Executes, live: Callable[[], int]) -> bool:
+    def _up_to_date(self, conn: psycopg.Connection, live: Callable[[], int]) -> bool:
         with self._lock:
-            if self._writer is None and not self._open():
+            if self._writer is None and not self._open(conn):
                 if self.build and live() >= self.min_live:
                     self._start(self._build)
                 return False
@@ -216,7 +212,7 @@ class KeywordMirror:
 
     # --- following the change log -----------------------------------------------------------
 
-    def _sync(self, conn: _Executes, limit: int = SYNC_LIMIT) -> bool:
+    def _sync(self, conn: psycopg.Connection, limit: int = SYNC_LIMIT) -> bool:
         """Apply up to `limit` changes after the mirror's last; False when more are waiting.
         Under `_lock`, and in an IMMEDIATE transaction: services sharing a folder apply each
         change once, in order."""
@@ -251,25 +247,24 @@ class KeywordMirror:
         """A long backlog, applied in the background in batches small enough that a search
         waiting for the lock meanwhile waits a few milliseconds."""
         assert self._store is not None
-        while True:
-            with self._lock:
-                if self._writer is None:
-                    return
-                if self._sync(self._store.read(), CATCH_UP_BATCH):
+        while True:  # the connection first: searches waiting for the lock hold theirs
+            with self._store.snapshot() as pg, self._lock:
+                if self._writer is None or self._sync(pg, CATCH_UP_BATCH):
                     return
 
     # --- the file ---------------------------------------------------------------------------
 
-    def _open(self) -> bool:
-        """Open an existing mirror of this store (under `_lock`): False when there is none or it
-        cannot serve (then it is removed, to be built again)."""
-        assert self._path is not None and self._store is not None
+    def _open(self, conn: psycopg.Connection) -> bool:
+        """Open an existing mirror of this store (under `_lock`, asking with the search's own
+        connection): False when there is none or it cannot serve (then it is removed, to be
+        built again)."""
+        assert self._path is not None
         if not self._path.exists():
             return False
         try:
             writer = _connect(self._path)
             meta = dict(writer.execute("SELECT key, value FROM mirror_meta"))
-            newest = self._store.read().execute(_LAST_CHANGE).fetchone()[0] or 0
+            newest = conn.execute(_LAST_CHANGE).fetchone()[0] or 0
             if meta.get("format") != FORMAT or int(meta.get("last_change", -1)) > newest:
                 writer.close()  # another format, or a store restored from an older backup
                 self._remove()
