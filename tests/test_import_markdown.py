@@ -314,3 +314,17 @@ def test_cli_imports_one_notes_file_as_its_folder_would(tmp_path: Path) -> None:
     stored = json.loads(cli(db, tmp_path, "list", "--json").stdout)
     assert sorted(m["content"] for m in stored) == ["Ops: Deploys go through staging",
                                                    "Web: Use pnpm"]
+
+
+@pytest.mark.sqlite_only
+def test_a_dry_run_shows_file_text_without_its_terminal_sequences(tmp_path: Path) -> None:
+    """The dry run previews what each file would store, before ingest cleans it: a window
+    title (OSC 0) or a colour in a notes file is shown as text, never sent to the terminal."""
+    db, notes = tmp_path / "cli.db", tmp_path / "notes"
+    notes.mkdir()
+    (notes / "ops.md").write_text("# Ops\n\n- \x1b]0;pwned\x07Deploys go through "
+                                  "\x1b[31mstaging\x1b[0m\n", encoding="utf-8")
+    dry = cli(db, tmp_path, "import", str(notes), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "Deploys go through staging" in dry.stdout and "would be (dry run): 1 new" in dry.stdout
+    assert "\x1b" not in dry.stdout and "\x07" not in dry.stdout

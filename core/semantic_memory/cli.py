@@ -829,12 +829,12 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
     if not reports:
         click.echo(f"nothing to import: no markdown found for {path}")
         return
-    for report in reports:
-        click.echo(f"{report.label}: " + (", ".join(
-            f"{n} {k}" for k, n in report.counts.items() if n) or "empty"))
+    for report in reports:  # file names and previews of their text: shown, never obeyed
+        click.echo(strip_terminal_controls(f"{report.label}: " + (", ".join(
+            f"{n} {k}" for k, n in report.counts.items() if n) or "empty")))
         if dry_run:
             for line in iter_actions([report]):
-                click.echo(line)
+                click.echo(strip_terminal_controls(line))
     prefix = "would be (dry run): " if dry_run else "total: "
     click.echo(prefix + ", ".join(f"{n} {k}" for k, n in totals.items()))
 
