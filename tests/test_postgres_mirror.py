@@ -5,10 +5,12 @@ transaction, and a damaged, stale or lagging mirror never costs an answer."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -84,24 +86,35 @@ def test_the_mirror_answers_as_the_sqlite_channels_do(engine: MemoryEngine, tmp_
     ready(engine)
     sqlite = MemoryEngine(Settings(db_path=str(tmp_path / "sqlite.db"), device="cpu",
                                    plugins="bm25_porter,bm25_trigram"))
+    others = [NewMemory("the billing job on beta moved to the web team", project="web"),
+              NewMemory("never deploy on friday", kind="decision"),
+              NewMemory("the reindex job on gamma is global", kind="preference")]
     try:
         sqlite.ingest([NewMemory(t, project="ops") for t in TEXTS])
+        for service in (engine, sqlite):
+            service.ingest(others)
         names = {"pg_fulltext": "porter", "pg_trigram": "trigram"}
         pg_channels = {c.name: c for c in engine.channels if c.name in names}
         sqlite_channels = {c.name: c for c in sqlite.channels}
+        every_filter = [RecallFilters(), RecallFilters(project="ops"), RecallFilters(kind="fact"),
+                        RecallFilters(project="web"), RecallFilters(global_only=True),
+                        RecallFilters(kind="decision"), RecallFilters(since=0.0, source="chat")]
+        answered: Counter[str] = Counter()
         for query in QUERIES:
-            for pg_name, sqlite_name in names.items():
+            for (pg_name, sqlite_name), filters in itertools.product(names.items(), every_filter):
                 with engine.store.snapshot() as conn:
-                    ours = pg_channels[pg_name].search(conn, query, 5, RecallFilters())
+                    ours = pg_channels[pg_name].search(conn, query, 5, filters)
                 with sqlite.store.snapshot() as conn:
-                    theirs = sqlite_channels[sqlite_name].search(conn, query, 5, RecallFilters())
+                    theirs = sqlite_channels[sqlite_name].search(conn, query, 5, filters)
                 assert [(h.id, round(h.score, 9)) for h in ours] == \
-                    [(h.id, round(h.score, 9)) for h in theirs], (query, pg_name)
+                    [(h.id, round(h.score, 9)) for h in theirs], (query, pg_name, filters)
+                answered[repr(filters)] += bool(ours)
             assert contents(engine, query) == contents(sqlite, query), query
             vouched = [[(h.memory.content, h.signals.get("coverage"))
                         for h in service.recall(query, k=5, relevant_only=True)]
                        for service in (engine, sqlite)]
             assert vouched[0] == vouched[1], query  # what a hook would inject
+        assert len(answered) == len(every_filter) and all(answered.values())  # none vacuous
         assert contents(engine, "quokka")[0].startswith("the quokkaService")
         assert contents(engine, "周五运行")[0] == "部署脚本在周五运行"
     finally:
