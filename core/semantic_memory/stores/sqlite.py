@@ -106,6 +106,17 @@ def run_script(conn: sqlite3.Connection, script: str) -> None:
         conn.execute(statement)
 
 
+def merge_fts_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Merge every FTS5 index in the db into one segment (FTS5 'optimize', in the caller's
+    transaction); returns the FTS5 tables."""
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall()]
+    for table in tables:
+        conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+    return tables
+
+
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
     """v1 had no content hash and kept injected uids only as JSON text."""
     conn.execute("ALTER TABLE memories ADD COLUMN content_hash TEXT NOT NULL DEFAULT ''")
@@ -367,11 +378,7 @@ class SQLiteStore(SQLMemoryStore):
         about a second per 100k memories.
         """
         with self.write() as conn:
-            tables = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'")]
-            for table in tables:
-                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            tables = merge_fts_indexes(conn)
         if vacuum:
             with self._write_lock:
                 self._writer.execute("VACUUM")

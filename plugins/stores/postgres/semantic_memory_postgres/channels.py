@@ -244,14 +244,15 @@ class _IdfChannel(Channel):
         if self.mirror is not None:
             self.mirror.bind(cast("PostgresStore", store))
 
-    def _on_mirror(self, conn: psycopg.Connection, ask: Callable[[sqlite3.Connection], T]
-                   ) -> T | _Unanswered:
-        """`ask` of the keyword mirror brought up to date with `conn`, or _UNANSWERED while
-        there is none to ask (then PostgreSQL answers)."""
+    def _on_mirror(self, conn: psycopg.Connection, ask: Callable[[sqlite3.Connection], T],
+                   follow: bool = True) -> T | _Unanswered:
+        """`ask` of the keyword mirror brought up to date with `conn` (`follow=False`: as it
+        is, for verdicts on the hits a search just found), or _UNANSWERED while there is none
+        to ask (then PostgreSQL answers)."""
         if self.mirror is None:
             return _UNANSWERED
         try:
-            with self.mirror.local(conn, lambda: self.stats.live(conn)) as local:
+            with self.mirror.local(conn, lambda: self.stats.live(conn), follow) as local:
                 return _UNANSWERED if local is None else ask(local)
         except sqlite3.Error as exc:
             self.mirror.failed(exc)
@@ -534,7 +535,8 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def confidence(self, conn: psycopg.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
-        on_mirror = self._on_mirror(conn, lambda local: self.local.confidence(local, query, ids))
+        on_mirror = self._on_mirror(conn, lambda local: self.local.confidence(local, query, ids),
+                                    follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
         terms = self._terms(conn, query)
@@ -546,7 +548,8 @@ class PgFullTextChannel(_IdfChannel, Confident):
     def relevant(self, conn: psycopg.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
         no memory has weighs as one a single memory has); coverage goes into the signals."""
-        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
+        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
+                                    follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
         terms = self._terms(conn, query)
@@ -653,7 +656,8 @@ class PgTrigramChannel(_IdfChannel):
         IDF-weighted. Spaced text is the full-text channel's to judge."""
         if not UNSPACED.search(query) or not hits:
             return set()
-        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits))
+        on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
+                                    follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
         terms = self._terms(conn, query)

@@ -25,10 +25,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from semantic_memory.channels import Channel
 from semantic_memory.filelock import exclusive
+from semantic_memory.stores.sqlite import merge_fts_indexes, run_script
 
 if TYPE_CHECKING:
     import psycopg
@@ -77,8 +78,10 @@ _NUMBERED = ("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
              "FROM memories_change_seq")
 _LAST_CHANGE = ("SELECT greatest((SELECT max(change_seq) FROM memories), "
                 "(SELECT max(change_seq) FROM memories_removed))")
-_UPSERT = ("INSERT INTO memories (id, content, kind, source, project, updated_at, deleted, "
-           "superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+_INSERT = ("INSERT INTO memories (id, content, kind, source, project, updated_at, deleted, "
+           "superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+#: A change to a memory the mirror holds; its text is set apart, only when it changed.
+_UPSERT = (f"{_INSERT} ON CONFLICT (id) DO UPDATE SET "
            "kind = excluded.kind, source = excluded.source, project = excluded.project, "
            "updated_at = excluded.updated_at, deleted = excluded.deleted, "
            "superseded_by = excluded.superseded_by")
@@ -140,12 +143,18 @@ class KeywordMirror:
     # --- searching --------------------------------------------------------------------------
 
     @contextmanager
-    def local(self, conn: psycopg.Connection, live: Callable[[], int]
+    def local(self, conn: psycopg.Connection, live: Callable[[], int], follow: bool = True
               ) -> Iterator[sqlite3.Connection | None]:
         """A read transaction on the mirror holding every change `conn` sees, or None. Never
-        inside a write transaction: the mirror must not follow changes that may roll back."""
+        inside a write transaction: the mirror must not follow changes that may roll back.
+        `follow=False`: the mirror as it is, when open (judging hits a search of this
+        snapshot found there: the changes were followed then)."""
         store = self._store
-        if store is None or store.writing or not self._up_to_date(conn, live):
+        if store is None or store.writing:
+            yield None
+            return
+        current = self._writer is not None if not follow else self._up_to_date(conn, live)
+        if not current:
             yield None
             return
         reader = self._reader()
@@ -161,7 +170,7 @@ class KeywordMirror:
 
     def failed(self, exc: sqlite3.Error) -> None:
         """A search on the mirror failed: a damaged file is dropped, to be built again."""
-        if not busy(exc):
+        if not _busy(exc):
             with self._lock:
                 self._drop(f"cannot be searched ({exc})")
 
@@ -187,7 +196,7 @@ class KeywordMirror:
             try:
                 complete = self._sync(conn)
             except sqlite3.Error as exc:
-                if not busy(exc):  # busy: another service is writing it; PostgreSQL answers
+                if not _busy(exc):  # busy: another service is writing it; PostgreSQL answers
                     self._drop(f"cannot be written ({exc})")
                 return False
         if not complete:
@@ -267,7 +276,7 @@ class KeywordMirror:
             newest = conn.execute(_LAST_CHANGE).fetchone()[0] or 0
             if meta.get("format") != FORMAT or int(meta.get("last_change", -1)) > newest:
                 writer.close()  # another format, or a store restored from an older backup
-                self._remove()
+                _unlink(self._path)
                 return False
         except sqlite3.Error as exc:
             self._drop(f"cannot be opened ({exc})")
@@ -285,13 +294,10 @@ class KeywordMirror:
             self._writer.close()
             self._writer = None
         self._generation += 1
-        self._remove()
+        if self._path is not None:
+            _unlink(self._path)
 
-    def _remove(self) -> None:
-        assert self._path is not None
-        _unlink(self._path)
-
-    def _start(self, work: Any) -> None:
+    def _start(self, work: Callable[[], None]) -> None:
         """Run `work` in the background unless a build or catch-up is running already."""
         if self._worker is not None and self._worker.is_alive():
             return
@@ -299,7 +305,7 @@ class KeywordMirror:
                                         name="semantic-memory-pg-mirror")
         self._worker.start()
 
-    def _guarded(self, work: Any) -> None:
+    def _guarded(self, work: Callable[[], None]) -> None:
         try:
             work()
         except Exception as exc:  # a background failure is one line; searches go on on PG
@@ -330,24 +336,19 @@ class KeywordMirror:
     def _fill(self, conn: sqlite3.Connection) -> None:
         assert self._store is not None
         conn.execute("BEGIN")
-        for statement in filter(str.strip, LOCAL_SCHEMA.split(";")):
-            conn.execute(statement)
+        run_script(conn, LOCAL_SCHEMA)
         with self._store.snapshot() as pg:
             last = pg.execute(_LAST_CHANGE).fetchone()[0] or 0
             with pg.cursor(name="semantic_memory_mirror") as cursor:
                 cursor.itersize = BUILD_BATCH
                 cursor.execute(f"SELECT {_COLUMNS} FROM memories ORDER BY id")
                 while rows := cursor.fetchmany(BUILD_BATCH):
-                    conn.executemany(
-                        "INSERT INTO memories (id, content, kind, source, project, updated_at, "
-                        "deleted, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    conn.executemany(_INSERT, rows)
         for channel in self._channels:  # each indexes what is there in one pass
             channel.setup(conn)
-        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                     "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall():
-            # One segment per index, as `SQLiteStore.optimize` leaves a bulk import: the
-            # trigram index's searches were 1.3x slower in the segments 'rebuild' leaves.
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        # One segment per index, as `SQLiteStore.optimize` leaves a bulk import: the trigram
+        # index's searches were 1.3x slower in the segments 'rebuild' leaves.
+        merge_fts_indexes(conn)
         conn.executemany("INSERT INTO mirror_meta (key, value) VALUES (?, ?)",
                          [("format", FORMAT), ("last_change", str(last))])
         conn.execute("COMMIT")
@@ -373,7 +374,7 @@ def _unlink(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def busy(exc: sqlite3.Error) -> bool:
+def _busy(exc: sqlite3.Error) -> bool:
     """Whether `exc` says the file is locked by another writer for now (not damaged)."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
