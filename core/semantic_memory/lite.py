@@ -105,6 +105,43 @@ def _other_encoding(data: str | bytes) -> bool:
     return False
 
 
+_RAISE = object()
+#: Every UTF-16 surrogate code point, to U+FFFD (str.translate's table; built on first use).
+_SURROGATES: dict[int, int] = {}
+
+
+def loads_input(data: bytes, default: Any = _RAISE) -> Any:
+    """`loads(data)` for text from outside this process (hook input, a transcript line), made
+    valid Unicode: bytes that are not UTF-8 and lone surrogates (a `"\\ud83d"` escape, an
+    emoji cut in half by a harness) become U+FFFD. Every string it returns encodes as UTF-8,
+    so the writes, spool files and log lines made of it cannot fail on one character.
+    `default`, when given, is returned where the data is no JSON (as `try_loads`)."""
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")  # json.loads skips a BOM
+    value = loads(text) if default is _RAISE else try_loads(text, default)
+    if "\\ud" in text or "\\uD" in text:  # a surrogate can only come from an escape
+        value = _valid_text(value)
+    return value
+
+
+def _valid_text(value: Any) -> Any:
+    """`value` (decoded JSON) with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            if not _SURROGATES:
+                _SURROGATES.update(dict.fromkeys(range(0xD800, 0xE000), 0xFFFD))
+            return value.translate(_SURROGATES)
+        return value
+    if isinstance(value, list):
+        return [_valid_text(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_text(key): _valid_text(item) for key, item in value.items()}
+    return value
+
+
 def _unserialisable(value: Any) -> Any:
     raise TypeError  # json.dumps below raises the real error
 

@@ -50,7 +50,9 @@ def record(settings: Settings | HookSettings, entry: dict[str, Any]) -> None:
             pass
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            os.write(fd, line.encode("utf-8"))  # one write: lines of concurrent hooks stay whole
+            # One write: lines of concurrent hooks stay whole. "replace": the hook input is
+            # valid Unicode already (`lite.loads_input`), but an argument need not be.
+            os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)
     except OSError:

@@ -349,11 +349,12 @@ def _work(action: str | None) -> str:
 
 
 def read_payload() -> dict[str, Any]:
-    """The hook input: a JSON object on stdin (empty input = an empty object)."""
+    """The hook input: a JSON object on stdin (empty input = an empty object), as valid
+    Unicode (`lite.loads_input`): everything downstream encodes it without a failure."""
     raw = sys.stdin.buffer.read(MAX_INPUT_BYTES)
     if not raw.strip():
         return {}
-    data = lite.loads(raw)
+    data = lite.loads_input(raw)
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     return data

@@ -9,7 +9,7 @@ produces the same memories and the store's hash dedup refreshes them instead of 
 
 from __future__ import annotations
 
-from ..lite import try_loads
+from ..lite import loads_input
 
 # No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
 # most prompts need none of the patterns below (each is compiled on first use, behind a
@@ -199,7 +199,8 @@ def _line_start(handle: Any, offset: int, block: int) -> int:
 
 
 def _object(line: bytes) -> dict[str, Any] | None:
-    item = try_loads(line)
+    """A transcript line's object, as valid Unicode (`lite.loads_input`); None for others."""
+    item = loads_input(line, None)
     return item if isinstance(item, dict) else None
 
 

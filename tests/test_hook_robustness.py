@@ -1,0 +1,104 @@
+"""Hook runs that meet the edges of their input and their surroundings: text that is not valid
+Unicode, a closed stdout, a slow name server, harness wrappers in memory text, output caps,
+refused writes. Each runs `memory-mcp hook …` as the harness would, against a real service."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness_support import hook_env, hook_log, run_hook
+from test_service_support import Service, start_service
+
+#: A JSON string escape of half an emoji (its high surrogate alone), as a harness that cuts
+#: text by UTF-16 units writes it.
+HALF_EMOJI = "\\ud83d"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start_service(tmp_path_factory.mktemp("hook-robustness"))
+    yield svc
+    svc.stop()
+
+
+def memories(service: Service, **params: Any) -> list[dict[str, Any]]:
+    with service.client() as http:
+        return http.get("/api/memories", params={"limit": 200, **params}).json()["items"]
+
+
+def dead_url() -> str:
+    from harness_support import closed_port
+
+    return f"http://127.0.0.1:{closed_port()}"
+
+
+# --- 1: lone surrogates ----------------------------------------------------------------------
+
+
+def test_a_lone_surrogate_in_a_transcript_loses_nothing(service: Service, tmp_path: Path) -> None:
+    transcript = tmp_path / "session.jsonl"
+    lines = []
+    for i in range(10):
+        lines.append(json.dumps({"type": "user", "message": {
+            "role": "user", "content": f"How do we rotate the signing key of tenant {i}?"}}))
+        text = f"Run keyctl rotate --tenant {i} and restart the gateway pods {i}. "
+        # The escape goes into the JSON text as is: half an emoji, cut by a harness.
+        lines.append('{"type": "assistant", "message": {"role": "assistant", "content": '
+                     f'[{{"type": "text", "text": "{text}{HALF_EMOJI}"}}]}}}}')
+    transcript.write_text("\n".join(lines) + "\n")
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10")
+    payload = {"session_id": "surrogate-1", "transcript_path": str(transcript),
+               "cwd": str(tmp_path), "hook_event_name": "PreCompact", "trigger": "manual"}
+    run = run_hook("claude-code", "PreCompact", payload, env)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    entry = hook_log(tmp_path)[-1]
+    assert (entry["outcome"], entry["detail"]) == (
+        "stored", "10 chunks: 10 new, 0 already stored, 0 refused")
+    stored = [m["content"] for m in memories(service, project=tmp_path.name)]
+    assert len(stored) == 10 and all(text.endswith("\ufffd") for text in stored)
+
+
+@pytest.mark.parametrize("up", [True, False], ids=["service up", "spooled"])
+def test_a_lone_surrogate_in_hook_input_is_replaced_not_fatal(
+        service: Service, tmp_path: Path, up: bool) -> None:
+    """Every field: the text stored or spooled, and the session, folder and tool name that
+    go into the hook log."""
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    env = hook_env(tmp_path, service.url if up else dead_url(), MEMORY_HOOK_BUDGET_S="10",
+                   MEMORY_PLUGIN_TOOL_CAPTURE="Bash")
+    cut = f'"stdout": "deployed build 4417 to the canary pool {HALF_EMOJI}"'
+    payload = ('{"session_id": "s-' + HALF_EMOJI + '", "cwd": ' + json.dumps(str(cwd))
+               + ', "hook_event_name": "PostToolUse", "tool_name": "Bash",'
+               ' "tool_input": {"command": "deploy canary ' + HALF_EMOJI + '"}, "tool_response": {' + cut + '}}')
+    prompt = ('{"session_id": "s1", "cwd": ' + json.dumps(str(cwd)) + ', "prompt": '
+              '"remember bad \\ud800 bytes break the canary upload"}')
+    # Bytes that are not UTF-8 at all go the same way.
+    raw = ('{"session_id": "s1", "cwd": ' + json.dumps(str(cwd)) + ', "prompt": '
+           '"remember the canary pool is ').encode() + b"\xff" + b' canary-7"}'
+    for event, data in (("PostToolUse", payload), ("UserPromptSubmit", prompt),
+                        ("UserPromptSubmit", raw)):
+        run = run_hook("claude-code", event, data, env)
+        assert (run.returncode, run.stderr) == (0, ""), run.stderr
+        entry = hook_log(tmp_path)[-1]
+        assert entry["outcome"] == ("stored" if up else "spooled"), entry
+    log = hook_log(tmp_path)
+    assert log[0]["session"] == "s-\ufffd"
+    # A tool name no allow-list holds: skipped, and the log line names it.
+    run = run_hook("claude-code", "PostToolUse", payload.replace('"Bash"', '"Ba' + HALF_EMOJI
+                                                                + '"'), env)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert hook_log(tmp_path)[-1]["detail"] == "Ba\ufffd is not in MEMORY_PLUGIN_TOOL_CAPTURE"
+    if up:
+        contents = {m["content"] for m in memories(service, project="proj")}
+        assert contents >= {"remember bad \ufffd bytes break the canary upload"[9:],
+                            "the canary pool is \ufffd canary-7"}
+        assert any("canary pool \ufffd" in c for c in contents)
+    else:
+        spooled = sorted((tmp_path / "spool").glob("*.json"))
+        assert len(spooled) == 3
+        assert "\ufffd" in spooled[1].read_text(encoding="utf-8")
