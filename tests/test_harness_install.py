@@ -612,3 +612,39 @@ def test_doctor_tells_a_hung_service_from_a_stopped_one(tmp_path: Path) -> None:
     assert code == 1 and "NOT REACHABLE" in text and "start it with" not in text
     assert f"something listens on port {port} but does not answer" in text
     assert f"lsof -i :{port}" in text and f"sport = :{port}" in text
+
+
+def test_uninstall_without_install_changes_nothing(tmp_path: Path) -> None:
+    """Empty containers of the user's own (`"hooks": {"Stop": []}`, `"hooks": {}`, Kimi's
+    `hooks = []`) are not ours to remove, nor is a file install did not create."""
+    env = cli_env(tmp_path)
+    write(tmp_path / "home/.claude/settings.json", '{"hooks": {"Stop": []}}')
+    write(tmp_path / "project/.claude/settings.local.json",
+          '{\n  "theme": "dark",\n  "hooks": {},\n  "model": "opus"\n}\n')
+    write(tmp_path / "kimi/config.toml", 'default_model = "m"\nhooks = []\n')
+    before = snapshot(tmp_path)
+    for args in (["claude-code"], ["claude-code", "--project", str(tmp_path / "project")],
+                 ["kimi-code"]):
+        ok(env, "uninstall", *args)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("options", [{"MEMORY_PLUGIN_TOOL_CAPTURE": "Bash"},
+                                     {"MEMORY_HOOK_BUDGET_S": "2"}, {"--mcp": "none"}],
+                         ids=["tool capture", "budget", "mcp none"])
+@pytest.mark.parametrize("settings_text", ['{"hooks": {"Stop": []}}', '{"hooks": {}}'],
+                         ids=["user hook list", "empty hooks"])
+def test_a_plain_uninstall_undoes_an_install_made_with_other_options(
+        tmp_path: Path, options: dict[str, str], settings_text: str) -> None:
+    """Whatever options install ran with, uninstall gives the file back byte for byte and
+    takes the backup install kept (an emptied `"hooks": {}` needs one) with it."""
+    env = cli_env(tmp_path)
+    settings = tmp_path / "home/.claude/settings.json"
+    original = write(settings, settings_text)
+    flags = [arg for key, value in options.items() if key.startswith("--") for arg in (key, value)]
+    ok({**env, **{k: v for k, v in options.items() if not k.startswith("--")}},
+       "install", "claude-code", *flags)
+    assert "memory-mcp hook claude-code" in settings.read_text()
+    ok(env, "uninstall", "claude-code")
+    assert settings.read_bytes() == original
+    assert backups(tmp_path) == []

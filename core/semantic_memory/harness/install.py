@@ -293,10 +293,12 @@ def _check_reversible(files: list[ConfigFile], texts: list[str | None],
 def _restore_backups(files: list[ConfigFile], befores: list[str | None],
                      texts: list[str | None], changes: list[Change]) -> None:
     """Uninstall after an install that had to keep a backup (its edit was not exactly
-    reversible in place): take the newest backup that holds none of our entries; when install,
-    run on it, makes exactly the file as it is now, nothing was changed by hand since, so its
-    bytes go back and the backup goes. Install runs on every file in order (Codex's edits
-    depend on the one before)."""
+    reversible in place): take the newest backup that holds none of our entries; when
+    uninstall makes the same of it, once installed, as of the file as it is now, nothing was
+    changed by hand since, so its bytes go back and the backup goes. (Comparing what uninstall
+    leaves, not the installed files: install may have run with other options than this
+    uninstall, such as tool capture or `--mcp none`.) Install runs on every file in order
+    (Codex's edits depend on the one before)."""
     by_path = {change.path: change for change in changes}
     for file, before, text in zip(files, befores, texts, strict=True):
         backup, base = _clean_backup(file)
@@ -310,8 +312,16 @@ def _restore_backups(files: list[ConfigFile], befores: list[str | None],
         change = by_path.get(file.path)
         if backup is None or change is None or base == change.after:
             continue
-        if dump(file, doc, base) == before:
-            change.after, change.backup, change.restores = base, False, backup
+        installed = dump(file, doc, base)
+        if installed != before:
+            undone = parse(file, installed)
+            _edit(file, undone, uninstall=True)
+            left: str | None = dump(file, undone, installed)
+            if _emptied(file, undone, left):
+                left = None
+            if left != change.after:
+                continue
+        change.after, change.backup, change.restores = base, False, backup
 
 
 def _clean_backup(file: ConfigFile) -> tuple[Path | None, str | None]:
@@ -417,24 +427,32 @@ def set_command_hook(config: dict[str, Any], target: InstallTarget, event: str,
 
 def remove_command_hooks(config: dict[str, Any], target: InstallTarget,
                          events: list[str] | None = None) -> None:
-    """Drop our handlers (and groups they leave empty, and an emptied "hooks")."""
+    """Drop our handlers, and the groups, event lists and "hooks" object that removing them
+    left empty; a container that was empty before is the user's and stays."""
     hooks = config.get("hooks")
     if not isinstance(hooks, dict):
         return
+    removed = False
     for event in list(hooks):
         if events is not None and event not in events:
             continue
         groups = hooks[event]
         if not isinstance(groups, list):
             continue
+        emptied: list[dict[str, Any]] = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                group["hooks"] = [h for h in group["hooks"] if not (
+                kept = [h for h in group["hooks"] if not (
                     isinstance(h, dict) and target.is_our_command(h.get("command")))]
-        hooks[event] = [g for g in groups if not (isinstance(g, dict) and g.get("hooks") == [])]
-        if not hooks[event]:
-            del hooks[event]
-    if not hooks:
+                if len(kept) < len(group["hooks"]):
+                    group["hooks"], removed = kept, True
+                    if not kept:
+                        emptied.append(group)
+        if emptied:
+            hooks[event] = [g for g in groups if not any(g is e for e in emptied)]
+            if not hooks[event]:
+                del hooks[event]
+    if removed and not hooks:
         del config["hooks"]
 
 

@@ -175,6 +175,8 @@ class CodexAdapter(HarnessAdapter):
         def edit_config(doc: Any, installing: bool) -> None:
             import tomlkit
 
+            prunable = [path for path in (("hooks", "state"), ("hooks",), ("mcp_servers",))
+                        if not _empty_table(doc, path)]  # an empty table of the user's stays
             state = _table(doc, "hooks", "state")
             before, after = layout.get("before", {}), layout.get("after", {})
             # Re-key the user's trusted handlers that the edit moved (same hash, new place).
@@ -201,7 +203,7 @@ class CodexAdapter(HarnessAdapter):
                     servers[SERVER] = self._mcp_entry(target)
             elif target.is_our_server(doc.get("mcp_servers", {}).get(SERVER)):
                 del doc["mcp_servers"][SERVER]
-            _prune(doc, ("hooks", "state"), ("hooks",), ("mcp_servers",))
+            _prune(doc, *prunable)
 
         def mcp_installed(doc: Any) -> dict[str, bool]:
             return {"MCP server": target.is_our_server((doc.get("mcp_servers") or {}).get(SERVER))}
@@ -254,6 +256,16 @@ def _table(doc: Any, *path: str) -> Any:
             node[key] = tomlkit.table(is_super_table=True)
         node = node[key]
     return node
+
+
+def _empty_table(doc: Any, path: tuple[str, ...]) -> bool:
+    """Whether the table at `path` exists and is empty."""
+    node = doc
+    for key in path:
+        if not hasattr(node, "get") or key not in node:
+            return False
+        node = node[key]
+    return hasattr(node, "get") and not node
 
 
 def _prune(doc: Any, *paths: tuple[str, ...]) -> None:

@@ -179,9 +179,10 @@ class KimiCodeAdapter(HarnessAdapter):
             hooks = doc.get("hooks")
             if hooks is None:
                 return
-            for entry in [e for e in hooks if ours(e)]:
+            mine = [e for e in hooks if ours(e)]
+            for entry in mine:
                 hooks.remove(entry)
-            if not len(hooks):
+            if mine and not len(hooks):  # a `hooks = []` of the user's own stays
                 del doc["hooks"]
 
         def hooks_installed(doc: Any) -> dict[str, bool]:
