@@ -18,7 +18,8 @@ from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
 from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
-from .models import IngestResult, Memory, NewMemory, RecallFilters, now, project_name
+from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, now,
+                     project_name)
 from .plugins import PluginManager
 from .stores import MemoryStore
 from .stores.base import content_hash
@@ -34,6 +35,18 @@ SUPERSEDE_CANDIDATES = 5
 SUPERSEDE_MAX_CHARS = 500
 
 
+def _is_unicode(value: object) -> bool:
+    """False for a string holding lone surrogates: bytes that were not UTF-8 (a shell argument
+    decoded with surrogateescape, a JSON "\\udce9"), which no store can write."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def validate(memory: NewMemory, max_chars: int) -> None:
     """Raise InvalidMemory with a one-line reason naming the field."""
     if not isinstance(memory.content, str):
@@ -46,6 +59,9 @@ def validate(memory: NewMemory, max_chars: int) -> None:
         )
     if "\x00" in memory.content:
         raise InvalidMemory("content: contains NUL characters (binary data is not stored)")
+    for name in ("content", "project", "session"):
+        if not _is_unicode(getattr(memory, name)):
+            raise InvalidMemory(f"{name}: not UTF-8 text")
     for name in ("kind", "source"):
         value = getattr(memory, name)
         if not isinstance(value, str) or not _NAME.match(value):
@@ -56,15 +72,21 @@ def validate(memory: NewMemory, max_chars: int) -> None:
         not isinstance(memory.project, str) or not 0 < len(memory.project) <= MAX_PROJECT_CHARS
     ):
         raise InvalidMemory(f"project: expected a string of 1..{MAX_PROJECT_CHARS} characters")
+    if isinstance(memory.project, str) and ("\n" in memory.project or "\t" in memory.project):
+        raise InvalidMemory("project: must be one line (no newline or tab)")
     if not isinstance(memory.tags, list) or len(memory.tags) > MAX_TAGS:
         raise InvalidMemory(f"tags: expected a list of at most {MAX_TAGS} strings")
     for tag in memory.tags:
         if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_CHARS:
             raise InvalidMemory(f"tags: each tag must be a string of 1..{MAX_TAG_CHARS} characters")
+        if not _is_unicode(tag):
+            raise InvalidMemory("tags: not UTF-8 text")
     for name in ("created_at", "updated_at"):
         value = getattr(memory, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InvalidMemory(f"{name}: expected unix seconds")
+        if value is not None and not in_time_range(value):
+            raise InvalidMemory(f"{name}: time out of range (1970 to year 9999)")
     if memory.uid is not None and (not isinstance(memory.uid, str) or not UID.match(memory.uid)):
         raise InvalidMemory("uid: expected 1..64 letters, digits, _ or -")
     if not isinstance(memory.forgotten, bool):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -19,8 +20,23 @@ EXPIRING_KIND = "artifact"
 PLUGIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
+#: The latest time a memory may carry: 9999-12-31T23:59:59Z, the last second ISO 8601 and
+#: Python's datetime can write.
+MAX_TS = 253_402_300_799.0
+
+
+def in_time_range(ts: float) -> bool:
+    """Whether unix seconds `ts` is a time a memory may carry: 1970 to year 9999 (also False
+    for NaN and infinities, which no interface could show)."""
+    return 0 <= ts <= MAX_TS
+
+
 def iso(ts: float) -> str:
-    """Unix seconds -> ISO 8601 UTC, the form every interface shows."""
+    """Unix seconds -> ISO 8601 UTC, the form every interface shows. A time out of range (a
+    row written before ingest checked the range) is shown at its nearest bound, never raised
+    on: one such row must not stop a listing or an export."""
+    if not in_time_range(ts):
+        ts = 0.0 if math.isnan(ts) or ts < 0 else MAX_TS
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
 
 
@@ -29,9 +45,21 @@ _AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
+class TimeOutOfRange(ValueError):
+    """A time that reads, but lies outside what a memory may carry (`in_time_range`)."""
+
+
 def parse_time(value: str | float | int) -> float:
     """ISO 8601 (naive = UTC), unix seconds, or a duration back from now ("7d": a week ago;
-    s, m, h, d, w) -> unix seconds."""
+    s, m, h, d, w) -> unix seconds; ValueError for anything else, or a time outside 1970 to
+    year 9999."""
+    ts = _read_time(value)
+    if not in_time_range(ts):
+        raise TimeOutOfRange("time out of range (1970 to year 9999)")
+    return ts
+
+
+def _read_time(value: str | float | int) -> float:
     if isinstance(value, bool):
         raise ValueError("a timestamp cannot be a boolean")
     if isinstance(value, (int, float)):

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from .. import __version__
 from ..errors import InvalidMemory, UnknownMemory
-from ..models import NewMemory, RecallFilters, parse_time
+from ..models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
 from ..limits import (
     MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
@@ -106,13 +106,12 @@ def _since(value: str | None) -> float | None:
     if value is None:
         return None
     try:
-        ts = parse_time(value)
+        return parse_time(value)
+    except TimeOutOfRange as exc:
+        raise ToolError(f"since: {exc}") from None
     except (ValueError, OverflowError):
         raise ToolError(f"since: cannot read {value!r} as ISO 8601, unix seconds or a duration "
                         "back from now (7d)") from None
-    if not 0 <= ts <= 253_402_300_799:
-        raise ToolError("since: time out of range")
-    return ts
 
 
 def _brief(data: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from ..models import (
     NewMemory,
     RecallFilters,
     RecallHit,
+    TimeOutOfRange,
     parse_time,
 )
 from ..ingest import validate
@@ -40,7 +41,6 @@ from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
 
-MAX_TS = 253_402_300_799.0  # 9999-12-31T23:59:59Z
 #: What PATCH /api/memories/{uid} may change.
 EDIT_FIELDS = ("content", "kind", "tags", "project")
 
@@ -113,14 +113,13 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
     if value is None:
         return None
     try:
-        ts = parse_time(value)
+        return parse_time(value)
+    except TimeOutOfRange as exc:
+        raise ApiError(422, f"{field}: {exc}", field) from None
     except (ValueError, TypeError, OverflowError):
         raise ApiError(422, f"{field}: expected ISO 8601, unix seconds or a duration back "
                        f"from now (7d), got {value!r}"[:300],
                        field) from None
-    if not 0 <= ts <= MAX_TS:  # also rejects NaN
-        raise ApiError(422, f"{field}: time out of range", field)
-    return ts
 
 
 def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
