@@ -142,6 +142,35 @@ def test_service_strips_private_text_from_rest_and_mcp_writes(service: Service) 
     assert all(SECRET not in json.dumps(i) for i in items)
 
 
+def test_every_stored_field_is_cleaned_not_only_content_and_tags(service: Service) -> None:
+    """A project, a session and an injection report's fields kept private spans (and the
+    report's harness, hook and session kept secrets) verbatim, into stats and the block's
+    attributes."""
+    token = "ghp_R8x2kQ9mZ4vT7nW1pL6sY3cB5hJ0dF8gA2eK"
+    with service.client() as client:
+        stored = client.post("/ingest", json={
+            "content": f"private fields: {FACT}", "project": f"p-fields<private>{SECRET}</private>",
+            "session": f"s-fields <private>{SECRET}</private> {token}"}).json()
+        assert stored["status"] == "new"
+        only_private = client.post("/ingest", json={
+            "content": FACT + " again, elsewhere", "project": f"<private>{SECRET}</private>"})
+        assert only_private.json()["status"] == "rejected"  # never made global instead
+        memory = client.get(f"/api/memories/{stored['uid']}").json()
+        assert memory["project"] == "p-fields"
+        assert SECRET not in memory["session"] and token not in memory["session"]
+        client.post("/inject/report", json={
+            "harness": token, "hook": token, "project": f"p<private>{SECRET}</private>",
+            "query": f"hello <private>{SECRET}</private> there", "session": token,
+            "uids": [stored["uid"]], "chars": 10})
+        recorded = client.get("/api/injections", params={"limit": 50}).json()
+        # the session recorded cleaned is the one a recall with the raw session looks up
+        query = {"query": "staging database listens on port", "project": "p-fields"}
+        elsewhere = client.post("/recall", json={**query, "session": "s-other"}).json()
+        again = client.post("/recall", json={**query, "session": token}).json()
+    assert SECRET not in json.dumps(recorded) and token not in json.dumps(recorded)
+    assert stored["uid"] in json.dumps(elsewhere) and stored["uid"] not in json.dumps(again)
+
+
 def test_a_prompts_private_part_is_not_the_query(service: Service, tmp_path: Path) -> None:
     """The recall runs for the rest of the prompt; the query the service records for the
     injection holds no private text."""

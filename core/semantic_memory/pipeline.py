@@ -11,11 +11,12 @@ from . import neardup, neighbours, supersede
 from .channels import Backfills, Channel, check_channel, skip_reason
 from .config import Settings
 from .embedders import Embedder, check_embedder, choose_embedder
+from .private import strip_private
 from .safety.redaction import redact, ruleset_info
 from .errors import UnknownMemory, one_line
 from .ingest import SUPERSEDE_MAX_CHARS, UID, UpdateResult, Writer
 from .retrieval import Searcher
-from .limits import MAX_RECALL_K
+from .limits import MAX_RECALL_K, MAX_TAG_CHARS
 from .models import (
     IngestResult,
     InjectionBlock,
@@ -30,6 +31,13 @@ from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import MemoryStore, open_store
 from .stores.base import VALUE_COLUMNS
 from .telemetry import fill_days, to_api
+
+
+def as_stored(text: str | None) -> str | None:
+    """A free-text field as the store keeps it: private spans out, secrets redacted (what
+    ingest's hygiene does to a memory's fields, so a lookup by it finds what was stored)."""
+    return redact(strip_private(text)) if text else text
+
 
 log = logging.getLogger("semantic_memory")
 
@@ -368,23 +376,23 @@ class MemoryEngine:
         project: str | None = None, query: str | None = None, chars: int = 0,
         session: str | None = None,
     ) -> int:
-        """Append one injection report; returns its id. Free text is redacted like memories."""
-        row = {"ts": now(), "harness": harness, "hook": hook,
-               "project": redact(project) if project else project,
-               "query": redact(query) if query else query, "chars": int(chars),
-               "session": session}
+        """Append one injection report; returns its id. Every text field is cleaned like a
+        memory's (private spans out, secrets redacted)."""
+        row = {"ts": now(), "harness": as_stored(harness), "hook": as_stored(hook),
+               "project": as_stored(project), "query": as_stored(query), "chars": int(chars),
+               "session": as_stored(session)}
         return self.store.record_injection(row, uids)
 
     def injected_in_session(self, session: str) -> frozenset[str]:
         """Uids of the memories already injected in this agent session (one index range)."""
-        return frozenset(self.store.injected_in_session(session))
+        return frozenset(self.store.injected_in_session(as_stored(session)))
 
     def in_session_context(self, session: str) -> Callable[[Memory], bool]:
         """Whether a memory is already in the context of agent session `session`: injected
         into it, or flushed from it (tagged `session:<session>`). A harness names its context
         anew after each compaction, so what compaction dropped can come back."""
         injected = self.injected_in_session(session)
-        tag = f"session:{session}"
+        tag = as_stored(f"session:{session}"[:MAX_TAG_CHARS])  # as a flush tags its memories
         return lambda memory: memory.uid in injected or tag in memory.tags
 
     def in_agent_context(self, session: str | None, harness: str | None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..config import Settings
 from ..errors import Rejected
-from ..limits import MAX_PROJECT_CHARS, MAX_TAG_CHARS
+from ..limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS
 from ..models import NewMemory
 from ..hookspecs import hookimpl
 from ..safety.injection_filter import looks_like_injection
@@ -40,20 +40,22 @@ def filter_ingest(memory: NewMemory, settings: Settings) -> None:
 
 
 def _redact_fields(memory: NewMemory) -> None:
-    """Content, project, each tag, kind and source redacted with one library call
+    """Content, project, session, each tag, kind and source redacted with one library call
     (`redact_many`). A marker can be longer than the secret it replaces: cut to the field's
     limit rather than refuse the memory for it. A kind or source is an identifier that a marker
     cannot stand in: one holding a secret is refused."""
     tags = memory.tags if isinstance(memory.tags, list) else []
-    fields = [memory.kind, memory.source, memory.content, memory.project, *tags]
+    fields = [memory.kind, memory.source, memory.content, memory.project, memory.session, *tags]
     redacted = iter(redact_many([f for f in fields if isinstance(f, str)]))
-    kind, source, content, project, *tags = [next(redacted) if isinstance(f, str) else f
-                                             for f in fields]
+    kind, source, content, project, session, *tags = [
+        next(redacted) if isinstance(f, str) else f for f in fields]
     for name, before, after in (("kind", memory.kind, kind), ("source", memory.source, source)):
         if after != before:
             raise Rejected(f"{name}: holds a secret; not stored")
     memory.content = content
     if isinstance(project, str):
         memory.project = project[:MAX_PROJECT_CHARS]
+    if isinstance(session, str):
+        memory.session = session[:MAX_SESSION_CHARS]
     if isinstance(memory.tags, list):
         memory.tags = [t[:MAX_TAG_CHARS] if isinstance(t, str) else t for t in tags]

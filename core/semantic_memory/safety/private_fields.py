@@ -1,5 +1,5 @@
 """The service's side of `<private>…</private>` (rule in `semantic_memory.private`): removed
-from a memory's content and tags before redaction, any channel, or the store sees it.
+from every free-text field of a memory (content, project, tags, session) before redaction, any channel, or the store sees it.
 
 Writers strip it too before they spool or log (hook adapters, MCP proxy, opencode plugin);
 this catches every write that did not come through them (REST, MCP, CLI, spool replay)."""
@@ -14,12 +14,17 @@ __all__ = ["strip_private_fields"]
 
 
 def strip_private_fields(memory: NewMemory) -> None:
-    """Strip private spans from content and tags in place; refuse a memory with nothing else."""
-    if isinstance(memory.content, str):
-        content = strip_private(memory.content)
-        if content is not memory.content and not content.strip():
-            raise Rejected("content: nothing but <private> text; not stored")
-        memory.content = content
+    """Strip private spans from every free-text field in place; refuse a memory whose content
+    or project is nothing else (a project cannot silently become global)."""
+    for name in ("content", "project"):
+        value = getattr(memory, name)
+        if isinstance(value, str):
+            stripped = strip_private(value)
+            if stripped is not value and not stripped.strip():
+                raise Rejected(f"{name}: nothing but <private> text; not stored")
+            setattr(memory, name, stripped.strip() if name == "project" else stripped)
+    if isinstance(memory.session, str):
+        memory.session = strip_private(memory.session).strip() or None
     if isinstance(memory.tags, list):
         tags = [strip_private(t) if isinstance(t, str) else t for t in memory.tags]
         memory.tags = [t for t in tags if not isinstance(t, str) or t.strip()]
