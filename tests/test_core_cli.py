@@ -215,3 +215,70 @@ def test_plugins_command_lists_distributions_and_channels(db: Path) -> None:
     assert rows["bm25_porter"]["channels"] == ["porter"]
     assert rows["bm25_trigram"]["channels"] == ["trigram"]
     assert rows["hygiene"]["hooks"] == ["filter_ingest"]
+
+
+def test_times_a_memory_cannot_carry_are_bad_lines_and_the_rest_is_stored(
+        db: Path, tmp_path: Path) -> None:
+    """NaN, infinities and times outside 1970..9999 were stored (or crashed the batch), then
+    made `list`, `export` and `recall --block` raise for good."""
+    lines = ['{"content": "good before"}', '{"content": "nan", "created_at": NaN}',
+             '{"content": "inf", "updated_at": Infinity}',
+             '{"content": "far", "created_at": 1e20}',
+             '{"content": "neg", "created_at": -1e15}',
+             '{"content": "iso", "updated_at": "9999-12-31T23:59:59-12:00"}',
+             '{"content": "good after redis"}']
+    path = tmp_path / "times.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = run(db, "import", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert json.loads(result.stdout) == {"new": 2, "duplicate": 0, "rejected": 0, "bad": 5}
+    assert "line 4: created_at: time out of range" in result.stderr
+    for args in (["list"], ["export"], ["recall", "redis", "--block", "2000"]):
+        shown = run(db, *args)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, (args, shown.stderr)
+    since = run(db, "list", "--since", "nan")
+    assert since.returncode == 2 and "--since" in since.stderr
+
+
+def test_text_that_is_not_utf8_is_a_one_line_error(db: Path) -> None:
+    """A shell hands undecodable bytes over as surrogates, which no store can write."""
+    env = {**os.environ, "MEMORY_DB_PATH": str(db)}
+    for args, stdin in (([b"store", b"caf\xe9 test"], None), ([b"store", b"-"], b"caf\xe9"),
+                        ([b"store", b"ok", b"--project", b"p\xe9"], None),
+                        ([b"store", b"ok", b"--tag", b"t\xe9"], None)):
+        result = subprocess.run([sys.executable, "-m", "semantic_memory", *args], input=stdin,
+                                capture_output=True, env=env, timeout=60)
+        err = result.stderr.decode()
+        assert result.returncode == 1 and "not UTF-8 text" in err and "Traceback" not in err
+
+
+def test_write_and_range_failures_are_one_line(db: Path, tmp_path: Path) -> None:
+    run(db, "store", "The web repo uses pnpm as its package manager")
+    for args in (["export", "-o", str(tmp_path)], ["export", "-o", str(tmp_path / "no/x.jsonl")],
+                 ["list", "--offset", "99999999999999999999"], ["export", "--markdown", ""]):
+        result = run(db, *args)
+        assert result.returncode in (1, 2) and result.stderr.count("Error:") == 1, args
+        assert "Traceback" not in result.stderr, args
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "semantic_memory", "export"],
+                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+                                env={**os.environ, "MEMORY_DB_PATH": str(db)})
+    assert result.returncode == 1 and "No space left" in result.stderr
+    assert "Traceback" not in result.stderr
+    tiny = run(db, "recall", "package manager", "--block", "100")
+    assert tiny.returncode == 1 and "no block fits in 100 characters" in tiny.stderr
+
+
+def test_a_refused_store_exits_1_with_json_too(db: Path) -> None:
+    result = run(db, "store", "<private>only this</private>", "--json")
+    assert result.returncode == 1 and json.loads(result.stdout)["status"] == "rejected"
+
+
+def test_a_narrow_terminal_never_cuts_a_uid(db: Path) -> None:
+    uid = json.loads(run(db, "store", "a long memory " * 20, "--project", "web",
+                         "--json").stdout)["uid"]
+    env = {**os.environ, "MEMORY_DB_PATH": str(db), "COLUMNS": "50"}
+    for args in (["list"], ["recall", "long memory"]):
+        shown = subprocess.run([sys.executable, "-m", "semantic_memory", *args],
+                               capture_output=True, text=True, env=env, timeout=60)
+        assert uid in shown.stdout, shown.stdout

@@ -242,6 +242,33 @@ def test_notes_folder_and_markdown_export_round_trip(engine: MemoryEngine, tmp_p
     assert memories(engine)["We keep 30 days of backups"].kind == "decision"
 
 
+def test_an_export_round_trip_keeps_odd_projects_and_refuses_ambiguous_files(
+        engine: MemoryEngine, tmp_path: Path) -> None:
+    """A project holding `-->` came back cut at it; content ending in a newline came back
+    `updated`; a malformed header raised; a uid on two entries silently kept the last."""
+    from semantic_memory.importers import ImportFailed
+    from semantic_memory.models import NewMemory
+
+    engine.ingest([NewMemory("arrow project note", project="a -->b"),
+                   NewMemory("ends with a newline\n", project="a -->b")])
+    out = tmp_path / "export"
+    [(path, _)] = export_markdown(engine, out)
+    scope = [f"folder:{out}"]
+    [report] = run_import(engine, folder_files(out, None), scope)
+    assert report.counts["unchanged"] == 2 and report.counts["updated"] == 0
+    assert {m.project for m in engine.list(RecallFilters(), 10, 0)} == {"a -->b"}
+    text = path.read_text(encoding="utf-8")
+    entry = next(line for line in text.splitlines() if line.startswith("- arrow"))
+    path.write_text(text + entry.replace("arrow", "copied arrow") + "\n", encoding="utf-8")
+    with pytest.raises(ImportFailed, match="on two entries"):
+        run_import(engine, folder_files(out, None), scope)
+    path.write_text(text.replace(" -->\n", "\n", 1), encoding="utf-8")  # the header's end
+    with pytest.raises(ImportFailed, match="export header"):
+        run_import(engine, folder_files(out, None), scope)
+    assert [m.content for m in engine.list(RecallFilters(), 10, 0)].count(
+        "arrow project note") == 1  # nothing was written by the refused imports
+
+
 def test_splitting_rules() -> None:
     sections = split_markdown(
         "intro line\n\n# A\n```\n# not a heading\n- not a bullet\n```\n## B\n1. first\n"

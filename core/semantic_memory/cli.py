@@ -16,13 +16,15 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory
-from .models import NewMemory, RecallFilters, parse_time
+from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
 from .plugins import build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
+#: The largest LIMIT / OFFSET a store takes (a signed 64-bit integer).
+SQL_INT_MAX = 2**63 - 1
 
 
 @dataclass
@@ -62,6 +64,8 @@ def _filters(project: str | None, kind: str | None, source: str | None,
              since: str | None) -> RecallFilters:
     try:
         since_ts = parse_time(since) if since else None
+    except TimeOutOfRange as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
     except ValueError:
         raise click.BadParameter(f"cannot read {since!r} as ISO 8601, unix seconds or a "
                                  "duration back from now (7d)",
@@ -159,6 +163,8 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
         raise click.ClickException(str(exc)) from None
     if as_json:
         _echo_json(result.to_dict())
+        if result.status == "rejected":  # as without --json: a script checks the exit code
+            sys.exit(1)
     elif result.status == "rejected":
         raise click.ClickException(f"rejected: {result.reason}")
     else:
@@ -197,7 +203,11 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
                    err=True)
         return
     if budget is not None:
-        click.echo(obj.engine.injection_block(query, hits, budget))
+        block = obj.engine.injection_block(query, hits, budget)
+        if not block:
+            raise click.ClickException(f"no block fits in {budget} characters ({len(hits)} "
+                                       "matching memories): give --block a larger budget")
+        click.echo(block)
     elif as_json:
         _echo_json([h.to_dict() for h in hits])
     else:
@@ -270,8 +280,8 @@ def update(obj: Context, uid: str, content: str | None, kind: str | None, tags: 
 
 @cli.command("list")
 @with_filters
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(0))
-@click.option("--offset", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, SQL_INT_MAX))
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0, SQL_INT_MAX))
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def list_(obj: Context, project: str | None, kind: str | None, source: str | None,
@@ -627,9 +637,12 @@ def spool_clear(obj: Context, rejected_too: bool, yes: bool) -> None:
 
 # rich is imported where it is used: it would add ~50 ms to every start, the service's too.
 def _table(*columns: str) -> Any:
-    from rich.table import Table
+    """A borderless table; a narrow terminal squeezes every column but `uid`, which must stay
+    whole to be copied into `forget` or `update`."""
+    from rich.table import Column, Table
 
-    return Table(*columns, box=None)
+    return Table(*(Column(name, no_wrap=True, min_width=16) if name == "uid" else name
+                   for name in columns), box=None)
 
 
 def _add_row(table: Any, *cells: str) -> None:
@@ -684,6 +697,8 @@ def _record(raw: bytes) -> NewMemory:
         value = data.get(name)
         try:
             times[name] = parse_time(value) if value is not None else None
+        except TimeOutOfRange as exc:
+            raise ValueError(f"{name}: {exc}") from None
         except (ValueError, TypeError, AttributeError, OverflowError):
             raise ValueError(f"{name}: cannot read {value!r} as a time") from None
     return NewMemory(
@@ -850,8 +865,11 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
     """Export memories as JSON lines (the format `import` reads; a round trip keeps uids,
     timestamps and, with --include-deleted, forgotten memories), or as markdown."""
     engine = obj.engine
-    if markdown_dir:
+    if markdown_dir is not None:
         from .importers import export_markdown
+
+        if not markdown_dir.strip():
+            raise click.BadParameter("give a folder", param_hint="--markdown")
 
         if include_deleted or output != "-":
             raise click.ClickException("--markdown writes live memories to a folder: "
@@ -864,16 +882,27 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
             click.echo(f"{file}: {count} memories")
         return
     total = engine.count() if not include_deleted else None
-    handle = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")
     try:
-        with progress_bar() as progress:
+        with _open_output(output) as handle, progress_bar() as progress:
             task = progress.add_task("exporting", total=total)
             for record in engine.export(include_deleted):
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 progress.advance(task)
-    finally:
-        if handle is not sys.stdout:
-            handle.close()
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {'standard output' if output == '-' else output}"
+                                   f": {exc.strerror or exc}") from None
+
+
+@contextmanager
+def _open_output(path: str) -> Iterator[Any]:
+    """A text file to write (standard output for '-'), flushed before it counts as written:
+    a full disk fails here, with the export, not at exit."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+    else:
+        with open(path, "w", encoding="utf-8") as handle:
+            yield handle
 
 
 @cli.command()

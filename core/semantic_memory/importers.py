@@ -36,7 +36,8 @@ _BULLET = re.compile(r"^(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _INDEX_LINE = re.compile(r"^[-*+][ \t]+\[[^\]]*\]\(([^)#]+\.md)\)")
 _UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:([A-Za-z0-9_-]{1,64})[ \t]*-->[ \t]*$")
-_EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*?)[ \t]*-->")
+#: Greedy up to the line's last `-->`: a project name may hold one itself.
+_EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*)-->[ \t]*$")
 #: Claude Code auto-memory `type` → our kind ("feedback" is how the user wants work done).
 _TYPE_KINDS = {"user": "preference", "feedback": "preference", "preference": "preference",
                "project": "fact", "reference": "fact", "fact": "fact", "decision": "decision"}
@@ -270,11 +271,16 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
     `## kind` heading, continuation lines indented two spaces; entries a person added without a
     uid comment are new memories."""
     lines = text.splitlines()
-    project = _EXPORT_HEADER.match(lines[0]).group(1) if lines else None
+    header = _EXPORT_HEADER.match(lines[0]) if lines else None
+    if header is None:
+        raise ValueError("its first line is not a whole export header "
+                         "(<!-- semantic-memory-mcp export: project=… -->)")
+    project = header.group(1).strip()
     sections: list[Section] = []
     kind = "fact"
     entry: list[str] = []
     uid: str | None = None
+    seen_uids: set[str] = set()
     ordinal = 0
 
     def close() -> None:
@@ -299,6 +305,10 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
             found = _UID_COMMENT.search(first)
             if found:
                 uid, first = found.group(1), first[:found.start()]
+                if uid in seen_uids:  # a copied entry: which text should the memory keep?
+                    raise ValueError(f"uid {uid} is on two entries; keep it on one (an entry "
+                                     "without a uid comment is a new memory)")
+                seen_uids.add(uid)
             entry = [first]
         elif entry:
             entry.append(line[2:] if line.startswith("  ") else line.lstrip())
@@ -310,7 +320,10 @@ def sections_of(source: SourceFile) -> tuple[list[Section], str | None]:
     """The memories of one file, and the project an exported file names (else None)."""
     text = read_text(source.path)
     if text.startswith("<!-- semantic-memory-mcp export:"):
-        project, sections = split_export(text)
+        try:
+            project, sections = split_export(text)
+        except ValueError as exc:
+            raise ImportFailed(f"{source.label}: {exc}") from None
         return sections, project
     if source.auto_memory:
         if source.path.name == "MEMORY.md":  # the index: only lines that are not links to files
@@ -447,9 +460,10 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
         _store(engine, source, section, base, project, tags or tags_for(source, section),
                report, dry_run)
         return base
-    wanted = (strip_private(section.content), section.kind, project,
+    # Trailing whitespace is not kept by the markdown form: "x\n" exported reads back as "x".
+    wanted = (strip_private(section.content).rstrip(), section.kind, project,
               current.tags if tags is None else tags)
-    if wanted == (current.content, current.kind, current.project, current.tags):
+    if wanted == (current.content.rstrip(), current.kind, current.project, current.tags):
         report.counts["unchanged"] += 1
         return base
     if dry_run:
