@@ -378,11 +378,20 @@ def test_idle_session_is_closed(tmp_path: Path) -> None:
     ("MEMORY_MCP_SESSION_IDLE_S", "inf"), ("MEMORY_HEADER_TIMEOUT_S", "0"),
     ("MEMORY_HEADER_TIMEOUT_S", "nan"), ("MEMORY_MAX_CONNECTIONS", "3"),
     ("MEMORY_MAX_CONNECTIONS_PER_CLIENT", "0"), ("MEMORY_HOOK_BACKOFF_S", "-1"),
+    ("MEMORY_MAX_CONTENT_CHARS", "0"), ("MEMORY_MAX_CONTENT_CHARS", "-1"),
+    # a Host check compares names: an entry with a port or a scheme would never match
+    ("MEMORY_ALLOWED_HOSTS", "memory.lan:8765"), ("MEMORY_ALLOWED_HOSTS", "http://memory.lan"),
+    ("MEMORY_ALLOWED_HOSTS", "memory.lan,10.0.0.5/24"),
 ])
 def test_bad_limits_are_config_errors(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name) as info:
         Settings.from_env({name: value})
     assert "\n" not in str(info.value)
+
+
+def test_allowed_hosts_take_names_and_addresses() -> None:
+    settings = Settings.from_env({"MEMORY_ALLOWED_HOSTS": "memory.lan, 192.168.1.5,[::1],fe80::1"})
+    assert settings.allowed_hosts.count(",") == 3
 
 
 def test_limit_defaults() -> None:

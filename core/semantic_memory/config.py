@@ -9,7 +9,9 @@ environment the core's were read from.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, TypeVar
@@ -265,6 +267,12 @@ class Settings(SettingsSection):
                               "MEMORY_MAX_CONNECTIONS_PER_CLIENT >= 1")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
             raise ConfigError(f"MEMORY_HOOK_BACKOFF_S must be 0..3600, not {self.hook_backoff_s}")
+        if self.max_content_chars < 1:
+            raise ConfigError(f"MEMORY_MAX_CONTENT_CHARS must be >= 1, not {self.max_content_chars}")
+        for host in filter(None, (h.strip() for h in self.allowed_hosts.split(","))):
+            if not _is_host_name(host):
+                raise ConfigError(f"MEMORY_ALLOWED_HOSTS: {host!r} is not a host name or IP "
+                                  "address (give names only: no scheme, port or path)")
         self.weights()  # parses MEMORY_CHANNEL_WEIGHTS
 
     @property
@@ -312,6 +320,20 @@ class Settings(SettingsSection):
     def plugin_allowlist(self) -> set[str] | None:
         names = {p.strip() for p in self.plugins.split(",") if p.strip()}
         return names or None
+
+
+#: One DNS label; a host name is labels joined by dots.
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def _is_host_name(text: str) -> bool:
+    """An IP address (IPv6 with or without brackets) or a DNS name: no scheme, port or path."""
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+        return True
+    except ValueError:
+        pass
+    return all(_LABEL.match(label) for label in text.rstrip(".").split("."))
 
 
 def _read_secret(name: str, path: str) -> str:
