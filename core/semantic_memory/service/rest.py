@@ -348,8 +348,11 @@ async def update_memory(request: Request) -> JSONResponse:
     except InvalidMemory as exc:
         name = str(exc).split(":", 1)[0]
         raise ApiError(422, str(exc), name if name in EDIT_FIELDS else "body") from None
-    if result.status == "rejected":
-        raise ApiError(422, f"content: not stored: {result.reason}", "content")
+    if result.status == "rejected":  # a filter's reason names its field ("kind: holds …")
+        reason = result.reason or "refused"
+        name = reason.split(":", 1)[0]
+        field = name if name in EDIT_FIELDS else "content"
+        raise ApiError(422, reason if field == name else f"content: not stored: {reason}", field)
     if result.status == "duplicate":
         raise ApiError(409, result.reason or "duplicate", "content")
     return JSONResponse(result.memory.to_dict() | {"status": result.status})
