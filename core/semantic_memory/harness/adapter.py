@@ -223,6 +223,10 @@ class HarnessAdapter:
     compaction_marker: ClassVar[bytes | None] = None
     #: False when the harness drops what a session-start hook prints (it then only autostarts).
     context_at_session_start: ClassVar[bool] = True
+    #: The tags the harness wraps a hook's output in before the model reads it (Kimi Code's
+    #: `hook_result`): `context_output` escapes them, so memory text cannot close the wrapper
+    #: and speak as the harness. The service escapes only its own block's tags.
+    wrapper_tags: ClassVar[tuple[str, ...]] = ()
 
     def handle(self, call: HookCall) -> str:
         """Run the action mapped to `call.event`; returns what the hook prints."""
@@ -324,8 +328,9 @@ class HarnessAdapter:
     # --- writing the harness's hook output --------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
-        """What to print so `text` reaches the model (default: the text itself)."""
-        return text
+        """What to print so `text` reaches the model (default: the text itself, its
+        `wrapper_tags` escaped). An override escapes them too (`escape_tags`)."""
+        return escape_tags(text, self.wrapper_tags)
 
     # --- the actions ------------------------------------------------------------------------
 
@@ -468,6 +473,30 @@ class HarnessAdapter:
             call.done("refused", str(answer.get("reason", "")))
         else:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
+
+
+def escape_tags(text: str, names: tuple[str, ...]) -> str:
+    """`text` with the "<" of every tag that reads as one of `names` written `&lt;`: opening
+    or closing, any case, with spaces, "-" or "_" anywhere in the name (`</Hook Result >`).
+    A longer name with the same start is escaped too: harmless in data. (No `re`: a hook
+    process does without it.)"""
+    if not names or "<" not in text:
+        return text
+    folded_names = tuple(_fold_tag(name) for name in names)
+    longest = max(len(name) for name in names) * 3 + 8  # room for gaps inside a name
+    out, done, pos = [], 0, text.find("<")
+    while pos >= 0:
+        ahead = _fold_tag(text[pos + 1 : pos + 1 + longest].split(">", 1)[0].split("<", 1)[0])
+        if ahead.startswith(folded_names):
+            out += (text[done:pos], "&lt;")
+            done = pos + 1
+        pos = text.find("<", pos + 1)
+    return "".join(out) + text[done:]
+
+
+def _fold_tag(name: str) -> str:
+    """A tag name as a reader takes it: lower case, without "/", "-", "_" or spacing."""
+    return "".join(c for c in name.lower() if c not in "/-_" and not c.isspace())
 
 
 def additional_context(event: str, text: str) -> str:

@@ -22,7 +22,7 @@ Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_
 from __future__ import annotations
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
-from semantic_memory.harness.adapter import additional_context
+from semantic_memory.harness.adapter import additional_context, escape_tags
 from semantic_memory.harness.transcript import text_of
 
 TYPE_CHECKING = False  # typing costs a hook process more than its own work
@@ -43,6 +43,9 @@ class ClaudeCodeAdapter(HarnessAdapter):
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
     compaction_marker = b'"subtype":"compact_boundary"'
+    # Additional context reaches the model in a `<system-reminder>` block, and the system
+    # prompt names `<user-prompt-submit-hook>` as hook feedback (2.1.332's binary).
+    wrapper_tags = ("system-reminder", "user-prompt-submit-hook")
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -65,7 +68,8 @@ class ClaudeCodeAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
-        return additional_context(call.event, text[:MAX_CONTEXT_CHARS])
+        return additional_context(call.event,
+                                  escape_tags(text, self.wrapper_tags)[:MAX_CONTEXT_CHARS])
 
     # --- installing --------------------------------------------------------------------------
 

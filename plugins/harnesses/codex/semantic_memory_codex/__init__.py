@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
-from semantic_memory.harness.adapter import additional_context
+from semantic_memory.harness.adapter import additional_context, escape_tags
 from semantic_memory.harness.transcript import text_of
 
 # typing, pathlib, json and hashlib cost a hook process more than its own work: the install
@@ -126,7 +126,8 @@ class CodexAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
-        return additional_context(call.event, text[:MAX_CONTEXT_CHARS])
+        return additional_context(call.event,
+                                  escape_tags(text, self.wrapper_tags)[:MAX_CONTEXT_CHARS])
 
     # --- installing --------------------------------------------------------------------------
 

@@ -111,6 +111,8 @@ class KimiCodeAdapter(HarnessAdapter):
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
     compaction_marker = b'"type":"context.apply_compaction"'
     context_at_session_start = False  # Kimi drops SessionStart output: it only autostarts
+    # Kimi puts the output inside `<hook_result hook_event="…">…</hook_result>` unescaped.
+    wrapper_tags = ("hook_result",)
 
     # --- reading -----------------------------------------------------------------------------
 
