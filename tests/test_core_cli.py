@@ -282,3 +282,16 @@ def test_a_narrow_terminal_never_cuts_a_uid(db: Path) -> None:
         shown = subprocess.run([sys.executable, "-m", "semantic_memory", *args],
                                capture_output=True, text=True, env=env, timeout=60)
         assert uid in shown.stdout, shown.stdout
+
+
+def test_json_output_escapes_c1_controls_of_memories_stored_before_ingest_stripped_them(
+        db: Path) -> None:
+    import sqlite3
+
+    uid = json.loads(run(db, "store", "old memory", "--json").stdout)["uid"]
+    with sqlite3.connect(db) as conn:  # as a store written before the sanitiser left it
+        conn.execute("UPDATE memories SET content = ? WHERE uid = ?", ("old \x9b2J memory", uid))
+    for args in (["list", "--json"], ["export"]):
+        out = run(db, *args).stdout
+        assert "\x9b" not in out and "\\u009b2J" in out
+        assert "old \x9b2J memory" in out.replace("\\u009b", "\x9b")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -56,8 +57,18 @@ def _settings(db: str | None) -> Settings:
         raise click.ClickException(str(exc)) from None
 
 
+#: C1 controls: JSON leaves them raw (it escapes only C0), and U+009B is a terminal's CSI.
+_C1 = re.compile("[\x80-\x9f]")
+
+
+def to_json(data: Any) -> str:
+    """One line of JSON, safe to print: a memory stored before ingest stripped terminal
+    controls may still hold C1 ones, written here as \\u escapes."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False))
+
+
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False))
+    click.echo(to_json(data))
 
 
 def _filters(project: str | None, kind: str | None, source: str | None,
@@ -886,7 +897,7 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
         with _open_output(output) as handle, progress_bar() as progress:
             task = progress.add_task("exporting", total=total)
             for record in engine.export(include_deleted):
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.write(to_json(record) + "\n")
                 progress.advance(task)
     except OSError as exc:
         raise click.ClickException(f"cannot write {'standard output' if output == '-' else output}"
