@@ -14,7 +14,7 @@ updated) and *stable* words (everything else, less function words and update mar
   different services' ports share none: "Redis … 6379" against "Memcached … 11211").
 
 When an embedder is active, a cosine below `min_cosine` vetoes a match (`cosine` argument;
-the figures in docs/lifecycle.md are measured without one). Thresholds were tuned on
+the figures in docs/supersession.md are measured without one). Thresholds were tuned on
 bench/data/supersession/pairs.jsonl by bench/supersession.py.
 """
 
@@ -52,6 +52,9 @@ below above than over about roughly around approximately now port ports version 
 size limit count timeout ttl max min minimum maximum width length dimension retries threshold
 """.split())
 _BARE_INT = re.compile(r"\d+")
+#: An identifier that can label a member of a series: letters then digits, joined by no dot,
+#: slash or colon ("web-01", "JIRA-101", "w5"); not a version ("v2").
+_IDENT = re.compile(r"(?!v\d+$)[A-Za-z][A-Za-z_-]*\d[\w-]*")
 _SENTENCE_END = re.compile(r"[.!?:]\s*$|[.!?:]\s")
 #: Stopwords that carry a setting's polarity ("caching is on" / "off", "use npm" / "avoid
 #: npm"): kept when two near-duplicates are checked for a swapped word (`swapped`).
@@ -135,24 +138,38 @@ def _is_volatile(token: str, first: bool) -> bool:
 
 
 def _labels(text: str) -> frozenset[str]:
-    """The enumeration labels of a text: a bare number that opens it or follows a plain word
-    that is not one of VALUE_CUES ("writer 5 item 3" -> {"writer 5", "item 3"}). A number after
-    a name or identifier ("Node 18"), a colon or CJK text is a value; after a plain lower-case
-    word it is a label, which costs updates such as "pnpm 8" -> "pnpm 9"."""
-    labels = set()
-    previous, first = "", True
+    """The enumeration labels of a text: what names one member of a series, not a value. A
+    bare number or an identifier (`_IDENT`) that opens the text, follows a plain lower-case
+    word that is neither a stopword nor one of VALUE_CUES, or follows another label ("writer 5
+    item 3" -> {"writer 5", "item 3"}; "term w5 r2 i7" -> {"term w5", "w5 r2", "r2 i7"}); an
+    identifier also after a sentence's capitalised first word ("Host web-01", "Ticket
+    JIRA-101"). A number after a name ("Node 18"), a colon or CJK text is a value, and so is
+    anything after a cue ("is web-02", "to web-02", "port 6543"); that a number after a plain
+    lower-case word is a label costs updates such as "pnpm 8" -> "pnpm 9"."""
+    labels: set[str] = set()
+    previous, labelled, previous_first, end = "", True, False, 0
     for match in _TOKEN.finditer(text):
         raw = match.group(0)
+        first = end == 0 or bool(_SENTENCE_END.search(text[end - 1:match.start()]))
+        end = match.end()
         token = raw.rstrip(".,;:")
         if not token:
             continue
-        if _BARE_INT.fullmatch(token) and (first or (
-                previous and not previous.endswith(":") and previous not in VALUE_CUES
-                and not _is_volatile(previous, False) and not previous[0].isupper()
-                and not re.match(rf"[{_CJK}]", previous))):
+        ident = bool(_IDENT.fullmatch(token))
+        labelled = (ident or bool(_BARE_INT.fullmatch(token))) and not previous.endswith(":") \
+            and (labelled or _names_series(previous, previous_first and ident))
+        if labelled:
             labels.add(f"{previous.lower()} {token}")
-        previous, first = raw if raw.endswith(":") else token, False
+        previous, previous_first = (raw if raw.endswith(":") else token), first
     return frozenset(labels)
+
+
+def _names_series(word: str, sentence_start: bool) -> bool:
+    """Whether a label can follow `word` ("writer", "host"): a plain lower-case word, neither
+    a stopword nor a value cue, or (`sentence_start`) a sentence's capitalised first word."""
+    return bool(word) and word not in VALUE_CUES and word.lower() not in STOPWORDS \
+        and not _is_volatile(word, sentence_start) \
+        and (sentence_start or not word[0].isupper()) and not re.match(rf"[{_CJK}]", word)
 
 
 def split(text: str, keep: frozenset[str] = frozenset()) -> tuple[list[str], frozenset[str]]:
@@ -195,7 +212,8 @@ def signals(old: str, new: str) -> Signals:
     volatile_new = volatile_new - set(words_old)
     stable_old, stable_new = set(words_old), set(words_new)
     union = stable_old | stable_new
-    overlap = len(stable_old & stable_new) / len(union) if union else 1.0
+    # no stable word on either side ("w1 r2 i3"): nothing says which thing the values are of
+    overlap = len(stable_old & stable_new) / len(union) if union else 0.0
     only_old, only_new = stable_old - stable_new, stable_new - stable_old
     subject = any(_in_subject(w, words_old) for w in only_old) or \
         any(_in_subject(w, words_new) for w in only_new)
