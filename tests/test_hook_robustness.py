@@ -153,3 +153,56 @@ def test_a_recalled_memory_cannot_close_kimis_hook_result(service: Service,
         "prompt": [{"type": "text", "text": "which script deploys the walrus?"}]}, env)
     assert "deploy.sh" in run.stdout and "hook_result>" in run.stdout
     assert "</hook_result>" not in run.stdout and "<hook_result>" not in run.stdout
+
+
+# --- 3: a slow name server is held to the budget ----------------------------------------------
+
+#: Loaded into the hook process (PYTHONPATH): this name takes 5 s to look up, as with a
+#: resolver that never answers; every other lookup is the real one.
+SLOW_DNS = '''
+import _socket, time
+_real = _socket.getaddrinfo
+def _slow(host, *args, **kwargs):
+    if host in ("memory.corp.example", b"memory.corp.example") and len(args) < 5:
+        time.sleep(5)
+    return _real(host, *args, **kwargs)
+_socket.getaddrinfo = _slow
+'''
+
+
+def test_a_name_lookup_is_held_to_the_time_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    import _socket
+    import time
+
+    from semantic_memory import lite
+
+    real = _socket.getaddrinfo
+
+    def slow(host: Any, *args: Any) -> Any:
+        if host == b"slow.example" and len(args) < 5:  # AI_NUMERICHOST fails at once
+            time.sleep(3)
+        return real(host, *args)
+
+    monkeypatch.setattr(_socket, "getaddrinfo", slow)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="looking up slow.example took longer than 0.30 s"):
+        lite.connect(b"slow.example", 80, 0.3)
+    assert time.monotonic() - start < 1.0
+    # An address is no lookup: answered at once, in this thread.
+    assert lite.resolve(b"127.0.0.1", 80, 0.0)[0][4] == ("127.0.0.1", 80)
+
+
+def test_a_hook_spools_a_write_when_the_name_server_is_slow(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_DNS)
+    env = hook_env(tmp_path, "http://memory.corp.example:8765", MEMORY_HOOK_BUDGET_S="1.5",
+                   PYTHONPATH=str(tmp_path / "site"))
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "d1", "cwd": str(tmp_path),
+        "prompt": "remember the release train leaves on Thursdays"}, env)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.seconds < 2.5, run.seconds  # the budget, not the resolver's 5 s
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled", entry
+    assert "looking up memory.corp.example took longer than" in entry["detail"]
+    assert len(list((tmp_path / "spool").glob("*.json"))) == 1

@@ -165,7 +165,8 @@ def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> str:
 
 def connect(host: str | bytes, port: int, timeout: float) -> Any:
     """`socket.create_connection((host, port), timeout)`: a connected socket object with
-    `sendall`, `recv`, `settimeout` and `close` (not a context manager)."""
+    `sendall`, `recv`, `settimeout` and `close` (not a context manager). The name lookup is
+    held to `timeout` too (`resolve`)."""
     try:
         import _socket
     except ImportError:
@@ -173,8 +174,7 @@ def connect(host: str | bytes, port: int, timeout: float) -> Any:
 
         return socket.create_connection((host, port), timeout)  # type: ignore[arg-type]
     errors = []
-    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0,
-                                                               _socket.SOCK_STREAM):
+    for family, kind, proto, _, address in resolve(host, port, timeout):
         sock = None
         try:
             sock = _socket.socket(family, kind, proto)
@@ -188,6 +188,41 @@ def connect(host: str | bytes, port: int, timeout: float) -> Any:
     if errors:
         raise errors[0]  # what socket.create_connection raises
     raise OSError("getaddrinfo returns an empty list")
+
+
+def resolve(host: str | bytes, port: int, timeout: float) -> list[tuple[Any, ...]]:
+    """`getaddrinfo(host, port, 0, SOCK_STREAM)` within `timeout` seconds; TimeoutError past
+    it. getaddrinfo cannot be interrupted (not by a socket timeout, not by the hook's alarm),
+    and a resolver that never answers takes its own 5 s or more: a name is looked up in a
+    thread left behind when time is up. An address needs no lookup and no thread."""
+    import _socket
+
+    try:
+        return _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM, 0,
+                                   _socket.AI_NUMERICHOST)
+    except OSError:
+        pass  # a name, not an address
+    import _thread
+
+    found: list[Any] = []
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def lookup() -> None:
+        try:
+            found.append(_socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            found.append(exc)
+        finally:
+            done.release()
+
+    _thread.start_new_thread(lookup, ())
+    if not done.acquire(True, max(timeout, 0.0)):
+        name = host.decode() if isinstance(host, bytes) else host
+        raise TimeoutError(f"looking up {name} took longer than {timeout:.2f} s")
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
 
 
 def sha256_hex(data: bytes) -> str:

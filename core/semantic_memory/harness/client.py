@@ -227,8 +227,9 @@ class ServiceClient:
                 import socket
                 import ssl
 
+                address = lite.resolve(host, parts.port, timeout)[0][4][:2]
                 sock = ssl.create_default_context().wrap_socket(
-                    socket.create_connection((host, parts.port), timeout),  # type: ignore[arg-type]
+                    socket.create_connection(address, max(deadline - time.monotonic(), 0.001)),
                     server_hostname=parts.host)
             else:
                 sock = lite.connect(host, parts.port, timeout)
@@ -239,8 +240,9 @@ class ServiceClient:
                 sock.close()
         except ConnectionRefusedError as exc:
             raise ServiceDown(f"nothing listens at {self.url} ({exc.strerror})") from None
-        except TimeoutError:
-            raise ServiceTimeout(f"{self.url} did not answer within the budget") from None
+        except TimeoutError as exc:  # the connection, the answer or the name lookup
+            raise ServiceTimeout(f"{self.url}: {exc}" if str(exc).startswith("looking up")
+                                 else f"{self.url} did not answer within the budget") from None
         except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None
         status, answer = _parse_response(raw, self.url)
