@@ -142,8 +142,13 @@ def test_an_update_replaces_the_old_fact_and_history_stays(engine: MemoryEngine)
                                        project="shop")).uid
     elsewhere = engine.store_one(NewMemory("The staging database listens on port 6543 here",
                                            project="blog")).uid
-    new = engine.store_one(NewMemory("The staging database now listens on port 6544",
-                                     project="shop")).uid
+    stored = engine.store_one(NewMemory("The staging database now listens on port 6544",
+                                        project="shop"))
+    new = stored.uid
+    assert stored.supersedes == [old]  # the caller learns what left recall
+    assert stored.to_dict()["supersedes"] == [old]
+    assert "supersedes" not in engine.store_one(NewMemory("Unrelated: the CDN is Fastly",
+                                                          project="cdn")).to_dict()
     assert contents(engine, "staging database port", project="shop") == [
         "The staging database now listens on port 6544",
         "The production database listens on port 5432"]
@@ -199,6 +204,7 @@ def test_a_value_changed_back_is_current_again(engine: MemoryEngine) -> None:
     back = engine.store_one(NewMemory("The staging database listens on  port 6543",
                                       project="shop"))
     assert back.status == "duplicate" and back.uid == first.uid
+    assert moved.supersedes == [first.uid] and back.supersedes == [moved.uid]
     assert contents(engine, "staging database port", project="shop") == [
         "The staging database listens on port 6543"]
     assert engine.get(first.uid).superseded_by is None
@@ -323,8 +329,10 @@ def test_rest_fields(service: Service) -> None:
     with service.client() as http:
         old = http.post("/ingest", json={"content": "The worker pool has 4 processes",
                                          "project": "jobs"}).json()["uid"]
-        new = http.post("/ingest", json={"content": "The worker pool has 8 processes",
-                                         "project": "jobs"}).json()["uid"]
+        stored = http.post("/ingest", json={"content": "The worker pool has 8 processes",
+                                            "project": "jobs"}).json()
+        new = stored["uid"]
+        assert stored["supersedes"] == [old]
         recalled = http.post("/recall", json={"query": "worker pool processes",
                                               "project": "jobs"}).json()
         assert [i["uid"] for i in recalled["items"]] == [new] and old not in recalled["block"]
@@ -362,9 +370,11 @@ def test_mcp_fields(service: Service) -> None:
 
             old = (await call("memory_store", {"content": "We chose Flask for the admin app",
                                                "kind": "decision", "project": "mcp"}))["uid"]
-            new = (await call("memory_store", {"content": "Admin app: FastAPI, not Flask",
-                                               "kind": "decision", "project": "mcp",
-                                               "replaces": old}))["uid"]
+            stored = await call("memory_store", {"content": "Admin app: FastAPI, not Flask",
+                                                 "kind": "decision", "project": "mcp",
+                                                 "replaces": old})
+            new = stored["uid"]
+            assert stored["supersedes"] == [old]
             found = await call("memory_recall", {"query": "admin app Flask", "project": "mcp"})
             assert [i["uid"] for i in found["items"]] == [new]
             found = await call("memory_recall", {"query": "admin app Flask", "project": "mcp",
@@ -386,8 +396,9 @@ def test_cli(tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     old = run_cli(db, "store", "The CI runner image is ubuntu-22.04", "--project", "ci"
                   ).stdout.split()[1]
-    new = run_cli(db, "store", "The CI runner image is ubuntu-24.04", "--project", "ci"
-                  ).stdout.split()[1]
+    stored = run_cli(db, "store", "The CI runner image is ubuntu-24.04", "--project", "ci").stdout
+    new = stored.split()[1]
+    assert f"(supersedes {old}:" in stored
     hits = json.loads(run_cli(db, "recall", "CI runner image", "--json").stdout)
     assert [h["uid"] for h in hits] == [new]
     hits = json.loads(run_cli(db, "recall", "CI runner image", "--json",

@@ -179,7 +179,9 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
     elif result.status == "rejected":
         raise click.ClickException(f"rejected: {result.reason}")
     else:
-        click.echo(f"{result.status} {result.uid}")
+        click.echo(f"{result.status} {result.uid}" + (
+            f" (supersedes {', '.join(result.supersedes)}: `memory-mcp unsupersede UID` undoes "
+            "it)" if result.supersedes else ""))
 
 
 @cli.command()

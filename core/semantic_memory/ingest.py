@@ -10,7 +10,7 @@ import re
 import secrets
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import supersede
@@ -235,8 +235,9 @@ class Writer:
                         self._index(conn, channel, inserted)
                 by_uid = {memory.uid: memory for memory in inserted}
                 for position, item in accepted:
-                    self._supersede(conn, item, by_uid.get(results[position].uid or ""),
-                                    results[position].uid, rule=batch_is_session)
+                    results[position] = self._supersede(
+                        conn, item, by_uid.get(results[position].uid or ""), results[position],
+                        rule=batch_is_session)
             return results
         with self.store.write() as conn:
             kept = {position for position, _ in self._skip_restored(conn, accepted, results)}
@@ -248,15 +249,13 @@ class Writer:
                     continue
                 mine = {name: values[n] for name, values in prepared.items()}
                 result, memory = self._insert_or_refresh(conn, item, preparers, mine)
-                results[position] = result
-                if memory is None:
-                    self._supersede(conn, item, None, result.uid, rule=batch_is_session)
-                    continue
-                # index item by item, so a later item of the batch can dedup against it
-                for channel in self.channels:
-                    self._index(conn, channel, [memory],
-                                [mine[channel.name]] if channel.name in mine else None)
-                self._supersede(conn, item, memory, result.uid, rule=batch_is_session)
+                if memory is not None:
+                    # index item by item, so a later item of the batch can dedup against it
+                    for channel in self.channels:
+                        self._index(conn, channel, [memory],
+                                    [mine[channel.name]] if channel.name in mine else None)
+                results[position] = self._supersede(conn, item, memory, result,
+                                                    rule=batch_is_session)
         return results
 
     def _prepare(self, channels: list[Prepares], items: list[NewMemory]) -> dict[str, list[Any]]:
@@ -313,45 +312,49 @@ class Writer:
             raise InvalidMemory(f"replaces: no live memory with uid {str(item.replaces)[:80]!r}")
 
     def _supersede(self, conn: Any, item: NewMemory, memory: Memory | None,
-                   uid: str | None, rule: bool = True) -> None:
-        """After `item` was stored as `memory` (None: it was a duplicate of memory `uid`), mark
-        what it replaces: the memory it names in `replaces`, and, for a new fact, preference
-        or decision, the older ones of its project and kind the rule says it restates with
-        changed details (not in a bulk load, `rule=False`: its order is a file's, not time's,
-        and a search per item would slow it ~10x). A duplicate of a replaced memory brings it
-        back (`_revive`). A restored memory (it has a uid) keeps its recorded state instead."""
+                   result: IngestResult, rule: bool = True) -> IngestResult:
+        """After `item` was stored as `memory` (None: it was a duplicate of memory
+        `result.uid`), mark what it replaces: the memory it names in `replaces`, and, for a new
+        fact, preference or decision, the older ones of its project and kind the rule says it
+        restates with changed details (not in a bulk load, `rule=False`: its order is a
+        file's, not time's, and a search per item would slow it ~10x). A duplicate of a
+        replaced memory brings it back (`_revive`). A restored memory (it has a uid) keeps its
+        recorded state instead. Returns `result` naming the memories it superseded."""
+        uid = result.uid
         if uid is None:  # rejected
-            return
+            return result
         if item.uid is not None:
             if memory is not None and item.superseded_by:
                 self.store.supersede(conn, [memory.id], item.superseded_by)
-            return
-        if memory is None and rule and self.settings.supersede:
-            self._revive(conn, item, uid)
-        ids: list[int] = []
+            return result
+        revived = self._revive(conn, item, uid) if memory is None and rule \
+            and self.settings.supersede else None
+        replaced: dict[int, str] = {}  # id -> uid
         if item.replaces and item.replaces != uid:
             old = self.store.live_by_uid(conn, item.replaces)
             if old is not None:
-                ids.append(old.id)
+                replaced[old.id] = old.uid
         if rule and memory is not None and self.settings.supersede and not memory.deleted \
                 and memory.kind in supersede.SUPERSEDABLE_KINDS \
                 and len(memory.content) <= SUPERSEDE_MAX_CHARS:
-            ids += [m.id for m in self._restated(conn, memory) if m.id not in ids]
-        if ids:
-            self.store.supersede(conn, ids, uid)
+            replaced.update((m.id, m.uid) for m in self._restated(conn, memory))
+        if replaced:
+            self.store.supersede(conn, list(replaced), uid)
+        uids = ([revived] if revived else []) + list(replaced.values())
+        return replace(result, supersedes=uids) if uids else result
 
-    def _revive(self, conn: Any, item: NewMemory, uid: str) -> None:
+    def _revive(self, conn: Any, item: NewMemory, uid: str) -> str | None:
         """`item` restated memory `uid` (word for word, or a near-duplicate with the same
         details). If a newer memory had replaced that one (a value changed and then changed
         back: 6543 -> 6544 -> 6543), the restatement is the newest word: `uid` is current again
         and the newest memory of its chain is replaced by it. Not for kinds the rule never
         supersedes, nor for an item dated before that newest memory (an old transcript stored
-        late says nothing about now)."""
+        late says nothing about now). Returns the uid of the memory it superseded, if any."""
         if item.kind not in supersede.SUPERSEDABLE_KINDS:
-            return
+            return None
         restated = self.store.live_by_uid(conn, uid)
         if restated is None or restated.superseded_by is None:
-            return
+            return None
         newest, seen = restated, {restated.uid}
         while newest.superseded_by is not None and newest.superseded_by not in seen:
             later = self.store.live_by_uid(conn, newest.superseded_by)
@@ -360,10 +363,12 @@ class Writer:
             seen.add(later.uid)
             newest = later
         if item.created_at is not None and item.created_at < newest.created_at:
-            return
+            return None
         self.store.make_current(conn, [restated.id])
-        if newest is not restated:
-            self.store.supersede(conn, [newest.id], restated.uid)
+        if newest is restated:
+            return None
+        self.store.supersede(conn, [newest.id], restated.uid)
+        return newest.uid
 
     def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current, older memories of `memory`'s project and kind that it restates with

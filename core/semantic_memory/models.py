@@ -174,6 +174,9 @@ class IngestResult:
     status: str
     uid: str | None = None
     reason: str | None = None
+    #: The uids of the memories this write superseded (`replaces`, or restated with changed
+    #: details): they leave recall, and the caller should know.
+    supersedes: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
