@@ -867,6 +867,7 @@ var KEYS = {
   "recall.enabled": "boolean",
   "project.name": "string"
 };
+var TABLES = /* @__PURE__ */ new Set(["capture", "recall", "project"]);
 function configPath(cwd) {
   const start = resolvePath(cwd);
   const [top] = findRepository(start);
@@ -898,26 +899,17 @@ function parseRepoConfig(text2) {
     const content = line.trim();
     if (!content || content.startsWith("#")) return;
     const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$/.exec(content);
-    if (header) {
-      table = header[1];
+    if (header && TABLES.has(header[1].replace(/\s/g, ""))) {
+      table = header[1].replace(/\s/g, "");
       return;
     }
-    if (content.startsWith("[")) {
-      if (/^\[\s*(capture|recall|project)\b/.test(content) && !content.startsWith("[[")) {
-        throw new Error(`line ${index + 1}: malformed table header`);
-      }
-      table = "\0";
-      return;
-    }
+    if (content.startsWith("[")) throw new Error(`line ${index + 1}: unknown table ${content}`);
     const assignment = /^([A-Za-z0-9_.\- ]+?)\s*=\s*(.*)$/.exec(content);
     const key = assignment ? assignment[1].replace(/\s*\.\s*/g, ".") : null;
     const full = key === null ? null : table ? `${table}.${key}` : key;
-    if (full === null) {
-      if (table in { capture: 1, recall: 1, project: 1 }) throw new Error(`line ${index + 1}: not a key = value line`);
-      return;
-    }
+    if (full === null) throw new Error(`line ${index + 1}: not a key = value line`);
     const kind2 = KEYS[full];
-    if (kind2 === void 0) return;
+    if (kind2 === void 0) throw new Error(`unknown key ${full}`);
     const value = parseValue(assignment[2]);
     if (typeof value !== kind2) throw new Error(`${full} must be a ${kind2}`);
     if (full === "capture.enabled") config.capture = value;

@@ -273,6 +273,21 @@ def test_a_malformed_file_stops_capture_and_keeps_recall(service: Service,
     assert not [m for m in memories(service) if "broken repo" in m["content"]]
 
 
+def test_a_typo_in_the_opt_out_stops_capture_and_says_why(service: Service,
+                                                          tmp_path: Path) -> None:
+    cwd = repository(tmp_path / "typo", "[capure]\nenabled = false\n")
+    env = hook_env(tmp_path, service.url)
+    run_hook("example", "prompt", {"session": "s1", "cwd": str(cwd),
+                                   "prompt": "remember that the typo repo ships on Mondays"}, env)
+    [entry] = hook_log(tmp_path)
+    assert entry["outcome"] == "skipped" and "unknown table [capure]" in entry["detail"]
+    assert "unknown table [capure]" in entry["warning"]
+    assert not [m for m in memories(service) if "typo repo" in m["content"]]
+    done = subprocess.run([*memory_mcp_command(), "doctor", "--project", str(cwd)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "unreadable (unknown table [capure]" in done.stdout
+
+
 @pytest.mark.parametrize(("text", "capture", "recall", "name", "error"), [
     ("", True, True, None, False),
     ("[capture]\nenabled = false\n", False, True, None, False),
@@ -280,6 +295,12 @@ def test_a_malformed_file_stops_capture_and_keeps_recall(service: Service,
     ('[capture]\nenabled = "no"\n', False, True, None, True),
     ("[project]\nname = 3\n", False, True, None, True),
     ("capture = 1\n[capture\n", False, True, None, True),
+    # A typo in a table or key name is an error too: capture off, not silently on.
+    ("[capure]\nenabled = false\n", False, True, None, True),
+    ("[capture]\nenable = false\n", False, True, None, True),
+    ("[Capture]\nenabled = false\n", False, True, None, True),
+    ("[capture]\nEnabled = false\n", False, True, None, True),
+    ('[project]\nname = "a/b"\n[[hooks]]\nx = 1\n', False, True, None, True),
 ])
 def test_repo_file_keys(tmp_path: Path, text: str, capture: bool, recall: bool,
                         name: str | None, error: bool) -> None:
@@ -333,6 +354,9 @@ REPO_FILES = [
     "capture.enabled = false\n", '[project]\nname = "  "\n',
     '[capture]\nenabled = "no"\n', "[project]\nname = 3\n", "[capture\nenabled = false\n",
     "[other]\nx = 1\n[capture]\nenabled = true\n[recall]\nenabled = false\n",
+    "[capure]\nenabled = false\n", "[capture]\nenable = false\n", "[Capture]\nenabled = false\n",
+    "[capture]\nEnabled = false\n", "[recall]\nenabled = true\n[[hooks]]\nx = 1\n",
+    "[ capture ]\nenabled = false\n", "enabled = false\n", "[capture.x]\ny = 1\n",
 ]
 
 

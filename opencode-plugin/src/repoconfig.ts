@@ -3,12 +3,13 @@
  * nothing from it), `[recall] enabled = false` (inject nothing), `[project] name = "…"` (the
  * project name for every checkout). Found and read as the Python hooks do (harness/
  * repo_config.py): at the top of the repository holding the directory, else in the directory;
- * read only when present. A file that cannot be read or parsed stops capture (it may be an
- * opt-out with a typo) and leaves recall on.
+ * read only when present. A file that cannot be read or parsed, or that holds any other table
+ * or key (`[capure]`, `enable`: most likely an opt-out with a typo), stops capture and leaves
+ * recall on.
  *
  * Python parses the whole file with `tomllib`; this reader (no runtime dependencies) knows
  * only what these three keys need: `[table]` headers, `key = value` lines (dotted keys too),
- * booleans and single-line strings, `#` comments. Lines of other tables are not looked at.
+ * booleans and single-line strings, `#` comments. Anything else is an error.
  */
 
 import { readFileSync, statSync } from "node:fs";
@@ -34,6 +35,8 @@ const KEYS: Record<string, "boolean" | "string"> = {
   "recall.enabled": "boolean",
   "project.name": "string",
 };
+
+const TABLES = new Set(["capture", "recall", "project"]);
 
 /** Where the file for `cwd` would be: the repository's top folder, else `cwd` itself. */
 export function configPath(cwd: string): string {
@@ -62,7 +65,7 @@ export function loadRepoConfig(cwd: string): RepoConfig {
   }
 }
 
-/** The three keys from the file's text; throws on a malformed line that holds one of them. */
+/** The three keys from the file's text; throws on a malformed line or any other table or key. */
 export function parseRepoConfig(text: string): RepoConfig {
   const config: RepoConfig = { ...DEFAULTS };
   let table = "";
@@ -71,26 +74,17 @@ export function parseRepoConfig(text: string): RepoConfig {
     const content = line.trim();
     if (!content || content.startsWith("#")) return;
     const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$/.exec(content);
-    if (header) {
-      table = header[1] as string;
+    if (header && TABLES.has((header[1] as string).replace(/\s/g, ""))) {
+      table = (header[1] as string).replace(/\s/g, "");
       return;
     }
-    if (content.startsWith("[")) {
-      if (/^\[\s*(capture|recall|project)\b/.test(content) && !content.startsWith("[[")) {
-        throw new Error(`line ${index + 1}: malformed table header`);
-      }
-      table = "\0"; // another table (an array of tables, a quoted name): not read
-      return;
-    }
+    if (content.startsWith("[")) throw new Error(`line ${index + 1}: unknown table ${content}`);
     const assignment = /^([A-Za-z0-9_.\- ]+?)\s*=\s*(.*)$/.exec(content);
     const key = assignment ? (assignment[1] as string).replace(/\s*\.\s*/g, ".") : null;
     const full = key === null ? null : table ? `${table}.${key}` : key;
-    if (full === null) {
-      if (table in { capture: 1, recall: 1, project: 1 }) throw new Error(`line ${index + 1}: not a key = value line`);
-      return;
-    }
+    if (full === null) throw new Error(`line ${index + 1}: not a key = value line`);
     const kind = KEYS[full];
-    if (kind === undefined) return;
+    if (kind === undefined) throw new Error(`unknown key ${full}`);
     const value = parseValue((assignment as RegExpExecArray)[2] as string);
     if (typeof value !== kind) throw new Error(`${full} must be a ${kind}`);
     if (full === "capture.enabled") config.capture = value as boolean;

@@ -95,8 +95,12 @@ describe(".semantic-memory.toml", () => {
   test("the three keys, and a malformed file stops capture", () => {
     assert.deepEqual(parseRepoConfig('[capture]\nenabled = false # off\n[project]\nname = "a/b"\n'),
       { path: null, capture: false, recall: true, project: "a/b", error: null });
-    assert.deepEqual(parseRepoConfig("recall.enabled = false\n[other]\nx = [1,\n 2]\n"),
+    assert.deepEqual(parseRepoConfig("recall.enabled = false\n"),
       { path: null, capture: true, recall: false, project: null, error: null });
+    // Any other table or key is most likely a typo in an opt-out: an error, so capture stops.
+    assert.throws(() => parseRepoConfig("recall.enabled = false\n[other]\nx = [1,\n 2]\n"), /unknown table \[other\]/);
+    assert.throws(() => parseRepoConfig("[capure]\nenabled = false\n"), /unknown table \[capure\]/);
+    assert.throws(() => parseRepoConfig("[capture]\nenable = false\n"), /unknown key capture.enable/);
     assert.throws(() => parseRepoConfig('[capture]\nenabled = "no"\n'), /capture.enabled must be a boolean/);
     const root = tempDir();
     try {

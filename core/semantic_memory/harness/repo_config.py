@@ -10,8 +10,9 @@
 The file is looked for at the top of the repository that holds the hook's cwd (found as
 `project.py` finds it; a folder outside any repository: in that folder). Read only when it
 exists, with the standard library's `tomllib`, imported only then: a hook has no start-up time
-to spare. A file that cannot be read or parsed is a warning, and it stops capture (it may be
-an opt-out whose typo must not leak the repository) while recall goes on as usual.
+to spare. A file that cannot be read or parsed, or holds a table or key not listed above, is
+a warning, and it stops capture (it may be an opt-out whose typo must not leak the
+repository) while recall goes on as usual.
 The opencode plugin reads the same file the same way (`opencode-plugin/src/repoconfig.ts`).
 """
 
@@ -111,12 +112,30 @@ def parse(path: Path, text: str) -> RepoConfig:
     import tomllib
 
     data = tomllib.loads(text)
+    _known_keys_only(data)
     capture = _get(data, "capture", "enabled", bool, True)
     recall = _get(data, "recall", "enabled", bool, True)
     name = _get(data, "project", "name", str, None)
     if name is not None:
         name = name.strip()[:256] or None
     return RepoConfig(path=path, capture=capture, recall=recall, project=name)
+
+
+#: Every table and key the file may hold. Anything else (`[capure]`, `enable`, `[Capture]`)
+#: is a typo, most likely in an opt-out: treated as a malformed file, so capture is off.
+KEYS = {"capture": ("enabled",), "recall": ("enabled",), "project": ("name",)}
+
+
+def _known_keys_only(data: dict[str, Any]) -> None:
+    """ValueError naming the first table or key that is not in KEYS."""
+    for table, section in data.items():
+        if table not in KEYS:
+            raise ValueError(f"unknown table [{table}] (known: "
+                             f"{', '.join(f'[{t}]' for t in KEYS)})")
+        for key in section if isinstance(section, dict) else ():
+            if key not in KEYS[table]:
+                raise ValueError(f"unknown key {table}.{key} (known: "
+                                 f"{', '.join(f'{table}.{k}' for k in KEYS[table])})")
 
 
 def _get(data: dict[str, Any], table: str, key: str, kind: type, default: Any) -> Any:
