@@ -206,3 +206,35 @@ def test_a_hook_spools_a_write_when_the_name_server_is_slow(tmp_path: Path) -> N
     assert entry["outcome"] == "spooled", entry
     assert "looking up memory.corp.example took longer than" in entry["detail"]
     assert len(list((tmp_path / "spool").glob("*.json"))) == 1
+
+
+# --- 2: stdout closed or a broken pipe --------------------------------------------------------
+
+
+@pytest.mark.parametrize("stdout", ["closed", "broken pipe"])
+def test_a_closed_stdout_costs_the_answer_not_the_exit_or_the_log(
+        service: Service, tmp_path: Path, stdout: str) -> None:
+    import os
+    import subprocess
+
+    from test_service_support import memory_mcp_command
+
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10")
+    payload = json.dumps({"session_id": "o1", "cwd": str(tmp_path),
+                          "prompt": "remember the pager rotation flips on Tuesdays"}).encode()
+    command = [*memory_mcp_command(), "hook", "claude-code", "UserPromptSubmit"]
+    if stdout == "closed":
+        done = subprocess.run(["bash", "-c", '"$@" >&-', "hook", *command], input=payload,
+                              env=env, stderr=subprocess.PIPE, timeout=30)
+    else:
+        read, write = os.pipe()
+        os.close(read)  # nobody reads: the first write fails with EPIPE
+        try:
+            done = subprocess.run(command, input=payload, env=env, stdout=write,
+                                  stderr=subprocess.PIPE, timeout=30)
+        finally:
+            os.close(write)
+    assert (done.returncode, done.stderr.decode()) == (0, "")
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "stored", entry
+    assert entry["warning"].startswith("the answer was not delivered: stdout ")

@@ -236,12 +236,32 @@ def _run(argv: list[str], started: float) -> int:
     if entry.get("outcome") in outcomes.FAILURES:
         debug(f"{entry['outcome']}: {entry.get('detail')}")
     if output:
-        sys.stdout.write(output if output.endswith("\n") else output + "\n")
-        sys.stdout.flush()
+        undelivered = _print(output if output.endswith("\n") else output + "\n")
+        if undelivered:
+            entry["warning"] = "; ".join(filter(None, (entry.get("warning"), undelivered)))
     if service is not None and offline is None:
         _after_contact(settings, service, entry, budget_end)
     outcomes.record(settings, entry)
     return 0
+
+
+def _print(text: str) -> str | None:
+    """Print the hook's answer; why it could not be, else None. A harness that closed the
+    hook's stdout, or stopped reading it (a broken pipe), costs the answer, never the exit
+    status or the log line: stdout then goes to /dev/null, so the interpreter's own flush at
+    exit does not fail again."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError) as exc:  # None, EPIPE, closed file
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+        except OSError:
+            pass
+        return f"the answer was not delivered: stdout {'closed' if sys.stdout is None else exc}"
+    return None
 
 
 def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
