@@ -238,3 +238,34 @@ def test_a_closed_stdout_costs_the_answer_not_the_exit_or_the_log(
     entry = hook_log(tmp_path)[-1]
     assert entry["outcome"] == "stored", entry
     assert entry["warning"].startswith("the answer was not delivered: stdout ")
+
+
+# --- 5: the block fits the harness's cap whole --------------------------------------------------
+
+
+@pytest.mark.parametrize(("harness", "cap"), [("claude-code", 9_500), ("codex", 9_000)])
+def test_a_block_over_the_harness_cap_is_asked_for_whole(
+        service: Service, tmp_path: Path, harness: str, cap: int) -> None:
+    import random
+
+    project = f"caps-{harness}"
+    rng = random.Random(5)
+    words = [f"w{n}" for n in range(5000)]
+    with service.client() as http:
+        for i in range(12):
+            filler = " ".join(rng.choice(words) for _ in range(260))
+            answer = http.post("/ingest", json={
+                "content": f"The quartz ingestion pipeline, part {i}: {filler}",
+                "project": project})
+            assert answer.json()["status"] == "new", answer.text
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10",
+                   MEMORY_PLUGIN_BUDGET_CHARS="20000", MEMORY_PLUGIN_LIMIT="50",
+                   MEMORY_PROJECT=project)
+    run = run_hook(harness, "UserPromptSubmit", {
+        "session_id": f"cap-{harness}", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
+        "prompt": "the quartz ingestion pipeline"}, env)
+    context = json.loads(run.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert len(context) <= cap and context.rstrip().endswith("</semantic-memory>"), context[-80:]
+    shown = context.count("<memory ")
+    entry = hook_log(tmp_path)[-1]
+    assert 0 < shown < 12 and entry["detail"].startswith(f"{shown} memories, "), entry

@@ -227,6 +227,10 @@ class HarnessAdapter:
     #: `hook_result`): `context_output` escapes them, so memory text cannot close the wrapper
     #: and speak as the harness. The service escapes only its own block's tags.
     wrapper_tags: ClassVar[tuple[str, ...]] = ()
+    #: The most context text the harness takes whole (None: no limit). Recall asks the
+    #: service for a block no longer than this, so the block is never cut mid-memory and the
+    #: memories reported injected are the ones the model sees.
+    max_context_chars: ClassVar[int | None] = None
 
     def handle(self, call: HookCall) -> str:
         """Run the action mapped to `call.event`; returns what the hook prints."""
@@ -385,10 +389,12 @@ class HarnessAdapter:
         if not query:
             call.done("skipped", "nothing but <private> text to recall for")
             return ""
+        budget = settings.plugin_budget_chars
+        if self.max_context_chars is not None:
+            budget = min(budget, self.max_context_chars)
         answer = call.service.post("/recall", {
             "query": query, "k": settings.plugin_limit, "project": call.project,
-            "budget_chars": settings.plugin_budget_chars, "session": call.session,
-            "relevant_only": True})
+            "budget_chars": budget, "session": call.session, "relevant_only": True})
         block = answer.get("block") or ""
         if not block:
             call.done("nothing relevant")

@@ -46,6 +46,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     # Additional context reaches the model in a `<system-reminder>` block, and the system
     # prompt names `<user-prompt-submit-hook>` as hook feedback (2.1.332's binary).
     wrapper_tags = ("system-reminder", "user-prompt-submit-hook")
+    max_context_chars = MAX_CONTEXT_CHARS
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -68,6 +69,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
+        # Recall asks for no more than this (`max_context_chars`): the cut is a last resort.
         return additional_context(call.event,
                                   escape_tags(text, self.wrapper_tags)[:MAX_CONTEXT_CHARS])
 

@@ -106,6 +106,7 @@ class CodexAdapter(HarnessAdapter):
     events = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
               "PreCompact": "compact", "SessionEnd": "compact", "PostToolUse": "tool"}
     compaction_marker = b'"type":"compacted"'
+    max_context_chars = MAX_CONTEXT_CHARS
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -126,6 +127,7 @@ class CodexAdapter(HarnessAdapter):
     # --- writing -----------------------------------------------------------------------------
 
     def context_output(self, call: HookCall, text: str) -> str:
+        # Recall asks for no more than this (`max_context_chars`): the cut is a last resort.
         return additional_context(call.event,
                                   escape_tags(text, self.wrapper_tags)[:MAX_CONTEXT_CHARS])
 
