@@ -269,3 +269,85 @@ def test_a_block_over_the_harness_cap_is_asked_for_whole(
     shown = context.count("<memory ")
     entry = hook_log(tmp_path)[-1]
     assert 0 < shown < 12 and entry["detail"].startswith(f"{shown} memories, "), entry
+
+
+# --- 10, 11: what the service refuses is kept, never dropped ------------------------------------
+
+SECRET = "ghp_R8x2kQ9mZ4vT7nW1pL6sY3cB5hJ0dF8gA2eK"
+
+
+def rejected_records(tmp: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((tmp / "spool" / "rejected").glob("*.json"))]
+
+
+def test_a_write_the_service_refuses_is_kept_with_the_reason(service: Service,
+                                                             tmp_path: Path) -> None:
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10")
+    prompt = {"session_id": "r1", "cwd": str(tmp_path),
+              "prompt": "remember the vault path is a\u0000b"}  # a NUL: 422
+    run = run_hook("claude-code", "UserPromptSubmit", prompt, env)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "refused" and "HTTP 422" in entry["detail"], entry
+    assert "kept in spool/rejected/" in entry["detail"]
+    [kept] = rejected_records(tmp_path)
+    assert kept["body"]["content"] == "the vault path is a\u0000b"
+    assert kept["rejected"].startswith("HTTP 422") and kept["path"] == "/ingest"
+    assert not list((tmp_path / "spool").glob("*.json"))  # nothing to replay
+
+
+def test_a_404_from_something_else_on_the_port_spools_the_write(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class NotOurs(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.send_response(404)
+            self.send_header("Content-Length", "9")
+            self.end_headers()
+            self.wfile.write(b"not found")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotOurs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = hook_env(tmp_path, f"http://127.0.0.1:{server.server_address[1]}",
+                       MEMORY_HOOK_BUDGET_S="10")
+        run_hook("claude-code", "UserPromptSubmit", {
+            "session_id": "n1", "cwd": str(tmp_path),
+            "prompt": "remember the staging bucket is acme-stage-2"}, env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled" and "HTTP 404" in entry["detail"], entry
+    assert len(list((tmp_path / "spool").glob("*.json"))) == 1
+
+
+def test_replay_keeps_what_the_service_refuses_item_by_item(service: Service,
+                                                            tmp_path: Path) -> None:
+    """The service answers 200 with an item's status `rejected` (a secret): the replay keeps
+    that item in rejected/ with the reason, and stores the rest."""
+    from harness_support import run_memory_mcp
+    from semantic_memory import spool
+
+    env = hook_env(tmp_path, service.url)
+    folder = tmp_path / "spool"
+    # A "remember <token>" prompt, spooled: nothing is left once the token is redacted.
+    spool.append(folder, "/ingest", {"content": SECRET, "project": "replay-refused"},
+                 harness="claude-code")
+    spool.append(folder, "/ingest", {"items": [
+        {"content": "The replay batch keeps the lighthouse rota on the wiki.",
+         "project": "replay-refused"},
+        {"content": f" {SECRET} ", "project": "replay-refused"}]})
+    out = run_memory_mcp(env, "spool", "replay")
+    assert "; 2 refused" in out, out
+    single, batch = rejected_records(tmp_path)
+    assert single["body"]["content"] == SECRET and single["rejected"]
+    assert [i["content"] for i in batch["body"]["items"]] == [f" {SECRET} "]
+    assert batch["rejected"]
+    assert not list(folder.glob("*.json"))
+    stored = [m["content"] for m in memories(service, project="replay-refused")]
+    assert stored == ["The replay batch keeps the lighthouse rota on the wiki."]

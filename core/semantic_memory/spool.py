@@ -75,16 +75,20 @@ class Replayed(tuple):  # (sent, rejected, left)
 
 
 def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str = "",
-           event: str = "") -> str | Path:
+           event: str = "", rejected: str | None = None) -> str | Path:
     """Write one request durably (fsync'd, atomically named); returns its file. Raises
     OSError when the disk cannot take it (the caller reports that write as lost). The text is
     kept as given, like the harness's own transcript beside it: the service's filters (secret
-    redaction, the injection filter) run when it replays the write."""
+    redaction, the injection filter) run when it replays the write. `rejected`: the reason
+    the service refused the write; it goes to `rejected/` instead, for a person to see."""
     name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}"
     record = {"v": VERSION, "ts": round(time.time(), 3), "harness": harness, "event": event,
               "path": path, "body": body}
+    if rejected is not None:
+        record.update(rejected=rejected[:500], rejected_at=record["ts"])
     data = dumps(record).encode("utf-8")
-    directory = os.fspath(folder)
+    directory = os.path.join(os.fspath(folder), REJECTED) if rejected is not None \
+        else os.fspath(folder)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     tmp = os.path.join(directory, f".{name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -105,7 +109,9 @@ def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str 
             pass
         raise
     _sync_folder(directory)
-    return final if isinstance(folder, str) else folder / (name + SUFFIX)  # type: ignore[operator]
+    if isinstance(folder, str):
+        return final
+    return (folder / REJECTED if rejected is not None else folder) / (name + SUFFIX)
 
 
 def _sync_folder(folder: str | Path) -> None:
@@ -202,7 +208,10 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
     """Send the queued writes oldest first until the queue is empty, `send` raises Retry
     (the service cannot take writes now), `deadline` (time.monotonic()) passes or `limit`
     writes were handled. `send(path, body)` returns normally once the service took the write
-    (stored or already stored) and raises Refused when it refused it as invalid."""
+    (stored or already stored) and raises Refused when it refused it as invalid. What it
+    returns is the service's answer (or None): the memories of a write that it refused one by
+    one (a 200 answer, an item's status `rejected`: a secret, say) go to `rejected/` with
+    their reasons too, so nothing is dropped silently."""
     release_stale(folder)
     sent = rejected = 0
     files = pending(folder)
@@ -219,7 +228,7 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
             rejected += 1
             continue
         try:
-            send(record["path"], record["body"])
+            answer = send(record["path"], record["body"])
         except Refused as exc:
             _reject(claimed, str(exc), record)
             rejected += 1
@@ -230,12 +239,41 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
         except BaseException:  # a bug, a timeout, the hook's watchdog: it stays queued
             _put_back(claimed)
             raise
-        try:
-            claimed.unlink()
-        except OSError:
-            pass
+        refused = refused_items(record["body"], answer)
+        if refused:
+            body, reason = refused
+            _reject(claimed, reason, {**record, "body": body})  # the rest was taken
+            rejected += 1
+            if body is record["body"]:
+                continue
+        else:
+            try:
+                claimed.unlink()
+            except OSError:
+                pass
         sent += 1
     return Replayed(sent, rejected, 0)
+
+
+def refused_items(body: dict[str, Any], answer: Any) -> tuple[dict[str, Any], str] | None:
+    """(what of `body` the service refused, why) from its /ingest answer; None when it took
+    everything. A batch gives back the refused items alone (`{"items": [...]}`); a whole
+    write refused is `body` itself."""
+    if not isinstance(answer, dict):
+        return None
+    if answer.get("status") == "rejected":
+        return body, str(answer.get("reason") or "refused")
+    results, items = answer.get("results"), body.get("items")
+    if not isinstance(results, list) or not isinstance(items, list):
+        return None
+    pairs = [(item, result) for item, result in zip(items, results, strict=False)
+             if isinstance(result, dict) and result.get("status") == "rejected"]
+    if not pairs:
+        return None
+    reasons = "; ".join(dict.fromkeys(str(r.get("reason") or "refused") for _, r in pairs))
+    if len(pairs) == len(items):
+        return body, reasons
+    return {**body, "items": [item for item, _ in pairs]}, reasons
 
 
 def _put_back(claimed: Path) -> None:

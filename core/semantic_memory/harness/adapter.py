@@ -164,7 +164,9 @@ class HookCall:
     def write(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """POST `body` to /ingest; None when the service could not take it in time and it
         went to the spool instead (replayed later, exactly once). Keeps SPOOL_MARGIN_S of the
-        budget for spooling; once one write of this run failed, the next ones spool at once."""
+        budget for spooling; once one write of this run failed, the next ones spool at once.
+        A write the service refuses outright (413, 422) is kept in `spool/rejected/` with the
+        reason, and answered as a refusal."""
         if self.spooled:
             self.spool(body, self.spool_reason)
             return None
@@ -173,8 +175,8 @@ class HookCall:
             return self.service.post("/ingest", body,
                                      deadline=self.service.deadline - SPOOL_MARGIN_S)
         except ServiceFailed as exc:
-            if not retryable(exc.status):
-                raise  # the request itself is wrong: spooling it would not help
+            if not retryable(exc.status):  # the request itself is wrong: replaying won't help
+                return self.keep_refused(body, str(exc))
             self.spool(body, f"{exc}")
         except ServiceUnavailable as exc:
             self.spool(body, f"{exc.outcome}: {exc}")
@@ -194,6 +196,19 @@ class HookCall:
                      event=self.event)
         self.spooled += 1
         self.spool_reason = self.spool_reason or reason
+
+    def keep_refused(self, body: dict[str, Any], reason: str) -> dict[str, Any]:
+        """Keep a write the service refused in `spool/rejected/` (`memory-mcp spool list`
+        shows it with `reason`); the refusal, as /ingest words one."""
+        from .. import spool
+
+        spool.append(beside_db(self.settings, "spool"), "/ingest", body, harness=self.harness,
+                     event=self.event, rejected=reason)
+        reason = f"{reason} (kept in spool/rejected/)"
+        items = body.get("items")
+        if isinstance(items, list):
+            return {"new": 0, "duplicate": 0, "rejected": len(items)}
+        return {"status": "rejected", "reason": reason}
 
     def tags(self) -> list[str]:
         tags = [f"harness:{self.harness}"]

@@ -91,8 +91,9 @@ class ServiceFailed(ServiceUnavailable):
 
 
 #: Answers after which a write is worth replaying later (auth, overload; any 5xx, a store
-#: outage); any other error status means the request itself is wrong.
-RETRYABLE_4XX = frozenset({401, 403, 408, 429})
+#: outage; 404 and 405: the service has /ingest, so something else answers on its port); any
+#: other error status means the request itself is wrong.
+RETRYABLE_4XX = frozenset({401, 403, 404, 405, 408, 429})
 
 
 def retryable(status: int) -> bool:
@@ -101,15 +102,16 @@ def retryable(status: int) -> bool:
 
 
 def spool_sender(service: ServiceClient, deadline: float | None = None
-                 ) -> Callable[[str, dict[str, Any]], None]:
-    """`send` for spool.replay over this client: Retry when the service cannot take a write
-    now, Refused when it answered that the write itself is wrong."""
+                 ) -> Callable[[str, dict[str, Any]], Any]:
+    """`send` for spool.replay over this client: the service's answer (replay keeps what it
+    refused item by item); Retry when the service cannot take a write now, Refused when it
+    answered that the write itself is wrong."""
 
     from .. import spool
 
-    def send(path: str, body: dict[str, Any]) -> None:
+    def send(path: str, body: dict[str, Any]) -> Any:
         try:
-            service.post(path, body, deadline=deadline)
+            return service.post(path, body, deadline=deadline)
         except ServiceFailed as exc:
             if retryable(exc.status):
                 raise spool.Retry(str(exc)) from None
