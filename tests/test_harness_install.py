@@ -648,3 +648,20 @@ def test_a_plain_uninstall_undoes_an_install_made_with_other_options(
     ok(env, "uninstall", "claude-code")
     assert settings.read_bytes() == original
     assert backups(tmp_path) == []
+
+
+def test_a_symlinked_config_is_edited_through_the_link(tmp_path: Path) -> None:
+    """A settings file kept in a dotfiles folder and linked into place stays a link: install
+    and uninstall edit its target."""
+    env = cli_env(tmp_path)
+    target = tmp_path / "dotfiles" / "claude-settings.json"
+    original = write(target, {"theme": "dark", "hooks": {"Stop": []}})
+    link = tmp_path / "home/.claude/settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    ok(env, "install", "claude-code")
+    assert link.is_symlink() and "memory-mcp hook claude-code" in target.read_text()
+    ok(env, "uninstall", "claude-code")
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_bytes() == original
+    assert sorted(p.name for p in target.parent.iterdir()) == ["claude-settings.json"]

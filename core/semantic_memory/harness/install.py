@@ -373,11 +373,14 @@ def apply(changes: list[Change]) -> list[Path]:
         if change.after is None:
             path.unlink()
             continue
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
+        # target is replaced atomically in the target's own folder.
+        real = Path(os.path.realpath(path))
+        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8", newline="") as handle:  # "\r\n" kept as is
             handle.write(change.after)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(tmp, real)
         if change.restores is not None:
             change.restores.unlink(missing_ok=True)
     return backups
