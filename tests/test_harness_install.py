@@ -665,3 +665,18 @@ def test_a_symlinked_config_is_edited_through_the_link(tmp_path: Path) -> None:
     assert link.is_symlink() and link.resolve() == target
     assert target.read_bytes() == original
     assert sorted(p.name for p in target.parent.iterdir()) == ["claude-settings.json"]
+
+
+@pytest.mark.parametrize("hooks", ["hooks = []\n", 'hooks = [{event = "Stop", command = "x"}]\n'])
+def test_kimi_install_into_an_inline_hooks_array(tmp_path: Path, hooks: str) -> None:
+    """`hooks = []` is valid TOML: install adds inline tables to it (Kimi reads both forms),
+    and uninstall gives the file back byte for byte."""
+    env = cli_env(tmp_path)
+    config = tmp_path / "kimi/config.toml"
+    original = write(config, f'default_model = "m"\n{hooks}')
+    ok(env, "install", "kimi-code")
+    entries = tomllib.loads(config.read_text())["hooks"]
+    assert {e["event"] for e in entries if "memory-mcp" in e["command"]} == {
+        "SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
+    ok(env, "uninstall", "kimi-code")
+    assert config.read_bytes() == original and backups(tmp_path) == []

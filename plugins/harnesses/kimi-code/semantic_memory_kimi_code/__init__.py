@@ -170,7 +170,9 @@ class KimiCodeAdapter(HarnessAdapter):
                           "timeout": target.hook_timeout_s}
                 entry = present.get(event)
                 if entry is None:
-                    table = tomlkit.table()
+                    # An inline array (`hooks = []`) takes inline tables; `[[hooks]]` tables.
+                    inline = isinstance(hooks, tomlkit.items.Array)
+                    table = tomlkit.inline_table() if inline else tomlkit.table()
                     table.update(wanted)
                     hooks.append(table)
                 elif dict(entry) != wanted:
