@@ -351,3 +351,20 @@ def test_replay_keeps_what_the_service_refuses_item_by_item(service: Service,
     assert not list(folder.glob("*.json"))
     stored = [m["content"] for m in memories(service, project="replay-refused")]
     assert stored == ["The replay batch keeps the lighthouse rota on the wiki."]
+
+
+# --- 12: an invalid setting is in the hook log ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("variable", "value"), [("MEMORY_PORT", "abc"),
+                                                 ("MEMORY_PLUGIN_LIMIT", "0")])
+def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, variable: str,
+                                                             value: str) -> None:
+    env = hook_env(tmp_path, None, **{variable: value})
+    run = run_hook("claude-code", "UserPromptSubmit", {"session_id": "v1", "prompt": "hi"}, env)
+    assert (run.returncode, run.stdout) == (0, "") and variable in run.stderr
+    [entry] = hook_log(tmp_path)
+    assert (entry["harness"], entry["event"], entry["outcome"]) == (
+        "claude-code", "UserPromptSubmit", "error")
+    assert entry["detail"].startswith("invalid setting, hooks are off: ") and \
+        variable in entry["detail"], entry

@@ -188,6 +188,12 @@ def _run(argv: list[str], started: float) -> int:
         settings = HookSettings.from_env()
     except ValueError as exc:  # SettingsError, or config.ConfigError for another variable
         sys.stderr.write(f"memory-mcp hook: {exc}\n")
+        # Harnesses hide stderr: the hook log (beside the db, as far as it can be told) says
+        # why every hook does nothing.
+        fallback = HookSettings(db_path=os.environ.get("MEMORY_DB_PATH", ""))
+        entry.update(outcome="error", detail=f"invalid setting, hooks are off: {exc}"[:500],
+                     ms=round((time.monotonic() - started) * 1000, 1))
+        outcomes.record(fallback, entry)
         return 0
     debug = _debugger(settings, harness, event)
     budget_end = started + settings.hook_budget_s
