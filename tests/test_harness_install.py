@@ -116,15 +116,26 @@ timeout = 10
 
 def claude_files(tmp: Path, scope: str) -> tuple[Path, Path, list[str]]:
     """(settings file, MCP file, CLI scope args), each file holding the user's own entries."""
+    mcp_file = tmp / "home/.claude.json"  # both scopes: the project's server is "local"
     if scope == "user":
-        settings, mcp_file = tmp / "home/.claude/settings.json", tmp / "home/.claude.json"
+        settings = tmp / "home/.claude/settings.json"
         args: list[str] = []
     else:
         settings = tmp / "project/.claude/settings.local.json"
-        mcp_file, args = tmp / "project/.mcp.json", ["--project", str(tmp / "project")]
+        args = ["--project", str(tmp / "project")]
+        # The project's shared, committed file: never written.
+        write(tmp / "project/.mcp.json", {"mcpServers": CLAUDE_STATE["mcpServers"]})
     write(settings, CLAUDE_SETTINGS)
-    write(mcp_file, CLAUDE_STATE if scope == "user" else {"mcpServers": CLAUDE_STATE["mcpServers"]})
+    write(mcp_file, CLAUDE_STATE)
     return settings, mcp_file, args
+
+
+def claude_server(tmp: Path, scope: str) -> Any:
+    """Our server entry where install puts it for `scope` (None when absent)."""
+    doc = json.loads((tmp / "home/.claude.json").read_text())
+    if scope == "project":
+        doc = doc.get("projects", {}).get(str(tmp / "project"), {})
+    return doc.get("mcpServers", {}).get("memory")
 
 
 def codex_files(tmp: Path) -> tuple[Path, Path, str]:
@@ -163,8 +174,10 @@ def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope
     env = cli_env(tmp_path)
     settings, mcp_file, args = claude_files(tmp_path, scope)
     before = {p: p.read_bytes() for p in (settings, mcp_file)}
-    other = claude_files(tmp_path, "project" if scope == "user" else "user")[1].parent
-    other_before = snapshot(other)  # the other scope's files, not to be touched
+    other = claude_files(tmp_path, "project" if scope == "user" else "user")[0].parent
+    other_before = snapshot(other)  # the other scope's settings, not to be touched
+    shared = tmp_path / "project/.mcp.json"
+    shared_before = shared.read_bytes() if shared.exists() else None
 
     ok(env, "install", "claude-code", *args)
     doc, servers = json.loads(settings.read_text()), json.loads(mcp_file.read_text())
@@ -180,10 +193,15 @@ def test_claude_install_round_trip_keeps_the_users_entries(tmp_path: Path, scope
                                   "deny": ["Read(.env)"]}
     assert (doc["theme"], doc["model"]) == ("dark", "opus")
     expected = json.loads(before[mcp_file])  # other servers and unrelated state kept
-    expected["mcpServers"]["memory"] = {"type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
+    ours_entry = {"type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
+    if scope == "user":
+        expected["mcpServers"]["memory"] = ours_entry
+    else:  # Claude Code's local scope: this machine's path stays out of the shared .mcp.json
+        expected["projects"][str(tmp_path / "project")] = {"mcpServers": {"memory": ours_entry}}
     assert servers == expected
     assert backups(tmp_path) == []  # uninstall can give each file back exactly: no backup
     assert snapshot(other) == other_before
+    assert (shared.read_bytes() if shared.exists() else None) == shared_before
 
     installed = snapshot(tmp_path)
     assert "nothing to install" in ok(env, "install", "claude-code", *args)
@@ -234,8 +252,8 @@ def test_claude_mcp_url_and_timeout_follow_the_settings(tmp_path: Path) -> None:
     env = cli_env(tmp_path, MEMORY_PLUGIN_URL="http://127.0.0.1:9911/", MEMORY_HOOK_BUDGET_S="4")
     settings, mcp_file, args = claude_files(tmp_path, "project")
     ok(env, "install", "claude-code", *args, "--mcp", "http")
-    server = json.loads(mcp_file.read_text())["mcpServers"]["memory"]
-    assert server == {"type": "http", "url": "http://127.0.0.1:9911/mcp"}
+    assert claude_server(tmp_path, "project") == {"type": "http",
+                                                  "url": "http://127.0.0.1:9911/mcp"}
     doc = json.loads(settings.read_text())
     assert {ours(doc, "claude-code", e)[0]["timeout"] for e in OURS} == {8}
 
@@ -245,20 +263,21 @@ def test_claude_mcp_stdio_and_none(tmp_path: Path) -> None:
     no tool, but still installs the hooks; installing again with the default swaps in the
     proxy."""
     env = cli_env(tmp_path)
-    stdio, none = tmp_path / "stdio-project", tmp_path / "none-project"
-    stdio.mkdir(), none.mkdir()
+    stdio, none = tmp_path / "project", tmp_path / "none-project"
+    none.mkdir()
     ok(env, "install", "claude-code", "--project", str(stdio), "--mcp", "stdio")
-    server = json.loads((stdio / ".mcp.json").read_text())["mcpServers"]["memory"]
+    server = claude_server(tmp_path, "project")
     assert server["type"] == "stdio" and server["args"] == ["--stdio"]
     assert os.path.isabs(server["command"]) and Path(server["command"]).name == "memory-mcp"
     assert "mcp__memory" in json.loads((stdio / ".claude/settings.local.json").read_text())[
         "permissions"]["allow"]
     ok(env, "install", "claude-code", "--project", str(stdio))
-    assert json.loads((stdio / ".mcp.json").read_text())["mcpServers"]["memory"] == {
+    assert claude_server(tmp_path, "project") == {
         "type": "stdio", "command": MEMORY_MCP, "args": ["proxy"]}
 
     ok(env, "install", "claude-code", "--project", str(none), "--mcp", "none")
     assert not (none / ".mcp.json").exists()
+    assert str(none) not in json.loads((tmp_path / "home/.claude.json").read_text())["projects"]
     doc = json.loads((none / ".claude/settings.local.json").read_text())
     assert "permissions" not in doc and all(ours(doc, "claude-code", e) for e in OURS)
 
@@ -680,3 +699,22 @@ def test_kimi_install_into_an_inline_hooks_array(tmp_path: Path, hooks: str) -> 
         "SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
     ok(env, "uninstall", "kimi-code")
     assert config.read_bytes() == original and backups(tmp_path) == []
+
+
+def test_claude_project_install_moves_our_server_out_of_the_shared_mcp_json(
+        tmp_path: Path) -> None:
+    """An earlier install put the server, with this machine's path, into the committed
+    `.mcp.json`: install takes our entry out of it (a teammate's server stays) and registers
+    it in the local scope instead."""
+    env = cli_env(tmp_path)
+    shared = tmp_path / "project/.mcp.json"
+    write(shared, {"mcpServers": {
+        "github": {"type": "http", "url": "https://api.example/mcp"},
+        "memory": {"type": "stdio", "command": "/home/alice/.venv/bin/memory-mcp",
+                   "args": ["proxy"]}}})
+    ok(env, "install", "claude-code", "--project", str(tmp_path / "project"))
+    assert json.loads(shared.read_text()) == {
+        "mcpServers": {"github": {"type": "http", "url": "https://api.example/mcp"}}}
+    assert claude_server(tmp_path, "project")["command"] == MEMORY_MCP
+    ok(env, "uninstall", "claude-code", "--project", str(tmp_path / "project"))
+    assert not (tmp_path / "home/.claude.json").exists()  # install created it: gone again

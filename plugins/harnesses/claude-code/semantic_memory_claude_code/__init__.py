@@ -84,12 +84,16 @@ class ClaudeCodeAdapter(HarnessAdapter):
             set_command_hook,
         )
 
+        # The server entry holds this machine's path to memory-mcp, so for a project it goes
+        # where the hooks go: the personal config, never the committed `.mcp.json`. That is
+        # Claude Code's "local" scope, `projects[<dir>].mcpServers` in ~/.claude.json.
+        mcp_file = target.home / ".claude.json"
+        scope: tuple[str, ...] = ()
         if target.project_dir is not None:
             settings = target.project_dir / ".claude" / "settings.local.json"
-            mcp_file = target.project_dir / ".mcp.json"
+            scope = ("projects", str(target.project_dir))
         else:
             settings = target.home / ".claude" / "settings.json"
-            mcp_file = target.home / ".claude.json"
         events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
 
         def install_hooks(doc: dict[str, Any]) -> None:
@@ -122,22 +126,52 @@ class ClaudeCodeAdapter(HarnessAdapter):
         def install_mcp(doc: dict[str, Any]) -> None:
             if target.mcp == "none":
                 return
-            servers = doc.setdefault("mcpServers", {})
+            node = doc
+            for key in scope:
+                node = node.setdefault(key, {})
+            servers = node.setdefault("mcpServers", {})
             claim_server(servers, SERVER, target, mcp_file)
             servers[SERVER] = self.mcp_entry(target)
 
-        def uninstall_mcp(doc: dict[str, Any]) -> None:
-            found = doc.get("mcpServers")
-            if isinstance(found, dict) and target.is_our_server(found.get(SERVER)):
-                del found[SERVER]
-                if not found:
-                    del doc["mcpServers"]
+        def uninstall_mcp(doc: dict[str, Any], path: tuple[str, ...] = scope) -> None:
+            nodes = [doc]  # doc, then each object on the way to "mcpServers"
+            for key in (*path, "mcpServers"):
+                found = nodes[-1].get(key)
+                if not isinstance(found, dict):
+                    return
+                nodes.append(found)
+            if not target.is_our_server(nodes[-1].get(SERVER)):
+                return
+            del nodes[-1][SERVER]
+            for parent, key, node in zip(nodes[-2::-1], (*path, "mcpServers")[::-1],
+                                         nodes[:0:-1], strict=True):
+                if node:
+                    break
+                del parent[key]  # emptied by taking our entry out
 
         def mcp_installed(doc: dict[str, Any]) -> dict[str, bool]:
-            return {"MCP server": target.is_our_server((doc.get("mcpServers") or {}).get(SERVER))}
+            node: Any = doc
+            for key in (*scope, "mcpServers"):
+                node = node.get(key) if isinstance(node, dict) else None
+            return {"MCP server": isinstance(node, dict) and target.is_our_server(
+                node.get(SERVER))}
 
-        return [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
-                ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
+        files = [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
+                 ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
+        if target.project_dir is not None:
+            # Earlier installs put the server in the project's shared `.mcp.json`: take our
+            # entry out of it (install and uninstall alike). Another `memory` server there
+            # stays, and install refuses to shadow it with a local one.
+            shared_file = target.project_dir / ".mcp.json"
+
+            def install_shared(doc: dict[str, Any]) -> None:
+                if target.mcp != "none":
+                    claim_server(doc.get("mcpServers") or {}, SERVER, target, shared_file)
+                uninstall_mcp(doc, ())
+
+            files.append(ConfigFile(shared_file, "json", install_shared,
+                                    lambda doc: uninstall_mcp(doc, ()), lambda doc: {}))
+        return files
 
     @staticmethod
     def mcp_entry(target: InstallTarget) -> dict[str, Any]:
