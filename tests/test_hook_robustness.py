@@ -353,6 +353,30 @@ def test_replay_keeps_what_the_service_refuses_item_by_item(service: Service,
     assert stored == ["The replay batch keeps the lighthouse rota on the wiki."]
 
 
+def test_the_services_own_replay_keeps_what_it_refuses_item_by_item(tmp_path: Path) -> None:
+    """The service drains the spool at start and every few seconds; it threw its own answer
+    away, so an item it refused vanished from the spool with no trace."""
+    from semantic_memory import spool
+    from semantic_memory.config import Settings
+    from semantic_memory.models import RecallFilters
+    from semantic_memory.pipeline import MemoryEngine
+    from semantic_memory.service.spool_replay import drain
+
+    settings = Settings.from_env({"MEMORY_DB_PATH": str(tmp_path / "memory.db")})
+    spool.append(settings.spool_path, "/ingest", {"items": [
+        {"content": "The drain keeps the harbour rota on the wiki.", "project": "drain"},
+        {"content": f" {SECRET} ", "project": "drain"}]})
+    engine = MemoryEngine(settings)
+    try:
+        drain(engine, settings)
+        stored = [m.content for m in engine.list(RecallFilters(project="drain"), 10, 0)]
+    finally:
+        engine.close()
+    assert stored == ["The drain keeps the harbour rota on the wiki."]
+    [kept] = rejected_records(tmp_path)
+    assert [i["content"] for i in kept["body"]["items"]] == [f" {SECRET} "] and kept["rejected"]
+
+
 # --- 12: an invalid setting is in the hook log ---------------------------------------------------
 
 

@@ -28,11 +28,12 @@ SCAN_S = 3.0
 def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
     """Replay every queued write into `engine`; logs one line when it did anything."""
 
-    def send(path: str, body: dict[str, Any]) -> None:
+    def send(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The service's answer: `spool.replay` keeps the items it refused one by one."""
         if path != "/ingest":
             raise spool.Refused(f"unknown spooled request path {path!r}")
         try:
-            ingest_body(engine, body)
+            return ingest_body(engine, body)
         except ApiError as exc:
             raise spool.Refused(exc.message) from None
         except StoreError as exc:  # the store is down: try again at the next look
