@@ -491,13 +491,15 @@ var CHUNK_CHARS = 1200;
 var MIN_CHUNK_CHARS = 40;
 var HEAD_CHARS = 160;
 var ACK_WORDS = 20;
+var SEPARATOR = `[${SPACE}:,.\u2013\u2014\uFF1A\uFF0C\u3001-]`;
 var REMEMBER = new RegExp(
-  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])[${SPACE}:,.-]*(?:that[${SPACE}]+)?(?<rest>[\\s\\S]+)$`,
+  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])${SEPARATOR}*(?:that(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
   "iu"
 );
 var WRAPPED = new RegExp(
-  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201C(?<curly>[^\u201C\u201D]*)\u201D)[${SPACE}]*$`
+  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201C(?<curly>[^\u201C\u201D]*)\u201D|'(?<single>[^']*)'|\u2018(?<curlySingle>[^\u2018\u2019]*)\u2019)[${SPACE}]*$`
 );
+var HAS_WORD = /[\p{L}\p{N}]/u;
 var WORD = /[\p{L}\p{N}]+/gu;
 var NOT_CONVERSATION = new RegExp(
   "<(semantic-memory|system-reminder|command-name|command-message|command-args|local-command-stdout|local-command-stderr|local-command-caveat|hook_result|environment_context|user_instructions|skills_instructions)\\b[^>]*>[\\s\\S]*?</\\1\\s*>",
@@ -510,15 +512,19 @@ function unquote(text2) {
   for (; ; ) {
     const found = WRAPPED.exec(text2);
     if (found === null) return text2;
-    const escaped = found.groups?.["escaped"];
-    const inner = escaped !== void 0 ? escaped.replaceAll('\\"', '"') : found.groups?.["curly"] ?? "";
+    const groups = found.groups ?? {};
+    const escaped = groups["escaped"];
+    const inner = escaped !== void 0 ? escaped.replaceAll('\\"', '"') : groups["curly"] ?? groups["single"] ?? groups["curlySingle"] ?? "";
     if (!strip(inner)) return text2;
     text2 = inner;
   }
 }
 function remembered(prompt) {
   const found = REMEMBER.exec(unquote(prompt));
-  return found ? strip(unquote(found.groups?.["rest"] ?? "")) : null;
+  if (found === null) return null;
+  const fact = strip(unquote(found.groups?.["rest"] ?? ""));
+  if (fact.endsWith("?") || fact.endsWith("\uFF1F") || !HAS_WORD.test(fact)) return null;
+  return fact;
 }
 function wordsOf(text2) {
   return text2.toLowerCase().match(WORD) ?? [];

@@ -93,6 +93,13 @@ def test_split_text_prefers_paragraphs_then_sentences_then_words() -> None:
     # Quotes that are not around the whole prompt are the prompt's own.
     ('"deploy" and "rollback" differ how?', '"deploy" and "rollback" differ how?'),
     ('remember "pnpm, not npm"', 'remember "pnpm, not npm"'), ('""', '""'), ('"a\\"', '"a\\"'),
+    # Single quotes, as a shell user may type them, ASCII or curly: only with none of their
+    # kind inside (an apostrophe is one), so two quoted words stay as they are.
+    ("'remember the queue is sqs'", "remember the queue is sqs"),
+    (" \u2018remember the queue is sqs\u2019 ", "remember the queue is sqs"),
+    ("'\"remember the queue is sqs\"'", "remember the queue is sqs"),
+    ("'x' and 'y'", "'x' and 'y'"), ("'it's sqs'", "'it's sqs'"),
+    ("\u2018it\u2019s sqs\u2019", "\u2018it\u2019s sqs\u2019"), ("''", "''"), ("'a", "'a"),
 ])
 def test_wrapping_quotes_are_not_the_prompt(typed: str, prompt: str) -> None:
     assert unquote(typed) == prompt
@@ -104,6 +111,29 @@ def test_remember_prompts_quoted_or_not() -> None:
     assert remembered('remember "pnpm, not npm"') == "pnpm, not npm"
     assert remembered('"which service holds our feature flags?"') is None
     assert remembered("I remember that test") is None
+
+
+@pytest.mark.parametrize(("prompt", "fact"), [
+    # Nothing to remember: an ordinary prompt.
+    ("remember:", None), ("remember that", None), ("Remember that.", None), ("remember", None),
+    ("remember \u2014 \U0001f642", None), ('remember ""', None),
+    # Separators after the word: ASCII, dashes, fullwidth.
+    ("REMEMBER \u2014 use pnpm not npm", "use pnpm not npm"),
+    ("remember \u2013 use pnpm", "use pnpm"),
+    ("remember\uff1athe port is 5433", "the port is 5433"),
+    ("remember\uff0c\u3001the port is 5433", "the port is 5433"),
+    ("remember that: the port is 5433", "the port is 5433"),
+    ("remember that's the port", "that's the port"),
+    # A question about memory, not a fact: recalled for, not stored.
+    ("remember what port we chose for redis?", None), ("remember \u7aef\u53e3\uff1f", None),
+    ('remember "which port?"', None), ("remember what? the port is 5433", "what? the port is 5433"),
+    # Wrapped in single quotes.
+    ("'remember the queue is sqs'", "the queue is sqs"),
+    ("\u2018remember the queue is sqs\u2019", "the queue is sqs"),
+    ("'remember' and 'forget'", None),
+])
+def test_what_a_remember_prompt_stores(prompt: str, fact: str | None) -> None:
+    assert remembered(prompt) == fact
 
 
 def test_a_remember_prompt_and_its_acknowledgement_are_not_flushed_again() -> None:

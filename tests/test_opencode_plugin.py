@@ -148,6 +148,20 @@ def random_text(rng: random.Random) -> str:
     return "".join(pieces)
 
 
+#: "remember" prompts at the rule's edges: nothing after the word, separators (dashes,
+#: fullwidth), questions about memory, single quotes around the whole prompt.
+REMEMBER_PROMPTS = [
+    "remember:", "remember that", "Remember that.", "remember", "remember \u2014 \U0001f642",
+    'remember ""', "remember that's the port", "remember that: the port is 5433",
+    "REMEMBER \u2014 use pnpm not npm", "remember \u2013 use pnpm", "remember\uff1athe port is 5433",
+    "remember\uff0c\u3001the port is 5433", "remember what port we chose for redis?",
+    "remember \u7aef\u53e3\uff1f", 'remember "which port?"', "remember what? the port is 5433",
+    "'remember the queue is sqs'", "\u2018remember the queue is sqs\u2019", "'x' and 'y'",
+    "'it's sqs'", "\u2018it\u2019s sqs\u2019", "''", "'a", "'\"remember the queue is sqs\"'",
+    "'remember' and 'forget'", "\u00a0'remember\u3000\u2014\u3001that\tx'\n",
+]
+
+
 def test_flush_chunks_match_the_python_chunking() -> None:
     rng = random.Random(20261201)
     conversations = [[Turn("user", t), Turn("assistant", TEXTS[-2 - i % 3])]
@@ -155,6 +169,8 @@ def test_flush_chunks_match_the_python_chunking() -> None:
     for _ in range(150):
         conversations.append([Turn(rng.choice(["user", "assistant"]), random_text(rng))
                               for _ in range(rng.randint(1, 6))])
+    conversations += [[Turn("user", p), Turn("assistant", "Noted: the port is 5433.")]
+                      for p in REMEMBER_PROMPTS]
     expected = [chunk_turns(turns) for turns in conversations]
     assert sum(len(chunks) > 1 for chunks in expected) > 20  # long exchanges were cut
     got = node_eval("chunkTurns", [[[{"role": t.role, "text": t.text} for t in turns]]
@@ -166,9 +182,11 @@ def test_flush_chunks_match_the_python_chunking() -> None:
 def test_prompt_quotes_and_remember_match_the_python_rule() -> None:
     rng = random.Random(11)
     wraps = [("", ""), ('"', '"'), (' "', '"\n'), ("\u201c", "\u201d"), ('"', '\\"'),
-             ("remember ", ""), ('"remember that ', '"'), ('"\\"remember: ', '\\""')]
-    prompts = TEXTS + [head + random_text(rng) + tail
-                       for head, tail in (rng.choice(wraps) for _ in range(300))]
+             ("remember ", ""), ('"remember that ', '"'), ('"\\"remember: ', '\\""'),
+             ("'", "'"), ("\u2018", "\u2019 "), ("'remember \u2014 ", "'"), ("remember\uff1a", "?"),
+             ("REMEMBER that, ", "\uff1f"), ("\u2018remember ", "\u2019")]
+    prompts = TEXTS + REMEMBER_PROMPTS + [head + random_text(rng) + tail
+                                          for head, tail in (rng.choice(wraps) for _ in range(300))]
     expected = [[unquote(p), remembered(p)] for p in prompts]
     assert sum(r is not None for _, r in expected) > 50 and sum(
         u != p for p, (u, _) in zip(prompts, expected)) > 50

@@ -23,19 +23,26 @@ export interface Turn {
   text: string;
 }
 
+/** What may stand between "remember" and the fact (and after "that"): spaces and separators. */
+const SEPARATOR = `[${SPACE}:,.\u2013\u2014\uff1a\uff0c\u3001-]`;
 /**
- * A prompt asking to store something: "remember …", "Remember: …", "remember that …"
- * (transcript.py REMEMBER; whitespace and word characters as Python's `\s` and `\w` see them).
+ * A prompt asking to store something: "remember …", "Remember: …", "remember that …",
+ * "REMEMBER — …", "remember：…" (transcript.py REMEMBER; whitespace and word characters as
+ * Python's `\s` and `\w` see them). What follows is the fact (`remembered` says when it is one).
  */
 const REMEMBER = new RegExp(
-  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])[${SPACE}:,.-]*(?:that[${SPACE}]+)?(?<rest>[\\s\\S]+)$`,
+  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])${SEPARATOR}*(?:that(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
   "iu",
 );
 // A whole text in double quotes: how `opencode run` passes an argument holding a space
-// (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it.
+// (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it
+// (curly double quotes, or single quotes, ASCII or curly, with none of their kind inside).
 const WRAPPED = new RegExp(
-  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201c(?<curly>[^\u201c\u201d]*)\u201d)[${SPACE}]*$`,
+  `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201c(?<curly>[^\u201c\u201d]*)\u201d` +
+    `|'(?<single>[^']*)'|\u2018(?<curlySingle>[^\u2018\u2019]*)\u2019)[${SPACE}]*$`,
 );
+/** Something to store has a letter or a digit (Python's `[^\W_]`). */
+const HAS_WORD = /[\p{L}\p{N}]/u;
 const WORD = /[\p{L}\p{N}]+/gu;
 
 // Blocks that are not the conversation: injected memories (never stored again), reminders,
@@ -54,25 +61,38 @@ export function clean(text: string): string {
 }
 
 /**
- * `text` without the double quotes wrapped around all of it (any number of times: `opencode
- * run '"remember that …"'` wraps the typed quotes once more); anything else as it is. The
- * quotes are not the prompt: "remember" detection and recall see the words inside.
+ * `text` without the quotes wrapped around all of it (any number of times: `opencode run
+ * '"remember that …"'` wraps the typed quotes once more); anything else as it is. Double quotes
+ * (`\\"` inside is a quote), curly double quotes, and single quotes, ASCII or curly, with no
+ * quote of their kind inside (so `'x' and 'y'` stays). The quotes are not the prompt:
+ * "remember" detection and recall see the words inside.
  */
 export function unquote(text: string): string {
   for (;;) {
     const found = WRAPPED.exec(text);
     if (found === null) return text;
-    const escaped = found.groups?.["escaped"];
-    const inner = escaped !== undefined ? escaped.replaceAll('\\"', '"') : (found.groups?.["curly"] ?? "");
+    const groups = found.groups ?? {};
+    const escaped = groups["escaped"];
+    const inner = escaped !== undefined
+      ? escaped.replaceAll('\\"', '"')
+      : (groups["curly"] ?? groups["single"] ?? groups["curlySingle"] ?? "");
     if (!strip(inner)) return text;
     text = inner;
   }
 }
 
-/** What a "remember …" prompt asks to store (null for any other prompt). */
+/**
+ * What a "remember …" prompt asks to store; null for any other prompt, and for one with nothing
+ * to store (`remember:`, `remember that`: no letter or digit after the word) or that asks a
+ * question (`remember which port we chose?`: it ends with `?` or `？`), which are ordinary
+ * prompts: recalled for, not stored.
+ */
 export function remembered(prompt: string): string | null {
   const found = REMEMBER.exec(unquote(prompt));
-  return found ? strip(unquote(found.groups?.["rest"] ?? "")) : null;
+  if (found === null) return null;
+  const fact = strip(unquote(found.groups?.["rest"] ?? ""));
+  if (fact.endsWith("?") || fact.endsWith("\uff1f") || !HAS_WORD.test(fact)) return null;
+  return fact;
 }
 
 /** Lowercased runs of letters and digits. */

@@ -203,6 +203,21 @@ describe("against a live service", () => {
       "it does not need to be stored again.");
   });
 
+  test("a 'remember …?' question is recalled for, not stored", async () => {
+    const chosen = "We chose port 6380 for the Redis of the billing service";
+    await store(service.url, chosen, PROJECT);
+    const session = new Session(plugin());
+    await session.prompt("remember what port we chose for the billing redis?");
+    await session.prompt("'remember:'"); // nothing to remember: an ordinary prompt too
+    await session.prompt("remember what port we chose for the billing redis?");
+    const system = await session.modelCall();
+    assert.ok(system[1]?.startsWith("<semantic-memory>") && system[1].includes(chosen), system.join("\n"));
+    const stored = (await memories(service.url, "chat")).filter((m) => /billing|remember/i.test(m.content));
+    assert.deepEqual(stored.map((m) => m.content), [chosen], "only the memory stored beforehand");
+    const lines = hookLog(dir).filter((e) => e["event"] === "chat.message" && String(e["session"]).startsWith(session.id));
+    assert.deepEqual(lines, []);
+  });
+
   test("an allow-listed tool's output is captured; others are not", async () => {
     const memory = plugin({ toolCapture: "Bash" });
     memory.toolExecuted("bash", "ses_tools", { command: "echo pool=20", description: "x" }, "pool=20\n");

@@ -207,6 +207,23 @@ describe("prompts", () => {
     assert.equal(remembered('"Remember: use pnpm, not npm"'), "use pnpm, not npm");
     assert.equal(remembered('"which service holds our feature flags?"'), null);
   });
+
+  test("what a 'remember' prompt stores (transcript.py's rule, checked against it from pytest)", () => {
+    for (const [prompt, fact] of [
+      ["remember:", null], ["remember that", null], ["Remember that.", null], ['remember ""', null],
+      ["REMEMBER \u2014 use pnpm not npm", "use pnpm not npm"], ["remember \u2013 use pnpm", "use pnpm"],
+      ["remember\uff1athe port is 5433", "the port is 5433"], ["remember\uff0c\u3001the port is 5433", "the port is 5433"],
+      ["remember that's the port", "that's the port"],
+      ["remember what port we chose for redis?", null], ["remember \u7aef\u53e3\uff1f", null],
+      ["'remember the queue is sqs'", "the queue is sqs"], ["\u2018remember the queue is sqs\u2019", "the queue is sqs"],
+      ["'remember' and 'forget'", null],
+    ] as const) {
+      assert.equal(remembered(prompt), fact, prompt);
+    }
+    assert.equal(unquote("'x' and 'y'"), "'x' and 'y'");
+    assert.equal(unquote("'it's sqs'"), "'it's sqs'");
+    assert.equal(unquote(" '\"remember the queue is sqs\"'\n"), "remember the queue is sqs");
+  });
 });
 
 describe("capture records", () => {

@@ -40,16 +40,21 @@ _NOT_CONVERSATION = (
 )
 
 
-#: A prompt asking to store something: "remember …", "Remember: …", "remember that …".
-_REMEMBER = (r"^\s*remember\b[\s:,.-]*(?:that\s+)?(?P<rest>.+)$", "IS")
+#: A prompt asking to store something: "remember …", "Remember: …", "remember that …",
+#: "REMEMBER — …", "remember：…". What follows is the fact (`remembered` says when it is one).
+_REMEMBER = (r"^\s*remember\b[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]*"
+             r"(?:that(?:[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]+|\Z))?(?P<rest>.*)$", "IS")
 #: A reply to a "remember" prompt with at most this many words that are not the fact's is only
 #: its acknowledgement ("Noted.", "Got it: the freeze starts Fridays at noon."): not stored.
 ACK_WORDS = 20
 
 # A whole text in double quotes: how `opencode run` passes an argument holding a space
-# (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it.
+# (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it
+# (curly double quotes, or single quotes, ASCII or curly, with none of their kind inside).
 _WRAPPED = (
-    r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d)\s*', "S")
+    r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d'
+    r"|'(?P<single>[^']*)'|\u2018(?P<curly_single>[^\u2018\u2019]*)\u2019)\s*", "S")
+_OPENING_QUOTES = ('"', "\u201c", "'", "\u2018")
 _WORD = (r"[^\W_]+", "")
 _COMPILED: dict[tuple[str, str], Pattern[str]] = {}
 
@@ -109,14 +114,17 @@ def clean(text: str) -> str:
 
 
 def unquote(text: str) -> str:
-    """`text` without the double quotes wrapped around all of it (any number of times: `opencode
-    run '"remember that …"'` wraps the typed quotes once more); anything else as it is. The
-    quotes are not the prompt: "remember" detection and recall see the words inside."""
-    # The pattern's first character past any whitespace is a double quote.
-    while text.lstrip()[:1] in ('"', "\u201c") and \
+    """`text` without the quotes wrapped around all of it (any number of times: `opencode run
+    '"remember that …"'` wraps the typed quotes once more); anything else as it is. Double
+    quotes (`\\"` inside is a quote), curly double quotes, and single quotes, ASCII or curly,
+    with no quote of their kind inside (so `'x' and 'y'` stays). The quotes are not the
+    prompt: "remember" detection and recall see the words inside."""
+    # The pattern's first character past any whitespace is an opening quote.
+    while text.lstrip()[:1] in _OPENING_QUOTES and \
             (found := _pattern(_WRAPPED).fullmatch(text)) is not None:
-        escaped = found.group("escaped")
-        inner = escaped.replace('\\"', '"') if escaped is not None else found.group("curly")
+        escaped, *others = found.group("escaped", "curly", "single", "curly_single")
+        inner = escaped.replace('\\"', '"') if escaped is not None else \
+            "".join(other for other in others if other is not None)
         if not inner.strip():
             break
         text = inner
@@ -124,12 +132,20 @@ def unquote(text: str) -> str:
 
 
 def remembered(prompt: str) -> str | None:
-    """What a "remember …" prompt asks to store (None for any other prompt)."""
+    """What a "remember …" prompt asks to store; None for any other prompt, and for one with
+    nothing to store (`remember:`, `remember that`: no letter or digit after the word) or
+    that asks a question (`remember which port we chose?`: it ends with `?` or `？`), which
+    are ordinary prompts: recalled for, not stored."""
     prompt = unquote(prompt)
     if prompt.lstrip()[:8].lower() != "remember":  # what the pattern starts with, ignoring case
         return None
     found = _pattern(_REMEMBER).match(prompt)
-    return unquote(found.group("rest")).strip() if found else None
+    if found is None:
+        return None
+    fact = unquote(found.group("rest")).strip()
+    if fact[-1:] in ("?", "\uff1f") or _pattern(_WORD).search(fact) is None:
+        return None
+    return fact
 
 
 def _words(text: str) -> list[str]:
