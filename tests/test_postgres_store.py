@@ -158,20 +158,30 @@ def _rich_sqlite(path: Path) -> MemoryEngine:
                    NewMemory("build with ninja, not make", kind="decision", project="lib")])
     gone = engine.store_one(NewMemory("an outdated note")).uid
     engine.forget(gone)
+    # a supersession and an edit: a copy without them answered the stale fact again
+    old = engine.store_one(NewMemory("The API rate limit is 100 requests per minute",
+                                     project="api")).uid
+    new = engine.store_one(NewMemory("The API rate limit is 200 requests per minute",
+                                     project="api"))
+    assert new.supersedes == [old]
+    assert engine.update(new.uid, content="The API rate limit is 250 requests per minute"
+                         ).status == "updated"
     keep = engine.list(limit=1)[0].uid
     engine.record_injection(uids=[keep], harness="claude-code", hook="UserPromptSubmit",
                             project="app", query="which queue", chars=120, session="s1")
     return engine
 
 
-def _snapshot(engine: MemoryEngine) -> tuple[list, list]:
+def _snapshot(engine: MemoryEngine) -> tuple[list, list, list]:
     memories = sorted((m.uid, m.content, m.kind, m.source, m.project, m.tags, m.created_at,
-                       m.updated_at, m.deleted, m.session, m.seq)
+                       m.updated_at, m.deleted, m.session, m.seq, m.superseded_by)
                       for m in engine.store.export(include_deleted=True))
     injections = sorted((r["ts"], r["harness"], r["hook"], r["project"], r["query"],
                          tuple(r["uids"]), r["chars"], r["session"])
                         for r in engine.store.export_injections())
-    return memories, injections
+    revisions = sorted(tuple(json.dumps(v) for v in r.values())
+                       for r in engine.store.export_revisions())
+    return memories, injections, revisions
 
 
 def _migrate(env: dict[str, str], source: str, target: str) -> dict:
@@ -188,8 +198,9 @@ def test_migration_round_trip_changes_nothing(tmp_path: Path) -> None:
     url = pg.new_database()
     env = service_env(tmp_path)
     there = _migrate(env, str(tmp_path / "a.db"), url)
-    assert there["verified"] and there["copied"] == {"memories": 7, "forgotten": 1,
-                                                     "injections": 1}
+    assert there["verified"] and there["copied"] == {"memories": 9, "forgotten": 1,
+                                                     "injections": 1, "superseded": 1,
+                                                     "revisions": 1}
     assert there["target"].startswith("postgresql://postgres:***@")  # never the password
     back = _migrate(env, url, f"sqlite:///{tmp_path / 'b.db'}")
     assert back["verified"]

@@ -1,8 +1,8 @@
 """`memory-mcp migrate`: copy one store into another (SQLite -> PostgreSQL, or back) and check
 that everything arrived.
 
-Memories keep their uid, timestamps (to the microsecond), forgotten state, session and place;
-injection reports keep their memories; vectors are copied with their model tags from a channel
+Memories keep their uid, timestamps (to the microsecond), forgotten state, session and place,
+supersession and earlier versions (edits); injection reports keep their memories; vectors are copied with their model tags from a channel
 that exports them to one that imports them (nothing is embedded again: a vector of the model the
 target is configured with serves at once, others wait for `memory-mcp backfill`). The target
 must be empty, so that the counts after the copy say whether anything was lost.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .channels import TransfersVectors
-from .models import Memory, NewMemory
+from .models import Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine
 
 BATCH = 1_000
@@ -28,7 +28,33 @@ def _restore(memory: Memory) -> NewMemory:
     return NewMemory(content=memory.content, kind=memory.kind, source=memory.source,
                      project=memory.project, tags=list(memory.tags),
                      created_at=memory.created_at, session=memory.session, uid=memory.uid,
-                     updated_at=memory.updated_at, forgotten=memory.deleted, seq=memory.seq)
+                     updated_at=memory.updated_at, forgotten=memory.deleted, seq=memory.seq,
+                     superseded_by=memory.superseded_by)
+
+
+def _copy_revisions(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
+    """Copy every memory's earlier versions (edits); returns how many were exported and
+    stored."""
+    counts = {"exported": 0, "copied": 0}
+    rows: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        counts["exported"] += len(rows)
+        counts["copied"] += target.store.restore_revisions(rows) if rows else 0
+        rows.clear()
+
+    for row in source.store.export_revisions():
+        rows.append(row)
+        if len(rows) >= BATCH:
+            flush()
+    flush()
+    return counts
+
+
+def _superseded(engine: MemoryEngine) -> int:
+    """How many memories a newer one replaced (supersession must arrive too)."""
+    filters = RecallFilters(include_superseded=True)
+    return engine.count(filters) - engine.count(RecallFilters())
 
 
 def _copy_vectors(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
@@ -93,9 +119,12 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
             target.store.restore_injections(reports)
             reports.clear()
     target.store.restore_injections(reports)
+    revisions = _copy_revisions(source, target)
     vectors = _copy_vectors(source, target)
     target.store.optimize()
-    copied = target.counts()
+    expected |= {"superseded": _superseded(source), "revisions": revisions["exported"]}
+    copied = target.counts() | {"superseded": _superseded(target),
+                                "revisions": revisions["copied"]}
     result = {"source": source.store.location, "target": target.store.location,
               "expected": expected, "copied": copied, "verified": copied == expected,
               "vectors": vectors}

@@ -318,6 +318,42 @@ class SQLMemoryStore:
         return [{"content": c, "kind": k, "project": p, "tags": json.loads(t),
                  "updated_at": u, "replaced_at": r} for c, k, p, t, u, r in rows]
 
+    def export_revisions(self) -> Iterator[dict[str, Any]]:
+        """Every earlier version of every memory, oldest first, named by its memory's `uid`
+        (ids differ between stores): what `restore_revisions` takes."""
+        last = 0
+        while True:
+            rows = self._run(self.read(), "SELECT r.id, m.uid, r.content, r.kind, r.project, "
+                                          "r.tags, r.updated_at, r.replaced_at "
+                                          "FROM memory_revisions r JOIN memories m "
+                                          "ON m.id = r.memory_id WHERE r.id > ? "
+                                          "ORDER BY r.id LIMIT 1000", (last,)).fetchall()
+            if not rows:
+                return
+            yield from ({"uid": u, "content": c, "kind": k, "project": p, "tags": json.loads(t),
+                         "updated_at": up, "replaced_at": r}
+                        for _, u, c, k, p, t, up, r in rows)
+            last = rows[-1][0]
+
+    def restore_revisions(self, rows: list[dict[str, Any]]) -> int:
+        """Append exported revisions (a migration) in one transaction, each to the memory of
+        its `uid`; returns how many found their memory."""
+        restored = 0
+        with self.write() as conn:
+            for row in rows:
+                found = self._run(conn, "SELECT id FROM memories WHERE uid = ?",
+                                  (row["uid"],)).fetchone()
+                if found is None:
+                    continue
+                self._run(conn, "INSERT INTO memory_revisions (memory_id, content, kind, "
+                                "project, tags, updated_at, replaced_at) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          (found[0], row["content"], row["kind"], row["project"],
+                           json.dumps(row["tags"], ensure_ascii=False), row["updated_at"],
+                           row["replaced_at"]))
+                restored += 1
+        return restored
+
     # --- supersession ----------------------------------------------------------------------
 
     def supersede(self, conn: Any, ids: list[int], uid: str) -> None:
