@@ -295,3 +295,16 @@ def test_json_output_escapes_c1_controls_of_memories_stored_before_ingest_stripp
         out = run(db, *args).stdout
         assert "\x9b" not in out and "\\u009b2J" in out
         assert "old \x9b2J memory" in out.replace("\\u009b", "\x9b")
+
+
+def test_a_nul_in_a_project_session_or_tag_is_a_bad_line_not_a_cut_value(
+        db: Path, tmp_path: Path) -> None:
+    """SQLite cut `p\\u0000q` to `p`; PostgreSQL refused the whole batch with a traceback."""
+    lines = ['{"content": "good line"}', '{"content": "x", "project": "p\\u0000q"}',
+             '{"content": "y", "session": "s\\u0000x"}', '{"content": "z", "tags": ["a\\u0000b"]}']
+    path = tmp_path / "nul.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = run(db, "import", str(path))
+    assert json.loads(result.stdout) == {"new": 1, "duplicate": 0, "rejected": 0, "bad": 3}
+    for number, name in ((2, "project"), (3, "session"), (4, "tags")):
+        assert f"line {number}: {name}: contains NUL characters" in result.stderr

@@ -62,6 +62,9 @@ def validate(memory: NewMemory, max_chars: int) -> None:
     for name in ("content", "project", "session"):
         if not _is_unicode(getattr(memory, name)):
             raise InvalidMemory(f"{name}: not UTF-8 text")
+    for name in ("project", "session"):  # SQLite cut them at a NUL; PostgreSQL refused them
+        if isinstance(value := getattr(memory, name), str) and "\x00" in value:
+            raise InvalidMemory(f"{name}: contains NUL characters")
     for name in ("kind", "source"):
         value = getattr(memory, name)
         if not isinstance(value, str) or not _NAME.match(value):
@@ -81,6 +84,8 @@ def validate(memory: NewMemory, max_chars: int) -> None:
             raise InvalidMemory(f"tags: each tag must be a string of 1..{MAX_TAG_CHARS} characters")
         if not _is_unicode(tag):
             raise InvalidMemory("tags: not UTF-8 text")
+        if "\x00" in tag:
+            raise InvalidMemory("tags: contains NUL characters")
     for name in ("created_at", "updated_at"):
         value = getattr(memory, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
