@@ -22,7 +22,7 @@ import semantic_memory_postgres.store as store_module
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.stores import StoreError
+from semantic_memory.stores import StoreError, redact_url, scrub_secrets
 from test_service_support import (
     Service,
     http_session,
@@ -241,6 +241,65 @@ def test_unreachable_server_is_one_clear_line_without_the_password(tmp_path: Pat
     assert done.returncode == 1
     assert "s3cret-pass" not in done.stderr + done.stdout
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, no retry log
+
+
+#: Passwords that defeat URL parsing when not percent-encoded, each with what libpq then says:
+#: the whole URL unmasked (`# ? /`), the raw password quoted (`%`, a space), a piece of it
+#: taken for the host (`@`).
+AWKWARD_PASSWORDS = ["Pa#Qss9", "Pa?Qss9", "Pa/Qss9", "Pa%Zss9", "Pa@Yss9", "Pa Vss9"]
+
+
+def _leaks(text: str, password: str) -> list[str]:
+    """The password, or a piece of it of 3+ characters, where `text` shows it."""
+    pieces = {password, *(p for p in re.split(r"[@/?#:% ]", password) if len(p) >= 3)}
+    return [p for p in pieces if p in text]
+
+
+@pytest.mark.parametrize("password", AWKWARD_PASSWORDS)
+def test_an_awkward_password_is_never_shown(tmp_path: Path, password: str) -> None:
+    url = f"postgresql://memory:{password}@127.0.0.1:1/mem1?connect_timeout=1"
+    assert redact_url(url) == "postgresql://memory:***@127.0.0.1:1/mem1?connect_timeout=1"
+    with pytest.raises(StoreError) as caught:
+        MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url))
+    assert "cannot connect to postgresql://memory:***@127.0.0.1:1/mem1" in str(caught.value)
+    assert _leaks(str(caught.value), password) == [], str(caught.value)
+
+
+def test_redact_url_masks_by_position_and_never_raises() -> None:
+    assert redact_url("postgresql://u:a@b@h:5432/d?sslmode=require") \
+        == "postgresql://u:***@h:5432/d?sslmode=require"
+    assert redact_url("postgresql://h/d?sslmode=require&password=s3cret") \
+        == "postgresql://h/d?sslmode=require&password=***"
+    assert redact_url("postgresql://u@h/d") == "postgresql://u@h/d"
+    assert redact_url("postgresql://u:pw@[::1/d") == "postgresql://u:***@[::1/d"
+    assert redact_url("postgresql://u:pw@h:99999/d") == "postgresql://u:***@h:99999/d"
+    assert scrub_secrets('token: "Pa%Zss9", host Yss9@h', "postgresql://u:Pa%Zss9@h/d") \
+        == 'token: "***", host Yss9@h'
+    assert scrub_secrets("host 'Yss9@h'", "postgresql://u:Pa@Yss9@h/d") == "host '***@h'"
+    assert scrub_secrets("p=a b", "postgresql://h/d?password=a%20b") == "p=***"
+
+
+def test_every_way_in_keeps_the_password_out_and_a_bad_url_is_one_line(tmp_path: Path) -> None:
+    """MEMORY_DB_URL, --db, MEMORY_DB_URL_FILE and `migrate --to`, with a password holding
+    '@' (libpq takes its tail for the host) and with a port or host that is no such thing:
+    one line, exit 1, no traceback, no piece of the password."""
+    password = "Pa@Yss9"
+    awkward = f"postgresql://memory:{password}@127.0.0.1:1/mem1?connect_timeout=1"
+    secret = tmp_path / "db-url"
+    secret.write_text(awkward + "\n")
+    runs = [(["stats"], {"MEMORY_DB_URL": awkward}),
+            (["--db", awkward, "stats"], {}),
+            (["stats"], {"MEMORY_DB_URL_FILE": str(secret)}),
+            (["migrate", "--to", awkward], {})]
+    runs += [(["stats"], {"MEMORY_DB_URL": f"postgresql://memory:{password}@{bad}/mem1"})
+             for bad in ("127.0.0.1:notaport", "127.0.0.1:99999", "[::1")]
+    for args, env in runs:
+        done = subprocess.run([*memory_mcp_command(), *args], capture_output=True, text=True,
+                              env=service_env(tmp_path, **env), timeout=60)
+        said = done.stdout + done.stderr
+        assert done.returncode == 1, said
+        assert "Traceback" not in said and len(done.stderr.strip().splitlines()) == 1, said
+        assert "postgresql://memory:***@" in said and _leaks(said, password) == [], said
 
 
 def test_url_from_a_secret_file(tmp_path: Path) -> None:

@@ -10,10 +10,11 @@ so a channel declares the stores it speaks (`Channel.stores`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from .base import StoreError
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..models import Memory, RecallFilters
 
-__all__ = ["MemoryStore", "StoreError", "open_store", "redact_url", "scheme_of", "store_url"]
+__all__ = ["MemoryStore", "StoreError", "open_store", "redact_url", "scheme_of",
+           "scrub_secrets", "store_url"]
 
 
 class MemoryStore(Protocol):
@@ -110,23 +112,61 @@ def store_url(settings: Settings) -> str:
 
 
 def scheme_of(url: str) -> str:
-    """`postgresql` of `postgresql+psycopg://…` (and `postgres://`); `sqlite` of a bare path."""
-    scheme = urlsplit(url).scheme.split("+", 1)[0].lower() if "://" in url else ""
+    """`postgresql` of `postgresql+psycopg://…` (and `postgres://`); `sqlite` of a bare path.
+    Read by position, so a malformed host or port is the store's to report, not a traceback."""
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     if scheme in ("", "file", "sqlite"):
         return "sqlite"
     return "postgresql" if scheme == "postgres" else scheme
 
 
+#: A `password=` parameter in a URL's query string (libpq takes one there too).
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+#: What splits a password that was not percent-encoded into pieces a driver may quote alone
+#: (`Pa@Yss9`: libpq reports the host `Yss9@127.0.0.1`).
+_URL_DELIMITERS = re.compile(r"[@/?#:\s]+")
+
+
+def _password_span(url: str) -> tuple[int, int] | None:
+    """Where the userinfo's password is, by position rather than by URL parsing (which a
+    password holding `@ / ? #` or a space defeats): from the first ':' after `scheme://` to
+    the LAST '@' of the URL. A '@' further on (in the query string) masks more than the
+    password, never less."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    colon = rest.find(":", 0, at) if sep and at >= 0 else -1
+    if colon < 0:
+        return None
+    start = len(scheme) + len(sep)
+    return start + colon + 1, start + at
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for logs and stats (never print a connection secret)."""
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL without its password, for logs and stats (never print a connection secret):
+    `postgresql://user:***@host/db`, a `password=` parameter's value `***` too. Never raises,
+    whatever the URL holds."""
+    span = _password_span(url)
+    if span is not None:
+        url = f"{url[:span[0]]}***{url[span[1]:]}"
+    return _QUERY_PASSWORD.sub(r"\1***", url) if "://" in url else url
+
+
+def scrub_secrets(text: str, url: str) -> str:
+    """`text` (a driver's error message) with the password of `url` taken out: libpq quotes a
+    malformed one (`invalid percent-encoded token: "Pa%Zss9"`) or a piece of it (a host
+    `Yss9@…`). The password as written and percent-decoded, and its pieces of 3 or more
+    characters between URL delimiters, each become `***`."""
+    span = _password_span(url)
+    found = [url[span[0]:span[1]]] if span is not None else []
+    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)] if "://" in url else []
+    secrets: set[str] = set()
+    for secret in found:
+        for form in (secret, unquote(secret)):
+            secrets.add(form)
+            secrets.update(p for p in _URL_DELIMITERS.split(form) if len(p) >= 3)
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def open_store(settings: Settings, pm: Any) -> MemoryStore:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from semantic_memory.models import Memory, RecallFilters
-from semantic_memory.stores import StoreError, redact_url
+from semantic_memory.stores import StoreError, redact_url, scrub_secrets
 from semantic_memory.stores.base import (
     MEMORY_COLUMNS_OF_M,
     SQLMemoryStore,
@@ -85,24 +85,24 @@ class _Rows:
 
 
 @contextmanager
-def unavailable_as_store_error(location: str) -> Iterator[None]:
+def unavailable_as_store_error(url: str) -> Iterator[None]:
     """A server that is down, unreachable or restarting (or a pool with no connection to
     spare) becomes one StoreError naming the store, which the service answers with 503."""
     try:
         yield
     except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise StoreError(f"{location} is unavailable: {_one_line(exc)}") from None
+        raise StoreError(f"{redact_url(url)} is unavailable: {_one_line(exc, url)}") from None
 
 
 class _PooledReads:
     """`read()`: each statement borrows a pooled connection for as long as it runs."""
 
-    def __init__(self, pool: ConnectionPool, location: str) -> None:
+    def __init__(self, pool: ConnectionPool, url: str) -> None:
         self._pool = pool
-        self._location = location
+        self._url = url
 
     def execute(self, sql: str, params: Any = ()) -> _Rows:
-        with unavailable_as_store_error(self._location), self._pool.connection() as conn:
+        with unavailable_as_store_error(self._url), self._pool.connection() as conn:
             cursor = conn.execute(sql, params)
             rows = cursor.fetchall() if cursor.description is not None else []
             return _Rows(rows, cursor.rowcount)
@@ -125,6 +125,7 @@ class PostgresStore(SQLMemoryStore):
 
     def __init__(self, url: str, pool_size: int = 8) -> None:
         self.location = redact_url(url)
+        self._url = url  # never shown: errors print `location` and scrub the password out
         self._local = threading.local()  # this thread's open transaction, for nested use
         # One plain connection first: a server that cannot be reached is one line at once,
         # where the pool would retry (and log each try) until its timeout.
@@ -132,7 +133,8 @@ class PostgresStore(SQLMemoryStore):
         try:
             psycopg.connect(conninfo(url), **timeout).close()
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to {self.location}: {_one_line(exc)}") from None
+            raise StoreError(f"cannot connect to {self.location}: {_one_line(exc, url)}"
+                             ) from None
         self._pool = ConnectionPool(
             conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
             kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
@@ -142,8 +144,8 @@ class PostgresStore(SQLMemoryStore):
             self._migrate()
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
-            raise StoreError(f"cannot set up {self.location}: {_one_line(exc)}") from None
-        self._reads = _PooledReads(self._pool, self.location)
+            raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
+        self._reads = _PooledReads(self._pool, url)
 
     def _migrate(self) -> None:
         with self.write() as conn:
@@ -176,7 +178,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self.location), self._pool.connection() as conn, \
+        with unavailable_as_store_error(self._url), self._pool.connection() as conn, \
                 conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.write = conn
@@ -202,7 +204,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self.location), self._pool.connection() as conn:
+        with unavailable_as_store_error(self._url), self._pool.connection() as conn:
             yield from self._read_only(conn)
 
     @contextmanager
@@ -210,7 +212,7 @@ class PostgresStore(SQLMemoryStore):
         """A snapshot on a pooled connection free at once, else None: not waited for (the
         pool grows in the background, up to its size, for the recalls after this one). A
         server gone away is a StoreError here too, as in `snapshot`."""
-        with unavailable_as_store_error(self.location):
+        with unavailable_as_store_error(self._url):
             try:
                 conn = self._pool.getconn(timeout=SPARE_WAIT_S)
             except PoolTimeout:
@@ -340,5 +342,6 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.execute("SET synchronize_seqscans = off")
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
+def _one_line(exc: BaseException, url: str) -> str:
+    """The driver's message on one line, with no piece of the URL's password in it."""
+    return scrub_secrets(" ".join(str(exc).split()), url) or type(exc).__name__
