@@ -248,6 +248,34 @@ def test_backfill_cli_shows_progress_and_result(tmp_path: Path, minilm_path: Pat
     assert result.exit_code != 0 and "MEMORY_MODEL_PATH" in result.output
 
 
+def test_a_model_that_fails_to_load_fails_backfill_and_reindex(tmp_path: Path, minilm_path: Path,
+                                                              monkeypatch) -> None:  # noqa: ANN001
+    """Half a GGUF file passes the header check, then every embedding fails: backfill said
+    `failed` in its JSON and exited 0, reindex built an empty index and exited 0."""
+    from click.testing import CliRunner
+
+    from semantic_memory.cli import cli
+    from semantic_memory.plugins import build_plugin_manager
+
+    half = tmp_path / "half.gguf"
+    data = minilm_path.read_bytes()
+    half.write_bytes(data[: len(data) // 2])
+    plain = MemoryEngine(make_settings(tmp_path))
+    plain.ingest([NewMemory(u) for u in UNRELATED])
+    plain.close()
+    for key, value in {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_DEVICE": "cpu",
+                       "MEMORY_MODEL_PATH": str(half), "MEMORY_PLUGINS": PLUGINS}.items():
+        monkeypatch.setenv(key, value)
+    build_plugin_manager(Settings.from_env()).hook.register_commands(cli=cli)
+    backfill = CliRunner().invoke(cli, ["backfill"])
+    assert backfill.exit_code == 1 and "could not be embedded" in backfill.output
+    assert "Traceback" not in backfill.output
+    reindex = CliRunner().invoke(cli, ["reindex"])
+    assert reindex.exit_code == 1 and "run `memory-mcp backfill` first" in reindex.output
+    threads = CliRunner().invoke(cli, ["reindex", "--threads", "-3"])
+    assert threads.exit_code == 2 and "--threads" in threads.output
+
+
 # --- write path: embedding outside the lock, near-duplicate dedup -------------------------------
 
 def test_embedding_runs_outside_the_write_lock(hybrid: MemoryEngine) -> None:

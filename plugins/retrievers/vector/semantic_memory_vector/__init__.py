@@ -49,9 +49,17 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
 
             result = engine.backfill(progress=progress)
         click.echo(json.dumps(result, ensure_ascii=False))
+        failed = {name: detail for name, detail in result.get("channels", {}).items()
+                  if detail.get("failed")}
+        for name, detail in failed.items():  # e.g. a model file that passed its header check
+            click.echo(f"Error: {name}: {detail['failed']} memories could not be embedded: "
+                       f"{detail.get('reason')}", err=True)
+        if failed:
+            raise SystemExit(1)
 
     @cli.command()
-    @click.option("--threads", type=int, default=0, help="build threads (0: every core)")
+    @click.option("--threads", type=click.IntRange(0, 1024), default=0,
+                  help="build threads (0: every core)")
     @click.pass_obj
     def reindex(obj: Any, threads: int) -> None:
         """Rebuild the vector channel's ANN index (<db>.vectors/) from the stored vectors."""
@@ -72,3 +80,6 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
         if not result.get("built"):
             raise click.ClickException(str(result.get("reason")))
         click.echo(json.dumps(result, ensure_ascii=False))
+        if not result.get("count"):  # an empty index serves nothing: say what is missing
+            raise click.ClickException(f"no stored vector of {result.get('model')} to index: "
+                                       "run `memory-mcp backfill` first")
