@@ -252,6 +252,9 @@ class ServiceClient:
         if status >= 400:
             message = answer.get("error") if isinstance(answer, dict) else None
             raise ServiceFailed(status, str(message or raw[-200:]))
+        if not isinstance(answer, dict):  # every route answers an object: something else is here
+            raise ServiceUnavailable(f"{self.url} answered HTTP {status} without the service's "
+                                     "JSON: not the memory service")
         return answer
 
 
