@@ -156,11 +156,12 @@ var ServiceFailed = class extends ServiceUnavailable {
   status;
   /**
    * Whether a write that met this answer is worth replaying later: auth (a token being
-   * rotated), a request timeout, overload or a server-side failure (client.py
-   * RETRYABLE_STATUS, plus any 5xx). Any other 4xx means the request itself is wrong.
+   * rotated), a request timeout, overload, a server-side failure, or a 404/405 (the service
+   * has /ingest, so something else answers on its port) (client.py RETRYABLE_4XX, plus any
+   * 5xx). Any other 4xx means the request itself is wrong.
    */
   get retryable() {
-    return this.status >= 500 || [401, 403, 408, 429].includes(this.status);
+    return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
   }
 };
 function now() {
@@ -953,6 +954,7 @@ import {
 import { randomBytes } from "node:crypto";
 import { join as join6 } from "node:path";
 var SPOOL_VERSION = 1;
+var REJECTED = "rejected";
 var EPOCH_NS = BigInt(Date.now()) * 1000000n - process.hrtime.bigint();
 function timeNs() {
   return EPOCH_NS + process.hrtime.bigint();
@@ -975,10 +977,15 @@ function appendSpool(folder, path, body, origin = {}) {
     path,
     body
   };
+  if (origin.rejected !== void 0) {
+    record2.rejected = slice(origin.rejected, 0, 500);
+    record2.rejected_at = record2.ts;
+  }
+  const directory = origin.rejected !== void 0 ? join6(folder, REJECTED) : folder;
   const data = Buffer.from(JSON.stringify(record2), "utf8");
-  mkdirSync4(folder, { recursive: true, mode: 448 });
-  const tmp = join6(folder, `.${name}.tmp`);
-  const final = join6(folder, `${name}.json`);
+  mkdirSync4(directory, { recursive: true, mode: 448 });
+  const tmp = join6(directory, `.${name}.tmp`);
+  const final = join6(directory, `${name}.json`);
   const fd = openSync3(tmp, "wx", 384);
   try {
     try {
@@ -995,7 +1002,7 @@ function appendSpool(folder, path, body, origin = {}) {
     }
     throw error;
   }
-  syncFolder(folder);
+  syncFolder(directory);
   return final;
 }
 function syncFolder(folder) {
@@ -1013,7 +1020,6 @@ function syncFolder(folder) {
   }
 }
 var CLAIM = ".claim-";
-var REJECTED = "rejected";
 var SpoolRetry = class extends Error {
 };
 var SpoolRefused = class extends Error {
@@ -1043,8 +1049,9 @@ async function replaySpool(folder, send, until) {
       rejected += 1;
       continue;
     }
+    let answer;
     try {
-      await send(record2.path, record2.body);
+      answer = await send(record2.path, record2.body);
     } catch (error) {
       if (error instanceof SpoolRefused) {
         reject(folder, name, claimed, error.message, record2);
@@ -1055,13 +1062,43 @@ async function replaySpool(folder, send, until) {
       if (error instanceof SpoolRetry) break;
       throw error;
     }
-    try {
-      unlinkSync3(claimed);
-    } catch {
+    const refused = refusedItems(record2.body, answer);
+    if (refused !== null) {
+      const [body, reason] = refused;
+      reject(folder, name, claimed, reason, { ...record2, body });
+      rejected += 1;
+      if (body === record2.body) continue;
+    } else {
+      try {
+        unlinkSync3(claimed);
+      } catch {
+      }
     }
     sent += 1;
   }
   return { sent, rejected };
+}
+function refusedItems(body, answer) {
+  if (!isObject2(answer)) return null;
+  if (answer["status"] === "rejected") return [body, String(answer["reason"] || "refused")];
+  const results = answer["results"];
+  const items = body["items"];
+  if (!Array.isArray(results) || !Array.isArray(items)) return null;
+  const refused = [];
+  const reasons = /* @__PURE__ */ new Set();
+  items.forEach((item, index) => {
+    const result = results[index];
+    if (isObject2(result) && result["status"] === "rejected") {
+      refused.push(item);
+      reasons.add(String(result["reason"] || "refused"));
+    }
+  });
+  if (!refused.length) return null;
+  const reason = [...reasons].join("; ");
+  return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
+}
+function isObject2(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 function readRecord(path) {
   try {
@@ -1089,7 +1126,7 @@ function reject(folder, name, claimed, reason, record2) {
     const tmp = join6(folder, REJECTED, `.${name}.tmp`);
     writeFileSync2(tmp, JSON.stringify({
       ...record2,
-      rejected: reason.slice(0, 500),
+      rejected: slice(reason, 0, 500),
       rejected_at: Math.round(Date.now()) / 1e3
     }), { mode: 384 });
     renameSync3(tmp, target);
@@ -1151,9 +1188,10 @@ var Action = class {
   }
   /**
    * POSTs `body` to /ingest; null when the service could not take it in time (down, hung,
-   * slow, 5xx/401/403/408/429) and it went to the spool instead, to be stored exactly once
-   * later. Once one write of this action was spooled, the next ones are spooled at once. A
-   * request the service refused as invalid (another 4xx) throws: replaying it would not help.
+   * slow, 5xx/401/403/404/405/408/429) and it went to the spool instead, to be stored exactly
+   * once later. Once one write of this action was spooled, the next ones are spooled at once. A
+   * write the service refuses outright (another 4xx: 413, 422) is kept in `spool/rejected/`
+   * with the reason, and answered as a refusal (adapter.py `write`).
    */
   async write(body) {
     if (this.spooled) {
@@ -1170,12 +1208,27 @@ var Action = class {
       const answer = await this.service.post("/ingest", body, this.deadline - SPOOL_MARGIN_MS);
       return typeof answer === "object" && answer !== null ? answer : {};
     } catch (error) {
-      if (!(error instanceof ServiceUnavailable) || error instanceof ServiceFailed && !error.retryable) throw error;
+      if (!(error instanceof ServiceUnavailable)) throw error;
+      if (error instanceof ServiceFailed && !error.retryable) return this.keepRefused(body, error.message);
       this.spool(body, error instanceof ServiceFailed ? error.message : `${error.outcome}: ${error.message}`);
       return null;
     } finally {
       inFlight.delete(key);
     }
+  }
+  /**
+   * Keeps a write the service refused in `spool/rejected/` (`memory-mcp spool list` shows it
+   * with `reason`); the refusal, as /ingest words one (adapter.py `keep_refused`).
+   */
+  keepRefused(body, reason) {
+    try {
+      appendSpool(this.target.folder, "/ingest", body, { harness: HARNESS, event: this.target.event, rejected: reason });
+    } catch (error) {
+      throw new Error(`the service refused the write (${reason}) and keeping it failed: ${error.message}`);
+    }
+    const items = body["items"];
+    if (Array.isArray(items)) return { new: 0, duplicate: 0, rejected: items.length };
+    return { status: "rejected", reason: `${reason} (kept in spool/rejected/)` };
   }
   spool(body, reason) {
     try {
@@ -1539,7 +1592,8 @@ ${query}`;
   /**
    * Hands what the spool holds to a service that answered, in the background and within one
    * budget (the service drains its own spool too; this covers one with another db). A write
-   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`.
+   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`, and so do
+   * the memories it refuses one by one in a 200 answer.
    */
   replay(url) {
     const folder = spoolPath(this.settings);
@@ -1549,7 +1603,7 @@ ${query}`;
     const client = new ServiceClient(url, this.settings.token);
     const send = async (path, body) => {
       try {
-        await client.post(path, body, deadline);
+        return await client.post(path, body, deadline);
       } catch (error) {
         if (error instanceof ServiceFailed && !error.retryable) throw new SpoolRefused(error.message);
         if (error instanceof ServiceUnavailable) throw new SpoolRetry(error.message);
@@ -1664,6 +1718,7 @@ export {
   loadRepoConfig,
   loadSettings,
   normaliseRemote,
+  refusedItems,
   remembered,
   server,
   splitText,

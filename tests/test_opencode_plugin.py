@@ -153,9 +153,10 @@ def random_text(rng: random.Random) -> str:
 REMEMBER_PROMPTS = [
     "remember:", "remember that", "Remember that.", "remember", "remember \u2014 \U0001f642",
     'remember ""', "remember that's the port", "remember that: the port is 5433",
-    "REMEMBER \u2014 use pnpm not npm", "remember \u2013 use pnpm", "remember\uff1athe port is 5433",
-    "remember\uff0c\u3001the port is 5433", "remember what port we chose for redis?",
-    "remember \u7aef\u53e3\uff1f", 'remember "which port?"', "remember what? the port is 5433",
+    "REMEMBER \u2014 use pnpm not npm", "remember \u2013 use pnpm",
+    "remember\uff1athe port is 5433", "remember\uff0c\u3001the port is 5433",
+    "remember what port we chose for redis?", "remember \u7aef\u53e3\uff1f",
+    'remember "which port?"', "remember what? the port is 5433",
     "'remember the queue is sqs'", "\u2018remember the queue is sqs\u2019", "'x' and 'y'",
     "'it's sqs'", "\u2018it\u2019s sqs\u2019", "''", "'a", "'\"remember the queue is sqs\"'",
     "'remember' and 'forget'", "\u00a0'remember\u3000\u2014\u3001that\tx'\n",
@@ -256,3 +257,37 @@ def test_what_the_plugin_spools_the_python_service_stores_once(tmp_path: Path) -
             assert drained() and len(stored()) == 3
     finally:
         service.stop()
+
+
+def test_what_the_plugin_keeps_as_refused_is_the_python_spools_record(tmp_path: Path) -> None:
+    """A write the service refused, kept by the bundle (a live 4xx, or items refused on
+    replay), is the record spool.py keeps: in `rejected/`, with the reason, counted by `depth`
+    and never replayed; and the bundle reads /ingest's answers as `refused_items` does."""
+    folder = tmp_path / "spool"
+    body = {"content": "the vault path is a\u0000b", "kind": "fact", "project": "p"}
+    [kept] = node_eval("appendSpool", [[str(folder), "/ingest", body,
+                                        {"harness": "opencode", "event": "chat.message",
+                                         "rejected": "HTTP 422: " + "x" * 600}]])
+    python = spool.append(folder, "/ingest", body, harness="opencode", event="chat.message",
+                          rejected="HTTP 422: " + "x" * 600)
+    assert Path(kept).parent == Path(python).parent == folder / spool.REJECTED
+    ours, theirs = spool.read(Path(kept)), spool.read(Path(python))
+    assert ours is not None and theirs is not None
+    assert list(ours) == list(theirs) and ours["rejected"] == theirs["rejected"]
+    assert {k: v for k, v in ours.items() if k not in ("ts", "rejected_at")} == \
+        {k: v for k, v in theirs.items() if k not in ("ts", "rejected_at")}
+    assert ours["rejected_at"] == ours["ts"]
+    assert spool.depth(folder) == spool.Depth(0, None, 2)
+    assert spool.replay(folder, lambda path, body: pytest.fail("replayed")) == (0, 0, 0)
+
+    batch = {"items": [{"content": "a"}, {"content": "b"}, {"content": "c"}], "project": "p"}
+    answers = [None, [], {"status": "new"}, {"status": "rejected"},
+               {"status": "rejected", "reason": "r"},
+               {"results": [{"status": "new"}, {"status": "duplicate"}, {"status": "new"}]},
+               {"results": [{"status": "rejected", "reason": "s"}, {"status": "new"},
+                            {"status": "rejected", "reason": "t"}]},
+               {"results": [{"status": "rejected"}] * 3}, {"results": [{"status": "rejected"}]},
+               {"results": [[], "rejected", {"status": "rejected", "reason": "u"}]}]
+    expected = [spool.refused_items(batch, answer) for answer in answers]
+    got = node_eval("refusedItems", [[batch, answer] for answer in answers])
+    assert [list(r) if r is not None else None for r in expected] == got

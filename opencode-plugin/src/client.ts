@@ -37,11 +37,12 @@ export class ServiceFailed extends ServiceUnavailable {
 
   /**
    * Whether a write that met this answer is worth replaying later: auth (a token being
-   * rotated), a request timeout, overload or a server-side failure (client.py
-   * RETRYABLE_STATUS, plus any 5xx). Any other 4xx means the request itself is wrong.
+   * rotated), a request timeout, overload, a server-side failure, or a 404/405 (the service
+   * has /ingest, so something else answers on its port) (client.py RETRYABLE_4XX, plus any
+   * 5xx). Any other 4xx means the request itself is wrong.
    */
   get retryable(): boolean {
-    return this.status >= 500 || [401, 403, 408, 429].includes(this.status);
+    return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
   }
 }
 

@@ -134,9 +134,10 @@ class Action {
 
   /**
    * POSTs `body` to /ingest; null when the service could not take it in time (down, hung,
-   * slow, 5xx/401/403/408/429) and it went to the spool instead, to be stored exactly once
-   * later. Once one write of this action was spooled, the next ones are spooled at once. A
-   * request the service refused as invalid (another 4xx) throws: replaying it would not help.
+   * slow, 5xx/401/403/404/405/408/429) and it went to the spool instead, to be stored exactly
+   * once later. Once one write of this action was spooled, the next ones are spooled at once. A
+   * write the service refuses outright (another 4xx: 413, 422) is kept in `spool/rejected/`
+   * with the reason, and answered as a refusal (adapter.py `write`).
    */
   async write(body: Record<string, unknown>): Promise<Record<string, unknown> | null> {
     if (this.spooled) {
@@ -153,12 +154,29 @@ class Action {
       const answer = await this.service.post("/ingest", body, this.deadline - SPOOL_MARGIN_MS);
       return typeof answer === "object" && answer !== null ? (answer as Record<string, unknown>) : {};
     } catch (error) {
-      if (!(error instanceof ServiceUnavailable) || (error instanceof ServiceFailed && !error.retryable)) throw error;
+      if (!(error instanceof ServiceUnavailable)) throw error;
+      // The request itself is wrong: replaying it won't help.
+      if (error instanceof ServiceFailed && !error.retryable) return this.keepRefused(body, error.message);
       this.spool(body, error instanceof ServiceFailed ? error.message : `${error.outcome}: ${error.message}`);
       return null;
     } finally {
       inFlight.delete(key);
     }
+  }
+
+  /**
+   * Keeps a write the service refused in `spool/rejected/` (`memory-mcp spool list` shows it
+   * with `reason`); the refusal, as /ingest words one (adapter.py `keep_refused`).
+   */
+  private keepRefused(body: Record<string, unknown>, reason: string): Record<string, unknown> {
+    try {
+      appendSpool(this.target.folder, "/ingest", body, { harness: HARNESS, event: this.target.event, rejected: reason });
+    } catch (error) {
+      throw new Error(`the service refused the write (${reason}) and keeping it failed: ${(error as Error).message}`);
+    }
+    const items = body["items"];
+    if (Array.isArray(items)) return { new: 0, duplicate: 0, rejected: items.length };
+    return { status: "rejected", reason: `${reason} (kept in spool/rejected/)` };
   }
 
   private spool(body: Record<string, unknown>, reason: string): void {
@@ -562,7 +580,8 @@ export class MemoryPlugin {
   /**
    * Hands what the spool holds to a service that answered, in the background and within one
    * budget (the service drains its own spool too; this covers one with another db). A write
-   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`.
+   * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`, and so do
+   * the memories it refuses one by one in a 200 answer.
    */
   private replay(url: string): void {
     const folder = spoolPath(this.settings);
@@ -570,9 +589,9 @@ export class MemoryPlugin {
     const started = now();
     const deadline = started + this.settings.budgetMs;
     const client = new ServiceClient(url, this.settings.token);
-    const send = async (path: string, body: Record<string, unknown>): Promise<void> => {
+    const send = async (path: string, body: Record<string, unknown>): Promise<unknown> => {
       try {
-        await client.post(path, body, deadline);
+        return await client.post(path, body, deadline); // replaySpool keeps what it refused item by item
       } catch (error) {
         if (error instanceof ServiceFailed && !error.retryable) throw new SpoolRefused(error.message);
         if (error instanceof ServiceUnavailable) throw new SpoolRetry(error.message);

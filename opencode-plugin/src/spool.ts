@@ -15,7 +15,10 @@
  * with another db) still gets them: a replayer claims a file by renaming it to
  * `<name>.claim-<pid>` (one rename wins), deletes it once the service took it, renames it back
  * when the service could not, and moves it to `rejected/` (reason added) when the service
- * refused it as invalid.
+ * refused it as invalid: the whole write (a 4xx), or the memories it refused one by one in a
+ * 200 answer (`refusedItems`), the rest being stored. A live write the service refuses is kept
+ * there too (`appendSpool` with `rejected`), as the record
+ * `{…, "body": {…}, "rejected": <reason>, "rejected_at": <unix s>}`.
  */
 
 import {
@@ -34,7 +37,11 @@ import {
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 
+import { slice } from "./text.js";
+
 export const SPOOL_VERSION = 1;
+/** The folder inside the spool that keeps what the service refused. */
+export const REJECTED = "rejected";
 
 /** Unix time in ns: the wall clock at load plus the monotonic clock since (names stay ordered). */
 const EPOCH_NS = BigInt(Date.now()) * 1_000_000n - process.hrtime.bigint();
@@ -50,6 +57,9 @@ export interface SpoolRecord {
   event: string;
   path: string;
   body: Record<string, unknown>;
+  /** Why the service refused it (records under `rejected/` only), and when. */
+  rejected?: string;
+  rejected_at?: number;
 }
 
 /**
@@ -67,13 +77,14 @@ export function stampCreatedAt(body: Record<string, unknown>, ts: number = Date.
 
 /**
  * Writes one request durably and returns its file; throws when the disk cannot take it (the
- * caller reports the write as lost).
+ * caller reports the write as lost). `origin.rejected`: the reason the service refused the
+ * write; it goes to `rejected/` instead, for a person to see (spool.py `append`).
  */
 export function appendSpool(
   folder: string,
   path: string,
   body: Record<string, unknown>,
-  origin: { harness?: string; event?: string } = {},
+  origin: { harness?: string; event?: string; rejected?: string } = {},
 ): string {
   const name = `${timeNs().toString().padStart(20, "0")}-${process.pid}-${randomBytes(4).toString("hex")}`;
   const record: SpoolRecord = {
@@ -84,10 +95,15 @@ export function appendSpool(
     path,
     body,
   };
+  if (origin.rejected !== undefined) {
+    record.rejected = slice(origin.rejected, 0, 500);
+    record.rejected_at = record.ts;
+  }
+  const directory = origin.rejected !== undefined ? join(folder, REJECTED) : folder;
   const data = Buffer.from(JSON.stringify(record), "utf8");
-  mkdirSync(folder, { recursive: true, mode: 0o700 });
-  const tmp = join(folder, `.${name}.tmp`);
-  const final = join(folder, `${name}.json`);
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  const tmp = join(directory, `.${name}.tmp`);
+  const final = join(directory, `${name}.json`);
   const fd = openSync(tmp, "wx", 0o600);
   try {
     try {
@@ -105,7 +121,7 @@ export function appendSpool(
     }
     throw error;
   }
-  syncFolder(folder);
+  syncFolder(directory);
   return final;
 }
 
@@ -127,7 +143,6 @@ function syncFolder(folder: string): void {
 }
 
 const CLAIM = ".claim-";
-const REJECTED = "rejected";
 
 /** The service could not take a write now: it stays queued, and the replay stops. */
 export class SpoolRetry extends Error {}
@@ -147,13 +162,15 @@ export function pendingSpool(folder: string): string[] {
 
 /**
  * Sends the queued writes oldest first until none is left, `send` throws SpoolRetry, or
- * `deadline` (`until()` returns false) passes. `send` resolves once the service took the write
- * (stored, or already stored) and throws SpoolRefused when it refused it as invalid; anything
- * else it throws leaves the write queued and is thrown on.
+ * `deadline` (`until()` returns false) passes. `send` resolves with the service's answer once
+ * it took the write (stored, or already stored) and throws SpoolRefused when it refused it as
+ * invalid; anything else it throws leaves the write queued and is thrown on. The memories of a
+ * write the service refused one by one (a 200 answer, an item's status `rejected`: a secret,
+ * say) go to `rejected/` with their reasons too, so nothing is dropped silently.
  */
 export async function replaySpool(
   folder: string,
-  send: (path: string, body: Record<string, unknown>) => Promise<void>,
+  send: (path: string, body: Record<string, unknown>) => Promise<unknown>,
   until: () => boolean,
 ): Promise<{ sent: number; rejected: number }> {
   let sent = 0;
@@ -173,8 +190,9 @@ export async function replaySpool(
       rejected += 1;
       continue;
     }
+    let answer: unknown;
     try {
-      await send(record.path, record.body);
+      answer = await send(record.path, record.body);
     } catch (error) {
       if (error instanceof SpoolRefused) {
         reject(folder, name, claimed, error.message, record);
@@ -185,14 +203,51 @@ export async function replaySpool(
       if (error instanceof SpoolRetry) break;
       throw error;
     }
-    try {
-      unlinkSync(claimed);
-    } catch {
-      // gone already
+    const refused = refusedItems(record.body, answer);
+    if (refused !== null) {
+      const [body, reason] = refused;
+      reject(folder, name, claimed, reason, { ...record, body }); // the rest was taken
+      rejected += 1;
+      if (body === record.body) continue;
+    } else {
+      try {
+        unlinkSync(claimed);
+      } catch {
+        // gone already
+      }
     }
     sent += 1;
   }
   return { sent, rejected };
+}
+
+/**
+ * [what of `body` the service refused, why] from its /ingest answer; null when it took
+ * everything (spool.py `refused_items`). A batch gives back the refused items alone
+ * (`{"items": […]}`); a whole write refused is `body` itself.
+ */
+export function refusedItems(body: Record<string, unknown>, answer: unknown): [Record<string, unknown>, string] | null {
+  if (!isObject(answer)) return null;
+  if (answer["status"] === "rejected") return [body, String(answer["reason"] || "refused")];
+  const results = answer["results"];
+  const items = body["items"];
+  if (!Array.isArray(results) || !Array.isArray(items)) return null;
+  const refused: unknown[] = [];
+  const reasons = new Set<string>();
+  items.forEach((item, index) => {
+    const result: unknown = results[index];
+    if (isObject(result) && result["status"] === "rejected") {
+      refused.push(item);
+      reasons.add(String(result["reason"] || "refused"));
+    }
+  });
+  if (!refused.length) return null;
+  const reason = [...reasons].join("; ");
+  return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function readRecord(path: string): SpoolRecord | null {
@@ -225,7 +280,7 @@ function reject(folder: string, name: string, claimed: string, reason: string, r
     }
     const tmp = join(folder, REJECTED, `.${name}.tmp`);
     writeFileSync(tmp, JSON.stringify({
-      ...record, rejected: reason.slice(0, 500), rejected_at: Math.round(Date.now()) / 1000,
+      ...record, rejected: slice(reason, 0, 500), rejected_at: Math.round(Date.now()) / 1000,
     }), { mode: 0o600 });
     renameSync(tmp, target);
     unlinkSync(claimed);

@@ -17,22 +17,30 @@ import { activeBackOff, clearBackOff, startBackOff } from "../src/backoff.js";
 import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { backoffPath, spoolPath } from "../src/settings.js";
-import { appendSpool, stampCreatedAt } from "../src/spool.js";
+import { appendSpool, refusedItems, replaySpool, stampCreatedAt } from "../src/spool.js";
 import { call, closedPort, hangingServer, hookLog, memories, removeDir, settingsFor, startService, tempDir } from "./support.js";
 
 const PROJECT = "acme-web";
 const NAME = /^\d{20}-\d+-[0-9a-f]{8}\.json$/;
 const AGENT_SYSTEM = "You are opencode.\n<env>\n  Working directory: /src/web\n</env>";
 
-function spooled(dir: string): Record<string, any>[] {
+/** The records waiting in `<dir>/spool` (or in `<dir>/spool/rejected`), oldest first. */
+function spooled(dir: string, folder = "spool"): Record<string, any>[] {
   let names: string[];
   try {
-    names = readdirSync(join(dir, "spool")).filter((name) => name.endsWith(".json")).sort();
+    names = readdirSync(join(dir, folder)).filter((name) => name.endsWith(".json")).sort();
   } catch {
     return [];
   }
-  return names.map((name) => JSON.parse(readFileSync(join(dir, "spool", name), "utf8")) as Record<string, any>);
+  return names.map((name) => JSON.parse(readFileSync(join(dir, folder, name), "utf8")) as Record<string, any>);
 }
+
+function refused(dir: string): Record<string, any>[] {
+  return spooled(dir, join("spool", "rejected"));
+}
+
+/** A service's token: the service refuses a memory that is nothing but one (a 200 answer). */
+const SECRET = "ghp_R8x2kQ9mZ4vT7nW1pL6sY3cB5hJ0dF8gA2eK";
 
 let counter = 0;
 function text(sessionID: string, role: "user" | "assistant", body: string): SessionMessage {
@@ -152,8 +160,10 @@ describe("the shared back-off", () => {
 });
 
 describe("what is spooled", () => {
-  for (const [status, expected] of [[503, "spooled"], [500, "spooled"], [401, "spooled"], [429, "spooled"], [422, "error"], [400, "error"]] as const) {
-    test(`a write answered with HTTP ${status} is ${expected === "spooled" ? "spooled" : "not spooled (the request is wrong)"}`, async () => {
+  const cases = [[503, "spooled"], [500, "spooled"], [401, "spooled"], [429, "spooled"], [404, "spooled"], [405, "spooled"],
+    [422, "refused"], [413, "refused"], [400, "refused"]] as const;
+  for (const [status, expected] of cases) {
+    test(`a write answered with HTTP ${status} is ${expected === "spooled" ? "spooled" : "kept in rejected/ (the request is wrong)"}`, async () => {
       const dir = tempDir();
       const server = await statusServer(status);
       try {
@@ -164,6 +174,18 @@ describe("what is spooled", () => {
         assert.equal(line?.["outcome"], expected);
         assert.match(line?.["detail"], new RegExp(`HTTP ${status}: status ${status}`));
         assert.equal(spooled(dir).length, expected === "spooled" ? 1 : 0);
+        const kept = refused(dir);
+        assert.equal(kept.length, expected === "refused" ? 1 : 0);
+        if (expected === "refused") {
+          // spool.py's record, with the reason: `memory-mcp spool list` shows it, nothing replays it.
+          assert.match(line?.["detail"], / \(kept in spool\/rejected\/\)$/);
+          assert.deepEqual(Object.keys(kept[0] as object), ["v", "ts", "harness", "event", "path", "body", "rejected", "rejected_at"]);
+          assert.equal(kept[0]?.["rejected"], `HTTP ${status}: status ${status}`);
+          assert.equal(kept[0]?.["rejected_at"], kept[0]?.["ts"]);
+          assert.equal(kept[0]?.["body"]?.["content"], "the pool size is 20");
+          assert.equal(kept[0]?.["event"], "chat.message");
+          assert.equal(statSync(join(dir, "spool", "rejected")).mode & 0o777, 0o700);
+        }
         // The service answered: no back-off for the others.
         assert.equal(activeBackOff(join(dir, "hooks.backoff.json")), null);
       } finally {
@@ -172,6 +194,34 @@ describe("what is spooled", () => {
       }
     });
   }
+
+  test("a compaction flush and a tool capture the service refuses are kept in rejected/ too", async () => {
+    const dir = tempDir();
+    const server = await statusServer(422);
+    try {
+      const settings = settingsFor({ MEMORY_PLUGIN_URL: server.url, MEMORY_DB_PATH: join(dir, "m.db") },
+        { project: PROJECT, toolCapture: "bash" });
+      const memory = new MemoryPlugin(settings, dir, [], () => undefined);
+      memory.compacting("ses_1");
+      await memory.messagesTransform([text("ses_1", "user", "why is the integration suite so slow?"),
+        text("ses_1", "assistant", "Every test rebuilds the search index; cache it per worker.")]);
+      memory.toolExecuted("bash", "ses_1", { command: "echo pool=20" }, "pool=20\n");
+      await memory.dispose();
+      assert.deepEqual(hookLog(dir).map((e) => [e["event"], e["outcome"], e["detail"]]), [
+        ["experimental.session.compacting", "stored", "1 chunks: 0 new, 0 already stored, 1 refused"],
+        ["tool.execute.after", "refused", "HTTP 422: status 422 (kept in spool/rejected/)"],
+      ]);
+      const kept = refused(dir);
+      assert.deepEqual(kept.map((r) => [r["event"], r["rejected"]]), [
+        ["experimental.session.compacting", "HTTP 422: status 422"], ["tool.execute.after", "HTTP 422: status 422"]]);
+      assert.equal(kept[0]?.["body"]?.["items"]?.length, 1);
+      assert.equal(kept[1]?.["body"]?.["content"], "bash(echo pool=20):\npool=20");
+      assert.deepEqual(spooled(dir), []);
+    } finally {
+      await server.close();
+      removeDir(dir);
+    }
+  });
 
   test("a write in flight when opencode exits is spooled on the way out", async () => {
     const dir = tempDir();
@@ -264,6 +314,54 @@ describe("with the service down, then back", () => {
   });
 });
 
+describe("replaying keeps what the service refuses", () => {
+  test("a 200 answer's refused items go to rejected/ with their reasons; the rest counts as sent", async () => {
+    const dir = tempDir();
+    try {
+      const folder = join(dir, "spool");
+      const whole = { content: SECRET };
+      const batch = { items: [{ content: "kept" }, { content: SECRET }, { content: " " }, { content: "dup" }] };
+      const fine = { items: [{ content: "a" }, { content: "b" }] };
+      for (const body of [whole, batch, fine]) appendSpool(folder, "/ingest", body, { harness: "opencode", event: "e" });
+      const answers: unknown[] = [
+        { status: "rejected", reason: "nothing left once secrets are redacted" },
+        { new: 1, duplicate: 1, rejected: 2, results: [{ status: "new" }, { status: "rejected", reason: "secret" },
+          { status: "rejected", reason: "empty" }, { status: "duplicate" }] },
+        { new: 2, duplicate: 0, rejected: 0, results: [{ status: "new" }, { status: "new" }] },
+      ];
+      const sent: unknown[] = [];
+      const done = await replaySpool(folder, async (_path, body) => {
+        sent.push(body);
+        return answers[sent.length - 1];
+      }, () => true);
+      assert.deepEqual(done, { sent: 2, rejected: 2 });
+      assert.deepEqual(sent, [whole, batch, fine]);
+      assert.deepEqual(readdirSync(folder), ["rejected"]);
+      const kept = refused(dir);
+      assert.deepEqual(kept.map((r) => [r["body"], r["rejected"]]), [
+        [whole, "nothing left once secrets are redacted"],
+        [{ items: [{ content: SECRET }, { content: " " }] }, "secret; empty"],
+      ]);
+      assert.deepEqual(Object.keys(kept[1] as object), ["v", "ts", "harness", "event", "path", "body", "rejected", "rejected_at"]);
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  test("refusedItems reads /ingest's answers as spool.py refused_items does", () => {
+    const batch = { items: [{ content: "a" }, { content: "b" }], project: "p" };
+    assert.equal(refusedItems(batch, null), null);
+    assert.equal(refusedItems(batch, { new: 2, results: [{ status: "new" }, { status: "duplicate" }] }), null);
+    assert.equal(refusedItems({ content: "a" }, { status: "new", uid: "x" }), null);
+    assert.deepEqual(refusedItems({ content: "a" }, { status: "rejected" }), [{ content: "a" }, "refused"]);
+    assert.deepEqual(refusedItems(batch, { results: [{ status: "rejected", reason: "r" }, { status: "rejected", reason: "r" }] }),
+      [batch, "r"]);
+    assert.deepEqual(refusedItems(batch, { results: [{ status: "new" }, { status: "rejected", reason: "secret" }] }),
+      [{ items: [{ content: "b" }], project: "p" }, "secret"]);
+    assert.equal(refusedItems(batch, { results: [[], "rejected"] }), null);
+  });
+});
+
 describe("a service that answers", () => {
   test("gets what the plugin's spool holds, even one that does not drain it itself", async () => {
     const dir = tempDir();
@@ -274,6 +372,9 @@ describe("a service that answers", () => {
         { harness: "opencode", event: "chat.message" });
       appendSpool(folder, "/ingest", { content: "   " }, { harness: "opencode", event: "chat.message" });
       appendSpool(folder, "/ingest", { content: "the prod cluster is called lyra", project: PROJECT }, { harness: "claude-code", event: "prompt" });
+      // Refused item by item in a 200 answer: the secret alone is kept, the rest stored.
+      appendSpool(folder, "/ingest", { items: [{ content: "the dev cluster is called vega", project: PROJECT },
+        { content: ` ${SECRET} `, project: PROJECT }] }, { harness: "opencode", event: "experimental.session.compacting" });
       // A roomy budget: a loaded machine's first requests to a new service can be slow.
       const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_HOOK_BUDGET_S: "20" },
         { project: PROJECT });
@@ -282,16 +383,17 @@ describe("a service that answers", () => {
       await memory.systemTransform("ses_1", [AGENT_SYSTEM]); // a recall: the service answers
       await memory.dispose(); // the replay runs beside the session; dispose lets it finish
       const stored = (await call(service.url, "GET", "/api/memories?limit=100")).items.map((m: { content: string }) => m.content).sort();
-      assert.deepEqual(stored, ["the prod cluster is called lyra", "the staging cluster is called orion"]);
+      assert.deepEqual(stored, ["the dev cluster is called vega", "the prod cluster is called lyra", "the staging cluster is called orion"]);
       assert.deepEqual(readdirSync(folder).sort(), ["rejected"]);
-      const [refused] = readdirSync(join(folder, "rejected"));
-      assert.match(refused as string, NAME);
-      const kept = JSON.parse(readFileSync(join(folder, "rejected", refused as string), "utf8"));
-      assert.equal(kept.body.content, "   ");
-      assert.match(kept.rejected, /^HTTP 4\d\d: /);
+      for (const name of readdirSync(join(folder, "rejected"))) assert.match(name, NAME);
+      const [blank, secret] = refused(dir);
+      assert.equal(blank?.["body"]?.["content"], "   ");
+      assert.match(blank?.["rejected"], /^HTTP 4\d\d: /);
+      assert.deepEqual(secret?.["body"]?.["items"], [{ content: ` ${SECRET} `, project: PROJECT }]);
+      assert.ok(secret?.["rejected"], "the service's reason");
       const log = hookLog(dir).filter((e) => e["event"] === "spool replay");
       assert.deepEqual(log.map((e) => [e["outcome"], e["detail"]]), [
-        ["stored", "2 spooled write(s) replayed, 1 refused (see `memory-mcp spool list`)"]]);
+        ["stored", "3 spooled write(s) replayed, 2 refused (see `memory-mcp spool list`)"]]);
     } finally {
       await service.stop();
       removeDir(service.dir);
