@@ -41,7 +41,7 @@ _NOT_CONVERSATION = (
 
 
 #: A prompt asking to store something: "remember …", "Remember: …", "remember that …",
-#: "REMEMBER — …", "remember：…". What follows is the fact (`remembered` says when it is one).
+#: "REMEMBER — …", "remember：…". What follows is the fact (`remembered`: when it is one).
 _REMEMBER = (r"^\s*remember\b[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]*"
              r"(?:that(?:[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]+|\Z))?(?P<rest>.*)$", "IS")
 #: A reply to a "remember" prompt with at most this many words that are not the fact's is only
