@@ -288,6 +288,13 @@ var ServiceClient = class {
           if (status >= 400) {
             const message = answer?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
+          } else if (typeof answer !== "object" || answer === null || Array.isArray(answer)) {
+            settle(
+              new ServiceUnavailable(
+                "error",
+                `${this.url} answered HTTP ${status} without the service's JSON: not the memory service`
+              )
+            );
           } else {
             settle(null, answer);
           }

@@ -192,6 +192,15 @@ export class ServiceClient {
           if (status >= 400) {
             const message = (answer as { error?: unknown } | null)?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
+          } else if (typeof answer !== "object" || answer === null || Array.isArray(answer)) {
+            // Every route answers an object: a web page or an empty 204 is something else on
+            // the port, and a write it "took" must be spooled (client.py does the same).
+            settle(
+              new ServiceUnavailable(
+                "error",
+                `${this.url} answered HTTP ${status} without the service's JSON: not the memory service`,
+              ),
+            );
           } else {
             settle(null, answer);
           }

@@ -50,12 +50,12 @@ function text(sessionID: string, role: "user" | "assistant", body: string): Sess
 }
 
 /** A server that answers every request with `status` and a JSON error. */
-async function statusServer(status: number): Promise<{ url: string; close(): Promise<void> }> {
+async function statusServer(status: number, body?: string): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.on("end", () => {
-      res.writeHead(status, { "Content-Type": "application/json" });
-      res.end(JSON.stringify({ error: `status ${status}` }));
+      res.writeHead(status, { "Content-Type": body === undefined ? "application/json" : "text/html" });
+      res.end(body ?? JSON.stringify({ error: `status ${status}` }));
     });
   });
   await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
@@ -188,6 +188,25 @@ describe("what is spooled", () => {
         }
         // The service answered: no back-off for the others.
         assert.equal(activeBackOff(join(dir, "hooks.backoff.json")), null);
+      } finally {
+        await server.close();
+        removeDir(dir);
+      }
+    });
+  }
+
+  for (const [status, body] of [[200, "<html>hello</html>"], [204, ""]] as const) {
+    test(`a write answered HTTP ${status} without the service's JSON is spooled, not taken as stored`, async () => {
+      const dir = tempDir();
+      const server = await statusServer(status, body);
+      try {
+        const settings = settingsFor({ MEMORY_PLUGIN_URL: server.url, MEMORY_DB_PATH: join(dir, "m.db") }, { project: PROJECT });
+        const memory = new MemoryPlugin(settings, dir, [], () => undefined);
+        await memory.chatMessage("ses_1", [{ type: "text", text: "remember that the pool size is 20" } as MessagePart]);
+        const [line] = hookLog(dir);
+        assert.equal(line?.["outcome"], "spooled");
+        assert.match(line?.["detail"], /without the service's JSON/);
+        assert.equal(spooled(dir).length, 1);
       } finally {
         await server.close();
         removeDir(dir);
