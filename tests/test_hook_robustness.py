@@ -62,6 +62,27 @@ def test_a_lone_surrogate_in_a_transcript_loses_nothing(service: Service, tmp_pa
     assert len(stored) == 10 and all(text.endswith("\ufffd") for text in stored)
 
 
+def test_a_flush_past_its_cap_says_how_many_it_left_out(tmp_path: Path) -> None:
+    """A flush keeps the newest FLUSH_MAX chunks; the log said only "5000 chunks"."""
+    from semantic_memory.harness.adapter import FLUSH_MAX
+
+    transcript = tmp_path / "long.jsonl"
+    with transcript.open("w") as out:
+        for i in range(FLUSH_MAX + 3):
+            out.write(json.dumps({"type": "user", "message": {
+                "role": "user", "content": f"How is deploy step {i} checked?"}}) + "\n")
+            out.write(json.dumps({"type": "assistant", "message": {
+                "role": "assistant", "content": [{"type": "text", "text": f"Step {i} runs its smoke test first."}]}}) + "\n")
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S="20")
+    run = run_hook("claude-code", "PreCompact", {
+        "session_id": "long-1", "transcript_path": str(transcript), "cwd": str(tmp_path),
+        "hook_event_name": "PreCompact", "trigger": "auto"}, env)
+    assert run.returncode == 0
+    entry = hook_log(tmp_path)[-1]
+    assert entry["detail"].startswith(f"{FLUSH_MAX} chunks:"), entry["detail"]
+    assert "the oldest 3 left out (FLUSH_MAX)" in entry["detail"], entry
+
+
 @pytest.mark.parametrize("up", [True, False], ids=["service up", "spooled"])
 def test_a_lone_surrogate_in_hook_input_is_replaced_not_fatal(
         service: Service, tmp_path: Path, up: bool) -> None:

@@ -457,7 +457,8 @@ class HarnessAdapter:
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
-        chunks = chunk_turns(turns)[-FLUSH_MAX:]
+        every = chunk_turns(turns)
+        chunks = every[-FLUSH_MAX:]
         if not chunks:
             call.done("skipped", "no conversation to flush")
             return
@@ -474,6 +475,8 @@ class HarnessAdapter:
                 counts[key] += int(answer.get(key, 0))
         detail = (f"{len(chunks)} chunks: {counts['new']} new, "
                   f"{counts['duplicate']} already stored, {counts['rejected']} refused")
+        if len(every) > len(chunks):  # an earlier flush of the session stored those, mostly
+            detail += f"; the oldest {len(every) - len(chunks)} left out (FLUSH_MAX)"
         if counts["spooled"]:
             call.done("spooled", f"{detail}, {counts['spooled']} spooled ({call.spool_reason})")
         else:
