@@ -70,7 +70,8 @@ var FIELDS = {
   budgetChars: {
     env: "MEMORY_PLUGIN_BUDGET_CHARS",
     option: "budgetChars",
-    parse: integer(200, 1e6),
+    // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
+    parse: integer(500, 1e6),
     fallback: 2e3
   },
   toolCapture: {

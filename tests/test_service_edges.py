@@ -379,6 +379,7 @@ def test_idle_session_is_closed(tmp_path: Path) -> None:
     ("MEMORY_HEADER_TIMEOUT_S", "nan"), ("MEMORY_MAX_CONNECTIONS", "3"),
     ("MEMORY_MAX_CONNECTIONS_PER_CLIENT", "0"), ("MEMORY_HOOK_BACKOFF_S", "-1"),
     ("MEMORY_MAX_CONTENT_CHARS", "0"), ("MEMORY_MAX_CONTENT_CHARS", "-1"),
+    ("MEMORY_PLUGIN_BUDGET_CHARS", "300"),  # the block's wrapper alone takes ~200
     # a Host check compares names: an entry with a port or a scheme would never match
     ("MEMORY_ALLOWED_HOSTS", "memory.lan:8765"), ("MEMORY_ALLOWED_HOSTS", "http://memory.lan"),
     ("MEMORY_ALLOWED_HOSTS", "memory.lan,10.0.0.5/24"),

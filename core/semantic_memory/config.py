@@ -254,9 +254,10 @@ class Settings(SettingsSection):
         if not 0 <= self.inject_min_coverage <= 1:
             raise ConfigError("MEMORY_INJECT_MIN_COVERAGE must be within 0..1, "
                               f"not {self.inject_min_coverage}")
-        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 200:
+        # The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
+        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
             raise ConfigError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
-                              "MEMORY_PLUGIN_BUDGET_CHARS >= 200")
+                              "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
         if not 0 < self.header_timeout_s <= 3600:  # also rejects NaN

@@ -121,7 +121,8 @@ const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   limit: { env: "MEMORY_PLUGIN_LIMIT", option: "limit", parse: integer(1, 50), fallback: 5 },
   budgetChars: {
     env: "MEMORY_PLUGIN_BUDGET_CHARS", option: "budgetChars",
-    parse: integer(200, 1_000_000), fallback: 2000,
+    // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
+    parse: integer(500, 1_000_000), fallback: 2000,
   },
   toolCapture: {
     env: "MEMORY_PLUGIN_TOOL_CAPTURE", option: "toolCapture", parse: toolNames, fallback: new Set(),

@@ -45,14 +45,17 @@ describe("settings", () => {
 
   test("a bad value is reported and its default used; empty variables count as unset", () => {
     const { settings, problems } = loadSettings(
-      { MEMORY_PLUGIN_LIMIT: "99", MEMORY_PLUGIN_AUTOSTART: "maybe", MEMORY_HOOK_BUDGET_S: "", MEMORY_PROJECT: "" },
+      { MEMORY_PLUGIN_LIMIT: "99", MEMORY_PLUGIN_AUTOSTART: "maybe", MEMORY_HOOK_BUDGET_S: "", MEMORY_PROJECT: "",
+        MEMORY_PLUGIN_BUDGET_CHARS: "300" }, // a budget no memory fits in
       { budgetS: 0.5, project: "web" },
     );
     assert.equal(settings.limit, 5);
+    assert.equal(settings.budgetChars, 2000);
     assert.equal(settings.autostart, false);
     assert.equal(settings.budgetMs, 500);
     assert.equal(settings.project, "web");
-    assert.deepEqual(problems.map((p) => p.name), ["MEMORY_PLUGIN_LIMIT", "MEMORY_PLUGIN_AUTOSTART"]);
+    assert.deepEqual(problems.map((p) => p.name),
+      ["MEMORY_PLUGIN_LIMIT", "MEMORY_PLUGIN_BUDGET_CHARS", "MEMORY_PLUGIN_AUTOSTART"]);
     assert.match(problems[0]?.message ?? "", /1\.\.50/);
   });
 });
