@@ -16,11 +16,11 @@ from .channels import Channel, check_channel, skip_reason
 from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
-from .errors import InvalidMemory, UnknownMemory
+from .errors import InvalidMemory, UnknownMemory, one_line
 from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
-from .plugins import build_plugin_manager, collect
+from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
@@ -33,13 +33,25 @@ class Context:
     """Lazily opened engine shared by the subcommands of one invocation."""
 
     settings: Settings
+    #: The plugins `main` loaded (their commands added); None: each use loads them.
+    pm: PluginManager | None = None
     _engine: MemoryEngine | None = None
+
+    def plugin_manager(self) -> PluginManager:
+        """The loaded plugins: `main`'s, else loaded now (ClickException on a bad
+        MEMORY_PLUGINS)."""
+        if self.pm is None:
+            try:
+                self.pm = build_plugin_manager(self.settings)
+            except ConfigError as exc:
+                raise click.ClickException(str(exc)) from None
+        return self.pm
 
     @property
     def engine(self) -> MemoryEngine:
         if self._engine is None:
             try:
-                self._engine = MemoryEngine(self.settings)
+                self._engine = MemoryEngine(self.settings, plugin_manager=self.pm)
             except (ConfigError, StoreError) as exc:  # a plugin's own section included
                 raise click.ClickException(str(exc)) from None
         return self._engine
@@ -112,7 +124,7 @@ def cli(ctx: click.Context, db: str | None, stdio: bool) -> None:
     Without a command it serves: MCP at http://MEMORY_HOST:MEMORY_PORT/mcp plus the REST
     sidecar (default 127.0.0.1:8765), or MCP over stdio with --stdio.
     """
-    ctx.obj = Context(_settings(db))
+    ctx.obj = Context(_settings(db), ctx.obj if isinstance(ctx.obj, PluginManager) else None)
     ctx.call_on_close(lambda: ctx.obj._engine and ctx.obj._engine.close())
     if ctx.invoked_subcommand is None:
         ctx.invoke(serve, stdio=stdio)
@@ -387,10 +399,7 @@ def diagnose(settings: Settings) -> list[str]:
 @pass_context
 def plugins(obj: Context, as_json: bool) -> None:
     """Loaded plugins, their distributions, hooks and channels."""
-    try:
-        pm = build_plugin_manager(obj.settings)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    pm = obj.plugin_manager()
     try:
         channels: list[Channel] = collect(pm, "register_channels", "channel",
                                           lambda c: c.name, check_channel, settings=obj.settings)
@@ -948,13 +957,40 @@ def migrate(obj: Context, target: str) -> None:
     _echo_json(result)
 
 
+def add_plugin_commands(pm: PluginManager, group: click.Group) -> None:
+    """Each plugin's `register_commands` on its own: one that raises is refused in one line
+    and whatever it added is taken back; a command that would replace a core command, or one
+    an earlier plugin added, is refused and the earlier one kept."""
+    core = set(group.commands)
+    owners: dict[str, str] = {}
+    for plugin, call in reversed(list(pm.calls("register_commands", cli=group))):
+        before = dict(group.commands)  # registration order: the earlier plugin keeps a name
+        try:
+            call()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
+            group.commands.clear()
+            group.commands.update(before)
+            pm.refuse(pm.origin(plugin), f"register_commands failed: {one_line(exc)}; its "
+                                         "commands are left out")
+            continue
+        for name, command in before.items():
+            if group.commands.get(name) is not command:
+                group.commands[name] = command
+                taken = "a core command" if name in core else \
+                    f"a command of {pm.origin(owners[name])}"
+                pm.refuse(pm.origin(plugin), f"command {name!r} refused: it is {taken}")
+        for name in group.commands.keys() - before.keys():
+            owners[name] = plugin
+
+
 def main() -> None:
-    """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere)."""
+    """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere). The
+    plugin manager built here is the one every command uses (`Context.pm`)."""
     try:
         settings = Settings.from_env()
         pm = build_plugin_manager(settings)
     except ConfigError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
-    pm.hook.register_commands(cli=cli)
-    cli()
+    add_plugin_commands(pm, cli)
+    cli(obj=pm)

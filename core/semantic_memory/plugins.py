@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import ModuleType
@@ -67,6 +68,8 @@ class PluginManager(pluggy.PluginManager):
         self.problems: list[PluginProblem] = []
         #: id(object) -> the plugin that registered it (`collect`), for `memory-mcp plugins`.
         self.owner_of: dict[int, str] = {}
+        #: MEMORY_TRACE_HOOKS: `calls` writes each call to stderr, as pluggy's tracing does.
+        self.tracing = False
 
     def refuse(self, plugin: str, reason: str) -> None:
         """Record and log one problem (a WARNING line: never a traceback)."""
@@ -115,6 +118,23 @@ class PluginManager(pluggy.PluginManager):
         return [(impl.plugin_name, impl.function, list(impl.argnames))
                 for impl in getattr(self.hook, hook).get_hookimpls()]
 
+    def calls(self, hook: str, **kwargs: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
+        """(plugin name, a call of its implementation with `kwargs`) for each implementation
+        of `hook`, in the order pluggy calls them (the last registered first, `tryfirst` and
+        `trylast` honoured), so that the caller isolates each: a run-time hook that raises is
+        skipped for that call, naming its plugin, and the others still run."""
+        for impl in reversed(getattr(self.hook, hook).get_hookimpls()):
+            if impl.hookwrapper or getattr(impl, "wrapper", False):
+                continue  # wrappers are not part of this contract
+
+            def call(impl: Any = impl) -> Any:
+                if self.tracing:
+                    sys.stderr.write(f"{hook} [{impl.plugin_name}]\n")
+                return impl.function(**{name: kwargs[name] for name in impl.argnames})
+
+            yield impl.plugin_name, call
+
+
 def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             check: Callable[[Any], str | None], **kwargs: Any) -> list[Any]:
     """Everything the plugins register through the register-style `hook` (its `register`
@@ -130,7 +150,7 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             function(**{name: args[name] for name in argnames})
         except ConfigError:
             raise  # a bad value in the plugin's own settings section: the user's to fix
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
             pm.refuse(pm.origin(plugin), f"{hook} failed: {one_line(exc)}")
             continue
         for obj in found:
@@ -182,8 +202,11 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
                       f"not loaded: the entry point name is taken by {taken}")
             continue
         try:
-            plugin = ep.load()
-        except Exception as exc:  # noqa: BLE001 - an unimportable plugin is left out
+            # A plugin printing at import must not write into stdout: `--stdio` speaks
+            # JSON-RPC there and `--json` prints data. sys.exit() is an import failure too.
+            with redirect_stdout(sys.stderr):
+                plugin = ep.load()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - unimportable: left out
             where = f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name
             pm.refuse(where, f"not loaded: {one_line(exc)}")
             continue
@@ -195,5 +218,6 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
     if settings.trace_hooks:
         pm.trace.root.setwriter(lambda message: sys.stderr.write(message))
         pm.enable_tracing()
+        pm.tracing = True
     return pm
 

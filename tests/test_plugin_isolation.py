@@ -1,0 +1,144 @@
+"""A broken plugin is reported in one line naming it and is isolated (docs/plugins.md, "Loading"
+and "Isolation at run time"): installed plugins, each a module plus an entry point in a
+`*.dist-info`, run through the real `memory-mcp`, and in-process plugins through the engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from semantic_memory import plugins as plugin_loading
+from semantic_memory.cli import add_plugin_commands
+from semantic_memory.config import Settings
+from semantic_memory.hookspecs import hookimpl
+from semantic_memory.plugins import build_plugin_manager
+
+
+@pytest.fixture(autouse=True)
+def _fresh_log() -> None:
+    """Each problem is logged once per process: every test is a fresh process here."""
+    getattr(plugin_loading, "_logged", set()).clear()
+
+
+def install(site: Path, name: str, code: str) -> Path:
+    """An installed plugin: module `name` and distribution `name-plugin 0.1` with an entry
+    point `name` in the `semantic_memory` group, on the path `site` (PYTHONPATH)."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{name}.py").write_text(textwrap.dedent(code), encoding="utf-8")
+    info = site / f"{name}_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[semantic_memory]\n{name} = {name}\n")
+    return site
+
+
+def memory_mcp(tmp_path: Path, site: Path, *args: str, stdin: str | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """`memory-mcp ARGS` as a user runs it, with the plugins installed on `site`."""
+    env = {**os.environ, "PYTHONPATH": str(site), "HOME": str(tmp_path),
+           "MEMORY_DB_PATH": str(tmp_path / "m.db"), "MEMORY_PLUGINS": "bm25_porter," + ",".join(
+               p.stem for p in site.glob("*.py"))}
+    env.pop("MEMORY_DB_URL", None)
+    return subprocess.run([sys.executable, "-c", "from semantic_memory.entry import main; main()",
+                           *args], env=env, input=stdin, capture_output=True, text=True,
+                          timeout=60)
+
+
+def one_line_naming(output: str, name: str) -> list[str]:
+    assert "Traceback" not in output, output
+    return [line for line in output.splitlines() if f"plugin {name} ({name}-plugin 0.1)" in line]
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+def test_a_register_commands_that_raises_leaves_out_only_its_commands(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", "cmdboom", """
+        from semantic_memory.hookspecs import hookimpl
+
+        @hookimpl
+        def register_commands(cli):
+            @cli.command("half-added")
+            def half():
+                pass
+            raise RuntimeError("commands exploded")
+        """)
+    stored = memory_mcp(tmp_path, site, "store", "the build needs java 21")
+    assert stored.returncode == 0 and stored.stdout.startswith("new ")
+    assert len(one_line_naming(stored.stderr, "cmdboom")) == 1
+    assert "register_commands failed: RuntimeError: commands exploded" in stored.stderr
+    shown = memory_mcp(tmp_path, site, "--help")
+    assert shown.returncode == 0 and "recall" in shown.stdout and "half-added" not in shown.stdout
+    listed = memory_mcp(tmp_path, site, "plugins")
+    assert listed.returncode == 0
+    assert [line for line in listed.stdout.splitlines() if line.startswith("broken: ")] == [
+        "broken: plugin cmdboom (cmdboom-plugin 0.1): register_commands failed: RuntimeError: "
+        "commands exploded; its commands are left out"]
+
+
+def test_a_plugin_cannot_replace_a_core_command_or_an_earlier_plugins() -> None:
+    class Hijack:
+        @hookimpl
+        def register_commands(self, cli: click.Group) -> None:
+            @cli.command("store")
+            def store() -> None:
+                click.echo("hijacked")
+
+            @cli.command("hello")
+            def hello() -> None:
+                click.echo("hello")
+
+    class Late:
+        @hookimpl
+        def register_commands(self, cli: click.Group) -> None:
+            @cli.command("hello")
+            def hello() -> None:
+                click.echo("late")
+
+    @click.group()
+    def group() -> None:
+        pass
+
+    @group.command("store")
+    def store() -> None:
+        click.echo("core")
+
+    core = group.commands["store"]
+    pm = build_plugin_manager(Settings(plugins="none"), [Hijack(), Late()])
+    add_plugin_commands(pm, group)
+    assert group.commands["store"] is core and "hello" in group.commands
+    assert ".Hijack." in group.commands["hello"].callback.__qualname__
+    assert [str(p) for p in pm.problems] == [
+        "plugin Hijack: command 'store' refused: it is a core command",
+        "plugin Late: command 'hello' refused: it is a command of Hijack"]
+
+
+def test_sys_exit_or_printing_at_import_is_an_import_failure_not_a_dead_cli(
+        tmp_path: Path) -> None:
+    site = install(tmp_path / "site", "quitter", """
+        import sys
+        sys.exit("plugin called sys.exit at import")
+        """)
+    install(site, "printer", """
+        print("HELLO FROM PLUGIN IMPORT")
+        """)
+    listed = memory_mcp(tmp_path, site, "plugins", "--json")
+    assert listed.returncode == 0
+    rows = json.loads(listed.stdout)  # nothing but the JSON on stdout
+    assert {"name": "quitter (quitter-plugin 0.1)",
+            "broken": "not loaded: SystemExit: plugin called sys.exit at import"} in rows
+    assert "printer" in {r["name"] for r in rows}
+    assert "HELLO FROM PLUGIN IMPORT" in listed.stderr
+    assert len(one_line_naming(listed.stderr, "quitter")) == 1
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}
+    served = memory_mcp(tmp_path, site, "--stdio", stdin=json.dumps(request) + "\n")
+    answer = [json.loads(line) for line in served.stdout.splitlines()]  # JSON-RPC only
+    assert answer and answer[0]["id"] == 1 and "result" in answer[0]
