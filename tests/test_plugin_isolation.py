@@ -5,6 +5,7 @@ and "Isolation at run time"): installed plugins, each a module plus an entry poi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -15,9 +16,13 @@ from typing import Any
 import click
 import pytest
 from semantic_memory import plugins as plugin_loading
+from semantic_memory import testing
+from semantic_memory.channels import Channel
 from semantic_memory.cli import add_plugin_commands
 from semantic_memory.config import Settings
 from semantic_memory.hookspecs import hookimpl
+from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
+from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.plugins import build_plugin_manager
 
 
@@ -142,3 +147,82 @@ def test_sys_exit_or_printing_at_import_is_an_import_failure_not_a_dead_cli(
     served = memory_mcp(tmp_path, site, "--stdio", stdin=json.dumps(request) + "\n")
     answer = [json.loads(line) for line in served.stdout.splitlines()]  # JSON-RPC only
     assert answer and answer[0]["id"] == 1 and "result" in answer[0]
+
+
+# --- run time --------------------------------------------------------------------------------
+
+class Answering(Channel):
+    """A channel answering what a test gives it, for every query."""
+
+    name = "answering"
+    stores = ("sqlite", "postgresql")
+
+    def __init__(self, answer: Any = None) -> None:
+        self.answer = answer
+
+    def index(self, conn: Any, memories: list[Memory], prepared: Any = None) -> None:
+        pass
+
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters) -> Any:
+        return self.answer() if callable(self.answer) else self.answer
+
+
+def channel_plugin(*channels: Channel) -> Any:
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register: Any, settings: Any) -> None:
+            for channel in channels:
+                register(channel)
+
+    return Plugin()
+
+
+def engine_with(tmp_path: Path, *plugins: Any, **settings: Any) -> MemoryEngine:
+    return testing.engine_with(tmp_path, *plugins, **{"plugins": "bm25_porter", **settings})
+
+
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+@pytest.mark.parametrize("hit", [
+    {"score": "high"}, {"score": None}, {"score": float("nan")}, {"score": float("inf")},
+    {"score": True}, {"score": 1.0, "signals": {"x": "notfloat"}},
+    {"score": 1.0, "signals": {"x": float("nan")}}, {"score": 1.0, "signals": ["x"]},
+    {"score": 1.0, "id": "1"}, {"score": 1.0, "id": 1.0}, {"score": 1.0, "id": "numpy"}])
+def test_a_hit_with_a_bad_field_leaves_its_channel_out_of_that_recall(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, hit: dict[str, Any],
+        fusion: str) -> None:
+    channel = Answering()
+    engine = engine_with(tmp_path, channel_plugin(channel), fusion=fusion)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        real = engine.get(uid).id
+        if hit.get("id") == "numpy":
+            import numpy as np
+
+            hit = {**hit, "id": np.int64(real)}  # sqlite3 cannot bind it
+        channel.answer = [ChannelHit(**{"id": real, **hit}), ChannelHit(real, 0.5)]
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = engine.recall("kubernetes")
+        assert [h.memory.uid for h in hits] == [uid] and "answering" not in hits[0].ranks
+        lines = [r.getMessage() for r in caplog.records if "answering" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].startswith("channel answering: search answered")
+        assert "recall goes on without it" in lines[0]
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_ids_that_match_no_memory_take_no_rank_place(tmp_path: Path, fusion: str) -> None:
+    import numpy as np
+
+    channel = Answering()
+    engine = engine_with(tmp_path, channel_plugin(channel), fusion=fusion)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        real = engine.get(uid).id
+        channel.answer = [ChannelHit(9_001, 4.0), ChannelHit(9_002, 3.0),
+                          ChannelHit(9_003, 2.0), ChannelHit(real, np.float32(1.0))]
+        hits = engine.recall("kubernetes")
+        assert [h.memory.uid for h in hits] == [uid]
+        assert hits[0].ranks == {"porter": 1, "answering": 1}
+    finally:
+        engine.close()

@@ -271,6 +271,13 @@ class MemoryEngine:
         evidence = self.searcher.search(conn, query, depth, filters)
         fused, by_score = self.searcher.fuse(evidence, depth)
         memories = self.store.load(conn, [f.id for f in fused])
+        while ghosts := {f.id for f in fused} - memories.keys():
+            # ids no memory holds (a channel's stale table): fuse again without them, so they
+            # take no rank place
+            evidence.drop(ghosts)
+            fused, by_score = self.searcher.fuse(evidence, depth)
+            memories.update(self.store.load(conn, [f.id for f in fused
+                                                   if f.id not in memories]))
         hits = [
             RecallHit(memories[f.id], f.score, f.ranks, dict(evidence.signals.get(f.id, {})))
             for f in fused if f.id in memories

@@ -7,12 +7,14 @@ keeps what a channel vouches for (`Searcher.vouched`) and brings neighbours alon
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 from .channels import Channel, Confident
@@ -25,9 +27,29 @@ from .stores import MemoryStore
 log = logging.getLogger("semantic_memory")
 
 
-def _is_hits(found: Any) -> bool:
-    """Whether a channel's search answered as the contract says: a list of ChannelHit."""
-    return isinstance(found, list) and all(isinstance(h, ChannelHit) for h in found)
+def _number(value: Any) -> bool:
+    """A finite real number (numpy's included), not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _bad_hits(found: Any) -> str | None:
+    """Why a channel's search did not answer as the contract says (None when it did): a list
+    of ChannelHit, each with an int id, a finite numeric score and signals mapping names
+    to finite numbers."""
+    if not isinstance(found, list):
+        return f"answered {type(found).__name__}, not a list of ChannelHit"
+    for hit in found:
+        if not isinstance(hit, ChannelHit):
+            return f"answered a {type(hit).__name__} in its list, not a ChannelHit"
+        if not isinstance(hit.id, int) or isinstance(hit.id, bool):  # numpy's: not bindable
+            return f"answered a hit with id {hit.id!r}, not an int"
+        if not _number(hit.score):
+            return f"answered a hit with score {hit.score!r}, not a finite number"
+        signals = hit.signals or {}
+        if not isinstance(signals, dict) or not all(
+                isinstance(k, str) and _number(v) for k, v in signals.items()):
+            return f"answered a hit with signals {signals!r}, not names to finite numbers"
+    return None
 
 
 @dataclass
@@ -55,6 +77,15 @@ class Evidence:
                 self.signals.setdefault(h.id, {}).update(h.signals)
             if h.weak:
                 self.weak.setdefault(h.id, set()).add(channel.name)
+
+    def drop(self, ids: set[int]) -> None:
+        """Forget `ids` (ones no memory holds): they take no channel's rank place."""
+        for channel, ranking in self.rankings.items():
+            self.rankings[channel] = [i for i in ranking if i not in ids]
+            self.scored[channel] = [(i, s) for i, s in self.scored[channel] if i not in ids]
+        for id_ in ids:
+            self.signals.pop(id_, None)
+            self.weak.pop(id_, None)
 
     def only_weak(self, fused: Fused) -> bool:
         """Whether every channel that found this hit judged it weak (a vector hit below the
@@ -163,10 +194,11 @@ class Searcher:
                         channel.name, one_line(exc))
             return None
         else:
-            if _is_hits(found):
+            problem = _bad_hits(found)
+            if problem is None:
                 return found
-            log.warning("channel %s: search answered %s, not a list of ChannelHit; recall "
-                        "goes on without it", channel.name, type(found).__name__)
+            log.warning("channel %s: search %s; recall goes on without it",
+                        channel.name, problem[:300])
             return None
         finally:
             took = time.perf_counter() - start
