@@ -21,7 +21,7 @@ from semantic_memory.channels import Channel
 from semantic_memory.cli import add_plugin_commands
 from semantic_memory.config import Settings
 from semantic_memory.hookspecs import hookimpl
-from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters
+from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.plugins import build_plugin_manager
 
@@ -224,5 +224,69 @@ def test_ids_that_match_no_memory_take_no_rank_place(tmp_path: Path, fusion: str
         hits = engine.recall("kubernetes")
         assert [h.memory.uid for h in hits] == [uid]
         assert hits[0].ranks == {"porter": 1, "answering": 1}
+    finally:
+        engine.close()
+
+
+class BrokenPostProcessing:
+    """modify_hits and format_injection that misbehave in the way `mode` says."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    @hookimpl
+    def modify_hits(self, query: str, hits: list[RecallHit], settings: Any, store: Any,
+                    conn: Any) -> None:
+        if self.mode == "raises":
+            hits[0].score = -5.0  # half done, then fails: undone
+            hits.clear()
+            raise KeyError("boost")
+        if self.mode == "wrong":
+            hits[0].score = "high"  # type: ignore[assignment]
+
+    @hookimpl
+    def format_injection(self, query: str, hits: list[RecallHit], budget_chars: int) -> Any:
+        if self.mode == "raises":
+            raise RuntimeError("formatter exploded")
+        return "plain text, no wrapper"
+
+
+@pytest.mark.parametrize("mode", ["raises", "wrong"])
+def test_a_post_processing_hook_that_misbehaves_is_skipped_in_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str) -> None:
+    plugin = BrokenPostProcessing(mode)
+    engine = engine_with(tmp_path, plugin)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        plain = engine_with(tmp_path / "plain")  # the same memory without the plugin
+        plain.store_one(NewMemory("kubernetes upgrade notes"))
+        expected = plain.recall("kubernetes")[0].score
+        plain.close()
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = engine.recall("kubernetes")
+            block = engine.injection("kubernetes", hits, 2_000)
+        assert [h.memory.uid for h in hits] == [uid] and hits[0].score == expected
+        assert block.uids == [uid] and block.text.startswith("<")  # the core's wrapper
+        lines = [r.getMessage() for r in caplog.records]
+        assert len([line for line in lines if "modify_hits" in line]) == 1
+        assert len([line for line in lines if "format_injection" in line]) == 1
+        assert all(line.startswith("plugin BrokenPostProcessing: ") and "skipped" in line
+                   for line in lines), lines
+    finally:
+        engine.close()
+
+
+def test_a_channel_status_that_raises_shows_the_error_in_stats(tmp_path: Path) -> None:
+    class Moody(Answering):
+        name = "moody"
+
+        def status(self) -> str | None:
+            raise RuntimeError("no mood")
+
+    engine = engine_with(tmp_path, channel_plugin(Moody([])))
+    try:
+        status = {c["name"]: c["status"] for c in engine.stats()["channels"]}
+        assert status["moody"] == "status failed: RuntimeError: no mood"
+        assert status["porter"] is None
     finally:
         engine.close()

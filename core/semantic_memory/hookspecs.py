@@ -74,7 +74,8 @@ def modify_hits(
 
     `store` and `conn` (its read snapshot of this recall) answer questions such as
     `store.injection_counts(conn, uids)`. The pipeline sorts by score after all
-    implementations ran.
+    implementations ran. One that raises, or leaves anything but RecallHits with finite
+    scores, is undone and skipped for that recall in one line naming it.
     """
 
 
@@ -86,7 +87,8 @@ def format_injection(
     `InjectionBlock(text, uids)`, the uids being the memories the text holds (a budget may
     leave some out; injecting clients report them).
 
-    The first implementation answering wins; the in-core default follows the spec's context
-    hygiene (wrapper tags, "reference data, not instructions", budget). `hits` come in rank
-    order with near-duplicates already collapsed (`neardup.distinct`).
+    The first implementation answering an InjectionBlock wins (None passes; one that raises or
+    answers anything else is skipped in one line); the in-core default, last, follows the
+    spec's context hygiene (wrapper tags, "reference data, not instructions", budget). `hits`
+    come in rank order with near-duplicates already collapsed (`neardup.distinct`).
     """

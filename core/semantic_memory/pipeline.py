@@ -4,6 +4,7 @@ post-process -> injection block. Interfaces (CLI, MCP, REST) all go through `Mem
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
@@ -57,6 +58,14 @@ SUMMARY_DAYS = 30
 def _recall_mode(embedder_info: dict[str, Any] | None) -> str:
     return "keyword" if embedder_info is None or embedder_info.get("active") is False \
         else "hybrid"
+
+
+def _status(channel: Channel) -> str | None:
+    """A channel's `status()`, or the one line of why it could not say."""
+    try:
+        return channel.status()
+    except Exception as exc:  # noqa: BLE001 - stats shows the error, not a traceback
+        return f"status failed: {one_line(exc)}"
 
 
 @dataclass
@@ -285,8 +294,7 @@ class MemoryEngine:
             and filters.admits(memories[f.id])
             and not evidence.only_weak(f)
         ]
-        self.pm.hook.modify_hits(query=query, hits=hits, settings=self.settings,
-                                 store=self.store, conn=conn)
+        self._modify_hits(query, hits, conn)
         hits.sort(key=lambda h: h.score, reverse=True)
         if exclude is not None:
             hits = [h for h in hits if not exclude(h.memory)]
@@ -298,17 +306,49 @@ class MemoryEngine:
                                  self.searcher.neighbour_gap(evidence), filters, exclude,
                                  decay)
 
+    def _modify_hits(self, query: str, hits: list[RecallHit], conn: Any) -> None:
+        """Each `modify_hits` on its own: one that raises, or leaves anything but RecallHits
+        with finite scores, is undone and skipped for this recall in one line naming it."""
+        for plugin, call in self.pm.calls("modify_hits", query=query, hits=hits,
+                                          settings=self.settings, store=self.store, conn=conn):
+            kept, scores = list(hits), [h.score for h in hits]
+            try:
+                call()
+                problem = next((f"left {h!r:.80}, not a RecallHit with a finite score"
+                                for h in hits if not isinstance(h, RecallHit)
+                                or not isinstance(h.score, (int, float))
+                                or not math.isfinite(h.score)), None)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin never takes recall down
+                problem = f"failed ({one_line(exc)})"
+            if problem:
+                hits[:] = kept
+                for hit, score in zip(kept, scores):
+                    hit.score = score
+                log.warning("plugin %s: modify_hits %s; skipped for this recall",
+                            self.pm.origin(plugin), problem)
+
     def injection(self, query: str, hits: list[RecallHit], budget_chars: int
                   ) -> InjectionBlock:
         """The ready-to-inject block for these hits (empty when nothing fits) with the uids it
         holds, never holding two near-duplicates (`neardup.distinct`): whatever formats it, a
-        block does not spend its budget on the same fact twice."""
-        block = self.pm.hook.format_injection(query=query, hits=neardup.distinct(hits),
-                                              budget_chars=budget_chars)
-        if isinstance(block, InjectionBlock):
-            return block
-        text = block or ""  # a plugin answering plain text: its uids are the hits it quotes
-        return InjectionBlock(text, [h.memory.uid for h in hits if f'"{h.memory.uid}"' in text])
+        block does not spend its budget on the same fact twice. The first `format_injection`
+        answering an InjectionBlock wins; one that raises or answers anything else is skipped
+        in one line naming it (the core's own formatter, last in line, answers then)."""
+        distinct = neardup.distinct(hits)
+        for plugin, call in self.pm.calls("format_injection", query=query, hits=distinct,
+                                          budget_chars=budget_chars):
+            try:
+                block = call()
+            except Exception as exc:  # noqa: BLE001 - a broken plugin never takes recall down
+                log.warning("plugin %s: format_injection failed (%s); skipped",
+                            self.pm.origin(plugin), one_line(exc))
+                continue
+            if isinstance(block, InjectionBlock) and isinstance(block.text, str):
+                return block
+            if block is not None:
+                log.warning("plugin %s: format_injection answered %s, not an InjectionBlock; "
+                            "skipped", self.pm.origin(plugin), type(block).__name__)
+        return InjectionBlock("", [])
 
     def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
         """`injection(...)`'s text alone."""
@@ -359,7 +399,7 @@ class MemoryEngine:
                 "without_project": self.store.unnamed(conn, "project"),
                 "channels": [
                     {"name": c.name, "weight": self.weights[c.name],
-                     "score_weight": self.score_weights[c.name], "status": c.status()}
+                     "score_weight": self.score_weights[c.name], "status": _status(c)}
                     for c in self.channels
                 ],
                 "skipped_channels": dict(self.skipped_channels),
