@@ -290,3 +290,29 @@ def test_a_channel_status_that_raises_shows_the_error_in_stats(tmp_path: Path) -
         assert status["porter"] is None
     finally:
         engine.close()
+
+
+def test_a_filter_that_raises_refuses_the_memory_naming_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Picky:
+        @hookimpl
+        def filter_ingest(self, memory: NewMemory, settings: Any) -> None:
+            if "boom" in memory.content:
+                raise KeyError("missing")
+
+    engine = engine_with(tmp_path, Picky())
+    try:
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            refused = engine.store_one(NewMemory("boom: an api key abc"))
+        assert refused.status == "rejected" and refused.uid is None
+        assert refused.reason == ("plugin Picky: filter_ingest failed (KeyError: 'missing'); "
+                                  "refused rather than stored unfiltered")
+        assert [r.getMessage() for r in caplog.records] == [refused.reason]
+        assert engine.count() == 0
+        kept = engine.store_one(NewMemory("a calm note"))
+        assert kept.status == "new"
+        edited = engine.update(kept.uid, content="boom again")
+        assert edited.status == "rejected" and "Picky" in edited.reason
+        assert engine.get(kept.uid).content == "a calm note"
+    finally:
+        engine.close()

@@ -63,7 +63,9 @@ def register_commands(cli: "click.Group") -> None:
 @hookspec
 def filter_ingest(memory: "NewMemory", settings: "Settings") -> None:
     """Inspect a memory before it is stored: edit it in place (e.g. redact a secret) or raise
-    `semantic_memory.errors.Rejected(reason)` to refuse it. Runs for every ingest path."""
+    `semantic_memory.errors.Rejected(reason)` to refuse it. Runs for every ingest path. Any
+    other exception refuses the memory too, naming the plugin (fail closed: nothing is
+    stored unfiltered)."""
 
 
 @hookspec

@@ -172,6 +172,22 @@ class UpdateResult:
         return out | {"memory": memory}
 
 
+def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
+    """Every `filter_ingest` on `item`, in pluggy's order. A filter refuses with `Rejected`
+    (or `InvalidMemory`); one that raises anything else refuses the memory too, in one line
+    naming it: filters enforce hygiene, so nothing is stored unfiltered (fail closed)."""
+    for plugin, call in pm.calls("filter_ingest", memory=item, settings=settings):
+        try:
+            call()
+        except (Rejected, InvalidMemory):
+            raise
+        except Exception as exc:  # noqa: BLE001 - refused, never stored unfiltered
+            reason = (f"plugin {pm.origin(plugin)}: filter_ingest failed ({one_line(exc)}); "
+                      "refused rather than stored unfiltered")
+            log.warning("%s", reason)
+            raise Rejected(reason) from None
+
+
 class Writer:
     """The engine's write stage: one per engine, sharing its store, plugins and channels."""
 
@@ -214,7 +230,7 @@ class Writer:
         results: list[IngestResult] = [IngestResult("rejected")] * len(items)
         for position, item in enumerate(items):
             try:
-                self.pm.hook.filter_ingest(memory=item, settings=self.settings)
+                run_filters(self.pm, item, self.settings)
                 validate(item, self.settings.max_content_chars)  # a filter may have emptied it
             except (Rejected, InvalidMemory) as exc:
                 results[position] = IngestResult("rejected", reason=str(exc))
@@ -511,7 +527,7 @@ class Writer:
         item = _edited(current, content, kind, tags, project)
         validate(item, self.settings.max_content_chars)
         try:
-            self.pm.hook.filter_ingest(memory=item, settings=self.settings)
+            run_filters(self.pm, item, self.settings)
             validate(item, self.settings.max_content_chars)  # a filter may have emptied it
         except (Rejected, InvalidMemory) as exc:
             return UpdateResult("rejected", current, reason=str(exc))
