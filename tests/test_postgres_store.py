@@ -471,6 +471,77 @@ def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) 
         server.stop()
 
 
+def test_a_server_that_stops_answering_is_a_503_within_the_deadline(tmp_path: Path) -> None:
+    """The server's processes stopped (SIGSTOP): its sockets stay open and nothing answers,
+    as behind a network partition. Every request answers 503 within the deadline (5 s, plus
+    at most the pool's 5 s wait for a connection), none hangs; once the server answers
+    again, the service does, and an ingest whose outcome was unknown is retried safely."""
+    server = pg.ExtraServer()
+    service = _services(tmp_path, server.url, 1)[0]
+    query = {"query": "release train"}
+    lost = {"content": "written while the server was silent", "project": "team"}
+    try:
+        uid = _store(service, "the release train leaves on thursdays")["uid"]
+        with service.client() as http:
+            for _ in range(3):  # pooled connections, idle when the server stops
+                assert http.post("/recall", json=query).status_code == 200
+        server.pause()
+        try:
+            with service.client() as http:  # its own timeout: 30 s
+                for path, body in [("/recall", query), ("/ingest", lost), ("/recall", query),
+                                   ("/ingest", lost)]:
+                    started = time.monotonic()
+                    answer = http.post(path, json=body)
+                    took = time.monotonic() - started
+                    assert answer.status_code == 503, (path, answer.text)
+                    assert "is unavailable" in answer.json()["error"], answer.text
+                    assert took < 20, (path, took)
+        finally:
+            server.resume()
+        deadline = time.monotonic() + 30
+        with service.client() as http:
+            while (back := http.post("/recall", json=query)).status_code == 503 \
+                    and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert back.status_code == 200, back.text
+            assert [h["uid"] for h in back.json()["items"]] == [uid]
+            first = http.post("/ingest", json=lost).json()["uid"]  # the retry of the unknown
+            assert http.post("/ingest", json=lost).json()["uid"] == first
+            found = http.post("/recall", json={"query": "written while silent", "k": 10}).json()
+            assert [h["uid"] for h in found["items"]].count(first) == 1
+            assert sum("silent" in h["content"] for h in found["items"]) == 1
+    finally:
+        server.resume()
+        service.stop()
+        server.stop()
+
+
+def test_a_statement_the_server_never_answers_is_abandoned_at_the_deadline() -> None:
+    """Mid-transaction, the server stops answering: the statement gives up at the store's
+    deadline (MEMORY_DB_TIMEOUT, 1 s here) as a StoreError, its connection is closed and
+    replaced, and the write lock it held is released once the server answers again."""
+    server = pg.ExtraServer()
+    store = store_module.PostgresStore(server.url, pool_size=2, timeout=1.0)
+    try:
+        for opened in (store.write, store.snapshot):
+            with pytest.raises(StoreError, match="no answer from the server within 1 s"):
+                with opened() as conn:
+                    server.pause()
+                    try:
+                        started = time.monotonic()
+                        conn.execute("SELECT count(*) FROM memories")
+                    finally:
+                        took = time.monotonic() - started
+                        server.resume()
+            assert 0.9 < took < 5, took
+            assert conn.closed
+        with store.write() as conn:  # the lock went with the abandoned connection
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+    finally:
+        store.close()
+        server.stop()
+
+
 # --- a recall's channels side by side, on a spare pooled connection -----------------------------
 
 def _pg_engine(tmp_path: Path, pool_size: int = 8) -> MemoryEngine:

@@ -12,6 +12,9 @@ from semantic_memory.config import ConfigError, SettingsSection
 class PostgresSettings(SettingsSection):
     # Connections one service's pool holds open at most (psycopg 3's pool).
     db_pool_size: int = 8
+    # Seconds each round trip to the server may take before the connection is abandoned and
+    # the request answered "unavailable" (503); 0: no deadline.
+    db_timeout: float = 5.0
     # The keyword mirror's folder (empty: `pg-mirror` beside MEMORY_DB_PATH), or "off".
     pg_mirror: str = ""
     # Live memories from which a keyword mirror is built (below it PostgreSQL's own full-text
@@ -21,5 +24,7 @@ class PostgresSettings(SettingsSection):
     def validate(self) -> None:
         if not 1 <= self.db_pool_size <= 1000:
             raise ConfigError(f"MEMORY_DB_POOL_SIZE must be 1..1000, not {self.db_pool_size}")
+        if not 0 <= self.db_timeout <= 86_400:
+            raise ConfigError(f"MEMORY_DB_TIMEOUT must be 0..86400 seconds, not {self.db_timeout}")
         if self.pg_mirror_min < 0:
             raise ConfigError(f"MEMORY_PG_MIRROR_MIN must be >= 0, not {self.pg_mirror_min}")

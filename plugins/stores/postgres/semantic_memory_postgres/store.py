@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ CONNECT_TIMEOUT_S = 15
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
 #: before it is answered "unavailable" (503) rather than left hanging.
 POOL_WAIT_S = 5.0
+#: Seconds each round trip to the server may take by default (MEMORY_DB_TIMEOUT).
+DEFAULT_TIMEOUT_S = 5.0
 #: Seconds a recall waits for a second connection to search a channel beside its own: next to
 #: nothing, as the channel then searches on the recall's own connection. Waiting for one (16
 #: clients' recalls each holding a connection) emptied the pool of 8: 503s after POOL_WAIT_S
@@ -65,6 +68,43 @@ def conninfo(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     return f"postgresql://{rest}" if sep and scheme.split("+")[0] in ("postgres", "postgresql") \
         else url
+
+
+class NoAnswer(psycopg.OperationalError):
+    """The server did not answer a round trip within the store's deadline (MEMORY_DB_TIMEOUT)."""
+
+
+class BoundedConnection(psycopg.Connection):
+    """A pooled connection whose every round trip has a client-side deadline. A server that
+    stops answering without closing the socket (a network partition, a stopped host) leaves
+    a blocked read waiting forever, and the server-side `statement_timeout` cannot help: so
+    every wait on the socket (a statement, a fetch, a commit, the pool's check) is given
+    `deadline_s` through psycopg's own wait timeout, and when it passes the connection is
+    closed (its statement's outcome unknown: the pool replaces it) and `NoAnswer` raised."""
+
+    #: Seconds one round trip may take; None: no limit (migrations, VACUUM).
+    deadline_s: float | None = None
+    #: When the server last answered on this connection (time.monotonic()).
+    answered_at: float = 0.0
+    #: Told when a deadline passes (`PostgresStore._went_silent`).
+    on_silence: Any = None
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        limit = self.deadline_s
+        if limit is None or (timeout is not None and timeout < limit):
+            return super().wait(gen, interval, timeout)
+        started = time.monotonic()
+        try:
+            result = super().wait(gen, interval, limit)
+        except psycopg.OperationalError:
+            if time.monotonic() - started < limit:
+                raise
+            self.pgconn.finish()  # abandoned: the pool replaces it, the server rolls it back
+            if self.on_silence is not None:
+                self.on_silence()
+            raise NoAnswer(f"no answer from the server within {limit:g} s") from None
+        self.answered_at = time.monotonic()
+        return result
 
 
 class _Rows:
@@ -121,31 +161,74 @@ class PostgresStore(SQLMemoryStore):
     def open(cls, url: str, settings: Settings) -> PostgresStore:
         from .settings import PostgresSettings
 
-        return cls(url, pool_size=settings.section(PostgresSettings).db_pool_size)
+        section = settings.section(PostgresSettings)
+        return cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout)
 
-    def __init__(self, url: str, pool_size: int = 8) -> None:
+    def __init__(self, url: str, pool_size: int = 8, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.location = redact_url(url)
         self._url = url  # never shown: errors print `location` and scrub the password out
+        self._timeout = timeout or None  # 0: no deadline
+        self._silent_since = -1.0  # when a round trip last went unanswered (monotonic)
         self._local = threading.local()  # this thread's open transaction, for nested use
         # One plain connection first: a server that cannot be reached is one line at once,
         # where the pool would retry (and log each try) until its timeout.
-        timeout = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+        connect = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
         try:
-            psycopg.connect(conninfo(url), **timeout).close()
+            psycopg.connect(conninfo(url), **connect).close()
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {self.location}: {_one_line(exc, url)}"
                              ) from None
         self._pool = ConnectionPool(
             conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
-            kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
-            configure=_configure, name="semantic-memory")
+            kwargs={"autocommit": True, **connect}, connection_class=BoundedConnection,
+            check=self._check, configure=self._configure, name="semantic-memory")
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-            self._migrate()
+            with self._unbounded():  # a migration may rewrite a big table
+                self._migrate()
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
         self._reads = _PooledReads(self._pool, url)
+
+    def _configure(self, conn: BoundedConnection) -> None:
+        conn.deadline_s, conn.on_silence = self._timeout, self._went_silent
+        _configure(conn)
+
+    def _went_silent(self) -> None:
+        self._silent_since = time.monotonic()
+
+    def _check(self, conn: BoundedConnection) -> None:
+        """The pool's check at checkout: a round trip, under the deadline. A connection that
+        last heard from the server before another one's deadline passed is dropped unchecked:
+        checking each idle connection of a server that stopped answering would wait out the
+        deadline once per connection."""
+        if conn.answered_at < self._silent_since:
+            raise NoAnswer("idle while the server stopped answering")
+        ConnectionPool.check_connection(conn)
+
+    @contextmanager
+    def _unbounded(self) -> Iterator[None]:
+        """This thread's write transactions and pooled statements without a deadline, for
+        work that may legitimately run long (a migration, VACUUM)."""
+        self._local.unbounded = True
+        try:
+            yield
+        finally:
+            self._local.unbounded = False
+
+    @contextmanager
+    def _connection(self) -> Iterator[BoundedConnection]:
+        """A pooled connection, its deadline lifted inside `_unbounded`."""
+        with self._pool.connection() as conn:
+            if getattr(self._local, "unbounded", False):
+                conn.deadline_s = None
+                try:
+                    yield conn
+                finally:
+                    conn.deadline_s = self._timeout
+            else:
+                yield conn
 
     def _migrate(self) -> None:
         with self.write() as conn:
@@ -178,7 +261,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self._url), self._pool.connection() as conn, \
+        with unavailable_as_store_error(self._url), self._connection() as conn, \
                 conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.write = conn
@@ -204,7 +287,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self._url), self._pool.connection() as conn:
+        with unavailable_as_store_error(self._url), self._connection() as conn:
             yield from self._read_only(conn)
 
     @contextmanager
@@ -238,7 +321,8 @@ class PostgresStore(SQLMemoryStore):
                 finally:
                     self._local.snapshot = None
         finally:  # the pooled connection's next user begins its own kind of transaction
-            conn.isolation_level, conn.read_only = None, None
+            if not conn.closed:  # one closed past its deadline is not reused
+                conn.isolation_level, conn.read_only = None, None
 
     def close(self) -> None:
         self._pool.close()
@@ -319,7 +403,7 @@ class PostgresStore(SQLMemoryStore):
         statistics, and the pages' visibility set once, so that the first searches do not
         pay for it (measured at 100k freshly loaded memories: trigram counts several times
         slower before it). Autovacuum does the rest."""
-        with self._pool.connection() as conn:
+        with self._unbounded(), self._connection() as conn:
             tables = [r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
                 "AND (tablename LIKE 'memories%%' OR tablename LIKE 'injection%%')")]
