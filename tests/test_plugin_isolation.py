@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 import pytest
+from click.testing import CliRunner
 from semantic_memory import plugins as plugin_loading
 from semantic_memory import testing
 from semantic_memory.channels import Channel
-from semantic_memory.cli import add_plugin_commands
+from semantic_memory.cli import add_plugin_commands, cli
 from semantic_memory.config import Settings
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
@@ -316,3 +317,36 @@ def test_a_filter_that_raises_refuses_the_memory_naming_it(
         assert engine.get(kept.uid).content == "a calm note"
     finally:
         engine.close()
+
+
+@pytest.mark.sqlite_only
+def test_bind_and_setup_failures_are_listed_by_plugins_and_doctor(tmp_path: Path) -> None:
+    class BadBind(Answering):
+        name = "badbind"
+
+        def bind(self, *, store: Any, embedder: Any) -> None:
+            raise RuntimeError("bind exploded")
+
+    class BadSetup(Answering):
+        name = "badsetup"
+
+        def setup(self, conn: Any) -> None:
+            raise RuntimeError("setup exploded")
+
+    env = {"MEMORY_DB_PATH": str(tmp_path / "m.db"), "MEMORY_PLUGINS": "bm25_porter",
+           "HOME": str(tmp_path), "MEMORY_PORT": "9"}
+    expected = ["plugin Plugin: channel 'badbind' left out: bind failed: RuntimeError: "
+                "bind exploded",
+                "plugin Plugin: channel 'badsetup' left out: setup failed: RuntimeError: "
+                "setup exploded"]
+
+    def loaded() -> Any:
+        return build_plugin_manager(Settings.from_env(env), [channel_plugin(BadBind(),
+                                                                            BadSetup())])
+
+    listed = CliRunner().invoke(cli, ["plugins"], obj=loaded(), env=env)
+    assert listed.exit_code == 0, listed.output
+    assert [line[len("broken: "):] for line in listed.stdout.splitlines()
+            if line.startswith("broken: ")] == expected
+    doctor = CliRunner().invoke(cli, ["doctor", "--json"], obj=loaded(), env=env)
+    assert json.loads(doctor.stdout)["plugin_problems"] == expected

@@ -376,22 +376,51 @@ def purge(obj: Context) -> None:
     _echo_json(obj.engine.purge().to_dict())
 
 
-def diagnose(settings: Settings) -> list[str]:
-    """Every problem loading the plugins would meet, one line each (`doctor`): plugins that
-    do not load, channels and embedders refused, an ambiguous or unknown MEMORY_EMBEDDER."""
+def _open_channels(obj: Context, pm: PluginManager
+                   ) -> tuple[list[Channel], dict[str, str], str | None]:
+    """The channels in use, those skipped on this store (name -> why), and why the store
+    could not be opened (None when it was). The engine is opened on `pm` (`obj.pm`), as recall
+    would, so a channel whose `bind` or `setup` fails is among `pm.problems`; without a store
+    the channels are only registered."""
     from .embedders import check_embedder, choose_embedder
+
+    try:
+        engine = obj.engine
+        skipped = dict(engine.skipped_channels)
+        return [c for c in engine.registered_channels if c.name in skipped
+                or c in engine.channels], skipped, None
+    except click.ClickException as exc:
+        unopened = exc.message
+    try:
+        channels: list[Channel] = collect(pm, "register_channels", "channel",
+                                          lambda c: c.name, check_channel, settings=obj.settings)
+        embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name,
+                            check_embedder, settings=obj.settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if problem := choose_embedder(embedders, obj.settings.embedder)[1]:
+        pm.refuse("embedders", problem)
+    store = scheme_of(store_url(obj.settings))
+    return channels, {c.name: why for c in channels if (why := skip_reason(c, store))}, \
+        unopened
+
+
+def diagnose(obj: Context) -> list[str]:
+    """Every problem loading the plugins meets, one line each (`doctor`, the same lines as
+    `plugins`): plugins that do not load or whose commands do not register, channels and
+    embedders refused, channels whose `bind` or `setup` fails, an ambiguous or unknown
+    MEMORY_EMBEDDER."""
     from .harness.registry import conflicts  # adapters register through their own path
 
     try:
-        pm = build_plugin_manager(settings)
-        collect(pm, "register_channels", "channel", lambda c: c.name, check_channel,
-                settings=settings)
-        embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name,
-                            check_embedder, settings=settings)
-    except ConfigError as exc:  # MEMORY_PLUGINS, or a value in a plugin's own section
-        return [str(exc)]
-    problem = choose_embedder(embedders, settings.embedder)[1]
-    return [str(p) for p in pm.problems] + ([problem] if problem else []) + conflicts(settings)
+        pm = obj.plugin_manager()
+        unopened = _open_channels(obj, pm)[2]
+    except click.ClickException as exc:  # MEMORY_PLUGINS, or a value in a plugin's section
+        return [exc.message]
+    lines = [str(p) for p in pm.problems]
+    if unopened:
+        lines.append(f"store not opened ({unopened}): channels' bind and setup not checked")
+    return lines + conflicts(obj.settings)
 
 
 @cli.command()
@@ -400,17 +429,13 @@ def diagnose(settings: Settings) -> list[str]:
 def plugins(obj: Context, as_json: bool) -> None:
     """Loaded plugins, their distributions, hooks and channels."""
     pm = obj.plugin_manager()
-    try:
-        channels: list[Channel] = collect(pm, "register_channels", "channel",
-                                          lambda c: c.name, check_channel, settings=obj.settings)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    channels, skipped_all, unopened = _open_channels(obj, pm)
     owner = pm.owner_of
     store = scheme_of(store_url(obj.settings))
     rows = []
     for info in pm.describe():
         mine = [c for c in channels if owner.get(id(c)) == info.name]
-        skipped = {c.name: why for c in mine if (why := skip_reason(c, store))}
+        skipped = {c.name: skipped_all[c.name] for c in mine if c.name in skipped_all}
         rows.append({**info.__dict__, "skipped": skipped,
                      "channels": [c.name for c in mine if c.name not in skipped]})
         if "filter_ingest" in info.hooks and info.name.endswith("hygiene"):
@@ -423,7 +448,8 @@ def plugins(obj: Context, as_json: bool) -> None:
         _add_row(table, r["name"], r["distribution"] or "(core)", r["version"] or "",
                  ", ".join(r["hooks"]), ", ".join(r["channels"]))
     _print(table)
-    click.echo(f"store: {store}")
+    click.echo(f"store: {store}" + (f" (not opened: {unopened}; channels' bind and setup "
+                                     "not checked)" if unopened else ""))
     click.echo(f"secret ruleset: {_ruleset_line(ruleset_info())}")
     for r in rows:
         for name, why in r["skipped"].items():
@@ -539,7 +565,7 @@ def doctor(obj: Context, project: str | None, as_json: bool) -> None:
 
     data = doc.report(obj.settings, all_adapters(obj.settings),
                       Path(project or ".").resolve())
-    data["plugin_problems"] = diagnose(obj.settings)
+    data["plugin_problems"] = diagnose(obj)
     if as_json:
         _echo_json(data)
     else:

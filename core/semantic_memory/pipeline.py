@@ -101,6 +101,8 @@ class MemoryEngine:
         registered: list[Channel] = collect(
             self.pm, "register_channels", "channel", lambda c: c.name, check_channel,
             settings=self.settings)
+        #: Every channel registered (refused ones aside), in use or not.
+        self.registered_channels = registered
         #: Channels left out because they do not speak this store: name -> why.
         self.skipped_channels = {c.name: why for c in registered
                                  if (why := skip_reason(c, self.store.name))}
@@ -122,13 +124,16 @@ class MemoryEngine:
         one line naming it (a broken plugin never takes the others down)."""
         ready = []
         for channel in channels:
+            step = "bind"
             try:
                 channel.bind(store=self.store, embedder=self.embedder)
+                step = "setup"
                 with self.store.write() as conn:
                     channel.setup(conn)
             except Exception as exc:  # noqa: BLE001
-                self.pm.refuse(f"channel {channel.name}", f"left out: setup failed: "
-                                                           f"{one_line(exc)}")
+                owner = self.pm.owner_of.get(id(channel), "?")
+                self.pm.refuse(self.pm.origin(owner), f"channel {channel.name!r} left out: "
+                                                      f"{step} failed: {one_line(exc)}")
                 continue
             ready.append(channel)
         return ready
