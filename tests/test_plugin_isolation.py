@@ -30,7 +30,7 @@ from semantic_memory.plugins import build_plugin_manager
 @pytest.fixture(autouse=True)
 def _fresh_log() -> None:
     """Each problem is logged once per process: every test is a fresh process here."""
-    getattr(plugin_loading, "_logged", set()).clear()
+    plugin_loading._logged.clear()
 
 
 def install(site: Path, name: str, code: str) -> Path:
@@ -350,3 +350,22 @@ def test_bind_and_setup_failures_are_listed_by_plugins_and_doctor(tmp_path: Path
             if line.startswith("broken: ")] == expected
     doctor = CliRunner().invoke(cli, ["doctor", "--json"], obj=loaded(), env=env)
     assert json.loads(doctor.stdout)["plugin_problems"] == expected
+
+
+def test_each_problem_is_printed_once_per_process_with_its_distribution(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", "wrongsig", """
+        from semantic_memory.hookspecs import hookimpl
+
+        @hookimpl
+        def register_channels(register, settings, extra):
+            pass
+        """)
+    line = ("plugin wrongsig (wrongsig-plugin 0.1): not loaded: PluginValidationError: Plugin "
+            "'wrongsig' for hook 'register_channels'")
+    for args in (["recall", "anything"], ["stats"], ["plugins"], ["doctor"]):
+        done = memory_mcp(tmp_path, site, *args)
+        assert "Traceback" not in done.stderr
+        printed = done.stderr.splitlines() + done.stdout.splitlines()
+        assert len([x for x in printed if x.startswith(line)]) == 1, (args, printed)
+        if args[0] in ("plugins", "doctor"):  # and listed once among the problems
+            assert len([x for x in printed if x.startswith(f"broken: {line}")]) == 1

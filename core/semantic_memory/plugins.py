@@ -25,6 +25,10 @@ from .errors import one_line
 
 log = logging.getLogger("semantic_memory")
 
+#: Problems already logged by this process: every command builds plugin managers of its own
+#: (the CLI, the engine, `doctor`), and each problem is one line, printed once.
+_logged: set[str] = set()
+
 ENTRY_POINT_GROUP = "semantic_memory"
 
 #: Plugins that ship inside core. They always load (MEMORY_PLUGINS restricts installed ones).
@@ -72,10 +76,13 @@ class PluginManager(pluggy.PluginManager):
         self.tracing = False
 
     def refuse(self, plugin: str, reason: str) -> None:
-        """Record and log one problem (a WARNING line: never a traceback)."""
+        """Record one problem, and log it (a WARNING line, never a traceback) unless this
+        process logged it already."""
         problem = PluginProblem(plugin, reason)
         if problem not in self.problems:
             self.problems.append(problem)
+        if str(problem) not in _logged:
+            _logged.add(str(problem))
             log.warning("%s", problem)
 
     def origin(self, plugin: str) -> str:
@@ -86,10 +93,11 @@ class PluginManager(pluggy.PluginManager):
     def add(self, plugin: Any, name: str, dist: tuple[str, str] | None = None) -> bool:
         """Register one plugin, refusing it (one line) when its hooks do not validate or it
         implements a hook that does not exist. True when it was registered."""
+        where = f"{name} ({dist[0]} {dist[1]})" if dist else name
         try:
             self.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            self.refuse(name, f"not loaded: {one_line(exc)}")
+            self.refuse(where, f"not loaded: {one_line(exc)}")
             return False
         if dist is not None:
             self.distributions[name] = dist
@@ -97,7 +105,7 @@ class PluginManager(pluggy.PluginManager):
         if unknown:
             self.unregister(plugin)
             self.distributions.pop(name, None)
-            self.refuse(name, f"not loaded: {', '.join(unknown)} is not a semantic_memory hook "
+            self.refuse(where, f"not loaded: {', '.join(unknown)} is not a semantic_memory hook "
                               "(misspelt? see docs/plugins.md)")
             return False
         return True
