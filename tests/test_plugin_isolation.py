@@ -369,3 +369,16 @@ def test_each_problem_is_printed_once_per_process_with_its_distribution(tmp_path
         assert len([x for x in printed if x.startswith(line)]) == 1, (args, printed)
         if args[0] in ("plugins", "doctor"):  # and listed once among the problems
             assert len([x for x in printed if x.startswith(f"broken: {line}")]) == 1
+
+
+def test_an_invalid_channel_name_is_refused_with_the_rule(tmp_path: Path) -> None:
+    class Spaced(Answering):
+        name = "has space"
+
+    engine = engine_with(tmp_path, channel_plugin(Spaced()))
+    try:
+        assert engine.plugin_problems == [
+            "plugin Plugin: channel refused: Spaced has no valid name (got 'has space'; a name "
+            "is 1 to 64 letters, digits, _ . : -, starting with a letter or digit)"]
+    finally:
+        engine.close()

@@ -30,8 +30,8 @@ class Channel(ABC):
 
     Hits: `search` returns at most `k` `ChannelHit(id, score)` for live memories matching the
     filters, **best first; a higher score is better, and list order must agree with score**
-    (negate a distance). Under RRF fusion only the order counts; under score fusion
-    (MEMORY_FUSION=score) the scores are min-max normalised per channel, so they must be
+    (negate a distance). Under RRF fusion only the order counts; under score fusion (the
+    default, MEMORY_FUSION=score) the scores are min-max normalised per channel, so they must be
     comparable within one result list.
 
     Failures are isolated: a channel whose `index` raises is left out of that write (the memory
@@ -181,7 +181,8 @@ def check_channel(obj: Any) -> str | None:
     if not isinstance(obj, Channel):
         return f"{type(obj).__name__} is not a semantic_memory.channels.Channel"
     if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
-        return f"{type(obj).__name__} has no valid name (got {obj.name!r})"
+        return (f"{type(obj).__name__} has no valid name (got {obj.name!r}; a name is 1 to 64 "
+                "letters, digits, _ . : -, starting with a letter or digit)")
     if isinstance(obj.weight, bool) or not isinstance(obj.weight, (int, float)) \
             or not obj.weight >= 0:
         return f"channel {obj.name!r}: weight must be a number >= 0, not {obj.weight!r}"
