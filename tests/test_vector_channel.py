@@ -248,6 +248,30 @@ def test_backfill_cli_shows_progress_and_result(tmp_path: Path, minilm_path: Pat
     assert result.exit_code != 0 and "MEMORY_MODEL_PATH" in result.output
 
 
+def test_stats_says_what_holds_recall_by_meaning_back(tmp_path: Path, minilm_path: Path) -> None:
+    """A broken model path, or memories stored before the model, were summed up as
+    "by words and meaning" or "until an embedder is set up"."""
+    import os
+    import subprocess
+    import sys
+
+    plain = MemoryEngine(make_settings(tmp_path))
+    plain.ingest([NewMemory(u) for u in UNRELATED])
+    plain.close()
+
+    def recall_line(model: str) -> str:
+        env = {**os.environ, "MEMORY_DB_PATH": str(tmp_path / "memory.db"),
+               "MEMORY_DEVICE": "cpu", "MEMORY_MODEL_PATH": model, "MEMORY_PLUGINS": PLUGINS,
+               "COLUMNS": "300"}
+        out = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"], env=env,
+                             capture_output=True, text=True, timeout=120).stdout
+        return next(line for line in out.splitlines() if line.startswith("recall:"))
+
+    assert "the embedder is off (cannot read model" in recall_line(str(tmp_path / "no.gguf"))
+    assert f"by meaning for 0 of {len(UNRELATED)} memories: `memory-mcp backfill`" in \
+        recall_line(str(minilm_path))
+
+
 def test_a_model_that_fails_to_load_fails_backfill_and_reindex(tmp_path: Path, minilm_path: Path,
                                                               monkeypatch) -> None:  # noqa: ANN001
     """Half a GGUF file passes the header check, then every embedding fails: backfill said

@@ -354,11 +354,23 @@ def stats(obj: Context, as_json: bool) -> None:
         for c in data["channels"]))
     inj = data["injections"]
     line(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, {inj['chars']:,} chars)")
-    if data["recall_mode"] == "keyword":
-        line(f"recall: by words only. {KEYWORD_MODE_NOTE}")
-    else:
-        line("recall: by words and meaning (keyword channels + embedder)")
+    line(f"recall: {_recall_line(data)}")
     line(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}")
+
+
+def _recall_line(data: dict[str, Any]) -> str:
+    """How recall works, and what holds it back: a configured model that cannot be used is
+    named with its reason; memories without a vector of the model are counted."""
+    embedder = data.get("embedder") or {}
+    if data["recall_mode"] == "keyword":
+        if embedder.get("model_path") and embedder.get("reason"):
+            return f"by words only: the embedder is off ({embedder['reason']})"
+        return f"by words only. {KEYWORD_MODE_NOTE}"
+    missing = int(embedder.get("missing") or 0)
+    if missing:
+        return (f"by words, and by meaning for {data['memories'] - missing} of "
+                f"{data['memories']} memories: `memory-mcp backfill` embeds the rest")
+    return "by words and meaning (keyword channels + embedder)"
 
 
 def _ruleset_line(info: dict[str, str]) -> str:
