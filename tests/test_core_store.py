@@ -264,3 +264,25 @@ def test_wal_gives_space_back_after_a_bulk_write(
         assert engine.count() == 3001
     finally:
         engine.close()
+
+
+def test_a_nul_in_a_filter_matches_nothing_and_in_a_query_is_a_space(
+        engine: MemoryEngine, caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL text cannot hold a NUL and psycopg refuses to send one (a 500 for
+    `/api/memories?project=p%00q`, a channel failing): the PostgreSQL store answers as SQLite
+    does. A filter or lookup holding a NUL matches nothing, a query's NUL cuts words as a space."""
+    uid = engine.ingest([NewMemory("the release train leaves on thursdays", project="p")])[0].uid
+    engine.store.record_injection({"ts": time.time(), "harness": "h", "hook": "prompt",
+                                   "project": "p", "query": "release\0train", "chars": 10,
+                                   "session": "s1"}, [uid])
+    nul = RecallFilters(project="p\0q")
+    assert engine.store.list(nul, 10, 0) == [] and engine.store.count(nul) == 0
+    assert engine.recall("release train", k=5, filters=nul) == []
+    assert engine.store.get(uid + "\0") is None
+    assert engine.store.injected_in_session("s1\0") == set()
+    assert engine.store.injections("h\0", None, 10, 0) == []
+    assert engine.store.injected_in_session("s1") == {uid}
+    for query in ("release\0train", "thurs\0days", "\0release"):
+        assert [h.memory.uid for h in engine.recall(query, k=5)] == [uid], query
+    assert "failed" not in caplog.text
+

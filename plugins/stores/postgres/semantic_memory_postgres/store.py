@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolTimeout
 from semantic_memory.models import Memory, RecallFilters
 from semantic_memory.stores import StoreError, redact_url, scrub_secrets
@@ -105,6 +106,17 @@ class BoundedConnection(psycopg.Connection):
             raise NoAnswer(f"no answer from the server within {limit:g} s") from None
         self.answered_at = time.monotonic()
         return result
+
+
+class NulFreeText(StrDumperUnknown):
+    """Text parameters without NUL, which PostgreSQL text cannot hold (psycopg refuses to send
+    one: `GET /api/memories?project=p%00q` was a 500). A NUL becomes U+FFFD, so a filter or a
+    lookup holding one matches nothing (no stored value holds a NUL: core refuses them, and
+    SQLite finds nothing for such a filter either); a query's words are cut at a NUL before
+    they get here (`keywords.words`), as a space would cut them, on both stores."""
+
+    def dump(self, obj: str) -> Any:
+        return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
 
 
 class _Rows:
@@ -420,7 +432,9 @@ def _configure(conn: psycopg.Connection) -> None:
     generic, 140 ms custom; docs/postgres.md). No JIT: compiling costs more than these short
     queries run. Sequential scans start at the table's first page, not where another scan of
     it left off: the keyword channels estimate a common term's matches from how far into the
-    table its capped count read (`_IdfChannel._counts`)."""
+    table its capped count read (`_IdfChannel._counts`). Text parameters never carry a NUL
+    (`NulFreeText`)."""
+    conn.adapters.register_dumper(str, NulFreeText)
     conn.execute("SET plan_cache_mode = force_custom_plan")
     conn.execute("SET jit = off")
     conn.execute("SET synchronize_seqscans = off")
