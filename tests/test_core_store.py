@@ -286,3 +286,17 @@ def test_a_nul_in_a_filter_matches_nothing_and_in_a_query_is_a_space(
         assert [h.memory.uid for h in engine.recall(query, k=5)] == [uid], query
     assert "failed" not in caplog.text
 
+
+def test_accents_are_folded_by_the_keyword_search_at_every_size(engine: MemoryEngine,
+                                                                store_kind: str) -> None:
+    """"resume" finds "résumé" on SQLite (porter's `remove_diacritics`) and on PostgreSQL's own
+    full-text search (`memory_fold`), not only once a big store's keyword mirror serves; and
+    the other way round."""
+    keyword = KEYWORD[store_kind]
+    uid = engine.ingest([NewMemory("Café naïve résumé"),
+                         NewMemory("the release train leaves on thursdays")])[0].uid
+    for query in ("resume", "cafe naive", "RÉSUMÉ", "résumé", "naïve"):
+        hits = engine.recall(query, k=5)
+        assert hits[0].memory.uid == uid and keyword in hits[0].ranks, query
+    plain = engine.ingest([NewMemory("a plain resume for the cafe")])[0].uid
+    assert {h.memory.uid for h in engine.recall("résumé", k=2)} == {uid, plain}

@@ -661,3 +661,33 @@ def test_a_snapshot_is_read_only_and_repeatable_and_its_connection_writes_after(
                              (uuid.uuid4().hex,))
     finally:
         store.close()
+
+
+def test_a_v7_store_is_upgraded_to_fold_accents(tmp_path: Path) -> None:
+    """v8 computes the tsvector of every stored memory again, accents folded: a memory
+    stored under v7 ("résumé" indexed as it is) is found by "resume" after the upgrade."""
+    import psycopg
+
+    url = pg.new_database()
+    settings = Settings(db_path=str(tmp_path / "x.db"), db_url=url, device="cpu")
+    engine = MemoryEngine(settings)
+    uid = engine.ingest([NewMemory("Café naïve résumé")])[0].uid
+    engine.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # as v7 left it
+        conn.execute("ALTER TABLE memories DROP COLUMN tsv")
+        conn.execute("ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+                     "(to_tsvector('english'::regconfig, content)) STORED")
+        conn.execute("CREATE INDEX memories_tsv ON memories USING gin (tsv)")
+        conn.execute("DROP FUNCTION memory_fold(text)")
+        conn.execute("UPDATE store_meta SET value = '7' WHERE key = 'schema_version'")
+        assert conn.execute("SELECT count(*) FROM memories WHERE tsv @@ 'resum'::tsquery"
+                            ).fetchone() == (0,)
+    engine = MemoryEngine(settings)
+    try:
+        assert engine.store.schema_version == 8
+        assert [h.memory.uid for h in engine.recall("resume", k=1)] == [uid]
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM memories WHERE tsv @@ 'resum'::tsquery"
+                                ).fetchone() == (1,)
+    finally:
+        engine.close()

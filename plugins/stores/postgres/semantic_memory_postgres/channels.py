@@ -78,6 +78,7 @@ from semantic_memory_bm25_porter import PorterChannel
 from semantic_memory_bm25_trigram import TrigramChannel
 
 from .mirror import KeywordMirror
+from .schema import FTS_COLUMN, FTS_INDEX, unbounded
 from .settings import PostgresSettings
 
 if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
@@ -351,11 +352,7 @@ class _IdfChannel(Channel):
 #: side table row by row (that join made the planner hash-join a scan of every memory: 20-50 ms
 #: per query at 100k, docs/postgres.md), and an insert or an edit indexes the text with no
 #: statement of its own. Earlier releases kept the tsvectors in a side table, `memories_fts`.
-FTS_COLUMN = """
-ALTER TABLE memories ADD COLUMN IF NOT EXISTS tsv tsvector
-    GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED
-"""
-FTS_INDEX = "CREATE INDEX IF NOT EXISTS memories_tsv ON memories USING gin (tsv)"
+#: Accents are folded on both sides (`schema.memory_fold`), as the porter channel folds them.
 
 
 #: One entry of a tsvector's text form: 'lexeme':positions ('' and \\ escaped).
@@ -402,6 +399,10 @@ class PgFullTextChannel(_IdfChannel, Confident):
     def setup(self, conn: psycopg.Connection) -> None:
         """The generated tsvector column and its GIN index (adding the column computes it for
         every stored memory, once); the side table of earlier versions goes."""
+        with unbounded(conn):
+            self._setup(conn)
+
+    def _setup(self, conn: psycopg.Connection) -> None:
         exists = conn.execute(
             "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
             "AND table_name = 'memories' AND column_name = 'tsv'").fetchone()
@@ -429,7 +430,8 @@ class PgFullTextChannel(_IdfChannel, Confident):
         if known is not None:
             return known
         rows = conn.execute(
-            "SELECT lexeme FROM unnest(to_tsvector('english', %s)) ORDER BY positions[1]",
+            "SELECT lexeme FROM unnest(to_tsvector('english', memory_fold(%s))) "
+            "ORDER BY positions[1]",
             (text,)).fetchall() if text else []
         found = [(r[0], len(r[0]) >= PREFIX_MIN and not r[0].isdigit())
                  for r in rows][:MAX_QUERY_TERMS]
@@ -596,9 +598,10 @@ class PgTrigramChannel(_IdfChannel):
     def setup(self, conn: psycopg.Connection) -> None:
         """The trigram index on memories.content; without pg_trgm, ILIKE still answers (by
         scanning), so the channel works, slower."""
-        if ensure_extension(conn, "pg_trgm"):
-            conn.execute("CREATE INDEX IF NOT EXISTS memories_content_trgm ON memories "
-                         "USING gin (content gin_trgm_ops)")
+        with unbounded(conn):  # building the index over a big table takes what it takes
+            if ensure_extension(conn, "pg_trgm"):
+                conn.execute("CREATE INDEX IF NOT EXISTS memories_content_trgm ON memories "
+                             "USING gin (content gin_trgm_ops)")
 
     def index(self, conn: psycopg.Connection, memories: list[Memory],
               prepared: Sequence[Any] | None = None) -> None:
@@ -719,6 +722,10 @@ class PgVectorChannel(EmbeddingChannel):
 
     def setup(self, conn: psycopg.Connection) -> None:
         """The vector table, and the HNSW index of the configured (model, dim)."""
+        with unbounded(conn):  # an HNSW index over 100k vectors: about a minute
+            self._setup(conn)
+
+    def _setup(self, conn: psycopg.Connection) -> None:
         if not ensure_extension(conn, "vector"):
             self._no_extension = "the pgvector extension is not installed in this database"
             return
