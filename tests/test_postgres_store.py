@@ -542,6 +542,36 @@ def test_a_statement_the_server_never_answers_is_abandoned_at_the_deadline() -> 
         server.stop()
 
 
+def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
+    """Another service holds the write lock longer than MEMORY_DB_TIMEOUT (its channel setup
+    building an index): a plain write gives up at the deadline (a 503, hooks spool), while a
+    starting service's channel setup (`long_write`) waits for it instead of leaving the
+    channel out until a restart."""
+    import psycopg
+
+    from semantic_memory_postgres.schema import WRITE_LOCK
+
+    url = pg.new_database()
+    store = store_module.PostgresStore(url, pool_size=2, timeout=1.0)
+    try:
+        for opened, waits in ((store.write, False), (store.long_write, True)):
+            with psycopg.connect(url) as holder:
+                holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                threading.Timer(2.5, holder.commit).start()  # past the 1 s deadline
+                started = time.monotonic()
+                if waits:
+                    with opened() as conn:
+                        conn.execute("SELECT 1")
+                    assert time.monotonic() - started > 2
+                else:
+                    with pytest.raises(StoreError):
+                        with opened() as conn:
+                            conn.execute("SELECT 1")
+                    time.sleep(2)  # let the holder commit before the next round
+    finally:
+        store.close()
+
+
 # --- a recall's channels side by side, on a spare pooled connection -----------------------------
 
 def _pg_engine(tmp_path: Path, pool_size: int = 8) -> MemoryEngine:

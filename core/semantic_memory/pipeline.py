@@ -128,7 +128,7 @@ class MemoryEngine:
             try:
                 channel.bind(store=self.store, embedder=self.embedder)
                 step = "setup"
-                with self.store.write() as conn:
+                with self.store.long_write() as conn:  # DDL: no round-trip deadline
                     channel.setup(conn)
             except Exception as exc:  # noqa: BLE001
                 owner = self.pm.owner_of.get(id(channel), "?")

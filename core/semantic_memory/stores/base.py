@@ -92,6 +92,11 @@ class SQLMemoryStore:
     def write(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
+    def long_write(self) -> AbstractContextManager[Any]:
+        """A write transaction for work that may legitimately take long (a channel's setup):
+        a store with a round-trip deadline lifts it here. By default, `write`."""
+        return self.write()
+
     def read(self) -> Any:
         raise NotImplementedError
 

@@ -282,6 +282,14 @@ class PostgresStore(SQLMemoryStore):
             finally:
                 self._local.write = None
 
+    @contextmanager
+    def long_write(self) -> Iterator[psycopg.Connection]:
+        """A write transaction without the round-trip deadline, waiting for the lock as long
+        as it takes: a channel's setup (its DDL may build an index while another service holds
+        the lock for its own)."""
+        with self._unbounded(), self.write() as conn:
+            yield conn
+
     @property
     def writing(self) -> bool:
         """Whether this thread is inside a write transaction (`write`)."""
