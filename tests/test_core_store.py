@@ -282,6 +282,8 @@ def test_a_nul_in_a_filter_matches_nothing_and_in_a_query_is_a_space(
     assert engine.store.injected_in_session("s1\0") == set()
     assert engine.store.injections("h\0", None, 10, 0) == []
     assert engine.store.injected_in_session("s1") == {uid}
+    assert engine.store.values("project", "p\0q") == []
+    assert engine.store.values("project", "p") == [("p", 1)]
     for query in ("release\0train", "thurs\0days", "\0release"):
         assert [h.memory.uid for h in engine.recall(query, k=5)] == [uid], query
     assert "failed" not in caplog.text

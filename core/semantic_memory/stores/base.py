@@ -253,6 +253,8 @@ class SQLMemoryStore:
         used first."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"values: unknown column {column!r}")
+        if "\0" in prefix:  # no stored value holds one; SQLite's LIKE would stop at it
+            return []
         like = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         return [(str(v), n) for v, n in self._run(
             self.read(), f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND "
