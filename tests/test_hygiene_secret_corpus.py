@@ -113,11 +113,13 @@ def stored_by_id(memories: list[Any]) -> dict[str, str]:
 
 
 def corpus_memories() -> list[NewMemory]:
-    """Each format as content; the short ones also as project and as a tag."""
+    """Each format as content; the short ones also as a tag, and as project when on one line
+    (a project name must be)."""
     items = []
     for row in SECRETS:
         short = row["text"] if len(row["text"]) <= min(MAX_PROJECT_CHARS, MAX_TAG_CHARS) else None
-        items.append(NewMemory(f"note {row['id']}: {row['text']}", project=short,
+        one_line = short if short and "\n" not in short and "\t" not in short else None
+        items.append(NewMemory(f"note {row['id']}: {row['text']}", project=one_line,
                                tags=[f"id:{row['id']}", *([short] if short else [])]))
     return items
 

@@ -307,7 +307,7 @@ def test_reindex_command(store: Path, monkeypatch) -> None:  # noqa: ANN001
                        "MEMORY_PLUGINS": "vector"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(cli_module, "MemoryEngine",
-                        lambda settings: MemoryEngine(settings, plugins=[_Provide()]))
+                        lambda settings, **kwargs: MemoryEngine(settings, plugins=[_Provide()]))
     register_commands(cli=cli_module.cli)
     result = CliRunner().invoke(cli_module.cli, ["reindex"])
     assert result.exit_code == 0, result.output
