@@ -65,6 +65,7 @@ function expandHome(path) {
 }
 var FIELDS = {
   url: { env: "MEMORY_PLUGIN_URL", option: "url", parse: (raw) => text(raw).replace(/\/+$/, ""), fallback: "" },
+  port: { env: "MEMORY_PORT", option: "port", parse: integer(0, 65535), fallback: 8765 },
   token: { env: "MEMORY_PLUGIN_TOKEN", option: "token", parse: text, fallback: "" },
   limit: { env: "MEMORY_PLUGIN_LIMIT", option: "limit", parse: integer(1, 50), fallback: 5 },
   budgetChars: {
@@ -141,7 +142,8 @@ function discoveryPath(settings) {
 }
 
 // src/client.ts
-var DEFAULT_URL = "http://127.0.0.1:8765";
+var DEFAULT_PORT = 8765;
+var DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
 var ServiceUnavailable = class extends Error {
   constructor(outcome, message) {
     super(message);
@@ -176,6 +178,9 @@ function resolveUrl(settings) {
     if (info && !info.stale && typeof info.url === "string") {
       return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
     }
+  }
+  if (settings.port && settings.port !== DEFAULT_PORT) {
+    return { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" };
   }
   return { url: DEFAULT_URL, origin: "default" };
 }

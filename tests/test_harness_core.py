@@ -26,6 +26,7 @@ from semantic_memory.harness.client import (
     resolve_url,
 )
 from semantic_memory.harness.project import detect_project, normalise_remote
+from semantic_memory.harness.settings import HookSettings
 from semantic_memory.harness.transcript import (
     Turn,
     chunk_turns,
@@ -321,6 +322,14 @@ def test_service_url_from_env_then_discovery_then_default(tmp_path: Path) -> Non
     assert resolve_url(settings) == ("http://127.0.0.1:41000", f"discovery file {discovery}")
     explicit = Settings(db_path=str(tmp_path / "memory.db"), plugin_url="http://h:1/")
     assert resolve_url(explicit) == ("http://h:1", "MEMORY_PLUGIN_URL")
+    # no live discovery file: the service's own MEMORY_PORT, not a port the user never chose
+    discovery.unlink()
+    for settings in (Settings(db_path=str(tmp_path / "memory.db"), port=44913),
+                     HookSettings.from_env({"MEMORY_DB_PATH": str(tmp_path / "memory.db"),
+                                            "MEMORY_PORT": "44913"})):
+        assert resolve_url(settings) == ("http://127.0.0.1:44913", "MEMORY_PORT")
+    os_picked = Settings(db_path=str(tmp_path / "memory.db"), port=0)  # only discovery knows
+    assert resolve_url(os_picked) == ("http://127.0.0.1:8765", "default")
 
 
 # --- the runner: fail-open within the budget -------------------------------------------------

@@ -258,6 +258,15 @@ def test_claude_mcp_url_and_timeout_follow_the_settings(tmp_path: Path) -> None:
     assert {ours(doc, "claude-code", e)[0]["timeout"] for e in OURS} == {8}
 
 
+def test_an_http_registration_follows_memory_port(tmp_path: Path) -> None:
+    """Without MEMORY_PLUGIN_URL, --mcp http registered port 8765 whatever MEMORY_PORT said."""
+    env = cli_env(tmp_path, MEMORY_PORT="44913")
+    _, _, args = claude_files(tmp_path, "project")
+    ok(env, "install", "claude-code", *args, "--mcp", "http")
+    assert claude_server(tmp_path, "project") == {"type": "http",
+                                                  "url": "http://127.0.0.1:44913/mcp"}
+
+
 def test_claude_mcp_stdio_and_none(tmp_path: Path) -> None:
     """--mcp stdio registers `memory-mcp --stdio`; --mcp none registers no server and allows
     no tool, but still installs the hooks; installing again with the default swaps in the

@@ -238,7 +238,8 @@ def test_hook_settings_are_the_settings_fields() -> None:
 
 @pytest.mark.parametrize("env", [{"MEMORY_PLUGIN_LIMIT": "many"}, {"MEMORY_PLUGIN_LIMIT": "0"},
                                  {"MEMORY_HOOK_BUDGET_S": "nan"}, {"MEMORY_PLUGIN_DEBUG": "maybe"},
-                                 {"MEMORY_HOOK_BACKOFF_S": "-1"}, {"MEMORY_PORT": "many"}])
+                                 {"MEMORY_HOOK_BACKOFF_S": "-1"}, {"MEMORY_PORT": "many"},
+                                 {"MEMORY_PLUGIN_BUDGET_CHARS": "300"}])
 def test_hook_settings_refuse_what_settings_refuse(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as expected:
         Settings.from_env(env)
@@ -248,11 +249,11 @@ def test_hook_settings_refuse_what_settings_refuse(env: dict[str, str]) -> None:
 
 
 def test_other_variables_are_checked_once_per_value(tmp_path: Path) -> None:
-    env = {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_PORT": "0"}
+    env = {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_RRF_K": "60"}
     HookSettings.from_env(env)
     assert (tmp_path / "hooks.settings-checked").is_file()
-    with pytest.raises(ConfigError, match="MEMORY_PORT"):
-        HookSettings.from_env({**env, "MEMORY_PORT": "many"})
+    with pytest.raises(ConfigError, match="MEMORY_RRF_K"):
+        HookSettings.from_env({**env, "MEMORY_RRF_K": "many"})
     with pytest.raises(ConfigError, match="MEMORY_DEVICE"):
         HookSettings.from_env({**env, "MEMORY_DEVICE": "tpu"})
     HookSettings.from_env(env)

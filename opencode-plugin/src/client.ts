@@ -12,7 +12,8 @@ import { performance } from "node:perf_hooks";
 
 import { discoveryPath, type Settings } from "./settings.js";
 
-export const DEFAULT_URL = "http://127.0.0.1:8765";
+export const DEFAULT_PORT = 8765;
+export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
 
 /** The outcomes that mean the service could not be used (harness/outcomes.py FAILURES). */
 export type FailureOutcome = "service down" | "timeout" | "error";
@@ -53,7 +54,8 @@ export function now(): number {
 
 /**
  * The service URL and where it came from: MEMORY_PLUGIN_URL, else a live discovery file, else
- * the default port (harness/client.py resolve_url).
+ * MEMORY_PORT on loopback (8765 by default; also when it is 0, the OS's pick that only the
+ * discovery file knows) (harness/client.py resolve_url).
  */
 export function resolveUrl(settings: Settings): { url: string; origin: string } {
   if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
@@ -63,6 +65,9 @@ export function resolveUrl(settings: Settings): { url: string; origin: string } 
     if (info && !info.stale && typeof info.url === "string") {
       return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
     }
+  }
+  if (settings.port && settings.port !== DEFAULT_PORT) {
+    return { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" };
   }
   return { url: DEFAULT_URL, origin: "default" };
 }

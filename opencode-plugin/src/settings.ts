@@ -11,13 +11,15 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 
 export interface Settings {
-  /** The service URL; "" = the discovery file, else http://127.0.0.1:8765. */
+  /** The service URL; "" = the discovery file, else http://127.0.0.1:`port`. */
   url: string;
+  /** MEMORY_PORT, the service's port: where the plugin looks when nothing else says. */
+  port: number;
   /** Bearer token for a token-secured service ("" = none). */
   token: string;
   /** Memories per injection (1..50). */
   limit: number;
-  /** The injected block's character budget (>= 200). */
+  /** The injected block's character budget (>= 500). */
   budgetChars: number;
   /** Lower-cased names of the tools whose output is captured. */
   toolCapture: ReadonlySet<string>;
@@ -117,6 +119,7 @@ function expandHome(path: string): string {
 
 const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   url: { env: "MEMORY_PLUGIN_URL", option: "url", parse: (raw) => text(raw).replace(/\/+$/, ""), fallback: "" },
+  port: { env: "MEMORY_PORT", option: "port", parse: integer(0, 65535), fallback: 8765 },
   token: { env: "MEMORY_PLUGIN_TOKEN", option: "token", parse: text, fallback: "" },
   limit: { env: "MEMORY_PLUGIN_LIMIT", option: "limit", parse: integer(1, 50), fallback: 5 },
   budgetChars: {

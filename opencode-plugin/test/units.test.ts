@@ -114,7 +114,7 @@ describe("client", () => {
     }
   });
 
-  test("the URL: MEMORY_PLUGIN_URL, else a live discovery file, else the default port", () => {
+  test("the URL: MEMORY_PLUGIN_URL, else a live discovery file, else MEMORY_PORT, else the default port", () => {
     const dir = tempDir();
     try {
       const db = join(dir, "memory.db");
@@ -128,6 +128,11 @@ describe("client", () => {
       assert.equal(resolveUrl(settings).origin, "default");
       const pinned = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PLUGIN_URL: "http://127.0.0.1:9/" }).settings;
       assert.deepEqual(resolveUrl(pinned), { url: "http://127.0.0.1:9", origin: "MEMORY_PLUGIN_URL" });
+      // No live discovery file: the service's own MEMORY_PORT (0: the OS picks, only the file knows).
+      const ported = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "44913" }).settings;
+      assert.deepEqual(resolveUrl(ported), { url: "http://127.0.0.1:44913", origin: "MEMORY_PORT" });
+      const picked = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "0" }).settings;
+      assert.deepEqual(resolveUrl(picked), { url: "http://127.0.0.1:8765", origin: "default" });
     } finally {
       removeDir(dir);
     }

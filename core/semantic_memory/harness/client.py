@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from ..config import Settings
     from .settings import HookSettings
 
-DEFAULT_URL = "http://127.0.0.1:8765"
+DEFAULT_PORT = 8765
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
 class ServiceURL(tuple):  # a NamedTuple without importing typing
@@ -124,7 +125,7 @@ def spool_sender(service: ServiceClient, deadline: float | None = None
 
 def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
     """(service URL, where it came from): MEMORY_PLUGIN_URL, else a live discovery file, else
-    the default port."""
+    the service's port on loopback (MEMORY_PORT, 8765 by default)."""
     if settings.plugin_url:
         return settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL"
     path = discovery_file(settings)
@@ -132,6 +133,15 @@ def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
         info = read_discovery(path)
         if info and not info.get("stale") and isinstance(info.get("url"), str):
             return info["url"].rstrip("/"), f"discovery file {path}"
+    return configured_url(settings)
+
+
+def configured_url(settings: Settings | HookSettings) -> tuple[str, str]:
+    """(the URL the service is configured to listen at, where it came from): MEMORY_PORT on
+    loopback; the default port when MEMORY_PORT is 0 (the OS picks one: only the discovery
+    file knows it)."""
+    if settings.port and settings.port != DEFAULT_PORT:
+        return f"http://127.0.0.1:{settings.port}", "MEMORY_PORT"
     return DEFAULT_URL, "default"
 
 

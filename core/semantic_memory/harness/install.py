@@ -30,7 +30,7 @@ from typing import Any
 
 from ..config import Settings
 from . import jsonc
-from .client import DEFAULT_URL
+from .client import configured_url
 
 Document = Any  # a JSON object (dict) or a tomlkit document
 
@@ -94,7 +94,8 @@ def make_target(harness: str, settings: Settings, *, project_dir: str | None = N
         project_dir=Path(project_dir).expanduser().resolve() if project_dir else None,
         executable=entry_point_path(),
         mcp=mcp,
-        mcp_url=(settings.plugin_url or DEFAULT_URL).rstrip("/") + "/mcp",
+        mcp_url=(settings.plugin_url.rstrip("/") if settings.plugin_url
+                 else configured_url(settings)[0]) + "/mcp",
         token=bool(settings.token or settings.plugin_token),
         hook_timeout_s=max(2, math.ceil(settings.hook_budget_s * 2)),
         tool_capture=bool(settings.tool_capture()),

@@ -37,6 +37,7 @@ FIELDS: dict[str, tuple[str, object]] = {
     "project": ("str", ""),
     "hook_budget_s": ("float", 1.5),
     "hook_backoff_s": ("float", 30.0),
+    "port": ("int", 8765),  # the service's: where hooks look when nothing else says
 }
 DEFAULT_DB_PATH = "~/.local/share/memory-mcp/memory.db"
 
@@ -65,6 +66,7 @@ class HookSettings:
     project: str
     hook_budget_s: float
     hook_backoff_s: float
+    port: int
 
     def __init__(self, env: Mapping[str, str] | None = None, **values: Any) -> None:
         for name, (_, default) in FIELDS.items():
@@ -136,14 +138,16 @@ class HookSettings:
 
     def validate(self) -> None:
         """`Settings.validate`'s checks of these fields, with its messages."""
-        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 200:
+        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
             raise SettingsError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
-                                "MEMORY_PLUGIN_BUDGET_CHARS >= 200")
+                                "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise SettingsError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
             raise SettingsError(
                 f"MEMORY_HOOK_BACKOFF_S must be 0..3600, not {self.hook_backoff_s}")
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"MEMORY_PORT must be 0..65535, not {self.port}")
 
     def full(self) -> Settings:
         """Every setting (`Settings.from_env()`), for what a hook reads rarely."""
