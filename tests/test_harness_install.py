@@ -539,6 +539,27 @@ def test_uninstall_gives_hand_formatted_configs_back_byte_for_byte(tmp_path: Pat
     assert snapshot(tmp_path) == before  # byte for byte, and no backup file
 
 
+def test_a_fresh_home_is_left_as_it_was_folders_included(tmp_path: Path) -> None:
+    """Install creates `~/.codex/`, `~/.kimi-code/`, `~/.config/opencode/` in a fresh home;
+    uninstall removed the files and left the folders behind, empty."""
+    home = tmp_path / "fresh"
+    (home / ".config").mkdir(parents=True)  # a folder of the user's own: it stays
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")
+           and k not in ("CODEX_HOME", "KIMI_CODE_HOME", "XDG_CONFIG_HOME", "CLAUDE_CONFIG_DIR")}
+    env.update(HOME=str(home), MEMORY_DB_PATH=str(tmp_path / "memory.db"))
+
+    def tree() -> list[str]:
+        return sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+
+    before = tree()
+    for harness in ("claude-code", "codex", "kimi-code", "opencode"):
+        ok(env, "install", harness)
+    assert len(tree()) > len(before)
+    for harness in ("claude-code", "codex", "kimi-code", "opencode"):
+        ok(env, "uninstall", harness)
+    assert tree() == before == [".config"]
+
+
 def test_kimi_hook_tables_are_set_apart_by_one_blank_line(tmp_path: Path) -> None:
     """Each [[hooks]] table install adds starts after one blank line; uninstall takes exactly
     those lines (and their blank lines) out again."""

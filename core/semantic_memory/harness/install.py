@@ -373,6 +373,7 @@ def apply(changes: list[Change]) -> list[Path]:
             backups.append(backup)
         if change.after is None:
             path.unlink()
+            _remove_empty_parents(path)
             continue
         # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
         # target is replaced atomically in the target's own folder.
@@ -385,6 +386,21 @@ def apply(changes: list[Change]) -> list[Path]:
         if change.restores is not None:
             change.restores.unlink(missing_ok=True)
     return backups
+
+
+def _remove_empty_parents(path: Path) -> None:
+    """The harness folders a removed config file leaves empty (`~/.codex/`,
+    `~/.config/opencode/`, as install created them in a fresh home); never the home folder or
+    the shared config folder (`~/.config`, XDG_CONFIG_HOME), which hold other programs'."""
+    home = Path.home().resolve()
+    shared = {home, Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()}
+    folder = path.parent.resolve()
+    while folder not in shared and home in folder.parents:
+        try:
+            folder.rmdir()  # only an empty one: anything else in it keeps it
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def status(files: list[ConfigFile]) -> dict[str, bool]:
