@@ -373,7 +373,7 @@ def apply(changes: list[Change]) -> list[Path]:
             backups.append(backup)
         if change.after is None:
             path.unlink()
-            _remove_empty_parents(path)
+            _remove_empty_parent(path)
             continue
         # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
         # target is replaced atomically in the target's own folder.
@@ -388,19 +388,19 @@ def apply(changes: list[Change]) -> list[Path]:
     return backups
 
 
-def _remove_empty_parents(path: Path) -> None:
-    """The harness folders a removed config file leaves empty (`~/.codex/`,
-    `~/.config/opencode/`, as install created them in a fresh home); never the home folder or
-    the shared config folder (`~/.config`, XDG_CONFIG_HOME), which hold other programs'."""
+def _remove_empty_parent(path: Path) -> None:
+    """The harness folder a removed config file leaves empty (`~/.codex/`,
+    `~/.config/opencode/`, a project's `.claude/`, as install created it); only that one
+    folder, and never the home folder or the shared config folder (`~/.config`,
+    XDG_CONFIG_HOME), which hold other programs'."""
     home = Path.home().resolve()
-    shared = {home, Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()}
     folder = path.parent.resolve()
-    while folder not in shared and home in folder.parents:
-        try:
-            folder.rmdir()  # only an empty one: anything else in it keeps it
-        except OSError:
-            return
-        folder = folder.parent
+    if folder in (home, Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()):
+        return
+    try:
+        folder.rmdir()  # only an empty one: anything else in it keeps it
+    except OSError:
+        pass
 
 
 def status(files: list[ConfigFile]) -> dict[str, bool]:
