@@ -59,11 +59,17 @@ class Tab:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     assert CHROMIUM.exists(), (f"{CHROMIUM} is missing: `apt-get install chromium` (Debian's "
                                "package; .ci/run installs it)")
+    # A home of its own: Chromium writes crash-report folders and dconf settings under the
+    # user's ~/.config and ~/.cache whatever its profile, and a test leaves the user's home be.
+    home = tmp_path_factory.mktemp("chromium-home")
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache")}
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                                              env=env)
         yield chromium
         chromium.close()
 
