@@ -140,11 +140,14 @@ class _Call:
     ("kimi-code", ["hook_result"]),
     ("claude-code", ["system-reminder", "user-prompt-submit-hook"]),
     ("example", [])])
-def test_context_output_escapes_the_harness_wrapper(harness: str, tags: list[str]) -> None:
+def test_context_output_escapes_the_harness_wrapper(harness: str, tags: list[str],
+                                                    tmp_path: Path) -> None:
     from semantic_memory.harness.registry import find_adapter
     from semantic_memory.harness.settings import HookSettings
 
-    adapter = find_adapter(harness, HookSettings.from_env(), [])
+    # Not the caller's environment: its MEMORY_PLUGINS, or its db folder for the adapter cache.
+    adapter = find_adapter(harness, HookSettings.from_env(
+        {"MEMORY_DB_PATH": str(tmp_path / "memory.db")}), [])
     out = adapter.context_output(_Call(), ATTACK)
     text = json.loads(out)["hookSpecificOutput"]["additionalContext"] \
         if out.startswith("{") else out

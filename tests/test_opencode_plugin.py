@@ -7,11 +7,13 @@ content, and memories are shared across harnesses by project)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,10 +29,17 @@ PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
 BUNDLE = PLUGIN_DIR / "semantic-memory.js"
 
 
+NPM_LOGS = tempfile.mkdtemp(prefix="smm-npm-logs-")
+atexit.register(shutil.rmtree, NPM_LOGS, True)
+
+
 def npm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("npm")
     assert exe, "the opencode plugin's tests need Node.js and npm on PATH"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    # npm's debug logs in a folder of the tests' (not the user's ~/.npm/_logs, which a
+    # logs-max of 0 would empty), and no update check on the network.
+    env.update(npm_config_logs_dir=NPM_LOGS, npm_config_update_notifier="false")
     command = memory_mcp_command()
     if len(command) == 1:  # the tests spawn this service (else ../.venv/bin/memory-mcp)
         env["MEMORY_MCP_BIN"] = command[0]

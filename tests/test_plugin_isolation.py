@@ -48,10 +48,11 @@ def install(site: Path, name: str, code: str) -> Path:
 def memory_mcp(tmp_path: Path, site: Path, *args: str, stdin: str | None = None
                ) -> subprocess.CompletedProcess[str]:
     """`memory-mcp ARGS` as a user runs it, with the plugins installed on `site`."""
-    env = {**os.environ, "PYTHONPATH": str(site), "HOME": str(tmp_path),
-           "MEMORY_DB_PATH": str(tmp_path / "m.db"), "MEMORY_PLUGINS": "bm25_porter," + ",".join(
-               p.stem for p in site.glob("*.py"))}
-    env.pop("MEMORY_DB_URL", None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    # MEMORY_PORT 9 (closed): `doctor` must not ask a service the user runs on 8765
+    env.update({"PYTHONPATH": str(site), "HOME": str(tmp_path), "MEMORY_PORT": "9",
+                "MEMORY_DB_PATH": str(tmp_path / "m.db"), "MEMORY_PLUGINS": "bm25_porter," +
+                ",".join(p.stem for p in site.glob("*.py"))})
     return subprocess.run([sys.executable, "-c", "from semantic_memory.entry import main; main()",
                            *args], env=env, input=stdin, capture_output=True, text=True,
                           timeout=60)
