@@ -29,6 +29,8 @@ log = logging.getLogger("semantic_memory")
 
 def _number(value: Any) -> bool:
     """A finite real number (numpy's included), not a bool."""
+    if type(value) is float:  # nearly every score: no ABC check (it runs per hit, per recall)
+        return math.isfinite(value)
     return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -41,13 +43,13 @@ def _bad_hits(found: Any) -> str | None:
     for hit in found:
         if not isinstance(hit, ChannelHit):
             return f"answered a {type(hit).__name__} in its list, not a ChannelHit"
-        if not isinstance(hit.id, int) or isinstance(hit.id, bool):  # numpy's: not bindable
+        if type(hit.id) is not int:  # a bool or numpy's int: not bindable
             return f"answered a hit with id {hit.id!r}, not an int"
         if not _number(hit.score):
             return f"answered a hit with score {hit.score!r}, not a finite number"
-        signals = hit.signals or {}
-        if not isinstance(signals, dict) or not all(
-                isinstance(k, str) and _number(v) for k, v in signals.items()):
+        signals = hit.signals
+        if signals and (not isinstance(signals, dict) or not all(
+                isinstance(k, str) and _number(v) for k, v in signals.items())):
             return f"answered a hit with signals {signals!r}, not names to finite numbers"
     return None
 
