@@ -18,6 +18,7 @@ from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
 from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from .lite import encodes
 from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, now,
                      project_name)
 from .plugins import PluginManager
@@ -35,18 +36,6 @@ SUPERSEDE_CANDIDATES = 5
 SUPERSEDE_MAX_CHARS = 500
 
 
-def _is_unicode(value: object) -> bool:
-    """False for a string holding lone surrogates: bytes that were not UTF-8 (a shell argument
-    decoded with surrogateescape, a JSON "\\udce9"), which no store can write."""
-    if not isinstance(value, str):
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def validate(memory: NewMemory, max_chars: int) -> None:
     """Raise InvalidMemory with a one-line reason naming the field."""
     if not isinstance(memory.content, str):
@@ -59,8 +48,8 @@ def validate(memory: NewMemory, max_chars: int) -> None:
         )
     if "\x00" in memory.content:
         raise InvalidMemory("content: contains NUL characters (binary data is not stored)")
-    for name in ("content", "project", "session"):
-        if not _is_unicode(getattr(memory, name)):
+    for name in ("content", "project", "session"):  # no store can write a lone surrogate
+        if isinstance(value := getattr(memory, name), str) and not encodes(value):
             raise InvalidMemory(f"{name}: not UTF-8 text")
     for name in ("project", "session"):  # SQLite cut them at a NUL; PostgreSQL refused them
         if isinstance(value := getattr(memory, name), str) and "\x00" in value:
@@ -82,7 +71,7 @@ def validate(memory: NewMemory, max_chars: int) -> None:
     for tag in memory.tags:
         if not isinstance(tag, str) or not 0 < len(tag) <= MAX_TAG_CHARS:
             raise InvalidMemory(f"tags: each tag must be a string of 1..{MAX_TAG_CHARS} characters")
-        if not _is_unicode(tag):
+        if not encodes(tag):
             raise InvalidMemory("tags: not UTF-8 text")
         if "\x00" in tag:
             raise InvalidMemory("tags: contains NUL characters")

@@ -123,18 +123,26 @@ def loads_input(data: bytes, default: Any = _RAISE) -> Any:
     return value
 
 
+def encodes(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: False when it holds lone surrogates (bytes that were
+    not UTF-8, decoded with surrogateescape; a JSON `"\\udce9"` escape)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _valid_text(value: Any) -> Any:
     """`value` (decoded JSON) with every lone surrogate in its strings replaced by U+FFFD."""
     if isinstance(value, str):
-        if value.isascii():
+        if encodes(value):
             return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            if not _SURROGATES:
-                _SURROGATES.update(dict.fromkeys(range(0xD800, 0xE000), 0xFFFD))
-            return value.translate(_SURROGATES)
-        return value
+        if not _SURROGATES:
+            _SURROGATES.update(dict.fromkeys(range(0xD800, 0xE000), 0xFFFD))
+        return value.translate(_SURROGATES)
     if isinstance(value, list):
         return [_valid_text(item) for item in value]
     if isinstance(value, dict):
