@@ -15,6 +15,81 @@ import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
 
+// src/text.ts
+var SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+var LEADING = new RegExp(`^[${SPACE}]+`);
+var TRAILING = new RegExp(`[${SPACE}]+$`);
+var RUNS = new RegExp(`[${SPACE}]+`);
+var SURROGATE = /[\ud800-\udfff]/;
+function strip(text2) {
+  return rstrip(lstrip(text2));
+}
+function lstrip(text2) {
+  return text2.replace(LEADING, "");
+}
+function rstrip(text2) {
+  return text2.replace(TRAILING, "");
+}
+function words(text2) {
+  return text2.split(RUNS).filter(Boolean);
+}
+function length(text2) {
+  if (!SURROGATE.test(text2)) return text2.length;
+  let count = 0;
+  for (const _ of text2) count++;
+  return count;
+}
+function slice(text2, start, end = Infinity) {
+  if (!SURROGATE.test(text2)) return text2.slice(start, end);
+  return Array.from(text2).slice(start, end).join("");
+}
+function rfind(text2, sub) {
+  const unit = text2.lastIndexOf(sub);
+  return unit < 0 ? -1 : length(text2.slice(0, unit));
+}
+
+// src/records.ts
+var CAPTURE_CHARS = 2e3;
+var GIST_KEYS = ["command", "cmd", "file_path", "filePath", "path", "pattern", "query", "url"];
+function describeInput(value) {
+  if (isObject(value)) {
+    for (const key of GIST_KEYS) {
+      const found = value[key];
+      if (typeof found === "string") return found;
+      if (Array.isArray(found)) return found.map(String).join(" ");
+    }
+  }
+  const text2 = typeof value === "string" ? value : pythonJson(value);
+  return slice(words(text2).join(" "), 0, 200);
+}
+function captureRecord(tool) {
+  let output = strip(tool.output);
+  const size = length(output);
+  if (size > CAPTURE_CHARS) {
+    const half = Math.floor(CAPTURE_CHARS / 2);
+    output = `${rstrip(slice(output, 0, half))}
+[\u2026 ${size - CAPTURE_CHARS} characters cut \u2026]
+` + lstrip(slice(output, size - half));
+  }
+  const gist = slice(words(describeInput(tool.input)).join(" "), 0, 300);
+  return output ? `${tool.name}(${gist}):
+${output}` : `${tool.name}(${gist}): (no output)`;
+}
+function isObject(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+function pythonJson(value) {
+  if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`;
+  if (isObject(value)) {
+    const items = Object.entries(value).filter(([, item]) => item !== void 0);
+    return `{${items.map(([key, item]) => `${JSON.stringify(key)}: ${pythonJson(item)}`).join(", ")}}`;
+  }
+  if (typeof value === "number" && !Number.isFinite(value)) {
+    return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
 // src/settings.ts
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
@@ -294,7 +369,7 @@ var ServiceClient = class {
           if (status >= 400) {
             const message = answer?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
-          } else if (typeof answer !== "object" || answer === null || Array.isArray(answer)) {
+          } else if (!isObject(answer)) {
             settle(
               new ServiceUnavailable(
                 "error",
@@ -465,39 +540,6 @@ function clearBackOff(path) {
     unlinkSync2(path);
   } catch {
   }
-}
-
-// src/text.ts
-var SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-var LEADING = new RegExp(`^[${SPACE}]+`);
-var TRAILING = new RegExp(`[${SPACE}]+$`);
-var RUNS = new RegExp(`[${SPACE}]+`);
-var SURROGATE = /[\ud800-\udfff]/;
-function strip(text2) {
-  return rstrip(lstrip(text2));
-}
-function lstrip(text2) {
-  return text2.replace(LEADING, "");
-}
-function rstrip(text2) {
-  return text2.replace(TRAILING, "");
-}
-function words(text2) {
-  return text2.split(RUNS).filter(Boolean);
-}
-function length(text2) {
-  if (!SURROGATE.test(text2)) return text2.length;
-  let count = 0;
-  for (const _ of text2) count++;
-  return count;
-}
-function slice(text2, start, end = Infinity) {
-  if (!SURROGATE.test(text2)) return text2.slice(start, end);
-  return Array.from(text2).slice(start, end).join("");
-}
-function rfind(text2, sub) {
-  const unit = text2.lastIndexOf(sub);
-  return unit < 0 ? -1 : length(text2.slice(0, unit));
 }
 
 // src/transcript.ts
@@ -834,48 +876,6 @@ function removeSuffix(text2, suffix) {
   return text2.endsWith(suffix) ? text2.slice(0, -suffix.length) : text2;
 }
 
-// src/records.ts
-var CAPTURE_CHARS = 2e3;
-var GIST_KEYS = ["command", "cmd", "file_path", "filePath", "path", "pattern", "query", "url"];
-function describeInput(value) {
-  if (isObject(value)) {
-    for (const key of GIST_KEYS) {
-      const found = value[key];
-      if (typeof found === "string") return found;
-      if (Array.isArray(found)) return found.map(String).join(" ");
-    }
-  }
-  const text2 = typeof value === "string" ? value : pythonJson(value);
-  return slice(words(text2).join(" "), 0, 200);
-}
-function captureRecord(tool) {
-  let output = strip(tool.output);
-  const size = length(output);
-  if (size > CAPTURE_CHARS) {
-    const half = Math.floor(CAPTURE_CHARS / 2);
-    output = `${rstrip(slice(output, 0, half))}
-[\u2026 ${size - CAPTURE_CHARS} characters cut \u2026]
-` + lstrip(slice(output, size - half));
-  }
-  const gist = slice(words(describeInput(tool.input)).join(" "), 0, 300);
-  return output ? `${tool.name}(${gist}):
-${output}` : `${tool.name}(${gist}): (no output)`;
-}
-function isObject(value) {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-function pythonJson(value) {
-  if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`;
-  if (isObject(value)) {
-    const items = Object.entries(value).filter(([, item]) => item !== void 0);
-    return `{${items.map(([key, item]) => `${JSON.stringify(key)}: ${pythonJson(item)}`).join(", ")}}`;
-  }
-  if (typeof value === "number" && !Number.isFinite(value)) {
-    return Number.isNaN(value) ? "NaN" : value > 0 ? "Infinity" : "-Infinity";
-  }
-  return JSON.stringify(value) ?? "null";
-}
-
 // src/repoconfig.ts
 import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
 import { join as join5 } from "node:path";
@@ -1092,7 +1092,7 @@ async function replaySpool(folder, send, until) {
   return { sent, rejected };
 }
 function refusedItems(body, answer) {
-  if (!isObject2(answer)) return null;
+  if (!isObject(answer)) return null;
   if (answer["status"] === "rejected") return [body, String(answer["reason"] || "refused")];
   const results = answer["results"];
   const items = body["items"];
@@ -1101,7 +1101,7 @@ function refusedItems(body, answer) {
   const reasons = /* @__PURE__ */ new Set();
   items.forEach((item, index) => {
     const result = results[index];
-    if (isObject2(result) && result["status"] === "rejected") {
+    if (isObject(result) && result["status"] === "rejected") {
       refused.push(item);
       reasons.add(String(result["reason"] || "refused"));
     }
@@ -1109,9 +1109,6 @@ function refusedItems(body, answer) {
   if (!refused.length) return null;
   const reason = [...reasons].join("; ");
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
-}
-function isObject2(value) {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 function readRecord(path) {
   try {

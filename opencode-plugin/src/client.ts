@@ -10,6 +10,7 @@ import http from "node:http";
 import https from "node:https";
 import { performance } from "node:perf_hooks";
 
+import { isObject } from "./records.js";
 import { discoveryPath, type Settings } from "./settings.js";
 
 export const DEFAULT_PORT = 8765;
@@ -197,7 +198,7 @@ export class ServiceClient {
           if (status >= 400) {
             const message = (answer as { error?: unknown } | null)?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
-          } else if (typeof answer !== "object" || answer === null || Array.isArray(answer)) {
+          } else if (!isObject(answer)) {
             // Every route answers an object: a web page or an empty 204 is something else on
             // the port, and a write it "took" must be spooled (client.py does the same).
             settle(

@@ -44,7 +44,8 @@ export function captureRecord(tool: ToolCall): string {
   return output ? `${tool.name}(${gist}):\n${output}` : `${tool.name}(${gist}): (no output)`;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object (not null, not an array). */
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 

@@ -37,6 +37,7 @@ import {
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 
+import { isObject } from "./records.js";
 import { slice } from "./text.js";
 
 export const SPOOL_VERSION = 1;
@@ -244,10 +245,6 @@ export function refusedItems(body: Record<string, unknown>, answer: unknown): [R
   if (!refused.length) return null;
   const reason = [...reasons].join("; ");
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function readRecord(path: string): SpoolRecord | null {
