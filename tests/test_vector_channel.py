@@ -226,20 +226,32 @@ def test_vector_gap_then_backfill(tmp_path: Path, minilm_path: Path) -> None:
     eng.close()
 
 
+def stored_without_a_model(tmp_path: Path) -> None:
+    """The UNRELATED memories in tmp_path's db, written before any model was configured."""
+    plain = MemoryEngine(make_settings(tmp_path))
+    plain.ingest([NewMemory(u) for u in UNRELATED])
+    plain.close()
+
+
+def cli_with_model(tmp_path: Path, model: Path, monkeypatch) -> Any:  # noqa: ANN001
+    """The `memory-mcp` group over tmp_path's db with `model` configured, its plugins'
+    commands (backfill, reindex) added."""
+    from semantic_memory.cli import cli
+    from semantic_memory.plugins import build_plugin_manager
+
+    for key, value in {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_DEVICE": "cpu",
+                       "MEMORY_MODEL_PATH": str(model), "MEMORY_PLUGINS": PLUGINS}.items():
+        monkeypatch.setenv(key, value)
+    build_plugin_manager(Settings.from_env()).hook.register_commands(cli=cli)
+    return cli
+
+
 def test_backfill_cli_shows_progress_and_result(tmp_path: Path, minilm_path: Path,
                                                 monkeypatch) -> None:  # noqa: ANN001
     from click.testing import CliRunner
 
-    from semantic_memory.cli import cli
-    from semantic_memory.plugins import build_plugin_manager
-
-    plain = MemoryEngine(make_settings(tmp_path))
-    plain.ingest([NewMemory(u) for u in UNRELATED])
-    plain.close()
-    for key, value in {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_DEVICE": "cpu",
-                       "MEMORY_MODEL_PATH": str(minilm_path), "MEMORY_PLUGINS": PLUGINS}.items():
-        monkeypatch.setenv(key, value)
-    build_plugin_manager(Settings.from_env()).hook.register_commands(cli=cli)
+    stored_without_a_model(tmp_path)
+    cli = cli_with_model(tmp_path, minilm_path, monkeypatch)
     result = CliRunner().invoke(cli, ["backfill"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output.strip().splitlines()[-1])["embedded"] == 4
@@ -255,9 +267,7 @@ def test_stats_says_what_holds_recall_by_meaning_back(tmp_path: Path, minilm_pat
     import subprocess
     import sys
 
-    plain = MemoryEngine(make_settings(tmp_path))
-    plain.ingest([NewMemory(u) for u in UNRELATED])
-    plain.close()
+    stored_without_a_model(tmp_path)
 
     def recall_line(model: str) -> str:
         env = {**os.environ, "MEMORY_DB_PATH": str(tmp_path / "memory.db"),
@@ -278,19 +288,11 @@ def test_a_model_that_fails_to_load_fails_backfill_and_reindex(tmp_path: Path, m
     `failed` in its JSON and exited 0, reindex built an empty index and exited 0."""
     from click.testing import CliRunner
 
-    from semantic_memory.cli import cli
-    from semantic_memory.plugins import build_plugin_manager
-
     half = tmp_path / "half.gguf"
     data = minilm_path.read_bytes()
     half.write_bytes(data[: len(data) // 2])
-    plain = MemoryEngine(make_settings(tmp_path))
-    plain.ingest([NewMemory(u) for u in UNRELATED])
-    plain.close()
-    for key, value in {"MEMORY_DB_PATH": str(tmp_path / "memory.db"), "MEMORY_DEVICE": "cpu",
-                       "MEMORY_MODEL_PATH": str(half), "MEMORY_PLUGINS": PLUGINS}.items():
-        monkeypatch.setenv(key, value)
-    build_plugin_manager(Settings.from_env()).hook.register_commands(cli=cli)
+    stored_without_a_model(tmp_path)
+    cli = cli_with_model(tmp_path, half, monkeypatch)
     backfill = CliRunner().invoke(cli, ["backfill"])
     assert backfill.exit_code == 1 and "could not be embedded" in backfill.output
     assert "Traceback" not in backfill.output
