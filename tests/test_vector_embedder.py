@@ -4,6 +4,8 @@ EOS, dimension and MRL, refusals of crash-prone configurations, and the device p
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +62,31 @@ def test_batches_match_single_calls(minilm: LlamaCppEmbedder) -> None:
     alone = np.stack([minilm.embed_documents([t])[0] for t in texts])
     assert np.allclose(together, alone, atol=1e-4)  # sub-batching changes nothing
     assert together.shape == (6, 384)  # an over-long text is truncated, not an error
+
+
+def test_a_query_goes_before_the_rest_of_a_document_batch(minilm_path: Path) -> None:
+    """A recall's query waits for one text of a batch under way, not for the batch (the
+    embedding queue's 32 memories of ~1.5 KB held every recall up for ~10 s on one thread);
+    the batch's vectors are the same as without the queries in between."""
+    emb = LlamaCppEmbedder(str(minilm_path), device="cpu", threads=1)
+    texts = [f"Tool output {i}: pytest collected 412 items; test_login failed with KeyError "
+             "'token' in auth/session.py, fixed by refreshing the session first. " * 10
+             for i in range(8)]
+    started = time.perf_counter()
+    alone = emb.embed_documents(texts)
+    batch_s = time.perf_counter() - started
+    together: list[np.ndarray] = []
+    batch = threading.Thread(target=lambda: together.append(emb.embed_documents(texts)))
+    batch.start()
+    waits = []
+    for query in ("how was the login test fixed?", "which file raised the KeyError?"):
+        time.sleep(batch_s / 5)  # the batch is under way
+        started = time.perf_counter()
+        emb.embed_query(query)
+        waits.append(time.perf_counter() - started)
+    batch.join()
+    assert batch_s > 0 and max(waits) < batch_s / 3, (waits, batch_s)
+    assert np.allclose(together[0], alone, atol=1e-5)
 
 
 def test_zero_vector_guard(minilm: LlamaCppEmbedder) -> None:

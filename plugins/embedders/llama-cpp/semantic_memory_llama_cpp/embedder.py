@@ -5,7 +5,9 @@ documents raw, n_ctx 8192, sub-batches of 32, float32 rows L2-normalised (1e-12 
 and prompts come from the GGUF itself (architecture, `<arch>.pooling_type`), so MiniLM (bert,
 MEAN) or EmbeddingGemma (gemma-embedding, its `task: … | query:` prompts) work unchanged.
 
-The model loads lazily on the first embed (callers wait on a lock; nothing is dropped). Device
+The model loads lazily on the first embed (callers wait on a lock; nothing is dropped). A query
+waiting for the model goes before the rest of a document batch under way: the batch hands the
+model over between two texts, so a recall waits for one text, not for a whole batch. Device
 policy (`MEMORY_DEVICE=cuda`, the default): load with every layer offloaded → probe embed →
 nvidia-smi must list this process → otherwise rebuild on CPU with a log line. A GPU failure at
 run time rebuilds on CPU and retries once. `info()` reports the device really in use.
@@ -19,8 +21,9 @@ import shutil
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from semantic_memory.embedders import Embedder
 
@@ -45,6 +48,11 @@ class EmbedderUnavailable(RuntimeError):
 
 class ConfigRefused(EmbedderUnavailable):
     """A llama.cpp configuration that could abort the process; refused before loading."""
+
+
+class ModelRebuilt(Exception):
+    """A query rebuilt the model on the CPU while a document batch let it in: embed the
+    batch's part again, on the new one."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,9 @@ class LlamaCppEmbedder(Embedder):
         self._factory = llama_factory or _default_llama_factory
         self._gpu_pids = gpu_pids or nvidia_smi_pids
         self._supports_gpu = supports_gpu or _default_supports_gpu
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # the model and its context: one call at a time
+        self._queries_waiting = 0  # queries wanting the lock: a document batch lets them in
+        self._turns = threading.Condition()  # signalled when that count falls
         self._llm: Any = None
         self.device: str | None = None  # the device really in use, once loaded
         self.fallback_reason: str | None = None
@@ -384,16 +394,19 @@ class LlamaCppEmbedder(Embedder):
             tokens = tokens[:limit]
         return tokens or [0]
 
-    def _embed_raw(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed already-prefixed texts; returns unnormalised float32 rows."""
+    def _embed_raw(self, texts: Sequence[str],
+                   between: Callable[[], None] | None = None) -> np.ndarray:
+        """Embed already-prefixed texts; returns unnormalised float32 rows. `between` runs
+        between two decodes (the context is free then: each decode starts from a clear one)."""
         import numpy as np
 
         llm = self._llm
         if hasattr(llm, "_batch") and hasattr(llm, "_ctx"):
-            return self._embed_llama(llm, texts)
+            return self._embed_llama(llm, texts, between)
         return np.asarray(llm.embed(list(texts)), dtype=np.float32)  # test doubles
 
-    def _embed_llama(self, llm: Any, texts: Sequence[str]) -> np.ndarray:
+    def _embed_llama(self, llm: Any, texts: Sequence[str],
+                     between: Callable[[], None] | None = None) -> np.ndarray:
         import llama_cpp
         import numpy as np
 
@@ -428,6 +441,10 @@ class LlamaCppEmbedder(Embedder):
             if pending and (used + len(tokens) > min(budget, self.n_ctx)
                             or len(pending) >= n_seq_max):
                 flush()
+                if between is not None:
+                    between()
+                    if self._llm is not llm:  # a query rebuilt it on the CPU meanwhile
+                        raise ModelRebuilt
             batch.add_sequence(tokens, len(pending), True)
             pending.append(row)
             used += len(tokens)
@@ -444,16 +461,21 @@ class LlamaCppEmbedder(Embedder):
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         return (rows / np.maximum(norms, NORM_EPS)).astype(np.float32, copy=False)
 
-    def _run(self, texts: list[str]) -> np.ndarray:
+    def _run(self, texts: list[str], *, query: bool = False) -> np.ndarray:
         import numpy as np
 
-        with self._lock:
+        with self._model(query):
             self._load_locked()
+            between = None if query else self._let_queries_in
             chunks = []
             for start in range(0, len(texts), self.batch):
                 part = texts[start : start + self.batch]
+                if start and between is not None:
+                    between()
                 try:
-                    chunks.append(self._embed_raw(part))
+                    chunks.append(self._embed_raw(part, between))
+                except ModelRebuilt:
+                    chunks.append(self._embed_raw(part, between))
                 except Exception as exc:  # noqa: BLE001
                     if self.device != "cuda":
                         raise
@@ -465,9 +487,42 @@ class LlamaCppEmbedder(Embedder):
                     self._llm = self._build(gpu=False)
                     self.device = "cpu"
                     self._eos = self._eos_token(self._llm)
-                    chunks.append(self._embed_raw(part))
+                    chunks.append(self._embed_raw(part, between))
             rows = np.concatenate(chunks) if chunks else np.zeros((0, self.dim or 0), np.float32)
         return self._finish(rows)
+
+    @contextmanager
+    def _model(self, query: bool) -> Iterator[None]:
+        """Hold the model for one call; a query is counted while it waits, so a document batch
+        under way hands the model over before its next text (`_let_queries_in`)."""
+        if not query:
+            with self._lock:
+                yield
+            return
+        with self._turns:
+            self._queries_waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._turns:
+                self._queries_waiting -= 1
+                self._turns.notify_all()
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _let_queries_in(self) -> None:
+        """Between two texts of a document batch (its thread holds the lock once, in `_run`):
+        when queries wait, release the model until each of them has taken it, then go on."""
+        if not self._queries_waiting:  # a query arriving just after waits for the next text
+            return
+        self._lock.release()
+        try:
+            with self._turns:
+                self._turns.wait_for(lambda: self._queries_waiting == 0)
+        finally:
+            self._lock.acquire()
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """float32 rows (len(texts) × dim), L2-normalised, documents' prompt applied."""
@@ -475,7 +530,7 @@ class LlamaCppEmbedder(Embedder):
 
     def embed_query(self, text: str) -> np.ndarray:
         """One L2-normalised float32 vector, the query prompt applied."""
-        return self._run([self.prompts.query + text])[0]
+        return self._run([self.prompts.query + text], query=True)[0]
 
     def close(self) -> None:
         with self._lock:
