@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from semantic_memory import plugins as plugin_loading
 from semantic_memory import testing
 from semantic_memory.channels import Channel
 from semantic_memory.cli import add_plugin_commands, cli
-from semantic_memory.config import Settings
+from semantic_memory.config import ConfigError, Settings
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 from semantic_memory.pipeline import MemoryEngine
@@ -228,6 +229,81 @@ def test_ids_that_match_no_memory_take_no_rank_place(tmp_path: Path, fusion: str
         assert hits[0].ranks == {"porter": 1, "answering": 1}
     finally:
         engine.close()
+
+
+class Hanging(Answering):
+    """A channel whose search waits for `release` (a remote index that stopped answering)."""
+
+    name = "hanging"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters) -> Any:
+        self.calls += 1
+        self.release.wait(120)
+        return [ChannelHit(self.answer, 1.0)]
+
+
+def test_a_search_that_never_answers_leaves_its_channel_out_until_it_does(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Past MEMORY_CHANNEL_TIMEOUT_S the recall answers without the channel; while that search
+    runs the channel is not asked again (no thread piles up behind it); once it ends the
+    channel is back."""
+    channel = Hanging()
+    engine = engine_with(tmp_path, channel_plugin(channel), channel_timeout_s=0.2)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        channel.answer = engine.get(uid).id
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            first = engine.recall("kubernetes")
+            second = engine.recall("kubernetes")
+        assert not channel.release.is_set()  # both answered while its search still waited
+        assert [h.memory.uid for h in first] == [uid] and first[0].ranks == {"porter": 1}
+        assert [h.memory.uid for h in second] == [uid] and channel.calls == 1
+        lines = [r.getMessage() for r in caplog.records if "hanging" in r.getMessage()]
+        assert lines == ["channel hanging: search took longer than 0.2 s "
+                         "(MEMORY_CHANNEL_TIMEOUT_S); recall goes on without it until that "
+                         "search ends"]
+        channel.release.set()
+        for _ in range(100):  # the late search ends on its worker
+            if engine.recall("kubernetes")[0].ranks.get("hanging"):
+                break
+            threading.Event().wait(0.05)
+        assert engine.recall("kubernetes")[0].ranks == {"porter": 1, "hanging": 1}
+    finally:
+        channel.release.set()
+        engine.close()
+
+
+def test_a_hung_search_holds_neither_close_nor_the_process_exit(tmp_path: Path) -> None:
+    """The workers are daemons: a search that never ends does not keep a command (or the
+    service) from exiting once it is done."""
+    code = textwrap.dedent(f"""
+        import sys, threading
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_plugin_isolation import Hanging, channel_plugin, engine_with
+        from pathlib import Path
+        from semantic_memory.models import NewMemory
+        channel = Hanging()
+        engine = engine_with(Path({str(tmp_path)!r}), channel_plugin(channel),
+                             channel_timeout_s=0.2)
+        channel.answer = engine.get(engine.store_one(NewMemory("kubernetes notes")).uid).id
+        print(len(engine.recall("kubernetes")), channel.release.is_set(), flush=True)
+        engine.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=100)  # a hang guard: the search itself waits 120 s
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "False"]
+
+
+def test_a_channel_timeout_out_of_range_is_refused() -> None:
+    with pytest.raises(ConfigError, match="MEMORY_CHANNEL_TIMEOUT_S must be within 0..600"):
+        Settings.from_env({"MEMORY_CHANNEL_TIMEOUT_S": "-1"})
+    assert Settings.from_env({"MEMORY_CHANNEL_TIMEOUT_S": "0"}).channel_timeout_s == 0
 
 
 class BrokenPostProcessing:

@@ -122,6 +122,9 @@ class Settings(SettingsSection):
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
     recall_depth: int = 50
+    # Seconds a recall waits for one channel's search; past it the recall goes on without that
+    # channel, which is not asked again until that search ends (0 = no limit).
+    channel_timeout_s: float = 2.0
     # Neighbour expansion: memories brought along from each side of a top hit in its session
     # (0 = off), and how many ranks behind the hit each step away puts them (-1 = 1, or the
     # embedder's own when its channel answers). Under score fusion a neighbour also goes no
@@ -237,6 +240,9 @@ class Settings(SettingsSection):
                               f"not {self.neighbour_decay}")
         if self.recall_depth < 1:
             raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
+        if not 0 <= self.channel_timeout_s <= 600:  # also rejects NaN
+            raise ConfigError("MEMORY_CHANNEL_TIMEOUT_S must be within 0..600 (0 = no limit), "
+                              f"not {self.channel_timeout_s}")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"MEMORY_MAX_BODY_BYTES must be >= 1024, not {self.max_body_bytes}")
         if not 0 < self.body_timeout_s <= 3600:  # also rejects NaN

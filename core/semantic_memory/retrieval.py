@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
@@ -23,6 +23,7 @@ from .errors import one_line
 from .fusion import Fused, keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
 from .models import ChannelHit, RecallFilters, RecallHit
 from .stores import MemoryStore
+from .workers import DaemonPool, Task
 
 log = logging.getLogger("semantic_memory")
 
@@ -96,25 +97,34 @@ class Evidence:
 
 
 class Searcher:
-    """The search stage: one per engine; it keeps a smoothed search time per channel (to
-    plan which runs on the caller's thread) and the thread pool the others run on."""
+    """The search stage: one per engine. It keeps a smoothed search time per channel (to plan
+    which runs on the caller's thread) and the threads the others run on, and holds every
+    search to MEMORY_CHANNEL_TIMEOUT_S: a channel that has not answered by then is left out of
+    the recall, and out of the recalls after it until that search ends."""
 
     def __init__(self, store: MemoryStore, settings: Settings, channels: list[Channel],
                  weights: dict[str, float], score_weights: dict[str, float]) -> None:
         self.store, self.settings, self.channels = store, settings, channels
         self.weights, self.score_weights = weights, score_weights
-        self._executor: ThreadPoolExecutor | None = None  # made on first use
+        self._workers: DaemonPool | None = None  # made on first use
         self._pool_lock = threading.Lock()
         self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
+        # Who may search on the caller's thread, where nothing can stop waiting for it: a
+        # channel that has answered within the deadline and never overrun it.
+        self._proven: set[str] = set()
+        self._overran: set[str] = set()
+        self._late: set[str] = set()  # a search past its deadline is still running
 
     def search(self, conn: Any, query: str, depth: int, filters: RecallFilters) -> Evidence:
         """Every active channel's best `depth` for `query`: the cheap ones at once, then the
         expensive ones unless the keyword fast path says the cheap ones are sure enough."""
+        timeout = self.settings.channel_timeout_s
+        deadline = time.monotonic() + timeout if timeout > 0 else math.inf
         live = [c for c in self.channels if c.active]
         cheap = [c for c in live if not c.expensive]
         expensive = [c for c in live if c.expensive]
         evidence = Evidence(keyword=[c.name for c in cheap])
-        found = self._search_at_once(cheap, conn, query, depth, filters)
+        found = self._search_at_once(cheap, conn, query, depth, filters, deadline)
         for channel in cheap:  # a fixed order: ties fuse the same way every time
             evidence.add(channel, found[channel.name])
         if expensive:
@@ -125,7 +135,8 @@ class Searcher:
                     and evidence.confidence >= self.settings.fast_path_min
                     and keyword_leads(self.weights, evidence.keyword, names)):
                 continue
-            evidence.add(channel, self._search(channel, conn, query, depth, filters))
+            evidence.add(channel, self._search_at_once(
+                [channel], conn, query, depth, filters, deadline)[channel.name])
         evidence.answered = [c for c in expensive if c.name in evidence.rankings]
         return evidence
 
@@ -156,9 +167,9 @@ class Searcher:
         return (evidence.answered[0].neighbour_gap or 1.0) if evidence.answered else 1.0
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def vouched(self, conn: Any, query: str, hits: list[RecallHit], k: int) -> list[RecallHit]:
         """The best k hits that some channel vouches for, in rank order. Channels opt in with
@@ -187,7 +198,9 @@ class Searcher:
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters
     ) -> list[ChannelHit] | None:
         """One channel's hits; None when it fails (one broken channel must not take recall
-        down). Keeps a smoothed search time per channel (`recall` plans with it)."""
+        down). Keeps a smoothed search time per channel (`recall` plans with it), and whether
+        the channel keeps within the deadline (only then may it search on the caller's
+        thread)."""
         start = time.perf_counter()
         try:
             found = channel.search(conn, query, depth, filters)
@@ -205,30 +218,65 @@ class Searcher:
         finally:
             took = time.perf_counter() - start
             self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
+            timeout = self.settings.channel_timeout_s
+            if timeout > 0 and took > timeout:
+                self._overran.add(channel.name)
+                self._proven.discard(channel.name)
+            elif channel.name not in self._overran:
+                self._proven.add(channel.name)
             if self.settings.trace_hooks:  # MEMORY_TRACE_HOOKS covers channel calls too
                 sys.stderr.write(f"channel {channel.name}.search(k={depth}) "
                                  f"{took * 1000:.1f} ms\n")
 
     def _search_at_once(
-        self, channels: list[Channel], conn: Any, query: str, depth: int, filters: RecallFilters
+        self, channels: list[Channel], conn: Any, query: str, depth: int,
+        filters: RecallFilters, deadline: float,
     ) -> dict[str, list[ChannelHit] | None]:
-        """Every channel's hits, searched at the same time, each on its own read snapshot
-        (SQLite releases the GIL while it searches; PostgreSQL searches in its own process).
-        This thread takes the slowest channel so far and the pool the others: measured ~0.7 ms
-        better at 100k memories than the other way round, as each thread's page cache keeps
-        serving the same index. A channel the store has no spare snapshot for (a busy
-        connection pool) searches here afterwards, on the caller's connection."""
-        if len(channels) < 2:
-            return {c.name: self._search(c, conn, query, depth, filters) for c in channels}
-        by_cost = sorted(channels, key=lambda c: self._cost.get(c.name, 0.0), reverse=True)
-        pending = [(c, self._pool().submit(self._search_beside, c, query, depth, filters))
-                   for c in by_cost[1:]]
-        found = {c.name: self._search(c, conn, query, depth, filters) for c in by_cost[:1]}
-        for channel, future in pending:
-            spared, hits = future.result()
-            found[channel.name] = hits if spared else self._search(
-                channel, conn, query, depth, filters)
+        """Every channel's hits (None: no answer), searched at the same time, each on its own
+        read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
+        own process). This thread takes the slowest proven channel so far and the workers
+        the others: measured ~0.7 ms better at 100k memories than the other way round, as each
+        thread's page cache keeps serving the same index, and ~0.6 ms better than every
+        channel on a worker. A channel the store has no spare snapshot for (a busy connection
+        pool) searches here afterwards, on the caller's connection. A channel still running a
+        search that overran is not asked again until that search ends."""
+        found: dict[str, list[ChannelHit] | None] = {c.name: None for c in channels}
+        runnable = [c for c in channels if c.name not in self._late]
+        here = max((c for c in runnable if c.name in self._proven),
+                   key=lambda c: self._cost.get(c.name, 0.0), default=None)
+        tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters))
+                 for c in runnable if c is not here]
+        if here is not None:
+            found[here.name] = self._search(here, conn, query, depth, filters)
+        for channel, task in tasks:
+            answer = self._await(channel, task, deadline)
+            if answer is not None:
+                spared, hits = answer
+                found[channel.name] = hits if spared else self._search(
+                    channel, conn, query, depth, filters)
         return found
+
+    def _await(self, channel: Channel, task: Task, deadline: float
+               ) -> tuple[bool, list[ChannelHit] | None] | None:
+        """A worker's answer for `channel` by the deadline, else None (one log line)."""
+        timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic())
+        try:
+            return task.future.result(timeout=timeout)
+        except FutureTimeout:
+            pass
+        if task.future.cancel():  # never started: every worker was busy
+            log.warning("channel %s: no thread was free to search within %g s "
+                        "(MEMORY_CHANNEL_TIMEOUT_S); recall goes on without it",
+                        channel.name, self.settings.channel_timeout_s)
+            return None
+        if not self._pool().write_off(task):  # it ended just now
+            return task.future.result()
+        self._late.add(channel.name)
+        task.future.add_done_callback(lambda _: self._late.discard(channel.name))
+        log.warning("channel %s: search took longer than %g s (MEMORY_CHANNEL_TIMEOUT_S); "
+                    "recall goes on without it until that search ends", channel.name,
+                    self.settings.channel_timeout_s)
+        return None
 
     def _search_beside(
         self, channel: Channel, query: str, depth: int, filters: RecallFilters
@@ -239,13 +287,12 @@ class Searcher:
                 return False, None
             return True, self._search(channel, conn, query, depth, filters)
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> DaemonPool:
         """Threads for channel searches beyond the caller's own (one per CPU, made once)."""
         with self._pool_lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(
-                    max_workers=os.cpu_count() or 2, thread_name_prefix="recall")
-            return self._executor
+            if self._workers is None:
+                self._workers = DaemonPool(os.cpu_count() or 2, "recall")
+            return self._workers
 
     def _keyword_confidence(
         self, conn: Any, query: str, rankings: dict[str, list[int]]
