@@ -194,6 +194,43 @@ def test_explicit_replaces_kinds_and_forget(engine: MemoryEngine) -> None:
 
 
 @pytest.mark.both_stores
+def test_an_edit_that_no_longer_restates_makes_the_replaced_current_again(
+        engine: MemoryEngine) -> None:
+    """Moving or rewriting the newer memory left the older one replaced by a memory that no
+    longer said anything about it: recall and list showed neither in the project."""
+    old = engine.store_one(NewMemory("Web uses Node 18 in CI", project="web")).uid
+    new = engine.store_one(NewMemory("Web uses Node 20 in CI", project="web")).uid
+    assert engine.get(old).superseded_by == new
+    engine.update(new, content="Web uses Node 22 in CI")  # still a restatement: stays replaced
+    assert engine.get(old).superseded_by == new
+    engine.update(new, tags=["ci"])  # nor does a tag change anything
+    assert engine.get(old).superseded_by == new
+    engine.update(new, project="api")
+    assert engine.get(old).superseded_by is None
+    assert contents(engine, "node CI", project="web") == ["Web uses Node 18 in CI"]
+    older = engine.store_one(NewMemory("The docs site builds with Hugo 0.120", project="web"))
+    newer = engine.store_one(NewMemory("The docs site builds with Hugo 0.125", project="web"))
+    assert newer.supersedes == [older.uid]
+    engine.update(newer.uid, content="Use tabs, not spaces, in Makefiles")
+    assert engine.get(older.uid).superseded_by is None
+    assert "The docs site builds with Hugo 0.120" in contents(engine, "docs site Hugo",
+                                                               project="web")
+
+
+@pytest.mark.both_stores
+def test_counts_are_of_current_memories(engine: MemoryEngine) -> None:
+    """stats said 2 memories (web=2) where list showed 1: the replaced one is history."""
+    engine.store_one(NewMemory("The staging database listens on port 6543", project="web"))
+    engine.store_one(NewMemory("The staging database now listens on port 6544", project="web"))
+    engine.store_one(NewMemory("Deploys need a green CI run"))
+    stats = engine.stats()
+    assert (stats["memories"], stats["by_project"], stats["without_project"]) == (2, {"web": 1}, 1)
+    assert stats["by_kind"] == {"fact": 2} and engine.counts()["memories"] == 2
+    assert engine.store.values("project", "w") == [("web", 1)]
+    assert engine.count() == 2 == len(engine.list(RecallFilters(), 10, 0))
+
+
+@pytest.mark.both_stores
 def test_a_value_changed_back_is_current_again(engine: MemoryEngine) -> None:
     """6543 -> 6544 -> 6543: the restatement is a duplicate of the first memory, which was
     refreshed but stayed replaced, so recall kept answering 6544."""

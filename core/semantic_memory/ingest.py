@@ -551,7 +551,21 @@ class Writer:
         self.store.replace(conn, old, new, new.updated_at)
         if new.content != old.content:
             self._reindex(conn, new, prepared)
+        if (new.content, new.kind, new.project) != (old.content, old.kind, old.project):
+            self._recheck_replaced(conn, new)
         return UpdateResult("updated", new)
+
+    def _recheck_replaced(self, conn: Any, memory: Memory) -> None:
+        """After an edit of `memory`'s text, kind or project: the memories it had replaced
+        that it no longer restates (by the rule, in its project and kind) are current again,
+        as when it is forgotten; left replaced, nothing would show them."""
+        replaced = [m for m in (self.store.get(uid) for uid in self.store.supersedes(memory.uid))
+                    if m is not None]
+        stale = [m.id for m in replaced
+                 if not (m.project == memory.project and m.kind == memory.kind
+                         and supersede.supersedes(m.content, memory.content))]
+        if stale:
+            self.store.make_current(conn, stale)
 
     def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
         """Index an edited memory again in every channel (inside the edit's transaction)."""

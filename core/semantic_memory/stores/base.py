@@ -224,33 +224,37 @@ class SQLMemoryStore:
                          params).fetchone() is not None
 
     def totals(self, conn: Any) -> tuple[int, int]:
-        """(live, forgotten-not-yet-purged) memories, from two indexes (no table scan)."""
+        """(current, forgotten-not-yet-purged) memories, from indexes (no table scan): live
+        ones replaced by a newer memory (supersession) are history, not counted."""
         total = self._run(conn, "SELECT count(*) FROM memories").fetchone()[0]
         forgotten = self._run(conn, "SELECT count(*) FROM memories WHERE deleted = 1"
                               ).fetchone()[0]
-        return total - forgotten, forgotten
+        replaced = self._run(conn, "SELECT count(*) FROM memories WHERE superseded_by IS NOT "
+                                   "NULL AND deleted = 0").fetchone()[0]
+        return total - forgotten - replaced, forgotten
 
     def grouped(self, conn: Any, column: str, *, named_only: bool = False, limit: int = 50
                 ) -> dict[str, int]:
-        """Live memories per value of `column` (one of VALUE_COLUMNS), most first; with
-        `named_only`, NULL is left out, else it counts under ""."""
+        """Current memories (live, not superseded) per value of `column` (one of
+        VALUE_COLUMNS), most first; with `named_only`, NULL is left out, else it counts
+        under ""."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"unknown column {column!r}")
         where = f"{column} IS NOT NULL AND " if named_only else ""
         return {str(name or ""): count for name, count in self._run(
-            conn, f"SELECT {column}, count(*) FROM memories WHERE {where}deleted = 0 "
-                  f"GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT ?", (limit,))}
+            conn, f"SELECT {column}, count(*) FROM memories WHERE {where}deleted = 0 AND "
+                  f"superseded_by IS NULL GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT ?", (limit,))}
 
     def unnamed(self, conn: Any, column: str) -> int:
-        """Live memories without a value in `column` (one of VALUE_COLUMNS)."""
+        """Current memories without a value in `column` (one of VALUE_COLUMNS)."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"unknown column {column!r}")
-        return self._run(conn, f"SELECT count(*) FROM memories WHERE deleted = 0 AND {column} "
-                               "IS NULL").fetchone()[0]
+        return self._run(conn, f"SELECT count(*) FROM memories WHERE deleted = 0 AND "
+                               f"superseded_by IS NULL AND {column} IS NULL").fetchone()[0]
 
     def values(self, column: str, prefix: str) -> list[tuple[str, int]]:
-        """(value, live memories) of `column` starting with `prefix`, case-insensitive, most
-        used first."""
+        """(value, current memories) of `column` starting with `prefix`, case-insensitive,
+        most used first."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"values: unknown column {column!r}")
         if "\0" in prefix:  # no stored value holds one; SQLite's LIKE would stop at it
@@ -258,7 +262,7 @@ class SQLMemoryStore:
         like = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         return [(str(v), n) for v, n in self._run(
             self.read(), f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND "
-                         f"{column} IS NOT NULL AND lower({column}) LIKE ? ESCAPE '\\' "
+                         f"superseded_by IS NULL AND {column} IS NOT NULL AND lower({column}) LIKE ? ESCAPE '\\' "
                          f"GROUP BY {column} ORDER BY 2 DESC, 1", (like,))]
 
     def export(self, include_deleted: bool) -> Iterator[Memory]:
