@@ -56,6 +56,13 @@ def test_recall_in_a_project_brings_global_memories_unless_told_not_to(db: Path)
     query = ["recall", "how should a commit message be written", "--project", "web", "--json"]
     assert {h["uid"] for h in json.loads(run(db, *query).stdout)} == {shared, own}
     assert [h["uid"] for h in json.loads(run(db, *query, "--no-global").stdout)] == [own]
+    # `--project ""` means the global memories, as `update --project ""` makes one global
+    assert [m["uid"] for m in json.loads(run(db, "list", "--project", "", "--json").stdout)
+            ] == [shared]
+    assert [h["uid"] for h in json.loads(run(db, "recall", "commit", "--project", "",
+                                             "--json").stdout)] == [shared]
+    missed = run(db, "recall", "kubernetes", "--project", "")
+    assert "No memory matched 'kubernetes' with these filters." in missed.stderr
 
 
 def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:

@@ -93,11 +93,14 @@ def _filters(project: str | None, kind: str | None, source: str | None,
         raise click.BadParameter(f"cannot read {since!r} as ISO 8601, unix seconds or a "
                                  "duration back from now (7d)",
                                  param_hint="--since") from None
+    if project is not None and not project.strip():  # as `update --project ""`: global
+        return RecallFilters(global_only=True, kind=kind, source=source, since=since_ts)
     return RecallFilters(project=project, kind=kind, source=source, since=since_ts)
 
 
 filter_options = [
-    click.option("--project", help="Only memories of this project."),
+    click.option("--project", help='Only memories of this project ("" = the global ones, '
+                                   'those without a project).'),
     click.option("--kind", help="Only this kind (preference, decision, fact, artifact, …)."),
     click.option("--source", help="Only this source (chat, compaction, tool, …)."),
     click.option("--since", help="Only memories updated at or after this time (ISO 8601, or "
@@ -220,8 +223,8 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
                       include_superseded=include_superseded)
     hits = obj.engine.recall(query, k, filters, with_global=not no_global)
     if not hits and not as_json:
-        click.echo(f"No memory matched {query!r}" + (" with these filters" if any(
-            (project, kind, source, since)) else "") + ".", err=True)
+        click.echo(f"No memory matched {query!r}" + (" with these filters" if project is not None
+                                                 or any((kind, source, since)) else "") + ".", err=True)
         if obj.engine.recall_mode == "keyword":
             click.echo(KEYWORD_MODE_NOTE, err=True)
         click.echo("Try other words, fewer filters, or `memory-mcp list` to see what is stored.",
