@@ -223,8 +223,9 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
                       include_superseded=include_superseded)
     hits = obj.engine.recall(query, k, filters, with_global=not no_global)
     if not hits and not as_json:
-        click.echo(f"No memory matched {query!r}" + (" with these filters" if project is not None
-                                                 or any((kind, source, since)) else "") + ".", err=True)
+        filtered = project is not None or any((kind, source, since))
+        click.echo(f"No memory matched {query!r}" + (" with these filters" if filtered else "")
+                   + ".", err=True)
         if obj.engine.recall_mode == "keyword":
             click.echo(KEYWORD_MODE_NOTE, err=True)
         click.echo("Try other words, fewer filters, or `memory-mcp list` to see what is stored.",
