@@ -68,6 +68,10 @@ def test_hygiene_applies_to_the_new_text(engine: MemoryEngine) -> None:
     assert refused.status == "rejected" and "prompt-injection" in (refused.reason or "")
     assert engine.get(uid) == kept  # a refused edit changes nothing
     assert len(engine.revisions(uid)) == 1
+    # only a private span added: what is stored would not change but for the space before it
+    hidden = engine.update(uid, content=kept.content + " <private>the vault's path</private>")
+    assert hidden.status == "unchanged" and engine.get(uid) == kept
+    assert len(engine.revisions(uid)) == 1
 
 
 def test_an_edit_onto_another_memorys_text_is_refused(engine: MemoryEngine) -> None:

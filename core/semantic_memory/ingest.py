@@ -520,6 +520,10 @@ class Writer:
             validate(item, self.settings.max_content_chars)  # a filter may have emptied it
         except (Rejected, InvalidMemory) as exc:
             return UpdateResult("rejected", current, reason=str(exc))
+        if item.content != current.content and item.content.strip() == current.content.strip():
+            # only the whitespace at an end differs (where a cut <private> span stood): the
+            # same text, not a new version
+            item = replace(item, content=current.content)
         changed_text = item.content != current.content
         preparers = [c for c in self._preparers if c.active] if changed_text else []
         prepared = {name: values[0]  # embed outside the write lock
