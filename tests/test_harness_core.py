@@ -223,6 +223,9 @@ def test_hook_log_keeps_last_success_and_failure(tmp_path: Path,
     outcomes.record(settings, {"harness": "h", "event": "E", "outcome": "service down"})
     latest = outcomes.latest(settings)[("h", "E")]
     assert latest["success"]["detail"] == "5" and latest["failure"]["outcome"] == "service down"
+    outcomes.record(settings, {"harness": "h", "event": "E", "outcome": "spooled"})
+    assert outcomes.latest(settings)[("h", "E")]["failure"]["outcome"] == "spooled"
+    assert outcomes.latest(settings)[("h", "E")]["success"]["detail"] == "5"
     assert (tmp_path / "hooks.jsonl.1").exists()  # rotated, one generation kept
     assert (tmp_path / "hooks.jsonl").stat().st_size < 400
 

@@ -182,15 +182,16 @@ def test_doctor_shows_the_wiring_and_the_plugins_outcomes(tmp_path: Path) -> Non
     section = done.stdout.split("\nopencode  (")[1]
     lines = section.splitlines()
     assert lines[1].split() == ["user", "plugin:", "yes", "·", "MCP", "server:", "yes"]
-    # The "remember" made while the service is down waits in the spool: not a failure.
-    assert lines[2].startswith("  last success chat.message: ")
+    # The "remember" made while the service is down waits in the spool: safe, but the
+    # service did not take it, so it is the hook's last failure
+    assert lines[2].startswith("  last failure chat.message: ")
     assert "spooled — remembered in the spool (service down: nothing listens at " \
            "http://127.0.0.1:9 (Connection refused))" in lines[2]
     assert "spool     1 write(s) waiting for the service" in done.stdout
     report = json.loads(memory_mcp(env, "doctor", "--json").stdout)
     [opencode] = [h for h in report["harnesses"] if h["harness"] == "opencode"]
     assert opencode["scopes"]["user"]["entries"] == {"plugin": True, "MCP server": True}
-    assert opencode["hooks"]["chat.message"]["success"]["harness"] == "opencode"
+    assert opencode["hooks"]["chat.message"]["failure"]["harness"] == "opencode"
     assert report["spool"]["pending"] == 1
 
 

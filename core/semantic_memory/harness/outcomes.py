@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 #: The log is rotated when it grows past this many bytes.
 MAX_LOG_BYTES = 1_000_000
 #: Outcomes a user should see as failures; the others (injected, nothing relevant, stored,
-#: refused, skipped) mean the hook did its job.
-FAILURES = frozenset({"service down", "timeout", "error"})
+#: refused, skipped) mean the hook did its job. A spooled write is safe, but the service did
+#: not take it: doctor shows it beside "service down", not as the last success.
+FAILURES = frozenset({"service down", "timeout", "error", "spooled"})
 
 
 def log_path(settings: Settings | HookSettings) -> Path:
