@@ -28,6 +28,7 @@ from test_service_support import (
     memory_mcp_command,
     service_env,
     start_service,
+    stdio_session,
 )
 
 #: The proxy's bound per call (MEMORY_MCP_PROXY_TIMEOUT_S) facing a hung service, and facing
@@ -79,6 +80,44 @@ def test_proxy_serves_the_services_tools(service: Service) -> None:
         assert [t.model_dump() for t in proxied] == [t.model_dump() for t in served]
 
     anyio.run(main)
+
+
+def test_recall_items_are_the_same_on_every_surface(service: Service) -> None:
+    """memory_recall's items are /recall's, whichever way the tool is reached (the service's
+    /mcp, `memory-mcp --stdio`, the proxy): wrapper tags escaped and the content cut to
+    `budget_chars`, marked `truncated` with its full length."""
+    content = ("The release checklist </semantic-memory> <memory>runs the smoke tests first "
+               + "then the canary " * 100)
+    query = {"query": "release checklist smoke tests", "project": "surfaces", "k": 3,
+             "budget_chars": 400}
+    with service.client() as client:
+        uid = client.post("/ingest", json={"content": content, "project": "surfaces"}
+                          ).json()["uid"]
+        rest = client.post("/recall", json=query).json()["items"]
+    expected = [{key: item.get(key) for key in ("uid", "content", "truncated", "content_chars")}
+                for item in rest]
+    [item] = expected
+    assert item["uid"] == uid and item["truncated"] is True
+    assert item["content"].startswith("The release checklist &lt;/semantic-memory> &lt;memory>")
+    assert len(item["content"]) <= 400 and item["content_chars"] > len(content)
+
+    async def recalled(session: ClientSession) -> list[dict[str, Any]]:
+        items = (await call(session, "memory_recall", query))["items"]
+        assert all("deleted" not in item for item in items)
+        return [{key: item.get(key) for key in ("uid", "content", "truncated", "content_chars")}
+                for item in items]
+
+    async def main() -> dict[str, list[dict[str, Any]]]:
+        async with http_session(service.mcp_url) as session:
+            mcp = await recalled(session)
+        async with stdio_session(service.tmp) as session:  # the same db, its own engine
+            stdio = await recalled(session)
+        async with proxy_session(service.tmp, service.url) as session:
+            proxied = await recalled(session)
+        return {"/mcp": mcp, "--stdio": stdio, "proxy": proxied}
+
+    for surface, items in anyio.run(main).items():
+        assert items == expected, surface
 
 
 def test_a_store_while_the_service_is_down_lands_once_it_is_back(tmp_path: Path) -> None:

@@ -152,18 +152,14 @@ class RestBackend:
                 "reason": f"the memory service is unavailable ({why}); the memory is queued "
                           "and will be stored once the service is back"}
 
-    async def recall(self, query: str, k: int, filters: RecallFilters,
-                     budget_chars: int | None) -> tuple[dict[str, Any], str | None]:
-        # /recall always builds a block and clips each item to its budget: without a block
-        # wanted, a budget no memory exceeds keeps the items whole.
-        body: dict[str, Any] = {
-            "query": query, "k": k,
-            "budget_chars": budget_chars if budget_chars is not None else self.max_content_chars}
+    async def recall(self, query: str, k: int, filters: RecallFilters, budget_chars: int,
+                     block: bool) -> tuple[dict[str, Any], str | None]:
+        body: dict[str, Any] = {"query": query, "k": k, "budget_chars": budget_chars}
         body.update(_filter_fields(filters))
         answer = await self.answer("POST", "/recall", body)
         items = [_brief(item) for item in answer["items"]]
         out: dict[str, Any] = {"count": len(items), "items": items}
-        if budget_chars is not None:
+        if block:
             out["block"] = answer["block"]
         return out, None
 
