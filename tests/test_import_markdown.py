@@ -140,7 +140,7 @@ def test_twice_changes_nothing_and_an_edit_keeps_the_uid(engine: MemoryEngine,
     claude(engine, world)
     before = {m.uid: m.content for m in memories(engine).values()}
     assert claude(engine, world) == {"new": 0, "updated": 0, "unchanged": 10, "forgotten": 0,
-                                     "duplicate": 0, "rejected": 0}
+                                     "duplicate": 0, "rejected": 0, "skipped": 0}
     uid = memories(engine)["Style: Answer in English"].uid
     path = world["home"] / ".claude" / "CLAUDE.md"
     path.write_text(USER_CLAUDE.replace("Answer in English", "Answer in British English"),
@@ -193,7 +193,7 @@ def test_agents_md_for_codex_opencode_and_kimi(engine: MemoryEngine,
     assert run("codex")["new"] == 2
     assert run("opencode")["new"] == 1  # the project's AGENTS.md is shared: already there
     assert run("kimi-code") == {"new": 0, "updated": 0, "unchanged": 1, "forgotten": 0,
-                                "duplicate": 0, "rejected": 0}
+                                "duplicate": 0, "rejected": 0, "skipped": 0}
     found = memories(engine)
     assert found["Prefer ripgrep over grep"].project is None
     assert "import:codex" in found["Prefer ripgrep over grep"].tags
@@ -337,7 +337,7 @@ def test_cli_imports_one_notes_file_as_its_folder_would(tmp_path: Path) -> None:
     (notes / "web.md").write_text("# Web\n\n- Use pnpm\n", encoding="utf-8")
     alone = json.loads(cli(db, tmp_path, "import", str(notes / "web.md"), "--json").stdout)
     assert alone["totals"] == {"new": 0, "updated": 0, "unchanged": 1, "forgotten": 1,
-                               "duplicate": 0, "rejected": 0}
+                               "duplicate": 0, "rejected": 0, "skipped": 0}
     stored = json.loads(cli(db, tmp_path, "list", "--json").stdout)
     assert sorted(m["content"] for m in stored) == ["Ops: Deploys go through staging",
                                                    "Web: Use pnpm"]
@@ -355,3 +355,135 @@ def test_a_dry_run_shows_file_text_without_its_terminal_sequences(tmp_path: Path
     assert dry.returncode == 0, dry.stderr
     assert "Deploys go through staging" in dry.stdout and "would be (dry run): 1 new" in dry.stdout
     assert "\x1b" not in dry.stdout and "\x07" not in dry.stdout
+
+
+def stored(db: Path, home: Path) -> dict[str, dict]:
+    """The current memories of the store at `db`, by uid."""
+    listed = cli(db, home, "list", "--json", "--limit", "100")
+    assert listed.returncode == 0, listed.stderr
+    return {m["uid"]: m for m in json.loads(listed.stdout)}
+
+
+def store(db: Path, home: Path, text: str, *args: str) -> str:
+    result = cli(db, home, "store", text, "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["uid"]
+
+
+@pytest.mark.sqlite_only
+def test_a_markdown_export_leaves_superseded_memories_out(tmp_path: Path) -> None:
+    """The export wrote a superseded memory as an ordinary bullet: imported into a fresh store
+    (or edited and imported back) the replaced value was current again."""
+    db, fresh, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "md"
+    old = store(db, tmp_path, "The staging database listens on port 6543", "--project", "web")
+    new = store(db, tmp_path, "The staging database now listens on port 6544",
+                "--project", "web")
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    [path] = out.glob("*.md")
+    text = path.read_text(encoding="utf-8")
+    assert "6543" not in text and f"<!-- uid:{new} -->" in text
+    assert cli(db, tmp_path, "import", str(out)).returncode == 0
+    history = [json.loads(line) for line in cli(db, tmp_path, "export").stdout.splitlines()]
+    assert {m["uid"]: m.get("superseded_by") for m in history} == {old: new, new: None}
+    assert list(stored(db, tmp_path)) == [new]
+    assert cli(fresh, tmp_path, "import", str(out)).returncode == 0
+    assert [m["content"] for m in stored(fresh, tmp_path).values()] == [
+        "The staging database now listens on port 6544"]
+
+
+@pytest.mark.sqlite_only
+def test_an_entry_naming_a_forgotten_memory_stays_forgotten(tmp_path: Path) -> None:
+    """Export, `forget UID`, edit another entry, import: the forgotten memory was stored again
+    under a new `imp…` uid ("1 new, 1 updated"); it is skipped and counted as such."""
+    db, out = tmp_path / "a.db", tmp_path / "md"
+    gone = store(db, tmp_path, "Deploys go through Argo", "--project", "web")
+    kept = store(db, tmp_path, "Use pnpm for the web app", "--project", "web")
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    assert cli(db, tmp_path, "forget", gone).returncode == 0
+    [path] = out.glob("*.md")
+    path.write_text(path.read_text(encoding="utf-8").replace("Use pnpm", "Use pnpm 9"),
+                    encoding="utf-8")
+    dry = cli(db, tmp_path, "import", str(out), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"skip {gone} (forgotten) Deploys go through Argo" in dry.stdout
+    assert "would be (dry run): 0 new, 1 updated" in dry.stdout and "1 skipped" in dry.stdout
+    real = json.loads(cli(db, tmp_path, "import", str(out), "--json").stdout)["totals"]
+    assert (real["new"], real["updated"], real["skipped"]) == (0, 1, 1)
+    assert {uid: m["content"] for uid, m in stored(db, tmp_path).items()} == {
+        kept: "Use pnpm 9 for the web app"}
+
+
+@pytest.mark.sqlite_only
+def test_an_export_imported_into_another_store_keeps_its_uids(tmp_path: Path) -> None:
+    """An entry whose uid the store does not know was stored under a new `imp…` uid; it keeps
+    its own. A uid comment that holds no uid stops the import."""
+    db, fresh, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "md"
+    web = store(db, tmp_path, "Use pnpm for the web app", "--project", "web")
+    anywhere = store(db, tmp_path, "Answer in English", "--kind", "preference")
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    first = json.loads(cli(fresh, tmp_path, "import", str(out), "--json").stdout)["totals"]
+    assert first["new"] == 2
+    copied = stored(fresh, tmp_path)
+    assert sorted(copied) == sorted([web, anywhere])
+    assert (copied[web]["project"], copied[anywhere]["kind"]) == ("web", "preference")
+    again = json.loads(cli(fresh, tmp_path, "import", str(out), "--json").stdout)["totals"]
+    assert (again["new"], again["unchanged"]) == (0, 2)
+    bad = out / "_global.md"
+    bad.write_text(bad.read_text(encoding="utf-8") + "- Use tabs <!-- uid:not a uid! -->\n",
+                   encoding="utf-8")
+    refused = cli(tmp_path / "c.db", tmp_path, "import", str(out))
+    assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0
+    assert "_global.md" in refused.stderr and "uid comment" in refused.stderr
+
+
+@pytest.mark.sqlite_only
+def test_an_earlier_exports_stale_file_is_refused_not_imported(tmp_path: Path) -> None:
+    """After `update UID --project other`, exporting into the same folder left `web-….md`
+    behind and importing the folder quietly moved the memory back to web. The export refuses
+    such a folder, and an import refuses a uid that two files name."""
+    db, out = tmp_path / "a.db", tmp_path / "md"
+    uid = store(db, tmp_path, "Deploys go through Argo", "--project", "web")
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    [web_file] = out.glob("*.md")
+    assert cli(db, tmp_path, "update", uid, "--project", "ops").returncode == 0
+    again = cli(db, tmp_path, "export", "--markdown", str(out))
+    assert again.returncode == 1 and again.stderr.strip().count("\n") == 0
+    assert web_file.name in again.stderr and "earlier export" in again.stderr
+    assert list(out.glob("*.md")) == [web_file]  # nothing written
+    ops_dir = tmp_path / "md-ops"
+    assert cli(db, tmp_path, "export", "--markdown", str(ops_dir)).returncode == 0
+    [ops_file] = ops_dir.glob("*.md")
+    (out / ops_file.name).write_bytes(ops_file.read_bytes())  # the stale file beside the new
+    imported = cli(db, tmp_path, "import", str(out))
+    assert imported.returncode == 1 and imported.stderr.strip().count("\n") == 0
+    assert web_file.name in imported.stderr and ops_file.name in imported.stderr
+    assert stored(db, tmp_path)[uid]["project"] == "ops"
+    web_file.unlink()  # the person removes the stale file: the export and import go through
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    back = json.loads(cli(db, tmp_path, "import", str(out), "--json").stdout)["totals"]
+    assert back["unchanged"] == 1 and stored(db, tmp_path)[uid]["project"] == "ops"
+    notes = out / "_global.md"  # a person's own file where the export would write: kept
+    notes.write_text("# My notes\n- keep me\n", encoding="utf-8")
+    store(db, tmp_path, "Answer in English")
+    mine = cli(db, tmp_path, "export", "--markdown", str(out))
+    assert mine.returncode == 1 and "_global.md" in mine.stderr
+    assert notes.read_text(encoding="utf-8") == "# My notes\n- keep me\n"
+
+
+@pytest.mark.sqlite_only
+def test_an_entry_added_to_an_export_may_move_to_another_file(tmp_path: Path) -> None:
+    """An entry a person added to an exported file is stored under an `imp…` uid of that file;
+    moved to another project, the next export writes it into that project's file, and the
+    import forgot it as "gone from its file" before reaching the file that holds it."""
+    db, out = tmp_path / "a.db", tmp_path / "md"
+    store(db, tmp_path, "Answer in English")
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    notes = out / "_global.md"
+    notes.write_text(notes.read_text(encoding="utf-8") + "- Use tabs\n", encoding="utf-8")
+    assert cli(db, tmp_path, "import", str(out)).returncode == 0
+    [added] = [uid for uid, m in stored(db, tmp_path).items() if m["content"] == "Use tabs"]
+    assert cli(db, tmp_path, "update", added, "--project", "ops").returncode == 0
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    back = json.loads(cli(db, tmp_path, "import", str(out), "--json").stdout)["totals"]
+    assert (back["unchanged"], back["forgotten"]) == (2, 0)
+    assert stored(db, tmp_path)[added]["project"] == "ops"

@@ -8,13 +8,15 @@ ordinal), so an import run twice changes nothing, and a changed file updates its
 place (`MemoryEngine.update`: uid kept, earlier text kept as a revision). A scope is one group of
 files read together (the user-wide files of a harness, a project's files, a notes folder): a
 section gone from a file, or a file gone from its scope, is forgotten (soft delete). A uid the
-store has forgotten is never revived; the section comes back under a next-generation uid.
+store has forgotten is never revived: a notes section comes back under a next-generation uid,
+an exported entry naming it is skipped.
 
 Everything is written through the engine, so ingest filters (`<private>`, redaction) apply.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from .ingest import UID
 from .models import LOADED_BY, Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine
 from .private import strip_private
@@ -35,7 +38,10 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _BULLET = re.compile(r"^(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _INDEX_LINE = re.compile(r"^[-*+][ \t]+\[[^\]]*\]\(([^)#]+\.md)\)")
-_UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:([A-Za-z0-9_-]{1,64})[ \t]*-->[ \t]*$")
+#: Any text as the uid, checked against `UID` after: a damaged comment is refused, not stored
+#: as part of the memory's text.
+_UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:(.*?)[ \t]*-->[ \t]*$")
+EXPORT_MARK = "<!-- semantic-memory-mcp export:"
 #: Greedy up to the line's last `-->`: a project name may hold one itself.
 _EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*)-->[ \t]*$")
 #: Claude Code auto-memory `type` → our kind ("feedback" is how the user wants work done).
@@ -78,7 +84,7 @@ class SourceFile:
 class FileReport:
     label: str
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("new", "updated", "unchanged", "forgotten", "duplicate", "rejected"), 0))
+        ("new", "updated", "unchanged", "forgotten", "duplicate", "rejected", "skipped"), 0))
     actions: list[str] = field(default_factory=list)  # "new <uid> <content…>" (dry run detail)
 
 
@@ -293,7 +299,7 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
             ordinal += 1
         entry, uid = [], None
 
-    for line in lines[1:]:
+    for number, line in enumerate(lines[1:], start=2):
         heading = _HEADING.match(line)
         if heading:
             close()
@@ -305,6 +311,9 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
             found = _UID_COMMENT.search(first)
             if found:
                 uid, first = found.group(1), first[:found.start()]
+                if not UID.match(uid):  # the shape `import` of JSON lines accepts
+                    raise ValueError(f"line {number}: its uid comment holds no uid "
+                                     "(1..64 letters, digits, _ or -)")
                 if uid in seen_uids:  # a copied entry: which text should the memory keep?
                     raise ValueError(f"uid {uid} is on two entries; keep it on one (an entry "
                                      "without a uid comment is a new memory)")
@@ -319,7 +328,7 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
 def sections_of(source: SourceFile) -> tuple[list[Section], str | None]:
     """The memories of one file, and the project an exported file names (else None)."""
     text = read_text(source.path)
-    if text.startswith("<!-- semantic-memory-mcp export:"):
+    if text.startswith(EXPORT_MARK):
         try:
             project, sections = split_export(text)
         except ValueError as exc:
@@ -398,7 +407,19 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
     """Import `files`, forget what disappeared from `scopes`; one report per file (and one per
     vanished file). Reads every file before writing anything: unreadable input changes nothing."""
     parsed = [(source, *sections_of(source)) for source in files]
+    named: dict[str, str] = {}  # uid -> the file whose entry names it
+    for source, sections, _ in parsed:
+        for section in sections:
+            if section.uid is None:
+                continue
+            first = named.setdefault(section.uid, source.label)
+            if first != source.label:  # an earlier export's file left beside a newer one
+                raise ImportFailed(f"uid {section.uid} is in {first} and in {source.label}; "
+                                   "keep it in one file (an earlier export's file?)")
     by_base = _imported(engine)
+    # An entry may name an imported memory of another file (moved to another project, so
+    # exported into that project's file): it is not gone, whatever its uid's file says.
+    gone = {base: memory for base, memory in by_base.items() if memory.uid not in named}
     reports: list[FileReport] = []
     seen_files: set[str] = set()
     for source, sections, export_project in parsed:
@@ -410,19 +431,19 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
         for section in sections:
             kept.add(_import_section(engine, source, section, export_project, by_base, report,
                                      dry_run))
-        for base, memory in sorted(by_base.items()):
+        for base, memory in sorted(gone.items()):
             if base.startswith(prefix) and base not in kept:
                 _forget(engine, memory, report, dry_run)
     for scope in scopes:  # files gone from a scope take their memories along
         prefix = scope_prefix(scope)
-        gone: dict[str, FileReport] = {}
-        for base, memory in sorted(by_base.items()):
+        vanished: dict[str, FileReport] = {}
+        for base, memory in sorted(gone.items()):
             if base.startswith(prefix) and base[:len(prefix) + 10] not in seen_files:
                 label = next((t[5:] for t in memory.tags if t.startswith("path:")),
                              base[:len(prefix) + 10])
-                report = gone.setdefault(label, FileReport(f"{label} (gone)"))
+                report = vanished.setdefault(label, FileReport(f"{label} (gone)"))
                 _forget(engine, memory, report, dry_run)
-        reports += gone.values()
+        reports += vanished.values()
     return reports
 
 
@@ -447,10 +468,16 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
         tags = None
         current = engine.get(section.uid)
         base = section.uid
-        if current is None or current.deleted:
-            base = section_uid(source, section)
-            current = by_base.get(base)
-            tags = tags_for(source, section)
+        if current is not None and current.deleted:
+            # Forgotten on purpose (`forget`, or an import): an older export must not bring
+            # it back, under its uid or another.
+            report.counts["skipped"] += 1
+            report.actions.append(f"skip {section.uid} (forgotten) {_preview(section.content)}")
+            return base
+        if current is None:  # another store's export: the memory keeps its uid
+            _store(engine, source, section, base, project, tags_for(source, section), report,
+                   dry_run)
+            return base
     else:
         project = source.project if export_project is None else export_project
         tags = tags_for(source, section)
@@ -509,10 +536,16 @@ def _free_uid(engine: MemoryEngine, base: str) -> str:
 
 def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]]:
     """One file per project (and `_global.md` for memories without one): memories grouped by
-    kind, each bullet carrying its uid in an HTML comment so `import DIR` updates in place."""
+    kind, each bullet carrying its uid in an HTML comment so `import DIR` updates in place.
+    The current view: superseded memories (history) are left out, or importing the file would
+    make each replaced value current again. Refuses (FileExistsError, before writing anything)
+    a folder holding an earlier export's file that this one would not rewrite, and a file of
+    its own names that no export wrote."""
     groups: dict[str | None, list[Memory]] = {}
     for memory in engine.store.export(False):
-        groups.setdefault(memory.project, []).append(memory)
+        if memory.superseded_by is None:
+            groups.setdefault(memory.project, []).append(memory)
+    _check_folder(folder, {folder / _file_name(project) for project in groups})
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for project, memories in sorted(groups.items(), key=lambda kv: kv[0] or ""):
@@ -520,6 +553,37 @@ def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]
         path.write_text(_render(project, memories), encoding="utf-8")
         written.append((path, len(memories)))
     return written
+
+
+def _check_folder(folder: Path, planned: set[Path]) -> None:
+    """Refuse what a person would lose or an import would misread. An earlier export's file
+    whose project has no current memory now (moved or forgotten) is not rewritten, and
+    importing the folder with it would move its memories back: the person removes it (it may
+    hold their edits, so the export never deletes it). A file the export would overwrite must
+    be an earlier export's (its first line), not someone's notes."""
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*.md")):  # what `import DIR` reads (`folder_files`)
+        name = path.relative_to(folder)
+        if any(part.startswith(".") for part in name.parts):
+            continue
+        ours = _starts_with_mark(path)
+        if path in planned and not ours:
+            raise FileExistsError(errno.EEXIST, f"{name.as_posix()} is not an earlier "
+                                  "export's file; move it, or export into another folder")
+        if path not in planned and ours:
+            raise FileExistsError(errno.EEXIST, f"{name.as_posix()} is an earlier export's "
+                                  "file, for a project with no current memories now; remove "
+                                  "it (importing it could move memories back there), or "
+                                  "export into another folder")
+
+
+def _starts_with_mark(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(EXPORT_MARK)) == EXPORT_MARK.encode()
+    except OSError:
+        return False  # unreadable: not provably the export's
 
 
 def _file_name(project: str | None) -> str:
