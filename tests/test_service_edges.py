@@ -249,6 +249,18 @@ def test_parser_level_errors_are_json(service: Service, name: str) -> None:
     assert headers["connection"] == "close"
 
 
+def test_an_overlong_url_is_400_saying_so(service: Service) -> None:
+    """httptools refuses a URL over 65,535 bytes from inside uvicorn's callback: the answer
+    gives httptools' reason, not "User callback error"."""
+    raw = b"GET /api/memories?project=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    status, headers, body = parse(exchange(service, raw))
+    assert status == 400
+    message = assert_json_error(status, headers, body)
+    assert message == ("invalid HTTP request: url is too long: url length of 70022 bytes "
+                       "exceeds the maximum of 65535 bytes"), message
+    assert headers["connection"] == "close"
+
+
 MCP_ERRORS = [
     # (what, raw request)
     ("text/plain POST", request("POST", "/mcp", json.dumps(INITIALIZE).encode(),

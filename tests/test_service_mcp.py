@@ -141,6 +141,8 @@ async def bad_calls_keep_the_session(session: ClientSession) -> None:
         ("memory_update", {"content": "x"}, "uid"),
         ("memory_forget", {}, "uid"),
         ("memory_forget", {"uid": "f" * 16}, "no live memory"),
+        ("memory_recall", {"query": "x", **{f"x{i}": 1 for i in range(50)}},
+         "x0, x1, x10 (and 47 more): unknown argument"),
     ]
     for name, args, needle in cases:
         message = await call_error(session, name, args)

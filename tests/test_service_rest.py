@@ -308,6 +308,34 @@ def test_malformed_json_is_400(http: httpx2.Client, body: bytes) -> None:
         assert "error" in response.json()
 
 
+def test_an_error_lists_a_few_fields_and_counts_the_rest(http: httpx2.Client) -> None:
+    """A body of thousands of unknown keys is answered in a few hundred bytes, not with every
+    key echoed back; a key the length of the body is echoed cut short."""
+    body = {"query": "a", **{f"k{i}": 1 for i in range(6_000)}}  # within the 64 KiB limit
+    response = http.post("/recall", json=body)
+    assert response.status_code == 422
+    data = response.json()
+    assert [e["field"] for e in data["errors"]] == [f"k{i}" for i in range(10)]
+    assert data["more_errors"] == 6_000 - 10
+    assert data["error"] == "k0: unknown field" and len(response.content) < 1_000
+
+    response = http.post("/ingest", json={"content": "x", "k" * 60_000: 1})
+    assert response.status_code == 422 and len(response.content) < 1_000
+    assert response.json()["field"] == "k" * 99 + "…"
+
+
+def test_an_overlong_number_is_400_in_the_services_words(http: httpx2.Client) -> None:
+    body = b'{"query": "a", "k": ' + b"9" * 5_000 + b"}"
+    response = http.post("/recall", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "malformed JSON: a number of 5000 digits (the service reads at most 4300)"}
+    # A long number within the bound is read, and refused for what it is.
+    body = b'{"query": "a", "k": ' + b"9" * 4_000 + b"}"
+    response = http.post("/recall", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["field"] == "k"
+
+
 @pytest.mark.parametrize(("path", "body", "field"), [
     ("/ingest", {"content": 5}, "content"),
     ("/ingest", {"content": "x", "tags": "not-a-list"}, "tags"),

@@ -6,9 +6,14 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+#: The most field errors one answer lists; the rest are counted (`more_errors`). A body of
+#: 200,000 unknown keys got a 9 MB answer naming every one.
+MAX_LISTED_ERRORS = 10
+
 
 class ApiError(Exception):
-    """An error answered as `{"error": message, "field": field}` with this status."""
+    """An error answered as `{"error": message, "field": field, "errors": [...]}` with this
+    status (the first MAX_LISTED_ERRORS of `errors`)."""
 
     def __init__(self, status: int, message: str, field: str | None = None,
                  errors: list[dict[str, str]] | None = None) -> None:
@@ -20,5 +25,7 @@ class ApiError(Exception):
         if self.field:
             body["field"] = self.field
         if self.errors:
-            body["errors"] = self.errors
+            body["errors"] = self.errors[:MAX_LISTED_ERRORS]
+            if len(self.errors) > MAX_LISTED_ERRORS:
+                body["more_errors"] = len(self.errors) - MAX_LISTED_ERRORS
         return JSONResponse(body, status_code=self.status)

@@ -90,6 +90,8 @@ class MemoryMCP(MCPServer):
         unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
         if unknown:  # pydantic would drop them silently: the caller meant something else
             names = ", ".join(repr(arg[:64])[1:-1] for arg in unknown[:MAX_SHOWN_ERRORS])
+            if len(unknown) > MAX_SHOWN_ERRORS:
+                names += f" (and {len(unknown) - MAX_SHOWN_ERRORS} more)"
             accepted = ", ".join(known) if known else "none"
             raise ToolError(f"invalid arguments for {name}: {names}: unknown argument "
                             f"(accepted: {accepted})")

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from httptools import HttpParserCallbackError, HttpParserError
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from ..config import Settings
@@ -35,6 +36,12 @@ class JSONErrorHttpToolsProtocol(HttpToolsProtocol):
         # uvicorn calls this inside `except httptools.HttpParserError`: the parser's own reason
         # ("Invalid method encountered", …) is the more useful message.
         reason = sys.exc_info()[1]
+        if isinstance(reason, HttpParserCallbackError):
+            # Raised in one of uvicorn's callbacks, the reason is "User callback error"; the
+            # error behind it, when httptools' own (a URL over 65,535 bytes: "url is too
+            # long: …"), says what was wrong. Anything else is uvicorn's, not for the client.
+            cause = reason.__context__
+            reason = cause if isinstance(cause, HttpParserError) else None
         detail = one_line(str(reason), 400) if reason is not None and str(reason) else ""
         message = f"invalid HTTP request: {detail}" if detail else "invalid HTTP request"
         start, body = error_body(400, message, [(b"connection", b"close")])

@@ -142,11 +142,18 @@ class PageQuery(_Query):
     offset: int = Field(default=0, ge=0, le=10**9)
 
 
+#: The longest field path an error repeats: an unknown key is the client's text, of any length.
+MAX_FIELD_CHARS = 100
+
+
 def field_path(loc: tuple[Any, ...], whole: str = "body") -> str:
-    """A pydantic error location as a field path (`items[3].content`); `whole` when empty."""
+    """A pydantic error location as a field path (`items[3].content`); `whole` when empty;
+    cut to MAX_FIELD_CHARS (ending in "…")."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    if len(out) > MAX_FIELD_CHARS:
+        out = out[:MAX_FIELD_CHARS - 1] + "…"
     return out or whole
 
 
