@@ -6,7 +6,9 @@ does not itself look like a leaked credential to secret scanners.
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 import re
 from pathlib import Path
 
@@ -65,6 +67,12 @@ SECRETS: list[tuple[str, str, str]] = [
     # headers
     ("curl -H 'Authorization: Bearer abc.def.ghi-very-secret'", "bearer-token", "very-secret"),
     ("curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA=='", "basic-auth", "dXNlcjpw"),
+    # ... in a Python f-string or a JS template literal
+    ("headers = {'Authorization': f'Bearer 3c7cc76d9e2a4f18b0d5c6e7a8b9f0e1'}", "bearer-token",
+     "3c7cc76d"),
+    ("const res = await fetch(url, {headers: {Authorization: `Bearer 4e8d2f1a9b7c6e5d4c3b2a1f`}})",
+     "bearer-token", "4e8d2f1a"),
+    ("requests.get(url, headers={'X-Api-Key': f'7c9e6679f4a1b2c3d4e5'})", "api-key", "7c9e6679"),
     # credentials in URLs
     ("DATABASE_URL=postgres://app:s3cr3tpw@db/prod", "db-url-password", "s3cr3tpw"),
     ("mysql://root:rootpw99@localhost:3306/app", "db-url-password", "rootpw99"),
@@ -85,6 +93,8 @@ SECRETS: list[tuple[str, str, str]] = [
     ("MYSQL_ROOT_PWD=r00tr00t", "password", "r00tr00t"),
     ("client_secret: 9f8e7d6c5b4a", "secret", "9f8e7d6c5b4a"),
     ("SECRET_KEY = 'django-insecure-abc123'", "secret", "django-insecure"),
+    ('SECRET_KEY = r"k7#P2x!v9@Lq$W4m^zR8&nT1"', "secret", "k7#P2x"),  # a raw string literal
+    ("token = Qx7vB2mN9kL4pR8sT1wY6zA3cD5fG0hJ2kL7mN9p", "token", "Qx7vB2mN"),  # not code
     ("app --token=foo", "token", "foo"),
     ("TWILIO_AUTH_TOKEN=0123456789abcdef0123456789abcdef", "token", "0123456789abcdef"),
     ("access_token: ya29.a0AfH6SMBx", "token", "ya29"),
@@ -95,6 +105,8 @@ SECRETS: list[tuple[str, str, str]] = [
     ("the aws secret Qx7vB2mN9kL4pR8sT1wY6zA3cD5fG0hJ2kL7mN9p for the backup bucket", "secret",
      "Qx7vB2mN9kL4"),
     ("staging deploy token 9fKqZ2mX7vB4nR8sL1wP3yT6, rotate monthly", "secret", "9fKqZ2mX"),
+    ("I used aws configure with secret key 7yOh3FZ9kQ2mX8vB4nR1sL6wP3yT0zA5cD7fG9hJ for staging",
+     "secret", "7yOh3FZ9"),
 ]
 
 #: Prose and code that mention secrets without containing one: stored unchanged.
@@ -148,6 +160,15 @@ BENIGN = [
     "token validation happens in middleware/auth.py",
     "secret rotation runs through scripts/rotate_secrets.py",
     "the access key AwsAccessKeyIdentifier is read from the profile",
+    # code: a keyword or a call is where a value comes from, not the value
+    "const token = await getToken();",
+    "token = await session.refresh()",
+    "const secret = new TextEncoder().encode(process.env.JWT_SECRET);",
+    "const token = yield call(fetchToken);",
+    "let token = try await client.refreshToken()",
+    "return { token: undefined, expiresAt: 0 };",
+    "const token = getToken();",
+    "the token fix landed in 3f2a9c1b7d4e5f60718293a4b5c6d7e8f9012345",
 ]
 
 
@@ -191,6 +212,47 @@ def test_only_the_secret_part_is_replaced(sample: str, expected: str) -> None:
     assert redact(sample) == expected
 
 
+_RNG = random.Random(20240611)
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _b64(n: int) -> str:
+    return "".join(_RNG.choice(_B64) for _ in range(n))
+
+
+SESSION_TOKEN = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQ" + _b64(850) + "=="
+OPENSSH_KEY = base64.b64encode(
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\n" + "\n".join(_b64(70) for _ in range(19))
+     + "\n-----END OPENSSH PRIVATE KEY-----\n").encode()).decode()  # ~1,800 characters
+COOKIE = _b64(1500).replace("+", "-").replace("/", "_")
+SIGNING_KEY = base64.b64encode(_b64(3300).encode()).decode()  # 4,400: a PEM, base64 again
+
+#: (text, the secret in it, its kind, text around it that stays)
+LONG_SECRETS = [
+    (f"export AWS_ACCESS_KEY_ID=ASIA{'Q' * 16}\nexport AWS_SESSION_TOKEN={SESSION_TOKEN}\n"
+     "export AWS_REGION=eu-west-1", SESSION_TOKEN, "token", "AWS_REGION=eu-west-1"),
+    ("apiVersion: v1\nkind: Secret\ntype: kubernetes.io/ssh-auth\ndata:\n"
+     f"  ssh-privatekey: {OPENSSH_KEY}\nmetadata:\n  name: deploy-key",
+     OPENSSH_KEY, "private-key", "name: deploy-key"),
+    (f'{{"Credentials": {{"AccessKeyId": "ASIA{"Q" * 16}", "SessionToken": "{SESSION_TOKEN}", '
+     '"Expiration": "2024-06-11T12:00:00Z"}}', SESSION_TOKEN, "token", '"Expiration"'),
+    (f"Cookie: session={COOKIE}; theme=dark", COOKIE, "session-cookie", "theme=dark"),
+    (f"the session token {SESSION_TOKEN} expires at noon", SESSION_TOKEN, "secret",
+     "expires at noon"),
+    (f"JWT_SIGNING_KEY={SIGNING_KEY}\nJWT_TTL=3600", SIGNING_KEY, "generic-secret", "JWT_TTL"),
+]
+
+
+@pytest.mark.parametrize("sample,secret,kind,kept", LONG_SECRETS,
+                         ids=[kind for _, _, kind, _ in LONG_SECRETS])
+def test_a_long_secret_goes_whole(sample: str, secret: str, kind: str, kept: str) -> None:
+    """Whatever its length: a value cut at a length cap left the rest of it in the text."""
+    out = redact(sample)
+    assert f"[REDACTED:{kind}]" in out and kept in out, out[:200]
+    left = [secret[i : i + 12] for i in range(0, len(secret) - 12, 6) if secret[i : i + 12] in out]
+    assert not left, f"{len(left)} pieces of the secret are left: {out[:200]}"
+
+
 def test_a_marker_longer_than_its_secret_never_costs_the_memory(engine: MemoryEngine) -> None:
     tag = "release-" + "a" * 32 + " password=hunter22"  # 58 characters, 69 once redacted
     result = engine.store_one(NewMemory("release checklist", tags=[tag]))
@@ -230,6 +292,19 @@ def test_every_stored_free_text_field_is_redacted(engine: MemoryEngine) -> None:
     "a" * 1_000_000,
     " " * 1_000_000,
     "eyJ" + "a" * 1_000_000,
+    # values without a length cap: one long run, runs that end in punctuation, open quotes
+    "token=" + "A1b2" * 250_000,
+    "token=" + ".:" * 500_000,
+    "token=.: " * 100_000,
+    "password: '" + "a" * 1_000_000,
+    "password='" * 100_000,
+    "Cookie: session=" + "a" * 1_000_000,
+    "Authorization: f`Bearer " + "a" * 1_000_000,
+    "the secret key " + "aB3" * 333_333 + "é",
+    "| api_token | " + "x" * 1_000_000,
+    "curl -u ci:" + "a" * 1_000_000,
+    "X-Amz-Security-Token=" + "a" * 1_000_000,
+    "mysql -p" + "a" * 1_000_000,
 ])
 def test_a_hostile_megabyte_is_redacted_in_linear_time(hostile: str) -> None:
     """Ten times the text costs about ten times the time (a ratio from the same run, with a

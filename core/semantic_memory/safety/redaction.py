@@ -51,10 +51,17 @@ _DB_SCHEMES = (
     "|cockroachdb|clickhouse|couchdb|neo4j|cassandra"
 )
 _URL_CREDENTIALS = r"://[^\s:/@\"'<>]{0,256}:(?P<secret>[^\s/\"'<>]{1,256})@"
+# A string literal may carry a prefix: Python's `f"…"`, `rb'…'`, C#'s `$"…"`, `@"…"`.
+_STRING_PREFIX = r"(?:[rRbBuUfF$@]{1,2}(?=[\"'`]))?"
+# Where a header value opens: bare, quoted, an f-string or a JS template literal.
+_HEADER_OPEN = rf"{_STRING_PREFIX}[\"'`]?"
 # A quoted value may hold spaces; a bare one ends at whitespace, a quote or a separator, and
-# does not end in punctuation (`f(password=pw)`, "use the --password flag.").
-_BARE = r"[^\s\"'`,;]{0,255}[^\s\"'`,;.:!?)\]}>]"
-_VALUE = rf"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]{{1,256}}|{_BARE}))(?(q)(?P=q))"
+# does not end in punctuation (`f(password=pw)`, "use the --password flag."). Neither has a
+# length cap: a capped run stops inside a long token (a 900-character AWS session token, a
+# base64 key) and leaves its tail in the text. Unbounded is still linear: the run is one
+# character class, and a match consumes it (the only backtracking is off trailing punctuation).
+_BARE = r"[^\s\"'`,;]*[^\s\"'`,;.:!?)\]}>]"
+_VALUE = rf"{_STRING_PREFIX}(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]+|{_BARE}))(?(q)(?P=q))"
 # A code identifier (snake_case, UPPER_CASE, camelCase), unlike a token's mixed-case salad.
 _IDENT = r"(?:[a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*|[A-Za-z][a-z]+(?:[A-Z][a-z]+)*)"
 # Right-hand sides that stand for a credential rather than being one: templates, variables,
@@ -63,7 +70,11 @@ _PLACEHOLDER = re.compile(
     r"[<{$%*\[]|~?\.{0,2}/"  # templates, variables, masks, paths
     r"|(?i:xxx|\.\.\.|your[_-]|example|placeholder|changeme|redacted|dummy)"
     r"|(?i:none|null|nil|true|false|yes|no|required|optional|string|str|bytes|int|env|secret"
-    r"|password|token|hidden|masked)$"
+    r"|password|token|hidden|masked"
+    # The keyword a bare value stops at in `token = await getToken()`, `secret = new
+    # TextEncoder()…`, `token = yield call(…)`: the start of an expression, not a credential.
+    r"|await|async|new|yield|typeof|void|delete|lambda|function|try|match|when|not|undefined"
+    r"|nullptr)$"
     rf"|{_IDENT}(?:\.{_IDENT})+$|[\w.]+[(\[]"  # `self.password`, `os.environ[...]`, `get()`
 )
 # `password=db_password`, `token=accessToken`: a variable holding the credential.
@@ -114,11 +125,11 @@ def _assignment(name: str, *, cli: bool = False) -> re.Pattern[str]:
 
 # --- the project's own context rules -------------------------------------------------------
 # A value standing alone (after a flag, in prose, in a table cell): quoted, or bare up to
-# whitespace, not ending in punctuation.
-_LONE = (r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]{1,256}|[^\s\"'`]{0,255}[^\s\"'`,;.:!?)\]}>]))"
+# whitespace, not ending in punctuation; no length cap, as for `_VALUE`.
+_LONE = (r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]+|[^\s\"'`]*[^\s\"'`,;.:!?)\]}>]))"
          r"(?(q)(?P=q))")
 # Two quoted arguments in a row, the second being the secret: `("user", "pw")`.
-_PAIR = r"\s*[\"'][^\"'\n]{0,120}[\"']\s*,\s*[\"'](?P<secret>[^\"'\n]{1,256})[\"']"
+_PAIR = r"\s*[\"'][^\"'\n]{0,120}[\"']\s*,\s*[\"'](?P<secret>[^\"'\n]+)[\"']"
 # Characters of a credential rather than of a word, a path or an identifier.
 _CREDENTIAL_MARK = re.compile(r"\d|[!@#$%^&*+=~?]|[a-z][A-Z]|[A-Z]{2}[a-z]")
 
@@ -216,13 +227,13 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           ("private-lines",), None),
     # CLI flags that take a password under a short name, per command.
     _rule("password", r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mysqlsh)\b[^\n|;&]{0,200}?\s-p"
-          r"(?P<secret>[^\s'\"-][^\s'\"]{2,255})", ("mysql", "mariadb")),
+          r"(?P<secret>[^\s'\"-][^\s'\"]{2,})", ("mysql", "mariadb")),
     _rule("password", r"\b(?:docker|podman|nerdctl|buildah|skopeo|oras|helm registry)\s+login\b"
           rf"[^\n|;&]{{0,200}}?\s(?:-p|--password)(?:\s+|=){_LONE}", ("login",)),
     _rule("password", rf"\bsshpass\s+-p\s*{_LONE}", ("sshpass",)),
     _rule("password", rf"\bredis-cli\b[^\n|;&]{{0,200}}?\s(?:-a|--pass)\s+{_LONE}", ("redis-cli",)),
     _rule("password", r"\b(?:smbclient|rpcclient|smbmap|crackmapexec|nxc)\b[^\n]{0,200}?\s"
-          r"(?:-U|--user)[\s=]+[^\s%]{1,64}%(?P<secret>[^\s'\"]{1,256})", ("%",)),
+          r"(?:-U|--user)[\s=]+[^\s%]{1,64}%(?P<secret>[^\s'\"]+)", ("%",)),
     _rule("password", r"\bhtpasswd\s+(?:-\w+\s+){0,4}?-\w*b\w*\s+(?:-\w+\s+){0,4}"
           rf"[^\s-]\S{{0,255}}\s+\S{{1,128}}\s+{_LONE}", ("htpasswd",)),
     # Any command with a user flag and then a password flag (`-u sa -P …`, `-l admin -p …`;
@@ -239,7 +250,7 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           + _LONE, ("set",), also=("secret", "passw", "token", "key", "auth")),
     # `-u user:pass` (curl, wget, httpie, …).
     _rule("password", r"(?:^|\s)(?:-u|--user|-a|--auth)\s+[\"']?[^\s:\"'/$]{1,64}:"
-          r"(?P<secret>[^\s\"'@]{3,256})", ("-u", "--user", "-a", "--auth")),
+          r"(?P<secret>[^\s\"'@]{3,})", ("-u", "--user", "-a", "--auth")),
     # SDK calls: `auth=("user", "pw")`, `HTTPBasicAuth("u", "pw")`, `.login("u", "pw")`.
     _rule("password", r"(?:\bauth\s*=\s*[(\[]|\b(?:HTTPBasicAuth|HTTPDigestAuth|BasicAuth"
           r"|DigestAuth"
@@ -254,7 +265,7 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("connection-string", r"(?i)(?<![\w-])(?P<name>accountkey|sharedaccesskey|sharedsecret"
           r"|pwd|passwd|pass|access_?key|secret_?key|sas_?token|x-amz-signature"
           r"|x-amz-security-token|x-goog-signature|x-goog-credential|sig|signature)="
-          r"(?P<secret>[^;&\s\"'<>]{4,512})",
+          r"(?P<secret>[^;&\s\"'<>]{4,})",
           ("key=", "secret=", "pwd=", "pass=", "passwd=", "sig=", "signature=", "token=",
            "credential="),
           lambda m: _credential_like(m) and (len(m.group("secret")) >= 12
@@ -270,15 +281,16 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
           rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", ("login", "cred")),
     # Auth headers with any scheme (`token`, `Token`, `ApiKey`, `SSWS` …) or none at all.
-    _rule("auth-header", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-          r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,1024})", ("authorization",)),
+    _rule("auth-header", rf"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*{_HEADER_OPEN}"
+          r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,})", ("authorization",)),
     _rule("auth-header", r"(?i)(?<![\w-])(?:x-[\w-]{0,30}?(?:token|key|auth|secret|signature"
           r"|password"
-          r"|session)[\w-]{0,20}|private-token|api-?key|apikey)[\"']?\s*:?\s+[\"']?"
-          r"(?P<secret>[A-Za-z0-9._~+/=-]{8,1024})",
+          r"|session)[\w-]{0,20}|private-token|api-?key|apikey)[\"']?\s*:?\s+"
+          rf"{_HEADER_OPEN}"
+          r"(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
           ("x-", "private-token", "api-key", "apikey")),
     _rule("session-cookie", r"(?i)\b(?:set-)?cookie[\"']?\s*:[^\n]{0,400}?(?<![\w-])[\w.-]{0,40}"
-          r"(?:sess|sid|token|auth|jwt|remember|login)[\w.-]{0,40}=(?P<secret>[^;\s\"']{16,1024})",
+          r"(?:sess|sid|token|auth|jwt|remember|login)[\w.-]{0,40}=(?P<secret>[^;\s\"']{16,})",
           ("cookie",), None),
     # Config files: docker's `"auth": "<base64>"`, kubeconfig's `*-data:` and netrc/pgpass lines.
     _rule("registry-auth", r"(?i)\"(?:auth|identitytoken|registrytoken)\"\s*:\s*"
@@ -291,13 +303,16 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("password", r"(?m)^[\w.*-]{1,253}:(?:\d{1,5}|\*):[\w.*-]{1,63}:[^\s:]{1,63}:"
           r"(?P<secret>\S{3,256})$", (":",)),
     # Prose with no verb or separator: "aws key AKIA… secret Qx7v…", "the deploy token
-    # 9fKq…": only a generated-looking value (a word, a name or a path stays).
+    # 9fKq…", "with secret access key 7yOh…": only a generated-looking value (a word, a name or
+    # a path stays). The words that may follow the secret word are the ones that name the same
+    # thing; any word would take the SHA in "the token fix landed in <commit SHA>" for one.
     _rule("secret", r"(?i)\b(?:secret|token|password|passphrase|api[ _-]?key|access[ _-]?key)"
-          r"[ \t]+(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,255})(?![\w+/=.~-])",
+          r"(?:[ \t]+(?:access[ _-]?)?(?:key|token|value))?"
+          r"[ \t]+(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)(?![\w+/=.~-])",
           ("secret", "token", "pass", "key"), lambda m: _random(m) and not _wordy(m)),
     # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
     _rule("secret", r"(?m)^[ \t|]{0,8}(?P<name>[\w.-]{1,80}+)[ \t]*(?P<sep>\|[ \t]*|[ \t]{2,}|\t)"
-          r"(?P<q>)(?P<secret>[^\s|]{4,1024})[ \t]*\|?[ \t]*$",
+          r"(?P<q>)(?P<secret>[^\s|]{4,}+)[ \t]*\|?[ \t]*$",
           ("token", "pass", "secret", "key", "credential", "auth"), _is_table_value),
 )
 
@@ -328,10 +343,12 @@ RULES: tuple[Rule, ...] = (
     Rule("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
          ("eyj",)),
     Rule("bearer-token", re.compile(
-        r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?bearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
+        rf"(?i)\bauthorization[\"']?\s*[:=]\s*{_HEADER_OPEN}bearer\s+"
+        r"(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
         ("bearer",)),
     Rule("basic-auth", re.compile(
-        r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<secret>[A-Za-z0-9+/=]{8,})"),
+        rf"(?i)\bauthorization[\"']?\s*[:=]\s*{_HEADER_OPEN}basic\s+"
+        r"(?P<secret>[A-Za-z0-9+/=]{8,})"),
         ("basic",)),
     Rule("db-url-password",
          re.compile(rf"(?i)\b(?:{_DB_SCHEMES})(?:\+\w+)?{_URL_CREDENTIALS}"), ("://",)),
@@ -356,7 +373,7 @@ RULES: tuple[Rule, ...] = (
     # character costs ~0.5 µs a character); the name before it is checked in `_keyword_name`.
     Rule("generic-secret", re.compile(
         r"(?P<sep>(?::=|=>|[:=])[ \t]*)(?P<q>[\"'])?(?!//)"
-        r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,4095}+)"),
+        r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)"),
         ("key", "auth", "cred", "sig", "salt", "seed", "cookie", "sess", "pass", "pwd", "token",
          "secret", "private", "signing", "encryption"), lambda m: _keyword_name(m) and _random(m)),
 )
