@@ -139,6 +139,34 @@ def test_a_spooled_write_imports_only_what_it_needs(tmp_path: Path) -> None:
     assert len(list((tmp_path / "spool").glob("*.json"))) == 2
 
 
+def test_injecting_non_ascii_memories_imports_only_what_it_needs(service: Service,
+                                                                  tmp_path: Path) -> None:
+    """Recalled text with dashes, accents and a "<" escapes the harness's tags without the
+    wrapper's folding: that is imported only for a tag name spelt with other characters."""
+    with service.client() as http:
+        assert http.post("/ingest", json={
+            "content": "The Redis database of the checkout fixture on CI is db 3 — set in "
+                       "conftest.py (café); a<b ≤ c, <system-reminder> and ‹ b › stay data",
+            "project": "hook-cpu-non-ascii"}).json()["status"] == "new"
+    harness, event, payload, _ = cases(tmp_path)["claude-code recall"]
+    dump = tmp_path / "modules.txt"
+    code = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(dump)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+            f"sys.argv = ['memory-mcp', 'hook', {harness!r}, {event!r}]\n"
+            "from semantic_memory.entry import main\nmain()\n")
+    env = environment(tmp_path, service.url) | {"MEMORY_PROJECT": "hook-cpu-non-ascii"}
+    for session in ("a", "b"):  # the first run leaves byte-code and the settings check behind
+        data = json.dumps(payload | {"session_id": session}).encode()
+        run = subprocess.run([sys.executable, "-c", code], input=data, env=env,
+                             capture_output=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert hook_log(tmp_path)[-1]["outcome"] == "injected", hook_log(tmp_path)[-1]
+        assert "&lt;system-reminder>" in run.stdout.decode()
+    modules = set(dump.read_text().split("\n"))
+    loaded = {name for name in modules if name.split(".")[0] in HEAVY or name in AVOIDED}
+    assert not loaded, f"injecting non-ASCII text imported {sorted(loaded)}"
+
+
 def cpu_ms(cmd: list[str], data: bytes, env: dict[str, str]) -> float:
     """User + system CPU time of one run of `cmd`, in ms."""
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -303,6 +331,17 @@ def test_a_second_adapter_for_a_harness_is_refused() -> None:
     assert kept == {"claude-code": first, "codex": other}
     assert lines == [refusal("claude-code", "dist-a", "dist-b")]
     assert "dist-a" in lines[0] and "dist-b" in lines[0] and "\n" not in lines[0]
+
+
+def test_the_harness_tag_folding_is_the_wrappers() -> None:
+    """escape_tags finds what the service's wrapper reads as "<", and folds ASCII as the
+    wrapper's `_fold` and gaps do (it imports those only for other characters)."""
+    from semantic_memory.default_plugins.injection import _GAP, _LESS_THAN, _fold
+    from semantic_memory.harness.adapter import LESS_THAN, _fold_tag
+
+    assert set(LESS_THAN) == {chr(c) for c in range(0x110000) if _LESS_THAN.match(chr(c) + "s")}
+    for c in map(chr, range(128)):
+        assert _fold_tag(c) == _GAP.sub("", _fold(c)), repr(c)
 
 
 @pytest.mark.parametrize("text", JSON_TEXTS)

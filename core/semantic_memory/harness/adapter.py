@@ -239,8 +239,9 @@ class HarnessAdapter:
     #: False when the harness drops what a session-start hook prints (it then only autostarts).
     context_at_session_start: ClassVar[bool] = True
     #: The tags the harness wraps a hook's output in before the model reads it (Kimi Code's
-    #: `hook_result`): `context_output` escapes them, so memory text cannot close the wrapper
-    #: and speak as the harness. The service escapes only its own block's tags.
+    #: `hook_result`): `context_output` escapes them in every spelling the service's wrapper
+    #: folds (`escape_tags`), so memory text cannot close the wrapper and speak as the harness.
+    #: The service escapes only its own block's tags.
     wrapper_tags: ClassVar[tuple[str, ...]] = ()
     #: The most context text the harness takes whole (None: no limit). Recall asks the
     #: service for a block no longer than this, so the block is never cut mid-memory and the
@@ -499,27 +500,63 @@ class HarnessAdapter:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
 
 
+#: What reads as "<": the service's wrapper escapes the same (`_LESS_THAN` in
+#: default_plugins/injection.py): fullwidth, small form, angle quotation marks and brackets.
+LESS_THAN = "<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u276c\u276e\u02c2\u1438"
+
+
 def escape_tags(text: str, names: tuple[str, ...]) -> str:
-    """`text` with the "<" of every tag that reads as one of `names` written `&lt;`: opening
-    or closing, any case, with spaces, "-" or "_" anywhere in the name (`</Hook Result >`).
-    A longer name with the same start is escaped too: harmless in data. (No `re`: a hook
-    process does without it.)"""
-    if not names or "<" not in text:
+    """`text` with the "<" (or what reads as one: `＜`, `‹`, `⟨`, …) of every tag that reads
+    as one of `names` written `&lt;`: opening or closing, folded as the service's wrapper folds
+    its own tags (any case; spacing, slashes, any dash or combining mark inside the name;
+    fullwidth, accented and look-alike letters: `＜/ｓуstem‐reminder＞`). A longer name with the
+    same start is escaped too: harmless in data."""
+    if not names:
         return text
     folded_names = tuple(_fold_tag(name) for name in names)
     longest = max(len(name) for name in names) * 3 + 8  # room for gaps inside a name
-    out, done, pos = [], 0, text.find("<")
-    while pos >= 0:
-        ahead = _fold_tag(text[pos + 1 : pos + 1 + longest].split(">", 1)[0].split("<", 1)[0])
-        if ahead.startswith(folded_names):
+    out, done = [], 0
+    for pos in _positions(text, LESS_THAN):
+        ahead = text[pos + 1 : pos + 1 + longest].split(">", 1)[0].split("<", 1)[0]
+        if _reads_as(ahead, folded_names):
             out += (text[done:pos], "&lt;")
             done = pos + 1
-        pos = text.find("<", pos + 1)
     return "".join(out) + text[done:]
 
 
+def _positions(text: str, chars: str) -> list[int]:
+    """Where any of `chars` occurs in `text`, in order (a `find` per occurrence, in C: a
+    Python loop over every character of a block costs a hook more)."""
+    found = []
+    for char in chars:
+        pos = text.find(char)
+        while pos >= 0:
+            found.append(pos)
+            pos = text.find(char, pos + 1)
+    return sorted(found)
+
+
+def _reads_as(ahead: str, names: tuple[str, ...]) -> bool:
+    """Whether the text after a "<" starts with one of `names` (folded). ASCII is folded
+    here (`_fold_tag`: what the wrapper's folding makes of it). Only a non-ASCII character
+    where a name could still be going on (`sуstem` with a Cyrillic у, `＜‹`, an accent) needs
+    the wrapper's own `_fold` and gaps, imported then: injection.py brings `re`, pluggy and
+    dataclasses, ~30 ms of CPU, more than the rest of a hook's work (see the imports above)."""
+    cut = len(ahead) if ahead.isascii() else \
+        next(i for i, c in enumerate(ahead) if not c.isascii())
+    head = _fold_tag(ahead[:cut])
+    if head.startswith(names):
+        return True
+    if cut == len(ahead) or not any(name.startswith(head) for name in names):
+        return False
+    from ..default_plugins.injection import _GAP, _fold
+
+    return _GAP.sub("", "".join(map(_fold, ahead))).startswith(names)
+
+
 def _fold_tag(name: str) -> str:
-    """A tag name as a reader takes it: lower case, without "/", "-", "_" or spacing."""
+    """An ASCII tag name as a reader takes it: lower case, without "/", "-", "_" or spacing
+    (the wrapper's `_fold` and gaps, for ASCII)."""
     return "".join(c for c in name.lower() if c not in "/-_" and not c.isspace())
 
 
