@@ -20,6 +20,7 @@ from ..models import InjectionBlock, RecallHit, iso
 from ..hookspecs import hookimpl
 from ..safety.terminal import strip_terminal_controls
 from ..safety.textnorm import LOOKALIKES, normalize_for_matching, strip_format_chars
+from ..tag_chars import LESS_THAN
 
 OPEN_TAG = "<semantic-memory>"
 CLOSE_TAG = "</semantic-memory>"
@@ -35,18 +36,16 @@ _TAG_NAMES = ("semanticmemory", "memory")  # as folded: no hyphen, no slash
 # combining marks (a "<" with an accent on it still opens a tag).
 _GAP_CHARS = ("[\\s/_\\-\u2010-\u2015\u2212\ufe63\uff0d\uff0f\uff3f\u2044\u2215"
               "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
-_GAP = re.compile(f"{_GAP_CHARS}*")
-# "<" and what reads as one (fullwidth, small form, angle quotation marks and brackets), where
-# a name could follow: an s or m, or any non-ASCII letter (`<div>` and `a < b` are skipped here).
-_LESS_THAN = re.compile(
-    "[<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u276c\u276e\u02c2\u1438]"
-    f"(?={_GAP_CHARS}*[smSM\u0080-\U0010ffff])"
-)
+#: What a tag name may hold between its letters and still read as the name.
+NAME_GAP = re.compile(f"{_GAP_CHARS}*")
+# "<" or what reads as one, where a name could follow: an s or m, or any non-ASCII letter
+# (`<div>` and `a < b` are skipped here).
+_LESS_THAN = re.compile(f"[{LESS_THAN}](?={_GAP_CHARS}*[smSM\u0080-\U0010ffff])")
 _ATTR_UNSAFE = re.compile(r"[^\w .,:/@+#~=-]")
 
 
 @lru_cache(maxsize=4096)
-def _fold(char: str) -> str:
+def fold(char: str) -> str:
     """How one character reads: NFKC, casefolded, look-alikes as Latin, accents dropped."""
     if char.isascii():
         return char.lower()
@@ -60,13 +59,13 @@ def _reads_as_tag(text: str, pos: int) -> bool:
     there (`<memory-bank` does, `<MemoryItem` does not)."""
     seen = ""
     while True:
-        pos = _GAP.match(text, pos).end()  # type: ignore[union-attr]  # `*` cannot fail
+        pos = NAME_GAP.match(text, pos).end()  # type: ignore[union-attr]  # `*` cannot fail
         if pos == len(text):
             return False
-        seen += _fold(text[pos])
+        seen += fold(text[pos])
         pos += 1
         if seen in _TAG_NAMES:
-            following = _fold(text[pos]) if pos < len(text) else ""
+            following = fold(text[pos]) if pos < len(text) else ""
             return not (following[:1].isalnum() or following[:1] == "_")
         if not any(name.startswith(seen) for name in _TAG_NAMES):
             return False

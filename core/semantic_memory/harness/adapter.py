@@ -20,6 +20,7 @@ import time
 
 from ..lite import dumps
 from ..private import strip_private
+from ..tag_chars import LESS_THAN
 from .client import ServiceFailed, ServiceUnavailable, retryable
 from .settings import beside_db
 from .transcript import (
@@ -500,11 +501,6 @@ class HarnessAdapter:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
 
 
-#: What reads as "<": the service's wrapper escapes the same (`_LESS_THAN` in
-#: default_plugins/injection.py): fullwidth, small form, angle quotation marks and brackets.
-LESS_THAN = "<\uff1c\ufe64\u2039\u2329\u3008\u27e8\u276c\u276e\u02c2\u1438"
-
-
 def escape_tags(text: str, names: tuple[str, ...]) -> str:
     """`text` with the "<" (or what reads as one: `＜`, `‹`, `⟨`, …) of every tag that reads
     as one of `names` written `&lt;`: opening or closing, folded as the service's wrapper folds
@@ -540,7 +536,7 @@ def _reads_as(ahead: str, names: tuple[str, ...]) -> bool:
     """Whether the text after a "<" starts with one of `names` (folded). ASCII is folded
     here (`_fold_tag`: what the wrapper's folding makes of it). Only a non-ASCII character
     where a name could still be going on (`sуstem` with a Cyrillic у, `＜‹`, an accent) needs
-    the wrapper's own `_fold` and gaps, imported then: injection.py brings `re`, pluggy and
+    the wrapper's own `fold` and gaps, imported then: injection.py brings `re`, pluggy and
     dataclasses, ~30 ms of CPU, more than the rest of a hook's work (see the imports above)."""
     cut = len(ahead) if ahead.isascii() else \
         next(i for i, c in enumerate(ahead) if not c.isascii())
@@ -549,14 +545,14 @@ def _reads_as(ahead: str, names: tuple[str, ...]) -> bool:
         return True
     if cut == len(ahead) or not any(name.startswith(head) for name in names):
         return False
-    from ..default_plugins.injection import _GAP, _fold
+    from ..default_plugins.injection import NAME_GAP, fold
 
-    return _GAP.sub("", "".join(map(_fold, ahead))).startswith(names)
+    return NAME_GAP.sub("", "".join(map(fold, ahead))).startswith(names)
 
 
 def _fold_tag(name: str) -> str:
     """An ASCII tag name as a reader takes it: lower case, without "/", "-", "_" or spacing
-    (the wrapper's `_fold` and gaps, for ASCII)."""
+    (the wrapper's `fold` and gaps, for ASCII)."""
     return "".join(c for c in name.lower() if c not in "/-_" and not c.isspace())
 
 
