@@ -195,6 +195,7 @@ def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> 
             engine.store._q("SELECT kind, project FROM memory_revisions")).fetchall()
         assert [tuple(r) for r in rows] == [("decision", "api")]
         with engine.store.snapshot() as conn:
-            assert engine.store.grouped(conn, "project") == {"web": 2, "api": 1, "": 1}
+            # current memories: `older` is superseded, `twin` forgotten
+            assert engine.store.grouped(conn, "project") == {"web": 1, "api": 1, "": 1}
     finally:
         engine.close()
