@@ -95,6 +95,24 @@ def test_unusable_db_is_a_one_line_error(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_a_store_damaged_mid_file_is_a_one_line_error(db: Path, tmp_path: Path) -> None:
+    """Pages overwritten inside a file that still opens: found by the command's own queries,
+    which printed a traceback."""
+    lines = "\n".join(json.dumps({"content": f"note {i}: the build cache lives in /var/c{i}",
+                                  "project": f"p{i % 7}"}) for i in range(3000))
+    (tmp_path / "notes.jsonl").write_text(lines, encoding="utf-8")
+    assert run(db, "import", str(tmp_path / "notes.jsonl")).returncode == 0
+    data = bytearray(db.read_bytes())
+    for page in range(20, len(data) // 4096, 20):  # the header page and the schema stay whole
+        data[page * 4096 + 100 : page * 4096 + 2100] = b"\xa5" * 2000
+    db.write_bytes(bytes(data))
+    for command in (["stats"], ["export"]):
+        result = run(db, *command)
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr.startswith("Error: the store cannot be read (")
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
 def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) -> None:
     lines = [
         json.dumps({"content": "first good", "kind": "decision", "project": "p",

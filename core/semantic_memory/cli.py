@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -1035,4 +1036,9 @@ def main() -> None:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
     add_plugin_commands(pm, cli)
-    cli(obj=pm)
+    try:
+        cli(obj=pm)
+    except (sqlite3.DatabaseError, StoreError) as exc:  # a damaged file, found mid-command
+        click.echo(f"Error: the store cannot be read ({one_line(exc)}); check it with "
+                   "`sqlite3 FILE 'PRAGMA integrity_check'`, or restore a backup", err=True)
+        sys.exit(1)
