@@ -5,17 +5,21 @@ service."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness_support import hanging_server, hook_env, hook_log, run_hook, run_memory_mcp
 from semantic_memory import backoff, spool
-from test_service_support import Service, start_service
+from test_service_support import Service, memory_mcp_command, start_service
 
 BUDGET_S = "1.0"
 SESSION = {"session": "s1", "cwd": "/tmp"}
@@ -123,6 +127,36 @@ def test_concurrent_replayers_send_each_write_once(tmp_path: Path) -> None:
     assert spool.pending(folder) == []
 
 
+REPLAYER = """
+import os, sys, time
+from pathlib import Path
+from semantic_memory import spool
+
+def send(path, body):
+    time.sleep(0.001)
+    fd = os.open(sys.argv[2], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(fd, (body["content"] + "\\n").encode())
+    os.close(fd)
+
+spool.replay(Path(sys.argv[1]), send)
+"""
+
+
+def test_replayer_processes_and_a_releaser_send_each_write_once(tmp_path: Path) -> None:
+    """Three replayer processes and the service's claim release at once: a live replayer's
+    claim (another pid) is never put back while it is sending."""
+    folder, log = tmp_path / "spool", tmp_path / "sent.log"
+    for i in range(300):
+        spool.append(folder, "/ingest", {"content": f"m{i}"})
+    replayers = [subprocess.Popen([sys.executable, "-c", REPLAYER, str(folder), str(log)])
+                 for _ in range(3)]
+    while any(p.poll() is None for p in replayers):
+        spool.release_stale(folder)
+    assert [p.returncode for p in replayers] == [0, 0, 0]
+    assert sorted(log.read_text().split()) == sorted(f"m{i}" for i in range(300))
+    assert spool.depth(folder).count == 0
+
+
 def test_a_dead_replayers_claim_goes_back_to_the_queue(tmp_path: Path) -> None:
     folder = tmp_path / "spool"
     claimed = spool.claim(spool.append(folder, "/ingest", {"content": "m"}))
@@ -131,6 +165,60 @@ def test_a_dead_replayers_claim_goes_back_to_the_queue(tmp_path: Path) -> None:
     assert spool.release_stale(folder) == 0  # fresh: its replayer may still be working
     assert spool.release_stale(folder, now=time.time() + spool.CLAIM_STALE_S + 1) == 1
     assert len(spool.pending(folder)) == 1
+
+
+def claim_as(file: Path, pid: int, age_s: float = 0) -> Path:
+    """`file` claimed the way a replayer `pid` claims it, `age_s` seconds ago."""
+    claimed = file.with_name(f"{file.name}{spool.CLAIM}{pid}")
+    file.rename(claimed)
+    then = time.time() - age_s
+    os.utime(claimed, (then, then))
+    return claimed
+
+
+def gone_pid() -> int:
+    """The pid of a process that ran and was reaped: no process has it now."""
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def stranger() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that is no replayer: its pid in a claim must not free the claim early."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_claim_whose_replayer_is_gone_goes_back_at_once(
+        tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
+    folder = tmp_path / "spool"
+    dead = claim_as(spool.append(folder, "/ingest", {"content": "dead"}), gone_pid())
+    foreign = claim_as(spool.append(folder, "/ingest", {"content": "foreign"}), stranger.pid)
+    ours = spool.claim(spool.append(folder, "/ingest", {"content": "ours"}))
+    assert ours is not None
+    # A dead replayer can never finish its claim: it is queued again without waiting.
+    assert spool.release_stale(folder) == 1 and not dead.exists()
+    # A live pid may be the replayer at work (or a stranger that reused the pid): only age
+    # frees it, so a write being sent is never sent twice.
+    assert foreign.exists() and ours.exists()
+    assert spool.release_stale(folder, now=time.time() + spool.CLAIM_STALE_S + 1) == 2
+    assert len(spool.pending(folder)) == 3
+
+
+def test_replay_counts_the_writes_another_replayer_still_holds(
+        tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
+    folder = tmp_path / "spool"
+    for i in range(3):
+        spool.append(folder, "/ingest", {"content": f"m{i}"})
+    held = claim_as(spool.pending(folder)[1], stranger.pid)
+    sent: list[str] = []
+    done = spool.replay(folder, lambda path, body: sent.append(body["content"]))
+    assert sent == ["m0", "m2"] and done == spool.Replayed(2, 0, 1)  # m1 is not stored yet
+    held.unlink()
+    assert spool.replay(folder, lambda path, body: None) == spool.Replayed(0, 0, 0)
 
 
 def test_backoff_expires_and_is_cleared(tmp_path: Path) -> None:
@@ -342,3 +430,130 @@ def test_stats_show_the_spool(tmp_path: Path, service: Service) -> None:
     with service.client() as client:
         state = client.get("/api/stats").json()["spool"]
     assert state["pending"] == 0 and state["rejected"] == 1
+
+
+# --- a replayer killed mid-write --------------------------------------------------------------
+
+
+class _StuckService(ThreadingHTTPServer):
+    """Answers /health like the service and never answers a write: a replayer that sends one
+    waits, holding its claim, until it is killed."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        super().__init__(("127.0.0.1", 0), _StuckHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.release.set()
+        self.shutdown()
+        self.server_close()
+
+
+class _StuckHandler(BaseHTTPRequestHandler):
+    server: _StuckService
+
+    def do_GET(self) -> None:  # http.server's name
+        data = b'{"status": "ok"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        self.server.release.wait(120)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_write_claimed_by_a_killed_replayer_is_stored_once_the_service_runs(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "spool"
+    facts = [f"the nightly export number {i} lands in bucket b{i}" for i in range(12)]
+    for fact in facts:
+        spool.append(folder, "/ingest", {"content": fact, "project": "p"})
+    stuck = _StuckService()
+    try:
+        replayer = subprocess.Popen([*memory_mcp_command(), "spool", "replay"],
+                                    env=hook_env(tmp_path, stuck.url),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            claimed = f"{spool.CLAIM}{replayer.pid}"
+            assert wait_for(lambda: any(claimed in f.name for f in folder.iterdir()))
+        finally:
+            replayer.kill()  # SIGKILL: it never puts its claim back
+            replayer.wait()
+    finally:
+        stuck.close()
+    assert [f.name for f in folder.iterdir() if spool.CLAIM in f.name] != []
+    assert len(spool.pending(folder)) == len(facts) - 1
+
+    service = start_service(tmp_path)  # same db folder: it drains the spool
+    try:
+        # The claim is minutes from stale, but its replayer is gone: the write is not left.
+        assert wait_for(lambda: spool.depth(folder).count == 0, timeout=20), \
+            list(folder.iterdir())
+        stored = [m["content"] for m in live_memories(service)]
+    finally:
+        service.stop()
+    assert sorted(stored) == sorted(facts)  # each exactly once
+
+
+def test_the_service_frees_claims_when_nothing_else_is_queued(
+        tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
+    """Only claims in the spool: one stale, one held by a live process. The service frees the
+    stale one, leaves the live one until its process is gone, then stores it too."""
+    folder = tmp_path / "spool"
+    stale = claim_as(spool.append(folder, "/ingest", {"content": "a stale claim", "project": "p"}),
+                     stranger.pid, age_s=spool.CLAIM_STALE_S + 5)
+    held = claim_as(spool.append(folder, "/ingest", {"content": "a held claim", "project": "p"}),
+                    stranger.pid)
+    service = start_service(tmp_path)
+    try:
+        assert wait_for(lambda: [m["content"] for m in live_memories(service)]
+                        == ["a stale claim"], timeout=15)
+        assert not stale.exists()
+        # Its pid is alive and the claim fresh: the service must not send it behind its back.
+        assert held.exists()
+        stranger.kill()
+        stranger.wait()
+        assert wait_for(lambda: spool.depth(folder).count == 0, timeout=15)
+        stored = sorted(m["content"] for m in live_memories(service))
+        with service.client() as client:
+            waiting = client.get("/api/stats").json()["spool"]["pending"]
+    finally:
+        service.stop()
+    assert stored == ["a held claim", "a stale claim"] and waiting == 0
+
+
+def test_spool_replay_exits_1_while_a_claimed_write_waits(
+        tmp_path: Path, stranger: subprocess.Popen[bytes]) -> None:
+    folder = tmp_path / "spool"
+    env = hook_env(tmp_path, dead_url())  # no service: replay goes into the store
+    spool.append(folder, "/ingest", {"content": "a queued write", "project": "p"})
+    claim_as(spool.append(folder, "/ingest", {"content": "a dead replayer's write",
+                                              "project": "p"}), gone_pid())
+    claim_as(spool.append(folder, "/ingest", {"content": "a live replayer's write",
+                                              "project": "p"}), stranger.pid)
+    first = subprocess.run([*memory_mcp_command(), "spool", "replay"], env=env, check=False,
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "replayed 2 write(s) into the store" in first.stdout
+    assert first.stdout.rstrip().endswith("; 1 still waiting")
+    assert "1 write(s) waiting" in run_memory_mcp(env, "spool", "list")
+
+    stranger.kill()  # the replayer that held it died
+    stranger.wait()
+    out = run_memory_mcp(env, "spool", "replay")
+    assert "replayed 1 write(s) into the store" in out and "waiting" not in out
+    stored = json.loads(run_memory_mcp(env, "list", "--json"))
+    assert sorted(m["content"] for m in stored) == [
+        "a dead replayer's write", "a live replayer's write", "a queued write"]

@@ -15,8 +15,12 @@ being exactly the JSON the service's `path` takes. A writer writes `.<name>.tmp`
 and renames it into place, so a reader never sees half a file. A replayer claims a file by
 renaming it to `<name>.claim-<pid>` (one rename wins), deletes it once the service answered,
 renames it back when the service could not take it, and moves it to `rejected/` (reason
-added) when the service refused it as invalid: nothing is dropped silently. Claims older than
-CLAIM_STALE_S (a replayer that died) go back to the queue.
+added) when the service refused it as invalid: nothing is dropped silently. A claim goes back
+to the queue (`release_stale`) once its replayer died: at once when no process with the pid in
+its name exists on this machine (a killed hook, CLI or service can never finish it), and when
+it is older than CLAIM_STALE_S whatever the pid (the pid may live on in an unrelated process).
+The service releases claims at every look, even when nothing else is queued, and a replay
+counts the claims still held as `left`: a claimed write is waiting, not stored.
 
 Hook processes import this module: standard library only, nothing heavy.
 """
@@ -173,15 +177,38 @@ def _claims(folder: Path) -> list[Path]:
         return []
 
 
+def _owner_gone(claimed: Path) -> bool:
+    """Whether the replayer named in `claimed` surely died: no process has its pid. Only "no
+    such process" says so; a live pid (the replayer at work, or an unrelated process that
+    reused the pid) or any doubt leaves the claim to the age rule, so a write a live replayer
+    is sending is never sent twice. POSIX only: on Windows os.kill(pid, 0) is not a probe."""
+    if os.name != "posix":
+        return False
+    try:
+        pid = int(claimed.name.rsplit(CLAIM, 1)[1])
+    except (IndexError, ValueError):
+        return False
+    if pid <= 0:  # 0 and negatives name process groups, not a replayer
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: alive, another user's
+        return False
+    return False
+
+
 def release_stale(folder: Path, now: float | None = None) -> int:
-    """Put back the claims of replayers that died; returns how many."""
+    """Put back the claims of replayers that died (their pid is gone, or the claim is older
+    than CLAIM_STALE_S); returns how many."""
     now = time.time() if now is None else now
     count = 0
     for claimed in _claims(folder):
         try:
-            if now - claimed.stat().st_mtime < CLAIM_STALE_S:
+            if now - claimed.stat().st_mtime < CLAIM_STALE_S and not _owner_gone(claimed):
                 continue
-            os.replace(claimed, claimed.with_name(claimed.name.split(CLAIM, 1)[0]))
+            os.replace(claimed, _original(claimed))
             count += 1
         except OSError:
             continue
@@ -211,7 +238,9 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
     (stored or already stored) and raises Refused when it refused it as invalid. What it
     returns is the service's answer (or None): the memories of a write that it refused one by
     one (a 200 answer, an item's status `rejected`: a secret, say) go to `rejected/` with
-    their reasons too, so nothing is dropped silently."""
+    their reasons too, so nothing is dropped silently. `left`: the writes still unstored when it
+    returns, those another live replayer holds included (`memory-mcp spool replay` exits 1 on
+    them); stopped early, it counts the queue as listed at the start."""
     release_stale(folder)
     sent = rejected = 0
     files = pending(folder)
@@ -252,7 +281,19 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
             except OSError:
                 pass
         sent += 1
-    return Replayed(sent, rejected, 0)
+    # Another replayer may still hold a write we skipped, or one released or spooled since:
+    # counted, so "nothing left" means nothing is waiting.
+    return Replayed(sent, rejected, _waiting(folder))
+
+
+def _waiting(folder: Path) -> int:
+    """The writes queued or claimed now (one listing; `depth` without the oldest's time)."""
+    try:
+        with os.scandir(folder) as entries:
+            return sum(1 for e in entries if CLAIM in e.name or (
+                e.name.endswith(SUFFIX) and not e.name.startswith(".") and e.is_file()))
+    except OSError:
+        return 0
 
 
 def refused_items(body: dict[str, Any], answer: Any) -> tuple[dict[str, Any], str] | None:

@@ -52,7 +52,9 @@ async def run(engine: MemoryEngine, settings: Settings) -> None:
     """Drain the spool now and every SCAN_S seconds until cancelled."""
     backoff.clear(settings.backoff_path)
     while True:
-        if spool.pending(settings.spool_path):
+        # Release dead replayers' claims first: `pending` leaves claimed writes out, so a spool
+        # holding nothing else (a hook or `spool replay` killed mid-write) would never drain.
+        if spool.release_stale(settings.spool_path) or spool.pending(settings.spool_path):
             try:
                 await anyio.to_thread.run_sync(drain, engine, settings)
             except Exception:  # noqa: BLE001 - a bad spool must not stop the service
