@@ -5,7 +5,9 @@ refused writes. Each runs `memory-mcp hook …` as the harness would, against a 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -492,3 +494,80 @@ def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, var
         "claude-code", "UserPromptSubmit", "error")
     assert entry["detail"].startswith("invalid setting, hooks are off: ") and \
         variable in entry["detail"], entry
+
+
+# --- 13: a long writer (purge, import, another process) never blanks the recall ----------------
+
+
+@contextmanager
+def write_lock(db: Path) -> Iterator[None]:
+    """The store's write lock held from outside, as a long purge or import holds it: every
+    write of the service waits, reads go on (WAL)."""
+    conn = sqlite3.connect(db, isolation_level=None, timeout=30)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def test_a_held_write_lock_costs_the_report_not_the_block(service: Service,
+                                                         tmp_path: Path) -> None:
+    """The recall answers while the lock is held; the injection report (a write) cannot. The
+    block is printed whatever the report does, the hook exits on time, and the report's
+    failure is a note in the log line: no failure outcome, no back-off for the next hooks."""
+    project = "long-writer"
+    with service.client() as http:
+        answer = http.post("/ingest", json={
+            "content": "The osprey cluster drains its queue with osprey-drain --all",
+            "project": project}).json()
+        assert answer["status"] == "new", answer
+    budget = 3.0
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S=str(budget),
+                   MEMORY_PROJECT=project)
+    with write_lock(service.tmp / "memory.db"):
+        runs = [run_hook("claude-code", "UserPromptSubmit", {
+            "hook_event_name": "UserPromptSubmit", "session_id": f"lock-{i}",
+            "cwd": str(tmp_path), "prompt": "how do we drain the osprey queue?"}, env)
+            for i in range(2)]
+    entries = hook_log(tmp_path)
+    for run, entry in zip(runs, entries, strict=True):
+        assert (run.returncode, run.stderr) == (0, ""), run
+        assert run.stdout, entry  # the block, not dropped for the report
+        context = json.loads(run.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "osprey-drain --all" in context, (run, entry)
+        assert entry["outcome"] == "injected", entry
+        assert "report failed: " in entry["detail"], entry
+        assert run.seconds < budget + 1.0, run.seconds
+    assert not (tmp_path / "hooks.backoff.json").exists()
+
+
+def test_a_write_held_back_by_a_long_writer_starts_no_back_off(service: Service,
+                                                               tmp_path: Path) -> None:
+    """A "remember" while the lock is held waits, and is spooled at the end of its budget.
+    The service still answers (the probe after the timeout), so that is slow, not hung: no
+    back-off, and the next prompt's recall injects (it was skipped for 30 s)."""
+    project = "long-writer-remember"
+    with service.client() as http:
+        answer = http.post("/ingest", json={
+            "content": "The kestrel batch jobs are paused with kestrel-ctl pause",
+            "project": project}).json()
+        assert answer["status"] == "new", answer
+    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="1.5", MEMORY_PROJECT=project)
+    base = {"hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path)}
+    with write_lock(service.tmp / "memory.db"):
+        said = run_hook("claude-code", "UserPromptSubmit", {
+            **base, "session_id": "w1", "prompt": "remember the kestrel jobs resume at 06:00"},
+            env)
+        found = run_hook("claude-code", "UserPromptSubmit", {
+            **base, "session_id": "w2", "prompt": "how do we pause the kestrel batch jobs?"},
+            env)
+    remembered, recalled = hook_log(tmp_path)
+    assert said.returncode == 0 and "will store this as a memory" in said.stdout, said
+    assert remembered["outcome"] == "spooled", remembered
+    assert remembered["detail"].endswith("slow, not hung, no back-off"), remembered
+    assert recalled["outcome"] == "injected", recalled
+    assert "kestrel-ctl pause" in found.stdout
+    assert not (tmp_path / "hooks.backoff.json").exists()
+    assert len(list((tmp_path / "spool").glob("*.json"))) == 1

@@ -90,7 +90,8 @@ class HookCall:
     `outcome`/`detail` end up in the hook log; `pending` is the /ingest body in flight (the
     runner spools it if the budget runs out mid-request); `spooled`/`spool_reason` count the
     writes of this run that went to the spool; `warning` is a problem worth a line in the
-    hook log whatever the outcome (a malformed repo file)."""
+    hook log whatever the outcome (a malformed repo file); `report` is the /inject/report
+    body of what this run injected, posted by the runner after the answer is printed."""
 
     def __init__(self, harness: str, event: str, payload: dict[str, Any],
                  settings: Settings | HookSettings, service: ServiceClient, cwd: str,
@@ -109,6 +110,7 @@ class HookCall:
         self.pending = pending
         self.spooled, self.spool_reason = spooled, spool_reason
         self.warning = warning
+        self.report: dict[str, Any] | None = None
         self._repo: Any = _UNSET
         self._project: Any = _UNSET
 
@@ -398,7 +400,8 @@ class HarnessAdapter:
 
     def inject(self, call: HookCall, query: str) -> str:
         """Recall for `query`; the block of what clears the relevance bar, in the harness's
-        output form, reported to /inject/report. Empty when nothing is relevant."""
+        output form (its /inject/report body in `call.report`). Empty when nothing is
+        relevant."""
         settings = call.settings
         if call.opted_out("recall"):
             return ""
@@ -417,14 +420,13 @@ class HarnessAdapter:
             call.done("nothing relevant")
             return ""
         uids = answer.get("block_uids") or [item["uid"] for item in answer.get("items", [])]
-        try:
-            call.service.post("/inject/report", {
-                "harness": self.name, "hook": call.event, "project": call.project,
-                "query": query, "uids": uids, "chars": len(block), "session": call.session})
-            reported = ""
-        except ServiceUnavailable as exc:  # the block still goes in
-            reported = f"; report failed: {exc}"
-        call.done("injected", f"{len(uids)} memories, {len(block)} chars{reported}")
+        # Not posted here: the report is a write, and a long writer (a purge, an import's
+        # index merge) holds writes back while this recall, a read, still answers. The runner
+        # posts it once the block is printed (runner.py `_report`).
+        call.report = {"harness": self.name, "hook": call.event, "project": call.project,
+                       "query": query, "uids": uids, "chars": len(block),
+                       "session": call.session}
+        call.done("injected", f"{len(uids)} memories, {len(block)} chars")
         return self.context_output(call, block)
 
     def remember(self, call: HookCall, content: str) -> str:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+#: How long the probe after a timed-out request waits (`answers`): a service that answers
+#: nothing within this, not even a request that needs no store work, is hung.
+PROBE_S = 0.5
 
 
 class ServiceURL(tuple):  # a NamedTuple without importing typing
@@ -121,6 +124,22 @@ def spool_sender(service: ServiceClient, deadline: float | None = None
             raise spool.Retry(str(exc)) from None
 
     return send
+
+
+def answers(url: str, token: str = "", deadline: float | None = None) -> bool:
+    """Whether the service at `url` answers at all, by `deadline` (PROBE_S from now by
+    default): what tells a slow service from a hung one after a request timed out, and so
+    whether the hooks' shared back-off starts. The probe is `HEAD /`, the browse page: public
+    and served from memory, it waits on no store lock or query (a /health counts the whole
+    store), so a service busy behind a long writer (a purge, an import) or a slow query
+    answers it at once. Any HTTP answer counts."""
+    probe = ServiceClient(url, time.monotonic() + PROBE_S if deadline is None else deadline,
+                          token)
+    try:
+        probe.request("HEAD", "/")
+    except ServiceUnavailable:
+        pass
+    return probe.answered
 
 
 def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:

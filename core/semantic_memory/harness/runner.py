@@ -6,6 +6,10 @@ outcome goes to the hook log (`outcomes.py`) for `memory-mcp doctor`. A watchdog
 any wait that overruns the budget into a timeout, whatever it was waiting on. Writes are never
 dropped for it: one in flight goes to the spool, and one the hook had no time to make (a machine
 too loaded to start it in time) is made offline, into the spool, within WRITE_GRACE_S more.
+A recalled block is printed before its injection report is posted: the report is a write, which
+a long writer holds back while the recall answers. A request that timed out starts the shared
+back-off only when the service answers no probe either (`client.answers`, up to PROBE_S, within
+the same grace): a hung service, not a slow one.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from .. import backoff, lite
 from . import outcomes
 from .adapter import HookCall
 from .client import (
+    PROBE_S,
     ServiceClient,
     ServiceDown,
     ServiceTimeout,
     ServiceUnavailable,
+    answers,
     resolve_url,
     spool_sender,
 )
@@ -48,6 +54,10 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 #: DEFER_S instead), and one the hook had no time to make is made offline into the spool.
 DEFER_S = 0.005
 WRITE_GRACE_S = 1.0
+#: At most this long posting the injection report after the block is printed: it takes
+#: milliseconds, unless a long writer holds the store's write lock, and the harness waits for
+#: the hook to exit before the agent's turn goes on.
+REPORT_S = 0.5
 
 
 class HookTimeout(BaseException):
@@ -241,14 +251,38 @@ def _run(argv: list[str], started: float) -> int:
     entry["ms"] = round((time.monotonic() - started) * 1000, 1)
     if entry.get("outcome") in outcomes.FAILURES:
         debug(f"{entry['outcome']}: {entry.get('detail')}")
+    undelivered = None
     if output:
         undelivered = _print(output if output.endswith("\n") else output + "\n")
         if undelivered:
             entry["warning"] = "; ".join(filter(None, (entry.get("warning"), undelivered)))
+    writes_wait = False
+    if call is not None and call.report is not None and output and undelivered is None \
+            and service is not None:
+        writes_wait = _report(service, call.report, entry)
     if service is not None and offline is None:
-        _after_contact(settings, service, entry, budget_end)
+        _after_contact(settings, service, entry, budget_end, replay=not writes_wait)
     outcomes.record(settings, entry)
     return 0
+
+
+def _report(service: ServiceClient, body: dict[str, Any], entry: dict[str, Any]) -> bool:
+    """Post the injection report, once the block it reports is printed: a write, which a long
+    writer (a purge, an import) holds back while the recall before it answered at once, so it
+    must never cost the block. Telemetry: sent once within REPORT_S and what is left of the
+    budget, never spooled or retried; its failure is a note in the log line, not the hook's
+    outcome, and starts no back-off (the service answered the recall). True when it timed
+    out: writes are waiting, so a spool replay now would only wait too."""
+    failure = service.failure
+    deadline = min(service.deadline, time.monotonic() + REPORT_S)
+    try:
+        service.post("/inject/report", body, deadline=deadline)
+    except ServiceUnavailable as exc:
+        entry["detail"] = f"{entry.get('detail') or ''}; report failed: {exc}"
+        return isinstance(exc, ServiceTimeout)
+    finally:
+        service.failure = failure  # not the service failing to answer: no back-off for it
+    return False
 
 
 def _print(text: str) -> str | None:
@@ -324,18 +358,28 @@ def _offline(settings: HookSettings) -> ServiceUnavailable | None:
 
 
 def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[str, Any],
-                   budget_end: float) -> None:
-    """A service that did not answer starts the back-off; one that answered ends it and
-    gets what the spool holds, within what is left of this hook's budget."""
+                   budget_end: float, replay: bool = True) -> None:
+    """A service that is down or hung starts the back-off; one that answered ends it and
+    (with `replay`) gets what the spool holds, within what is left of this hook's budget.
+    Hung, not slow: a request that timed out starts it only when the service answers no
+    probe either (`answers`) within PROBE_S, inside the write's grace past the budget. A
+    write waiting behind a long writer (a purge, an import) must not blank the next recalls,
+    which that writer does not hold back."""
     state = beside_db(settings, "hooks.backoff.json")
-    if service.failure is not None and not service.answered:
-        backoff.start(state, settings.hook_backoff_s,
-                      service.failure.outcome, str(service.failure))
+    failure = service.failure
+    if failure is not None and not service.answered:
+        if isinstance(failure, ServiceTimeout) and settings.hook_backoff_s > 0 and answers(
+                service.url, service.token,
+                min(time.monotonic() + PROBE_S, budget_end + WRITE_GRACE_S)):
+            entry["detail"] = f"{entry.get('detail') or ''}; the service answers a probe: " \
+                              "slow, not hung, no back-off"
+            return
+        backoff.start(state, settings.hook_backoff_s, failure.outcome, str(failure))
         return
     if not service.answered:
         return
     backoff.clear(state)
-    if not _spooled(beside_db(settings, "spool")):
+    if not replay or not _spooled(beside_db(settings, "spool")):
         return
     from .. import spool
 
