@@ -10,17 +10,19 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from harness_support import closed_port, hanging_server
+from harness_support import closed_port, hanging_server, hook_env, hook_log, run_hook
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from test_hook_robustness import write_lock
 from test_service_mcp import bad_calls_keep_the_session, call, call_error, exercise_every_tool
 from test_service_support import (
     Service,
@@ -198,19 +200,20 @@ def test_a_hung_service_never_holds_the_client(tmp_path: Path) -> None:
 
 
 def test_after_one_hung_call_the_proxy_backs_off(tmp_path: Path) -> None:
-    """The first call meets the hung service and starts the hooks' shared back-off; the next
-    ones answer without a connection."""
+    """The first call meets the hung service (no answer to the call, nor to the probe after
+    it) and starts the hooks' shared back-off; the next ones answer without a connection."""
     connections: list[socket.socket] = []
 
     async def main(url: str) -> None:
         async with proxy_session(tmp_path, url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
                                  ) as session:
             first = await session.call_tool("memory_recall", {"query": "webhooks"})
-            assert first.is_error and len(connections) == 1
+            # The call, then the probe that tells hung from slow: unanswered too.
+            assert first.is_error and len(connections) == 2
             stored = await call(session, "memory_store", {"content": FACT})
             assert stored["status"] == "spooled" and "backing off" in stored["reason"]
             assert "backing off" in await call_error(session, "memory_stats", {})
-            assert len(connections) == 1
+            assert len(connections) == 2
 
     with hanging_server(connections) as url:
         anyio.run(main, url)
@@ -278,3 +281,110 @@ def test_a_bad_setting_is_one_line_and_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         "memory-mcp proxy: MEMORY_MCP_PROXY_TIMEOUT_S must be within 0.1..600, not 0.0"]
+
+
+# --- a slow service is not a hung one ------------------------------------------------------------
+
+
+@contextmanager
+def slow_route(target: str, slow: bytes, delay: float) -> Iterator[str]:
+    """A URL in front of the service at `target` whose answers to the requests starting with
+    `slow` (b"GET /api/stats") come `delay` s late, as a 1M-memory store's stats do (2.3 to
+    4.3 s); every other request is relayed at once."""
+    host, port = target.removeprefix("http://").split(":")
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def relay(conn: socket.socket) -> None:
+        with conn, socket.create_connection((host, int(port))) as upstream:
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head = data.partition(b"\r\n\r\n")[0]
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(data) < len(head) + 4 + length:
+                data += conn.recv(65536)
+            upstream.sendall(data)
+            answer = b""
+            while chunk := upstream.recv(65536):
+                answer += chunk
+            if data.startswith(slow):
+                time.sleep(delay)
+            try:
+                conn.sendall(answer)
+            except OSError:  # the proxy stopped waiting
+                pass
+
+    def serve() -> None:
+        while True:
+            try:
+                conn = server.accept()[0]
+            except OSError:
+                return
+            threading.Thread(target=relay, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+
+
+def test_a_slow_answer_is_that_calls_error_not_a_back_off(service: Service,
+                                                        tmp_path: Path) -> None:
+    """memory_stats answered past the proxy's bound is that call's error: the service
+    answers the probe after it, so no back-off starts, and the other tools and the next
+    prompt's recall hook go on at once (they were off for 30 s)."""
+    project = "slow-stats"
+    fact = "The heron cluster rotates its TLS certificates every 45 days"
+    with service.client() as http:
+        assert http.post("/ingest", json={"content": fact, "project": project}
+                         ).json()["status"] == "new"
+
+    async def main(url: str) -> None:
+        async with proxy_session(tmp_path, url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
+                                 ) as session:
+            message = await call_error(session, "memory_stats", {})
+            assert "did not answer" in message and "the service is up, only slow" in message
+            found = await call(session, "memory_recall", {"query": "heron certificates",
+                                                           "project": project})
+            assert [item["content"] for item in found["items"]] == [fact]
+            assert (await call(session, "memory_list", {"project": project}))["total"] == 1
+
+    with slow_route(service.url, b"GET /api/stats", BOUND_S * 3) as url:
+        anyio.run(main, url)
+        assert not (tmp_path / "hooks.backoff.json").exists()
+        run = run_hook("claude-code", "UserPromptSubmit", {
+            "hook_event_name": "UserPromptSubmit", "session_id": "slow-1", "cwd": str(tmp_path),
+            "prompt": "how often do the heron certificates rotate?"},
+            hook_env(tmp_path, url, MEMORY_PROJECT=project, MEMORY_HOOK_BUDGET_S="10"))
+    assert fact in run.stdout, (run, hook_log(tmp_path))
+    assert hook_log(tmp_path)[-1]["outcome"] == "injected"
+
+
+def test_a_store_behind_a_long_writer_is_spooled_without_a_back_off(service: Service,
+                                                                    tmp_path: Path) -> None:
+    """A write that waits on the store's write lock (a purge or an import holds it) past the
+    bound is spooled; the service still answers, so the reads go on, at once."""
+    project = "proxy-long-writer"
+    fact = "The egret deploys freeze on the last Friday of each quarter"
+    with service.client() as http:
+        assert http.post("/ingest", json={"content": fact, "project": project}
+                         ).json()["status"] == "new"
+
+    async def main() -> None:
+        async with proxy_session(tmp_path, service.url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
+                                 ) as session:
+            with write_lock(service.tmp / "memory.db"):
+                stored = await call(session, "memory_store", {
+                    "content": "The egret freeze lifts on the first Monday", "project": project})
+                assert stored["status"] == "spooled", stored
+                assert "the service is up, only slow" in stored["reason"], stored
+                found = await call(session, "memory_recall", {"query": "egret deploy freeze",
+                                                               "project": project})
+                assert [i["content"] for i in found["items"]] == [fact]
+
+    anyio.run(main)
+    assert not (tmp_path / "hooks.backoff.json").exists()
+    assert len(spooled(tmp_path)) == 1

@@ -13,7 +13,12 @@ When the service cannot take a call: memory_store appends the write to the spool
 the same body /ingest takes; the service replays it) and answers that it will be stored once
 the service is back; the other tools answer a tool error with a one-line reason. The proxy
 shares the hooks' back-off (backoff.py): while it is on, calls skip the network at once, and a
-proxy call that meets a dead or hung service starts it.
+proxy call that meets a dead or hung service starts it. Dead: the connection is refused (or
+reset, or the host unknown). Hung: the call timed out and a probe (`client.answers`: `HEAD /`,
+which needs no store work) gets no answer within PROBE_S either. A call that timed out on a
+service that answers the probe was slow (a 1M-memory store's stats, a write waiting behind a
+purge): that call's error only, and memory_store spools the write; the back-off would turn
+every agent's memory off for MEMORY_HOOK_BACKOFF_S.
 
 Unlike `memory-mcp --stdio`, the proxy opens no store and loads no embedding model: one
 service holds the store (the vector channel's matrix lives in its memory) however many agents
@@ -41,6 +46,7 @@ from ..harness.client import (
     ServiceFailed,
     ServiceTimeout,
     ServiceUnavailable,
+    answers,
     resolve_url,
     retryable,
 )
@@ -91,11 +97,25 @@ class RestBackend:
         client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline)
         try:
             return client.request(method, path, body)
-        except (ServiceDown, ServiceTimeout) as exc:
-            if offline is None:
-                backoff.start(self.settings.backoff_path, self.settings.hook_backoff_s,
-                              exc.outcome, str(exc))
+        except ServiceTimeout as exc:
+            if offline is None and self.settings.hook_backoff_s > 0 and answers(url, self.token):
+                # Slow, not hung (a big store's stats, a write behind a long writer): this
+                # call's error only. Backing off would turn every agent's memory off.
+                raise ServiceTimeout(f"{exc} (the service is up, only slow: it did not answer "
+                                     f"this call within MEMORY_MCP_PROXY_TIMEOUT_S, "
+                                     f"{self.timeout_s:g} s)") from None
+            self._back_off(offline, exc)
             raise
+        except ServiceDown as exc:
+            self._back_off(offline, exc)
+            raise
+
+    def _back_off(self, offline: ServiceUnavailable | None, exc: ServiceUnavailable) -> None:
+        """Start the shared back-off for a service found down or hung (not while one is on:
+        its calls made no request)."""
+        if offline is None:
+            backoff.start(self.settings.backoff_path, self.settings.hook_backoff_s,
+                          exc.outcome, str(exc))
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """The service's JSON answer; ServiceUnavailable (or a subclass) otherwise."""
