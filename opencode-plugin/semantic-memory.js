@@ -219,6 +219,7 @@ function discoveryPath(settings) {
 // src/client.ts
 var DEFAULT_PORT = 8765;
 var DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
+var PROBE_MS = 500;
 var ServiceUnavailable = class extends Error {
   constructor(outcome, message) {
     super(message);
@@ -278,6 +279,35 @@ function pidAlive(pid) {
   } catch (error) {
     return error.code === "EPERM";
   }
+}
+function answers(url, token, deadline = now() + PROBE_MS) {
+  const remaining = Math.floor(deadline - now());
+  let target;
+  try {
+    target = new URL(url + "/");
+  } catch {
+    return Promise.resolve(false);
+  }
+  if (remaining <= 0 || target.protocol !== "http:" && target.protocol !== "https:") return Promise.resolve(false);
+  const headers = { Connection: "close", "X-Memory-Harness": "opencode" };
+  if (token) headers["Authorization"] = `Bearer ${token}`;
+  const transport = target.protocol === "https:" ? https : http;
+  return new Promise((resolve2) => {
+    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
+      res.resume();
+      clearTimeout(timer);
+      resolve2(true);
+    });
+    const timer = setTimeout(() => {
+      resolve2(false);
+      req.destroy();
+    }, remaining);
+    req.on("error", () => {
+      clearTimeout(timer);
+      resolve2(false);
+    });
+    req.end();
+  });
 }
 var ServiceClient = class {
   /**
@@ -1163,6 +1193,7 @@ var FLUSH_MAX = 5e3;
 var SPOOL_MARGIN_MS = 150;
 var START_WAIT_MS = 2e4;
 var MAX_SESSIONS = 200;
+var REPORT_MS = 500;
 var inFlight = /* @__PURE__ */ new Map();
 var exitGuard = false;
 function spoolInFlight() {
@@ -1407,23 +1438,32 @@ ${query}`;
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      let reported = "";
-      try {
-        await this.post(action, "/inject/report", {
-          harness: HARNESS,
-          hook: HOOKS.inject,
-          project: this.project,
-          query,
-          uids,
-          chars: length(block),
-          session: key
-        });
-      } catch (error) {
-        if (!(error instanceof ServiceUnavailable)) throw error;
-        reported = `; report failed: ${error.message}`;
-      }
-      action.done("injected", `${uids.length} memories, ${length(block)} chars${reported}`);
+      this.report(action.service.url, {
+        harness: HARNESS,
+        hook: HOOKS.inject,
+        project: this.project,
+        query,
+        uids,
+        chars: length(block),
+        session: key
+      });
+      action.done("injected", `${uids.length} memories, ${length(block)} chars`);
     });
+  }
+  /**
+   * Posts an injection report without holding the model call (runner.py `_report`). The report
+   * is a write: while a long writer (a purge, an import's index merge, another process) holds
+   * the store's write lock, the recall before it, a read, answers at once but the report waits,
+   * and awaited it cost every model call the whole budget. Telemetry: sent once within
+   * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
+   * out of the back-off (the service answered the recall).
+   */
+  report(url, body) {
+    const task = new ServiceClient(url, this.settings.token).post("/inject/report", body, now() + REPORT_MS).then(
+      () => void 0,
+      (error) => this.debug(HOOKS.inject, `report failed: ${error.message}`)
+    ).finally(() => this.pending.delete(task));
+    this.pending.add(task);
   }
   async remember(sessionID, state, content) {
     const key = this.contextKey(sessionID, state);
@@ -1549,14 +1589,18 @@ ${query}`;
     const offline = this.backingOff();
     const target = { folder: spoolPath(this.settings), event };
     let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
-    if (service !== null && offline === null) this.afterContact(service);
+    const ms = now() - started;
     if (outcome === "timeout" && event === HOOKS.inject) detail = `${detail} (recall)`;
+    if (service !== null && offline === null) {
+      const note = await this.afterContact(service);
+      if (note) detail = detail ? `${detail}; ${note}` : note;
+    }
     if (this.startNote) {
       detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
       this.startNote = "";
     }
     debug(detail ? `${outcome}: ${detail}` : outcome);
-    this.log(event, outcome, detail, session, now() - started);
+    this.log(event, outcome, detail, session, ms);
   }
   /** The action's outcome (its own, or how the service failed it) and the client it used. */
   async attempt(deadline, debug, body, target, offline) {
@@ -1586,18 +1630,27 @@ ${query}`;
     );
   }
   /**
-   * A service that did not answer starts the shared back-off (runner.py `_after_contact`);
-   * one that answered ends it.
+   * A service that is down or hung starts the shared back-off (runner.py `_after_contact`);
+   * one that answered ends it. Hung, not slow: a request that timed out starts it only when
+   * the service answers no probe either (`answers`, PROBE_MS). A write waiting behind a long
+   * writer (a purge, an import) times out while the service answers, and backing off for it
+   * would blank every harness's recalls, which that writer does not hold back. What to add
+   * to the log line's detail, or "".
    */
-  afterContact(service) {
+  async afterContact(service) {
     const path = backoffPath(this.settings);
     const failure = service.lastFailure;
     if (failure !== null && !service.answered) {
-      startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
+      const timedOut = failure.outcome === "timeout";
+      if (timedOut && this.settings.backoffMs > 0 && await answers(service.url, this.settings.token)) {
+        return "the service answers a probe: slow, not hung, no back-off";
+      }
+      startBackOff(path, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path);
       if (service.succeeded) this.replay(service.url);
     }
+    return "";
   }
   /**
    * Hands what the spool holds to a service that answered, in the background and within one

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from semantic_memory import spool
 from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
 from semantic_memory.harness.transcript import Turn, chunk_turns, remembered, unquote
-from test_service_support import memory_mcp_command, start_service
+from test_hook_robustness import write_lock
+from test_service_support import Service, memory_mcp_command, start_service
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
 BUNDLE = PLUGIN_DIR / "semantic-memory.js"
@@ -300,3 +302,111 @@ def test_what_the_plugin_keeps_as_refused_is_the_python_spools_record(tmp_path: 
     expected = [spool.refused_items(batch, answer) for answer in answers]
     got = node_eval("refusedItems", [[batch, answer] for answer in answers])
     assert [list(r) if r is not None else None for r in expected] == got
+
+
+# --- a long writer (purge, import, another process) costs the plugin no model-call time ------
+
+
+#: The plugin as opencode drives it, from the shipped bundle: for each prompt a new session,
+#: its chat.message then the system transform of its first model call (timed), then dispose.
+DRIVE = """
+import { MemoryPlugin, loadSettings } from %s;
+import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+const { env, prompts } = JSON.parse(readFileSync(0, 'utf8'));
+const debug = [];
+const memory = new MemoryPlugin(loadSettings(env).settings, process.cwd(), [], (line) => debug.push(line));
+const calls = [];
+for (const [i, prompt] of prompts.entries()) {
+  const session = `ses_lock${i}`;
+  const system = ['<env>\\n  Working directory: /src/web\\n</env>'];
+  const started = performance.now();
+  await memory.chatMessage(session, [{ id: `prt_${i}`, sessionID: session, messageID: `msg_${i}`,
+                                      type: 'text', text: prompt }]);
+  await memory.systemTransform(session, system);
+  calls.push({ ms: performance.now() - started, system });
+}
+await memory.dispose();
+process.stdout.write(JSON.stringify({ calls, debug }));
+"""
+
+
+def drive_bundle(tmp: Path, service: Service, project: str, budget: float,
+                 *prompts: str) -> tuple[list[dict[str, Any]], str]:
+    """The model calls' [{ms, system}] and the plugin's debug output. The plugin's db path is
+    `tmp` (its hook log, spool and back-off file), not the service's."""
+    env = {"MEMORY_PLUGIN_URL": service.url, "MEMORY_DB_PATH": str(tmp / "memory.db"),
+           "MEMORY_PROJECT": project, "MEMORY_HOOK_BUDGET_S": str(budget),
+           "MEMORY_PLUGIN_DEBUG": "1"}
+    done = subprocess.run(["node", "--input-type=module", "-e", DRIVE % json.dumps(BUNDLE.as_uri())],
+                          input=json.dumps({"env": env, "prompts": list(prompts)}),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    return result["calls"], "".join(result["debug"])
+
+
+def plugin_log(tmp: Path) -> list[dict[str, Any]]:
+    path = tmp / "hooks.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def locked_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    service = start_service(tmp_path_factory.mktemp("opencode-long-writer"))
+    with service.client() as http:  # the first recall loads the embedder: not under the lock
+        http.post("/recall", json={"query": "warm up", "relevant_only": True})
+    yield service
+    service.stop()
+
+
+def test_a_held_write_lock_costs_the_model_calls_nothing(locked_service: Service,
+                                                        tmp_path: Path) -> None:
+    """While the store's write lock is held (a purge, an import's index merge), the recall, a
+    read, answers at once: the block goes into each model call without waiting for the
+    injection report, a write that waits. The report is sent once and dropped after 0.5 s (a
+    debug line), never the hook's outcome and never the back-off. It was awaited: every model
+    call waited the whole budget."""
+    project, budget = "opencode-long-writer", 3.0
+    fact = "The osprey cluster drains its queue with osprey-drain --all"
+    with locked_service.client() as http:
+        assert http.post("/ingest", json={"content": fact, "project": project}
+                         ).json()["status"] == "new"
+    with write_lock(locked_service.tmp / "memory.db"):
+        calls, debug = drive_bundle(tmp_path, locked_service, project, budget,
+                                    "how do we drain the osprey queue?",
+                                    "which command drains the osprey queue?")
+    for call in calls:
+        assert len(call["system"]) == 2 and fact in call["system"][1], call
+        assert call["ms"] < budget * 1000 / 2, call["ms"]
+    log = plugin_log(tmp_path)
+    assert [e["outcome"] for e in log] == ["injected", "injected"], log
+    assert not any("report" in e["detail"] for e in log), log
+    assert debug.count("report failed: ") == 2, debug
+    assert not (tmp_path / "hooks.backoff.json").exists()
+    assert not (tmp_path / "spool").exists()
+
+
+def test_a_write_behind_a_held_write_lock_starts_no_back_off(locked_service: Service,
+                                                             tmp_path: Path) -> None:
+    """A "remember" while the lock is held waits its budget and is spooled. The service still
+    answers (the probe after the timeout, HEAD /), so that is slow, not hung: no back-off for
+    every harness, and the next prompt's recall injects (it made no request for 30 s)."""
+    project = "opencode-long-writer-remember"
+    fact = "The kestrel batch jobs are paused with kestrel-ctl pause"
+    with locked_service.client() as http:
+        assert http.post("/ingest", json={"content": fact, "project": project}
+                         ).json()["status"] == "new"
+    with write_lock(locked_service.tmp / "memory.db"):
+        (said, found), _ = drive_bundle(tmp_path, locked_service, project, 1.5,
+                                   "remember that the kestrel jobs resume at 06:00",
+                                   "how do we pause the kestrel batch jobs?")
+    remembered_line, recalled = plugin_log(tmp_path)
+    assert remembered_line["outcome"] == "spooled", remembered_line
+    assert remembered_line["detail"].endswith(
+        "; the service answers a probe: slow, not hung, no back-off"), remembered_line
+    assert "will store the user's \"remember\" message" in said["system"][1]
+    assert recalled["outcome"] == "injected", recalled
+    assert fact in found["system"][1]
+    assert not (tmp_path / "hooks.backoff.json").exists()
+    assert len(spool.pending(tmp_path / "spool")) == 1

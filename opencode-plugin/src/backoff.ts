@@ -2,7 +2,12 @@
  * The hooks' shared back-off (core/semantic_memory/backoff.py; keep both in step): after one
  * action of any harness met a dead or hung service, every harness's hooks skip the network
  * until `until`, spooling their writes and injecting nothing, instead of each paying its whole
- * budget for the same silence. One JSON file beside the db,
+ * budget for the same silence. Dead: the connection is refused (or reset, the host unknown).
+ * Hung: a request timed out and a probe right after it (`HEAD /`, which the service answers
+ * without store work) gets no answer within 0.5 s either (client.ts `answers`). A timeout on a
+ * service that answers the probe met a slow one (a write waiting while a purge or an import
+ * holds the store's write lock) and starts nothing: the recalls, which only read, still answer.
+ * One JSON file beside the db,
  * `{"until": <unix s>, "outcome": "service down" | "timeout", "detail": …}`, replaced
  * atomically; the service deletes it when it starts, an action that got an answer deletes it.
  */

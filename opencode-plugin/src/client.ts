@@ -15,6 +15,11 @@ import { discoveryPath, type Settings } from "./settings.js";
 
 export const DEFAULT_PORT = 8765;
 export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
+/**
+ * How long the probe after a timed-out request waits (`answers`; client.py PROBE_S): a service
+ * that answers nothing within this, not even a request that needs no store work, is hung.
+ */
+export const PROBE_MS = 500;
 
 /** The outcomes that mean the service could not be used (harness/outcomes.py FAILURES). */
 export type FailureOutcome = "service down" | "timeout" | "error";
@@ -101,6 +106,44 @@ export function pidAlive(pid: unknown): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM"; // alive, someone else's
   }
+}
+
+/**
+ * Whether the service at `url` answers at all by `deadline` (PROBE_MS from now by default):
+ * what tells a slow service from a hung one after a request timed out, and so whether the
+ * shared back-off starts (client.py `answers`). The probe is `HEAD /`, the browse page: public
+ * and served from memory, it waits on no store lock or query, so a service busy behind a long
+ * writer (a purge, an import) or a slow query answers it at once. Any HTTP answer counts.
+ * Never throws.
+ */
+export function answers(url: string, token: string, deadline: number = now() + PROBE_MS): Promise<boolean> {
+  const remaining = Math.floor(deadline - now());
+  let target: URL;
+  try {
+    target = new URL(url + "/");
+  } catch {
+    return Promise.resolve(false);
+  }
+  if (remaining <= 0 || (target.protocol !== "http:" && target.protocol !== "https:")) return Promise.resolve(false);
+  const headers: Record<string, string> = { Connection: "close", "X-Memory-Harness": "opencode" };
+  if (token) headers["Authorization"] = `Bearer ${token}`;
+  const transport = target.protocol === "https:" ? https : http;
+  return new Promise((resolve) => {
+    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
+      res.resume(); // the answer is all that counts (a HEAD has no body)
+      clearTimeout(timer);
+      resolve(true);
+    });
+    const timer = setTimeout(() => {
+      resolve(false);
+      req.destroy();
+    }, remaining);
+    req.on("error", () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
+    req.end();
+  });
 }
 
 export class ServiceClient {

@@ -4,7 +4,7 @@
  *
  * - inject: for the agent's model calls, recall for the latest user message (`/recall`,
  *   relevant_only) and add what clears the service's relevance bar to the system prompt; each
- *   injection is reported (`/inject/report`).
+ *   injection is reported (`/inject/report`) beside the model call, not before it.
  * - flush: the messages a compaction is about to summarise are stored (`source=compaction`).
  * - remember: a user message starting with "remember" is stored as a `fact`.
  * - capture: an allow-listed tool's output is stored (`source=tool`, kind `artifact`).
@@ -19,14 +19,15 @@
  * A write (remember, flush, capture) the service cannot take within the budget (down, hung,
  * slow, overloaded) goes to the write spool instead (spool.ts), which the service replays
  * exactly once. After an action met a dead or hung service, every harness's hooks skip the
- * network for a while (backoff.ts), spooling their writes at once.
+ * network for a while (backoff.ts), spooling their writes at once. Hung, not slow: a request
+ * that timed out starts it only when the service answers no probe either (client.ts `answers`).
  */
 
 import { randomBytes } from "node:crypto";
 
 import { startService } from "./autostart.js";
 import { activeBackOff, clearBackOff, startBackOff } from "./backoff.js";
-import { ServiceClient, ServiceFailed, ServiceUnavailable, now, resolveUrl } from "./client.js";
+import { ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl } from "./client.js";
 import {
   conversationText,
   isAgentTurn,
@@ -69,6 +70,12 @@ export const SPOOL_MARGIN_MS = 150;
 export const START_WAIT_MS = 20_000;
 /** Sessions whose state is kept (the least recently used go first). */
 export const MAX_SESSIONS = 200;
+/**
+ * At most this long for an injection report (runner.py REPORT_S). It is sent beside the model
+ * call, which does not wait for it: a write, it takes milliseconds unless a long writer holds
+ * the store's write lock, and then it is dropped rather than left hanging.
+ */
+export const REPORT_MS = 500;
 
 interface SessionState {
   /** Compactions of this session seen by this process: each starts a new context. */
@@ -360,23 +367,36 @@ export class MemoryPlugin {
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      let reported = "";
-      try {
-        await this.post(action, "/inject/report", {
-          harness: HARNESS,
-          hook: HOOKS.inject,
-          project: this.project,
-          query,
-          uids,
-          chars: length(block),
-          session: key,
-        });
-      } catch (error) {
-        if (!(error instanceof ServiceUnavailable)) throw error;
-        reported = `; report failed: ${error.message}`; // the block still goes in
-      }
-      action.done("injected", `${uids.length} memories, ${length(block)} chars${reported}`);
+      this.report(action.service.url, {
+        harness: HARNESS,
+        hook: HOOKS.inject,
+        project: this.project,
+        query,
+        uids,
+        chars: length(block),
+        session: key,
+      });
+      action.done("injected", `${uids.length} memories, ${length(block)} chars`);
     });
+  }
+
+  /**
+   * Posts an injection report without holding the model call (runner.py `_report`). The report
+   * is a write: while a long writer (a purge, an import's index merge, another process) holds
+   * the store's write lock, the recall before it, a read, answers at once but the report waits,
+   * and awaited it cost every model call the whole budget. Telemetry: sent once within
+   * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
+   * out of the back-off (the service answered the recall).
+   */
+  private report(url: string, body: Record<string, unknown>): void {
+    const task = new ServiceClient(url, this.settings.token)
+      .post("/inject/report", body, now() + REPORT_MS)
+      .then(
+        () => undefined,
+        (error: unknown) => this.debug(HOOKS.inject, `report failed: ${(error as Error).message}`),
+      )
+      .finally(() => this.pending.delete(task));
+    this.pending.add(task); // `dispose` lets it land before opencode exits
   }
 
   private async remember(sessionID: string, state: SessionState, content: string): Promise<void> {
@@ -516,15 +536,21 @@ export class MemoryPlugin {
     const offline = this.backingOff();
     const target = { folder: spoolPath(this.settings), event };
     let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
-    if (service !== null && offline === null) this.afterContact(service);
+    // The action's own time, as the hooks log it (runner.py): the probe after a timeout, once
+    // per back-off on a hung service, is not part of it.
+    const ms = now() - started;
     // Only a recall can time out: a write that could not be handed over was spooled.
     if (outcome === "timeout" && event === HOOKS.inject) detail = `${detail} (recall)`;
+    if (service !== null && offline === null) {
+      const note = await this.afterContact(service);
+      if (note) detail = detail ? `${detail}; ${note}` : note;
+    }
     if (this.startNote) {
       detail = detail ? `${detail}; ${this.startNote}` : this.startNote;
       this.startNote = "";
     }
     debug(detail ? `${outcome}: ${detail}` : outcome);
-    this.log(event, outcome, detail, session, now() - started);
+    this.log(event, outcome, detail, session, ms);
   }
 
   /** The action's outcome (its own, or how the service failed it) and the client it used. */
@@ -563,18 +589,27 @@ export class MemoryPlugin {
   }
 
   /**
-   * A service that did not answer starts the shared back-off (runner.py `_after_contact`);
-   * one that answered ends it.
+   * A service that is down or hung starts the shared back-off (runner.py `_after_contact`);
+   * one that answered ends it. Hung, not slow: a request that timed out starts it only when
+   * the service answers no probe either (`answers`, PROBE_MS). A write waiting behind a long
+   * writer (a purge, an import) times out while the service answers, and backing off for it
+   * would blank every harness's recalls, which that writer does not hold back. What to add
+   * to the log line's detail, or "".
    */
-  private afterContact(service: ServiceClient): void {
+  private async afterContact(service: ServiceClient): Promise<string> {
     const path = backoffPath(this.settings);
     const failure = service.lastFailure;
     if (failure !== null && !service.answered) {
-      startBackOff(path, this.settings.backoffMs, failure.outcome === "timeout" ? "timeout" : "service down", failure.message);
+      const timedOut = failure.outcome === "timeout";
+      if (timedOut && this.settings.backoffMs > 0 && (await answers(service.url, this.settings.token))) {
+        return "the service answers a probe: slow, not hung, no back-off";
+      }
+      startBackOff(path, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path);
       if (service.succeeded) this.replay(service.url);
     }
+    return "";
   }
 
   /**

@@ -6,17 +6,18 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { now } from "../src/client.js";
-import { MemoryPlugin } from "../src/memory.js";
+import { PROBE_MS, now } from "../src/client.js";
+import { MemoryPlugin, REPORT_MS } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import {
   call,
   cleanEnv,
   closedPort,
+  fakeService,
   hangingServer,
   hookLog,
   memories,
@@ -124,6 +125,7 @@ describe("against a live service", () => {
     session.reply("Let me check."); // a tool step: the turn goes on
     assert.deepEqual(await session.modelCall(), first);
 
+    await session.plugin.dispose(); // the report goes beside the model call: let it land
     const injections = (await call(service.url, "GET", "/api/injections?harness=opencode")).items;
     assert.equal(injections.length, 1, "one injection reported for the turn");
     assert.deepEqual(injections[0].uids, [uid]);
@@ -261,7 +263,7 @@ describe("fail-open", () => {
     }
   });
 
-  test("a hung service costs one budget, then every hook leaves it alone for a while", async () => {
+  test("a hung service costs one budget and a probe, then every hook leaves it alone for a while", async () => {
     const dir = tempDir();
     const hung = await hangingServer();
     try {
@@ -272,7 +274,9 @@ describe("fail-open", () => {
       let started = now();
       assert.deepEqual(await session.modelCall(), [AGENT_SYSTEM]);
       const first = now() - started;
-      assert.ok(first >= 290 && first < 700, `took ${first} ms`);
+      // The recall, then the probe that tells hung from slow (unanswered too): the back-off.
+      assert.ok(first >= 290 + PROBE_MS && first < 1300, `took ${first} ms`);
+      assert.equal(hung.connections(), 2);
       await session.prompt("and the production database?");
       started = now();
       await session.modelCall();
@@ -284,11 +288,101 @@ describe("fail-open", () => {
       assert.ok(now() - started < 100, "a write while backing off is spooled at once");
       const log = hookLog(dir);
       assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout", "spooled"]);
+      assert.ok(log[0]?.["ms"] < 700, "the hook log counts the action's own time, not the probe");
+      assert.equal(hung.connections(), 2, "nothing more reached it");
       assert.equal(log[0]?.["detail"], `${hung.url} did not answer within the budget (recall)`);
       assert.match(log[1]?.["detail"], /^backing off until .*, no request made \(the last try: .* did not answer within the budget\) \(recall\)$/);
       assert.equal(readdirSync(join(dir, "spool")).length, 1);
     } finally {
       await hung.close();
+      removeDir(dir);
+    }
+  });
+});
+
+describe("a slow service is not a hung one (a long writer holds the store's write lock)", () => {
+  const BLOCK = `<semantic-memory>\n<memory uid="m1">${FACT}</memory>\n</semantic-memory>`;
+
+  function plugin(url: string, dir: string, env: Record<string, string> = {}): { memory: MemoryPlugin; debug: string[] } {
+    const debug: string[] = [];
+    const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_PLUGIN_DEBUG: "1", ...env });
+    return { memory: new MemoryPlugin(settings, dir, [], (line) => debug.push(line)), debug };
+  }
+
+  test("the injection report, a write, does not hold the model call: sent once beside it, dropped when late", async () => {
+    const dir = tempDir();
+    const service = await fakeService({
+      "POST /recall": { block: BLOCK, block_uids: ["m1"] },
+      "POST /inject/report": "hang",
+    });
+    try {
+      const { memory, debug } = plugin(service.url, dir);
+      const session = new Session(memory);
+      await session.prompt(QUESTION);
+      const started = now();
+      const system = await session.modelCall();
+      const took = now() - started;
+      assert.deepEqual(system, [AGENT_SYSTEM, BLOCK]);
+      assert.ok(took < 400, `the model call waited ${took} ms (the budget is 1500)`);
+      const [line] = hookLog(dir);
+      assert.deepEqual([line?.["outcome"], line?.["detail"]], ["injected", `1 memories, ${BLOCK.length} chars`]);
+
+      const disposed = now();
+      await memory.dispose();
+      assert.ok(now() - disposed < REPORT_MS + 300, "the report gives up after REPORT_MS");
+      assert.deepEqual(service.requests, ["POST /recall", "POST /inject/report"], "once, never retried");
+      assert.ok(debug.some((l) => l.includes(`report failed: ${service.url} did not answer within the budget`)), debug.join(""));
+      assert.equal(hookLog(dir).length, 1, "no line of its own: telemetry");
+      assert.ok(!existsSync(join(dir, "hooks.backoff.json")), "the service answered the recall: no back-off");
+      assert.ok(!existsSync(join(dir, "spool")), "never spooled");
+    } finally {
+      await service.close();
+      removeDir(dir);
+    }
+  });
+
+  test("a write that times out on a service that answers a probe is spooled without a back-off", async () => {
+    const dir = tempDir();
+    const service = await fakeService({
+      "HEAD /": {},
+      "POST /ingest": "hang",
+      "POST /recall": { block: BLOCK, block_uids: ["m1"] },
+      "POST /inject/report": { status: "ok" },
+    });
+    try {
+      const { memory } = plugin(service.url, dir, { MEMORY_HOOK_BUDGET_S: "0.5" });
+      const session = new Session(memory);
+      await session.prompt("remember that the deploy freeze starts on Fridays at noon");
+      const [said] = hookLog(dir);
+      assert.deepEqual([said?.["event"], said?.["outcome"]], ["chat.message", "spooled"]);
+      assert.match(said?.["detail"], /^remembered in the spool \(timeout: .* did not answer within the budget\); the service answers a probe: slow, not hung, no back-off$/);
+      assert.ok(!existsSync(join(dir, "hooks.backoff.json")));
+      assert.equal(readdirSync(join(dir, "spool")).filter((f) => f.endsWith(".json")).length, 1);
+
+      await session.prompt(QUESTION);
+      const system = await session.modelCall();
+      // After the note that the "remember" will be stored, the block: the recall was made.
+      assert.ok(system[1]?.endsWith(`it does not need to be stored again.\n\n${BLOCK}`), system[1]);
+      assert.deepEqual(hookLog(dir).map((e) => [e["event"], e["outcome"]]).at(-1),
+        ["experimental.chat.system.transform", "injected"]);
+      await memory.dispose();
+      assert.deepEqual(service.requests.slice(0, 3), ["POST /ingest", "HEAD /", "POST /recall"]);
+    } finally {
+      await service.close();
+      removeDir(dir);
+    }
+  });
+
+  test("with the back-off off (MEMORY_HOOK_BACKOFF_S=0) no probe is made", async () => {
+    const dir = tempDir();
+    const service = await fakeService({ "HEAD /": {}, "POST /ingest": "hang" });
+    try {
+      const { memory } = plugin(service.url, dir, { MEMORY_HOOK_BUDGET_S: "0.3", MEMORY_HOOK_BACKOFF_S: "0" });
+      await new Session(memory).prompt("remember that the probe is only for the back-off");
+      assert.deepEqual(service.requests, ["POST /ingest"]);
+      assert.deepEqual(hookLog(dir).map((e) => e["outcome"]), ["spooled"]);
+    } finally {
+      await service.close();
       removeDir(dir);
     }
   });

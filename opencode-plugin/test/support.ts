@@ -8,6 +8,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -127,9 +128,11 @@ export async function closedPort(): Promise<number> {
 }
 
 /** A server that accepts connections and never answers (a hung service). */
-export async function hangingServer(): Promise<{ url: string; close(): Promise<void> }> {
+export async function hangingServer(): Promise<{ url: string; connections(): number; close(): Promise<void> }> {
   const sockets = new Set<net.Socket>();
+  let connections = 0;
   const server = net.createServer((socket) => {
+    connections += 1;
     sockets.add(socket);
     socket.on("error", () => undefined);
   });
@@ -137,6 +140,7 @@ export async function hangingServer(): Promise<{ url: string; close(): Promise<v
   const port = (server.address() as net.AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}`,
+    connections: () => connections,
     close: () =>
       new Promise<void>((done) => {
         for (const socket of sockets) socket.destroy();
@@ -147,4 +151,45 @@ export async function hangingServer(): Promise<{ url: string; close(): Promise<v
 
 export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
+}
+
+export interface FakeService {
+  url: string;
+  /** "METHOD /path" of each request, in arrival order. */
+  requests: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * A stand-in for the service whose routes ("METHOD /path") answer their JSON at once, or never
+ * ("hang"): as the service answers while a long writer (a purge, an import) holds the store's
+ * write lock, reads and `HEAD /` at once, writes not in time. Any other route: a 404.
+ */
+export async function fakeService(routes: Record<string, Record<string, unknown> | "hang">): Promise<FakeService> {
+  const requests: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const server = http.createServer((req, res) => {
+    const route = `${req.method} ${req.url}`;
+    requests.push(route);
+    req.resume();
+    const answer = routes[route];
+    if (answer === "hang") return;
+    res.writeHead(answer === undefined ? 404 : 200, { "Content-Type": "application/json" });
+    res.end(req.method === "HEAD" ? undefined : JSON.stringify(answer ?? { error: "no such route" }));
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise<void>((done) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => done());
+      }),
+  };
 }

@@ -12,13 +12,13 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { ServiceClient, ServiceUnavailable, now, resolveUrl } from "../src/client.js";
+import { PROBE_MS, ServiceClient, ServiceUnavailable, answers, now, resolveUrl } from "../src/client.js";
 import { MAX_LOG_BYTES, record } from "../src/outcomes.js";
 import { normaliseRemote } from "../src/project.js";
 import { CAPTURE_CHARS, captureRecord, describeInput } from "../src/records.js";
 import { discoveryPath, hookLogPath, loadSettings } from "../src/settings.js";
 import { chunkTurns, clean, remembered, splitText, unquote } from "../src/transcript.js";
-import { closedPort, hangingServer, removeDir, tempDir } from "./support.js";
+import { closedPort, fakeService, hangingServer, removeDir, tempDir } from "./support.js";
 
 describe("settings", () => {
   test("the environment wins over the plugin's options, which win over the defaults", () => {
@@ -112,6 +112,32 @@ describe("client", () => {
     } finally {
       await hung.close();
     }
+  });
+
+  test("the probe: any HTTP answer is an answer; a hung service gets PROBE_MS, a refused one none", async () => {
+    assert.equal(await answers(errorsUrl, "t"), true);
+    const other = await fakeService({}); // a 404 to everything
+    try {
+      assert.equal(await answers(other.url, ""), true, "an error status is an answer too");
+      assert.deepEqual(other.requests, ["HEAD /"]);
+    } finally {
+      await other.close();
+    }
+    const hung = await hangingServer();
+    try {
+      const started = now();
+      assert.equal(await answers(hung.url, ""), false);
+      const took = now() - started;
+      assert.ok(took >= PROBE_MS - 10 && took < PROBE_MS + 300, `took ${took} ms`);
+      assert.equal(await answers(hung.url, "", now() + 100), false);
+      assert.ok(now() - started < PROBE_MS + 400, "a deadline of its own is kept");
+    } finally {
+      await hung.close();
+    }
+    const started = now();
+    assert.equal(await answers(`http://127.0.0.1:${await closedPort()}`, ""), false);
+    assert.equal(await answers("not a url", ""), false);
+    assert.ok(now() - started < 200, `took ${now() - started} ms`);
   });
 
   test("the URL: MEMORY_PLUGIN_URL, else a live discovery file, else MEMORY_PORT, else the default port", () => {
