@@ -1,9 +1,12 @@
 """The SQLite store, the default: one WAL file, a schema version with migrations, one writer at
 a time.
 
-Writers serialise on a process-wide lock and `BEGIN IMMEDIATE` (which waits on SQLite's busy
-handler for writers in other processes), so no caller ever sees "database is locked". Readers use
-a connection per thread and never block the writer.
+Writers serialise on a process-wide lock and `BEGIN IMMEDIATE`, waiting for writers in other
+processes up to BUSY_TIMEOUT_MS in all; a write still locked out then raises StoreError (a
+service answers 503), never sqlite3's "database is locked". Readers use a connection per thread
+and never block the writer, nor wait for it: a store already at the current schema opens with
+reads only (unless a channel's setup has to write), so the CLI's reads work while another
+process writes, and on a read-only file.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..models import Memory
 from ..hookspecs import hookimpl
@@ -25,7 +29,15 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 SCHEMA_VERSION = 9
+#: The longest a write waits for the write lock, this process's writers and other processes'
+#: together.
 BUSY_TIMEOUT_MS = 60_000
+#: One try for the write lock waits this long inside SQLite; between tries a writer checks its
+#: deadline and whether the service is stopping (`SQLiteStore.stop_waiting`). SQLite's own busy
+#: handler sleeps in steps of up to 100 ms too, so the lock is taken as soon as before.
+LOCK_TRY_MS = 100
+#: sqlite3 primary result codes (`sqlite_errorcode & 0xFF`).
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY = 5, 6, 8
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -219,6 +231,52 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _code(exc: sqlite3.Error) -> int:
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the lock ("database is locked")."""
+    return _code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
+
+
+class _LockOnWrite:
+    """The writer connection inside a deferred transaction, for a channel's `setup` (the
+    engine's `long_write`): statements that only read take no lock, so a store already set up
+    opens while another process writes, and on a read-only file.
+
+    The first statement that must write takes the lock. Inside a transaction that has read,
+    SQLite will not wait for it (SQLITE_BUSY at once: what was read may be stale by then), so
+    the transaction starts over with BEGIN IMMEDIATE, which waits, and the statement runs
+    again. Nothing is lost: no statement before it wrote (it would hold the lock), and a
+    channel's setup is idempotent (`Channel.setup`), so what it read before still holds."""
+
+    def __init__(self, store: SQLiteStore, conn: sqlite3.Connection, deadline: float) -> None:
+        self._store, self._conn, self._deadline = store, conn, deadline
+        self._locked = False
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self._run(self._conn.execute, sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        return self._run(self._conn.executemany, sql, list(rows))  # a list: it may run twice
+
+    def _run(self, method: Callable[[str, Any], sqlite3.Cursor], sql: str,
+             args: Any) -> sqlite3.Cursor:
+        try:
+            return method(sql, args)
+        except sqlite3.OperationalError as exc:
+            if self._locked or not _is_busy(exc):
+                raise
+        self._conn.execute("ROLLBACK")
+        self._store._take_lock(self._conn, "BEGIN IMMEDIATE", self._deadline)
+        self._locked = True
+        return method(sql, args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
 #: One statement inserting a JSON array of rows (RETURNING needs SQLite 3.35+; older ones insert
 #: row by row), in `memory_row`'s column order.
 _BATCH_INSERT = (
@@ -260,34 +318,51 @@ class SQLiteStore(SQLMemoryStore):
             raise StoreError(f"cannot create the folder {self.path.parent}: "
                              f"{exc.strerror or exc}") from None
         self._write_lock = threading.RLock()
+        self._stopping = threading.Event()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         try:
             self._writer = _connect(self.path)
-            self._writer.execute("PRAGMA journal_mode = WAL")
+            try:
+                self._writer.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if _code(exc) != SQLITE_READONLY:
+                    raise
+                # A read-only file in another journal mode (a copy, a backup): read it as it
+                # is; a write then fails with `write`'s one line.
             self._writer.execute("PRAGMA synchronous = NORMAL")
             # A bulk import or an index merge grows the WAL to tens of MB; give that space back
             # when the WAL restarts after a checkpoint instead of keeping the high-water mark.
             self._writer.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-            with self.write() as conn:
-                self._migrate(conn)
+            # Reads only when the schema is current: the write lock (held by another process
+            # for as long as it writes) and a writable file are needed only to create or
+            # upgrade it. `_migrate` reads the version again under the lock: another process
+            # may have upgraded it meanwhile.
+            if self._version(self._writer) != SCHEMA_VERSION:
+                with self.write() as conn:
+                    self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from None
 
     @staticmethod
+    def _version(conn: sqlite3.Connection) -> int:
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"schema version {version} is newer than this release understands "
+                f"({SCHEMA_VERSION}); upgrade semantic-memory-mcp"
+            )
+        return version
+
+    @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = SQLiteStore._version(conn)
         has_memories = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
         ).fetchone()
         if version == 0 and not has_memories:
             run_script(conn, SCHEMA)
-        elif version > SCHEMA_VERSION:
-            raise StoreError(
-                f"schema version {version} is newer than this release understands "
-                f"({SCHEMA_VERSION}); upgrade semantic-memory-mcp"
-            )
         else:
             for step in range(max(version, 1), SCHEMA_VERSION):
                 MIGRATIONS[step](conn)
@@ -299,19 +374,85 @@ class SQLiteStore(SQLMemoryStore):
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; commits on success, rolls back on any exception."""
-        with self._write_lock:
+        """One write transaction; commits on success, rolls back on any exception. StoreError
+        when the lock stays taken for BUSY_TIMEOUT_MS or the file is read-only."""
+        with self._transaction(immediate=True) as (conn, _):
+            yield conn
+
+    @contextmanager
+    def long_write(self) -> Iterator[Any]:
+        """A channel's setup: a transaction that takes the write lock only if a statement has
+        to write (`_LockOnWrite`)."""
+        with self._transaction(immediate=False) as (conn, deadline):
+            yield conn if deadline is None else _LockOnWrite(self, conn, deadline)
+
+    @contextmanager
+    def _transaction(self, immediate: bool
+                     ) -> Iterator[tuple[sqlite3.Connection, float | None]]:
+        """The writer connection in a transaction (BEGIN IMMEDIATE, or deferred), with the
+        deadline for its lock; None for a nested use, which joins the outer transaction."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            raise StoreError(self._locked_out())  # this process's writers held it all along
+        try:
             conn = self._writer
-            if conn.in_transaction:  # nested use joins the outer transaction
-                yield conn
+            if conn.in_transaction:
+                yield conn, None
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            if immediate:
+                self._take_lock(conn, "BEGIN IMMEDIATE", deadline)
+            else:
+                conn.execute("BEGIN")  # deferred: takes no lock
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+                yield conn, deadline
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                # On a read-only file (in WAL mode) the lock is granted: the first change fails.
+                if isinstance(exc, sqlite3.OperationalError) and _code(exc) == SQLITE_READONLY:
+                    raise StoreError(self._read_only()) from None
                 raise
             conn.execute("COMMIT")
+        finally:
+            self._write_lock.release()
+
+    def _take_lock(self, conn: sqlite3.Connection, statement: str, deadline: float) -> None:
+        """Run `statement`, which takes the write lock, waiting for other processes' writers
+        until `deadline`, LOCK_TRY_MS at a time; StoreError (one line) when it cannot."""
+        # Once stopping, one try that does not wait: writes queued behind this one give up
+        # in turn without each waiting a try's length.
+        conn.execute(f"PRAGMA busy_timeout = {0 if self._stopping.is_set() else LOCK_TRY_MS}")
+        try:
+            while True:
+                try:
+                    conn.execute(statement)
+                    return
+                except sqlite3.OperationalError as exc:
+                    if _code(exc) == SQLITE_READONLY:
+                        raise StoreError(self._read_only()) from None
+                    if not _is_busy(exc):
+                        raise
+                if self._stopping.is_set():
+                    raise StoreError("not stored: shutting down while another process holds "
+                                     f"the write lock of {self.path}")
+                if time.monotonic() >= deadline:
+                    raise StoreError(self._locked_out())
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def _read_only(self) -> str:
+        return f"cannot write to {self.path}: the file is read-only"
+
+    def _locked_out(self) -> str:
+        return (f"{self.path} is locked: another writer held it for {BUSY_TIMEOUT_MS // 1000} s "
+                "(a long import, purge or VACUUM?); try again later")
+
+    def stop_waiting(self) -> None:
+        """From now on a write that finds the lock taken by another process gives up at once
+        (StoreError) rather than wait up to BUSY_TIMEOUT_MS: a stopping service calls it, so
+        that a waiting write is refused, not stored after its client got no answer, and does
+        not hold up the exit. A write that gets the lock goes on as usual."""
+        self._stopping.set()
 
     def read(self) -> sqlite3.Connection:
         """This thread's read connection."""
@@ -380,8 +521,9 @@ class SQLiteStore(SQLMemoryStore):
         with self.write() as conn:
             tables = merge_fts_indexes(conn)
         if vacuum:
+            deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
             with self._write_lock:
-                self._writer.execute("VACUUM")
+                self._take_lock(self._writer, "VACUUM", deadline)
         return tables
 
     def size_bytes(self) -> int:
