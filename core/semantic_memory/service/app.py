@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from ..config import Settings
 from ..pipeline import MemoryEngine
-from . import browse, embed_queue, spool_replay
+from . import browse, embed_queue, maintenance, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
 from .edges import BodyGuard
 from .rest import EXCEPTION_HANDLERS, ROUTES
@@ -182,8 +182,11 @@ class LazyMCP:
         await discard(sid, transport)
 
 
-def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starlette:
-    """The service app over an open engine (the caller owns and closes the engine)."""
+def create_app(engine: MemoryEngine, settings: Settings | None = None, *,
+               start_up_maintenance: bool = False) -> Starlette:
+    """The service app over an open engine (the caller owns and closes the engine). With
+    `start_up_maintenance` (the service's start), the lifespan runs maintenance.run in the
+    background once the warm-up is done."""
     settings = settings or engine.settings
     lazy = LazyMCP(engine, settings)
 
@@ -204,6 +207,8 @@ def create_app(engine: MemoryEngine, settings: Settings | None = None) -> Starle
                 await warmed.wait()
             tg.start_soon(spool_replay.run, engine, settings)
             tg.start_soon(embed_queue.run, engine, settings)
+            if start_up_maintenance:
+                tg.start_soon(maintenance.run, engine, warmed)
             try:
                 yield
             finally:

@@ -13,7 +13,8 @@ error looks like on the wire. One ASGI middleware, outermost, so REST and `/mcp`
   an inner app's error in another format (the MCP SDK's plain-text 400/413) becomes
   `{"error": "<its first line>"}`; a JSON error keeps its shape (REST's `{"error", "field"}`,
   the SDK's JSON-RPC `{"error": {"code", "message"}}`, which MCP clients parse) and only a
-  multi-line message (the SDK quotes pydantic dumps) is cut to its first line.
+  multi-line message (the SDK quotes pydantic dumps) is cut to its first line. So is the
+  answer to a request a stopping server cuts off (503, not uvicorn's plain-text 500).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
 #: Longest error message kept from an inner app's error; the error bodies held for rewriting.
 MAX_ERROR_CHARS = 300
 MAX_ERROR_BODY = 64 * 1024
+#: The answer to a request a stopping server cut off before it was answered.
+CUT_OFF = ("the service stopped before answering: a write this request had begun may be "
+           "stored; one still waiting was not")
 
 Message = dict[str, Any]
 DISCONNECT: Message = {"type": "http.disconnect"}
@@ -150,6 +154,14 @@ class Exchange:
                 raise
             # The app choked on the disconnect this guard made up; the guard answers instead.
             log.debug("app error after a %s refusal", self.failure[0], exc_info=True)
+        except anyio.get_cancelled_exc_class():
+            # uvicorn cancels the requests still running when its graceful shutdown times out,
+            # then answers them a plain-text 500 itself; a write's worker thread goes on and
+            # may still store it. A JSON 503 says so (the hooks spool it; /ingest recognises
+            # the duplicate when it comes back).
+            if not self.started:
+                await self.answer(503, CUT_OFF)
+            raise
         if self.failure is not None and not self.started:
             await self.answer(*self.failure)
 

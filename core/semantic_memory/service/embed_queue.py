@@ -3,11 +3,11 @@ for a model (a compaction flush of 200 chunks, an import of thousands of memorie
 
 With MEMORY_EMBED_BACKGROUND on (the default) the service's writes store and keyword-index a
 memory at once and leave `Deferrable` channels (the vector channels) out; this task then embeds
-what they have not indexed, BATCH memories at a time on a worker thread (`Writer.catch_up`):
-woken by each such write, and every RESCAN_S seconds for memories other processes wrote (a CLI
-import). The queue is the store itself (live memories without a vector of the model), so it
-survives a restart and resumes. Recall uses a vector as soon as it is written; until then a
-memory is found by its words.
+what they have not indexed, BATCH memories at a time in a thread of the write lane
+(`Writer.catch_up`, threads.py): woken by each such write, and every RESCAN_S seconds for
+memories other processes wrote (a CLI import). The queue is the store itself (live memories
+without a vector of the model), so it survives a restart and resumes. Recall uses a vector as
+soon as it is written; until then a memory is found by its words.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import anyio
 
 from ..config import Settings
 from ..pipeline import MemoryEngine
+from . import threads
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -42,7 +43,7 @@ async def run(engine: MemoryEngine, settings: Settings) -> None:
                 await anyio.sleep(0.2)
         writer.queued.clear()
         try:
-            while await anyio.to_thread.run_sync(writer.catch_up, BATCH):
+            while await threads.write(writer.catch_up, BATCH):
                 await anyio.sleep(0)  # let a cancellation in between two batches
         except Exception as exc:  # noqa: BLE001 - the queue stays; the service keeps serving
             log.warning("embedding queue: %s; retrying in %.0f s", exc, RETRY_S)

@@ -35,6 +35,7 @@ from ..limits import (
     MAX_UID_CHARS,
 )
 from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
+from . import threads
 from .mcp_browse import register_browsing
 from .mcp_logging import embedder_fallback
 from .mcp_server import MemoryMCP
@@ -157,7 +158,8 @@ class ToolBackend(Protocol):
 
 
 class EngineBackend:
-    """The tools over a MemoryEngine in this process (its calls run in worker threads)."""
+    """The tools over a MemoryEngine in this process (its calls run in worker threads, the
+    writes in their own lane, as the REST routes': threads.py)."""
 
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
@@ -169,7 +171,7 @@ class EngineBackend:
 
     async def store(self, memory: NewMemory) -> dict[str, Any]:
         try:
-            result = await anyio.to_thread.run_sync(self.engine.store_one, memory)
+            result = await threads.write(self.engine.store_one, memory)
         except InvalidMemory as exc:
             raise ToolError(str(exc)) from None
         return result.to_dict()
@@ -196,7 +198,7 @@ class EngineBackend:
                                       project=project).to_dict()
 
         try:
-            result = await anyio.to_thread.run_sync(work)
+            result = await threads.write(work)
         except (UnknownMemory, InvalidMemory) as exc:
             raise ToolError(str(exc)) from None
         if result["status"] in ("rejected", "duplicate"):
@@ -204,7 +206,7 @@ class EngineBackend:
         return result
 
     async def forget(self, uid: str) -> bool:
-        return await anyio.to_thread.run_sync(self.engine.forget, uid)
+        return await threads.write(self.engine.forget, uid)
 
     async def list(self, filters: RecallFilters, limit: int, offset: int
                    ) -> tuple[list[dict[str, Any]], int]:

@@ -1,6 +1,8 @@
 """The REST sidecar: hook-facing `/ingest` `/recall` `/inject/report`, the read/manage `/api/*`
 routes (the browse page's data, see browse.py) and `/health`. Every engine call runs in a worker
-thread (SQLite is synchronous), so concurrent clients do not queue on the event loop.
+thread (SQLite is synchronous), so concurrent clients do not queue on the event loop; writes,
+which may wait for the store's write lock, in threads of their own, so that reads and `/health`
+never queue behind them (threads.py).
 
 Bad input never reaches the engine as a crash: malformed JSON is 400, a wrong type or value is
 422 naming the field, a body over `MEMORY_MAX_BODY_BYTES` is 413, an unknown uid is 404.
@@ -13,7 +15,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
@@ -36,7 +37,7 @@ from ..models import (
 from ..ingest import validate
 from ..pipeline import MemoryEngine
 from ..stores import StoreError
-from . import fastparse
+from . import fastparse, threads
 from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
@@ -172,16 +173,12 @@ def engine_of(request: Request) -> MemoryEngine:
     return request.app.state.engine
 
 
-async def threaded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return await run_in_threadpool(func, *args, **kwargs)
-
-
 # --- routes --------------------------------------------------------------------------------
 
 
 async def health(request: Request) -> JSONResponse:
     engine = engine_of(request)
-    counts, embedder = await threaded(lambda: (engine.counts(), engine.embedder_info()))
+    counts, embedder = await threads.health(lambda: (engine.counts(), engine.embedder_info()))
     return JSONResponse({
         "ok": True,
         "version": __version__,
@@ -197,7 +194,7 @@ async def health(request: Request) -> JSONResponse:
 
 async def ingest(request: Request) -> JSONResponse:
     data = await read_json(request)
-    return JSONResponse(await threaded(ingest_body, engine_of(request), data))
+    return JSONResponse(await threads.write(ingest_body, engine_of(request), data))
 
 
 def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
@@ -262,7 +259,7 @@ async def recall(request: Request) -> JSONResponse:
         return ([recall_item(h, req.budget_chars) for h in hits],
                 engine.injection(req.query, hits, req.budget_chars))
 
-    items, block = await threaded(work)
+    items, block = await threads.read(work)
     # `block_uids`: the memories that made it into the block (the budget may leave some out),
     # what an injecting client reports to /inject/report.
     return JSONResponse({"query": req.query, "count": len(items), "items": items,
@@ -281,7 +278,7 @@ async def stats(request: Request) -> JSONResponse:
         data["spool"] = spool_state(engine.settings)
         return data
 
-    return JSONResponse(await threaded(work))
+    return JSONResponse(await threads.read(work))
 
 
 async def list_memories(request: Request) -> JSONResponse:
@@ -294,7 +291,7 @@ async def list_memories(request: Request) -> JSONResponse:
     def work() -> tuple[list[dict[str, Any]], int]:
         return [m.to_dict() for m in engine.list(filters, q.limit, q.offset)], engine.count(filters)
 
-    items, total = await threaded(work)
+    items, total = await threads.read(work)
     return JSONResponse({"items": items, "total": total, "limit": q.limit, "offset": q.offset})
 
 
@@ -309,7 +306,7 @@ async def search(request: Request) -> JSONResponse:
     engine = engine_of(request)
     # One more than the page shows, to know whether a next page exists.
     wanted = min(q.offset + q.limit + 1, schemas().MAX_SEARCH_RESULTS)
-    hits = await threaded(engine.recall, q.q, wanted, filters)
+    hits = await threads.read(engine.recall, q.q, wanted, filters)
     page = hits[q.offset:q.offset + q.limit]
     return JSONResponse({
         "query": q.q, "items": [h.to_dict() for h in page], "limit": q.limit, "offset": q.offset,
@@ -322,13 +319,13 @@ async def search(request: Request) -> JSONResponse:
 
 async def get_memory(request: Request) -> JSONResponse:
     uid = request.path_params["uid"]
-    memory = await threaded(engine_of(request).get, uid)
+    memory = await threads.read(engine_of(request).get, uid)
     if memory is None or memory.deleted:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
     # Its earlier versions (edits), newest first: nothing an edit replaced is out of sight.
-    revisions = await threaded(engine_of(request).revisions, uid)
+    revisions = await threads.read(engine_of(request).revisions, uid)
     # Supersession both ways: what replaced it (None while current) and what it replaced.
-    supersedes = await threaded(engine_of(request).supersedes, uid)
+    supersedes = await threads.read(engine_of(request).supersedes, uid)
     return JSONResponse(memory.to_dict() | {"revisions": revisions,
                                             "superseded_by": memory.superseded_by,
                                             "supersedes": supersedes})
@@ -339,7 +336,7 @@ async def unsupersede_memory(request: Request) -> JSONResponse:
     200 with the uid that had replaced it; 404 for no live memory; 409 when not superseded."""
     uid = request.path_params["uid"]
     try:
-        was = await threaded(engine_of(request).unsupersede, uid)
+        was = await threads.write(engine_of(request).unsupersede, uid)
     except UnknownMemory as exc:
         raise ApiError(404, str(exc), "uid") from None
     if was is None:
@@ -355,8 +352,8 @@ async def update_memory(request: Request) -> JSONResponse:
     uid = request.path_params["uid"]
     edit = parse_model("MemoryEdit", await read_json(request))
     try:
-        result = await threaded(engine_of(request).update, uid, content=edit.content,
-                                kind=edit.kind, tags=edit.tags, project=edit.project)
+        result = await threads.write(engine_of(request).update, uid, content=edit.content,
+                                     kind=edit.kind, tags=edit.tags, project=edit.project)
     except UnknownMemory as exc:
         raise ApiError(404, str(exc), "uid") from None
     except InvalidMemory as exc:
@@ -384,7 +381,7 @@ async def memory_injections(request: Request) -> JSONResponse:
             return None
         return engine.memory_injections(uid, q.limit, q.offset)
 
-    found = await threaded(work)
+    found = await threads.read(work)
     if found is None:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
     items, total = found
@@ -394,7 +391,7 @@ async def memory_injections(request: Request) -> JSONResponse:
 
 async def forget_memory(request: Request) -> JSONResponse:
     uid = request.path_params["uid"]
-    if not await threaded(engine_of(request).forget, uid):
+    if not await threads.write(engine_of(request).forget, uid):
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
     return JSONResponse({"forgotten": uid})
 
@@ -408,12 +405,12 @@ async def list_injections(request: Request) -> JSONResponse:
                                            limit=q.limit, offset=q.offset),
                 "summary": engine.injection_summary(), "limit": q.limit, "offset": q.offset}
 
-    return JSONResponse(await threaded(work))
+    return JSONResponse(await threads.read(work))
 
 
 async def inject_report(request: Request) -> JSONResponse:
     report = parse_model("InjectReport", await read_json(request))
-    report_id = await threaded(
+    report_id = await threads.write(
         engine_of(request).record_injection, uids=list(report.uids), harness=report.harness,
         hook=report.hook, project=report.project, query=report.query, chars=report.chars,
         session=report.session)
@@ -430,13 +427,13 @@ def _maintenance_gate(request: Request) -> None:
 
 async def maintenance_purge(request: Request) -> JSONResponse:
     _maintenance_gate(request)
-    report = await threaded(engine_of(request).purge)
+    report = await threads.write(engine_of(request).purge)
     return JSONResponse(report.to_dict())
 
 
 async def maintenance_backfill(request: Request) -> JSONResponse:
     _maintenance_gate(request)
-    return JSONResponse(await threaded(engine_of(request).backfill))
+    return JSONResponse(await threads.write(engine_of(request).backfill))
 
 
 ROUTES = [

@@ -80,14 +80,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def open_engine(settings: Settings) -> MemoryEngine:
-    """Open the store for a service (`Settings.serving`) and run the start-up maintenance
-    (MEMORY_MAINTENANCE_ON_START)."""
-    engine = MemoryEngine(replace(settings, serving=True))
-    try:
-        engine.startup_maintenance()
-    except Exception:
-        log.exception("start-up maintenance failed; serving anyway")
-    return engine
+    """Open the store for a service (`Settings.serving`). The start-up maintenance runs once it
+    serves, in the background (maintenance.py)."""
+    return MemoryEngine(replace(settings, serving=True))
 
 
 def _graceful_exit(signum: int, frame: Any) -> None:
@@ -139,11 +134,18 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
 
             async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
                 stopping()
+                # Writes still waiting for another process's write lock give up now (503, not
+                # stored): else uvicorn cuts their requests off after the graceful timeout
+                # while their threads go on and store them later. (A store without the method,
+                # PostgreSQL, keeps its own deadlines.)
+                stop_waiting = getattr(engine.store, "stop_waiting", None)
+                if stop_waiting is not None:
+                    stop_waiting()
                 await super().shutdown(sockets)
 
         config = uvicorn.Config(
-            create_app(engine, settings), log_level="warning", access_log=False,
-            lifespan="on", timeout_graceful_shutdown=3, server_header=False,
+            create_app(engine, settings, start_up_maintenance=True), log_level="warning",
+            access_log=False, lifespan="on", timeout_graceful_shutdown=3, server_header=False,
             # JSON body on the parser's own 400; header deadline and connection caps (protocol.py)
             http=guarded_protocol(settings),
         )
@@ -170,8 +172,16 @@ def serve_stdio(settings: Settings) -> int:
         mcp = build_mcp(engine)
     import anyio
 
+    from . import maintenance
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(maintenance.run, engine)
+            await mcp.run_stdio_async()
+            tg.cancel_scope.cancel()
+
     try:
-        anyio.run(mcp.run_stdio_async)
+        anyio.run(serve)
     except KeyboardInterrupt:
         pass
     finally:
