@@ -5,6 +5,7 @@ export's records and an import's index merge. Both stores."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -135,3 +136,16 @@ def test_stats_reuses_its_groups_only_while_the_store_is_unchanged(
     monkeypatch.setattr(pipeline, "STATS_REUSE_S", 0.0)
     engine.stats()
     assert len(calls) == 3
+
+
+def test_an_import_merges_the_indexes_only_when_it_is_a_real_share(
+        engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine.ingest([NewMemory(f"stored note {i}") for i in range(60)], batch_is_session=False)
+    merges = []
+    monkeypatch.setattr(engine.store, "optimize", lambda vacuum=False: merges.append(1) or [])
+    share = math.ceil(pipeline.MERGE_SHARE * 60)
+    assert not engine.merge_after_import(share - 1, batch=1)  # a small share
+    assert not engine.merge_after_import(share, batch=share + 1)  # less than one batch
+    assert merges == []
+    assert engine.merge_after_import(share, batch=share)
+    assert merges == [1]

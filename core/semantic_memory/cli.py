@@ -858,8 +858,9 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                 flush()
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
-    if counts["new"] >= IMPORT_BATCH:  # a bulk import leaves the indexes in many segments
-        engine.store.optimize()
+    # A bulk import leaves the indexes in many segments: merged when it is a real share of
+    # the store (a small one is left to FTS5's automerge: the merge holds the write lock).
+    engine.merge_after_import(counts["new"], IMPORT_BATCH)
     _echo_json(counts)
     if engine.writer.defer and engine.writer.deferrable() and (waiting := engine.writer.pending()):
         click.echo(f"{waiting} memories wait for their vectors: the service embeds them in the "

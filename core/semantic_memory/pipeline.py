@@ -59,6 +59,11 @@ SUMMARY_DAYS = 30
 #: Any write those see (a memory stored, edited, forgotten, purged) recounts at once; this
 #: bounds what they cannot see (changes cancelling out within these seconds).
 STATS_REUSE_S = 30.0
+#: An import merges the FTS5 indexes when its new memories are at least this share of the
+#: store: the merge rewrites the whole index (6-9 s holding the write lock at 1M memories).
+#: Below it FTS5's own automerge keeps up: recall after 2,000 to 50,000 new memories in 1M was
+#: as fast unmerged as merged, after 100,000 ~20% slower (docs/benchmarks.md, Scale).
+MERGE_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -554,6 +559,15 @@ class MemoryEngine:
         return None
 
     # --- maintenance -----------------------------------------------------------------------
+
+    def merge_after_import(self, new: int, batch: int) -> bool:
+        """After an import that stored `new` memories in batches of `batch`: merge the FTS5
+        indexes (`store.optimize`) when they are at least MERGE_SHARE of the store now;
+        returns whether it did. One batch or a small share is left to FTS5's automerge."""
+        if new < batch or new < MERGE_SHARE * self.count(RecallFilters(include_superseded=True)):
+            return False
+        self.store.optimize()
+        return True
 
     def purge(self) -> PurgeReport:
         """Hard-delete soft-deleted memories, apply TTLs, VACUUM only when something went."""
