@@ -487,3 +487,45 @@ def test_an_entry_added_to_an_export_may_move_to_another_file(tmp_path: Path) ->
     back = json.loads(cli(db, tmp_path, "import", str(out), "--json").stdout)["totals"]
     assert (back["unchanged"], back["forgotten"]) == (2, 0)
     assert stored(db, tmp_path)[added]["project"] == "ops"
+
+
+def test_a_markdown_export_is_written_a_project_at_a_time(
+        engine: MemoryEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file from its project's memories, read a page at a time (never the whole store
+    at once: it held 838 MB at 1M memories), each kind's bullets spilled to a temporary file
+    past SPOOL_BYTES: the text the export always wrote, kinds in their order."""
+    import semantic_memory.importers as importers
+    from semantic_memory.models import NewMemory
+
+    monkeypatch.setattr(importers, "SPOOL_BYTES", 8)
+    ingested = engine.ingest([
+        NewMemory("Deploys go through Argo", kind="fact", project="web"),
+        NewMemory("We use pnpm\nwith --frozen-lockfile", kind="decision", project="web"),
+        NewMemory("Answer in English", kind="preference", project="web"),
+        NewMemory("Staging runs Postgres 16.\n\nBackups run nightly", kind="fact", project="web"),
+        NewMemory("Restart with systemctl restart web", kind="runbook", project="web"),
+        NewMemory("Scratch: look at the flaky test", kind="note", project="web"),
+        NewMemory("The office wifi is guest-5g", kind="fact"),
+        NewMemory("A note forgotten later", kind="fact", project="web"),
+    ], batch_is_session=False)
+    uid = [r.uid for r in ingested]
+    assert engine.forget(uid[7])
+
+    def whole_store(include_deleted: bool) -> None:
+        raise AssertionError("the markdown export read the whole store at once")
+
+    monkeypatch.setattr(engine.store, "export", whole_store)
+    written = export_markdown(engine, tmp_path / "out")
+    assert [(p.name, n) for p, n in written] == [("_global.md", 1),
+                                                 (importers._file_name("web"), 6)]
+    assert written[1][0].read_text(encoding="utf-8") == (
+        "<!-- semantic-memory-mcp export: project=web -->\n# web\n\n"
+        f"## preference\n\n- Answer in English <!-- uid:{uid[2]} -->\n\n"
+        f"## decision\n\n- We use pnpm <!-- uid:{uid[1]} -->\n  with --frozen-lockfile\n\n"
+        f"## fact\n\n- Deploys go through Argo <!-- uid:{uid[0]} -->\n"
+        f"- Staging runs Postgres 16. <!-- uid:{uid[3]} -->\n\n  Backups run nightly\n\n"
+        f"## note\n\n- Scratch: look at the flaky test <!-- uid:{uid[5]} -->\n\n"
+        f"## runbook\n\n- Restart with systemctl restart web <!-- uid:{uid[4]} -->\n")
+    assert written[0][0].read_text(encoding="utf-8") == (
+        "<!-- semantic-memory-mcp export: project= -->\n# Memories without a project\n\n"
+        f"## fact\n\n- The office wifi is guest-5g <!-- uid:{uid[6]} -->\n")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import semantic_memory.pipeline as pipeline
 from semantic_memory.models import Memory, NewMemory, RecallFilters
-from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.pipeline import EXPORT_FIELDS, MemoryEngine
 from semantic_memory.stores.base import top_values
 
 pytestmark = pytest.mark.both_stores
@@ -136,6 +136,21 @@ def test_stats_reuses_its_groups_only_while_the_store_is_unchanged(
     monkeypatch.setattr(pipeline, "STATS_REUSE_S", 0.0)
     engine.stats()
     assert len(calls) == 3
+
+
+def test_export_records_are_the_memories_fields(engine: MemoryEngine) -> None:
+    _populate(engine)
+    records = list(engine.export(include_deleted=True))
+    memories = list(engine.store.export(True))
+    assert len(records) == len(memories) == 32
+    for record, memory in zip(records, memories):
+        data = memory.to_dict()
+        expected = {key: data[key] for key in EXPORT_FIELDS}
+        if memory.superseded_by is not None:
+            expected["superseded_by"] = memory.superseded_by
+        if memory.deleted:
+            expected["forgotten"] = True
+        assert record == expected and list(record) == list(expected)
 
 
 def test_an_import_merges_the_indexes_only_when_it_is_a_real_share(

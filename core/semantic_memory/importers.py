@@ -20,9 +20,12 @@ import errno
 import hashlib
 import os
 import re
+import shutil
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from tempfile import SpooledTemporaryFile
+from typing import IO, Iterable, Iterator
 
 from .ingest import UID
 from .models import LOADED_BY, Memory, NewMemory, RecallFilters
@@ -48,6 +51,8 @@ _EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*projec
 _TYPE_KINDS = {"user": "preference", "feedback": "preference", "preference": "preference",
                "project": "fact", "reference": "fact", "fact": "fact", "decision": "decision"}
 KINDS = ("preference", "decision", "fact")
+#: What one kind's bullets of an exported project file keep in memory before a temporary file.
+SPOOL_BYTES = 1 << 20
 
 
 class ImportFailed(Exception):
@@ -540,19 +545,48 @@ def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]
     The current view: superseded memories (history) are left out, or importing the file would
     make each replaced value current again. Refuses (FileExistsError, before writing anything)
     a folder holding an earlier export's file that this one would not rewrite, and a file of
-    its own names that no export wrote."""
-    groups: dict[str | None, list[Memory]] = {}
-    for memory in engine.store.export(False):
-        if memory.superseded_by is None:
-            groups.setdefault(memory.project, []).append(memory)
-    _check_folder(folder, {folder / _file_name(project) for project in groups})
+    its own names that no export wrote.
+
+    Streamed: the projects are counted first, then each file is written from its project's
+    memories read a page at a time, so memory stays bounded whatever the store's size."""
+    with engine.store.snapshot() as conn:
+        projects = sorted(engine.store.value_counts(conn, ("project",))["project"],
+                          key=lambda p: p or "")
+    _check_folder(folder, {folder / _file_name(project) for project in projects})
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for project, memories in sorted(groups.items(), key=lambda kv: kv[0] or ""):
+    for project in projects:
         path = folder / _file_name(project)
-        path.write_text(_render(project, memories), encoding="utf-8")
-        written.append((path, len(memories)))
+        filters = RecallFilters(project=project, global_only=project is None)
+        with path.open("w", encoding="utf-8") as out:
+            count = _write_project(out, project, engine.store.export_current(filters))
+        written.append((path, count))
     return written
+
+
+def _write_project(out: IO[str], project: str | None, memories: Iterable[Memory]) -> int:
+    """Write one project's file to `out`: a header, then a section per kind (KINDS first),
+    each memory a bullet, in the order given within its kind; returns how many. Each kind's
+    bullets wait in a temporary file (in memory up to SPOOL_BYTES) until the kinds are
+    written in their order."""
+    by_kind: dict[str, IO[str]] = {}
+    count = 0
+    with ExitStack() as stack:
+        for memory in memories:
+            spool = by_kind.get(memory.kind)
+            if spool is None:
+                spool = stack.enter_context(SpooledTemporaryFile(
+                    max_size=SPOOL_BYTES, mode="w+", encoding="utf-8", newline=""))
+                by_kind[memory.kind] = spool
+            spool.write("\n".join(_bullet(memory)) + "\n")
+            count += 1
+        out.write("\n".join(_header(project)) + "\n")
+        for n, kind in enumerate(sorted(by_kind, key=_kind_order)):
+            out.write(("\n" if n else "") + f"## {kind}\n\n")
+            spool = by_kind[kind]
+            spool.seek(0)
+            shutil.copyfileobj(spool, out)
+    return count
 
 
 def _check_folder(folder: Path, planned: set[Path]) -> None:
@@ -593,21 +627,20 @@ def _file_name(project: str | None) -> str:
     return f"{safe}-{_digest(project, 6)}.md"  # two projects never share a file
 
 
-def _render(project: str | None, memories: list[Memory]) -> str:
-    lines = [f"<!-- semantic-memory-mcp export: project={project or ''} -->",
-             f"# {project or 'Memories without a project'}", ""]
-    by_kind: dict[str, list[Memory]] = {}
-    for memory in memories:
-        by_kind.setdefault(memory.kind, []).append(memory)
-    for kind in sorted(by_kind, key=lambda k: (k not in KINDS, KINDS.index(k) if k in KINDS
-                                                else 0, k)):
-        lines += [f"## {kind}", ""]
-        for memory in by_kind[kind]:
-            first, *rest = memory.content.split("\n")
-            lines.append(f"- {first} <!-- uid:{memory.uid} -->")
-            lines += [f"  {line}" if line else "" for line in rest]
-        lines.append("")
-    return "\n".join(lines)
+def _header(project: str | None) -> list[str]:
+    return [f"<!-- semantic-memory-mcp export: project={project or ''} -->",
+            f"# {project or 'Memories without a project'}", ""]
+
+
+def _kind_order(kind: str) -> tuple[bool, int, str]:
+    """KINDS first, in their order, then the others by name."""
+    return (kind not in KINDS, KINDS.index(kind) if kind in KINDS else 0, kind)
+
+
+def _bullet(memory: Memory) -> list[str]:
+    first, *rest = memory.content.split("\n")
+    return [f"- {first} <!-- uid:{memory.uid} -->", *(f"  {line}" if line else ""
+                                                       for line in rest)]
 
 
 def iter_actions(reports: list[FileReport]) -> Iterator[str]:

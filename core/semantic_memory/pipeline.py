@@ -413,8 +413,12 @@ class MemoryEngine:
         restores the same memories (uids, timestamps, and with `include_deleted` the forgotten
         ones, marked `"forgotten": true`)."""
         for memory in self.store.export(include_deleted):
-            record = memory.to_dict()
-            out = {key: record[key] for key in EXPORT_FIELDS}
+            # built field by field (EXPORT_FIELDS' order): `to_dict`'s deep copy was 3/4 of
+            # the export's time
+            out = {"uid": memory.uid, "content": memory.content, "kind": memory.kind,
+                   "source": memory.source, "project": memory.project, "tags": memory.tags,
+                   "created_at": iso(memory.created_at), "updated_at": iso(memory.updated_at),
+                   "session": memory.session, "seq": memory.seq}
             if memory.superseded_by is not None:
                 out["superseded_by"] = memory.superseded_by
             if memory.deleted:

@@ -373,6 +373,20 @@ class SQLMemoryStore:
             yield from (row_to_memory(r) for r in rows)
             last = rows[-1][0]
 
+    def export_current(self, filters: RecallFilters) -> Iterator[Memory]:
+        """The memories passing `filters`, oldest first, a page at a time (no cursor held
+        open): for one project (or `global_only`), a walk of the project index."""
+        where, params = filters.sql("m")
+        last = 0
+        while True:
+            rows = self._run(self.read(), f"SELECT {MEMORY_COLUMNS_OF_M} FROM memories m "
+                                          f"WHERE {where} AND m.id > ? ORDER BY m.id LIMIT ?",
+                             [*params, last, 1000]).fetchall()
+            if not rows:
+                return
+            yield from (row_to_memory(r) for r in rows)
+            last = rows[-1][0]
+
     def adjacent(self, conn: Any, memories: list[Memory], window: int, filters: RecallFilters
                  ) -> dict[int, list[tuple[int, Memory]]]:
         """Per memory id, (distance, memory) of the nearest `window` live memories on each side
