@@ -25,8 +25,8 @@ from semantic_memory.service.app import create_app
 from semantic_memory.service.protocol import guarded_protocol
 from semantic_memory.service.runner import bind_socket
 
-#: The default install's channels. The vector plugin (installed in this workspace) writes a row
-#: in its setup at every open, so with it a store cannot open without the lock.
+#: The default install's channels (the vector plugin, installed in this workspace, is added
+#: where a test asks for it).
 PLUGINS = "bm25_porter,bm25_trigram,bigram"
 #: The longest the holder keeps the lock: a process that waits for it goes on only after this,
 #: and the check that the lock was still held fails (rather than the test hanging).
@@ -60,9 +60,9 @@ def held(holder: subprocess.Popen[str]) -> bool:
     return holder.poll() is None
 
 
-def seed(db: Path, contents: list[str], forget: int = 0) -> None:
+def seed(db: Path, contents: list[str], forget: int = 0, plugins: str = PLUGINS) -> None:
     """A store holding `contents`, the first `forget` of them forgotten; closed."""
-    engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS,
+    engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=plugins,
                                    maintenance_on_start=False))
     try:
         results = engine.ingest([NewMemory(content=c) for c in contents])
@@ -72,8 +72,8 @@ def seed(db: Path, contents: list[str], forget: int = 0) -> None:
         engine.close()
 
 
-def cli(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = service_env(tmp, MEMORY_PLUGINS=PLUGINS)
+def cli(tmp: Path, *args: str, plugins: str = PLUGINS) -> subprocess.CompletedProcess[str]:
+    env = service_env(tmp, MEMORY_PLUGINS=plugins)
     return subprocess.run([*memory_mcp_command(), *args], env=env, text=True,
                           capture_output=True, timeout=120)
 

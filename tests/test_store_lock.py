@@ -47,12 +47,14 @@ def test_a_write_locked_out_past_the_busy_timeout_is_a_json_503(
         engine.close()
 
 
-def test_cli_reads_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plugins", [PLUGINS, PLUGINS + ",vector"])
+def test_cli_reads_while_another_process_holds_the_write_lock(tmp_path: Path,
+                                                               plugins: str) -> None:
     db = tmp_path / "memory.db"
-    seed(db, ["the deploy script lives in ops/deploy.sh"])
+    seed(db, ["the deploy script lives in ops/deploy.sh"], plugins=plugins)
     with write_lock_held(db) as holder:
         for args in (["stats"], ["export"], ["recall", "deploy script"]):
-            done = cli(tmp_path, *args)
+            done = cli(tmp_path, *args, plugins=plugins)
             assert held(holder), f"`memory-mcp {' '.join(args)}` waited for the write lock"
             assert done.returncode == 0, done.stderr
             if args[0] != "stats":

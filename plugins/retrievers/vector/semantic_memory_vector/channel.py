@@ -46,7 +46,6 @@ CREATE TABLE IF NOT EXISTS vector_state (
     deletes INTEGER NOT NULL DEFAULT 0,
     token TEXT NOT NULL DEFAULT ''
 );
-INSERT OR IGNORE INTO vector_state (id) VALUES (1);
 CREATE TRIGGER IF NOT EXISTS memories_vec_ad AFTER DELETE ON memories_vec BEGIN
     UPDATE vector_state SET deletes = deletes + 1 WHERE id = 1;
 END;
@@ -84,6 +83,10 @@ class VectorChannel(EmbeddingChannel):
 
     def setup(self, conn: sqlite3.Connection) -> None:
         run_script(conn, SCHEMA)
+        # Written once: an INSERT, even one that inserts nothing, takes the write lock, and a
+        # store whose schema is current opens with reads only (another process may be writing)
+        if conn.execute("SELECT 1 FROM vector_state WHERE id = 1").fetchone() is None:
+            conn.execute("INSERT OR IGNORE INTO vector_state (id) VALUES (1)")
         row = conn.execute("PRAGMA database_list").fetchone()
         self._db_path = row[2] if row and row[2] else None
 
