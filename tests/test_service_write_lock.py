@@ -24,7 +24,6 @@ from test_service_support import http_session, start_service
 
 from semantic_memory.config import Settings
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.service import maintenance
 from semantic_memory.service.edges import BodyGuard
 
 #: More writes than anyio's default thread pool (40): before, they took every thread.
@@ -134,7 +133,7 @@ def test_start_up_maintenance_reclaims_space_only_for_a_real_share(tmp_path: Pat
         seed(db, [f"note {i} about the release process" for i in range(30)], forget=forget)
         engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS))
         try:
-            report = maintenance.startup_maintenance(engine)
+            report = engine.startup_maintenance()
         finally:
             engine.close()
         assert report is not None and report.soft_deleted == forget

@@ -64,6 +64,10 @@ STATS_REUSE_S = 30.0
 #: Below it FTS5's own automerge keeps up: recall after 2,000 to 50,000 new memories in 1M was
 #: as fast unmerged as merged, after 100,000 ~20% slower (docs/benchmarks.md, Scale).
 MERGE_SHARE = 0.1
+#: The service's start-up purge merges the indexes and VACUUMs only when what it removed is at
+#: least this share of the rows (`memory-mcp purge` always does): ~11 s of write lock at 1M
+#: memories, for one forgotten memory as for many.
+STARTUP_RECLAIM_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -573,23 +577,31 @@ class MemoryEngine:
         self.store.optimize()
         return True
 
-    def purge(self) -> PurgeReport:
-        """Hard-delete soft-deleted memories, apply TTLs, VACUUM only when something went."""
+    def purge(self, reclaim_share: float = 0.0) -> PurgeReport:
+        """Hard-delete soft-deleted memories and apply the TTLs; then merge the full-text
+        indexes and VACUUM when what went is at least `reclaim_share` of the rows (memories
+        and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
+        share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
+        the merge holds the write lock for seconds on a big store (~11 s at 1M memories)."""
+        counts = self.counts() if reclaim_share > 0 else None
         current = now()
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
         report = PurgeReport(*self.store.purge(
             current - artifacts * DAY if artifacts > 0 else None,
             current - injections * DAY if injections > 0 else None, self.writer.forget_ids))
-        if report.soft_deleted or report.expired_artifacts or report.expired_injections:
+        removed = report.soft_deleted + report.expired_artifacts + report.expired_injections
+        rows = sum(counts.values()) if counts else 0
+        if removed and removed >= reclaim_share * rows:
             self.store.optimize(vacuum=True)
             report.vacuumed = True
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:
-        """The routine every service start runs when MEMORY_MAINTENANCE_ON_START is on."""
+        """The routine every service start runs when MEMORY_MAINTENANCE_ON_START is on: a
+        purge that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went."""
         if not self.settings.maintenance_on_start:
             return None
-        report = self.purge()
+        report = self.purge(STARTUP_RECLAIM_SHARE)
         log.info("startup maintenance: %s", report.to_dict())
         return report
 
