@@ -1039,7 +1039,10 @@ def main() -> None:
     add_plugin_commands(pm, cli)
     try:
         cli(obj=pm)
-    except (sqlite3.DatabaseError, StoreError) as exc:  # a damaged file, found mid-command
+    except StoreError as exc:  # locked out, read-only, a server gone: the store says which
+        click.echo(f"Error: {one_line(exc)}", err=True)
+        sys.exit(1)
+    except sqlite3.DatabaseError as exc:  # a damaged file, found mid-command
         click.echo(f"Error: the store cannot be read ({one_line(exc)}); check it with "
                    "`sqlite3 FILE 'PRAGMA integrity_check'`, or restore a backup", err=True)
         sys.exit(1)
