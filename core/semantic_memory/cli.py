@@ -947,7 +947,8 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
         for file, count in written:
             click.echo(f"{file}: {count} memories")
         return
-    total = engine.count() if not include_deleted else None
+    # the live memories, superseded ones included: the export writes those too
+    total = engine.count(RecallFilters(include_superseded=True)) if not include_deleted else None
     try:
         with _open_output(output) as handle, progress_bar() as progress:
             task = progress.add_task("exporting", total=total)
