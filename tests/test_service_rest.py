@@ -85,13 +85,16 @@ def test_one_bad_item_does_not_cost_the_rest_of_the_batch(http: httpx2.Client) -
     chunks[120] = {"content": "x", "source": "compaction", "colour": "red"}  # an unknown field
     chunks[150] = "not an object"
     chunks[170] = {"content": "a NUL in the project", "project": "p\u0000q"}  # a 500 on PG
+    chunks[180] = {"content": "the deploy step moved", "replaces": "ffffffffffffffff"}
     response = http.post("/ingest", json={"items": chunks})
     assert response.status_code == 200, response.text
     data = response.json()
-    assert (data["new"], data["rejected"]) == (196, 4)
+    assert (data["new"], data["rejected"]) == (195, 5)
     results = data["results"]
-    assert [r["status"] for r in results].count("new") == 196
+    assert [r["status"] for r in results].count("new") == 195
     assert results[170]["reason"] == "items[170].project: contains NUL characters"
+    assert results[180]["reason"] == ("items[180].replaces: no live memory with uid "
+                                      "'ffffffffffffffff'")
     assert results[57]["reason"].startswith("items[57].content:")
     assert results[120]["reason"] == "items[120].colour: unknown field"
     assert results[150]["reason"] == "items[150]: expected a JSON object"

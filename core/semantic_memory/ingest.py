@@ -213,7 +213,7 @@ class Writer:
         channels' `prepare` step (embedding): a migration copies the vectors instead."""
         for item in items:
             validate(item, self.settings.max_content_chars)
-            self._check_replaces(item)
+            self.check_replaces(item)
         batch_session = batch_is_session and len(items) > 1  # one memory alone has no neighbours
         accepted: list[tuple[int, NewMemory]] = []
         results: list[IngestResult] = [IngestResult("rejected")] * len(items)
@@ -312,7 +312,7 @@ class Writer:
                 log.warning("channel %s: forget failed for %d memories (%s)", channel.name,
                             len(ids), one_line(exc))
 
-    def _check_replaces(self, item: NewMemory) -> None:
+    def check_replaces(self, item: NewMemory) -> None:
         """`replaces` must name a live memory: a typo must not pass silently."""
         if item.replaces is None:
             return

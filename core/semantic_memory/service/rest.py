@@ -212,9 +212,14 @@ def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
         for i, raw in enumerate(raw_items):
             field = f"items[{i}]."
             try:
-                items.append(to_memory(parse_model("IngestItem", raw, field), field, max_chars))
+                item = to_memory(parse_model("IngestItem", raw, field), field, max_chars)
+                engine.writer.check_replaces(item)
             except ApiError as exc:
                 bad[i] = exc.message
+            except InvalidMemory as exc:  # `replaces` naming no live memory: this item's
+                bad[i] = f"{field}{exc}"
+            else:
+                items.append(item)
     try:
         stored = engine.ingest(items) if items else []
     except InvalidMemory as exc:  # validated above (`replaces` naming no memory lands here)
