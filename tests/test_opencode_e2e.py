@@ -4,7 +4,8 @@ OpenAI-compatible model server on 127.0.0.1 (tests/model_mock.py) and a real `me
 service: a memory stored earlier reaches the model inside the wrapped block (and not the
 title generator); an allow-listed tool's output is captured; what a compaction summarises is
 flushed and comes back, in the same run and in a later one; "remember …" is stored; and with
-the service down or hung the run still succeeds, slower by at most the plugin's budget.
+the service down or hung the run still succeeds, slower by at most the plugin's budget (and,
+once per back-off, the 0.5 s probe that tells a hung service from a slow one).
 
 opencode runs offline here: its `@ai-sdk/openai-compatible` provider is built into the binary
 (nothing is downloaded at run time), `OPENCODE_DISABLE_MODELS_FETCH=1` keeps it from fetching
