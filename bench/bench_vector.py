@@ -149,9 +149,6 @@ def build_engine(data: list[Conversation], embedder: Any | None, tmp: str,
                  **settings: Any) -> MemoryEngine:
     plugins = BM25 + (",vector" if embedder is not None else "")
     extra = [_Provide(embedder)] if embedder is not None else []
-    # no search deadline (MEMORY_CHANNEL_TIMEOUT_S): a slow or loaded machine must not leave
-    # the vector channel out of some questions and so change what is measured
-    settings = {"channel_timeout_s": 0.0, **settings}
     engine = MemoryEngine(Settings(db_path=f"{tmp}/memory.db", device="cpu", plugins=plugins,
                                    dedup_sim=0.0, **settings), plugins=extra)
     for conv in data:

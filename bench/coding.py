@@ -149,9 +149,6 @@ def build_engine(data: Dataset, tmp: str, plugins: str, embedder: Any = None,
         from bench_vector import _Provide  # the same plugin shim as the vector bench
 
         extra = [_Provide(embedder)]
-    # no search deadline (MEMORY_CHANNEL_TIMEOUT_S): a slow or loaded machine must not leave
-    # the vector channel out of some questions and so change what is measured
-    settings = {"channel_timeout_s": 0.0, **settings}
     engine = MemoryEngine(Settings(db_path=f"{tmp}/memory.db", device="cpu", plugins=plugins,
                                    **settings), plugins=extra)  # type: ignore[arg-type]
     ingest(engine, data)

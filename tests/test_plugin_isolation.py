@@ -253,7 +253,8 @@ def test_a_search_that_never_answers_leaves_its_channel_out_until_it_does(
     runs the channel is not asked again (no thread piles up behind it); once it ends the
     channel is back."""
     channel = Hanging()
-    engine = engine_with(tmp_path, channel_plugin(channel), channel_timeout_s=0.2)
+    engine = engine_with(tmp_path, channel_plugin(channel), channel_timeout_s=0.2,
+                         serving=True)
     try:
         uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
         channel.answer = engine.get(uid).id
@@ -278,6 +279,21 @@ def test_a_search_that_never_answers_leaves_its_channel_out_until_it_does(
         engine.close()
 
 
+def test_a_one_off_command_waits_for_a_slow_channel(tmp_path: Path) -> None:
+    """Outside the service (a CLI command, a benchmark) no agent waits: a slow search, such as
+    one loading a large model first, still answers."""
+    channel = Hanging()
+    engine = engine_with(tmp_path, channel_plugin(channel), channel_timeout_s=0.2)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        channel.answer = engine.get(uid).id
+        threading.Timer(1.0, channel.release.set).start()  # five times the limit
+        assert engine.recall("kubernetes")[0].ranks == {"porter": 1, "hanging": 1}
+    finally:
+        channel.release.set()
+        engine.close()
+
+
 def test_a_hung_search_holds_neither_close_nor_the_process_exit(tmp_path: Path) -> None:
     """The workers are daemons: a search that never ends does not keep a command (or the
     service) from exiting once it is done."""
@@ -289,7 +305,7 @@ def test_a_hung_search_holds_neither_close_nor_the_process_exit(tmp_path: Path) 
         from semantic_memory.models import NewMemory
         channel = Hanging()
         engine = engine_with(Path({str(tmp_path)!r}), channel_plugin(channel),
-                             channel_timeout_s=0.2)
+                             channel_timeout_s=0.2, serving=True)
         channel.answer = engine.get(engine.store_one(NewMemory("kubernetes notes")).uid).id
         print(len(engine.recall("kubernetes")), channel.release.is_set(), flush=True)
         engine.close()

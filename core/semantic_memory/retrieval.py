@@ -98,9 +98,9 @@ class Evidence:
 
 class Searcher:
     """The search stage: one per engine. It keeps a smoothed search time per channel (to plan
-    which runs on the caller's thread) and the threads the others run on, and holds every
-    search to MEMORY_CHANNEL_TIMEOUT_S: a channel that has not answered by then is left out of
-    the recall, and out of the recalls after it until that search ends."""
+    which runs on the caller's thread) and the threads the others run on, and in the service
+    holds every search to MEMORY_CHANNEL_TIMEOUT_S: a channel that has not answered by then is
+    left out of the recall, and out of the recalls after it until that search ends."""
 
     def __init__(self, store: MemoryStore, settings: Settings, channels: list[Channel],
                  weights: dict[str, float], score_weights: dict[str, float]) -> None:
@@ -118,7 +118,7 @@ class Searcher:
     def search(self, conn: Any, query: str, depth: int, filters: RecallFilters) -> Evidence:
         """Every active channel's best `depth` for `query`: the cheap ones at once, then the
         expensive ones unless the keyword fast path says the cheap ones are sure enough."""
-        timeout = self.settings.channel_timeout_s
+        timeout = self._timeout()
         deadline = time.monotonic() + timeout if timeout > 0 else math.inf
         live = [c for c in self.channels if c.active]
         cheap = [c for c in live if not c.expensive]
@@ -218,7 +218,7 @@ class Searcher:
         finally:
             took = time.perf_counter() - start
             self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
-            timeout = self.settings.channel_timeout_s
+            timeout = self._timeout()
             if timeout > 0 and took > timeout:
                 self._overran.add(channel.name)
                 self._proven.discard(channel.name)
@@ -227,6 +227,12 @@ class Searcher:
             if self.settings.trace_hooks:  # MEMORY_TRACE_HOOKS covers channel calls too
                 sys.stderr.write(f"channel {channel.name}.search(k={depth}) "
                                  f"{took * 1000:.1f} ms\n")
+
+    def _timeout(self) -> float:
+        """MEMORY_CHANNEL_TIMEOUT_S where an agent waits on the answer (the service, HTTP or
+        stdio); 0, no limit, in a one-off command: its user can interrupt it, and its first
+        search may load a model (seconds for a large one) that a limit would leave out."""
+        return self.settings.channel_timeout_s if self.settings.serving else 0.0
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
