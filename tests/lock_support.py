@@ -6,6 +6,9 @@ holder process still running), or what was stored once it was released.
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import os
 import subprocess
 import sys
 import threading
@@ -72,10 +75,30 @@ def seed(db: Path, contents: list[str], forget: int = 0, plugins: str = PLUGINS)
         engine.close()
 
 
-def cli(tmp: Path, *args: str, plugins: str = PLUGINS) -> subprocess.CompletedProcess[str]:
+def cli(tmp: Path, *args: str, plugins: str = PLUGINS,
+        as_anyone: bool = False) -> subprocess.CompletedProcess[str]:
+    """`memory-mcp ARGS`; `as_anyone`: without root's capabilities, so file modes bind it (a
+    0444 file is read-only to it) as they bind any user."""
     env = service_env(tmp, MEMORY_PLUGINS=plugins)
     return subprocess.run([*memory_mcp_command(), *args], env=env, text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120,
+                          preexec_fn=_without_capabilities if as_anyone else None)
+
+
+#: prctl(2) option removing one capability from the calling process's bounding set.
+PR_CAPBSET_DROP = 24
+
+
+def _without_capabilities() -> None:
+    """In the child before exec: an empty bounding set, so a root process execs with no
+    capabilities (CAP_DAC_OVERRIDE included) and a file's mode holds for it. Any other user
+    has none to lose."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in range(64):  # past the kernel's last capability: EINVAL
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAPBSET_DROP, {cap})")
 
 
 @contextmanager
