@@ -5,14 +5,13 @@ refused writes. Each runs `memory-mcp hook …` as the harness would, against a 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness_support import hook_env, hook_log, run_hook
+from lock_support import write_lock_held
 from test_service_support import Service, start_service
 
 #: A JSON string escape of half an emoji (its high surrogate alone), as a harness that cuts
@@ -499,19 +498,6 @@ def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, var
 # --- 13: a long writer (purge, import, another process) never blanks the recall ----------------
 
 
-@contextmanager
-def write_lock(db: Path) -> Iterator[None]:
-    """The store's write lock held from outside, as a long purge or import holds it: every
-    write of the service waits, reads go on (WAL)."""
-    conn = sqlite3.connect(db, isolation_level=None, timeout=30)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        yield
-        conn.execute("ROLLBACK")
-    finally:
-        conn.close()
-
-
 def test_a_held_write_lock_costs_the_report_not_the_block(service: Service,
                                                          tmp_path: Path) -> None:
     """The recall answers while the lock is held; the injection report (a write) cannot. The
@@ -526,7 +512,7 @@ def test_a_held_write_lock_costs_the_report_not_the_block(service: Service,
     budget = 3.0
     env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S=str(budget),
                    MEMORY_PROJECT=project)
-    with write_lock(service.tmp / "memory.db"):
+    with write_lock_held(service.tmp / "memory.db"):
         runs = [run_hook("claude-code", "UserPromptSubmit", {
             "hook_event_name": "UserPromptSubmit", "session_id": f"lock-{i}",
             "cwd": str(tmp_path), "prompt": "how do we drain the osprey queue?"}, env)
@@ -556,7 +542,7 @@ def test_a_write_held_back_by_a_long_writer_starts_no_back_off(service: Service,
         assert answer["status"] == "new", answer
     env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="1.5", MEMORY_PROJECT=project)
     base = {"hook_event_name": "UserPromptSubmit", "cwd": str(tmp_path)}
-    with write_lock(service.tmp / "memory.db"):
+    with write_lock_held(service.tmp / "memory.db"):
         said = run_hook("claude-code", "UserPromptSubmit", {
             **base, "session_id": "w1", "prompt": "remember the kestrel jobs resume at 06:00"},
             env)

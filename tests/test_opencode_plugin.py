@@ -24,7 +24,7 @@ from semantic_memory import spool
 from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
 from semantic_memory.harness.transcript import Turn, chunk_turns, remembered, unquote
-from test_hook_robustness import write_lock
+from lock_support import write_lock_held
 from test_service_support import Service, memory_mcp_command, start_service
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "opencode-plugin"
@@ -372,7 +372,7 @@ def test_a_held_write_lock_costs_the_model_calls_nothing(locked_service: Service
     with locked_service.client() as http:
         assert http.post("/ingest", json={"content": fact, "project": project}
                          ).json()["status"] == "new"
-    with write_lock(locked_service.tmp / "memory.db"):
+    with write_lock_held(locked_service.tmp / "memory.db"):
         calls, debug = drive_bundle(tmp_path, locked_service, project, budget,
                                     "how do we drain the osprey queue?",
                                     "which command drains the osprey queue?")
@@ -397,7 +397,7 @@ def test_a_write_behind_a_held_write_lock_starts_no_back_off(locked_service: Ser
     with locked_service.client() as http:
         assert http.post("/ingest", json={"content": fact, "project": project}
                          ).json()["status"] == "new"
-    with write_lock(locked_service.tmp / "memory.db"):
+    with write_lock_held(locked_service.tmp / "memory.db"):
         (said, found), _ = drive_bundle(tmp_path, locked_service, project, 1.5,
                                    "remember that the kestrel jobs resume at 06:00",
                                    "how do we pause the kestrel batch jobs?")

@@ -22,7 +22,7 @@ import pytest
 from harness_support import closed_port, hanging_server, hook_env, hook_log, run_hook
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from test_hook_robustness import write_lock
+from lock_support import write_lock_held
 from test_service_mcp import bad_calls_keep_the_session, call, call_error, exercise_every_tool
 from test_service_support import (
     Service,
@@ -376,7 +376,7 @@ def test_a_store_behind_a_long_writer_is_spooled_without_a_back_off(service: Ser
     async def main() -> None:
         async with proxy_session(tmp_path, service.url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
                                  ) as session:
-            with write_lock(service.tmp / "memory.db"):
+            with write_lock_held(service.tmp / "memory.db"):
                 stored = await call(session, "memory_store", {
                     "content": "The egret freeze lifts on the first Monday", "project": project})
                 assert stored["status"] == "spooled", stored
