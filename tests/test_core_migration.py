@@ -12,6 +12,7 @@ from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.stores import StoreError
+from semantic_memory.stores.base import top_values
 from semantic_memory.stores.sqlite import SCHEMA_VERSION, SQLiteStore
 
 V1_SCHEMA = """
@@ -196,6 +197,7 @@ def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> 
         assert [tuple(r) for r in rows] == [("decision", "api")]
         with engine.store.snapshot() as conn:
             # current memories: `older` is superseded, `twin` forgotten
-            assert engine.store.grouped(conn, "project") == {"web": 1, "api": 1, "": 1}
+            assert top_values(engine.store.value_counts(conn, ("project",))["project"]) == {
+                "web": 1, "api": 1, "": 1}
     finally:
         engine.close()

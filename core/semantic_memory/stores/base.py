@@ -325,22 +325,6 @@ class SQLMemoryStore:
         return {column: {value: n for value, n in values.items() if n > 0}
                 for column, values in counts.items()}
 
-    def grouped(self, conn: Any, column: str, *, named_only: bool = False, limit: int = 50
-                ) -> dict[str, int]:
-        """Current memories (live, not superseded) per value of `column` (one of
-        VALUE_COLUMNS), most first (`value_counts`); with `named_only`, NULL is left out, else it
-        counts under ""."""
-        counts = self.value_counts(conn, (column,))[column]
-        return top_values(counts, named_only=named_only, limit=limit)
-
-    def unnamed(self, conn: Any, column: str) -> int:
-        """Current memories without a value in `column` (one of VALUE_COLUMNS)."""
-        if column not in VALUE_COLUMNS:
-            raise ValueError(f"unknown column {column!r}")
-        values = f"m.{column} IS NULL"
-        return self._count_current(conn, "m.deleted = 0 AND m.superseded_by IS NULL AND "
-                                   + values, values, [], include_superseded=False)
-
     def last_updated(self, conn: Any) -> float | None:
         """The newest `updated_at` of any memory, forgotten ones included (one index seek): it
         moves with every write that changes a memory's values (ingest, edit, forget, a
