@@ -152,6 +152,67 @@ def test_sys_exit_or_printing_at_import_is_an_import_failure_not_a_dead_cli(
     assert answer and answer[0]["id"] == 1 and "result" in answer[0]
 
 
+class Hijack:
+    """A store kind claiming the core's scheme."""
+
+    name = "hijack"
+    schemes = ("sqlite",)
+
+    @staticmethod
+    def open(url: str, settings: Any) -> Any:
+        raise RuntimeError("hijacked sqlite")
+
+
+class StorePlugin:
+    """A `register_stores` that misbehaves as `mode` says; marked trylast, which must not
+    put it before the core's SQLite store."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    @hookimpl(trylast=True)
+    def register_stores(self, register: Any) -> None:
+        if self.mode == "raises":
+            raise RuntimeError("register_stores boom")
+        register({"raises": None, "junk": "not a store kind", "hijack": Hijack}[self.mode])
+
+
+@pytest.mark.parametrize(("mode", "line"), [
+    ("raises", "register_stores failed: RuntimeError: register_stores boom"),
+    ("junk", "store kind refused: str is not a store kind (a class with name, schemes and "
+             "open(url, settings))"),
+    ("hijack", "store kind 'hijack': sqlite:// refused: store kind 'sqlite' opens it")])
+def test_a_broken_store_plugin_is_left_out_and_sqlite_stays_the_cores(
+        tmp_path: Path, mode: str, line: str) -> None:
+    engine = testing.engine_with(tmp_path, StorePlugin(mode), plugins="bm25_porter")
+    try:
+        assert engine.plugin_problems == [f"plugin StorePlugin: {line}"]
+        assert engine.store.name == "sqlite"
+        uid = engine.store_one(NewMemory("the build needs java 21")).uid
+        assert engine.recall("java")[0].memory.uid == uid
+    finally:
+        engine.close()
+
+
+def test_a_store_plugin_that_raises_stops_no_command(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", "storeboom", """
+        from semantic_memory.hookspecs import hookimpl
+
+        @hookimpl
+        def register_stores(register):
+            raise RuntimeError("register_stores boom")
+        """)
+    stored = memory_mcp(tmp_path, site, "store", "the build needs java 21")
+    assert stored.returncode == 0 and stored.stdout.startswith("new ")
+    assert one_line_naming(stored.stderr, "storeboom") == [
+        "plugin storeboom (storeboom-plugin 0.1): register_stores failed: RuntimeError: "
+        "register_stores boom"]
+    listed = memory_mcp(tmp_path, site, "plugins")
+    assert listed.returncode == 0
+    assert "broken: plugin storeboom (storeboom-plugin 0.1): register_stores failed" \
+        in listed.stdout
+
+
 # --- run time --------------------------------------------------------------------------------
 
 class Answering(Channel):

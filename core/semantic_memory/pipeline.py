@@ -29,7 +29,7 @@ from .models import (
     iso,
     now,
 )
-from .plugins import PluginManager, build_plugin_manager, collect
+from .plugins import PluginManager, build_plugin_manager, collect, store_kinds
 from .stores import MemoryStore, open_store
 from .stores.base import VALUE_COLUMNS, top_values
 from .telemetry import fill_days, to_api
@@ -118,7 +118,7 @@ class MemoryEngine:
     ) -> None:
         self.settings = settings or Settings.from_env()
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
-        self.store: MemoryStore = open_store(self.settings, self.pm)
+        self.store: MemoryStore = open_store(self.settings, store_kinds(self.pm))
         self.embedders: list[Embedder] = collect(
             self.pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
             settings=self.settings)

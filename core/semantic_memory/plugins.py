@@ -22,6 +22,7 @@ import pluggy
 from . import hookspecs
 from .config import ConfigError, Settings
 from .errors import one_line
+from .stores import StoreKind, check_store_kind
 
 log = logging.getLogger("semantic_memory")
 
@@ -121,10 +122,14 @@ class PluginManager(pluggy.PluginManager):
         return infos
 
     def implementations(self, hook: str) -> list[tuple[str, Callable[..., Any], list[str]]]:
-        """(plugin name, function, argument names) of each implementation of `hook`, in
-        registration order: when two register one name, the earlier plugin keeps it."""
-        return [(impl.plugin_name, impl.function, list(impl.argnames))
-                for impl in getattr(self.hook, hook).get_hookimpls()]
+        """(plugin name, function, argument names) of each implementation of `hook`, in the
+        order the plugins were registered (the in-core ones first), whatever `tryfirst` or
+        `trylast` says: when two register one name, the earlier plugin keeps it, so no plugin
+        can take a name from the core or from a plugin loaded before it."""
+        order = {name: i for i, (name, _) in enumerate(self.list_name_plugin())}
+        impls = sorted(getattr(self.hook, hook).get_hookimpls(),
+                       key=lambda impl: order.get(impl.plugin_name, len(order)))
+        return [(impl.plugin_name, impl.function, list(impl.argnames)) for impl in impls]
 
     def calls(self, hook: str, **kwargs: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
         """(plugin name, a call of its implementation with `kwargs`) for each implementation
@@ -162,11 +167,14 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             pm.refuse(pm.origin(plugin), f"{hook} failed: {one_line(exc)}")
             continue
         for obj in found:
-            problem = check(obj)
+            try:
+                problem = check(obj)
+                name = "" if problem else key(obj)
+            except Exception as exc:  # noqa: BLE001 - a member that raises: refused, not fatal
+                problem = f"{type(obj).__name__}: {one_line(exc)}"
             if problem:
                 pm.refuse(pm.origin(plugin), f"{kind} refused: {problem}")
                 continue
-            name = key(obj)
             if name in owners:
                 pm.refuse(pm.origin(plugin), f"{kind} {name!r} refused: the name is taken by "
                                              f"{pm.origin(owners[name])}")
@@ -175,6 +183,24 @@ def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             pm.owner_of[id(obj)] = plugin
             accepted.append(obj)
     return accepted
+
+
+def store_kinds(pm: PluginManager) -> dict[str, StoreKind]:
+    """URL scheme -> the store kind that opens it, through `register_stores` (`collect`: one
+    plugin whose hook raises or registers something else is left out in one line). The first
+    kind registered for a scheme keeps it; the in-core SQLite store registers first, so no
+    plugin can take `sqlite://` from it."""
+    by_scheme: dict[str, StoreKind] = {}
+    for kind in collect(pm, "register_stores", "store kind", lambda k: k.name,
+                        check_store_kind):
+        for scheme in kind.schemes:
+            if scheme in by_scheme:
+                pm.refuse(pm.origin(pm.owner_of[id(kind)]),
+                          f"store kind {kind.name!r}: {scheme}:// refused: store kind "
+                          f"{by_scheme[scheme].name!r} opens it")
+            else:
+                by_scheme[scheme] = kind
+    return by_scheme
 
 
 def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()

@@ -16,14 +16,15 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
+from ..models import PLUGIN_NAME
 from .base import StoreError
 
 if TYPE_CHECKING:
     from ..config import Settings
     from ..models import Memory, RecallFilters
 
-__all__ = ["MemoryStore", "StoreError", "open_store", "redact_url", "scheme_of",
-           "scrub_secrets", "store_url"]
+__all__ = ["MemoryStore", "StoreError", "StoreKind", "check_store_kind", "open_store",
+           "redact_url", "scheme_of", "scrub_secrets", "store_url"]
 
 
 class MemoryStore(Protocol):
@@ -171,15 +172,42 @@ def scrub_secrets(text: str, url: str) -> str:
     return text
 
 
-def open_store(settings: Settings, pm: Any) -> MemoryStore:
-    """Open the store MEMORY_DB_URL (or MEMORY_DB_PATH) names, through `register_stores`."""
+class StoreKind(Protocol):
+    """What `register_stores` registers: a class (or any object) opening one engine's stores.
+    `SQLiteStore` is one; `semantic-memory-postgres`'s `PostgresKind` another."""
+
+    #: The engine's name, unique among store kinds ("sqlite", "postgresql").
+    name: str
+    #: The URL schemes it opens ("postgresql"): MEMORY_DB_URL's picks the kind.
+    schemes: tuple[str, ...]
+
+    def open(self, url: str, settings: Settings) -> MemoryStore: ...
+
+
+def check_store_kind(obj: Any) -> str | None:
+    """Why `obj` cannot be registered as a store kind (None when it can)."""
+    try:
+        name, schemes, opener = obj.name, obj.schemes, obj.open
+    except AttributeError:
+        return (f"{type(obj).__name__} is not a store kind (a class with name, schemes and "
+                "open(url, settings))")
+    if not isinstance(name, str) or not PLUGIN_NAME.match(name):
+        return f"{type(obj).__name__} has no valid name (got {name!r})"
+    if not callable(opener):
+        return f"store kind {name!r}: open is not callable"
+    if not isinstance(schemes, (tuple, list)) or not schemes \
+            or not all(isinstance(s, str) and s for s in schemes):
+        return f"store kind {name!r}: schemes must name URL schemes, not {schemes!r}"
+    return None
+
+
+def open_store(settings: Settings, kinds: dict[str, StoreKind]) -> MemoryStore:
+    """Open the store MEMORY_DB_URL (or MEMORY_DB_PATH) names with the kind registered for
+    its scheme (`kinds`: scheme -> kind, `plugins.store_kinds`)."""
     url = store_url(settings)
     scheme = scheme_of(url)
-    kinds: list[Any] = []
-    pm.hook.register_stores(register=kinds.append)
-    for kind in kinds:
-        if scheme in kind.schemes:
-            return kind.open(url, settings)
-    known = ", ".join(sorted({s for kind in kinds for s in kind.schemes}))
+    if scheme in kinds:
+        return kinds[scheme].open(url, settings)
+    known = ", ".join(sorted(kinds))
     hint = " (install semantic-memory-postgres)" if scheme == "postgresql" else ""
     raise StoreError(f"no store plugin for {scheme}:// URLs{hint}; installed: {known}")
