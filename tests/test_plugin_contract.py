@@ -272,6 +272,48 @@ def test_the_embedder_choice_is_explicit() -> None:
     assert chosen is None and "MEMORY_EMBEDDER=c is not installed (installed: a)" == problem
 
 
+class Moody(Letters):
+    """An embedder whose model members misbehave as `member` and `value` say (a property
+    that raises, or an answer of the wrong type)."""
+
+    def __init__(self, member: str, value: Any) -> None:
+        super().__init__("moody", "moody#1")
+        self.member, self.value = member, value
+
+    def __getattribute__(self, name: str) -> Any:
+        if name != "member" and name == object.__getattribute__(self, "member"):
+            value = object.__getattribute__(self, "value")
+            if isinstance(value, Exception):
+                raise value
+            return value
+        return object.__getattribute__(self, name)
+
+
+@pytest.mark.parametrize(("member", "value", "why"), [
+    ("model_id", RuntimeError("model_id boom"),
+     "reading model_id failed: RuntimeError: model_id boom"),
+    ("dim", RuntimeError("no dim yet"), "reading dim failed: RuntimeError: no dim yet"),
+    ("available", KeyError("gpu"), "reading available failed: KeyError: 'gpu'"),
+    ("model_id", 7, "model_id must be a str or None, not 7"),
+    ("dim", "sixty-four", "dim must be an int > 0 with a model configured, not 'sixty-four'"),
+    ("available", "yes", "available must be a bool, not 'yes'")])
+def test_an_embedder_whose_model_members_misbehave_is_refused_in_one_line(
+        tmp_path: Path, member: str, value: Any, why: str) -> None:
+    good = Letters("letters", "letters#1")
+    engine = engine_with(tmp_path, plugin_of(Moody(member, value), good,
+                                             hook="register_embedders"),
+                         plugins="bm25_porter,vector")
+    try:
+        assert engine.plugin_problems == [f"plugin Plugin: embedder refused: embedder "
+                                          f"'moody': {why}"]
+        assert engine.embedder is good and engine.recall_mode == "hybrid"
+        uid = engine.store_one(NewMemory("zephyr builds are flaky")).uid
+        assert engine.recall("zephyr")[0].memory.uid == uid
+        assert engine.stats()["embedder"]["vectorized"] == 1  # the good one embedded it
+    finally:
+        engine.close()
+
+
 @pytest.mark.sqlite_only
 def test_weak_hits_found_by_no_other_channel_are_dropped(tmp_path: Path) -> None:
     class Weak(Tagged):

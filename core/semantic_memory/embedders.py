@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
+from .errors import one_line
 from .models import PLUGIN_NAME
 
 if TYPE_CHECKING:
@@ -62,11 +64,29 @@ class Embedder(ABC):
 
 
 def check_embedder(obj: Any) -> str | None:
-    """Why `obj` cannot be registered as an embedder (None when it can)."""
+    """Why `obj` cannot be registered as an embedder (None when it can). Its model members
+    (`model_id`, `dim`, `available`), which may be properties, are read here: one that raises
+    or answers the wrong type refuses the embedder in one line, rather than failing every
+    command that chooses an embedder or asks the vector channel whether it is active."""
     if not isinstance(obj, Embedder):
         return f"{type(obj).__name__} is not a semantic_memory.embedders.Embedder"
     if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
         return f"{type(obj).__name__} has no valid name (got {obj.name!r})"
+    where = f"embedder {obj.name!r}"
+    read: dict[str, Any] = {}
+    for member in ("model_id", "dim", "available"):
+        try:
+            read[member] = getattr(obj, member)
+        except Exception as exc:  # noqa: BLE001 - a plugin's property: refused, not fatal
+            return f"{where}: reading {member} failed: {one_line(exc)}"
+    model_id, dim, available = read["model_id"], read["dim"], read["available"]
+    if model_id is not None and not isinstance(model_id, str):
+        return f"{where}: model_id must be a str or None, not {model_id!r}"
+    if not isinstance(available, bool):
+        return f"{where}: available must be a bool, not {available!r}"
+    if model_id is not None and available and (
+            isinstance(dim, bool) or not isinstance(dim, Integral) or dim <= 0):
+        return f"{where}: dim must be an int > 0 with a model configured, not {dim!r}"
     return None
 
 
