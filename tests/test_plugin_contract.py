@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import re
 import sqlite3
 from pathlib import Path
@@ -192,6 +193,53 @@ def test_registration_refuses_and_names_the_plugins(
         assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) >= 5
         uid = engine.store_one(NewMemory("the rest keeps working")).uid
         assert engine.recall("working")[0].memory.uid == uid
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(("member", "value", "why"), [
+    ("weight", float("inf"), "weight must be a number >= 0, not inf"),
+    ("weight", True, "weight must be a number >= 0, not True"),
+    ("score_weight", "heavy", "score_weight must be a number >= 0 or None, not 'heavy'"),
+    ("score_weight", float("nan"), "score_weight must be a number >= 0 or None, not nan"),
+    ("score_weight", -5, "score_weight must be a number >= 0 or None, not -5"),
+    ("fusion_share", 1.5, "fusion_share must be a number within 0..1 or None, not 1.5"),
+    ("neighbour_gap", float("-inf"), "neighbour_gap must be a number >= 0 or None, not -inf")])
+def test_a_channel_weight_that_fusion_cannot_use_refuses_the_channel(
+        tmp_path: Path, member: str, value: Any, why: str) -> None:
+    """One NaN or infinity in a weight made every fused score NaN: recall, /health and
+    /api/stats answered 500 (JSON has no NaN), the CLI printed `"score": NaN`."""
+    channel = Tagged()
+    setattr(channel, member, value)
+    engine = engine_with(tmp_path, plugin_of(channel))
+    try:
+        assert engine.plugin_problems == [f"plugin Plugin: channel refused: channel "
+                                          f"'tagged': {why}"]
+        uid = engine.store_one(NewMemory("zephyr builds are flaky")).uid
+        hits = engine.recall("zephyr")
+        assert [h.memory.uid for h in hits] == [uid] and hits[0].ranks == {"porter": 1}
+        assert math.isfinite(hits[0].score)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(("member", "value", "why"), [
+    ("fusion_weight", float("inf"), "fusion_weight must be a number >= 0, not inf"),
+    ("fusion_share", float("nan"), "fusion_share must be a number within 0..1, not nan"),
+    ("neighbour_gap", "wide", "neighbour_gap must be a number >= 0, not 'wide'"),
+    ("cosine_floor", 2.0, "cosine_floor must be a number within -1..1, not 2.0")])
+def test_an_embedder_fusion_member_the_vector_channel_cannot_use_refuses_it(
+        tmp_path: Path, member: str, value: Any, why: str) -> None:
+    """The vector channel takes its weight, share, gap and floor from the embedder, after the
+    channel was checked: the embedder's are checked as a channel's are."""
+    bad = Letters("letters", "letters#1")
+    setattr(bad, member, value)
+    engine = engine_with(tmp_path, plugin_of(bad, hook="register_embedders"),
+                         plugins="bm25_porter,vector")
+    try:
+        assert engine.plugin_problems == [f"plugin Plugin: embedder refused: embedder "
+                                          f"'letters': {why}"]
+        assert engine.embedder is None and engine.recall_mode == "keyword"
     finally:
         engine.close()
 

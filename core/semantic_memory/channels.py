@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .fusion import range_problem
 from .models import PLUGIN_NAME, ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 
 if TYPE_CHECKING:
@@ -183,9 +184,12 @@ def check_channel(obj: Any) -> str | None:
     if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
         return (f"{type(obj).__name__} has no valid name (got {obj.name!r}; a name is 1 to 64 "
                 "letters, digits, _ . : -, starting with a letter or digit)")
-    if isinstance(obj.weight, bool) or not isinstance(obj.weight, (int, float)) \
-            or not obj.weight >= 0:
-        return f"channel {obj.name!r}: weight must be a number >= 0, not {obj.weight!r}"
+    for problem in (range_problem("weight", obj.weight),
+                    range_problem("score_weight", obj.score_weight, optional=True),
+                    range_problem("fusion_share", obj.fusion_share, 1.0, optional=True),
+                    range_problem("neighbour_gap", obj.neighbour_gap, optional=True)):
+        if problem:
+            return f"channel {obj.name!r}: {problem}"
     return None
 
 

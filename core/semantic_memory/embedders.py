@@ -13,6 +13,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 from .errors import one_line
+from .fusion import range_problem
 from .models import PLUGIN_NAME
 
 if TYPE_CHECKING:
@@ -87,6 +88,12 @@ def check_embedder(obj: Any) -> str | None:
     if model_id is not None and available and (
             isinstance(dim, bool) or not isinstance(dim, Integral) or dim <= 0):
         return f"{where}: dim must be an int > 0 with a model configured, not {dim!r}"
+    for problem in (range_problem("fusion_weight", obj.fusion_weight),
+                    range_problem("fusion_share", obj.fusion_share, 1.0),
+                    range_problem("neighbour_gap", obj.neighbour_gap),
+                    range_problem("cosine_floor", obj.cosine_floor, 1.0, low=-1.0)):
+        if problem:  # the vector channel's weight, share, gap and floor: checked as a channel's
+            return f"{where}: {problem}"
     return None
 
 

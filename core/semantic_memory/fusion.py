@@ -11,7 +11,28 @@ without an embedder (`MEMORY_FUSION`; docs/retrieval.md, "The guard").
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
+from numbers import Real
+from typing import Any
+
+
+def finite_number(value: Any) -> bool:
+    """A finite real number (numpy's included), not a bool: what a score, a weight or a share
+    must be (one NaN or infinity makes every fused score NaN, which JSON cannot carry)."""
+    if type(value) is float:  # nearly every score: no ABC check (it runs per hit, per recall)
+        return math.isfinite(value)
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def range_problem(member: str, value: Any, high: float = math.inf,
+                  optional: bool = False, low: float = 0.0) -> str | None:
+    """Why `value` cannot be the fusion member `member` (None when it can): a finite number
+    within low..high, or None where `optional`."""
+    if (value is None and optional) or (finite_number(value) and low <= value <= high):
+        return None
+    bounds = f">= {low:g}" if high == math.inf else f"within {low:g}..{high:g}"
+    return f"{member} must be a number {bounds}{' or None' if optional else ''}, not {value!r}"
 
 
 @dataclass

@@ -14,25 +14,25 @@ import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any
 
 from .channels import Channel, Confident
 from .config import Settings
 from .errors import one_line
-from .fusion import Fused, keyword_gated_weights, keyword_leads, rrf, score_fusion, with_share
+from .fusion import (
+    Fused,
+    finite_number,
+    keyword_gated_weights,
+    keyword_leads,
+    rrf,
+    score_fusion,
+    with_share,
+)
 from .models import ChannelHit, RecallFilters, RecallHit
 from .stores import MemoryStore
 from .workers import DaemonPool, Task
 
 log = logging.getLogger("semantic_memory")
-
-
-def _number(value: Any) -> bool:
-    """A finite real number (numpy's included), not a bool."""
-    if type(value) is float:  # nearly every score: no ABC check (it runs per hit, per recall)
-        return math.isfinite(value)
-    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _bad_hits(found: Any) -> str | None:
@@ -46,11 +46,11 @@ def _bad_hits(found: Any) -> str | None:
             return f"answered a {type(hit).__name__} in its list, not a ChannelHit"
         if type(hit.id) is not int:  # a bool or numpy's int: not bindable
             return f"answered a hit with id {hit.id!r}, not an int"
-        if not _number(hit.score):
+        if not finite_number(hit.score):
             return f"answered a hit with score {hit.score!r}, not a finite number"
         signals = hit.signals
         if signals and (not isinstance(signals, dict) or not all(
-                isinstance(k, str) and _number(v) for k, v in signals.items())):
+                isinstance(k, str) and finite_number(v) for k, v in signals.items())):
             return f"answered a hit with signals {signals!r}, not names to finite numbers"
     return None
 
