@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -299,6 +300,79 @@ def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> N
     assert all("backing off" in e["detail"] and "no request made" in e["detail"]
                for e in log[1:]), log
     assert len(spool.pending(tmp_path / "spool")) == 2
+
+
+#: A flush of this many exchanges, each one chunk, fills every batch of the most one flush
+#: writes (adapter.FLUSH_MAX chunks in FLUSH_BATCH-chunk requests).
+LONG_FLUSH = 5_000
+
+
+def long_history(n: int = LONG_FLUSH) -> list[dict[str, str]]:
+    """`n` distinct exchanges of ~1 KB, each one chunk (transcript.CHUNK_CHARS)."""
+    history = []
+    for i in range(n):
+        history += [{"role": "user", "text": f"What does step {i} of the rollout change?"},
+                    {"role": "assistant", "text": f"Step {i} moves shard {i} to the new "
+                                                  "cluster. " + "It drains, copies, verifies "
+                                                  "and switches over. " * 20}]
+    return history
+
+
+def spooled_chunks(folder: Path) -> list[str]:
+    return [item["content"] for file in spool.pending(folder)
+            for item in spool.read(file)["body"]["items"]]
+
+
+def flush_paused_while_spooling(tmp_path: Path, pause_s: float, budget_s: float) -> None:
+    """A compaction flush of LONG_FLUSH chunks against a hung service: its first request waits
+    out the budget, then the process is stopped (SIGSTOP: a machine too loaded to run it) from
+    its first spool file for `pause_s`."""
+    with hanging_server() as url:
+        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=str(budget_s))
+        proc = subprocess.Popen([*memory_mcp_command(), "hook", "example", "compact"], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({**SESSION, "history": long_history()}).encode())
+        proc.stdin.close()
+        folder = tmp_path / "spool"
+        deadline = time.monotonic() + 60
+        while not spool.pending(folder) and time.monotonic() < deadline \
+                and proc.poll() is None:
+            time.sleep(0.001)
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(pause_s)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(30) == 0
+
+
+def test_a_long_flush_paused_past_its_budget_spools_every_chunk_once(tmp_path: Path) -> None:
+    """The budget ends while the flush spools what the hung service did not take: the rest is
+    spooled within the write grace (the pause is well inside it), none lost, none twice, and
+    each is stored once when the spool is replayed."""
+    flush_paused_while_spooling(tmp_path, pause_s=0.5, budget_s=3.0)
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled", entry
+    chunks = spooled_chunks(tmp_path / "spool")
+    assert len(chunks) == LONG_FLUSH and len(set(chunks)) == LONG_FLUSH, entry
+
+    env = hook_env(tmp_path, dead_url())  # no service: replay goes into the store
+    assert "replayed 10 write(s) into the store" in run_memory_mcp(env, "spool", "replay")
+    stats = json.loads(run_memory_mcp(env, "stats", "--json"))
+    assert stats["memories"] == LONG_FLUSH, stats
+
+
+def test_a_flush_paused_past_its_write_grace_says_what_it_did_not_write(
+        tmp_path: Path) -> None:
+    """Stopped from its first spool file until past the budget and the write grace, the
+    flush writes no further file (the harness may kill it any moment now) and its log line
+    is an error naming how many chunks it did not write: never `spooled` for a part."""
+    flush_paused_while_spooling(tmp_path, pause_s=2.0, budget_s=1.0)
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "error", entry
+    chunks = spooled_chunks(tmp_path / "spool")
+    assert 0 < len(chunks) < LONG_FLUSH and len(set(chunks)) == len(chunks)
+    assert f"{LONG_FLUSH - len(chunks)} not written" in entry["detail"], entry
 
 
 class _LateProxy:

@@ -87,18 +87,22 @@ _UNSET = object()
 class HookCall:
     """One run of a hook: the harness's input, and what an adapter needs to answer it.
 
-    `outcome`/`detail` end up in the hook log; `pending` is the /ingest body in flight (the
-    runner spools it if the budget runs out mid-request); `spooled`/`spool_reason` count the
-    writes of this run that went to the spool; `warning` is a problem worth a line in the
-    hook log whatever the outcome (a malformed repo file); `report` is the /inject/report
-    body of what this run injected, posted by the runner after the answer is printed."""
+    `outcome`/`detail` end up in the hook log; `pending` holds the /ingest bodies of a write
+    not yet stored or spooled (the runner spools them if the budget runs out mid-request);
+    `spooled`/`spool_reason` count the writes of this run that went to the spool; `unwritten`
+    the memories that went nowhere, their spooling cut by `write_until` (the budget's end
+    plus its write grace); `wrote` says this run's writes were all made; `warning` is a
+    problem worth a line in the hook log whatever the outcome (a malformed repo file);
+    `report` is the /inject/report body of what this run injected, posted by the runner
+    after the answer is printed."""
 
     def __init__(self, harness: str, event: str, payload: dict[str, Any],
                  settings: Settings | HookSettings, service: ServiceClient, cwd: str,
                  session: str | None = None, agent_session: str | None = None,
                  debug: Callable[[str], None] = lambda message: None, outcome: str = "skipped",
-                 detail: str = "", pending: dict[str, Any] | None = None, spooled: int = 0,
-                 spool_reason: str = "", warning: str = "") -> None:
+                 detail: str = "", pending: list[dict[str, Any]] | None = None,
+                 spooled: int = 0, spool_reason: str = "", warning: str = "",
+                 write_until: float | None = None) -> None:
         self.harness, self.event, self.payload = harness, event, payload
         self.settings, self.service, self.cwd = settings, service, cwd
         #: The agent's context (`<session>+n` after n compactions; see `context_key`).
@@ -109,6 +113,9 @@ class HookCall:
         self.outcome, self.detail = outcome, detail
         self.pending = pending
         self.spooled, self.spool_reason = spooled, spool_reason
+        self.write_until = write_until  # time.monotonic(); None: no limit
+        self.unwritten = 0
+        self.wrote = False
         self.warning = warning
         self.report: dict[str, Any] | None = None
         self._repo: Any = _UNSET
@@ -165,27 +172,54 @@ class HookCall:
         self.debug(f"{outcome}: {detail}" if detail else outcome)
 
     def write(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        """POST `body` to /ingest; None when the service could not take it in time and it
-        went to the spool instead (replayed later, exactly once). Keeps SPOOL_MARGIN_S of the
-        budget for spooling; once one write of this run failed, the next ones spool at once.
-        A write the service refuses outright (413, 422) is kept in `spool/rejected/` with the
-        reason, and answered as a refusal."""
-        if self.spooled:
-            self.spool(body, self.spool_reason)
-            return None
-        self.pending = body
+        """POST `body` to /ingest (`write_all`): the answer, or None when it was spooled."""
+        return self.write_all([body])[0]
+
+    def write_all(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """POST each body to /ingest in turn; the answers, None for a body that went to the
+        spool instead (replayed later, exactly once). Each request keeps SPOOL_MARGIN_S of the
+        budget for spooling. Once one could not be taken, it and every body after it, this
+        run's later writes too, go to the spool at once: the service is down, hung or slow,
+        and they would only wait as well. A body the service refuses outright (413, 422) is
+        kept in `spool/rejected/` with the reason, and answered as a refusal. The answers
+        stop short when spooling ran past `write_until` (`spool_all`)."""
+        answers: list[dict[str, Any] | None] = []
+        rest = self.pending = list(bodies)  # the runner's to spool if the budget ends now
+        reason = self.spool_reason
         try:
-            return self.service.post("/ingest", body,
-                                     deadline=self.service.deadline - SPOOL_MARGIN_S)
-        except ServiceFailed as exc:
-            if not retryable(exc.status):  # the request itself is wrong: replaying won't help
-                return self.keep_refused(body, str(exc))
-            self.spool(body, f"{exc}")
-        except ServiceUnavailable as exc:
-            self.spool(body, f"{exc.outcome}: {exc}")
+            while rest and not self.spooled:
+                try:
+                    answers.append(self.service.post(
+                        "/ingest", rest[0], deadline=self.service.deadline - SPOOL_MARGIN_S))
+                except ServiceFailed as exc:
+                    if retryable(exc.status):
+                        reason = str(exc)
+                        break
+                    # The request itself is wrong: replaying won't help.
+                    answers.append(self.keep_refused(rest[0], str(exc)))
+                except ServiceUnavailable as exc:
+                    reason = f"{exc.outcome}: {exc}"
+                    break
+                del rest[0]
+            answers += self.spool_all(rest, reason)
         finally:
             self.pending = None
-        return None
+        self.wrote = True
+        return answers
+
+    def spool_all(self, bodies: list[dict[str, Any]], reason: str) -> list[None]:
+        """Spool `bodies` in order, one file each; a None per body spooled. The first is
+        spooled whatever the time (the write in hand: one file, milliseconds); no later one
+        is started past `write_until`, so a hook the machine starved never runs into the
+        harness's own timeout: the memories of the bodies left count in `unwritten`."""
+        done = 0
+        for body in bodies:
+            if done and self.write_until is not None and time.monotonic() >= self.write_until:
+                self.unwritten += sum(len(left.get("items", [left])) for left in bodies[done:])
+                break
+            self.spool(body, reason)
+            done += 1
+        return [None] * done
 
     def spool(self, body: dict[str, Any], reason: str) -> None:
         """Append `body` to the spool (the service redacts it on replay), each memory stamped
@@ -199,6 +233,11 @@ class HookCall:
                      event=self.event)
         self.spooled += 1
         self.spool_reason = self.spool_reason or reason
+
+    def shortfall(self) -> str:
+        """What the hook log says of the `unwritten` memories."""
+        return f"{self.unwritten} not written: the write grace past the budget ran out " \
+               "while spooling"
 
     def keep_refused(self, body: dict[str, Any], reason: str) -> dict[str, Any]:
         """Keep a write the service refused in `spool/rejected/` (`memory-mcp spool list`
@@ -466,14 +505,14 @@ class HarnessAdapter:
         if not chunks:
             call.done("skipped", "no conversation to flush")
             return
+        fields = call.memory_fields()
+        bodies = [{"items": [{"content": chunk, "kind": "note", "source": "compaction", **fields}
+                             for chunk in chunks[start : start + FLUSH_BATCH]]}
+                  for start in range(0, len(chunks), FLUSH_BATCH)]
         counts = {"new": 0, "duplicate": 0, "rejected": 0, "spooled": 0}
-        for start in range(0, len(chunks), FLUSH_BATCH):
-            batch = chunks[start : start + FLUSH_BATCH]
-            answer = call.write({"items": [
-                {"content": chunk, "kind": "note", "source": "compaction",
-                 **call.memory_fields()} for chunk in batch]})
+        for body, answer in zip(bodies, call.write_all(bodies), strict=False):
             if answer is None:
-                counts["spooled"] += len(batch)
+                counts["spooled"] += len(body["items"])
                 continue
             for key in ("new", "duplicate", "rejected"):
                 counts[key] += int(answer.get(key, 0))
@@ -482,9 +521,11 @@ class HarnessAdapter:
         if len(every) > len(chunks):  # an earlier flush of the session stored those, mostly
             detail += f"; the oldest {len(every) - len(chunks)} left out (FLUSH_MAX)"
         if counts["spooled"]:
-            call.done("spooled", f"{detail}, {counts['spooled']} spooled ({call.spool_reason})")
+            detail += f", {counts['spooled']} spooled ({call.spool_reason})"
+        if call.unwritten:
+            call.done("error", f"{detail}, {call.shortfall()}")
         else:
-            call.done("stored", detail)
+            call.done("spooled" if counts["spooled"] else "stored", detail)
 
     def capture(self, call: HookCall, tool: ToolCall) -> None:
         if call.opted_out("capture"):

@@ -4,8 +4,10 @@ Whatever happens (service down, slow or starting, a bad payload, a bug) the proc
 within MEMORY_HOOK_BUDGET_S and prints nothing but a well-formed answer for the harness; the
 outcome goes to the hook log (`outcomes.py`) for `memory-mcp doctor`. A watchdog timer turns
 any wait that overruns the budget into a timeout, whatever it was waiting on. Writes are never
-dropped for it: one in flight goes to the spool, and one the hook had no time to make (a machine
-too loaded to start it in time) is made offline, into the spool, within WRITE_GRACE_S more.
+dropped for it: one in flight goes to the spool, with every body of it not yet stored (a long
+flush's later batches), and one the hook had no time to make (a machine too loaded to start it
+in time) is made offline, into the spool, within WRITE_GRACE_S more. Spooling is never cut
+mid-file; it stops itself at the grace's end, and the log line then names what it did not write.
 A recalled block is printed before its injection report is posted: the report is a write, which
 a long writer holds back while the recall answers. A request that timed out starts the shared
 back-off only when the service answers no probe either (`client.answers`, up to PROBE_S, within
@@ -51,7 +53,8 @@ REPLAY_MARGIN_S = 0.1
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 #: How long past the budget a write may take, well inside the harness's own timeout (2x the
 #: budget, `install`): a write being spooled is not cut short (the watchdog fires again every
-#: DEFER_S instead), and one the hook had no time to make is made offline into the spool.
+#: DEFER_S instead; no spool file is started past the grace, `HookCall.spool_all`), and one the
+#: hook had no time to make is made offline into the spool.
 DEFER_S = 0.005
 WRITE_GRACE_S = 1.0
 #: At most this long posting the injection report after the block is printed: it takes
@@ -66,16 +69,17 @@ class HookTimeout(BaseException):
 
 
 class Watchdog:
-    """The SIGALRM handler: raises HookTimeout, first noting what was in flight then (the code
-    it unwinds clears `call.pending` and `service.waiting` on the way out). A write that is no
-    longer waiting on the network (being spooled, or its answer being read) is let finish: cut
-    short, a half-written spool file would be a lost write."""
+    """The SIGALRM handler: raises HookTimeout, first noting the write bodies not yet stored
+    then (the code it unwinds clears `call.pending` and `service.waiting` on the way out). A
+    write that is not waiting on the network (being spooled, its answer being read, between
+    two batches) is let finish: cut short, a spool file would be half a write, and the spooling
+    ends by itself at `limit` (`HookCall.write_until`)."""
 
     def __init__(self, limit: float) -> None:
-        self.limit = limit  # time.monotonic() past which nothing is deferred
+        self.limit = limit  # time.monotonic(): the budget's end plus its write grace
         self.call: HookCall | None = None
         self.service: ServiceClient | None = None
-        self.in_flight: dict[str, Any] | None = None
+        self.in_flight: list[dict[str, Any]] | None = None
         self.waiting = False
         #: False once the run is being wound up: a late or deferred alarm then does nothing
         #: (raised there, it would end the hook before it logs its outcome).
@@ -86,11 +90,11 @@ class Watchdog:
             return
         call = self.call
         service = call.service if call is not None else self.service  # autostart swaps it
-        if call is not None and call.pending is not None:
-            if not call.service.waiting and time.monotonic() < self.limit:
+        if call is not None and call.pending:
+            if not call.service.waiting:
                 lite.setitimer(lite.ITIMER_REAL, DEFER_S)
                 return
-            self.in_flight = call.pending
+            self.in_flight = list(call.pending)
         self.waiting = service is not None and service.waiting
         raise HookTimeout()
 
@@ -158,7 +162,8 @@ class _Run:
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
                                  cwd=adapter.cwd(payload) or ".",
                                  session=adapter.context_key(payload),
-                                 agent_session=adapter.session_id(payload), debug=self.debug)
+                                 agent_session=adapter.session_id(payload), debug=self.debug,
+                                 write_until=self.watchdog.limit)
             self.watchdog.call = self.call
         return self.adapter.handle(self.call)
 
@@ -333,17 +338,27 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
 
 
 def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
-    """The outcome of a stopped run whose write is safe: spooled now (it was in flight), or
-    in the spool already; None when it made none."""
+    """The outcome of a stopped run whose writes were made: those in flight spooled now, or
+    in the spool or the store already; an error naming the memories the write grace left
+    unwritten; None when it made none."""
     call = run.call
     if call is None:
         return None
-    if run.watchdog.in_flight is not None:  # a write in flight: keep it
-        body, run.watchdog.in_flight = run.watchdog.in_flight, None
-        return _spool_pending(call, body, spent)
+    if run.watchdog.in_flight is not None:  # a write in flight: keep it and what follows it
+        bodies, run.watchdog.in_flight = run.watchdog.in_flight, None
+        try:
+            call.spool_all(bodies, "the service did not answer in time")
+        except OSError as exc:
+            return {"outcome": "error", "detail": f"{spent}; spooling failed, write lost: {exc}"}
+        call.wrote = True
+    if call.unwritten:
+        return {"outcome": "error", "detail": f"{spent}; {call.spooled} write(s) spooled "
+                                              f"({call.spool_reason}), {call.shortfall()}"}
     if call.spooled:
         return {"outcome": "spooled",
                 "detail": f"{spent}; {call.spooled} write(s) spooled ({call.spool_reason})"}
+    if call.wrote:
+        return {"outcome": "stored", "detail": f"{spent} once its writes were stored"}
     return None
 
 
@@ -402,15 +417,6 @@ def _spooled(folder: str) -> bool:
             return any(e.name.endswith(".json") and not e.name.startswith(".") for e in entries)
     except OSError:
         return False
-
-
-def _spool_pending(call: HookCall, body: dict[str, Any], spent: str) -> dict[str, Any]:
-    """The outcome of a write whose answer did not come in time: spooled, or lost."""
-    try:
-        call.spool(body, spent)
-    except OSError as exc:
-        return {"outcome": "error", "detail": f"{spent}; spooling failed, write lost: {exc}"}
-    return {"outcome": "spooled", "detail": f"{spent} before the service answered"}
 
 
 def _work(action: str | None) -> str:
