@@ -250,7 +250,8 @@ def engine_with(tmp_path: Path, *plugins: Any, **settings: Any) -> MemoryEngine:
     {"score": "high"}, {"score": None}, {"score": float("nan")}, {"score": float("inf")},
     {"score": True}, {"score": 1.0, "signals": {"x": "notfloat"}},
     {"score": 1.0, "signals": {"x": float("nan")}}, {"score": 1.0, "signals": ["x"]},
-    {"score": 1.0, "id": "1"}, {"score": 1.0, "id": 1.0}, {"score": 1.0, "id": "numpy"}])
+    {"score": 1.0, "id": "1"}, {"score": 1.0, "id": 1.0}, {"score": 1.0, "id": "numpy"},
+    {"score": 1.0, "id": 2**70}, {"score": 1.0, "id": -2**63 - 1}])  # no store binds these
 def test_a_hit_with_a_bad_field_leaves_its_channel_out_of_that_recall(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, hit: dict[str, Any],
         fusion: str) -> None:

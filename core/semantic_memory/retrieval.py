@@ -35,10 +35,14 @@ from .workers import DaemonPool, Task
 log = logging.getLogger("semantic_memory")
 
 
+#: Memory ids are 64-bit signed integers in both stores (SQLite INTEGER, PostgreSQL bigint).
+ID_LIMIT = 2**63
+
+
 def _bad_hits(found: Any) -> str | None:
     """Why a channel's search did not answer as the contract says (None when it did): a list
-    of ChannelHit, each with an int id, a finite numeric score and signals mapping names
-    to finite numbers."""
+    of ChannelHit, each with an int id a store can hold, a finite numeric score and signals
+    mapping names to finite numbers."""
     if not isinstance(found, list):
         return f"answered {type(found).__name__}, not a list of ChannelHit"
     for hit in found:
@@ -46,6 +50,8 @@ def _bad_hits(found: Any) -> str | None:
             return f"answered a {type(hit).__name__} in its list, not a ChannelHit"
         if type(hit.id) is not int:  # a bool or numpy's int: not bindable
             return f"answered a hit with id {hit.id!r}, not an int"
+        if not -ID_LIMIT <= hit.id < ID_LIMIT:  # binding it would raise OverflowError
+            return f"answered a hit with id {hit.id}, outside the stores' 64-bit integers"
         if not finite_number(hit.score):
             return f"answered a hit with score {hit.score!r}, not a finite number"
         signals = hit.signals
