@@ -10,7 +10,9 @@ prose, auth headers, docker/kube configs, vault-style tables, keyword + entropy 
 plus the provider shapes the library misses or names less precisely. docs/security.md has the
 measurements behind the choice (detect-secrets, Kingfisher and Betterleaks were compared).
 Only the secret part of a match is replaced, so `DATABASE_URL=postgres://app:[REDACTED:...]@db`
-keeps what is not secret. No regex nests unbounded repetition, so none can backtrack
+keeps what is not secret. Both layers read the text as a reader (and the injection block) sees it,
+NFKC and without invisible characters (`textnorm.visible`): a zero-width space inside a token
+hides it from nobody but a regex. No regex nests unbounded repetition, so none can backtrack
 catastrophically (tests/test_hygiene_secrets.py times hostile megabytes).
 """
 
@@ -21,8 +23,9 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
+
+from .textnorm import visible, visible_origins
 
 MARKER = "[REDACTED:{}]"
 
@@ -394,27 +397,92 @@ def redact(text: str) -> str:
 def redact_many(texts: list[str]) -> list[str]:
     """`redact` of each text, with one library call for all of them (a memory's content,
     project and tags: the call, not the text, is most of the library's cost on short fields)."""
-    found = _library_spans("\n\n".join(texts))
-    return [_redact_one(text, [f for f in found if f[0] in text]) for text in texts]
+    views = [visible(text) for text in texts]
+    found = _library_spans("\n\n".join(views))
+    return [_redact_one(text, view, [f for f in found if f[0] in view])
+            for text, view in zip(texts, views)]
 
 
-def _redact_one(text: str, found: list[tuple[str, str]]) -> str:
+def _redact_one(text: str, view: str, found: list[tuple[str, str]]) -> str:
+    """`text` redacted as it reads: the secrets are looked for in `view` (`visible(text)`), so
+    that a zero-width space, a soft hyphen or fullwidth letters inside one, which a reader (and
+    the injection block) drops or reads through, cannot hide it. What goes there goes from
+    `text`, invisible characters included; the rest of `text` stays as written."""
+    if view == text:
+        return _redact_view(text, found, track=False)[0]
+    redacted, sources = _redact_view(view, found, track=True)
+    if sources is None:
+        return text  # nothing found: joiners in emoji, direction marks, fullwidth text stay
+    return _write_back(text, visible_origins(text), redacted, sources)
+
+
+def _redact_view(text: str, found: list[tuple[str, str]], *, track: bool
+                 ) -> tuple[str, list[int] | None]:
+    """`text` redacted, and (with `track`, once anything is replaced) for each character of
+    the result the index in `text` it was copied from, -1 inside a marker."""
     lowered = text.lower()
     # The rules whose needles occur, in table order (the order names a token's kind).
     due = sorted({i for needle in _NEEDLES if needle in lowered for i in _BY_NEEDLE[needle]}
                  | _ALWAYS)
+    sources: list[int] | None = None
     for rule in (RULES[i] for i in due):
         if rule.also and not any(word in lowered for word in rule.also):
             continue
-        text = rule.pattern.sub(partial(_replace, rule), text)
+        edits = [(span, rule.kind) for m in rule.pattern.finditer(text)
+                 if (span := _secret_span(rule, m))]
+        text, sources = _splice(text, edits, sources, track)
     for secret, kind in found:  # what only the library knew, where the rules left it whole
         if secret in text:
-            text = re.sub(re.escape(secret), partial(_library_marker, kind), text)
-    return text
+            edits = [(m.span(), kind) for m in re.finditer(re.escape(secret), text)
+                     if not _in_marker(text, m.start())]
+            text, sources = _splice(text, edits, sources, track)
+    return text, sources
 
 
-def _library_marker(kind: str, m: re.Match[str]) -> str:
-    return m.group() if _in_marker(m.string, m.start()) else MARKER.format(kind)
+def _splice(text: str, edits: list[tuple[tuple[int, int], str]], sources: list[int] | None,
+            track: bool) -> tuple[str, list[int] | None]:
+    """`text` with each (span, kind) of `edits` (in order, apart) replaced by its marker, and
+    `sources` (None: `text` is still the view) kept in step when tracking."""
+    if not edits:
+        return text, sources
+    if track and sources is None:
+        sources = list(range(len(text)))
+    pieces: list[str] = []
+    kept: list[int] = []
+    at = 0
+    for (start, end), kind in edits:
+        marker = MARKER.format(kind)
+        pieces += (text[at:start], marker)
+        if sources is not None:
+            kept += sources[at:start]
+            kept += [-1] * len(marker)
+        at = end
+    pieces.append(text[at:])
+    if sources is not None:
+        kept += sources[at:]
+    return "".join(pieces), kept if sources is not None else None
+
+
+def _write_back(text: str, origins: list[int], redacted: str, sources: list[int]) -> str:
+    """The redacted view's markers put into `text`: each run of the view that was kept is
+    copied from `text` with the invisible characters inside it; a marker takes the place of
+    all that its secret came from."""
+    out: list[str] = []
+    i, last_view = 0, len(origins) - 1
+    while i < len(redacted):
+        j = i + 1
+        if sources[i] < 0:
+            while j < len(redacted) and sources[j] < 0:
+                j += 1
+            out.append(redacted[i:j])
+        else:
+            while j < len(redacted) and sources[j] == sources[j - 1] + 1:
+                j += 1
+            first, last = sources[i], sources[j - 1]
+            out.append(text[0 if first == 0 else origins[first]
+                            : len(text) if last == last_view else origins[last] + 1])
+        i = j
+    return "".join(out)
 
 
 # --- the maintained ruleset ------------------------------------------------------------------
@@ -516,8 +584,10 @@ def _in_marker(text: str, at: int) -> bool:
     return opened >= 0 and "]" not in text[opened:at]
 
 
-def _replace(rule: Rule, m: re.Match[str]) -> str:
+def _secret_span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
+    """What `rule` replaces of its match `m` (its `secret` group, or all of it), or None when
+    the match is no secret (`accept`) or lies in a marker already written."""
     start, end = m.span("secret") if "secret" in m.re.groupindex else m.span()
     if _in_marker(m.string, start) or (rule.accept and not rule.accept(m)):
-        return m.group()
-    return m.string[m.start() : start] + MARKER.format(rule.kind) + m.string[end : m.end()]
+        return None
+    return start, end

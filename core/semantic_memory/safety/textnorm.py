@@ -55,6 +55,21 @@ class _InvisibleChars(dict[int, int | None]):
 
 
 _INVISIBLE = _InvisibleChars()
+
+
+class _VisibleForms(dict[int, str]):
+    """A `str.translate` table giving what each character reads as: its NFKC form without
+    invisible characters (filled in as characters are met)."""
+
+    def __missing__(self, codepoint: int) -> str:
+        shown = "".join(c for c in unicodedata.normalize("NFKC", chr(codepoint))
+                        if not is_invisible(ord(c)))
+        self[codepoint] = shown
+        return shown
+
+
+_VISIBLE = _VisibleForms()
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _CURLY_QUOTES = str.maketrans("\u2018\u2019\u201b\u201c\u201d\u201f", "'''\"\"\"")
 
 # Letters that read as Latin ones and that NFKC leaves alone. Small capitals and other Latin
@@ -86,7 +101,7 @@ _SCRIPT_CHARS = re.compile("[" + "".join(c for cs in _SCRIPT_LOOKALIKES.values()
                            + "]")
 # A whole word (the lookbehind keeps a long word from being rescanned from each letter).
 _WORD = re.compile(r"(?<![^\W\d_])[^\W\d_]+")
-_HAS_LATIN = re.compile("[a-z]")
+_HAS_LATIN = re.compile("[a-zA-Z]")
 #: Words an attacker may spell wholly in look-alikes (after casefolding); other all-Cyrillic or
 #: all-Greek words are left as written.
 LATIN_KEYWORDS = frozenset({
@@ -112,13 +127,35 @@ def _fold_word(m: re.Match[str]) -> str:
 
 
 def fold_lookalikes(text: str) -> str:
-    """Look-alike letters of casefolded `text` read as the Latin letters they resemble (see
-    `_SCRIPT_LOOKALIKES` for when a Cyrillic or Greek letter is folded)."""
+    """Look-alike letters of `text` read as the Latin letters they resemble (see
+    `_SCRIPT_LOOKALIKES` for when a Cyrillic or Greek letter is folded; the table holds lower
+    case ones, so `text` is casefolded first where capitals count). One character for one."""
     if text.isascii():
         return text
     if _LATIN_VARIANT_CHARS.search(text):  # a scan in C; translate is a lookup per character
         text = text.translate(LATIN_VARIANTS)
     return _WORD.sub(_fold_word, text) if _SCRIPT_CHARS.search(text) else text
+
+
+def visible(text: str) -> str:
+    """What a reader sees of `text`, for finding what it says (a secret, a tag): NFKC,
+    invisible characters removed, look-alike letters folded. Case stays, runs of whitespace
+    too, and every character comes from one character of `text` (`visible_origins`), so a
+    span found here can be cut out of `text` with any invisible characters inside it."""
+    return text if text.isascii() else fold_lookalikes(text.translate(_VISIBLE))
+
+
+def visible_origins(text: str) -> list[int]:
+    """For each character of `visible(text)`, the index in `text` of the one it comes from."""
+    origins: list[int] = []
+    done = 0
+    for m in _NON_ASCII.finditer(text):  # an ASCII character reads as itself
+        at = m.start()
+        origins += range(done, at)
+        origins += [at] * len(_VISIBLE[ord(m.group())])
+        done = at + 1
+    origins += range(done, len(text))
+    return origins
 
 
 def fold_lines(text: str) -> str:
