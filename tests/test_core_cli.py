@@ -335,3 +335,35 @@ def test_a_nul_in_a_project_session_or_tag_is_a_bad_line_not_a_cut_value(
     assert json.loads(result.stdout) == {"new": 1, "duplicate": 0, "rejected": 0, "bad": 3}
     for number, name in ((2, "project"), (3, "session"), (4, "tags")):
         assert f"line {number}: {name}: contains NUL characters" in result.stderr
+
+
+def test_an_export_that_fails_midway_leaves_the_earlier_file_whole(db: Path, tmp_path: Path
+                                                                    ) -> None:
+    """`export -o backup.jsonl` on a disk that filled up truncated the last good backup and
+    left half a file. A file size limit (RLIMIT_FSIZE) stands in for the full disk."""
+    import resource
+
+    words = " ".join(f"w{i}" for i in range(400))
+    (tmp_path / "seed.jsonl").write_text("".join(
+        json.dumps({"content": f"memory {n}: {words}"}) + "\n" for n in range(40)))
+    assert run(db, "import", str(tmp_path / "seed.jsonl")).returncode == 0
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    backup = folder / "backup.jsonl"
+    assert run(db, "export", "-o", str(backup)).returncode == 0
+    before = backup.read_bytes()
+    backup.chmod(0o640)
+    assert run(db, "store", "one more memory " + words * 4).returncode == 0
+    limit = len(before) + 4096  # the old export fits, the new one does not
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "semantic_memory", "export", "-o",
+                             str(backup)], capture_output=True, text=True, timeout=60,
+                            preexec_fn=cap, env={**os.environ, "MEMORY_DB_PATH": str(db)})
+    assert result.returncode == 1 and "File too large" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert backup.read_bytes() == before and [p.name for p in folder.iterdir()] == [backup.name]
+    assert run(db, "export", "-o", str(backup)).returncode == 0  # unlimited, it replaces it
+    assert len(backup.read_text().splitlines()) == 41 and backup.stat().st_mode & 0o777 == 0o640

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import sqlite3
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -963,13 +966,35 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
 @contextmanager
 def _open_output(path: str) -> Iterator[Any]:
     """A text file to write (standard output for '-'), flushed before it counts as written:
-    a full disk fails here, with the export, not at exit."""
+    a full disk fails here, with the export, not at exit. A file is written beside its target
+    and renamed over it once whole, so a failed or interrupted export leaves the earlier one
+    (often the last good backup) as it was."""
     if path == "-":
         yield sys.stdout
         sys.stdout.flush()
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
+        return
+    target = Path(os.path.realpath(path))  # through a link, as open() would write
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with open(fd, "w", encoding="utf-8") as handle:
+            # the mode open() would give: the earlier file's, else what the umask leaves
+            os.chmod(fd, target.stat().st_mode & 0o7777 if target.exists()
+                     else 0o666 & ~_umask())
             yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:  # a full disk, a store error, Ctrl-C: no half file is left behind
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @cli.command()
