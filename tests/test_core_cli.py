@@ -142,6 +142,19 @@ def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) 
     assert exported[0]["tags"] == ["a"] and exported[0]["project"] == "p"
 
 
+def test_a_deeply_nested_line_is_a_bad_line_and_the_good_ones_are_stored(
+        db: Path, tmp_path: Path) -> None:
+    """json.loads raised RecursionError: a traceback, and the lines before it not stored."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"content": "good line before"}\n'
+                    '{"content": "d", "tags": ' + "[" * 5000 + "]" * 5000 + "}\n"
+                    '{"content": "good line after"}\n')
+    result = run(db, "import", str(path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "line 2: malformed JSON (nested too deeply)" in result.stderr
+    assert json.loads(result.stdout) == {"new": 2, "duplicate": 0, "rejected": 0, "bad": 1}
+
+
 def test_import_reads_a_file_that_starts_with_a_byte_order_mark(db: Path, tmp_path: Path) -> None:
     """As Windows tools write UTF-8 (PowerShell 5's Out-File, Notepad's 'UTF-8 with BOM'),
     with CRLF line ends: the first line was refused as malformed JSON."""

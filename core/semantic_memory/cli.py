@@ -753,6 +753,8 @@ def _record(raw: bytes) -> NewMemory:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:  # thousands of nested brackets: a bad line, not the whole import
+        raise ValueError("malformed JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
     unknown = set(data) - {*EXPORT_FIELDS, "forgotten", "superseded_by"}
