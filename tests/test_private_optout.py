@@ -17,6 +17,7 @@ import pytest
 from harness_support import closed_port, hook_env, hook_log, run_hook
 from semantic_memory.harness.repo_config import load_repo_config
 from semantic_memory.private import strip_private
+from test_core_cli import run
 from test_service_mcp import call
 from test_service_mcp_proxy import proxy_session, spooled
 from test_service_support import Service, http_session, memory_mcp_command, start_service
@@ -40,9 +41,30 @@ FACT = "the staging database listens on port 6543"
     ("<privateer> and <private-notes> are other tags", "<privateer> and <private-notes> are "
                                                       "other tags"),
     (f"1<private>{SECRET}</private>2<private>{SECRET}</private>3", "123"),
+    # what the tag reads as: invisible characters and other forms inside it do not hide it
+    (f"a <pri\u200bvate>{SECRET}</pri\u200bvate> b", "a  b"),
+    (f"a <pri\u00advate>{SECRET}</private\u2060> b", "a  b"),
+    (f"a <\u3000private>{SECRET}</private\u3000> b", "a  b"),
+    (f"a \uff1c\uff50rivate\uff1e{SECRET}\uff1c/private\uff1e b", "a  b"),
+    (f"a <\u0440rivate>{SECRET}</private> b", "a  b"),  # Cyrillic р
+    # ... and are cut from the text as written, whose other invisible characters stay
+    (f"\ufeff👩\u200d💻 <private>{SECRET}\u200b</private>\u200f ok", "\ufeff👩\u200d💻 \u200f ok"),
+    ("<pri\u200bvateer> is another tag", "<pri\u200bvateer> is another tag"),
 ])
 def test_private_spans_are_removed(text: str, kept: str) -> None:
     assert strip_private(text) == kept
+
+
+def test_cli_store_strips_a_tag_with_an_invisible_character_in_its_name(tmp_path: Path) -> None:
+    """The QA repro: a zero-width space in the name kept the span, and the injection block,
+    which drops invisible characters, then showed the agent a real `<private>` tag."""
+    db = tmp_path / "private.db"
+    stored = run(db, "store", f"port 6543 <pri\u200bvate>{SECRET}</pri\u200bvate> ok", "--json")
+    assert stored.returncode == 0, stored.stderr
+    memory = json.loads(run(db, "list", "--json").stdout)[0]
+    assert memory["content"] == "port 6543  ok"
+    block = run(db, "recall", "port 6543", "--block", "2000").stdout
+    assert "port 6543" in block and SECRET not in block and "private" not in block
 
 
 def test_text_without_tags_is_returned_as_is() -> None:

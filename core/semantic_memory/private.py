@@ -9,7 +9,9 @@ The rule: the tag is matched case-insensitively, with any spacing inside the ang
 and any attributes (`< Private >`, `</ PRIVATE >`, `<private reason="x">`); nested tags
 count (the text stays hidden until the outermost tag closes); an opening tag never closed
 hides everything after it; a stray closing tag and a self-closing `<private/>` are dropped.
-The hidden span is removed, tags included, with nothing in its place.
+The hidden span is removed, tags included, with nothing in its place. Tags are looked for in
+what the text reads as (NFKC, invisible characters dropped: a zero-width space inside the
+name, `＜private＞`), since that is what the injection block, and a model, makes of them.
 """
 
 from __future__ import annotations
@@ -32,36 +34,58 @@ def _tag():  # type: ignore[no-untyped-def]
     return _compiled
 
 
-def _may_hold_tag(text: str) -> bool:
-    """False when `text` cannot hold a tag: it has no "<", or no "vate" in any case (the
-    tag's letters after the "i", which under IGNORECASE also matches "İ" and "ı")."""
-    return "<" in text and "vate" in text.lower()
+def _view(text: str) -> str | None:
+    """`text` as a reader sees it (`safety.textnorm.visible`), or None when it cannot hold a
+    tag: no "<" in any form, or no "vate" in any case (the tag's letters after the "i", which
+    under IGNORECASE also matches "İ" and "ı"). A zero-width space or soft hyphen in the name,
+    an ideographic space or fullwidth letters hide no tag from a model, so none from here."""
+    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:  # NFKC: "<"
+        return None
+    if not text.isascii():
+        from .safety.textnorm import visible  # only then: hooks import this module
+
+        text = visible(text)
+    return text if "vate" in text.lower() else None
 
 
-def has_private(text: str) -> bool:
-    """Whether `text` holds a private tag (opening, closing or self-closing)."""
-    return _may_hold_tag(text) and _tag().search(text) is not None
-
-
-def strip_private(text: str) -> str:
-    """`text` without its private spans (the same object when it has none)."""
-    if not _may_hold_tag(text):
-        return text
-    kept: list[str] = []
+def _kept_spans(view: str) -> list[tuple[int, int]] | None:
+    """The spans of `view` outside private text, or None when it holds no tag."""
+    kept: list[tuple[int, int]] = []
     depth = 0
     position = 0
     found = False
-    for match in _tag().finditer(text):
+    for match in _tag().finditer(view):
         found = True
         if depth == 0:
-            kept.append(text[position:match.start()])
+            kept.append((position, match.start()))
         position = match.end()
         if match.group(1):
             depth = max(depth - 1, 0)
         elif not match.group(0)[:-1].rstrip(" \t\r\n\f\v").endswith("/"):
             depth += 1
     if not found:
-        return text
+        return None
     if depth == 0:
-        kept.append(text[position:])
-    return "".join(kept)
+        kept.append((position, len(view)))
+    return kept
+
+
+def has_private(text: str) -> bool:
+    """Whether `text` holds a private tag (opening, closing or self-closing)."""
+    view = _view(text)
+    return view is not None and _tag().search(view) is not None
+
+
+def strip_private(text: str) -> str:
+    """`text` without its private spans (the same object when it has none)."""
+    view = _view(text)
+    kept = None if view is None else _kept_spans(view)
+    if kept is None:
+        return text
+    if view is not text:  # spans of what `text` reads as: cut from `text` itself
+        from .safety.textnorm import visible_origins
+
+        origins = visible_origins(text)
+        kept = [(origins[start - 1] + 1 if start else 0,
+                 origins[end] if end < len(origins) else len(text)) for start, end in kept]
+    return "".join(text[start:end] for start, end in kept)
