@@ -290,6 +290,15 @@ def test_text_that_is_not_utf8_is_a_one_line_error(db: Path) -> None:
                                 capture_output=True, env=env, timeout=60)
         err = result.stderr.decode()
         assert result.returncode == 1 and "not UTF-8 text" in err and "Traceback" not in err
+    # every command's text arguments and options, checked in one place: these crashed
+    for args, name in (([b"forget", b"\xff"], "uid"), ([b"list", b"--kind", b"\xff"], "kind"),
+                       ([b"list", b"--project", b"\xff"], "project"),
+                       ([b"list", b"--since", b"\xff"], "since"), ([b"recall", b"q\xff"], "query"),
+                       ([b"unsupersede", b"\xff"], "uid")):
+        result = subprocess.run([sys.executable, "-m", "semantic_memory", *args],
+                                capture_output=True, env=env, timeout=60)
+        assert (result.returncode, result.stderr.decode()) == (
+            1, f"Error: {name}: not UTF-8 text\n"), args
 
 
 def test_write_and_range_failures_are_one_line(db: Path, tmp_path: Path) -> None:

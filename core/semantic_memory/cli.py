@@ -64,6 +64,41 @@ class Context:
 pass_context = click.make_pass_decorator(Context)
 
 
+class Utf8Text(click.ParamType):
+    """Text a store can hold and a terminal can print. A shell hands over bytes that are not
+    UTF-8 as lone surrogates, which raised UnicodeEncodeError deep inside a command."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # exit code 1, worded as the store's own check words it
+                raise click.ClickException(
+                    f"{param.name if param else 'text'}: not UTF-8 text") from None
+        return value
+
+
+class TextCommand(click.Command):
+    """A command whose plain text parameters are `Utf8Text`: one check for every command,
+    plugins' too. Paths (`click.Path`) are left alone: a file name may be any bytes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.type is click.STRING:
+                param.type = Utf8Text()
+
+
+class TextGroup(click.Group):
+    """The `memory-mcp` group: its commands are `TextCommand`s, its subgroups `TextGroup`s."""
+
+    command_class = TextCommand
+    group_class = type
+
+
 def _settings(db: str | None) -> Settings:
     try:
         if not db:
@@ -118,7 +153,7 @@ def with_filters(func: Any) -> Any:
     return func
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=TextGroup, invoke_without_command=True)
 @click.option("--db", help="Database file or store URL (default: MEMORY_DB_URL, else "
                            "MEMORY_DB_PATH).")
 @click.option("--stdio", is_flag=True,
@@ -482,7 +517,8 @@ def plugins(obj: Context, as_json: bool) -> None:
         click.echo(f"broken: {problem}")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+# a plain command: a hook exits 0 whatever it is given (the runner checks its input)
+@cli.command(cls=click.Command, context_settings={"ignore_unknown_options": True})
 @click.argument("harness")
 @click.argument("event")
 def hook(harness: str, event: str) -> None:
