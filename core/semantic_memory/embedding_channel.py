@@ -62,6 +62,10 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     #: The parameter mark of the driver of the store it speaks ("?" sqlite3, "%s" psycopg):
     #: the shared SQL here is written with `?`.
     placeholder: str = "?"
+    #: An SQL condition over `v`, a stored row of the configured model, that holds when the row
+    #: can be searched; one that fails it counts as missing, so the queue and `backfill` embed
+    #: its memory again (the SQLite channel: a BLOB of `dim` floats).
+    usable_row: str = "1 = 1"
 
     def __init__(self, settings: Any) -> None:
         self.configured_floor = float(settings.recall_min_cosine)
@@ -174,11 +178,37 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             return [None] * len(memories)
         assert self.embedder is not None
         try:
-            return list(self.embedder.embed_documents([m.content for m in memories]))
+            return self.checked(self.embedder.embed_documents([m.content for m in memories]),
+                                len(memories))
         except Exception as exc:  # noqa: BLE001 - a failed embed leaves a gap the queue fills
             log.warning("%s: embedding %d memories failed (%s); they stay keyword-only until "
                         "backfill", self.name, len(memories), exc)
             return [None] * len(memories)
+
+    def checked(self, vecs: Any, n: int) -> list[Any]:
+        """The embedder's answer for `n` texts as `n` float32 rows of the configured dim, None
+        for a row that must not be stored: an answer of another shape fails every row, a row
+        holding NaN or infinity fails alone (one log line either way; the memories stay
+        keyword-only until the queue or `backfill` embeds them). A stored row is searched
+        under the model's tag: one of the wrong size failed, and one with NaN poisoned, every
+        later search of it."""
+        import numpy as np  # an embedder answers numpy arrays: there is one
+
+        dim = self.tag()[1]
+        try:
+            rows = np.asarray(vecs, dtype=np.float32)
+        except (TypeError, ValueError):  # ragged rows, None, text
+            rows = None
+        if rows is None or rows.shape != (n, dim):
+            got = f"shape {rows.shape}" if rows is not None else type(vecs).__name__
+            log.warning("%s: the embedder answered %s for %d texts, not (%d, %d); they stay "
+                        "keyword-only until backfill", self.name, got, n, n, dim)
+            return [None] * n
+        finite = np.isfinite(rows).all(axis=1)
+        if not finite.all():
+            log.warning("%s: the embedder answered NaN or infinity for %d of %d texts; those "
+                        "stay keyword-only until backfill", self.name, int((~finite).sum()), n)
+        return [row if ok else None for row, ok in zip(rows, finite.tolist())]
 
     def find_duplicate(self, conn: Any, memory: NewMemory, prepared: Any) -> int | None:
         """A live memory of the same project whose vector is within MEMORY_DEDUP_SIM."""
@@ -225,7 +255,13 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         last = self._last_query  # one read: recalls run on several threads
         if last is not None and last[0] == key:
             return last[1]
-        vec = self.embedder.embed_query(query)
+        import numpy as np
+
+        vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        dim = self.tag()[1]
+        if vec.shape != (dim,) or not np.isfinite(vec).all():  # not a cosine: no ranking
+            raise ValueError(f"the embedder answered a query vector of shape {vec.shape}, "
+                             f"not ({dim},) finite floats")
         self._last_query = (key, vec)
         return vec
 
@@ -234,7 +270,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     def _lacking(self) -> str:
         return self._sql(f"FROM memories m WHERE m.deleted = 0 AND NOT EXISTS (SELECT 1 FROM "
                          f"{self.table} v WHERE v.memory_id = m.id AND v.model = ? AND "
-                         "v.dim = ?)")
+                         f"v.dim = ? AND {self.usable_row})")
 
     def pending_ids(self, conn: Any, limit: int) -> list[int]:
         if not self.active:
@@ -254,7 +290,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         model, dim = self.tag()
         live, vectorized, other = conn.execute(self._sql(
             "SELECT count(*), "
-            "coalesce(sum(CASE WHEN v.model = ? AND v.dim = ? THEN 1 ELSE 0 END), 0), "
+            f"coalesce(sum(CASE WHEN v.model = ? AND v.dim = ? AND {self.usable_row} "
+            "THEN 1 ELSE 0 END), 0), "
             "coalesce(sum(CASE WHEN v.memory_id IS NOT NULL AND NOT (v.model = ? AND v.dim = ?) "
             f"THEN 1 ELSE 0 END), 0) FROM memories m LEFT JOIN {self.table} v "
             "ON v.memory_id = m.id WHERE m.deleted = 0"), (model, dim, model, dim)).fetchone()
@@ -289,7 +326,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         with store.snapshot() as conn:
             total = int(conn.execute(f"SELECT count(*) {self._lacking()}",
                                      (model, dim)).fetchone()[0])
-        done = last = 0
+        done = last = failed = 0
         if progress:
             progress(0, total)
         page = self._sql(f"SELECT m.id, m.content {self._lacking()} AND m.id > ? "
@@ -304,18 +341,23 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 vecs = self.embedder.embed_documents([c for _, c in chunk])
             except Exception as exc:  # noqa: BLE001
                 log.error("%s: backfill embedding failed: %s", self.name, exc)
-                return {"embedded": done, "failed": len(chunk), "total": total,
+                return {"embedded": done, "failed": failed + len(chunk), "total": total,
                         "reason": str(exc)}
+            made = [(i, v) for (i, _), v in zip(chunk, self.checked(vecs, len(chunk)))
+                    if v is not None]
+            failed += len(chunk) - len(made)
             with store.write() as conn:
-                alive = self._alive(conn, [i for i, _ in chunk])
-                keep = [(i, v) for (i, _), v in zip(chunk, vecs, strict=True) if i in alive]
+                alive = self._alive(conn, [i for i, _ in made])
+                keep = [(i, v) for i, v in made if i in alive]
                 if keep:
                     self.write_vectors(conn, [i for i, _ in keep], [v for _, v in keep],
                                        (model, dim))
-            done += len(chunk)
+            done += len(made)
             if progress:
-                progress(min(done, total), max(total, done))
-        return {"embedded": done, "total": max(total, done), "model": model, "dim": dim}
+                progress(min(done + failed, total), max(total, done + failed))
+        out = {"embedded": done, "total": max(total, done + failed), "model": model,
+               "dim": dim}
+        return {**out, "failed": failed} if failed else out
 
     # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
 
@@ -330,13 +372,19 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 rows = conn.execute(page, (last,)).fetchall()
             if not rows:
                 return
-            for _, uid, model, dim, raw in rows:
-                yield uid, model, int(dim), self.decode_vector(raw, int(dim))
+            for memory_id, uid, model, dim, raw in rows:
+                vec = self.decode_vector(raw, int(dim))
+                if _usable(vec, int(dim)):  # else missing here: the target embeds it again
+                    yield uid, model, int(dim), vec
+                else:
+                    log.warning("%s: the stored vector of memory %d is not %d finite floats; "
+                                "not copied", self.name, memory_id, int(dim))
             last = rows[-1][0]
 
     def import_vectors(self, conn: Any, rows: list[tuple[str, str, int, Any]]) -> int:
         """Store exported vectors with their own model tags, for the memories of these uids
-        that are stored here; returns how many."""
+        that are stored here, leaving out any that is not `dim` finite floats; returns how
+        many."""
         if not rows:
             return 0
         ids: dict[str, int] = {}
@@ -348,7 +396,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 chunk).fetchall())
         groups: dict[tuple[str, int], list[tuple[int, Any]]] = {}
         for uid, model, dim, vec in rows:
-            if uid in ids:
+            if uid in ids and _usable(vec, int(dim)):
                 groups.setdefault((model, int(dim)), []).append((ids[uid], vec))
         for tag, items in groups.items():
             self.write_vectors(conn, [i for i, _ in items], [v for _, v in items], tag)
@@ -366,3 +414,11 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             return set()
         return {r[0] for r in conn.execute(self._sql(
             f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))})"), ids)}
+
+
+def _usable(vec: Any, dim: int) -> bool:
+    """Whether `vec` is `dim` finite floats: a vector that can be stored and searched."""
+    import numpy as np
+
+    row = np.asarray(vec, dtype=np.float32)
+    return row.shape == (dim,) and bool(np.isfinite(row).all())

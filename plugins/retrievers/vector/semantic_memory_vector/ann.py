@@ -38,7 +38,7 @@ import numpy as np
 from semantic_memory.filelock import exclusive
 from semantic_memory.models import RecallFilters
 
-from .matrix import VectorMatrix
+from .matrix import VectorMatrix, decode_rows
 from .settings import VectorSettings
 
 log = logging.getLogger("semantic_memory.vector")
@@ -191,10 +191,9 @@ def _rows(conn: sqlite3.Connection, model: str, dim: int, where: str = "",
             (model, dim, last, *params)).fetchall()
         if not got:
             return
-        ids = np.fromiter((r[0] for r in got), dtype=np.int64, count=len(got))
-        vecs = np.frombuffer(b"".join(r[1] for r in got), dtype="<f4").reshape(len(got), dim)
+        ids, vecs = decode_rows([r[0] for r in got], [r[1] for r in got], dim)
         yield ids, vecs
-        last = int(ids[-1])
+        last = int(got[-1][0])
 
 
 def _delta_rows(conn: sqlite3.Connection, model: str, dim: int, after: int
@@ -203,9 +202,7 @@ def _delta_rows(conn: sqlite3.Connection, model: str, dim: int, after: int
     got = conn.execute(DELTA_SQL, (after, model, dim)).fetchall()
     for start in range(0, len(got), CHUNK):
         part = got[start : start + CHUNK]
-        ids = np.fromiter((r[0] for r in part), dtype=np.int64, count=len(part))
-        yield ids, np.frombuffer(b"".join(r[1] for r in part), dtype="<f4").reshape(
-            len(part), dim)
+        yield decode_rows([r[0] for r in part], [r[1] for r in part], dim)
 
 
 def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 1,
@@ -319,8 +316,8 @@ class _BlobScorer:
                 blobs.append(blob)
         if not out_ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(out_ids), self.dim)
-        return np.asarray(out_ids, dtype=np.int64), vecs @ query
+        kept, vecs = decode_rows(out_ids, blobs, self.dim)
+        return kept, vecs @ query
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -360,8 +357,8 @@ class AnnView(_BlobScorer):
                 return
             rows = conn.execute(DELTA_SQL, (after, self.model, self.dim)).fetchall()
             if rows:
-                vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
-                self.delta.upsert([r[0] for r in rows], vecs.reshape(len(rows), self.dim))
+                ids, vecs = decode_rows([r[0] for r in rows], [r[1] for r in rows], self.dim)
+                self.delta.upsert(ids.tolist(), vecs)
             self.state = (seq, deletes)
 
     def _graph(self, query: np.ndarray, count: int) -> list[int]:
@@ -425,8 +422,8 @@ class AnnView(_BlobScorer):
             blobs.extend(r[1] for r in rows)
         if not out_ids:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(out_ids), self.dim)
-        return np.asarray(out_ids, dtype=np.int64), vecs @ query
+        kept, vecs = decode_rows(out_ids, blobs, self.dim)
+        return kept, vecs @ query
 
     def top(self, query: np.ndarray, n: int, ids: np.ndarray | None = None
             ) -> list[tuple[int, float]]:

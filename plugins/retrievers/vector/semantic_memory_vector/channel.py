@@ -69,6 +69,9 @@ class VectorChannel(EmbeddingChannel):
     name = "vector"
     stores = ("sqlite",)  # vectors in the db file, a matrix in this process
     table = "memories_vec"
+    # a BLOB of another size (stored by an older version from a broken embedder) is missing:
+    # SQLite reads a BLOB's length from the row header, not its content
+    usable_row = "length(v.vec) = 4 * v.dim"
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
@@ -193,7 +196,7 @@ class VectorChannel(EmbeddingChannel):
     @staticmethod
     def _load(conn: sqlite3.Connection, matrix: VectorMatrix, model: str, dim: int,
               after: int | None) -> None:
-        import numpy as np
+        from .matrix import decode_rows
 
         sql = "SELECT memory_id, model, dim, vec FROM memories_vec"
         params: list[Any] = []
@@ -209,11 +212,13 @@ class VectorChannel(EmbeddingChannel):
                 blobs.append(blob)
             else:
                 stale.append(memory_id)
+        kept, vecs = decode_rows(ids, blobs, dim)
+        if len(kept) < len(ids):  # unusable rows: an older vector of theirs is stale too
+            stale += sorted(set(ids) - set(kept.tolist()))
         if stale:
             matrix.remove(stale)
-        if ids:
-            vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
-            matrix.upsert(ids, vecs)
+        if len(kept):
+            matrix.upsert(kept.tolist(), vecs)
 
     # --- the per-store primitives ------------------------------------------------------------
 
@@ -238,6 +243,8 @@ class VectorChannel(EmbeddingChannel):
             "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND +model = ? AND +dim = ?",
             (last, model, dim),
         ):
+            if len(blob) != 4 * dim:  # unusable (decode_rows): never a duplicate
+                continue
             sim = float(from_blob(blob, dim) @ vec)
             if sim >= threshold:
                 candidates.append((memory_id, sim))
@@ -252,7 +259,10 @@ class VectorChannel(EmbeddingChannel):
         return next((i for i in ids if i in live), None)
 
     def decode_vector(self, raw: bytes, dim: int) -> list[float]:
-        return from_blob(raw, dim).tolist()
+        import numpy as np
+
+        # every float the BLOB holds: `import_vectors` refuses a row that is not `dim` of them
+        return np.frombuffer(raw, dtype="<f4", count=len(raw) // 4).tolist()
 
     def write_vectors(self, conn: sqlite3.Connection, ids: list[int], vecs: Sequence[Any],
                       tag: tuple[str, int]) -> None:
@@ -262,6 +272,11 @@ class VectorChannel(EmbeddingChannel):
 
         vecs = np.asarray(vecs, dtype=np.float32)
         model, dim = tag
+        if vecs.shape != (len(ids), dim) or not np.isfinite(vecs).all():
+            # the last guard (`EmbeddingChannel.checked` keeps them out): one such row failed
+            # or poisoned every later search of the model
+            raise ValueError(f"refusing to store vectors of shape {vecs.shape} (NaN or "
+                             f"infinity?) as {len(ids)} rows of {dim} floats")
         token = secrets.token_hex(8)
         conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
         seq = conn.execute("SELECT seq FROM vector_state WHERE id = 1").fetchone()[0]

@@ -7,9 +7,43 @@ over the filled rows plus a partial sort: no per-query BLOB reads.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Sequence
 
 import numpy as np
+
+log = logging.getLogger("semantic_memory.vector")
+
+#: Ids of unusable stored rows already logged by this process (`decode_rows`).
+_reported: set[int] = set()
+
+
+def decode_rows(ids: Sequence[int], blobs: Sequence[bytes], dim: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, an (n, dim) float32 matrix) of stored rows, leaving out each row whose BLOB is not
+    `dim` floats or holds NaN or infinity: what an older version stored from a broken
+    embedder, where one such row failed every search of the model (a reshape error) or made
+    its scores NaN. A row left out is logged once per process; one of the wrong size counts
+    as missing (`usable_row`), so the queue and `backfill` embed its memory again."""
+    size = 4 * dim
+    all_ids = np.asarray(ids, dtype=np.int64)
+    usable = np.fromiter((len(b) == size for b in blobs), dtype=bool, count=len(blobs))
+    if not usable.all():
+        blobs = [b for b, ok in zip(blobs, usable) if ok]
+    vecs = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
+    finite = np.isfinite(vecs).all(axis=1)
+    if not finite.all():
+        vecs = vecs[finite]
+        usable[usable] = finite
+    if not usable.all():
+        fresh = sorted(set(all_ids[~usable].tolist()) - _reported)
+        if fresh:
+            _reported.update(fresh)
+            log.warning("vector: %d stored vectors are not %d floats or hold NaN or infinity "
+                        "(memory ids %s); left out of search until they are embedded again",
+                        len(fresh), dim, ", ".join(map(str, fresh[:10])))
+    return all_ids[usable], vecs
 
 
 class VectorMatrix:

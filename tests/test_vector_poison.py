@@ -1,0 +1,124 @@
+"""What a broken embedder leaves behind (docs/vector.md, "A broken embedder"): a batch of the
+wrong shape, or a row holding NaN, is not stored under the model's tag; the memory stays
+keyword-only, counts as missing, and the queue or `backfill` embeds it once the embedder is
+fixed. Rows an older version stored that way are left out of search, never fail it. The real
+vector channel on real SQLite, with an in-test embedder registered through the plugin manager."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from semantic_memory import testing
+from semantic_memory.embedders import Embedder
+from semantic_memory.hookspecs import hookimpl
+from semantic_memory.models import NewMemory
+from semantic_memory.pipeline import MemoryEngine
+
+pytestmark = pytest.mark.sqlite_only
+DIM = 26
+
+
+class Letters(Embedder):
+    """Bag-of-letters vectors; `mode` breaks them: `wrongdim` answers 3 floats too many,
+    `nan` answers NaN for texts holding "poison"."""
+
+    name = "letters"
+    model_id = "letters#1"
+    dim = DIM
+    cosine_floor = 0.0
+
+    def __init__(self) -> None:
+        self.mode = ""
+
+    def embed_documents(self, texts: Any) -> Any:
+        rows = np.stack([self.embed_query(t) for t in texts])
+        if self.mode == "wrongdim":
+            return np.hstack([rows, np.zeros((len(texts), 3), np.float32)])
+        if self.mode == "nan":
+            rows[[("poison" in t) for t in texts]] = np.nan
+        return rows
+
+    def embed_query(self, text: str) -> Any:
+        v = np.zeros(DIM, np.float32)
+        for ch in text.lower():
+            if "a" <= ch <= "z":
+                v[ord(ch) - 97] += 1
+        return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+class Plugin:
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    @hookimpl
+    def register_embedders(self, register: Any, settings: Any) -> None:
+        register(self.embedder)
+
+
+def engine(tmp_path: Path, embedder: Letters) -> MemoryEngine:
+    return testing.engine_with(tmp_path, Plugin(embedder), plugins="bm25_porter,vector",
+                               fast_path=False, dedup_sim=0.0)
+
+
+def missing(eng: MemoryEngine) -> int:
+    return int(eng.embedder_info()["missing"])
+
+
+def test_a_batch_of_the_wrong_shape_or_a_nan_row_is_not_stored_and_backfill_mends_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    embedder = Letters()
+    eng = engine(tmp_path, embedder)
+    try:
+        embedder.mode = "wrongdim"
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            first = eng.store_one(NewMemory("zephyr builds are flaky"))
+        assert first.status == "new" and missing(eng) == 1
+        assert [r.getMessage() for r in caplog.records] == [
+            "vector: the embedder answered shape (1, 29) for 1 texts, not (1, 26); they stay "
+            "keyword-only until backfill"]
+        embedder.mode = "nan"
+        eng.ingest([NewMemory("a poison pill"), NewMemory("quartz clocks tick")])
+        assert missing(eng) == 2  # the NaN row alone failed
+        embedder.mode = ""  # fixed
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = eng.recall("zephyr builds")
+            assert hits[0].memory.uid == first.uid and hits[0].ranks == {"porter": 1}
+            assert eng.backfill()["embedded"] == 2 and missing(eng) == 0
+            assert "vector" in eng.recall("zephyr builds")[0].ranks
+        assert not caplog.records  # no search failed on the way
+    finally:
+        eng.close()
+
+
+def test_rows_an_older_version_stored_are_left_out_of_search_not_fatal_to_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    embedder = Letters()
+    eng = engine(tmp_path, embedder)
+    try:
+        good = eng.store_one(NewMemory("zephyr builds are flaky")).uid
+        short = eng.get(eng.store_one(NewMemory("zebra crossing ahead")).uid).id
+        nan = eng.get(eng.store_one(NewMemory("zenith of the day")).uid).id
+        with eng.store.write() as conn:  # as an older version stored them, tagged the model's
+            conn.execute("UPDATE memories_vec SET vec = ? WHERE memory_id = ?",
+                         (np.ones(DIM + 3, "<f4").tobytes(), short))
+            conn.execute("UPDATE memories_vec SET vec = ? WHERE memory_id = ?",
+                         (np.full(DIM, np.nan, "<f4").tobytes(), nan))
+        reopened = engine(tmp_path, embedder)  # loads the matrix from the table
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = reopened.recall("zephyr flaky builds")
+        assert hits[0].memory.uid == good and "vector" in hits[0].ranks
+        assert all(np.isfinite(h.score) for h in hits)
+        lines = [r.getMessage() for r in caplog.records]
+        assert lines == [f"vector: 2 stored vectors are not {DIM} floats or hold NaN or "
+                         f"infinity (memory ids {short}, {nan}); left out of search until "
+                         "they are embedded again"]
+        assert missing(reopened) == 1  # the short one: backfill embeds it again
+        assert reopened.backfill()["embedded"] == 1 and missing(reopened) == 0
+        reopened.close()
+    finally:
+        eng.close()
