@@ -79,6 +79,23 @@ def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:
     assert "Traceback" not in empty.stderr + bad_kind.stderr + bad_since.stderr
 
 
+def test_text_from_standard_input_loses_its_byte_order_mark(db: Path) -> None:
+    """As a Windows tool writes UTF-8; REST and `import` drop it, `store -` kept it."""
+    env = {**os.environ, "MEMORY_DB_PATH": str(db)}
+
+    def cli(*args: str, stdin: bytes) -> str:
+        done = subprocess.run([sys.executable, "-m", "semantic_memory", *args], input=stdin,
+                              capture_output=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode()
+
+    uid = json.loads(cli("store", "-", "--json", stdin="\ufeffUse pnpm".encode()))["uid"]
+    cli("update", uid, "--content", "-", stdin="Use pnpm, not npm".encode("utf-8-sig"))
+    assert [m["content"] for m in json.loads(run(db, "list", "--json").stdout)] == \
+        ["Use pnpm, not npm"]
+    assert "\ufeff" not in run(db, "export").stdout
+
+
 def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     env = {**os.environ, "MEMORY_DB_PATH": str(db), "MEMORY_RRF_K": "sixty"}
     result = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"],

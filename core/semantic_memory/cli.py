@@ -206,6 +206,13 @@ def proxy(obj: Context) -> None:
     serve(obj.settings)  # the store is never opened here: the service has it
 
 
+def _read_stdin() -> str:
+    """Standard input as text, without the byte order mark Windows tools write first (REST
+    and `import` drop it too); bytes that are not UTF-8 become surrogates, which the store's
+    check refuses in one line."""
+    return sys.stdin.buffer.read().decode("utf-8-sig", "surrogateescape")
+
+
 @cli.command()
 @click.argument("content")
 @click.option("--kind", default="fact", show_default=True)
@@ -219,7 +226,7 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
           tags: tuple[str, ...], replaces: str | None, as_json: bool) -> None:
     """Store CONTENT ('-' reads standard input)."""
     if content == "-":
-        content = sys.stdin.read()
+        content = _read_stdin()
     try:
         result = obj.engine.store_one(
             NewMemory(content, kind=kind, source=source, project=project, tags=list(tags),
@@ -329,7 +336,7 @@ def update(obj: Context, uid: str, content: str | None, kind: str | None, tags: 
     """Edit memory UID in place: the uid stays, the earlier version is kept as a revision, and
     the new text is filtered (secrets redacted) and re-indexed like any write."""
     if content == "-":
-        content = sys.stdin.read()
+        content = _read_stdin()
     if tags and no_tags:
         raise click.ClickException("give --tag or --no-tags, not both")
     new_tags = [] if no_tags else (list(tags) if tags else None)
