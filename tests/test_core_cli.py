@@ -65,6 +65,21 @@ def test_recall_in_a_project_brings_global_memories_unless_told_not_to(db: Path)
     assert "No memory matched 'kubernetes' with these filters." in missed.stderr
 
 
+def test_the_block_is_what_a_hook_would_inject(db: Path, tmp_path: Path) -> None:
+    """`recall --block` printed the nearest memories whatever they were, where a hook, asking
+    with its relevance bar and MEMORY_PLUGIN_LIMIT, injects nothing or fewer."""
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps(
+        {"content": f"pnpm note {n}: the web repo pins pnpm {n}.x"}) + "\n" for n in range(8)))
+    assert run(db, "import", str(tmp_path / "seed.jsonl")).returncode == 0
+    off_topic = "which manager approves the kubernetes cluster budget for pnpm"
+    assert json.loads(run(db, "recall", off_topic, "--json").stdout)  # the nearest memories
+    nothing = run(db, "recall", off_topic, "--block", "2000")
+    assert nothing.returncode == 0 and nothing.stdout == ""
+    assert "Nothing clears the relevance bar" in nothing.stderr
+    assert run(db, "recall", "pnpm", "--block", "4000").stdout.count("pnpm note") == 5
+    assert run(db, "recall", "pnpm", "--block", "4000", "-k", "8").stdout.count("pnpm note") == 8
+
+
 def test_store_from_stdin_and_errors_are_one_line(db: Path) -> None:
     assert run(db, "store", "-", stdin="from standard input\n").returncode == 0
     empty = run(db, "store", "")

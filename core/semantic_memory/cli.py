@@ -247,17 +247,19 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
 
 @cli.command()
 @click.argument("query")
-@click.option("-k", "--limit", "k", default=10, show_default=True, type=click.IntRange(1, 200))
+@click.option("-k", "--limit", "k", type=click.IntRange(1, 200),
+              help="How many memories (default 10; with --block MEMORY_PLUGIN_LIMIT, 5).")
 @with_filters
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--block", "budget", type=click.IntRange(0), default=None,
-              help="Print the injection block within this many characters instead.")
+              help="Print the block a hook would inject, within this many characters, "
+                   "instead: only memories that clear the hooks' relevance bar.")
 @click.option("--include-superseded", is_flag=True,
               help="Also memories a newer one superseded (history).")
 @click.option("--no-global", "no_global", is_flag=True,
               help="With --project: leave out global memories (those without a project).")
 @pass_context
-def recall(obj: Context, query: str, k: int, project: str | None, kind: str | None,
+def recall(obj: Context, query: str, k: int | None, project: str | None, kind: str | None,
            source: str | None, since: str | None, as_json: bool, budget: int | None,
            include_superseded: bool, no_global: bool) -> None:
     """Recall memories relevant to QUERY.
@@ -267,7 +269,14 @@ def recall(obj: Context, query: str, k: int, project: str | None, kind: str | No
     """
     filters = replace(_filters(project, kind, source, since),
                       include_superseded=include_superseded)
-    hits = obj.engine.recall(query, k, filters, with_global=not no_global)
+    # --block asks as a hook does (adapter.inject): its k, and only what a channel vouches for
+    block_k = obj.settings.plugin_limit if budget is not None else 10
+    hits = obj.engine.recall(query, k or block_k, filters, with_global=not no_global,
+                             relevant_only=budget is not None)
+    if not hits and budget is not None:
+        click.echo(f"Nothing clears the relevance bar for {query!r}: a hook would inject "
+                   "nothing (`recall` without --block lists the nearest memories).", err=True)
+        return
     if not hits and not as_json:
         filtered = project is not None or any((kind, source, since))
         click.echo(f"No memory matched {query!r}" + (" with these filters" if filtered else "")
