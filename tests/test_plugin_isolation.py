@@ -213,6 +213,47 @@ def test_a_store_plugin_that_raises_stops_no_command(tmp_path: Path) -> None:
         in listed.stdout
 
 
+ADAPTER = """
+    from semantic_memory.harness import HarnessAdapter, hookimpl
+
+    class Adapter(HarnessAdapter):
+        name = "{name}"
+        binary = "{name}-agent"
+        events = {{"prompt": "prompt"}}
+
+        def session_id(self, payload):
+            return payload.get("session")
+
+        def config_files(self, target):
+            return []
+
+    @hookimpl
+    def register_harnesses(register):
+        register(Adapter())
+    """
+
+
+@pytest.mark.parametrize(("prelude", "logged"), [
+    ("import sys; sys.exit(2)", "not loaded: SystemExit: 2"),
+    ("raise RuntimeError('adapter import boom')", "not loaded: RuntimeError: adapter import boom"),
+    ("print('IMPORT NOISE ON STDOUT')", None)])
+def test_a_harness_adapter_failing_or_printing_at_import_never_reaches_the_hooks_answer(
+        tmp_path: Path, prelude: str, logged: str | None) -> None:
+    """The hook's exit status and stdout are what the harness reads: status 2 blocks the
+    prompt in Claude Code, Codex and Kimi Code, and stdout goes into the model's context."""
+    site = install(tmp_path / "site", "qahook",
+                   f"\n    {prelude}" + ADAPTER.format(name="qahook"))
+    payload = json.dumps({"session": "s1", "cwd": str(tmp_path), "prompt": "hello there"})
+    done = memory_mcp(tmp_path, site, "hook", "qahook", "prompt", stdin=payload)
+    assert done.returncode == 0 and done.stdout == "", done
+    line = json.loads((tmp_path / "hooks.jsonl").read_text().splitlines()[-1])
+    if logged is None:
+        assert "IMPORT NOISE ON STDOUT" in done.stderr and line["outcome"] == "service down"
+    else:
+        assert line["outcome"] == "error" and line["warning"] == \
+            f"qahook-plugin (plugin qahook): {logged}", line
+
+
 # --- run time --------------------------------------------------------------------------------
 
 class Answering(Channel):

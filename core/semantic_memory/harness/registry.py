@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..errors import one_line
 from ..lite import dumps, try_loads
 from .settings import beside_db
 
@@ -65,7 +66,6 @@ def all_adapters(settings: Settings | HookSettings,
                  conflicts: list[str] | None = None) -> dict[str, Any]:
     """Every installed adapter by harness name (the plugin manager every command uses). A
     refused duplicate goes to `conflicts`, or as one line to stderr when none is given."""
-    from ..errors import one_line
     from ..plugins import build_plugin_manager
     from .adapter import HarnessAdapter
 
@@ -78,11 +78,14 @@ def all_adapters(settings: Settings | HookSettings,
         source = f"{dist[0]} (plugin {impl.plugin_name})" if dist else \
             f"plugin {impl.plugin_name}"
         registered: list[Any] = []
+        stdout, sys.stdout = sys.stdout, sys.stderr  # as at import: stdout is the answer
         try:
             impl.function(register=registered.append)
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is left out, not fatal
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
             lines.append(f"{source}: register_harnesses failed: {one_line(exc)}")
             continue
+        finally:
+            sys.stdout = stdout
         for adapter in registered:
             if isinstance(adapter, HarnessAdapter):
                 found.append((adapter, source))
@@ -108,35 +111,55 @@ def conflicts(settings: Settings | HookSettings) -> list[str]:
 def find_adapter(name: str, settings: Settings | HookSettings,
                  conflicts: list[str] | None = None) -> Any | None:
     """The adapter for harness `name`, loading as few plugins as possible; None if none.
-    A refused duplicate goes to `conflicts`."""
+    A refused duplicate, or a plugin that failed to load, goes to `conflicts`."""
     lines = [] if conflicts is None else conflicts
     allow = settings.plugin_allowlist()
-    found: list[tuple[Any, str]] = []
     cache = beside_db(settings, "hooks.adapters.json")
-    try:
-        entry_points = _cached_entry_points(name, cache)
-        for _, target, _ in entry_points:
-            __import__(target.partition(":")[0])
-    except ImportError:  # a stale cache naming a module gone: look again
-        entry_points = _cached_entry_points(name, cache, fresh=True)
-    for ep_name, target, dist in entry_points:
-        if allow is not None and ep_name not in allow:
-            continue
-        module_name, _, attr = target.partition(":")
-        __import__(module_name)  # importlib's import_module: its package costs `warnings` too
-        plugin: Any = sys.modules[module_name]
-        for part in filter(None, attr.split(".")):
-            plugin = getattr(plugin, part)
-        register = getattr(plugin, "register_harnesses", None)
-        if register is None or not isinstance(getattr(register, IMPL_ATTRIBUTE, None), dict):
-            continue  # not marked as a hook implementation: the plugin manager decides
-        registered: list[Any] = []
-        register(register=registered.append)
-        found.extend((adapter, f"{dist} (plugin {ep_name})") for adapter in registered)
+    found = _registered(_cached_entry_points(name, cache), allow, lines)
+    if found is None:  # a stale cache naming a module gone: look again
+        found = _registered(_cached_entry_points(name, cache, fresh=True), allow, lines) or []
     adapter = _keep_first(found, lines).get(name)
     if adapter is not None:
         return adapter
     return all_adapters(settings, lines).get(name)
+
+
+def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None,
+                lines: list[str]) -> list[tuple[Any, str]] | None:
+    """(adapter, source) of what each entry point's `register_harnesses` registers; None when
+    one names a module that is gone (the cache is stale). A plugin is imported and registers
+    with stdout sent to stderr: the harness reads the hook's stdout as its answer (a block, or
+    the model's context). One that fails there, raising or calling sys.exit() (its exit
+    status would block the prompt in some harnesses), is left out with one line in `lines`."""
+    found: list[tuple[Any, str]] = []
+    for ep_name, target, dist in entry_points:
+        if allow is not None and ep_name not in allow:
+            continue
+        source = f"{dist} (plugin {ep_name})"
+        module_name, _, attr = target.partition(":")
+        registered: list[Any] = []
+        stdout, sys.stdout = sys.stdout, sys.stderr
+        try:
+            __import__(module_name)  # importlib's import_module: its package costs `warnings` too
+            plugin: Any = sys.modules[module_name]
+            for part in filter(None, attr.split(".")):
+                plugin = getattr(plugin, part)
+            register = getattr(plugin, "register_harnesses", None)
+            if register is None or not isinstance(getattr(register, IMPL_ATTRIBUTE, None), dict):
+                continue  # not marked as a hook implementation: the plugin manager decides
+            register(register=registered.append)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            lines.append(f"{source}: not loaded: {one_line(exc)}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - sys.exit() too: left out, not the hook's status
+            lines.append(f"{source}: not loaded: {one_line(exc)}")
+        finally:
+            sys.stdout = stdout
+        found.extend((adapter, source) for adapter in registered)
+    return found
 
 
 def _path_key() -> str:
