@@ -4,14 +4,18 @@ refused writes. Each runs `memory-mcp hook …` as the harness would, against a 
 
 from __future__ import annotations
 
+import base64
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import hook_env, hook_log, run_hook
+from harness_support import hook_env, hook_log, run_hook, run_memory_mcp
 from lock_support import write_lock_held
+from semantic_memory import spool
+from semantic_memory.harness.transcript import CHUNK_CHARS
 from test_service_support import Service, start_service
 
 #: A JSON string escape of half an emoji (its high surrogate alone), as a harness that cuts
@@ -82,6 +86,75 @@ def test_a_flush_past_its_cap_says_how_many_it_left_out(tmp_path: Path) -> None:
     entry = hook_log(tmp_path)[-1]
     assert entry["detail"].startswith(f"{FLUSH_MAX} chunks:"), entry["detail"]
     assert "the oldest 3 left out (FLUSH_MAX)" in entry["detail"], entry
+
+
+def secret_transcript(path: Path) -> tuple[list[str], str]:
+    """A session whose long replies hold secrets where a flush cuts them: a private key
+    longer than a chunk, and a password whose chunk ends with the words that make it one.
+    (The key's base64 lines, the password.)"""
+    body = base64.b64encode(random.Random(5).randbytes(1190)).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    key = "\n".join(["-----BEGIN RSA PRIVATE KEY-----", *lines, "-----END RSA PRIVATE KEY-----"])
+    question, password, said = "and the admin account?", "Hunter2Secret99", "the admin password is"
+    # The first piece ends at the space after `said` (transcript.split_text cuts at a word).
+    limit = CHUNK_CHARS - len(f"(User asked: {question})\n")
+    n, r = divmod(limit - len(f"User: {question}\nAssistant: ") - len(said) - 1, 5)
+    turns = [("user", "show me the deploy key file"),
+             ("assistant", f"Here is the file you asked for:\n\n{key}\n\nLet me know."),
+             ("user", question),
+             ("assistant", "word " * n + "z" * r + f" {said} {password} and more text " +
+                           "x " * 300)]
+    with path.open("w") as out:
+        for role, text in turns:
+            content: Any = text if role == "user" else [{"type": "text", "text": text}]
+            out.write(json.dumps({"type": role, "message": {"role": role,
+                                                            "content": content}}) + "\n")
+    return lines, password
+
+
+@pytest.mark.parametrize("up", [True, False], ids=["service up", "spooled"])
+def test_a_flush_never_cuts_a_secret_in_two(service: Service, tmp_path: Path,
+                                            up: bool) -> None:
+    """The service redacts each memory alone: a flush that cut a key or a password in two
+    stored both halves, each passing. What a flush cuts it redacts whole first, so neither
+    the store nor the spool holds any of it."""
+    key_lines, password = secret_transcript(tmp_path / "session.jsonl")
+    env = hook_env(tmp_path, service.url if up else dead_url(), MEMORY_HOOK_BUDGET_S="10",
+                   MEMORY_PROJECT=f"secrets-{up}")
+    payload = {"session_id": f"secrets-{up}", "transcript_path": str(tmp_path / "session.jsonl"),
+               "cwd": str(tmp_path), "hook_event_name": "PreCompact", "trigger": "manual"}
+    assert run_hook("claude-code", "PreCompact", payload, env).returncode == 0
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == ("stored" if up else "spooled"), entry
+    if up:
+        written = [m["content"] for m in memories(service, project=f"secrets-{up}")]
+    else:
+        written = [item["content"] for file in spool.pending(tmp_path / "spool")
+                   for item in spool.read(file)["body"]["items"]]
+    assert len(written) >= 3, written  # both exchanges were cut
+    leaked = [line for line in [*key_lines, password] if any(line in m for m in written)]
+    assert not leaked, written
+    assert sum("[REDACTED:" in m for m in written) >= 2, written
+
+
+def test_a_flush_with_no_time_to_redact_keeps_each_exchange_whole(tmp_path: Path) -> None:
+    """A hook whose budget was spent before it started (a starved machine) makes its flush
+    offline, into the spool, with no time to redact what it would cut: each exchange goes
+    whole, uncut, and the service's redaction of the whole takes its secrets on replay."""
+    key_lines, password = secret_transcript(tmp_path / "session.jsonl")
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S="0.05")
+    payload = {"session_id": "starved", "transcript_path": str(tmp_path / "session.jsonl"),
+               "cwd": str(tmp_path), "hook_event_name": "PreCompact", "trigger": "manual"}
+    assert run_hook("claude-code", "PreCompact", payload, env).returncode == 0
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled" and "before the write was made" in entry["detail"], entry
+    [file] = spool.pending(tmp_path / "spool")
+    spooled = [item["content"] for item in spool.read(file)["body"]["items"]]
+    assert [m.startswith("User: ") and m.count("Assistant: ") for m in spooled] == [1, 1]
+    assert run_memory_mcp(env, "spool", "replay").startswith("replayed 1 write(s)")
+    stored = [m["content"] for m in json.loads(run_memory_mcp(env, "list", "--json"))]
+    assert len(stored) == 2 and all("[REDACTED:" in m for m in stored), stored
+    assert not [line for line in [*key_lines, password] if any(line in m for m in stored)]
 
 
 @pytest.mark.parametrize("up", [True, False], ids=["service up", "spooled"])

@@ -25,9 +25,9 @@ from .client import ServiceFailed, ServiceUnavailable, retryable
 from .settings import beside_db
 from .transcript import (
     Turn,
-    chunk_turns,
     clean,
     count_in_file,
+    flush_chunks,
     last_line_offset,
     last_user_text,
     read_jsonl,
@@ -500,8 +500,9 @@ class HarnessAdapter:
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
-        every = chunk_turns(turns)
-        chunks = every[-FLUSH_MAX:]
+        # Redacting what it cuts takes time; an exchange left none to go out is kept whole.
+        chunks, left_out = flush_chunks(turns, FLUSH_MAX, redact,
+                                        until=call.service.deadline - SPOOL_MARGIN_S)
         if not chunks:
             call.done("skipped", "no conversation to flush")
             return
@@ -518,8 +519,8 @@ class HarnessAdapter:
                 counts[key] += int(answer.get(key, 0))
         detail = (f"{len(chunks)} chunks: {counts['new']} new, "
                   f"{counts['duplicate']} already stored, {counts['rejected']} refused")
-        if len(every) > len(chunks):  # an earlier flush of the session stored those, mostly
-            detail += f"; the oldest {len(every) - len(chunks)} left out (FLUSH_MAX)"
+        if left_out:  # an earlier flush of the session stored those, mostly
+            detail += f"; the oldest {left_out} left out (FLUSH_MAX)"
         if counts["spooled"]:
             detail += f", {counts['spooled']} spooled ({call.spool_reason})"
         if call.unwritten:
@@ -542,6 +543,15 @@ class HarnessAdapter:
             call.done("refused", str(answer.get("reason", "")))
         else:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
+
+
+def redact(text: str) -> str:
+    """The service's secret redaction (`safety.redaction`), for an exchange a flush cuts. It
+    is imported then, not before: ~35 ms of CPU (`re`, dataclasses, the rules) and ~65 ms to
+    load the ruleset, which no other hook and no flush of short exchanges pays."""
+    from ..safety.redaction import redact as service_redact
+
+    return service_redact(text)
 
 
 def escape_tags(text: str, names: tuple[str, ...]) -> str:

@@ -9,6 +9,8 @@ produces the same memories and the store's hash dedup refreshes them instead of 
 
 from __future__ import annotations
 
+import time
+
 from ..lite import loads_input
 
 # No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
@@ -16,7 +18,7 @@ from ..lite import loads_input
 # test that its match is possible at all).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
     from re import Pattern
     from typing import Any
@@ -290,19 +292,62 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
 def chunk_turns(turns: Iterable[Turn], max_chars: int = CHUNK_CHARS) -> list[str]:
     """The memories a flush stores for these turns, oldest first, without repeats (and
     without what "remember" prompts stored already: `exchanges`)."""
-    chunks: dict[str, None] = {}
-    for user, reply in exchanges(turns):
-        for chunk in _chunk_exchange(user, reply, max_chars):
-            if len(chunk) >= MIN_CHUNK_CHARS:
-                chunks.setdefault(chunk, None)
-    return list(chunks)
+    return flush_chunks(turns, max_chars=max_chars)[0]
 
 
-def _chunk_exchange(user: str, reply: str, max_chars: int) -> list[str]:
-    lines = ([f"User: {user}"] if user else []) + ([f"Assistant: {reply}"] if reply else [])
-    whole = "\n".join(lines)
+def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
+                 redact: Callable[[str], str] | None = None, until: float | None = None,
+                 max_chars: int = CHUNK_CHARS) -> tuple[list[str], int]:
+    """`chunk_turns`, the newest `newest` at most, and how many older ones that left out.
+
+    `redact` runs on each exchange that is cut into pieces, before the cut: the service
+    redacts each memory alone, and a cut through a secret (a private key's lines, "the
+    password is" | "Hunter2…") leaves halves that each pass. Only the exchanges kept are
+    redacted, and only while `until` (`time.monotonic()`) allows: one left no time is kept
+    whole, uncut, for the service to redact as one memory."""
+    pairs = exchanges(turns)
+    plain = [_chunk_exchange(user, reply, max_chars) for user, reply in pairs]
+    first = 0
+    if newest is not None:  # the newest exchanges whose memories make up `newest`
+        first, count = len(plain), 0
+        while first and count < newest:
+            first -= 1
+            count += len(plain[first])
+    kept = plain[first:]
+    if redact is not None:
+        for i, (user, reply) in enumerate(pairs[first:]):
+            if len(kept[i]) > 1:
+                kept[i] = [_exchange_text(user, reply)] if until is not None and \
+                    time.monotonic() >= until else _chunk_exchange(user, reply, max_chars, redact)
+    chunks = _unique(chunk for pieces in kept for chunk in pieces)
+    flushed = chunks[-newest:] if newest is not None else chunks
+    older = _unique(chunk for pieces in plain[:first] for chunk in pieces)
+    return flushed, len(older) + len(chunks) - len(flushed)
+
+
+def _unique(chunks: Iterable[str]) -> list[str]:
+    """`chunks` in order, each once, without those too short to be worth a memory."""
+    return list(dict.fromkeys(chunk for chunk in chunks if len(chunk) >= MIN_CHUNK_CHARS))
+
+
+def _exchange_text(user: str, reply: str) -> str:
+    return "\n".join(([f"User: {user}"] if user else []) +
+                     ([f"Assistant: {reply}"] if reply else []))
+
+
+def _chunk_exchange(user: str, reply: str, max_chars: int,
+                    redact: Callable[[str], str] | None = None) -> list[str]:
+    """An exchange as one memory, or cut into pieces of at most `max_chars` (each later one
+    headed by its question), redacted with `redact` first when it is cut."""
+    whole = _exchange_text(user, reply)
     if len(whole) <= max_chars:
         return [whole]
+    if redact is not None:
+        whole = redact(whole)
+        if len(whole) <= max_chars:
+            return [whole]
+        if user:  # the question that heads the pieces, as redacted
+            user = whole.removeprefix("User: ").split("\nAssistant: ", 1)[0]
     head = ""
     if user:
         question = " ".join(user.split())
