@@ -382,6 +382,40 @@ def test_a_search_that_never_answers_leaves_its_channel_out_until_it_does(
         engine.close()
 
 
+class Expensive(Answering):
+    """A channel that costs model time: searched after the cheap ones."""
+
+    name = "dear"
+
+    @property
+    def expensive(self) -> bool:
+        return True
+
+
+def test_a_channel_left_without_time_by_a_hung_one_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A hung cheap channel spent the recall's deadline; the expensive one searched after it
+    was said to have found "no thread free" though every worker was."""
+    hung, dear = Hanging(), Expensive()
+    engine = engine_with(tmp_path, channel_plugin(hung, dear), channel_timeout_s=0.2,
+                         serving=True, fast_path=False)
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        hung.answer = engine.get(uid).id
+        dear.answer = lambda: [ChannelHit(hung.answer, 1.0)]
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            first = engine.recall("kubernetes")
+            second = engine.recall("kubernetes")
+        assert first[0].ranks == {"porter": 1}
+        assert second[0].ranks == {"porter": 1, "dear": 1}  # the hung one is skipped now
+        lines = [r.getMessage() for r in caplog.records if "dear" in r.getMessage()]
+        assert lines == ["channel dear: not searched: the channels searched before it took the "
+                         "recall's 0.2 s (MEMORY_CHANNEL_TIMEOUT_S); recall goes on without it"]
+    finally:
+        hung.release.set()
+        engine.close()
+
+
 def test_a_one_off_command_waits_for_a_slow_channel(tmp_path: Path) -> None:
     """Outside the service (a CLI command, a benchmark) no agent waits: a slow search, such as
     one loading a large model first, still answers."""

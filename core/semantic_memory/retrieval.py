@@ -251,9 +251,17 @@ class Searcher:
         thread's page cache keeps serving the same index, and ~0.6 ms better than every
         channel on a worker. A channel the store has no spare snapshot for (a busy connection
         pool) searches here afterwards, on the caller's connection. A channel still running a
-        search that overran is not asked again until that search ends."""
+        search that overran is not asked again until that search ends; none is asked once
+        the channels searched before (the cheap ones, for an expensive one) took the deadline,
+        and the log line says so."""
         found: dict[str, list[ChannelHit] | None] = {c.name: None for c in channels}
         runnable = [c for c in channels if c.name not in self._late]
+        if runnable and time.monotonic() >= deadline:  # channels searched before took it all
+            for channel in runnable:
+                log.warning("channel %s: not searched: the channels searched before it took "
+                            "the recall's %g s (MEMORY_CHANNEL_TIMEOUT_S); recall goes on "
+                            "without it", channel.name, self.settings.channel_timeout_s)
+            return found
         here = max((c for c in runnable if c.name in self._proven),
                    key=lambda c: self._cost.get(c.name, 0.0), default=None)
         tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters))
