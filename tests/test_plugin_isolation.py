@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -23,7 +24,14 @@ from semantic_memory.channels import Channel
 from semantic_memory.cli import add_plugin_commands, cli
 from semantic_memory.config import ConfigError, Settings
 from semantic_memory.hookspecs import hookimpl
-from semantic_memory.models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
+from semantic_memory.models import (
+    ChannelHit,
+    InjectionBlock,
+    Memory,
+    NewMemory,
+    RecallFilters,
+    RecallHit,
+)
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.plugins import build_plugin_manager
 
@@ -503,6 +511,44 @@ def test_a_post_processing_hook_that_misbehaves_is_skipped_in_one_line(
         assert len([line for line in lines if "format_injection" in line]) == 1
         assert all(line.startswith("plugin BrokenPostProcessing: ") and "skipped" in line
                    for line in lines), lines
+    finally:
+        engine.close()
+
+
+class HalfRight:
+    """Post-processing that answers the right types with wrong values inside: a NaN score
+    (`nan`), or `block`."""
+
+    def __init__(self, block: InjectionBlock | None = None, nan: bool = False) -> None:
+        self.block, self.nan = block, nan
+
+    @hookimpl
+    def modify_hits(self, query: str, hits: list[RecallHit], settings: Any, store: Any,
+                    conn: Any) -> None:
+        if self.nan:
+            hits[0].score = float("nan")
+
+    @hookimpl
+    def format_injection(self, query: str, hits: list[RecallHit], budget_chars: int) -> Any:
+        return self.block
+
+
+@pytest.mark.parametrize(("block", "why"), [
+    (InjectionBlock(text=None, uids=[]),  # type: ignore[arg-type]
+     "answered an InjectionBlock whose text is NoneType, not a str"),
+    (InjectionBlock(text="a block", uids="x"),  # type: ignore[arg-type]
+     "answered an InjectionBlock whose uids are str, not a list of str")])
+def test_a_format_injection_block_with_a_wrong_field_says_which(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, block: InjectionBlock,
+        why: str) -> None:
+    engine = engine_with(tmp_path, HalfRight(block))
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            injected = engine.injection("kubernetes", engine.recall("kubernetes"), 2_000)
+        assert injected.uids == [uid]  # the core's formatter answered
+        assert [r.getMessage() for r in caplog.records] == [
+            f"plugin HalfRight: format_injection {why}; skipped"]
     finally:
         engine.close()
 

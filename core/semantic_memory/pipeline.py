@@ -95,6 +95,18 @@ def _status(channel: Channel) -> str | None:
         return f"status failed: {one_line(exc)}"
 
 
+def _block_problem(block: Any) -> str | None:
+    """Why a `format_injection` answer cannot be injected (None when it can)."""
+    if not isinstance(block, InjectionBlock):
+        return f"answered {type(block).__name__}, not an InjectionBlock"
+    if not isinstance(block.text, str):
+        return f"answered an InjectionBlock whose text is {type(block.text).__name__}, not a str"
+    if not isinstance(block.uids, list) or not all(isinstance(u, str) for u in block.uids):
+        return (f"answered an InjectionBlock whose uids are {type(block.uids).__name__}, "
+                "not a list of str")
+    return None
+
+
 @dataclass
 class PurgeReport:
     soft_deleted: int = 0
@@ -376,11 +388,13 @@ class MemoryEngine:
                 log.warning("plugin %s: format_injection failed (%s); skipped",
                             self.pm.origin(plugin), one_line(exc))
                 continue
-            if isinstance(block, InjectionBlock) and isinstance(block.text, str):
+            if block is None:  # passes
+                continue
+            problem = _block_problem(block)
+            if problem is None:
                 return block
-            if block is not None:
-                log.warning("plugin %s: format_injection answered %s, not an InjectionBlock; "
-                            "skipped", self.pm.origin(plugin), type(block).__name__)
+            log.warning("plugin %s: format_injection %s; skipped", self.pm.origin(plugin),
+                        problem)
         return InjectionBlock("", [])
 
     def injection_block(self, query: str, hits: list[RecallHit], budget_chars: int) -> str:
