@@ -553,6 +553,21 @@ def test_a_format_injection_block_with_a_wrong_field_says_which(
         engine.close()
 
 
+def test_a_modify_hits_problem_is_logged_without_the_memory_content(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    engine = engine_with(tmp_path, HalfRight(nan=True))
+    try:
+        uid = engine.store_one(NewMemory("kubernetes upgrade notes")).uid
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = engine.recall("kubernetes")
+        assert math.isfinite(hits[0].score)  # undone
+        assert [r.getMessage() for r in caplog.records] == [
+            f"plugin HalfRight: modify_hits left memory {uid} with score nan, not a finite "
+            "number; skipped for this recall"]
+    finally:
+        engine.close()
+
+
 def test_a_channel_status_that_raises_shows_the_error_in_stats(tmp_path: Path) -> None:
     class Moody(Answering):
         name = "moody"

@@ -95,6 +95,15 @@ def _status(channel: Channel) -> str | None:
         return f"status failed: {one_line(exc)}"
 
 
+def _hit_problem(hit: Any) -> str:
+    """What a `modify_hits` left in the hits that is not a RecallHit with a finite score, said
+    without the memory's content (memory content never goes to a log)."""
+    if not isinstance(hit, RecallHit):
+        return f"left a {type(hit).__name__} in the hits, not a RecallHit"
+    score = hit.score if isinstance(hit.score, (int, float)) else type(hit.score).__name__
+    return f"left memory {hit.memory.uid} with score {score}, not a finite number"
+
+
 def _block_problem(block: Any) -> str | None:
     """Why a `format_injection` answer cannot be injected (None when it can)."""
     if not isinstance(block, InjectionBlock):
@@ -359,8 +368,7 @@ class MemoryEngine:
             kept, scores = list(hits), [h.score for h in hits]
             try:
                 call()
-                problem = next((f"left {h!r:.80}, not a RecallHit with a finite score"
-                                for h in hits if not isinstance(h, RecallHit)
+                problem = next((_hit_problem(h) for h in hits if not isinstance(h, RecallHit)
                                 or not isinstance(h.score, (int, float))
                                 or not math.isfinite(h.score)), None)
             except Exception as exc:  # noqa: BLE001 - a broken plugin never takes recall down
