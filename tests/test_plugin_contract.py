@@ -320,6 +320,29 @@ def test_the_embedder_choice_is_explicit() -> None:
     assert chosen is None and "MEMORY_EMBEDDER=c is not installed (installed: a)" == problem
 
 
+@pytest.mark.parametrize(("embedders", "chosen", "line", "why"), [
+    ([("a", "a#1"), ("b", "b#1")], "", "plugin embedders: {}",
+     "several embedders have a model configured (a, b): set MEMORY_EMBEDDER"),
+    ([("a", "a#1")], "c", "plugin embedders: {}",
+     "MEMORY_EMBEDDER=c is not installed (installed: a)"),
+    ([("bad name", "a#1")], "", "plugin Plugin: embedder refused: {}",
+     "Letters has no valid name (got 'bad name')")])
+def test_stats_and_plugins_give_one_reason_for_no_embedder(
+        tmp_path: Path, embedders: list[tuple[str, str]], chosen: str, line: str,
+        why: str) -> None:
+    """`stats` said "no embedder plugin installed" where `plugins` asked for MEMORY_EMBEDDER."""
+    plugin = plugin_of(*(Letters(n, m) for n, m in embedders), hook="register_embedders")
+    engine = engine_with(tmp_path, plugin, plugins="bm25_porter,vector", embedder=chosen)
+    try:
+        assert engine.embedder is None and engine.plugin_problems == [line.format(why)]
+        reason = why if line.startswith("plugin embedders") else \
+            f"the embedder was refused ({why})"
+        assert engine.stats()["embedder"]["reason"] == reason
+        assert engine.backfill()["channels"]["vector"]["reason"] == reason
+    finally:
+        engine.close()
+
+
 class Moody(Letters):
     """An embedder whose model members misbehave as `member` and `value` say (a property
     that raises, or an answer of the wrong type)."""

@@ -140,12 +140,23 @@ class MemoryEngine:
         self.settings = settings or Settings.from_env()
         self.pm = plugin_manager or build_plugin_manager(self.settings, tuple(plugins))
         self.store: MemoryStore = open_store(self.settings, store_kinds(self.pm))
+        refused: list[str] = []
+
+        def check(embedder: Any) -> str | None:
+            if problem := check_embedder(embedder):
+                refused.append(problem)
+            return problem
+
         self.embedders: list[Embedder] = collect(
-            self.pm, "register_embedders", "embedder", lambda e: e.name, check_embedder,
+            self.pm, "register_embedders", "embedder", lambda e: e.name, check,
             settings=self.settings)
         self.embedder, problem = choose_embedder(self.embedders, self.settings.embedder)
         if problem:
             self.pm.refuse("embedders", problem)
+        #: Why no embedder is in use though one was asked for or registered (what `plugins`
+        #: says): the vector channels, bound to none, cannot tell it from none installed.
+        self._no_embedder = None if self.embedder is not None else problem or (
+            f"the embedder was refused ({refused[0]})" if refused else None)
         registered: list[Channel] = collect(
             self.pm, "register_channels", "channel", lambda c: c.name, check_channel,
             settings=self.settings)
@@ -585,8 +596,16 @@ class MemoryEngine:
         for channel in self._backfillers:
             result = channel.embedder_info()
             if result is not None:
-                return dict(result)
+                return self._with_reason(dict(result))
         return None
+
+    def _with_reason(self, report: dict[str, Any]) -> dict[str, Any]:
+        """A vector channel's report, its `reason` the engine's when no embedder is in use
+        for a reason the channel cannot see (several configured, MEMORY_EMBEDDER unknown, the
+        only one refused)."""
+        if self._no_embedder and "reason" in report:
+            report["reason"] = self._no_embedder
+        return report
 
     # --- maintenance -----------------------------------------------------------------------
 
@@ -634,7 +653,7 @@ class MemoryEngine:
             return {"embedded": 0, "reason": "no embedder configured"}
         out: dict[str, Any] = {"embedded": 0, "channels": {}}
         for channel in self._backfillers:
-            detail = dict(channel.backfill(self.store, progress))
+            detail = self._with_reason(dict(channel.backfill(self.store, progress)))
             out["channels"][channel.name] = detail  # type: ignore[attr-defined]
             out["embedded"] += int(detail.get("embedded", 0))
         return out
