@@ -543,6 +543,32 @@ def test_a_statement_the_server_never_answers_is_abandoned_at_the_deadline() -> 
         server.stop()
 
 
+def test_a_deadline_passed_on_a_lock_leaves_every_pooled_connection_usable() -> None:
+    """Another session's lock makes one read pass the deadline (as a server that stopped
+    answering would); once it is released every read answers within a deadline again. A
+    pooled connection idle at that moment used to fail its check at every checkout without
+    being closed, so the pool kept it: every request waited out the pool's check loop or
+    failed (503 on every route for minutes) while the server was fine."""
+    import psycopg
+
+    url = pg.new_database()
+    deadline = 1.0
+    store = store_module.PostgresStore(url, pool_size=4, timeout=deadline)
+    try:
+        with ThreadPoolExecutor(4) as clients:  # four pooled connections, idle after
+            list(clients.map(lambda _: store.read().execute("SELECT pg_sleep(0.2)"), range(4)))
+        with psycopg.connect(url) as holder:
+            holder.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(StoreError, match="no answer from the server"):
+                store.read().execute("SELECT count(*) FROM memories")
+        for _ in range(8):  # the lock released with the holder's transaction
+            started = time.monotonic()
+            assert store.read().execute("SELECT count(*) FROM memories").fetchone() == (0,)
+            assert time.monotonic() - started < deadline
+    finally:
+        store.close()
+
+
 def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
     """Another service holds the write lock longer than MEMORY_DB_TIMEOUT (its channel setup
     building an index): a plain write gives up at the deadline (a 503, hooks spool), while a

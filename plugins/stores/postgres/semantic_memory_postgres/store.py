@@ -85,10 +85,6 @@ class BoundedConnection(psycopg.Connection):
 
     #: Seconds one round trip may take; None: no limit (migrations, VACUUM).
     deadline_s: float | None = None
-    #: When the server last answered on this connection (time.monotonic()).
-    answered_at: float = 0.0
-    #: Told when a deadline passes (`PostgresStore._went_silent`).
-    on_silence: Any = None
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         limit = self.deadline_s
@@ -101,10 +97,7 @@ class BoundedConnection(psycopg.Connection):
             if time.monotonic() - started < limit:
                 raise
             self.pgconn.finish()  # abandoned: the pool replaces it, the server rolls it back
-            if self.on_silence is not None:
-                self.on_silence()
             raise NoAnswer(f"no answer from the server within {limit:g} s") from None
-        self.answered_at = time.monotonic()
         return result
 
 
@@ -149,12 +142,11 @@ def unavailable_as_store_error(url: str) -> Iterator[None]:
 class _PooledReads:
     """`read()`: each statement borrows a pooled connection for as long as it runs."""
 
-    def __init__(self, pool: ConnectionPool, url: str) -> None:
-        self._pool = pool
-        self._url = url
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
 
     def execute(self, sql: str, params: Any = ()) -> _Rows:
-        with unavailable_as_store_error(self._url), self._pool.connection() as conn:
+        with unavailable_as_store_error(self._store._url), self._store._connection() as conn:
             cursor = conn.execute(sql, params)
             rows = cursor.fetchall() if cursor.description is not None else []
             return _Rows(rows, cursor.rowcount)
@@ -180,7 +172,6 @@ class PostgresStore(SQLMemoryStore):
         self.location = redact_url(url)
         self._url = url  # never shown: errors print `location` and scrub the password out
         self._timeout = timeout or None  # 0: no deadline
-        self._silent_since = -1.0  # when a round trip last went unanswered (monotonic)
         self._local = threading.local()  # this thread's open transaction, for nested use
         # One plain connection first: a server that cannot be reached is one line at once,
         # where the pool would retry (and log each try) until its timeout.
@@ -193,7 +184,7 @@ class PostgresStore(SQLMemoryStore):
         self._pool = ConnectionPool(
             conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
             kwargs={"autocommit": True, **connect}, connection_class=BoundedConnection,
-            check=self._check, configure=self._configure, name="semantic-memory")
+            configure=self._configure, name="semantic-memory")  # checked here: `_checkout`
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             with self._unbounded():  # a migration may rewrite a big table
@@ -201,23 +192,31 @@ class PostgresStore(SQLMemoryStore):
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
-        self._reads = _PooledReads(self._pool, url)
+        self._reads = _PooledReads(self)
 
     def _configure(self, conn: BoundedConnection) -> None:
-        conn.deadline_s, conn.on_silence = self._timeout, self._went_silent
+        conn.deadline_s = self._timeout
         _configure(conn)
 
-    def _went_silent(self) -> None:
-        self._silent_since = time.monotonic()
-
-    def _check(self, conn: BoundedConnection) -> None:
-        """The pool's check at checkout: a round trip, under the deadline. A connection that
-        last heard from the server before another one's deadline passed is dropped unchecked:
-        checking each idle connection of a server that stopped answering would wait out the
+    def _checkout(self, wait: float = POOL_WAIT_S) -> BoundedConnection:
+        """A pooled connection that has just answered a round trip (its check, under the
+        deadline), within `wait` seconds. One that fails its check is closed, so the pool
+        replaces it, and the next is tried at once: the pool's own check loop put a failed
+        connection back idle and slept between tries (a connection abandoned at a deadline
+        then failed every checkout: 503s while the server was fine). One the server did not
+        answer in time fails the request: trying each idle connection would wait out the
         deadline once per connection."""
-        if conn.answered_at < self._silent_since:
-            raise NoAnswer("idle while the server stopped answering")
-        ConnectionPool.check_connection(conn)
+        give_up = time.monotonic() + wait
+        while True:
+            conn = self._pool.getconn(max(give_up - time.monotonic(), 0.001))
+            try:
+                ConnectionPool.check_connection(conn)
+                return conn
+            except psycopg.OperationalError as exc:
+                conn.close()
+                self._pool.putconn(conn)
+                if isinstance(exc, NoAnswer):
+                    raise
 
     @contextmanager
     def _unbounded(self) -> Iterator[None]:
@@ -231,16 +230,17 @@ class PostgresStore(SQLMemoryStore):
 
     @contextmanager
     def _connection(self) -> Iterator[BoundedConnection]:
-        """A pooled connection, its deadline lifted inside `_unbounded`."""
-        with self._pool.connection() as conn:
-            if getattr(self._local, "unbounded", False):
-                conn.deadline_s = None
-                try:
-                    yield conn
-                finally:
-                    conn.deadline_s = self._timeout
-            else:
-                yield conn
+        """A pooled connection (`_checkout`), its deadline lifted inside `_unbounded`."""
+        conn = self._checkout()
+        unbounded = getattr(self._local, "unbounded", False)
+        if unbounded:
+            conn.deadline_s = None
+        try:
+            yield conn
+        finally:
+            if unbounded:
+                conn.deadline_s = self._timeout
+            self._pool.putconn(conn)
 
     def _migrate(self) -> None:
         with self.write() as conn:
@@ -317,7 +317,7 @@ class PostgresStore(SQLMemoryStore):
         server gone away is a StoreError here too, as in `snapshot`."""
         with unavailable_as_store_error(self._url):
             try:
-                conn = self._pool.getconn(timeout=SPARE_WAIT_S)
+                conn = self._checkout(SPARE_WAIT_S)
             except PoolTimeout:
                 conn = None
             if conn is None:
