@@ -388,3 +388,62 @@ def test_a_store_behind_a_long_writer_is_spooled_without_a_back_off(service: Ser
     anyio.run(main)
     assert not (tmp_path / "hooks.backoff.json").exists()
     assert len(spooled(tmp_path)) == 1
+
+
+# --- what the SDK's stdio reader would drop -------------------------------------------------------
+
+
+def exchange(command: list[str], env: dict[str, str], messages: list[dict[str, Any]]
+             ) -> dict[Any, dict[str, Any]]:
+    """Write `messages` (raw JSON lines, as an agent would) to a stdio MCP server and read its
+    answers until every request has one. A watchdog kills a server that leaves one
+    unanswered (the agent would wait for ever), so the test fails rather than hangs."""
+    wanted = {m["id"] for m in messages if "id" in m}
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
+    answers: dict[Any, dict[str, Any]] = {}
+    try:
+        assert proc.stdin and proc.stdout
+        # json.dumps writes a lone surrogate as the escape an agent sends: "\ud800"
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        proc.stdin.flush()
+        while not wanted <= answers.keys() and (line := proc.stdout.readline()):
+            reply = json.loads(line)
+            answers[reply.get("id")] = reply
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+    return answers
+
+
+@pytest.mark.parametrize("server", ["--stdio", "proxy"])
+def test_a_lone_surrogate_in_a_call_is_answered(server: str, service: Service,
+                                                 tmp_path: Path) -> None:
+    """`"x \\ud800 y"` in a tool call's arguments (an emoji cut in half) made the SDK's stdio
+    reader drop the message unanswered, so the agent waited for ever (over HTTP it is a
+    -32700). It is read as the hooks read their input: U+FFFD in its place."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}
+    project = f"surrogates{server}"
+
+    def tool(id_: int, name: str, **arguments: Any) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": id_, "method": "tools/call",
+                "params": {"name": name, "arguments": {**arguments, "project": project}}}
+
+    answers = exchange([*memory_mcp_command(), server], service_env(
+        tmp_path, MEMORY_PLUGIN_URL=service.url, MEMORY_DB_PATH=str(service.tmp / "memory.db")),
+        [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+         tool(2, "memory_store", content="half emoji \ud83d here in the heron notes"),
+         tool(3, "memory_recall", query="heron \ud800 notes"),
+         {"jsonrpc": "2.0", "id": 4, "method": "ping"}])
+    assert set(answers) == {1, 2, 3, 4}, answers
+    stored = answers[2]["result"]
+    assert stored["isError"] is False and stored["structuredContent"]["status"] == "new"
+    assert answers[3]["result"]["isError"] is False
+    with service.client() as client:
+        listed = client.get("/api/memories", params={"project": project}).json()["items"]
+    assert [m["content"] for m in listed] == ["half emoji \ufffd here in the heron notes"]

@@ -27,7 +27,6 @@ run. It serves the tools only, not mcp_browse.py's resources and prompt.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import time
@@ -234,10 +233,5 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
     _setup_logging()
     mcp = build_tools(RestBackend(settings))
     on_ready()
-    stdin = io.TextIOWrapper(os.fdopen(stdin_fd, "rb"), encoding="utf-8", errors="replace")
-    stdout = io.TextIOWrapper(os.fdopen(stdout_fd, "wb"), encoding="utf-8")
-    try:
-        anyio.run(mcp.run_stdio_streams, anyio.wrap_file(stdin), anyio.wrap_file(stdout))
-    finally:
-        stdout.close()  # the relay reads EOF and ends
-        stdin.close()
+    # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
+    anyio.run(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"), os.fdopen(stdout_fd, "wb"))

@@ -6,8 +6,10 @@ resources made per call."""
 from __future__ import annotations
 
 import inspect
+import io
+import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -17,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Resource, SetLevelRequestParams
 from pydantic import ValidationError
 
+from ..lite import loads_input
 from ..stores import StoreError
 from .mcp_logging import ClientLog
 from .schemas import field_path
@@ -37,6 +40,27 @@ def describe(exc: ValidationError) -> str:
                      f"{' '.join(str(message).split())}")
     more = len(errors) - MAX_SHOWN_ERRORS
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+class MendedLines:
+    """An agent's message lines, as the SDK's stdio reader reads them, in valid Unicode: a lone
+    surrogate (`"\\ud83d"`, an emoji cut in half) becomes U+FFFD, as in the hooks' input
+    (`lite.loads_input`). The SDK drops a line its parser refuses without an answer, and the
+    agent waited on that call for ever."""
+
+    def __init__(self, wire: BinaryIO) -> None:
+        self.wire = wire
+
+    def readline(self) -> str:
+        line = self.wire.readline()
+        if b"\\ud" in line or b"\\uD" in line:  # a surrogate can only come from an escape
+            message = loads_input(line, default=None)
+            if message is not None:
+                return json.dumps(message, ensure_ascii=False) + "\n"
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.wire.close()
 
 
 class MemoryMCP(MCPServer):
@@ -69,14 +93,21 @@ class MemoryMCP(MCPServer):
 
         return record
 
-    async def run_stdio_streams(self, stdin: Any, stdout: Any) -> None:
-        """`run_stdio_async` over the given text streams (anyio files) instead of the
-        process's stdin and stdout (the proxy's front relays those)."""
+    async def run_stdio_streams(self, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
+        """`run_stdio_async` over the given byte streams (the agent's, claimed by
+        `mcp_front.claim_stdio`, or the pipes of the proxy's front) instead of the process's
+        stdin and stdout, every line read `MendedLines`'. Closes both when done."""
         from mcp.server.stdio import stdio_server
 
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                read_stream, write_stream, self._lowlevel_server.create_initialization_options())
+        stdin, stdout = MendedLines(wire_in), io.TextIOWrapper(wire_out, encoding="utf-8")
+        try:
+            async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (
+                    read_stream, write_stream):
+                await self._lowlevel_server.run(read_stream, write_stream,
+                                                self._lowlevel_server.create_initialization_options())
+        finally:
+            stdout.close()
+            stdin.close()
 
     async def list_resources(self) -> list[Resource]:
         listed = await super().list_resources()

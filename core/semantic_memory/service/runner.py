@@ -173,11 +173,12 @@ def serve_stdio(settings: Settings) -> int:
     import anyio
 
     from . import maintenance
+    from .mcp_front import claim_stdio
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(maintenance.run, engine)
-            await mcp.run_stdio_async()
+            await mcp.run_stdio_streams(*claim_stdio())
             tg.cancel_scope.cancel()
 
     try:
