@@ -485,16 +485,21 @@ def test_a_file_uninstall_cannot_edit_back_is_backed_up_then_restored(tmp_path: 
     original = write(settings, "{}")
     out = ok(env, "install", "claude-code")
     assert f"backup:  {settings}.bak-" in out and backup_of(settings) == original
-    again = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "install", "claude-code")  # same second
-    assert "backup:" in again and len(list(settings.parent.glob("settings.json.bak-*"))) == 2
+    # Installed again (other options): the backup of the file as it was is the one kept.
+    again = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "install", "claude-code")
+    assert "backup:" not in again and backup_of(settings) == original
 
     out = ok({**env, "MEMORY_HOOK_BUDGET_S": "4"}, "uninstall", "claude-code")
     assert "restored as it was before install (its backup settings.json.bak-" in out
-    assert settings.read_bytes() == original
-    [left] = settings.parent.glob("settings.json.bak-*")  # the one that held our entries
-    assert "memory-mcp hook claude-code" in left.read_text()
+    assert settings.read_bytes() == original and backups(tmp_path) == []
     claude_json = tmp_path / "home" / ".claude.json"  # created by install: removed again
     assert not claude_json.exists() and not list(claude_json.parent.glob(".claude.json.bak-*"))
+
+    # Put back by hand and installed again (within the second): a backup beside the first.
+    ok(env, "install", "claude-code")
+    settings.write_bytes(original)
+    ok(env, "install", "claude-code")
+    assert [backup.read_bytes() for backup in backups(tmp_path)] == [original, original]
 
 
 # Hand-formatted configs (odd indentation, key order, tabs, CRLF, comments, no final newline,
@@ -535,6 +540,27 @@ def test_uninstall_gives_hand_formatted_configs_back_byte_for_byte(tmp_path: Pat
     out = ok(env, "install", harness)
     assert "backup:" not in out and backups(tmp_path) == []
     assert snapshot(tmp_path) != before
+    ok(env, "uninstall", harness)
+    assert snapshot(tmp_path) == before  # byte for byte, and no backup file
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "kimi-code", "opencode"])
+def test_installing_again_with_other_options_still_uninstalls_byte_for_byte(
+        tmp_path: Path, harness: str) -> None:
+    """Install, install again with tool capture (what install's own hint says to do), then
+    uninstall: each file as it was before the first install, and no backup left behind (an
+    install over an installed file kept one of it, holding our entries, which uninstall could
+    never restore; Codex's config.toml came back with a blank line more)."""
+    env = cli_env(tmp_path, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    for name, text in {**HAND_FORMATTED, "codex/config.toml": (
+            'model = "gpt-5"\n\n[model_providers.mock]\nname = "mock"\n')}.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode())
+    before = snapshot(tmp_path)
+    ok(env, "install", harness)
+    out = ok({**env, "MEMORY_PLUGIN_TOOL_CAPTURE": "Bash"}, "install", harness)
+    assert "backup:" not in out and backups(tmp_path) == []
     ok(env, "uninstall", harness)
     assert snapshot(tmp_path) == before  # byte for byte, and no backup file
 

@@ -11,7 +11,9 @@ order and final newline (jsonc.py), TOML its layout (tomlkit, plus `tidy_toml` f
 line before a table). So uninstall gives back the bytes install started from. Install checks
 that before it writes (it runs the uninstall edit on its own result) and keeps a backup
 (`<file>.bak-<time>`) only of a file uninstall could not give back exactly; uninstall keeps
-one only of a file it cannot edit in place. docs/harnesses.md lists the cases.
+one only of a file it cannot edit in place. Installing again (other options) edits what
+uninstall would leave, so it writes what a first install would have, and uninstall still gives
+back the bytes of before the first. docs/harnesses.md lists the cases.
 """
 
 from __future__ import annotations
@@ -136,6 +138,9 @@ class Change:
     backup: bool = True
     #: The backup whose bytes `after` is (uninstall gives back what install kept): it goes.
     restores: Path | None = None
+    #: What the backup holds when not `before`: the file without our entries, when install
+    #: runs again over an installed file (a copy of that would hold them).
+    saved: str | None = None
 
     def diff(self) -> str:
         import difflib
@@ -232,18 +237,35 @@ def _newline_of(line: str) -> str:
 
 
 def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
-    """The changes install (or uninstall) would make; files it leaves equal are not listed."""
+    """The changes install (or uninstall) would make; files it leaves equal are not listed.
+    Installing again over an installed file edits it in place (our entries stay where they
+    are) when uninstall then gives back what it leaves of the file now (`_uninstalled`), and
+    otherwise edits that instead, as a first install would."""
+    befores = [load(file)[0] for file in files]
+    if uninstall:
+        changes, texts = _changes(files, befores, befores, uninstall=True)
+        _restore_backups(files, befores, texts, changes)
+        return changes
+    bases = _uninstalled(files, befores)
+    changes, texts = _changes(files, befores, befores)
+    if bases != befores and _undone(files, texts) != bases:
+        changes, texts = _changes(files, befores, bases)
+    _keep_backups(files, texts, changes, bases)
+    return changes
+
+
+def _changes(files: list[ConfigFile], befores: list[str | None], starts: list[str | None],
+             uninstall: bool = False) -> tuple[list[Change], list[str | None]]:
+    """(the changes, each file's text once they are made) of editing each file's text in
+    `starts`, in order, from what it is now (`befores`)."""
     changes = []
-    befores: list[str | None] = []
-    texts: list[str | None] = []  # each file's text once the changes are made
-    for file in files:
-        before, doc = load(file)
-        befores.append(before)
-        is_json = file.format in ("json", "jsonc")
-        original = json.dumps(doc, sort_keys=True) if is_json else dump(file, doc, before)
+    texts: list[str | None] = []
+    for file, before, start in zip(files, befores, starts, strict=True):
+        doc = parse(file, start)
+        original = _content(file, parse(file, before), before)
         _edit(file, doc, uninstall)
-        after, in_place = render(file, doc, before)
-        same = (json.dumps(doc, sort_keys=True) if is_json else after) == original
+        after, in_place = render(file, doc, start)
+        same = (after if file.format == "toml" else _content(file, doc, after)) == original
         if same or (before is None and uninstall):
             texts.append(before)
             continue
@@ -251,11 +273,35 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
         changes.append(Change(file.path, before, None if gone else after,
                               backup=uninstall and not in_place))
         texts.append(changes[-1].after)
-    if not uninstall:
-        _check_reversible(files, texts, changes)
-    else:
-        _restore_backups(files, befores, texts, changes)
-    return changes
+    return changes, texts
+
+
+def _content(file: ConfigFile, doc: Document, text: str | None) -> str:
+    """What an edit is compared by: a JSON document's content, a TOML file's text."""
+    return json.dumps(doc, sort_keys=True) if file.format != "toml" else dump(file, doc, text)
+
+
+def _uninstalled(files: list[ConfigFile], texts: list[str | None]) -> list[str | None]:
+    """What uninstall leaves of each file (every file in order: Codex's edits depend on the
+    one before); the text itself where it holds none of our entries or cannot be edited back
+    in place. Installing again with other options (tool capture, `--mcp none`) over an
+    installed file writes, from this, exactly what a first install would have: uninstall
+    gives that back byte for byte, and the installed file needs no backup."""
+    out: list[str | None] = []
+    for file, text in zip(files, texts, strict=True):
+        doc = parse(file, text)
+        original = _content(file, doc, text)
+        try:
+            _edit(file, doc, uninstall=True)
+        except InstallError:  # a layout we never wrote: install says so itself
+            out.append(text)
+            continue
+        left, in_place = render(file, doc, text)
+        if _content(file, doc, left) == original or not in_place:
+            out.append(text)
+        else:
+            out.append(None if _emptied(file, doc, left) else left)
+    return out
 
 
 def _edit(file: ConfigFile, doc: Document, uninstall: bool) -> None:
@@ -274,21 +320,34 @@ def _emptied(file: ConfigFile, doc: Document, after: str) -> bool:
     return not (doc if file.format == "json" else after.strip())
 
 
-def _check_reversible(files: list[ConfigFile], texts: list[str | None],
-                      changes: list[Change]) -> None:
-    """Run uninstall on what install is about to write, every file in order (an adapter's
-    edits may depend on the one before, as Codex's trust entries on its hooks.json): a change
-    uninstall gives back byte for byte needs no backup."""
-    by_path = {change.path: change for change in changes}
+def _undone(files: list[ConfigFile], texts: list[str | None]) -> list[str | None]:
+    """What uninstall would make of each text (None: no file), every file in order (an
+    adapter's edits may depend on the one before, as Codex's trust entries on its
+    hooks.json)."""
+    out: list[str | None] = []
     for file, text in zip(files, texts, strict=True):
         doc = parse(file, text)
         _edit(file, doc, uninstall=True)
         undone = None if text is None else dump(file, doc, text)
-        if undone is not None and _emptied(file, doc, undone):
-            undone = None
+        out.append(None if undone is not None and _emptied(file, doc, undone) else undone)
+    return out
+
+
+def _keep_backups(files: list[ConfigFile], texts: list[str | None], changes: list[Change],
+                  bases: list[str | None]) -> None:
+    """Run uninstall on what install is about to write: a change uninstall turns back into
+    what install edited (`bases`) byte for byte needs no backup. Over an installed file, a
+    backup holds that base, not the file (which holds our entries), and none is kept when an
+    earlier install's clean one holds the file as it was before."""
+    by_path = {change.path: change for change in changes}
+    for file, undone, base in zip(files, _undone(files, texts), bases, strict=True):
         change = by_path.get(file.path)
-        if change is not None:
-            change.backup = change.before is not None and undone != change.before
+        if change is None:
+            continue
+        change.backup = base is not None and undone != base
+        if change.backup and base != change.before:
+            change.backup = _clean_backup(file)[0] is None
+            change.saved = base
 
 
 def _restore_backups(files: list[ConfigFile], befores: list[str | None],
@@ -369,7 +428,12 @@ def apply(changes: list[Change]) -> list[Path]:
             while backup.exists():  # never overwrite an earlier backup (same second)
                 n += 1
                 backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
-            shutil.copy2(path, backup)
+            if change.saved is None:
+                shutil.copy2(path, backup)
+            else:
+                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                with open(fd, "w", encoding="utf-8", newline="") as handle:
+                    handle.write(change.saved)
             backups.append(backup)
         if change.after is None:
             path.unlink()
