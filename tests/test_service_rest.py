@@ -382,6 +382,18 @@ def test_bad_query_strings_are_422(http: httpx2.Client, params: dict, field: str
     assert response.status_code == 422 and response.json()["field"] == field
 
 
+@pytest.mark.parametrize(("path", "params"), [
+    ("/api/memories", {}), ("/api/search", {"q": "x"}), ("/api/injections", {}),
+    ("/api/memories/abc/injections", {})])
+def test_an_unknown_query_parameter_is_422_naming_it(http: httpx2.Client, path: str,
+                                                     params: dict) -> None:
+    """`?projetc=x` was ignored: the whole store listed, where a body's unknown key is refused."""
+    response = http.get(path, params={**params, "projetc": "x"})
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == "projetc"
+    assert response.json()["error"] == "projetc: unknown query parameter"
+
+
 def test_body_over_the_limit_is_413_and_nothing_is_lost(http: httpx2.Client) -> None:
     before = http.get("/health").json()["counts"]["memories"]
     big = {"content": "x" * (BODY_LIMIT + 10)}

@@ -55,7 +55,8 @@ def schemas() -> Any:
     return module
 
 
-def parse_model(model_name: str, data: Any, prefix: str = "") -> Any:
+def parse_model(model_name: str, data: Any, prefix: str = "",
+                unknown: str = "unknown field") -> Any:
     """The request as the named model: a plainly valid hook body without pydantic (so the
     first request after a start does not wait for its import, see fastparse.py), anything
     else through the pydantic model (ApiError 422 naming the bad field)."""
@@ -63,7 +64,7 @@ def parse_model(model_name: str, data: Any, prefix: str = "") -> Any:
     if fast is not None:
         return fast
     module = schemas()
-    return module.parse_model(getattr(module, model_name), data, prefix)
+    return module.parse_model(getattr(module, model_name), data, prefix, unknown)
 
 
 def _reject_constant(name: str) -> Any:
@@ -121,7 +122,7 @@ async def read_json(request: Request) -> Any:
 
 
 def parse_query(model_name: str, request: Request) -> Any:
-    return parse_model(model_name, dict(request.query_params))
+    return parse_model(model_name, dict(request.query_params), unknown="unknown query parameter")
 
 
 def parse_ts(value: float | str | None, field: str) -> float | None:

@@ -101,9 +101,10 @@ class InjectReport(_Body):
 
 
 class _Query(BaseModel):
-    """Query strings: values arrive as text, so numbers are converted; unknown keys ignored."""
+    """Query strings: values arrive as text, so numbers are converted; an unknown key is
+    refused, as in a body (`?projetc=x` listed every memory)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
 
 class MemoriesQuery(_Query):
@@ -157,9 +158,10 @@ def field_path(loc: tuple[Any, ...], whole: str = "body") -> str:
     return out or whole
 
 
-def parse_model(model: type[Model], data: Any, prefix: str = "") -> Model:
+def parse_model(model: type[Model], data: Any, prefix: str = "",
+                unknown: str = "unknown field") -> Model:
     """Validate `data` as `model`; ApiError 422 naming the first bad field otherwise (`prefix`
-    is prepended to field names, e.g. "items[3].")."""
+    is prepended to field names, e.g. "items[3]."; `unknown` says what an unknown key is)."""
     if not isinstance(data, dict):
         name = prefix.rstrip(".") or "body"
         raise ApiError(422, f"{name}: expected a JSON object", name)
@@ -167,7 +169,7 @@ def parse_model(model: type[Model], data: Any, prefix: str = "") -> Model:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = [{"field": prefix + field_path(tuple(e["loc"])),
-                   "message": "unknown field" if e["type"] == "extra_forbidden" else e["msg"]}
+                   "message": unknown if e["type"] == "extra_forbidden" else e["msg"]}
                   for e in exc.errors(include_url=False, include_input=False)]
         first = errors[0]
         raise ApiError(422, f"{first['field']}: {first['message']}", first["field"],
