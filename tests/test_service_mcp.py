@@ -130,6 +130,13 @@ async def bad_calls_keep_the_session(session: ClientSession) -> None:
          "prompt-injection"),
         ("memory_recall", {"query": "x", "k": 0}, "k"),
         ("memory_recall", {"query": "x", "k": "five"}, "k"),
+        # strict, as REST's bodies: no number or flag read out of a string (or a float)
+        ("memory_recall", {"query": "x", "k": "5"}, "k: Input should be a valid integer"),
+        ("memory_recall", {"query": "x", "k": 5.0}, "k: Input should be a valid integer"),
+        ("memory_recall", {"query": "x", "budget_chars": "900"}, "budget_chars"),
+        ("memory_recall", {"query": "x", "include_superseded": "true"}, "include_superseded"),
+        ("memory_list", {"limit": "10"}, "limit"),
+        ("memory_list", {"offset": True}, "offset"),
         ("memory_recall", {"query": ""}, "query"),
         ("memory_recall", {"query": "x", "since": "last tuesday"}, "since"),
         ("memory_list", {"limit": 10_000}, "limit"),

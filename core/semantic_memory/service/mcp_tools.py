@@ -5,7 +5,8 @@ proxy`, mcp_proxy.py): both serve the same tools, schemas and descriptions.
 
 `memory_store`, `memory_recall`, `memory_update` (edit one entry in place), `memory_forget`
 (one entry), `memory_list`, `memory_stats`.
-Parameters are typed and described (Annotated + Field) so clients see limits in the schema; a
+Parameters are typed and described (Annotated + Field) so clients see limits in the schema, and
+numbers and flags are strict, as REST's bodies are (`"k": "5"` is refused, not read as 5); a
 bad call comes back as a tool error (`is_error`) with a one-line reason naming the argument
 (`invalid arguments for memory_recall: k: Input should be less than or equal to 200`), an unknown
 argument included, and the session goes on.
@@ -21,7 +22,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, StrictBool, StrictInt
 
 from .. import __version__
 from ..errors import InvalidMemory, UnknownMemory
@@ -287,16 +288,16 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
     async def memory_recall(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
             "What you need to know, in natural language or keywords."))],
-        k: Annotated[int, Field(ge=1, le=MAX_RECALL_K, description="How many memories.")] = 5,
+        k: Annotated[StrictInt, Field(ge=1, le=MAX_RECALL_K, description="How many memories.")] = 5,
         project: Annotated[Project | None, Field(description=(
             "This project's memories, and the global ones that match; omit to search "
             "everything."))] = None,
         kind: Annotated[Identifier | None, Field(description="Only this kind.")] = None,
         since: Since = None,
-        budget_chars: Annotated[int | None, Field(ge=0, le=MAX_BUDGET, description=(
+        budget_chars: Annotated[StrictInt | None, Field(ge=0, le=MAX_BUDGET, description=(
             "Also return a ready-to-inject text block of at most this many characters; each "
             "item's content is then cut to it too."))] = None,
-        include_superseded: Annotated[bool, Field(description=(
+        include_superseded: Annotated[StrictBool, Field(description=(
             "Also memories a newer one replaced (history); by default only the newest."))
         ] = False,
         ctx: Context = None,  # type: ignore[assignment]
@@ -359,8 +360,8 @@ def build_tools(backend: ToolBackend) -> MemoryMCP:
         kind: Annotated[Identifier | None, Field(description="Only this kind.")] = None,
         source: Annotated[Identifier | None, Field(description="Only this source.")] = None,
         since: Since = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_LIST, description="Page size.")] = 20,
-        offset: Annotated[int, Field(ge=0, le=10**9, description="Entries to skip.")] = 0,
+        limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIST, description="Page size.")] = 20,
+        offset: Annotated[StrictInt, Field(ge=0, le=10**9, description="Entries to skip.")] = 0,
     ) -> dict[str, Any]:
         """Browse stored memories, most recently updated first."""
         filters = RecallFilters(project=project, kind=kind, source=source, since=_since(since))
