@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .textnorm import visible, visible_origins
+from .textnorm import INVISIBLE_IN_TOKEN, visible, visible_origins
 
 MARKER = "[REDACTED:{}]"
 
@@ -398,18 +398,26 @@ def redact_many(texts: list[str]) -> list[str]:
     """`redact` of each text, with one library call for all of them (a memory's content,
     project and tags: the call, not the text, is most of the library's cost on short fields)."""
     views = [visible(text) for text in texts]
-    found = _library_spans("\n\n".join(views))
-    return [_redact_one(text, view, [f for f in found if f[0] in view])
-            for text, view in zip(texts, views)]
+    split = [view != text and INVISIBLE_IN_TOKEN.search(text) is not None
+             for text, view in zip(texts, views)]
+    found = _library_spans("\n\n".join(views + [t for t, s in zip(texts, split) if s]))
+    return [_redact_one(text, view, both, [f for f in found if f[0] in view or f[0] in text])
+            for text, view, both in zip(texts, views, split)]
 
 
-def _redact_one(text: str, view: str, found: list[tuple[str, str]]) -> str:
+def _redact_one(text: str, view: str, both: bool, found: list[tuple[str, str]]) -> str:
     """`text` redacted as it reads: the secrets are looked for in `view` (`visible(text)`), so
     that a zero-width space, a soft hyphen or fullwidth letters inside one, which a reader (and
-    the injection block) drops or reads through, cannot hide it. What goes there goes from
-    `text`, invisible characters included; the rest of `text` stays as written."""
+    the injection block) drops or reads through, cannot hide it. What goes there goes from the
+    text, invisible characters included; the rest stays as written. With `both` (an invisible
+    character inside a token: it may also end one, `AKIA…<U+200B>more`) the text as written is
+    searched first."""
     if view == text:
         return _redact_view(text, found, track=False)[0]
+    if both:
+        written = _redact_view(text, found, track=False)[0]
+        if written is not text:
+            text, view = written, visible(written)
     redacted, sources = _redact_view(view, found, track=True)
     if sources is None:
         return text  # nothing found: joiners in emoji, direction marks, fullwidth text stay
@@ -468,16 +476,16 @@ def _write_back(text: str, origins: list[int], redacted: str, sources: list[int]
     copied from `text` with the invisible characters inside it; a marker takes the place of
     all that its secret came from."""
     out: list[str] = []
-    i, last_view = 0, len(origins) - 1
-    while i < len(redacted):
-        j = i + 1
-        if sources[i] < 0:
-            while j < len(redacted) and sources[j] < 0:
+    i, end, last_view = 0, len(redacted), len(origins) - 1
+    sources = [*sources, -1]  # every kept run ends at a -1
+    while i < end:
+        if sources[i] < 0:  # a marker (or markers side by side)
+            j = i + 1
+            while j < end and sources[j] < 0:
                 j += 1
             out.append(redacted[i:j])
-        else:
-            while j < len(redacted) and sources[j] == sources[j - 1] + 1:
-                j += 1
+        else:  # a kept run: only a marker cuts one (`_splice`), so its indices are consecutive
+            j = sources.index(-1, i)
             first, last = sources[i], sources[j - 1]
             out.append(text[0 if first == 0 else origins[first]
                             : len(text) if last == last_view else origins[last] + 1])

@@ -71,6 +71,13 @@ class _VisibleForms(dict[int, str]):
 _VISIBLE = _VisibleForms()
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _CURLY_QUOTES = str.maketrans("\u2018\u2019\u201b\u201c\u201d\u201f", "'''\"\"\"")
+_TOKEN_CHAR = r"[\w+/=.~-]"
+_IGNORABLE = "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in DEFAULT_IGNORABLE_RANGES) + "]"
+#: A default-ignorable character between two characters of a token: a reader sees one token
+#: there, a regex two (it may end one: `AKIA…<U+200B>more`). The class comes first, so that
+#: `re` skips ahead to one of its characters (6x faster than a lookbehind first).
+INVISIBLE_IN_TOKEN = re.compile(
+    f"{_IGNORABLE}(?<={_TOKEN_CHAR}{_IGNORABLE}){_IGNORABLE}*(?={_TOKEN_CHAR})")
 
 # Letters that read as Latin ones and that NFKC leaves alone. Small capitals and other Latin
 # variants are always folded; Cyrillic, Greek and Armenian ones only inside a word that also
