@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 
-def run(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MEMORY_DB_PATH": str(db)}
+def run(db: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEMORY_DB_PATH": str(db), **(env or {})}
     env.pop("MEMORY_PLUGINS", None)
     return subprocess.run(
         [sys.executable, "-m", "semantic_memory", *args], input=stdin, capture_output=True,
@@ -421,3 +422,19 @@ def test_an_export_that_fails_midway_leaves_the_earlier_file_whole(db: Path, tmp
     assert backup.read_bytes() == before and [p.name for p in folder.iterdir()] == [backup.name]
     assert run(db, "export", "-o", str(backup)).returncode == 0  # unlimited, it replaces it
     assert len(backup.read_text().splitlines()) == 41 and backup.stat().st_mode & 0o777 == 0o640
+
+
+def test_spool_list_names_an_unreadable_file_unreadable(db: Path) -> None:
+    """A torn or foreign file in the spool (waiting or refused) was listed with `None` for its
+    reason, where --json says "unreadable"."""
+    for folder in (db.parent / "spool", db.parent / "spool" / "rejected"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "00000000000000000001-1-abcd.json").write_text("{torn")
+    shown = run(db, "spool", "list", env={"COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if "?" in line]
+    assert len(rows) == 2 and all(row.rstrip().endswith("unreadable") for row in rows), rows
+    assert "None" not in shown.stdout
+    listed = json.loads(run(db, "spool", "list", "--json").stdout)
+    assert [r["error"] for r in listed["pending"] + listed["rejected"]] == ["unreadable"] * 2
+

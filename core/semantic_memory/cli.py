@@ -537,14 +537,15 @@ def plugins(obj: Context, as_json: bool) -> None:
 @cli.command(cls=click.Command, context_settings={"ignore_unknown_options": True})
 @click.argument("harness")
 @click.argument("event")
-def hook(harness: str, event: str) -> None:
+@click.argument("options", nargs=-1, type=click.UNPROCESSED)  # --tool-capture=TOOLS
+def hook(harness: str, event: str, options: tuple[str, ...]) -> None:
     """Run HARNESS's EVENT hook: hook JSON on stdin, the harness's answer on stdout.
 
     Always exits 0 within MEMORY_HOOK_BUDGET_S (fail-open); outcomes go to the hook log that
     `memory-mcp doctor` reads."""
     from .harness.runner import main as run_hook
 
-    sys.exit(run_hook([harness, event]))
+    sys.exit(run_hook([harness, event, *options]))
 
 
 def _adapter(obj: Context, harness: str) -> Any:
@@ -703,8 +704,10 @@ def spool_list(obj: Context, as_json: bool) -> None:
                        else "reason")
         for r in rows:
             origin = f"{r.get('harness') or '?'} {r.get('event') or ''}"
+            # an unreadable file says so where its text or reason would be
+            last = r.get("error") or r.get("preview" if title == "waiting" else "rejected")
             _add_row(table, _ago(r.get("ts")), origin, str(r.get("memories", "?")),
-                     str(r.get("preview", "")) if title == "waiting" else str(r.get("rejected")))
+                     str(last or ""))
         _print(table)
 
 
