@@ -502,6 +502,30 @@ def test_the_docs_example_survives_restart_purge_uninstall_and_reinstall(tmp_pat
         engine.close()
 
 
+@pytest.mark.sqlite_only
+def test_the_docs_example_keeps_no_row_of_a_memory_purged_while_it_was_not_loaded(
+        tmp_path: Path) -> None:
+    """SQLite hands a purged highest id out again: a row the channel kept for it would make
+    the new memory answer the purged one's text (its table references memories(id) ON DELETE
+    CASCADE, docs/plugins.md "While a channel is not loaded")."""
+    example = docs_example()
+    engine = engine_with(tmp_path, example)
+    doomed = engine.store_one(NewMemory("quartz migration is done")).uid
+    doomed_id = engine.get(doomed).id
+    engine.close()
+    engine = engine_with(tmp_path)  # not loaded
+    engine.forget(doomed)
+    engine.purge()
+    reused = engine.store_one(NewMemory("revenue figures for acme"))
+    assert engine.get(reused.uid).id == doomed_id
+    engine.close()
+    engine = engine_with(tmp_path, example)
+    try:
+        assert engine.recall("quartz") == []
+    finally:
+        engine.close()
+
+
 def test_trace_hooks_covers_channel_calls(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     engine = engine_with(tmp_path, trace_hooks=True)
     try:

@@ -1,8 +1,10 @@
-"""What a broken embedder leaves behind (docs/vector.md, "A broken embedder"): a batch of the
-wrong shape, or a row holding NaN, is not stored under the model's tag; the memory stays
-keyword-only, counts as missing, and the queue or `backfill` embeds it once the embedder is
-fixed. Rows an older version stored that way are left out of search, never fail it. The real
-vector channel on real SQLite, with an in-test embedder registered through the plugin manager."""
+"""Vectors the channel must not search (docs/vector.md, "A broken embedder", "Edits while the
+channel is not loaded"): a batch of the wrong shape, or a row holding NaN, is not stored under
+the model's tag; the memory stays keyword-only, counts as missing, and the queue or `backfill`
+embeds it once the embedder is fixed. Rows an older version stored that way are left out of
+search, never fail it; so is the vector of a text edited while the channel was not loaded.
+The real vector channel on real SQLite, with an in-test embedder registered through the plugin
+manager."""
 
 from __future__ import annotations
 
@@ -59,9 +61,9 @@ class Plugin:
         register(self.embedder)
 
 
-def engine(tmp_path: Path, embedder: Letters) -> MemoryEngine:
+def engine(tmp_path: Path, embedder: Letters, **settings: Any) -> MemoryEngine:
     return testing.engine_with(tmp_path, Plugin(embedder), plugins="bm25_porter,vector",
-                               fast_path=False, dedup_sim=0.0)
+                               fast_path=False, dedup_sim=0.0, **settings)
 
 
 def missing(eng: MemoryEngine) -> int:
@@ -120,5 +122,54 @@ def test_rows_an_older_version_stored_are_left_out_of_search_not_fatal_to_it(
         assert missing(reopened) == 1  # the short one: backfill embeds it again
         assert reopened.backfill()["embedded"] == 1 and missing(reopened) == 0
         reopened.close()
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("search", ["matrix", "ann"])
+def test_a_text_edited_while_the_channel_was_not_loaded_is_not_found_by_its_old_vector(
+        tmp_path: Path, search: str) -> None:
+    """`update` in a process with MEMORY_PLUGINS=bm25_porter left the old text's vector,
+    tagged like a current one: a query for text no live memory holds found the edited one."""
+    embedder = Letters()
+    eng = engine(tmp_path, embedder)
+    edited = eng.store_one(NewMemory("zephyr builds are flaky on arm64")).uid
+    eng.store_one(NewMemory("prefer blue dashboards"))
+    eng.close()
+    keyword_only = testing.engine_with(tmp_path, plugins="bm25_porter")
+    assert keyword_only.update(edited, content="kubernetes cluster upgraded").status == "updated"
+    keyword_only.close()
+    ann = {"env": {"MEMORY_VECTOR_ANN": "on", "MEMORY_VECTOR_ANN_MIN_ROWS": "0"},
+           "serving": True} if search == "ann" else {}
+    eng = engine(tmp_path, embedder, **ann)
+    try:
+        if search == "ann":  # an index built over the stale row serves
+            assert next(c for c in eng.channels if c.name == "vector").reindex()["built"]
+        assert edited not in [h.memory.uid for h in eng.recall("zephyr flaky arm64")]
+        assert missing(eng) == 1  # the queue and backfill embed the new text
+        assert eng.backfill()["embedded"] == 1 and missing(eng) == 0
+        hit = eng.recall("kubernetes cluster upgraded")[0]
+        assert hit.memory.uid == edited and "vector" in hit.ranks
+    finally:
+        eng.close()
+
+
+def test_a_table_from_before_rows_kept_their_texts_hash_gets_the_column_and_is_trusted(
+        tmp_path: Path) -> None:
+    """An older vector table has no content_hash: the channel adds it when it opens (no
+    rebuild), and its rows, NULL there, stay searched rather than all embedded again."""
+    embedder = Letters()
+    eng = engine(tmp_path, embedder)
+    uid = eng.store_one(NewMemory("zephyr builds are flaky on arm64")).uid
+    with eng.store.write() as conn:
+        conn.execute("ALTER TABLE memories_vec DROP COLUMN content_hash")
+    eng.close()
+    eng = engine(tmp_path, embedder)
+    try:
+        with eng.store.snapshot() as conn:
+            assert conn.execute("SELECT content_hash FROM memories_vec").fetchall() == [(None,)]
+        assert missing(eng) == 0
+        assert "vector" in eng.recall("zephyr flaky arm64")[0].ranks
+        assert eng.recall("zephyr flaky arm64")[0].memory.uid == uid
     finally:
         eng.close()

@@ -343,12 +343,12 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 log.error("%s: backfill embedding failed: %s", self.name, exc)
                 return {"embedded": done, "failed": failed + len(chunk), "total": total,
                         "reason": str(exc)}
-            made = [(i, v) for (i, _), v in zip(chunk, self.checked(vecs, len(chunk)))
+            made = [(i, text, v) for (i, text), v in zip(chunk, self.checked(vecs, len(chunk)))
                     if v is not None]
             failed += len(chunk) - len(made)
-            with store.write() as conn:
-                alive = self._alive(conn, [i for i, _ in made])
-                keep = [(i, v) for i, v in made if i in alive]
+            with store.write() as conn:  # not a memory purged or edited while it was embedded
+                now = self._texts(conn, [i for i, _, _ in made])
+                keep = [(i, v) for i, text, v in made if now.get(i) == text]
                 if keep:
                     self.write_vectors(conn, [i for i, _ in keep], [v for _, v in keep],
                                        (model, dim))
@@ -365,7 +365,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         """(uid, model, dim, vector) of every stored vector, whatever its model."""
         page = self._sql(f"SELECT v.memory_id, m.uid, v.model, v.dim, {self.vector_column} "
                          f"FROM {self.table} v JOIN memories m ON m.id = v.memory_id "
-                         f"WHERE v.memory_id > ? ORDER BY v.memory_id LIMIT {EXPORT_PAGE}")
+                         f"WHERE v.memory_id > ? AND {self.usable_row} "
+                         f"ORDER BY v.memory_id LIMIT {EXPORT_PAGE}")
         last = 0
         while True:
             with store.snapshot() as conn:
@@ -408,12 +409,12 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         """`sql` written with `?` marks, in the driver's parameter style."""
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
-    def _alive(self, conn: Any, ids: list[int]) -> set[int]:
-        """Which of `ids` are still stored (a purge may have run while a chunk was embedded)."""
+    def _texts(self, conn: Any, ids: list[int]) -> dict[int, str]:
+        """id -> text of those of `ids` still stored."""
         if not ids:
-            return set()
-        return {r[0] for r in conn.execute(self._sql(
-            f"SELECT id FROM memories WHERE id IN ({','.join('?' * len(ids))})"), ids)}
+            return {}
+        return dict(conn.execute(self._sql(
+            f"SELECT id, content FROM memories WHERE id IN ({','.join('?' * len(ids))})"), ids))
 
 
 def _usable(vec: Any, dim: int) -> bool:

@@ -39,6 +39,7 @@ from semantic_memory.filelock import exclusive
 from semantic_memory.models import RecallFilters
 
 from .matrix import VectorMatrix, decode_rows
+from .schema import FRESH
 from .settings import VectorSettings
 
 log = logging.getLogger("semantic_memory.vector")
@@ -407,7 +408,9 @@ class AnnView(_BlobScorer):
 
     def _score_filtered(self, conn: sqlite3.Connection, query: np.ndarray, ids: list[int],
                         where: str, params: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """Exact cosines of those of `ids` that pass `where`, one query per 900 ids."""
+        """Exact cosines of those of `ids` that pass `where` and whose vector is of their
+        memory's current text (`FRESH`), one query per 900 ids (by primary keys: 4x faster
+        than by the (model, dim) index)."""
         out_ids: list[int] = []
         blobs: list[bytes] = []
         ids = list(dict.fromkeys(ids))
@@ -416,7 +419,7 @@ class AnnView(_BlobScorer):
             rows = conn.execute(
                 f"SELECT v.memory_id, v.vec FROM memories_vec v JOIN memories m ON m.id = "
                 f"v.memory_id WHERE v.memory_id IN ({','.join('?' * len(chunk))}) AND "
-                f"+v.model = ? AND +v.dim = ? AND {where}",  # by primary keys: 4x faster
+                f"+v.model = ? AND +v.dim = ? AND {where} AND {FRESH}",
                 [*chunk, self.model, self.dim, *params]).fetchall()
             out_ids.extend(r[0] for r in rows)
             blobs.extend(r[1] for r in rows)

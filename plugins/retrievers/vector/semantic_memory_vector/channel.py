@@ -21,35 +21,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from semantic_memory.embedding_channel import EmbeddingChannel
 from semantic_memory.models import RecallFilters
-from semantic_memory.stores.sqlite import run_script
 
+from .schema import FRESH, create
 from .settings import VectorSettings
 
 if TYPE_CHECKING:  # numpy (also under .matrix) is imported where vectors are handled: an
     import numpy as np  # inactive channel (no model) costs a service start nothing
 
     from .matrix import VectorMatrix
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memories_vec (
-    memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
-    model TEXT NOT NULL,
-    dim INTEGER NOT NULL,
-    vec BLOB NOT NULL,
-    seq INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS memories_vec_seq ON memories_vec(seq);
-CREATE INDEX IF NOT EXISTS memories_vec_model ON memories_vec(model, dim);
-CREATE TABLE IF NOT EXISTS vector_state (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    seq INTEGER NOT NULL DEFAULT 0,
-    deletes INTEGER NOT NULL DEFAULT 0,
-    token TEXT NOT NULL DEFAULT ''
-);
-CREATE TRIGGER IF NOT EXISTS memories_vec_ad AFTER DELETE ON memories_vec BEGIN
-    UPDATE vector_state SET deletes = deletes + 1 WHERE id = 1;
-END;
-"""
 
 def to_blob(vec: np.ndarray) -> bytes:
     import numpy as np
@@ -69,9 +48,10 @@ class VectorChannel(EmbeddingChannel):
     name = "vector"
     stores = ("sqlite",)  # vectors in the db file, a matrix in this process
     table = "memories_vec"
-    # a BLOB of another size (stored by an older version from a broken embedder) is missing:
-    # SQLite reads a BLOB's length from the row header, not its content
-    usable_row = "length(v.vec) = 4 * v.dim"
+    # missing: a BLOB of another size (stored by an older version from a broken embedder;
+    # SQLite reads its length from the row header, not its content), and the vector of a text
+    # since edited while this channel was not loaded
+    usable_row = f"length(v.vec) = 4 * v.dim AND {FRESH}"
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
@@ -85,11 +65,7 @@ class VectorChannel(EmbeddingChannel):
         self._serving: bool = settings.serving
 
     def setup(self, conn: sqlite3.Connection) -> None:
-        run_script(conn, SCHEMA)
-        # Written once: an INSERT, even one that inserts nothing, takes the write lock, and a
-        # store whose schema is current opens with reads only (another process may be writing)
-        if conn.execute("SELECT 1 FROM vector_state WHERE id = 1").fetchone() is None:
-            conn.execute("INSERT OR IGNORE INTO vector_state (id) VALUES (1)")
+        create(conn)
         row = conn.execute("PRAGMA database_list").fetchone()
         self._db_path = row[2] if row and row[2] else None
 
@@ -254,7 +230,8 @@ class VectorChannel(EmbeddingChannel):
         ids = [c[0] for c in candidates]
         marks = ",".join("?" * len(ids))
         live = {r[0] for r in conn.execute(
-            f"SELECT id FROM memories WHERE id IN ({marks}) AND deleted = 0 AND project IS ?",
+            f"SELECT m.id FROM memories m JOIN memories_vec v ON v.memory_id = m.id WHERE "
+            f"m.id IN ({marks}) AND m.deleted = 0 AND m.project IS ? AND {FRESH}",
             [*ids, project])}
         return next((i for i in ids if i in live), None)
 
@@ -280,11 +257,14 @@ class VectorChannel(EmbeddingChannel):
         token = secrets.token_hex(8)
         conn.execute("UPDATE vector_state SET seq = seq + 1, token = ? WHERE id = 1", (token,))
         seq = conn.execute("SELECT seq FROM vector_state WHERE id = 1").fetchone()[0]
+        # with the hash of its memory's text as this transaction has it: the text the
+        # caller embedded (`backfill` and the queue skip a memory edited meanwhile)
         conn.executemany(
-            "INSERT INTO memories_vec (memory_id, model, dim, vec, seq) VALUES (?, ?, ?, ?, ?) "
+            "INSERT INTO memories_vec (memory_id, model, dim, vec, seq, content_hash) VALUES "
+            "(?, ?, ?, ?, ?, (SELECT content_hash FROM memories WHERE id = ?)) "
             "ON CONFLICT(memory_id) DO UPDATE SET model = excluded.model, dim = excluded.dim, "
-            "vec = excluded.vec, seq = excluded.seq",
-            [(i, model, dim, to_blob(v), seq) for i, v in zip(ids, vecs)],
+            "vec = excluded.vec, seq = excluded.seq, content_hash = excluded.content_hash",
+            [(i, model, dim, to_blob(v), seq, i) for i, v in zip(ids, vecs)],
         )
         if self.active and (model, dim) == self.tag():
             with self._sync_lock:
@@ -302,8 +282,9 @@ class VectorChannel(EmbeddingChannel):
     @staticmethod
     def filtered_top(conn: sqlite3.Connection, matrix: VectorMatrix, qvec: np.ndarray, k: int,
                      filters: RecallFilters) -> list[tuple[int, float]]:
-        """The k best live rows passing `filters`: widen a window over the ranking, checking
-        it with SQL; fall back to the filter's id set when the filter is very selective."""
+        """The k best live rows passing `filters` whose vector is of their memory's current
+        text (`FRESH`): widen a window over the ranking, checking it with SQL; fall back to
+        the filter's id set when the filter is very selective."""
         import numpy as np
 
         size = len(matrix)
@@ -321,15 +302,15 @@ class VectorChannel(EmbeddingChannel):
                 chunk = ids[start : start + 900]
                 marks = ",".join("?" * len(chunk))
                 ok.update(r[0] for r in conn.execute(
-                    f"SELECT m.id FROM memories m WHERE m.id IN ({marks}) AND {where}",
-                    [*chunk, *params]))
+                    f"SELECT m.id FROM memories m JOIN memories_vec v ON v.memory_id = m.id "
+                    f"WHERE m.id IN ({marks}) AND {where} AND {FRESH}", [*chunk, *params]))
             hits = [(i, s) for i, s in ranked if i in ok]
             if len(hits) >= k or window >= size:
                 return hits[:k]
             if window * 8 > size // 4:  # selective filter: score only the rows it allows
-                allowed = np.fromiter(
-                    (r[0] for r in conn.execute(f"SELECT m.id FROM memories m WHERE {where}",
-                                                params)), dtype=np.int64)
+                allowed = np.fromiter((r[0] for r in conn.execute(
+                    f"SELECT m.id FROM memories m JOIN memories_vec v ON v.memory_id = m.id "
+                    f"WHERE {where} AND {FRESH}", params)), dtype=np.int64)
                 return matrix.top(qvec, k, ids=allowed)
             window *= 8
 
