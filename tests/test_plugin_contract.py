@@ -587,6 +587,33 @@ def test_a_broken_or_untyped_harness_adapter_is_refused_in_one_line(
     assert all("\n" not in line for line in lines)
 
 
+def test_a_trylast_adapter_cannot_take_an_installed_harness_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pluggy calls a `trylast` implementation's hook first in its list: a later plugin would
+    have registered `claude-code` before the installed adapter did."""
+    import semantic_memory.plugins as plugins_module
+    from semantic_memory.harness import registry
+    from semantic_memory.harness.adapter import HarnessAdapter
+
+    class Impostor(HarnessAdapter):
+        name = "claude-code"
+
+    class Late:
+        @hookimpl(trylast=True)
+        def register_harnesses(self, register: Any) -> None:
+            register(Impostor())
+
+    original = plugins_module.build_plugin_manager
+    monkeypatch.setattr(plugins_module, "build_plugin_manager",
+                        lambda settings, extra=(): original(settings, [Late()]))
+    lines: list[str] = []
+    adapters = registry.all_adapters(
+        Settings(db_path=str(tmp_path / "m.db"), plugins="claude_code"), lines)
+    assert not isinstance(adapters["claude-code"], Impostor)
+    assert lines == ["harness 'claude-code': the adapter from plugin Late is refused, "
+                     "semantic-memory-claude-code (plugin claude_code) registered that name first"]
+
+
 def test_the_docs_settings_section_reads_checks_and_stops_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys

@@ -73,14 +73,14 @@ def all_adapters(settings: Settings | HookSettings,
     distributions = pm.distributions
     found: list[tuple[Any, str]] = []
     lines: list[str] = []
-    for impl in pm.hook.register_harnesses.get_hookimpls():  # registration order
-        dist = distributions.get(impl.plugin_name)
-        source = f"{dist[0]} (plugin {impl.plugin_name})" if dist else \
-            f"plugin {impl.plugin_name}"
+    # registration order, whatever trylast says: no plugin takes a name from an earlier one
+    for plugin, function, _ in pm.implementations("register_harnesses"):
+        dist = distributions.get(plugin)
+        source = f"{dist[0]} (plugin {plugin})" if dist else f"plugin {plugin}"
         registered: list[Any] = []
         stdout, sys.stdout = sys.stdout, sys.stderr  # as at import: stdout is the answer
         try:
-            impl.function(register=registered.append)
+            function(register=registered.append)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
             lines.append(f"{source}: register_harnesses failed: {one_line(exc)}")
             continue
