@@ -62,9 +62,10 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     #: The parameter mark of the driver of the store it speaks ("?" sqlite3, "%s" psycopg):
     #: the shared SQL here is written with `?`.
     placeholder: str = "?"
-    #: An SQL condition over `v`, a stored row of the configured model, that holds when the row
-    #: can be searched; one that fails it counts as missing, so the queue and `backfill` embed
-    #: its memory again (the SQLite channel: a BLOB of `dim` floats).
+    #: An SQL condition over `v`, a stored row of the configured model, and `m`, its memory,
+    #: that holds when the row can be searched; one that fails it counts as missing (the queue
+    #: and `backfill` embed its memory again) and is not exported (the SQLite channel: a BLOB
+    #: of `dim` floats, made from the memory's current text).
     usable_row: str = "1 = 1"
 
     def __init__(self, settings: Any) -> None:
