@@ -264,6 +264,17 @@ def test_inject_report_and_injections(http: httpx2.Client) -> None:
     assert summary["chars"] >= 1360 and summary["approx_tokens"] == summary["chars"] // 4
 
 
+def test_a_report_takes_an_empty_name_as_none_as_it_takes_a_missing_one(
+        http: httpx2.Client) -> None:
+    """`{}` was taken and `"harness": ""` refused: the same report, two answers."""
+    names = ("harness", "hook", "project", "session")
+    ids = [http.post("/inject/report", json=body).json()["id"]
+           for body in ({}, dict.fromkeys(names, ""))]
+    assert all(isinstance(i, int) for i in ids), ids
+    rows = {i["id"]: i for i in http.get("/api/injections", params={"limit": 200}).json()["items"]}
+    assert [[rows[i][name] for name in names] for i in ids] == [[None] * 4] * 2
+
+
 def test_recall_for_an_agent_context_injects_each_memory_once(http: httpx2.Client) -> None:
     """What the hooks ask: only relevant hits (`relevant_only`), none already injected into
     the same context (`session`), and which memories the block holds (`block_uids`)."""

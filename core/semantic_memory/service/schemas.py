@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..limits import (
     MAX_BATCH,
@@ -29,6 +29,9 @@ MAX_SEARCH_RESULTS = MAX_RECALL_K
 Model = TypeVar("Model", bound=BaseModel)
 Short = Annotated[str, Field(min_length=1, max_length=MAX_PROJECT_CHARS)]
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
+#: A name a report may leave out: "" says the same as leaving it out (`{}` was taken where
+#: `"harness": ""` was refused).
+Unnamed = Annotated[Short | None, BeforeValidator(lambda value: None if value == "" else value)]
 Timestamp = float | str
 
 
@@ -92,12 +95,12 @@ class RecallRequest(_Body):
 
 class InjectReport(_Body):
     uids: list[Tag] = Field(default_factory=list, max_length=MAX_UIDS)
-    harness: Short | None = None
-    hook: Short | None = None
-    project: Short | None = None
+    harness: Unnamed = None
+    hook: Unnamed = None
+    project: Unnamed = None
     query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS)
     chars: int = Field(default=0, ge=0, le=10**9)
-    session: Short | None = None
+    session: Unnamed = None
 
 
 class _Query(BaseModel):
