@@ -653,6 +653,47 @@ def test_doctor_shows_the_service_the_wiring_and_the_last_success(wired: Any) ->
     assert all(f"\n{name}  (" in text for name in HARNESSES)
 
 
+def test_tool_capture_runs_with_the_tools_install_was_given(tmp_path: Path) -> None:
+    """`MEMORY_PLUGIN_TOOL_CAPTURE=Bash memory-mcp install` (as the docs say) captures Bash
+    where the agent runs without the variable: the installed command carries the list (the
+    hook read the variable alone, and skipped every tool). Set where the agent runs, the
+    variable replaces the list. doctor's last success is the last capture, not the skips of
+    the tools not captured that follow it."""
+    service = start_service(tmp_path / "svc")
+    try:
+        env = cli_env(tmp_path, MEMORY_PLUGIN_URL=service.url)
+        settings, _, _ = claude_files(tmp_path, "user")
+        ok({**env, "MEMORY_PLUGIN_TOOL_CAPTURE": "Bash"}, "install", "claude-code")
+        [group] = json.loads(settings.read_text())["hooks"]["PostToolUse"]
+        command = group["hooks"][0]["command"]
+
+        def tool(name: str, output: str, **runtime: str) -> dict[str, Any]:
+            payload = {"session_id": "t", "cwd": str(tmp_path), "tool_name": name,
+                       "tool_input": {"command": "make test"}, "tool_response": output}
+            subprocess.run(["sh", "-c", command], input=json.dumps(payload), text=True,
+                           env={**env, "MEMORY_HOOK_BUDGET_S": "5", **runtime}, check=True,
+                           capture_output=True, timeout=60)  # as the harness runs it
+            return json.loads((tmp_path / "hooks.jsonl").read_text().splitlines()[-1])
+
+        assert tool("Bash", "412 passed in 9.1s")["outcome"] == "stored"
+        skipped = tool("Read", "the file's text")
+        assert skipped["outcome"] == "skipped" and "capture: bash (" in skipped["detail"], skipped
+        assert tool("Read", "the file's text, read again",
+                    MEMORY_PLUGIN_TOOL_CAPTURE="Read")["outcome"] == "stored"
+        assert tool("Bash", "3 failed", MEMORY_PLUGIN_TOOL_CAPTURE="Read")["outcome"] == "skipped"
+        with service.client() as http:
+            stored = [m["content"] for m in http.get("/api/memories").json()["items"]]
+        assert sorted(stored) == ["Bash(make test):\n412 passed in 9.1s",
+                                  "Read(make test):\nthe file's text, read again"]
+        code, out = doctor(env, tmp_path / "project", "--json")
+        claude = next(h for h in json.loads(out)["harnesses"] if h["harness"] == "claude-code")
+        assert claude["hooks"]["PostToolUse"]["success"]["outcome"] == "stored"
+        ok(env, "uninstall", "claude-code")
+        assert json.loads(settings.read_text()) == CLAUDE_SETTINGS
+    finally:
+        service.stop()
+
+
 def test_doctor_says_when_the_service_is_down(wired: Any) -> None:
     """With the service gone doctor exits 1 and says so, and a hook that ran meanwhile shows
     as a failure "service down"."""

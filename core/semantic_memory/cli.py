@@ -103,7 +103,10 @@ def _settings(db: str | None) -> Settings:
     try:
         if not db:
             return Settings.from_env()
-        return Settings.from_env(**{"db_url" if "://" in db else "db_path": db})
+        if "://" in db:
+            return Settings.from_env(db_url=db)
+        # a path given on the command line is the user's, relative to where they are
+        return Settings.from_env(db_path=os.path.abspath(os.path.expanduser(db)))
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -429,8 +429,10 @@ class HarnessAdapter:
         tool = self.tool_call(call.payload)
         if tool is None:
             call.done("skipped", "no tool call in the hook input")
-        elif tool.name.lower() not in call.settings.tool_capture():
-            call.done("skipped", f"{tool.name} is not in MEMORY_PLUGIN_TOOL_CAPTURE")
+        elif tool.name.lower() not in (names := call.settings.tool_capture()):
+            call.done("skipped", f"{tool.name} is not a tool to capture: "
+                                 f"{','.join(sorted(names)) or 'none'} "
+                                 "(MEMORY_PLUGIN_TOOL_CAPTURE, else the hook's --tool-capture)")
         else:
             self.capture(call, tool)
         return ""

@@ -33,6 +33,7 @@ from typing import Any
 from ..config import Settings
 from . import jsonc
 from .client import configured_url
+from .settings import TOOL_CAPTURE_OPTION
 
 Document = Any  # a JSON object (dict) or a tomlkit document
 
@@ -60,10 +61,18 @@ class InstallTarget:
     mcp_url: str
     token: bool  # MEMORY_TOKEN is set: MCP entries send it (read from the environment)
     hook_timeout_s: int  # the harness-side timeout: above the hook's own budget
-    tool_capture: bool  # MEMORY_PLUGIN_TOOL_CAPTURE names tools: install the tool hook
+    #: The tools MEMORY_PLUGIN_TOOL_CAPTURE names at install, lowercase and comma-separated
+    #: ("" when none: the tool hook is not installed).
+    tool_capture: str
 
-    def hook_command(self, event: str) -> str:
-        return f"{shlex.quote(self.executable)} hook {self.harness} {event}"
+    def hook_command(self, event: str, tool: bool = False) -> str:
+        """The command the harness runs for `event`. A `tool` event's carries the tools to
+        capture (`--tool-capture=…`): the list install was given is the one that runs, unless
+        MEMORY_PLUGIN_TOOL_CAPTURE names tools where the agent runs, which replaces it."""
+        command = f"{shlex.quote(self.executable)} hook {self.harness} {event}"
+        if tool and self.tool_capture:
+            command += f" {shlex.quote(TOOL_CAPTURE_OPTION + self.tool_capture)}"
+        return command
 
     def is_our_command(self, command: Any) -> bool:
         """A hook command this project wrote for this harness (any install path)."""
@@ -100,7 +109,7 @@ def make_target(harness: str, settings: Settings, *, project_dir: str | None = N
                  else configured_url(settings)[0]) + "/mcp",
         token=bool(settings.token or settings.plugin_token),
         hook_timeout_s=max(2, math.ceil(settings.hook_budget_s * 2)),
-        tool_capture=bool(settings.tool_capture()),
+        tool_capture=",".join(sorted(settings.tool_capture())),
     )
 
 

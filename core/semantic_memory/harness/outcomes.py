@@ -81,10 +81,15 @@ def entries(settings: Settings | HookSettings) -> Iterator[dict[str, Any]]:
 
 
 def latest(settings: Settings | HookSettings) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    """(harness, event) -> {"success": entry, "failure": entry}, the latest of each."""
+    """(harness, event) -> {"success": entry, "failure": entry}, the latest of each. A run
+    that skipped (a tool not captured: most tool calls) is the success only until the hook
+    does its work: after that, the latest time it did."""
     out: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for item in entries(settings):
-        key = (str(item.get("harness")), str(item.get("event")))
+        seen = out.setdefault((str(item.get("harness")), str(item.get("event"))), {})
         side = "failure" if item.get("outcome") in FAILURES else "success"
-        out.setdefault(key, {})[side] = item
+        if item.get("outcome") == "skipped" and \
+                seen.get("success", {}).get("outcome") not in (None, "skipped"):
+            continue
+        seen[side] = item
     return out

@@ -34,7 +34,7 @@ from .client import (
     spool_sender,
 )
 from .registry import find_adapter
-from .settings import HookSettings, beside_db
+from .settings import TOOL_CAPTURE_OPTION, HookSettings, beside_db
 from .transcript import remembered
 
 # A hook process imports only what one hook needs (docs/harnesses.md, "What the hooks cost"):
@@ -194,13 +194,18 @@ class _Run:
 
 
 def _run(argv: list[str], started: float) -> int:
-    if len(argv) != 2:
-        sys.stderr.write("usage: memory-mcp hook <harness> <event> (hook JSON on stdin)\n")
+    # A tool hook's command carries the tools install was told to capture.
+    option = argv[2] if len(argv) == 3 else ""
+    if len(argv) not in (2, 3) or (option and not option.startswith(TOOL_CAPTURE_OPTION)):
+        sys.stderr.write("usage: memory-mcp hook <harness> <event> [--tool-capture=TOOLS] "
+                         "(hook JSON on stdin)\n")
         return 0
-    harness, event = argv
+    harness, event = argv[:2]
     entry: dict[str, Any] = {"harness": harness, "event": event}
     try:
         settings = HookSettings.from_env()
+        if not settings.tool_capture():  # the tools named where the agent runs win
+            settings.plugin_tool_capture = option.removeprefix(TOOL_CAPTURE_OPTION)
     except ValueError as exc:  # SettingsError, or config.ConfigError for another variable
         sys.stderr.write(f"memory-mcp hook: {exc}\n")
         # Harnesses hide stderr: the hook log (beside the db, as far as it can be told) says

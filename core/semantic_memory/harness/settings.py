@@ -40,6 +40,9 @@ FIELDS: dict[str, tuple[str, object]] = {
     "port": ("int", 8765),  # the service's: where hooks look when nothing else says
 }
 DEFAULT_DB_PATH = "~/.local/share/memory-mcp/memory.db"
+#: How an installed tool hook's command names the tools to capture (`--tool-capture=bash,read`):
+#: MEMORY_PLUGIN_TOOL_CAPTURE as install found it, for where the agent runs without it.
+TOOL_CAPTURE_OPTION = "--tool-capture="
 
 
 class SettingsError(ValueError):

@@ -101,7 +101,8 @@ class ClaudeCodeAdapter(HarnessAdapter):
                 if event not in events:
                     remove_command_hooks(doc, target, [event])
                     continue
-                handler = {"type": "command", "command": target.hook_command(event),
+                command = target.hook_command(event, tool=event == "PostToolUse")
+                handler = {"type": "command", "command": command,
                            "timeout": target.hook_timeout_s}
                 set_command_hook(doc, target, event, handler,
                                  matcher="*" if event == "PostToolUse" else None)

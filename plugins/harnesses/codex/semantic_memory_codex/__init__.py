@@ -157,8 +157,9 @@ class CodexAdapter(HarnessAdapter):
                     continue
                 timeout = min(target.hook_timeout_s, 3) if event in _SHORT_EVENTS \
                     else target.hook_timeout_s
-                set_command_hook(doc, target, event, {
-                    "type": "command", "command": target.hook_command(event), "timeout": timeout})
+                command = target.hook_command(event, tool=event == "PostToolUse")
+                set_command_hook(doc, target, event,
+                                 {"type": "command", "command": command, "timeout": timeout})
             layout.update(before=before, after=handler_positions(doc, source, target))
 
         def uninstall_hooks(doc: dict[str, Any]) -> None:

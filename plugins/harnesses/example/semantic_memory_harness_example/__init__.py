@@ -55,7 +55,7 @@ class ExampleAdapter(HarnessAdapter):
         def install(doc: dict[str, Any]) -> None:
             hooks = doc.setdefault("hooks", {})
             for event in events:
-                hooks[event] = target.hook_command(event)
+                hooks[event] = target.hook_command(event, tool=event == "tool")
 
         def uninstall(doc: dict[str, Any]) -> None:
             hooks = doc.get("hooks", {})

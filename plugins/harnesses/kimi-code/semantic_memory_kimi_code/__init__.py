@@ -150,7 +150,7 @@ class KimiCodeAdapter(HarnessAdapter):
         detach = shutil.which("setsid")
 
         def command(event: str) -> str:
-            base = target.hook_command(event)
+            base = target.hook_command(event, tool=event == "PostToolUse")
             return f"{detach} -f {base}" if event == "PostToolUse" and detach else base
 
         def ours(entry: Any) -> bool:
