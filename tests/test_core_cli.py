@@ -120,6 +120,30 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as a int"
 
 
+def test_a_relative_db_path_or_a_bare_db_url_is_refused(tmp_path: Path) -> None:
+    """A relative MEMORY_DB_PATH is read against each process's folder: a hook's is the agent's
+    repository, where its spool (text not yet redacted) landed and no service replayed it.
+    `MEMORY_DB_URL=abc` was silently the SQLite file ./abc."""
+    for name, value, needle in (
+            ("MEMORY_DB_PATH", "data/memory.db", "must be an absolute path (~/… is fine), not "
+                                                 "'data/memory.db'"),
+            ("MEMORY_DISCOVERY_FILE", "memory.json", "must be an absolute path"),
+            ("MEMORY_DB_URL", "user:secret@db.lan/memory", "must be a URL")):
+        env = {**os.environ, "MEMORY_DB_PATH": str(tmp_path / "m.db"), name: value}
+        done = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"], cwd=tmp_path,
+                              capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(f"Error: {name} {needle}")
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert "secret" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made where it ran
+    # --db is the user's own path on the command line: relative to where they are
+    local = subprocess.run([sys.executable, "-m", "semantic_memory", "--db", "here.db", "store",
+                            "a note"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "MEMORY_DB_PATH": str(tmp_path / "m.db")})
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "here.db").is_file() and not (tmp_path / "m.db").exists()
+
+
 def test_unusable_db_is_a_one_line_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"garbage" * 1000)

@@ -215,6 +215,16 @@ class Settings(SettingsSection):
         return cls.from_env(self.env)
 
     def validate(self) -> None:
+        # Every process must find the same files: a relative path is read against each one's
+        # working folder, and a hook's is the agent's repository (its spool, holding text
+        # not yet redacted, would land there, where the service never replays it).
+        for name, path in (("MEMORY_DB_PATH", self.db_path),
+                           ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
+            if path and path.lower() != "off" and not Path(path).expanduser().is_absolute():
+                raise ConfigError(f"{name} must be an absolute path (~/… is fine), not {path!r}")
+        if self.db_url and "://" not in self.db_url:  # never echoed: it may hold a password
+            raise ConfigError("MEMORY_DB_URL must be a URL (sqlite:////absolute/path.db or "
+                              "postgresql://…); a file path goes in MEMORY_DB_PATH")
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"MEMORY_DEVICE must be 'cuda' or 'cpu', not {self.device!r}")
         if not 0 <= self.port <= 65535:
