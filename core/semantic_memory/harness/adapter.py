@@ -502,7 +502,7 @@ class HarnessAdapter:
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
-        # Redacting what it cuts takes time; an exchange left none to go out is kept whole.
+        # What it cuts it redacts first, while the budget leaves the writes their time.
         chunks, left_out = flush_chunks(turns, FLUSH_MAX, redact,
                                         until=call.service.deadline - SPOOL_MARGIN_S)
         if not chunks:

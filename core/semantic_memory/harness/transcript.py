@@ -314,11 +314,13 @@ def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
             first -= 1
             count += len(plain[first])
     kept = plain[first:]
-    if redact is not None:
-        for i, (user, reply) in enumerate(pairs[first:]):
-            if len(kept[i]) > 1:
-                kept[i] = [_exchange_text(user, reply)] if until is not None and \
-                    time.monotonic() >= until else _chunk_exchange(user, reply, max_chars, redact)
+    for i, (user, reply) in enumerate(pairs[first:] if redact is not None else ()):
+        if len(kept[i]) == 1:
+            continue  # not cut: the service redacts it whole
+        if until is not None and time.monotonic() >= until:
+            kept[i] = [_exchange_text(user, reply)]  # no time to redact it: not cut either
+        else:
+            kept[i] = _chunk_exchange(user, reply, max_chars, redact)
     chunks = _unique(chunk for pieces in kept for chunk in pieces)
     flushed = chunks[-newest:] if newest is not None else chunks
     older = _unique(chunk for pieces in plain[:first] for chunk in pieces)
