@@ -144,6 +144,37 @@ def test_a_relative_db_path_or_a_bare_db_url_is_refused(tmp_path: Path) -> None:
     assert (tmp_path / "here.db").is_file() and not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.parametrize(("name", "value", "error"), [
+    ("MEMORY_DEDUP_SIM", "-1", " must be within 0..1, not -1.0"),
+    ("MEMORY_DEDUP_SIM", "nan", " must be within 0..1, not nan"),
+    ("MEMORY_DEDUP_SIM", "1e20", " must be within 0..1, not 1e+20"),
+    ("MEMORY_FUSION_GATE_POWER", "inf", " must be within 0..100, not inf"),
+    ("MEMORY_INJECT_BOOST", "-1", " must be within 0..10, not -1.0"),
+    ("MEMORY_RECALL_MIN_COSINE", "1e400", " must be within 0..1 (or -1), not inf"),
+    ("MEMORY_TTL_ARTIFACT_DAYS", "-1", " must be within 0..36500, not -1"),
+    ("MEMORY_TTL_INJECTION_DAYS", "-1", " must be within 0..36500, not -1"),
+    ("MEMORY_RRF_K", "99999999999999999999", " must be within 1..10000, not 99999999999999999999"),
+    ("MEMORY_CHANNEL_WEIGHTS", "trigram=nan", ": trigram must be within 0..100, not nan"),
+])
+def test_a_setting_out_of_its_range_is_a_one_line_error(db: Path, name: str, value: str,
+                                                          error: str) -> None:
+    """These were taken silently: a NaN threshold, a negative TTL, a 1e20 constant."""
+    env = {**os.environ, "MEMORY_DB_PATH": str(db), name: value}
+    done = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"Error: {name}{error}\n")
+
+
+def test_the_bounds_of_a_range_and_its_own_minus_one_are_taken() -> None:
+    """A setting in range passes, and -1 where a range names it: the bounds are inclusive."""
+    from semantic_memory.config import Settings
+
+    for env in ({"MEMORY_DEDUP_SIM": "0"}, {"MEMORY_DEDUP_SIM": "1"},
+                {"MEMORY_RECALL_MIN_COSINE": "-1"}, {"MEMORY_TTL_ARTIFACT_DAYS": "0"},
+                {"MEMORY_FUSION_GATE_POWER": "0"}, {"MEMORY_NEIGHBOUR_GAP": "-1"}):
+        Settings.from_env(env)
+
+
 def test_unusable_db_is_a_one_line_error(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"garbage" * 1000)

@@ -31,3 +31,19 @@ def test_every_variable_has_a_reference_entry(section: type[SettingsSection]) ->
     assert names, f"{section.__name__} reads no variables"
     missing = [name for name in names if f"`{name}`" not in text]
     assert not missing, f"not in {' or '.join(REFERENCE)}: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("section", [Settings, VectorSettings, LlamaCppSettings, PostgresSettings],
+                         ids=lambda s: s.__name__)
+def test_every_declared_range_is_in_its_row(section: type[SettingsSection]) -> None:
+    """A range declared on a field (`within`) is what docs/configuration.md's Range column
+    says for its variable, so a changed bound cannot leave the page behind."""
+    rows = {line.split(" | ")[0][3:-1]: line.split(" | ")
+            for line in (ROOT / "docs/configuration.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `MEMORY_")}
+    wrong = [f"{section.variable(f.name)} (`{f.metadata['range']}`)"
+             for f in fields(section)  # type: ignore[arg-type]
+             if "range" in f.metadata
+             and rows.get(section.variable(f.name), ["", "", ""])[2] != f"`{f.metadata['range']}`"]
+    assert not wrong, f"not in docs/configuration.md's Range column: {', '.join(wrong)}"
+

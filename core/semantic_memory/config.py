@@ -28,11 +28,50 @@ def _default_db_path() -> str:
 S = TypeVar("S", bound="SettingsSection")
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting takes: `low`..`high`, `low` itself left out when
+    `open_low`; `also` is one more value with a meaning of its own (-1: the model's). NaN and
+    the infinities are never in it, nor a number so large it can only be a mistake."""
+
+    low: float
+    high: float
+    open_low: bool = False
+    also: float | None = None
+
+    def admits(self, value: float) -> bool:
+        if value == self.also:
+            return True
+        return (self.low < value if self.open_low else self.low <= value) and value <= self.high
+
+    def __str__(self) -> str:
+        low, high = _number(self.low), _number(self.high)
+        span = f"({low}, {high}]" if self.open_low else f"{low}..{high}"
+        return span + (f" (or {_number(self.also)})" if self.also is not None else "")
+
+
+#: A channel's weight in MEMORY_CHANNEL_WEIGHTS (the defaults are 0.15 to 1.2).
+CHANNEL_WEIGHT = Range(0, 100)
+
+
+def within(low: float, high: float, *, open_low: bool = False,
+           also: float | None = None) -> dict[str, Range]:
+    """A field's range, as its metadata: `field(default=0.5, metadata=within(0, 1))`. Checked
+    by `SettingsSection.from_env` before `validate`, with one message for every setting."""
+    return {"range": Range(low, high, open_low, also)}
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 class SettingsSection:
     """A declared group of settings: subclass it as a frozen dataclass; field `embed_dim` of a
     section with prefix `MEMORY_` reads MEMORY_EMBED_DIM (bool, int, float or str, parsed as
-    the core's are). `validate` raises ConfigError naming the variable; a plugin's section
-    that fails it stops the command with that one line, like a core setting."""
+    the core's are). A number declares its range on the field (`metadata=within(1, 1000)`),
+    checked first; `validate` then raises ConfigError naming a variable for what a range
+    cannot say. A plugin's section that fails either stops the command with that one line,
+    like a core setting."""
 
     #: Prepended to the upper-cased field name to name its variable.
     prefix: ClassVar[str] = "MEMORY_"
@@ -60,11 +99,21 @@ class SettingsSection:
         values = cls.values_from(os.environ if env is None else env)
         values.update(overrides)
         section = cls(**values)
+        section._check_ranges()
         section.validate()
         return section
 
+    def _check_ranges(self) -> None:
+        """Raise ConfigError naming the first field outside its declared range (`within`)."""
+        for f in fields(self):  # type: ignore[arg-type]
+            limits = f.metadata.get("range")
+            value = getattr(self, f.name)
+            if limits is not None and not limits.admits(value):
+                raise ConfigError(f"{self.variable(f.name)} must be within {limits}, not {value}")
+
     def validate(self) -> None:
-        """Raise ConfigError naming a variable whose value cannot be used. Default: nothing."""
+        """Raise ConfigError naming a variable whose value cannot be used (what a range alone
+        cannot say). Default: nothing."""
 
 
 @dataclass(frozen=True)
@@ -85,14 +134,14 @@ class Settings(SettingsSection):
     port: int = 8765
     discovery_file: str = ""  # empty = "<db>.server.json"; "off" disables
     token: str = ""
-    rrf_k: int = 60
+    rrf_k: int = field(default=60, metadata=within(1, 10_000))
     # Cosine floor for vector-only hits; -1 = the model's calibrated floor (0.45 for Qwen3).
-    recall_min_cosine: float = -1.0
-    inject_boost: float = 0.15
-    ttl_artifact_days: int = 90
-    ttl_injection_days: int = 90
+    recall_min_cosine: float = field(default=-1.0, metadata=within(0, 1, also=-1))
+    inject_boost: float = field(default=0.15, metadata=within(0, 10))
+    ttl_artifact_days: int = field(default=90, metadata=within(0, 36_500))  # 0 = never
+    ttl_injection_days: int = field(default=90, metadata=within(0, 36_500))
     maintenance_on_start: bool = True
-    dedup_sim: float = 0.98
+    dedup_sim: float = field(default=0.98, metadata=within(0, 1))  # 0 = off
     # The service embeds new memories in the background (`service/embed_queue.py`): a write is
     # stored and keyword-indexed at once, its vector follows (near-duplicates are merged then).
     # 0 = every write waits for its embedding, as the CLI and a bare engine do.
@@ -104,34 +153,34 @@ class Settings(SettingsSection):
     # Keyword fast path: skip embedding the query when BM25 evidence is this confident (0..1);
     # fast_path = 0 always embeds.
     fast_path: bool = True
-    fast_path_min: float = 0.8
+    fast_path_min: float = field(default=0.8, metadata=within(0, 1))
     # When the vector channel leads the fusion (its weight exceeds the keyword channels'), the
     # keyword channels' weights are scaled by (IDF coverage)**power per query; 0 = off.
-    fusion_gate_power: float = 16.0
+    fusion_gate_power: float = field(default=16.0, metadata=within(0, 100))
     # How the channels fuse: "score" (per-query normalised scores mixed by the channels' score
     # weights, an embedder holding `fusion_vector_share` of the weight; -1 = the model's own
     # share) or "rrf" (ranks). Score fusion also for keyword channels alone: it kept every LoCoMo
     # and coding dev fold within 2 points of its best channel, RRF not (docs/retrieval.md).
     fusion: str = "score"
-    fusion_vector_share: float = -1.0
+    fusion_vector_share: float = field(default=-1.0, metadata=within(0, 1, also=-1))
     # Score fusion: a channel whose first hit clearly leads its second speaks louder for this
     # query: its normalised scores x (1 + fusion_lead x lead), lead = (first - second) /
     # (first - last) in 0..1. 0 = plain min-max.
-    fusion_lead: float = 1.0
+    fusion_lead: float = field(default=1.0, metadata=within(0, 10))
     # Per-channel fusion weights, "name=weight,name=weight"; unnamed channels use their default.
     channel_weights: str = ""
     # How many candidates each channel contributes before fusion (at least 2k for a recall of k).
-    recall_depth: int = 50
+    recall_depth: int = field(default=50, metadata=within(1, 10_000))
     # Seconds a recall waits for one channel's search; past it the recall goes on without that
     # channel, which is not asked again until that search ends (0 = no limit).
-    channel_timeout_s: float = 2.0
+    channel_timeout_s: float = field(default=2.0, metadata=within(0, 600))
     # Neighbour expansion: memories brought along from each side of a top hit in its session
     # (0 = off), and how many ranks behind the hit each step away puts them (-1 = 1, or the
     # embedder's own when its channel answers). Under score fusion a neighbour also goes no
     # higher than its hit's score x decay**steps would rank (1 = off).
-    neighbours: int = 2
-    neighbour_gap: float = -1.0
-    neighbour_decay: float = 0.75
+    neighbours: int = field(default=2, metadata=within(0, 10))
+    neighbour_gap: float = field(default=-1.0, metadata=within(0, 100, open_low=True, also=-1))
+    neighbour_decay: float = field(default=0.75, metadata=within(0, 1, open_low=True))
     # Query feedback in the porter channel: the words its first hits add are searched again
     # (a second search per recall; pays off only where memories have no session neighbours).
     query_feedback: bool = False
@@ -142,33 +191,34 @@ class Settings(SettingsSection):
     # Comma-separated plugin names to load (empty = all installed). Tests and bug reports use it.
     plugins: str = ""
     # Largest accepted memory, in characters.
-    max_content_chars: int = 100_000
+    max_content_chars: int = field(default=100_000, metadata=within(1, 10_000_000))
     # 1 = log every plugin hook call with its arguments and results to stderr.
     trace_hooks: bool = False
     # Largest accepted HTTP request body (REST and /mcp), in bytes; larger ones get 413.
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = field(default=4 * 1024 * 1024, metadata=within(1024, 1_000_000_000))
     # Seconds a client has to deliver a whole request body (REST and /mcp); later ones get 408.
-    body_timeout_s: float = 30.0
+    body_timeout_s: float = field(default=30.0, metadata=within(0, 3600, open_low=True))
     # MCP streamable-HTTP sessions held at once: past it, opening one closes the least recently
     # used idle session (agents that die never close theirs).
-    mcp_max_sessions: int = 100
+    mcp_max_sessions: int = field(default=100, metadata=within(1, 100_000))
     # Seconds an MCP session may go without a request in flight before it is closed (the client
     # then gets 404 and initializes a new one).
-    mcp_session_idle_s: float = 1800.0
+    mcp_session_idle_s: float = field(default=1800.0,
+                                      metadata=within(0, 7 * 86400, open_low=True))
     # Seconds `memory-mcp proxy` (the stdio MCP server install registers) gives one tool call
     # to the service: past it a store is spooled and the other tools answer an error.
-    mcp_proxy_timeout_s: float = 3.0
+    mcp_proxy_timeout_s: float = field(default=3.0, metadata=within(0.1, 600))
     # Extra Host names the HTTP service answers (DNS-rebinding allow-list), comma-separated,
     # e.g. "memory.lan,192.168.1.5"; loopback names and the bound address are always allowed.
     allowed_hosts: str = ""
     # A hit goes into a hook's injection only when a channel vouches for it: the IDF-weighted
     # share of the query a keyword hit contains (0..1), or a vector hit's cosine floor.
-    inject_min_coverage: float = 0.5
+    inject_min_coverage: float = field(default=0.5, metadata=within(0, 1))
     # Slow clients: seconds a request's headers may take, and the open connections allowed
     # (in all, and from one address); over a cap the slowest waiting connection is closed.
-    header_timeout_s: float = 10.0
-    max_connections: int = 1000
-    max_connections_per_client: int = 250
+    header_timeout_s: float = field(default=10.0, metadata=within(0, 3600, open_low=True))
+    max_connections: int = field(default=1000, metadata=within(16, 1_000_000))
+    max_connections_per_client: int = field(default=250, metadata=within(1, 1_000_000))
     # --- harness hooks and plugins (`memory-mcp hook`, the opencode plugin) ---
     # The service URL; empty = the discovery file, else http://127.0.0.1:8765.
     plugin_url: str = ""
@@ -207,6 +257,7 @@ class Settings(SettingsSection):
         if values.get("db_url_file") and not values.get("db_url"):
             values["db_url"] = _read_secret("MEMORY_DB_URL_FILE", str(values["db_url_file"]))
         settings = cls(env=env, **values)  # type: ignore[arg-type]
+        settings._check_ranges()
         settings.validate()
         return settings
 
@@ -227,65 +278,19 @@ class Settings(SettingsSection):
                               "postgresql://…); a file path goes in MEMORY_DB_PATH")
         if self.device not in ("cuda", "cpu"):
             raise ConfigError(f"MEMORY_DEVICE must be 'cuda' or 'cpu', not {self.device!r}")
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
-        if self.rrf_k < 1:
-            raise ConfigError(f"MEMORY_RRF_K must be >= 1, not {self.rrf_k}")
-        if not 0 <= self.fast_path_min <= 1:
-            raise ConfigError(f"MEMORY_FAST_PATH_MIN must be within 0..1, not {self.fast_path_min}")
-        if not 0 <= self.fusion_lead <= 10:
-            raise ConfigError(f"MEMORY_FUSION_LEAD must be within 0..10, not {self.fusion_lead}")
         if self.fusion not in ("rrf", "score"):
             raise ConfigError(f"MEMORY_FUSION must be 'rrf' or 'score', not {self.fusion!r}")
-        if not (0 <= self.fusion_vector_share <= 1 or self.fusion_vector_share == -1):
-            raise ConfigError("MEMORY_FUSION_VECTOR_SHARE must be within 0..1 (or -1: the "
-                              f"model's), not {self.fusion_vector_share}")
-        if not 0 <= self.neighbours <= 10:
-            raise ConfigError(f"MEMORY_NEIGHBOURS must be 0..10, not {self.neighbours}")
-        if not (0 < self.neighbour_gap <= 100 or self.neighbour_gap == -1):  # rejects NaN
-            raise ConfigError(f"MEMORY_NEIGHBOUR_GAP must be within (0, 100] (or -1: the "
-                              f"default), not {self.neighbour_gap}")
-        if not 0 < self.neighbour_decay <= 1:  # rejects NaN
-            raise ConfigError("MEMORY_NEIGHBOUR_DECAY must be within (0, 1], "
-                              f"not {self.neighbour_decay}")
-        if self.recall_depth < 1:
-            raise ConfigError(f"MEMORY_RECALL_DEPTH must be >= 1, not {self.recall_depth}")
-        if not 0 <= self.channel_timeout_s <= 600:  # also rejects NaN
-            raise ConfigError("MEMORY_CHANNEL_TIMEOUT_S must be within 0..600 (0 = no limit), "
-                              f"not {self.channel_timeout_s}")
-        if self.max_body_bytes < 1024:
-            raise ConfigError(f"MEMORY_MAX_BODY_BYTES must be >= 1024, not {self.max_body_bytes}")
-        if not 0 < self.body_timeout_s <= 3600:  # also rejects NaN
-            raise ConfigError("MEMORY_BODY_TIMEOUT_S must be within (0, 3600], "
-                              f"not {self.body_timeout_s}")
-        if not 1 <= self.mcp_max_sessions <= 100_000:
-            raise ConfigError("MEMORY_MCP_MAX_SESSIONS must be 1..100000, "
-                              f"not {self.mcp_max_sessions}")
-        if not 0 < self.mcp_session_idle_s <= 7 * 86400:
-            raise ConfigError("MEMORY_MCP_SESSION_IDLE_S must be within (0, 604800], "
-                              f"not {self.mcp_session_idle_s}")
-        if not 0.1 <= self.mcp_proxy_timeout_s <= 600:  # also rejects NaN
-            raise ConfigError("MEMORY_MCP_PROXY_TIMEOUT_S must be within 0.1..600, "
-                              f"not {self.mcp_proxy_timeout_s}")
-        if not 0 <= self.inject_min_coverage <= 1:
-            raise ConfigError("MEMORY_INJECT_MIN_COVERAGE must be within 0..1, "
-                              f"not {self.inject_min_coverage}")
+        # Not declared ranges: the hooks' settings (harness/settings.py) repeat these messages.
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
         # The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
         if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
             raise ConfigError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
                               "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
-        if not 0 < self.header_timeout_s <= 3600:  # also rejects NaN
-            raise ConfigError("MEMORY_HEADER_TIMEOUT_S must be within (0, 3600], "
-                              f"not {self.header_timeout_s}")
-        if self.max_connections < 16 or self.max_connections_per_client < 1:
-            raise ConfigError("MEMORY_MAX_CONNECTIONS must be >= 16 and "
-                              "MEMORY_MAX_CONNECTIONS_PER_CLIENT >= 1")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
             raise ConfigError(f"MEMORY_HOOK_BACKOFF_S must be 0..3600, not {self.hook_backoff_s}")
-        if self.max_content_chars < 1:
-            raise ConfigError(f"MEMORY_MAX_CONTENT_CHARS must be >= 1, not {self.max_content_chars}")
         for host in filter(None, (h.strip() for h in self.allowed_hosts.split(","))):
             if not _is_host_name(host):
                 raise ConfigError(f"MEMORY_ALLOWED_HOSTS: {host!r} is not a host name or IP "
@@ -328,6 +333,9 @@ class Settings(SettingsSection):
                 raise ConfigError(
                     f"MEMORY_CHANNEL_WEIGHTS: expected name=number, got {part!r}"
                 ) from None
+            if not CHANNEL_WEIGHT.admits(out[name.strip()]):
+                raise ConfigError(f"MEMORY_CHANNEL_WEIGHTS: {name.strip()} must be within "
+                                  f"{CHANNEL_WEIGHT}, not {value.strip()}")
         return out
 
     def tool_capture(self) -> set[str]:
