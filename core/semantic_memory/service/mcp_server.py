@@ -103,8 +103,9 @@ class MemoryMCP(MCPServer):
         try:
             async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (
                     read_stream, write_stream):
-                await self._lowlevel_server.run(read_stream, write_stream,
-                                                self._lowlevel_server.create_initialization_options())
+                server = self._lowlevel_server
+                await server.run(read_stream, write_stream,
+                                 server.create_initialization_options())
         finally:
             stdout.close()
             stdin.close()
