@@ -572,8 +572,8 @@ def test_a_deadline_passed_on_a_lock_leaves_every_pooled_connection_usable() -> 
 def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
     """Another service holds the write lock longer than MEMORY_DB_TIMEOUT (its channel setup
     building an index): a plain write gives up at the deadline (a 503, hooks spool), while a
-    starting service's channel setup (`long_write`) waits for it instead of leaving the
-    channel out until a restart."""
+    starting service's channel setup (`long_write`) reads without it and waits for it, for a
+    statement that changes something, instead of leaving the channel out until a restart."""
     import psycopg
 
     from semantic_memory_postgres.schema import WRITE_LOCK
@@ -584,12 +584,19 @@ def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
         for opened, waits in ((store.write, False), (store.long_write, True)):
             with psycopg.connect(url) as holder:
                 holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                threading.Timer(2.5, holder.commit).start()  # past the 1 s deadline
-                started = time.monotonic()
+                released = threading.Event()
+
+                def release(holder: Any = holder, released: threading.Event = released) -> None:
+                    released.set()
+                    holder.commit()
+
+                threading.Timer(2.5, release).start()  # past the 1 s deadline
                 if waits:
                     with opened() as conn:
                         conn.execute("SELECT 1")
-                    assert time.monotonic() - started > 2
+                        assert not released.is_set()  # a read: no lock
+                        conn.execute("CREATE TABLE IF NOT EXISTS set_up (x int)")
+                        assert released.is_set()
                 else:
                     with pytest.raises(StoreError):
                         with opened() as conn:
@@ -597,6 +604,67 @@ def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
                     time.sleep(2)  # let the holder commit before the next round
     finally:
         store.close()
+
+
+def test_a_store_set_up_opens_and_answers_while_another_session_writes(tmp_path: Path) -> None:
+    """Another service's long write transaction is open (the write lock, and a write lock on
+    `memories` that a session outside the store would hold too): a one-off command opens the
+    store and recalls before it ends. Opening took the write lock to look at the schema, and
+    each channel's `CREATE INDEX IF NOT EXISTS` took `memories`' SHARE lock before looking,
+    so every command and service start waited for the writer, without a time limit."""
+    import psycopg
+
+    from semantic_memory_postgres.schema import WRITE_LOCK
+
+    url = pg.new_database()
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url, device="cpu"))
+    uid = engine.ingest([NewMemory("the queue depth alarm fires at 500")])[0].uid
+    engine.close()
+    with psycopg.connect(url) as writer:
+        writer.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        writer.execute("UPDATE memories SET updated_at = updated_at WHERE id < 0")
+        done = subprocess.run([*memory_mcp_command(), "recall", "queue depth", "--json"],
+                              capture_output=True, text=True, timeout=60,
+                              env=service_env(tmp_path, MEMORY_DB_URL=url))
+        assert writer.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    assert done.returncode == 0, done.stderr
+    assert [hit["uid"] for hit in json.loads(done.stdout)] == [uid]
+
+
+def test_a_setup_that_must_wait_for_a_table_lock_gives_up_in_one_line(tmp_path: Path) -> None:
+    """An index is missing (a store set up by an older release) while another session holds
+    a write lock on `memories`: the channel's setup waits for it at most MEMORY_DB_TIMEOUT and
+    is then left out with one line saying so (the store and the other channels serve), and
+    the next start builds it."""
+    import psycopg
+
+    url = pg.new_database()
+    settings = Settings(db_path=str(tmp_path / "x.db"), db_url=url, device="cpu",
+                        env={"MEMORY_DB_TIMEOUT": "1"})
+    MemoryEngine(settings).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP INDEX memories_content_trgm")
+    with psycopg.connect(url) as writer:
+        writer.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
+        hang_guard = threading.Timer(60, writer.rollback)  # without the limit: forever
+        hang_guard.start()
+        engine = MemoryEngine(settings)
+        hang_guard.cancel()
+        assert writer.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    try:
+        assert "pg_trigram" not in [c.name for c in engine.channels]
+        [problem] = [p for p in engine.plugin_problems if "pg_trigram" in p]
+        assert "waited 1 s for a lock" in problem and "\n" not in problem, problem
+        assert engine.recall("anything") == []
+    finally:
+        engine.close()
+    engine = MemoryEngine(settings)
+    try:
+        assert "pg_trigram" in [c.name for c in engine.channels]
+        assert engine.store.read().execute("SELECT to_regclass('memories_content_trgm')"
+                                           ).fetchone()[0] is not None
+    finally:
+        engine.close()
 
 
 # --- a recall's channels side by side, on a spare pooled connection -----------------------------

@@ -78,7 +78,7 @@ from semantic_memory_bm25_porter import PorterChannel
 from semantic_memory_bm25_trigram import TrigramChannel
 
 from .mirror import KeywordMirror
-from .schema import FTS_COLUMN, FTS_INDEX, unbounded
+from .schema import FTS_COLUMN, FTS_INDEX, ensure_index, unbounded
 from .settings import PostgresSettings
 
 if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
@@ -408,8 +408,9 @@ class PgFullTextChannel(_IdfChannel, Confident):
             "AND table_name = 'memories' AND column_name = 'tsv'").fetchone()
         if not exists:
             conn.execute(FTS_COLUMN)
-        conn.execute(FTS_INDEX)
-        conn.execute("DROP TABLE IF EXISTS memories_fts")
+        ensure_index(conn, "memories_tsv", FTS_INDEX)
+        if conn.execute("SELECT to_regclass('memories_fts')").fetchone()[0] is not None:
+            conn.execute("DROP TABLE memories_fts")
 
     def index(self, conn: psycopg.Connection, memories: list[Memory],
               prepared: Sequence[Any] | None = None) -> None:
@@ -600,7 +601,8 @@ class PgTrigramChannel(_IdfChannel):
         scanning), so the channel works, slower."""
         with unbounded(conn):  # building the index over a big table takes what it takes
             if ensure_extension(conn, "pg_trgm"):
-                conn.execute("CREATE INDEX IF NOT EXISTS memories_content_trgm ON memories "
+                ensure_index(conn, "memories_content_trgm",
+                             "CREATE INDEX IF NOT EXISTS memories_content_trgm ON memories "
                              "USING gin (content gin_trgm_ops)")
 
     def index(self, conn: psycopg.Connection, memories: list[Memory],
@@ -729,17 +731,19 @@ class PgVectorChannel(EmbeddingChannel):
         if not ensure_extension(conn, "vector"):
             self._no_extension = "the pgvector extension is not installed in this database"
             return
-        conn.execute(VEC_SCHEMA)
+        if conn.execute("SELECT to_regclass('memories_pgvec')").fetchone()[0] is None:
+            conn.execute(VEC_SCHEMA)
         if self.active:
             from psycopg import sql as pgsql
 
             model, dim = self.tag()
             if dim <= HNSW_MAX_DIM:
-                conn.execute(pgsql.SQL(
+                name = hnsw_index_name(model, dim)
+                ensure_index(conn, name, pgsql.SQL(
                     "CREATE INDEX IF NOT EXISTS {} ON memories_pgvec USING hnsw "
                     "((vec::vector({})) vector_cosine_ops) WHERE model = {} AND dim = {}").format(
-                        pgsql.Identifier(hnsw_index_name(model, dim)), pgsql.Literal(dim),
-                        pgsql.Literal(model), pgsql.Literal(dim)))
+                        pgsql.Identifier(name), pgsql.Literal(dim), pgsql.Literal(model),
+                        pgsql.Literal(dim)))
             else:
                 log.warning("pg_vector: %d dimensions exceed HNSW's %d; searches scan",
                             dim, HNSW_MAX_DIM)

@@ -153,6 +153,22 @@ ALTER TABLE memories ADD COLUMN IF NOT EXISTS tsv tsvector
 FTS_INDEX = "CREATE INDEX IF NOT EXISTS memories_tsv ON memories USING gin (tsv)"
 
 
+def ensure_index(conn: Any, name: str, ddl: Any) -> None:
+    """Run `ddl`, the CREATE INDEX IF NOT EXISTS of index `name`, only when it is missing: the
+    statement takes its table's SHARE lock before it looks, so any open write on the table (a
+    long transaction of another session) kept every start of a store set up long ago waiting."""
+    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None:
+        conn.execute(ddl)
+
+
+def stored_version(conn: Any) -> int:
+    """The schema version a database holds (0: none yet)."""
+    if conn.execute("SELECT to_regclass('store_meta')").fetchone()[0] is None:
+        return 0
+    row = conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
 @contextmanager
 def unbounded(conn: Any) -> Iterator[None]:
     """`conn`'s round trips free of the store's deadline (MEMORY_DB_TIMEOUT) inside: DDL that

@@ -29,7 +29,7 @@ from semantic_memory.stores.base import (
     row_to_memory,
 )
 
-from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, WRITE_LOCK
+from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, WRITE_LOCK, stored_version
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings
@@ -139,6 +139,30 @@ def unavailable_as_store_error(url: str) -> Iterator[None]:
         raise StoreError(f"{redact_url(url)} is unavailable: {_one_line(exc, url)}") from None
 
 
+class _LockOnChange:
+    """The connection of a channel's setup (`long_write`), as the SQLite store's: statements
+    that only read take no lock, so a store already set up opens while another service writes
+    (or another session holds a lock on a table). Each statement that may change something
+    first takes the write lock, waiting as long as it takes (another service may be building
+    the same index), and then waits at most `lock_wait` seconds for its table locks
+    (`lock_timeout`): a long transaction of another session blocks a CREATE INDEX without
+    end. Both are taken again for each such statement: a savepoint rolled back releases
+    them."""
+
+    def __init__(self, conn: BoundedConnection, lock_wait: float | None) -> None:
+        self._conn = conn
+        self._lock_wait = f"{round(lock_wait * 1000)}ms" if lock_wait else "0"
+
+    def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
+        if not (isinstance(sql, str) and sql.lstrip()[:6].upper() == "SELECT"):
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s), "
+                               "set_config('lock_timeout', %s, true)", (WRITE_LOCK, self._lock_wait))
+        return self._conn.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
 class _PooledReads:
     """`read()`: each statement borrows a pooled connection for as long as it runs."""
 
@@ -243,12 +267,13 @@ class PostgresStore(SQLMemoryStore):
             self._pool.putconn(conn)
 
     def _migrate(self) -> None:
+        """Bring the schema to SCHEMA_VERSION. A current one is only read, so opening a store
+        waits for no other service's write; a migration waits for the write lock."""
+        with self._connection() as conn:
+            if stored_version(conn) == SCHEMA_VERSION:
+                return
         with self.write() as conn:
-            version = 0
-            if conn.execute("SELECT to_regclass('store_meta')").fetchone()[0] is not None:
-                row = conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
-                                   ).fetchone()
-                version = int(row[0]) if row else 0
+            version = stored_version(conn)
             if version > SCHEMA_VERSION:
                 raise StoreError(f"schema version {version} is newer than this release "
                                  f"understands ({SCHEMA_VERSION}); upgrade "
@@ -283,12 +308,27 @@ class PostgresStore(SQLMemoryStore):
                 self._local.write = None
 
     @contextmanager
-    def long_write(self) -> Iterator[psycopg.Connection]:
-        """A write transaction without the round-trip deadline, waiting for the lock as long
-        as it takes: a channel's setup (its DDL may build an index while another service holds
-        the lock for its own)."""
-        with self._unbounded(), self.write() as conn:
-            yield conn
+    def long_write(self) -> Iterator[Any]:
+        """A channel's setup: a transaction without the round-trip deadline (its DDL may build
+        an index over a big table) that takes the write lock only for statements that may
+        change something (`_LockOnChange`). A table lock not granted within MEMORY_DB_TIMEOUT
+        fails it with one line."""
+        current = getattr(self._local, "write", None)
+        if current is not None:
+            yield current
+            return
+        with self._unbounded(), unavailable_as_store_error(self._url), \
+                self._connection() as conn, conn.transaction():
+            self._local.write = _LockOnChange(conn, self._timeout)
+            try:
+                yield self._local.write
+            except psycopg.errors.LockNotAvailable:
+                raise StoreError(
+                    f"{self.location}: set-up waited {self._timeout:g} s for a lock on a table "
+                    "that another session holds (a long transaction, VACUUM, LOCK TABLE); it "
+                    "runs again at the next start") from None
+            finally:
+                self._local.write = None
 
     @property
     def writing(self) -> bool:
