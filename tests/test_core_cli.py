@@ -203,6 +203,27 @@ def test_a_store_damaged_mid_file_is_a_one_line_error(db: Path, tmp_path: Path) 
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
+def test_a_store_that_cannot_write_is_not_called_damaged(db: Path) -> None:
+    """A write the disk refuses (a full disk; here a file size limit, RLIMIT_FSIZE) was
+    reported as a damaged file: 'check PRAGMA integrity_check, or restore a backup'."""
+    import resource
+
+    assert run(db, "store", "seed memory").returncode == 0
+    limit = db.stat().st_size + 32 * 1024
+    words = " ".join(f"{w}{i}" for i, w in enumerate(["alpha", "bravo", "charlie"] * 5000))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    refused = subprocess.run([sys.executable, "-m", "semantic_memory", "store", words[:99_000]],
+                             capture_output=True, text=True, timeout=60, preexec_fn=cap,
+                             env={**os.environ, "MEMORY_DB_PATH": str(db)})
+    assert refused.returncode == 1
+    assert refused.stderr == "Error: the store failed (disk I/O error)\n", refused.stderr
+    stats = json.loads(run(db, "stats", "--json").stdout)  # the file is whole
+    assert stats["memories"] == 1
+
+
 def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) -> None:
     lines = [
         json.dumps({"content": "first good", "kind": "decision", "project": "p",

@@ -1128,7 +1128,19 @@ def main() -> None:
     except StoreError as exc:  # locked out, read-only, a server gone: the store says which
         click.echo(f"Error: {one_line(exc)}", err=True)
         sys.exit(1)
-    except sqlite3.DatabaseError as exc:  # a damaged file, found mid-command
-        click.echo(f"Error: the store cannot be read ({one_line(exc)}); check it with "
-                   "`sqlite3 FILE 'PRAGMA integrity_check'`, or restore a backup", err=True)
+    except sqlite3.DatabaseError as exc:  # found mid-command: a damaged file, a full disk
+        click.echo(f"Error: {_sqlite_problem(exc)}", err=True)
         sys.exit(1)
+
+
+def _sqlite_problem(exc: sqlite3.DatabaseError) -> str:
+    """A SQLite error met mid-command, in one line: the integrity hint only for a damaged
+    file, never for a full disk or a failing write, which it would send restoring a backup."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # an extended code's primary
+    if code == sqlite3.SQLITE_FULL:
+        return f"no space left on the store's disk ({exc}): free some, then run it again"
+    if isinstance(exc, sqlite3.OperationalError) and code not in (sqlite3.SQLITE_CORRUPT,
+                                                                 sqlite3.SQLITE_NOTADB):
+        return f"the store failed ({exc})"
+    return (f"the store cannot be read ({one_line(exc)}); check it with `sqlite3 FILE "
+            "'PRAGMA integrity_check'`, or restore a backup")
