@@ -14,6 +14,7 @@ import anyio
 
 from .. import backoff, spool
 from ..config import Settings
+from ..errors import one_line
 from ..pipeline import MemoryEngine
 from ..stores import StoreError
 from .errors import ApiError
@@ -49,14 +50,22 @@ def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
 
 
 async def run(engine: MemoryEngine, settings: Settings) -> None:
-    """Drain the spool now and every SCAN_S seconds until cancelled."""
+    """Drain the spool now and every SCAN_S seconds until cancelled. A replay that fails (a
+    full or failing disk) is logged in one line, once until its reason changes or a replay
+    works: it was a 39-line traceback every SCAN_S seconds for as long as the disk was full."""
     backoff.clear(settings.backoff_path)
+    failing: str | None = None
     while True:
         # Release dead replayers' claims first: `pending` leaves claimed writes out, so a spool
         # holding nothing else (a hook or `spool replay` killed mid-write) would never drain.
         if spool.release_stale(settings.spool_path) or spool.pending(settings.spool_path):
             try:
                 await anyio.to_thread.run_sync(drain, engine, settings)
-            except Exception:  # noqa: BLE001 - a bad spool must not stop the service
-                log.exception("spool: replay failed; the writes stay queued")
+                failing = None
+            except Exception as exc:  # noqa: BLE001 - a bad spool must not stop the service
+                log.debug("spool: replay failed", exc_info=True)
+                if one_line(exc) != failing:
+                    failing = one_line(exc)
+                    log.warning("spool: replay failed (%s); the writes stay queued and are "
+                                "tried again every %g s", failing, SCAN_S)
         await anyio.sleep(SCAN_S)
