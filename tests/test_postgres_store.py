@@ -472,6 +472,26 @@ def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) 
         server.stop()
 
 
+def test_the_request_after_a_long_outage_is_served_once_the_server_is_back() -> None:
+    """The server is down for 18 s, long enough for the pool's background tries to back off
+    to 16 s apart (psycopg's default: 1, 2, 4 ... 128 s): once it is back, the next request
+    is served, where it used to wait for the pool's next try and fail (13 s more of 503s
+    after a 10 s outage, 95 s after 2.7 minutes)."""
+    server = pg.ExtraServer()
+    store = store_module.PostgresStore(server.url, pool_size=4, timeout=1.0)
+    try:
+        assert store.read().execute("SELECT 1").fetchone() == (1,)
+        server.stop()
+        with pytest.raises(StoreError, match="is unavailable"):
+            store.read().execute("SELECT 1")
+        time.sleep(18)
+        server.start()
+        assert store.read().execute("SELECT 1").fetchone() == (1,)
+    finally:
+        store.close()
+        server.stop()
+
+
 def test_a_server_that_stops_answering_is_a_503_within_the_deadline(tmp_path: Path) -> None:
     """The server's processes stopped (SIGSTOP): its sockets stay open and nothing answers,
     as behind a network partition. Every request answers 503 within the deadline (5 s, plus
