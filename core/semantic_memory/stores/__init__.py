@@ -123,8 +123,13 @@ def scheme_of(url: str) -> str:
     return "postgresql" if scheme == "postgres" else scheme
 
 
-#: A `password=` parameter in a URL's query string (libpq takes one there too).
-_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+#: A URL query parameter (libpq takes any connection parameter there).
+_QUERY_PARAM = re.compile(r"(?<=[?&])([^=&]*)=([^&]*)")
+#: A parameter whose name holds "password" (`password`, `sslpassword`: a client key's
+#: passphrase) with its value, as a driver's message may quote it: in a URL's query string or
+#: libpq's `key=value` form, quoted or not.
+_SECRET_SETTING = re.compile(r"""(\w*password\w*\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&'"]+)""",
+                             re.IGNORECASE)
 #: What splits a password that was not percent-encoded into pieces a driver may quote alone
 #: (`Pa@Yss9`: libpq reports the host `Yss9@127.0.0.1`).
 _URL_DELIMITERS = re.compile(r"[@/?#:\s]+")
@@ -144,30 +149,50 @@ def _password_span(url: str) -> tuple[int, int] | None:
     return start + colon + 1, start + at
 
 
+def _is_secret(name: str) -> bool:
+    return "password" in unquote(name).lower()
+
+
 def redact_url(url: str) -> str:
     """The URL without its password, for logs and stats (never print a connection secret):
-    `postgresql://user:***@host/db`, a `password=` parameter's value `***` too. Never raises,
-    whatever the URL holds."""
+    `postgresql://user:***@host/db`, and `***` for the value of every query parameter whose
+    name holds "password" (`password=`, `sslpassword=`). Never raises, whatever the URL holds."""
+    if "://" not in url:
+        return url
     span = _password_span(url)
     if span is not None:
         url = f"{url[:span[0]]}***{url[span[1]:]}"
-    return _QUERY_PASSWORD.sub(r"\1***", url) if "://" in url else url
+    return _QUERY_PARAM.sub(lambda m: f"{m[1]}=***" if _is_secret(m[1]) else m[0], url)
 
 
-def scrub_secrets(text: str, url: str) -> str:
-    """`text` (a driver's error message) with the password of `url` taken out: libpq quotes a
-    malformed one (`invalid percent-encoded token: "Pa%Zss9"`) or a piece of it (a host
-    `Yss9@…`). The password as written and percent-decoded, and its pieces of 3 or more
-    characters between URL delimiters, each become `***`."""
+def _secrets(url: str) -> set[str]:
+    """The passwords `url` holds (the userinfo's, and the query's `*password*` values) as
+    written and percent-decoded, with their pieces of 3 or more characters between URL
+    delimiters."""
+    if "://" not in url:
+        return set()
     span = _password_span(url)
     found = [url[span[0]:span[1]]] if span is not None else []
-    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(url)] if "://" in url else []
+    found += [m[2] for m in _QUERY_PARAM.finditer(url) if _is_secret(m[1])]
     secrets: set[str] = set()
     for secret in found:
         for form in (secret, unquote(secret)):
             secrets.add(form)
             secrets.update(p for p in _URL_DELIMITERS.split(form) if len(p) >= 3)
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+    return {s for s in secrets if s.strip()}
+
+
+def scrub_secrets(text: str, url: str) -> str:
+    """`text` (a driver's error message) with the passwords of `url` taken out: libpq quotes
+    the URL (its scheme maybe rewritten), a malformed password (`invalid percent-encoded token:
+    "Pa%Zss9"`) or a piece of it (a host `Yss9@…`). The URL is masked as `redact_url` does,
+    any `*password*=value` setting too, and each password as written and percent-decoded, and
+    its pieces, become `***`."""
+    _, sep, tail = url.partition("://")
+    if sep and tail:
+        text = text.replace(tail, redact_url(url).partition("://")[2])
+    text = _SECRET_SETTING.sub(r"\1***", text)
+    for secret in sorted(_secrets(url), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
 
