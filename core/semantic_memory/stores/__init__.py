@@ -133,6 +133,10 @@ _SECRET_SETTING = re.compile(r"""(\w*password\w*\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&
 #: What splits a password that was not percent-encoded into pieces a driver may quote alone
 #: (`Pa@Yss9`: libpq reports the host `Yss9@127.0.0.1`).
 _URL_DELIMITERS = re.compile(r"[@/?#:\s]+")
+#: What a driver puts right around a value it quotes: quotes, URL and `key=value` punctuation.
+#: A secret is masked only between two of these (or the text's ends): next to a space, or
+#: inside a word, it is ordinary text, and masking it there would show what the password is.
+_QUOTING = "\"'`@/?#:&=,;()\\[\\]<>"
 
 
 def _password_span(url: str) -> tuple[int, int] | None:
@@ -183,17 +187,20 @@ def _secrets(url: str) -> set[str]:
 
 
 def scrub_secrets(text: str, url: str) -> str:
-    """`text` (a driver's error message) with the passwords of `url` taken out: libpq quotes
-    the URL (its scheme maybe rewritten), a malformed password (`invalid percent-encoded token:
-    "Pa%Zss9"`) or a piece of it (a host `Yss9@…`). The URL is masked as `redact_url` does,
-    any `*password*=value` setting too, and each password as written and percent-decoded, and
-    its pieces, become `***`."""
+    """`text` (a driver's error message) with no password of `url` in it. libpq quotes the URL
+    (its scheme maybe rewritten), a malformed password (`invalid percent-encoded token:
+    "Pa%Zss9"`) or a piece of one (the host `'Yss9@…'`): the URL is masked as `redact_url`
+    does, any `*password*=value` setting too, and each password, and each piece of it, where it
+    stands as a quoted value (see `_QUOTING`). Never inside a word or next to a space: a short
+    password such as `on` would otherwise turn `connection` into `c***necti***`, giving it
+    away."""
     _, sep, tail = url.partition("://")
     if sep and tail:
         text = text.replace(tail, redact_url(url).partition("://")[2])
     text = _SECRET_SETTING.sub(r"\1***", text)
     for secret in sorted(_secrets(url), key=len, reverse=True):
-        text = text.replace(secret, "***")
+        quoted = re.compile(rf"(?:^|(?<=[{_QUOTING}])){re.escape(secret)}(?=[{_QUOTING}]|$)")
+        text = quoted.sub("***", text)
     return text
 
 
