@@ -12,6 +12,7 @@ process writes, and on a read-only file.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 import time
@@ -37,7 +38,10 @@ BUSY_TIMEOUT_MS = 60_000
 #: handler sleeps in steps of up to 100 ms too, so the lock is taken as soon as before.
 LOCK_TRY_MS = 100
 #: sqlite3 primary result codes (`sqlite_errorcode & 0xFF`).
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY = 5, 6, 8
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 6, 8, 10, 13
+#: Free bytes below which a disk I/O error is taken for a full disk: SQLite reports ENOSPC on
+#: the db or WAL as SQLITE_FULL, but on its shared-memory index (`-shm`) as a disk I/O error.
+LOW_SPACE_BYTES = 1024 * 1024
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -240,6 +244,13 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return _code(exc) in (SQLITE_BUSY, SQLITE_LOCKED)
 
 
+def _low_on_space(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
+    except OSError:
+        return False
+
+
 class _LockOnWrite:
     """The writer connection inside a deferred transaction, for a channel's `setup` (the
     engine's `long_write`): statements that only read take no lock, so a store already set up
@@ -343,7 +354,7 @@ class SQLiteStore(SQLMemoryStore):
                 with self.write() as conn:
                     self._migrate(conn)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from None
+            raise StoreError(self._problem(exc) or f"cannot open {self.path}: {exc}") from None
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
@@ -405,14 +416,15 @@ class SQLiteStore(SQLMemoryStore):
                 conn.execute("BEGIN")  # deferred: takes no lock
             try:
                 yield conn, deadline
+                conn.execute("COMMIT")  # a full disk may refuse it: the WAL is written here
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 # On a read-only file (in WAL mode) the lock is granted: the first change fails.
-                if isinstance(exc, sqlite3.OperationalError) and _code(exc) == SQLITE_READONLY:
-                    raise StoreError(self._read_only()) from None
+                problem = self._problem(exc)
+                if problem is not None:
+                    raise StoreError(problem) from None
                 raise
-            conn.execute("COMMIT")
         finally:
             self._write_lock.release()
 
@@ -428,8 +440,8 @@ class SQLiteStore(SQLMemoryStore):
                     conn.execute(statement)
                     return
                 except sqlite3.OperationalError as exc:
-                    if _code(exc) == SQLITE_READONLY:
-                        raise StoreError(self._read_only()) from None
+                    if (problem := self._problem(exc)) is not None:
+                        raise StoreError(problem) from None
                     if not _is_busy(exc):
                         raise
                 if self._stopping.is_set():
@@ -440,8 +452,19 @@ class SQLiteStore(SQLMemoryStore):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
-    def _read_only(self) -> str:
-        return f"cannot write to {self.path}: the file is read-only"
+    def _problem(self, exc: BaseException) -> str | None:
+        """The one line (a StoreError's: a service answers 503) for a SQLite error that the
+        file or its disk causes, None for any other exception."""
+        if not isinstance(exc, sqlite3.OperationalError):
+            return None
+        code = _code(exc)
+        if code == SQLITE_READONLY:
+            return f"cannot write to {self.path}: the file is read-only"
+        if code == SQLITE_FULL or code == SQLITE_IOERR and _low_on_space(self.path.parent):
+            return f"no space left on the disk of {self.path}: free some, then try again"
+        if code == SQLITE_IOERR:
+            return f"{exc} on {self.path}"
+        return None
 
     def _locked_out(self) -> str:
         return (f"{self.path} is locked: another writer held it for {BUSY_TIMEOUT_MS // 1000} s "
