@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 
 from .. import __version__
 from ..config import Settings
+from .stdio import claim_stdio
 
 CACHE_NAME = "mcp-proxy.cache.json"
 #: The listings an agent asks for before its first turn: the proxy's are fixed (it registers
@@ -179,18 +180,6 @@ class Front:
                         version = self.version = str(result.get("protocolVersion"))
                     self.cache.learn(request, version, result)
             self.send_agent(line)
-
-
-def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
-    """The protocol's stdin and stdout, private; fd 0 then reads nothing and fd 1 writes to
-    stderr, so nothing else in this process can corrupt the stream."""
-    wire_in = os.fdopen(os.dup(0), "rb")
-    wire_out = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    return wire_in, wire_out
 
 
 def run_sdk(settings: Settings, front: Front) -> None:

@@ -95,7 +95,7 @@ class MemoryMCP(MCPServer):
 
     async def run_stdio_streams(self, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
         """`run_stdio_async` over the given byte streams (the agent's, claimed by
-        `mcp_front.claim_stdio`, or the pipes of the proxy's front) instead of the process's
+        `stdio.claim_stdio`, or the pipes of the proxy's front) instead of the process's
         stdin and stdout, every line read `MendedLines`'. Closes both when done."""
         from mcp.server.stdio import stdio_server
 

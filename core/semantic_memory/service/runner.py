@@ -173,7 +173,7 @@ def serve_stdio(settings: Settings) -> int:
     import anyio
 
     from . import maintenance
-    from .mcp_front import claim_stdio
+    from .stdio import claim_stdio
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
