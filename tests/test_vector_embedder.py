@@ -331,9 +331,13 @@ def test_vector_settings_are_validated(tmp_path: Path) -> None:
     assert s.fast_path is False and own.embed_dim == 256 and own.embed_instruct == "Find notes"
     with pytest.raises(ConfigError, match="MEMORY_FAST_PATH_MIN"):
         Settings.from_env({"MEMORY_FAST_PATH_MIN": "1.5"})
-    with pytest.raises(ConfigError, match="MEMORY_EMBED_BATCH must be >= 1"):
+    with pytest.raises(ConfigError, match="MEMORY_EMBED_BATCH must be within 1..4096, not 0"):
         LlamaCppSettings.from_env({"MEMORY_EMBED_BATCH": "0"})
     bad = Settings.from_env({"MEMORY_EMBED_N_CTX": "4", "MEMORY_DB_PATH": str(tmp_path / "m.db"),
                              "MEMORY_PLUGINS": "llama_cpp"})
-    with pytest.raises(ConfigError, match="MEMORY_EMBED_N_CTX must be >= 8, not 4"):
+    with pytest.raises(ConfigError, match="MEMORY_EMBED_N_CTX must be within 8..1048576, not 4"):
         MemoryEngine(bad)  # a plugin's bad setting stops the command, like a core one
+    for name, value in (("MEMORY_EMBED_BATCH", "10" * 10), ("MEMORY_EMBED_THREADS", "99999"),
+                        ("MEMORY_EMBED_DIM", "-1")):  # a mistake, not a size: refused too
+        with pytest.raises(ConfigError, match=f"{name} must be within"):
+            LlamaCppSettings.from_env({name: value})

@@ -6,9 +6,9 @@ whether there is a model at all, which the service reports without loading a plu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from semantic_memory.config import ConfigError, SettingsSection
+from semantic_memory.config import SettingsSection, within
 
 
 @dataclass(frozen=True)
@@ -19,19 +19,9 @@ class LlamaCppSettings(SettingsSection):
     embed_doc_prefix: str | None = None
     embed_instruct: str = ""
     # Matryoshka truncation of the vectors (0 = the model's full dimension).
-    embed_dim: int = 0
+    embed_dim: int = field(default=0, metadata=within(0, 65_536))
     # llama.cpp context size (capped at the model's trained context) and texts per sub-batch.
-    embed_n_ctx: int = 8192
-    embed_batch: int = 32
+    embed_n_ctx: int = field(default=8192, metadata=within(8, 1_048_576))
+    embed_batch: int = field(default=32, metadata=within(1, 4096))
     # CPU threads for llama.cpp (0 = its default: all cores for batches).
-    embed_threads: int = 0
-
-    def validate(self) -> None:
-        if self.embed_dim < 0:
-            raise ConfigError(f"MEMORY_EMBED_DIM must be >= 0, not {self.embed_dim}")
-        if self.embed_n_ctx < 8:
-            raise ConfigError(f"MEMORY_EMBED_N_CTX must be >= 8, not {self.embed_n_ctx}")
-        if self.embed_batch < 1:
-            raise ConfigError(f"MEMORY_EMBED_BATCH must be >= 1, not {self.embed_batch}")
-        if self.embed_threads < 0:
-            raise ConfigError(f"MEMORY_EMBED_THREADS must be >= 0, not {self.embed_threads}")
+    embed_threads: int = field(default=0, metadata=within(0, 1024))

@@ -3,10 +3,10 @@ channel reads this at start). docs/vector.md says how the defaults were measured
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from semantic_memory.config import ConfigError, SettingsSection
+from semantic_memory.config import ConfigError, SettingsSection, within
 
 #: Below this many vectors the in-RAM exact matrix is used (see docs/vector.md for the measure).
 DEFAULT_MIN_ROWS = 20_000
@@ -18,11 +18,11 @@ class VectorSettings(SettingsSection):
 
     # The ANN index: auto (from ann_min_rows vectors), on (always) or off (exact search).
     ann: str = "auto"
-    ann_min_rows: int = DEFAULT_MIN_ROWS
+    ann_min_rows: int = field(default=DEFAULT_MIN_ROWS, metadata=within(0, 1_000_000_000))
     # The index's element type: i8 (default), f16 or f32.
     ann_dtype: str = "i8"
     # Threads of a background index build.
-    ann_threads: int = 1
+    ann_threads: int = field(default=1, metadata=within(1, 1024))
 
     def validate(self) -> None:
         if self.ann not in ("auto", "on", "off"):
@@ -30,10 +30,6 @@ class VectorSettings(SettingsSection):
         if self.ann_dtype not in ("i8", "f16", "f32"):
             raise ConfigError("MEMORY_VECTOR_ANN_DTYPE must be i8, f16 or f32, "
                               f"not {self.ann_dtype!r}")
-        if self.ann_min_rows < 0:
-            raise ConfigError(f"MEMORY_VECTOR_ANN_MIN_ROWS must be >= 0, not {self.ann_min_rows}")
-        if self.ann_threads < 1:
-            raise ConfigError(f"MEMORY_VECTOR_ANN_THREADS must be >= 1, not {self.ann_threads}")
 
     def wants(self, rows: int) -> bool:
         """Whether a store of `rows` vectors is searched through the ANN index."""
