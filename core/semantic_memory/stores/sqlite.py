@@ -6,12 +6,13 @@ processes up to BUSY_TIMEOUT_MS in all; a write still locked out then raises Sto
 service answers 503), never sqlite3's "database is locked". Readers use a connection per thread
 and never block the writer, nor wait for it: a store already at the current schema opens with
 reads only (unless a channel's setup has to write), so the CLI's reads work while another
-process writes, and on a read-only file.
+process writes, and on a read-only file (on a read-only file system, read as immutable).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import threading
@@ -39,6 +40,9 @@ BUSY_TIMEOUT_MS = 60_000
 LOCK_TRY_MS = 100
 #: sqlite3 primary result codes (`sqlite_errorcode & 0xFF`).
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL = 5, 6, 8, 10, 13
+SQLITE_CANTOPEN = 14
+#: The extended code of a file SQLite may not change because its folder is read-only.
+SQLITE_READONLY_DIRECTORY = SQLITE_READONLY | 6 << 8
 #: Free bytes below which a disk I/O error is taken for a full disk: SQLite reports ENOSPC on
 #: the db or WAL as SQLITE_FULL, but on its shared-memory index (`-shm`) as a disk I/O error.
 LOW_SPACE_BYTES = 1024 * 1024
@@ -226,10 +230,10 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-    )
+def _connect(target: Path | str) -> sqlite3.Connection:
+    """A connection to the db file, or to the `file:` URI `target` names."""
+    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False, uri=isinstance(target, str))
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
@@ -249,6 +253,36 @@ def _low_on_space(folder: Path) -> bool:
         return shutil.disk_usage(folder).free < LOW_SPACE_BYTES
     except OSError:
         return False
+
+
+def _folder_refused(exc: sqlite3.Error) -> bool:
+    """SQLite could not create a file beside the db (a WAL store's `-shm`, even to read it;
+    a rollback journal): on a read-only file system it says CANTOPEN, in a folder without
+    write permission READONLY_DIRECTORY."""
+    return (_code(exc) == SQLITE_CANTOPEN
+            or getattr(exc, "sqlite_errorcode", None) == SQLITE_READONLY_DIRECTORY)
+
+
+def _on_read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _pending(path: Path) -> Path | None:
+    """The journal beside `path` that may hold writes not yet in it (a WAL with frames, a
+    rollback journal left by a crash), if any; one that cannot be looked at counts."""
+    for suffix in ("-wal", "-journal"):
+        journal = Path(f"{path}{suffix}")
+        try:
+            if journal.stat().st_size > 0:
+                return journal
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return journal
+    return None
 
 
 class _LockOnWrite:
@@ -333,19 +367,17 @@ class SQLiteStore(SQLMemoryStore):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        #: What connections open: the file, or on a read-only file system a URI reading it
+        #: as immutable (`_frozen`).
+        self._target: Path | str = self.path
         try:
-            self._writer = _connect(self.path)
             try:
-                self._writer.execute("PRAGMA journal_mode = WAL")
+                self._writer = self._open_writer()
             except sqlite3.OperationalError as exc:
-                if _code(exc) != SQLITE_READONLY:
+                if not _folder_refused(exc) or not self._frozen():
                     raise
-                # A read-only file in another journal mode (a copy, a backup): read it as it
-                # is; a write then fails with `write`'s one line.
-            self._writer.execute("PRAGMA synchronous = NORMAL")
-            # A bulk import or an index merge grows the WAL to tens of MB; give that space back
-            # when the WAL restarts after a checkpoint instead of keeping the high-water mark.
-            self._writer.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+                self._target = f"{self.path.absolute().as_uri()}?mode=ro&immutable=1"
+                self._writer = self._open_writer()
             # Reads only when the schema is current: the write lock (held by another process
             # for as long as it writes) and a writable file are needed only to create or
             # upgrade it. `_migrate` reads the version again under the lock: another process
@@ -354,7 +386,57 @@ class SQLiteStore(SQLMemoryStore):
                 with self.write() as conn:
                     self._migrate(conn)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(self._problem(exc) or f"cannot open {self.path}: {exc}") from None
+            raise StoreError(self._problem(exc, opening=True)
+                             or f"cannot open {self.path}: {exc}") from None
+
+    def _open_writer(self) -> sqlite3.Connection:
+        """The writer connection, once it has read the file (where a folder refuses the
+        `-shm`, that read fails)."""
+        conn = _connect(self._target)
+        try:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:
+                if _code(exc) != SQLITE_READONLY:
+                    raise
+                # A read-only file or folder with a db in another journal mode (a copy, a
+                # backup): read it as it is; a write then fails with `write`'s one line.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # A bulk import or an index merge grows the WAL to tens of MB; give that space
+            # back when the WAL restarts after a checkpoint instead of keeping the high-water
+            # mark.
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            conn.execute("PRAGMA user_version")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _frozen(self) -> bool:
+        """Whether the file can be read as immutable, where SQLite cannot open it because its
+        folder is not writable (reading a WAL store creates its `-shm`): only on a read-only
+        file system, where no process can change it, and only if no journal beside it holds
+        writes (reading as immutable would not see them). A folder merely without write
+        permission is not enough: its owner may start writing while this reads."""
+        return (_on_read_only_fs(self.path.parent) and self.path.is_file()
+                and _pending(self.path) is None)
+
+    def _folder_problem(self, opening: bool) -> str | None:
+        """Why SQLite could not create a file beside the db, where its folder says why."""
+        folder = self.path.parent
+        read_only_fs = _on_read_only_fs(folder)
+        if opening and read_only_fs and (journal := _pending(self.path)) is not None:
+            return (f"cannot open {self.path}: {journal.name} may hold writes not yet in it, "
+                    "and the file system is read-only; open it once where it is writable")
+        why = ("a read-only file system" if read_only_fs
+               else "permission denied" if not os.access(folder, os.W_OK) else None)
+        if why is None:
+            return None
+        if not opening:
+            return f"cannot write to {self.path}: the folder {folder} is not writable ({why})"
+        return (f"cannot open {self.path}: the folder {folder} is not writable ({why}), and "
+                f"reading the store creates {self.path.name}-shm there; make the folder "
+                "writable, or copy the file to one that is")
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
@@ -452,14 +534,20 @@ class SQLiteStore(SQLMemoryStore):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
-    def _problem(self, exc: BaseException) -> str | None:
+    def _problem(self, exc: BaseException, opening: bool = False) -> str | None:
         """The one line (a StoreError's: a service answers 503) for a SQLite error that the
-        file or its disk causes, None for any other exception."""
+        file, its folder or its disk causes, None for any other exception."""
         if not isinstance(exc, sqlite3.OperationalError):
             return None
+        if _folder_refused(exc) and (problem := self._folder_problem(opening)) is not None:
+            return problem
         code = _code(exc)
         if code == SQLITE_READONLY:
-            return f"cannot write to {self.path}: the file is read-only"
+            return (f"cannot write to {self.path}: it is on a read-only file system"
+                    if isinstance(self._target, str) else
+                    f"cannot write to {self.path}: the file is read-only")
+        if code == SQLITE_CANTOPEN and self.path.exists() and not os.access(self.path, os.R_OK):
+            return f"cannot open {self.path}: the file is not readable (permission denied)"
         if code == SQLITE_FULL or code == SQLITE_IOERR and _low_on_space(self.path.parent):
             return f"no space left on the disk of {self.path}: free some, then try again"
         if code == SQLITE_IOERR:
@@ -481,7 +569,7 @@ class SQLiteStore(SQLMemoryStore):
         """This thread's read connection."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path)
+            conn = _connect(self._target)
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._readers_lock:
