@@ -219,7 +219,7 @@ def test_a_store_that_cannot_write_is_not_called_damaged(db: Path) -> None:
                              capture_output=True, text=True, timeout=60, preexec_fn=cap,
                              env={**os.environ, "MEMORY_DB_PATH": str(db)})
     assert refused.returncode == 1
-    assert refused.stderr == "Error: the store failed (disk I/O error)\n", refused.stderr
+    assert refused.stderr == f"Error: disk I/O error on {db}\n", refused.stderr
     stats = json.loads(run(db, "stats", "--json").stdout)  # the file is whole
     assert stats["memories"] == 1
 

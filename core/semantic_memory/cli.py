@@ -1125,8 +1125,8 @@ def main() -> None:
     add_plugin_commands(pm, cli)
     try:
         cli(obj=pm)
-    except StoreError as exc:  # locked out, read-only, a server gone: the store says which
-        click.echo(f"Error: {one_line(exc)}", err=True)
+    except StoreError as exc:  # locked out, read-only, a full disk, a server gone: its words
+        click.echo(f"Error: {' '.join(str(exc).split()) or type(exc).__name__}", err=True)
         sys.exit(1)
     except sqlite3.DatabaseError as exc:  # found mid-command: a damaged file, a full disk
         click.echo(f"Error: {_sqlite_problem(exc)}", err=True)

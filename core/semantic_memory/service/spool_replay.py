@@ -37,8 +37,6 @@ def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
             return ingest_body(engine, body)
         except ApiError as exc:
             raise spool.Refused(exc.message) from None
-        except StoreError as exc:  # the store is down: try again at the next look
-            raise spool.Retry(str(exc)) from None
 
     done = spool.replay(settings.spool_path, send)
     if done.sent or done.rejected:
