@@ -16,7 +16,6 @@ from .. import backoff, spool
 from ..config import Settings
 from ..errors import one_line
 from ..pipeline import MemoryEngine
-from ..stores import StoreError
 from .errors import ApiError
 from .rest import ingest_body
 
