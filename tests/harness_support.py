@@ -43,12 +43,13 @@ class HookRun:
 
 
 def run_hook(harness: str, event: str, payload: dict[str, Any] | bytes | str,
-             env: dict[str, str], timeout: float = 30) -> HookRun:
+             env: dict[str, str], timeout: float = 30, cwd: Path | None = None) -> HookRun:
+    """`memory-mcp hook HARNESS EVENT` with `payload` on stdin, in `cwd` (the agent's)."""
     data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
     data = data.encode() if isinstance(data, str) else data
     start = time.monotonic()
     proc = subprocess.run([*memory_mcp_command(), "hook", harness, event], input=data, env=env,
-                          capture_output=True, timeout=timeout)
+                          capture_output=True, timeout=timeout, cwd=cwd)
     return HookRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode(),
                    time.monotonic() - start)
 

@@ -267,7 +267,9 @@ def test_hook_settings_are_the_settings_fields() -> None:
 @pytest.mark.parametrize("env", [{"MEMORY_PLUGIN_LIMIT": "many"}, {"MEMORY_PLUGIN_LIMIT": "0"},
                                  {"MEMORY_HOOK_BUDGET_S": "nan"}, {"MEMORY_PLUGIN_DEBUG": "maybe"},
                                  {"MEMORY_HOOK_BACKOFF_S": "-1"}, {"MEMORY_PORT": "many"},
-                                 {"MEMORY_PLUGIN_BUDGET_CHARS": "300"}])
+                                 {"MEMORY_PLUGIN_BUDGET_CHARS": "300"},
+                                 {"MEMORY_DB_PATH": "data/memory.db"},
+                                 {"MEMORY_DISCOVERY_FILE": "run/server.json"}])
 def test_hook_settings_refuse_what_settings_refuse(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as expected:
         Settings.from_env(env)

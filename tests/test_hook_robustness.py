@@ -555,7 +555,8 @@ def test_the_services_own_replay_keeps_what_it_refuses_item_by_item(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("variable", "value"), [("MEMORY_PORT", "abc"),
-                                                 ("MEMORY_PLUGIN_LIMIT", "0")])
+                                                 ("MEMORY_PLUGIN_LIMIT", "0"),
+                                                 ("MEMORY_PLUGIN_URL", "localhost:8766")])
 def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, variable: str,
                                                              value: str) -> None:
     env = hook_env(tmp_path, None, **{variable: value})
@@ -566,6 +567,50 @@ def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, var
         "claude-code", "UserPromptSubmit", "error")
     assert entry["detail"].startswith("invalid setting, hooks are off: ") and \
         variable in entry["detail"], entry
+
+
+def test_a_relative_db_path_writes_nothing_into_the_agents_folder(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = hook_env(tmp_path, None, MEMORY_DB_PATH="data/memory.db")
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "v2", "cwd": str(repo), "prompt": "remember the deploy key rotates"},
+        env, cwd=repo)
+    assert (run.returncode, run.stdout) == (0, "") and "MEMORY_DB_PATH" in run.stderr
+    assert list(repo.iterdir()) == []  # no spool, no log: the service would never see them
+    [entry] = hook_log(tmp_path / "home" / ".local" / "share" / "memory-mcp")
+    assert entry["detail"] == "invalid setting, hooks are off: MEMORY_DB_PATH must be an " \
+                              "absolute path (~/… is fine), not 'data/memory.db'"
+
+
+def test_doctor_names_a_plugin_url_without_a_scheme_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+
+    from test_service_support import memory_mcp_command
+
+    env = hook_env(tmp_path, "localhost:8766")
+    done = subprocess.run([*memory_mcp_command(), "doctor"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (1, "")
+    service_line, after = done.stdout.splitlines()[:2]
+    assert service_line == "service   localhost:8766 (MEMORY_PLUGIN_URL): NOT REACHABLE — " \
+                           "not an http(s) URL (http://host:port): hooks are off"
+    assert after.startswith("hook log  ")  # no advice to start a service
+
+
+def test_a_discovery_file_with_a_bad_url_spools_the_write(tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "memory.db.server.json").write_text(json.dumps(
+        {"url": "localhost:8766", "pid": os.getpid()}))  # published by a live process
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "v3", "cwd": str(tmp_path),
+        "prompt": "remember the harbour rota is on the wiki"}, hook_env(tmp_path, None))
+    assert (run.returncode, run.stderr) == (0, "")
+    assert "as soon as its service is back" in run.stdout
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled" and "not an http(s) URL" in entry["detail"], entry
+    assert len(list((tmp_path / "spool").glob("*.json"))) == 1
 
 
 # --- 13: a long writer (purge, import, another process) never blanks the recall ----------------

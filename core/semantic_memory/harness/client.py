@@ -187,8 +187,10 @@ class ServiceClient:
                  offline: ServiceUnavailable | None = None, harness: str = "") -> None:
         try:
             self._parts = split_url(url)
-        except ValueError as exc:
-            raise ServiceUnavailable(str(exc)) from None
+        except ValueError as exc:  # a discovery file's (HookSettings checks MEMORY_PLUGIN_URL)
+            # Every request fails at once, as when offline: a write goes to the spool.
+            self._parts = ServiceURL("http", "", 0, "")
+            offline = offline or ServiceUnavailable(str(exc))
         self.url = url
         self.deadline = deadline
         self.token = token

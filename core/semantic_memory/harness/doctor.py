@@ -25,6 +25,12 @@ HEALTH_TIMEOUT_S = 2.0
 def service_report(settings: Settings) -> dict[str, Any]:
     url, origin = resolve_url(settings)
     report: dict[str, Any] = {"url": url, "from": origin, "reachable": False}
+    try:
+        split_url(url)
+    except ValueError:  # hooks refuse this MEMORY_PLUGIN_URL (HookSettings): say so
+        off = ": hooks are off" if origin == "MEMORY_PLUGIN_URL" else ""
+        report.update(state="invalid", error=f"not an http(s) URL (http://host:port){off}")
+        return report
     client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S,
                            settings.plugin_token or settings.token)
     try:
@@ -131,6 +137,8 @@ def _unreachable_advice(service: dict[str, Any]) -> list[str]:
     """What to do: start the service when nothing listens; find the process that holds the
     port when something accepts connections there but does not answer (starting another
     service would only fail to bind)."""
+    if service.get("state") == "invalid":
+        return []
     if service.get("state") != "hung":
         return ["          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)"]
     try:

@@ -209,8 +209,9 @@ def _run(argv: list[str], started: float) -> int:
     except ValueError as exc:  # SettingsError, or config.ConfigError for another variable
         sys.stderr.write(f"memory-mcp hook: {exc}\n")
         # Harnesses hide stderr: the hook log (beside the db, as far as it can be told) says
-        # why every hook does nothing.
-        fallback = HookSettings(db_path=os.environ.get("MEMORY_DB_PATH", ""))
+        # why every hook does nothing. Never beside a relative one: that is the agent's repo.
+        db_path = os.path.expanduser(os.environ.get("MEMORY_DB_PATH", ""))
+        fallback = HookSettings(db_path=db_path if os.path.isabs(db_path) else "")
         entry.update(outcome="error", detail=f"invalid setting, hooks are off: {exc}"[:500],
                      ms=round((time.monotonic() - started) * 1000, 1))
         outcomes.record(fallback, entry)

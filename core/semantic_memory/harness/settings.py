@@ -140,7 +140,23 @@ class HookSettings:
                 pass
 
     def validate(self) -> None:
-        """`Settings.validate`'s checks of these fields, with its messages."""
+        """`Settings.validate`'s checks of these fields, with its messages; and the service
+        URL, which only hooks use: one they cannot send to would cost every write."""
+        # A relative path is read against the agent's repository: the spool (text not yet
+        # redacted) would land there, where the service never replays it.
+        for name, path in (("MEMORY_DB_PATH", self.db_path),
+                           ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
+            if path and path.lower() != "off" and not os.path.isabs(os.path.expanduser(path)):
+                raise SettingsError(f"{name} must be an absolute path (~/… is fine), "
+                                    f"not {path!r}")
+        if self.plugin_url:
+            from .client import split_url
+
+            try:
+                split_url(self.plugin_url)
+            except ValueError:
+                raise SettingsError("MEMORY_PLUGIN_URL must be an http(s) URL "
+                                    f"(http://host:port), not {self.plugin_url!r}") from None
         if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
             raise SettingsError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
                                 "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
