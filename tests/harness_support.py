@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,13 +43,15 @@ class HookRun:
 
 
 def run_hook(harness: str, event: str, payload: dict[str, Any] | bytes | str,
-             env: dict[str, str], timeout: float = 30, cwd: Path | None = None) -> HookRun:
-    """`memory-mcp hook HARNESS EVENT` with `payload` on stdin, in `cwd` (the agent's)."""
+             env: dict[str, str], timeout: float = 30, cwd: Path | None = None,
+             preexec_fn: Callable[[], None] | None = None) -> HookRun:
+    """`memory-mcp hook HARNESS EVENT` with `payload` on stdin, in `cwd` (the agent's);
+    `preexec_fn` runs in the child before exec (a resource limit)."""
     data = payload if isinstance(payload, (bytes, str)) else json.dumps(payload)
     data = data.encode() if isinstance(data, str) else data
     start = time.monotonic()
     proc = subprocess.run([*memory_mcp_command(), "hook", harness, event], input=data, env=env,
-                          capture_output=True, timeout=timeout, cwd=cwd)
+                          capture_output=True, timeout=timeout, cwd=cwd, preexec_fn=preexec_fn)
     return HookRun(proc.returncode, proc.stdout.decode(), proc.stderr.decode(),
                    time.monotonic() - start)
 

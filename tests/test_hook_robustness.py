@@ -675,3 +675,27 @@ def test_a_write_held_back_by_a_long_writer_starts_no_back_off(service: Service,
     assert "kestrel-ctl pause" in found.stdout
     assert not (tmp_path / "hooks.backoff.json").exists()
     assert len(list((tmp_path / "spool").glob("*.json"))) == 1
+
+
+# --- 14: a write neither the service nor the spool can take is never lost silently --------
+
+
+def no_file_growth() -> None:
+    """In the child: no file may grow (EFBIG), as on a full disk, without root's help."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_remember_the_spool_cannot_keep_says_it_was_not_stored(tmp_path: Path) -> None:
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "f1", "cwd": str(tmp_path),
+        "prompt": "remember the CI runners use ubuntu 24.04"},
+        hook_env(tmp_path, dead_url()), preexec_fn=no_file_growth)
+    assert run.returncode == 0
+    told = run.json()["hookSpecificOutput"]["additionalContext"]
+    assert "could NOT store this" in told and "not remembered" in told, told
+    [line] = run.stderr.splitlines()  # the hook log is on the same full disk
+    assert line.startswith("memory-mcp hook claude-code UserPromptSubmit: 1 not written: "
+                           "spooling failed: "), line
+    assert not list((tmp_path / "spool").glob("*.json"))

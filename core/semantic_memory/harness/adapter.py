@@ -91,7 +91,8 @@ class HookCall:
     not yet stored or spooled (the runner spools them if the budget runs out mid-request);
     `spooled`/`spool_reason` count the writes of this run that went to the spool; `unwritten`
     the memories that went nowhere, their spooling cut by `write_until` (the budget's end
-    plus its write grace); `wrote` says this run's writes were all made; `warning` is a
+    plus its write grace) or failed (`lost` says why: a full disk); `wrote` says this run's
+    writes were all made; `warning` is a
     problem worth a line in the hook log whatever the outcome (a malformed repo file);
     `report` is the /inject/report body of what this run injected, posted by the runner
     after the answer is printed."""
@@ -115,6 +116,7 @@ class HookCall:
         self.spooled, self.spool_reason = spooled, spool_reason
         self.write_until = write_until  # time.monotonic(); None: no limit
         self.unwritten = 0
+        self.lost = ""
         self.wrote = False
         self.warning = warning
         self.report: dict[str, Any] | None = None
@@ -172,8 +174,10 @@ class HookCall:
         self.debug(f"{outcome}: {detail}" if detail else outcome)
 
     def write(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        """POST `body` to /ingest (`write_all`): the answer, or None when it was spooled."""
-        return self.write_all([body])[0]
+        """POST `body` to /ingest (`write_all`): the answer, or None when it was spooled or
+        lost (`unwritten`)."""
+        answers = self.write_all([body])
+        return answers[0] if answers else None
 
     def write_all(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
         """POST each body to /ingest in turn; the answers, None for a body that went to the
@@ -211,14 +215,19 @@ class HookCall:
         """Spool `bodies` in order, one file each; a None per body spooled. The first is
         spooled whatever the time (the write in hand: one file, milliseconds); no later one
         is started past `write_until`, so a hook the machine starved never runs into the
-        harness's own timeout: the memories of the bodies left count in `unwritten`."""
+        harness's own timeout: the memories of the bodies left count in `unwritten`, as do
+        those of a spool that cannot be written (a full disk: `lost` says so)."""
         done = 0
         for body in bodies:
             if done and self.write_until is not None and time.monotonic() >= self.write_until:
-                self.unwritten += sum(len(left.get("items", [left])) for left in bodies[done:])
                 break
-            self.spool(body, reason)
+            try:
+                self.spool(body, reason)
+            except OSError as exc:
+                self.lost = f"spooling failed: {exc}"
+                break
             done += 1
+        self.unwritten += sum(len(left.get("items", [left])) for left in bodies[done:])
         return [None] * done
 
     def spool(self, body: dict[str, Any], reason: str) -> None:
@@ -236,8 +245,8 @@ class HookCall:
 
     def shortfall(self) -> str:
         """What the hook log says of the `unwritten` memories."""
-        return f"{self.unwritten} not written: the write grace past the budget ran out " \
-               "while spooling"
+        why = self.lost or "the write grace past the budget ran out while spooling"
+        return f"{self.unwritten} not written: {why}"
 
     def keep_refused(self, body: dict[str, Any], reason: str) -> dict[str, Any]:
         """Keep a write the service refused in `spool/rejected/` (`memory-mcp spool list`
@@ -480,6 +489,11 @@ class HarnessAdapter:
             return ""
         answer = call.write({
             "content": content, "kind": "fact", "source": "chat", **call.memory_fields()})
+        if call.unwritten:  # the service cannot take it and the spool cannot keep it
+            call.done("error", f"remember: {call.shortfall()}")
+            return self.context_output(
+                call, f"semantic-memory could NOT store this ({call.lost or 'no time left'}); "
+                      "it is not remembered.")
         if answer is None:
             call.done("spooled", f"remembered in the spool ({call.spool_reason})")
             return self.context_output(
@@ -539,7 +553,9 @@ class HarnessAdapter:
         record = strip_private(capture_record(ToolCall(tool.name, tool.input,
                                                        strip_private(tool.output))))
         answer = call.write({"content": record, "kind": "artifact", "source": "tool", **fields})
-        if answer is None:
+        if call.unwritten:
+            call.done("error", f"{tool.name} output, {call.shortfall()}")
+        elif answer is None:
             call.done("spooled", f"{tool.name} output ({call.spool_reason})")
         elif answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))

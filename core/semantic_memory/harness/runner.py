@@ -273,6 +273,8 @@ def _run(argv: list[str], started: float) -> int:
         writes_wait = _report(service, call.report, entry)
     if service is not None and offline is None:
         _after_contact(settings, service, entry, budget_end, replay=not writes_wait)
+    if call is not None and call.lost:  # the log may be on the same full disk: say it here
+        sys.stderr.write(f"memory-mcp hook {harness} {event}: {call.shortfall()}\n")
     outcomes.record(settings, entry)
     return 0
 
@@ -352,10 +354,7 @@ def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
         return None
     if run.watchdog.in_flight is not None:  # a write in flight: keep it and what follows it
         bodies, run.watchdog.in_flight = run.watchdog.in_flight, None
-        try:
-            call.spool_all(bodies, "the service did not answer in time")
-        except OSError as exc:
-            return {"outcome": "error", "detail": f"{spent}; spooling failed, write lost: {exc}"}
+        call.spool_all(bodies, "the service did not answer in time")
         call.wrote = True
     if call.unwritten:
         return {"outcome": "error", "detail": f"{spent}; {call.spooled} write(s) spooled "
