@@ -699,3 +699,35 @@ def test_a_remember_the_spool_cannot_keep_says_it_was_not_stored(tmp_path: Path)
     assert line.startswith("memory-mcp hook claude-code UserPromptSubmit: 1 not written: "
                            "spooling failed: "), line
     assert not list((tmp_path / "spool").glob("*.json"))
+
+
+# --- 15: a repo file's project name the service would refuse stops capture ---------------------
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ('"a\\nb"', "project.name must be one line"),
+    ('"<private>acme-secret-name</private>"', "project.name must not hold <private> text"),
+    (f'"{"x" * 257}"', "project.name must be 1..256 characters"),
+])
+def test_a_project_name_the_service_would_refuse_stops_capture(tmp_path: Path, name: str,
+                                                               why: str) -> None:
+    import subprocess
+
+    from test_service_support import memory_mcp_command
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".semantic-memory.toml").write_text(f"[project]\nname = {name}\n")
+    env = hook_env(tmp_path, dead_url())
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "p1", "cwd": str(repo), "prompt": "remember the rota is on the wiki"}, env)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")  # no "will store this"
+    [entry] = hook_log(tmp_path)
+    assert entry["outcome"] == "skipped" and why in entry["detail"], entry
+    assert "acme-secret-name" not in (tmp_path / "hooks.jsonl").read_text()
+    assert not (tmp_path / "spool").exists()
+    done = subprocess.run([*memory_mcp_command(), "doctor", "--project", str(repo)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("repo file")]
+    assert f"unreadable ({why}" in line and line.endswith("capture off, recall on"), line
+    assert "acme-secret-name" not in done.stdout

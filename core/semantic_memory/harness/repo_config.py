@@ -12,7 +12,7 @@ The file is looked for at the top of the repository that holds the hook's cwd (f
 exists, with the standard library's `tomllib`, imported only then: a hook has no start-up time
 to spare. A file that cannot be read or parsed, or holds a table or key not listed above, is
 a warning, and it stops capture (it may be an opt-out whose typo must not leak the
-repository) while recall goes on as usual.
+repository) while recall goes on as usual; so is a project name the service would refuse.
 The opencode plugin reads the same file the same way (`opencode-plugin/src/repoconfig.ts`).
 """
 
@@ -117,8 +117,24 @@ def parse(path: Path, text: str) -> RepoConfig:
     recall = _get(data, "recall", "enabled", bool, True)
     name = _get(data, "project", "name", str, None)
     if name is not None:
-        name = name.strip()[:256] or None
+        name = _project_name(name.strip()) if name.strip() else None  # blank: no name
     return RepoConfig(path=path, capture=capture, recall=recall, project=name)
+
+
+def _project_name(name: str) -> str:
+    """`name`, or ValueError for one the service would refuse (`ingest.validate`): a file
+    that names the project wrongly would only fill spool/rejected/, and a private one would
+    land in the hook log. The reason never echoes the name."""
+    from ..limits import MAX_PROJECT_CHARS
+    from ..private import has_private
+
+    if not 0 < len(name) <= MAX_PROJECT_CHARS:
+        raise ValueError(f"project.name must be 1..{MAX_PROJECT_CHARS} characters")
+    if any(c in name for c in "\n\r\t\x00"):
+        raise ValueError("project.name must be one line (no newline, tab or NUL)")
+    if has_private(name):
+        raise ValueError("project.name must not hold <private> text")
+    return name
 
 
 #: Every table and key the file may hold. Anything else (`[capure]`, `enable`, `[Capture]`)
