@@ -731,3 +731,29 @@ def test_a_project_name_the_service_would_refuse_stops_capture(tmp_path: Path, n
     [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("repo file")]
     assert f"unreadable ({why}" in line and line.endswith("capture off, recall on"), line
     assert "acme-secret-name" not in done.stdout
+
+
+# --- 16: an adapter that prints or calls sys.exit() at run time ---------------------------------
+
+EXITING_ADAPTER = '''
+import sys
+from semantic_memory.harness import adapter
+
+def on_prompt(self, call):
+    print("adapter chatter")
+    sys.exit(2)
+
+adapter.HarnessAdapter.on_prompt = on_prompt
+'''
+
+
+def test_an_adapter_calling_sys_exit_fails_open_and_is_logged(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(EXITING_ADAPTER)
+    env = hook_env(tmp_path, dead_url(), PYTHONPATH=str(tmp_path / "site"))
+    run = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "x1", "cwd": str(tmp_path), "prompt": "what is the rota?"}, env)
+    assert (run.returncode, run.stdout) == (0, "")  # exit 2 would block the prompt
+    assert "adapter chatter" in run.stderr  # not in the model's context
+    [entry] = hook_log(tmp_path)
+    assert (entry["outcome"], entry["detail"]) == ("error", "SystemExit: 2")

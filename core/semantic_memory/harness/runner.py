@@ -137,7 +137,16 @@ class _Run:
         self.conflict = ""
 
     def handle(self, writes_only: bool = False) -> str:
-        """Run the hook; what it prints. `writes_only`: stop (HookTimeout) unless it writes."""
+        """Run the hook; what it prints. `writes_only`: stop (HookTimeout) unless it writes.
+        Anything the adapter prints goes to stderr: the harness reads stdout as the answer
+        (`_print` alone writes there)."""
+        stdout, sys.stdout = sys.stdout, sys.stderr
+        try:
+            return self._handle(writes_only)
+        finally:
+            sys.stdout = stdout
+
+    def _handle(self, writes_only: bool) -> str:
         if self.adapter is None:
             conflicts: list[str] = []
             adapter = find_adapter(self.harness, self.settings, conflicts)
@@ -241,7 +250,8 @@ def _run(argv: list[str], started: float) -> int:
         watchdog.active = False
         output = ""
         entry.update(outcome=exc.outcome, detail=str(exc))
-    except Exception as exc:  # noqa: BLE001 - fail open, but visibly
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - fail open, but visibly
+        # SystemExit too: an adapter's sys.exit(2) would block the prompt in some harnesses.
         watchdog.active = False
         output = ""
         entry.update(outcome="error", detail=f"{type(exc).__name__}: {exc}"[:500])
@@ -335,7 +345,7 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
             saved = _saved(run, spent)
             if saved is not None:
                 return "", saved
-        except Exception as exc:  # noqa: BLE001 - fail open, but visibly
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - fail open, but visibly
             return "", {"outcome": "error", "detail": f"{spent}; then {type(exc).__name__}: "
                                                       f"{exc}"[:500]}
         else:
