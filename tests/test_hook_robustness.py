@@ -757,3 +757,56 @@ def test_an_adapter_calling_sys_exit_fails_open_and_is_logged(tmp_path: Path) ->
     assert "adapter chatter" in run.stderr  # not in the model's context
     [entry] = hook_log(tmp_path)
     assert (entry["outcome"], entry["detail"]) == ("error", "SystemExit: 2")
+
+
+# --- 17: doctor shows what the embedder reports, and an idle vector channel as such ----------
+
+
+def doctor_lines(env: dict[str, str]) -> list[str]:
+    import subprocess
+
+    from test_service_support import memory_mcp_command
+
+    done = subprocess.run([*memory_mcp_command(), "doctor"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_doctor_marks_the_vector_channel_of_an_inactive_embedder(service: Service,
+                                                                 tmp_path: Path) -> None:
+    service_line, embedder_line = doctor_lines(hook_env(tmp_path, service.url))[:2]
+    assert embedder_line.startswith("embedder  inactive: "), embedder_line
+    assert service_line.endswith("vector (inactive)"), service_line
+
+
+def test_doctor_shows_a_minimal_embedders_info_as_it_is(tmp_path: Path) -> None:
+    """An embedder whose info() is the base class's (model_id and dim): no `?` in its place."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    health = json.dumps({"ok": True, "version": "9", "counts": {"memories": 2},
+                         "channels": [{"name": "bm25"}, {"name": "vector"}],
+                         "embedder": {"channel": "vector", "active": True,
+                                      "model_id": "qa-hash-64", "dim": 64, "mode": "hybrid",
+                                      "vectorized": 2, "missing": 0}}).encode()
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(health)))
+            self.end_headers()
+            self.wfile.write(health)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        lines = doctor_lines(hook_env(tmp_path, f"http://127.0.0.1:{server.server_address[1]}"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert lines[0].endswith("channels bm25, vector"), lines[0]
+    assert lines[1] == "embedder  qa-hash-64, 2 vectorized, 0 in the embedding queue"

@@ -42,17 +42,21 @@ def service_report(settings: Settings) -> dict[str, Any]:
         return report
     embedder = health.get("embedder") or {}
     if embedder.get("active"):
-        described = (f"{embedder.get('embedder', '?')} {embedder.get('model_id')} on "
-                     f"{embedder.get('device') or embedder.get('device_requested') or '?'}, "
+        # What the embedder's info() has: only model_id and dim are promised.
+        model = " ".join(str(embedder[k]) for k in ("embedder", "model_id") if embedder.get(k))
+        device = embedder.get("device") or embedder.get("device_requested")
+        described = (f"{model or 'unnamed'}{f' on {device}' if device else ''}, "
                      f"{embedder.get('vectorized', 0)} vectorized, "
                      f"{embedder.get('missing', 0)} in the embedding queue")
     elif embedder:
         described = f"inactive: {embedder.get('reason', 'no model configured')}"
     else:
         described = "none (BM25-only)"
+    idle = None if embedder.get("active") else embedder.get("channel")  # it recalls nothing
+    channels = [f"{c.get('name')} (inactive)" if c.get("name") == idle else c.get("name")
+                for c in health.get("channels", [])]
     report.update(reachable=True, version=health.get("version"), counts=health.get("counts"),
-                  channels=[c.get("name") for c in health.get("channels", [])],
-                  embedder=described)
+                  channels=channels, embedder=described)
     return report
 
 
