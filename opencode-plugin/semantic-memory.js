@@ -746,25 +746,94 @@ function record(path, entry) {
 
 // src/private.ts
 var WS = "[ \\t\\r\\n\\f\\v]";
-var TAG = new RegExp(`<${WS}*(/?)${WS}*private(?=[ \\t\\r\\n\\f\\v/>])[^>]*>`, "gi");
+var TAG = new RegExp(`<${WS}*(/?)${WS}*pr[i\u0130]vate(?=[ \\t\\r\\n\\f\\v/>])[^>]*>`, "gi");
 var TRAILING_WS = /[ \t\r\n\f\v]+$/;
-function stripPrivate(text2) {
-  if (!text2.includes("<")) return text2;
+var OPENING = /[<\uff1c\ufe64]/;
+var NON_ASCII = /[^\x00-\x7f]/;
+var NON_ASCII_CHARS = /[^\x00-\x7f]/gu;
+var INVISIBLE = new RegExp("\\p{Default_Ignorable_Code_Point}|\\p{Cf}", "u");
+var LATIN_VARIANTS = { a: "\u1D00\u0251", e: "\u1D07", i: "\u026A\u0131", p: "\u1D18", r: "\u0280", t: "\u1D1B", v: "\u1D20" };
+var SCRIPT_LOOKALIKES = {
+  a: "\u0430\u03B1",
+  e: "\u0435\u03B5\u0454",
+  i: "\u0456\u03B9",
+  p: "\u0440\u03C1",
+  r: "\u0433",
+  t: "\u0442\u03C4",
+  v: "\u03BD\u0475"
+};
+function table(letters) {
+  return new Map(Object.entries(letters).flatMap(([latin, chars]) => [...chars].map((c) => [c, latin])));
+}
+var VARIANT_OF = table(LATIN_VARIANTS);
+var LOOKALIKE_OF = table(SCRIPT_LOOKALIKES);
+var VARIANT_CHARS = new RegExp(`[${Object.values(LATIN_VARIANTS).join("")}]`, "g");
+var SCRIPT_CHARS = new RegExp(`[${Object.values(SCRIPT_LOOKALIKES).join("")}]`, "g");
+var WORD2 = /[\p{L}\p{Nl}\p{No}]+/gu;
+var HAS_LATIN = /[a-zA-Z]/;
+var shown = /* @__PURE__ */ new Map();
+function readAs(char) {
+  let form = shown.get(char);
+  if (form === void 0) {
+    form = [...char.normalize("NFKC")].filter((c) => !INVISIBLE.test(c)).join("");
+    shown.set(char, form);
+  }
+  return form;
+}
+function visible(text2) {
+  let view = text2.replace(NON_ASCII_CHARS, readAs);
+  VARIANT_CHARS.lastIndex = 0;
+  if (VARIANT_CHARS.test(view)) view = view.replace(VARIANT_CHARS, (c) => VARIANT_OF.get(c) ?? c);
+  SCRIPT_CHARS.lastIndex = 0;
+  if (SCRIPT_CHARS.test(view)) {
+    view = view.replace(WORD2, (word) => {
+      const folded = word.replace(SCRIPT_CHARS, (c) => LOOKALIKE_OF.get(c) ?? c);
+      return folded !== word && HAS_LATIN.test(word) ? folded : word;
+    });
+  }
+  return view;
+}
+function origins(text2) {
+  const found = [];
+  let done = 0;
+  for (const match of text2.matchAll(NON_ASCII_CHARS)) {
+    const at = match.index ?? 0;
+    for (let i = done; i < at; i++) found.push(i);
+    for (let n = readAs(match[0]).length; n > 0; n--) found.push(at);
+    done = at + match[0].length;
+  }
+  for (let i = done; i < text2.length; i++) found.push(i);
+  return found;
+}
+function keptSpans(view) {
   const kept = [];
   let depth = 0;
   let position = 0;
   let found = false;
-  for (const match of text2.matchAll(TAG)) {
+  for (const match of view.matchAll(TAG)) {
     found = true;
     const start = match.index ?? 0;
-    if (depth === 0) kept.push(text2.slice(position, start));
+    if (depth === 0) kept.push([position, start]);
     position = start + match[0].length;
     if (match[1]) depth = Math.max(depth - 1, 0);
     else if (!match[0].slice(0, -1).replace(TRAILING_WS, "").endsWith("/")) depth += 1;
   }
-  if (!found) return text2;
-  if (depth === 0) kept.push(text2.slice(position));
-  return kept.join("");
+  if (!found) return null;
+  if (depth === 0) kept.push([position, view.length]);
+  return kept;
+}
+function stripPrivate(text2) {
+  if (!OPENING.test(text2)) return text2;
+  const view = NON_ASCII.test(text2) ? visible(text2) : text2;
+  if (!view.toLowerCase().includes("vate")) return text2;
+  let kept = keptSpans(view);
+  if (kept === null) return text2;
+  if (view !== text2) {
+    const from = origins(text2);
+    const after = (i) => from[i] + ((text2.codePointAt(from[i]) ?? 0) > 65535 ? 2 : 1);
+    kept = kept.map(([start, end]) => [start ? after(start - 1) : 0, end < from.length ? from[end] : text2.length]);
+  }
+  return kept.map(([start, end]) => text2.slice(start, end)).join("");
 }
 
 // src/project.ts
@@ -943,20 +1012,20 @@ function loadRepoConfig(cwd) {
 }
 function parseRepoConfig(text2) {
   const config = { ...DEFAULTS };
-  let table = "";
+  let table2 = "";
   const lines = text2.replace(/^\ufeff/, "").split(/\r?\n/);
   lines.forEach((line, index) => {
     const content = line.trim();
     if (!content || content.startsWith("#")) return;
     const header = /^\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$/.exec(content);
     if (header && TABLES.has(header[1].replace(/\s/g, ""))) {
-      table = header[1].replace(/\s/g, "");
+      table2 = header[1].replace(/\s/g, "");
       return;
     }
     if (content.startsWith("[")) throw new Error(`line ${index + 1}: unknown table ${content}`);
     const assignment = /^([A-Za-z0-9_.\- ]+?)\s*=\s*(.*)$/.exec(content);
     const key = assignment ? assignment[1].replace(/\s*\.\s*/g, ".") : null;
-    const full = key === null ? null : table ? `${table}.${key}` : key;
+    const full = key === null ? null : table2 ? `${table2}.${key}` : key;
     if (full === null) throw new Error(`line ${index + 1}: not a key = value line`);
     const kind2 = KEYS[full];
     if (kind2 === void 0) throw new Error(`unknown key ${full}`);

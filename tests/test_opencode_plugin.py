@@ -3,7 +3,8 @@ type check against the real `@opencode-ai/plugin` types and its own tests (node'
 against a live service), then parity with the Python adapters, checked here where both sides
 are at hand: the project name of a repository, the chunks of a compaction flush and the
 record of a captured tool call must be exactly the Python ones (the service dedups by exact
-content, and memories are shared across harnesses by project)."""
+content, and memories are shared across harnesses by project), and so must the `<private>`
+text it strips (its spool and log must never hold what the hooks' would not)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from semantic_memory import spool
 from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
 from semantic_memory.harness.transcript import Turn, chunk_turns, remembered, unquote
+from semantic_memory.private import strip_private
+from semantic_memory.safety.textnorm import DEFAULT_IGNORABLE_RANGES, LOOKALIKES
 from lock_support import write_lock_held
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -302,6 +306,49 @@ def test_what_the_plugin_keeps_as_refused_is_the_python_spools_record(tmp_path: 
     expected = [spool.refused_items(batch, answer) for answer in answers]
     got = node_eval("refusedItems", [[batch, answer] for answer in answers])
     assert [list(r) if r is not None else None for r in expected] == got
+
+
+#: `<private>` tags as they read (tests/test_private_optout.py's cases): an invisible character,
+#: a compatibility form or a look-alike letter in the tag does not hide it.
+PRIVATE_READINGS = [
+    "a <pri\u200bvate>s</pri\u200bvate> b", "a <pri\u00advate>s</private\u2060> b",
+    "a <\u3000private>s</private\u3000> b", "a \uff1c\uff50rivate\uff1es\uff1c/private\uff1e b",
+    "a <\u0440rivate>s</private> b",
+    "\ufeff\U0001f469\u200d\U0001f4bb <private>s\u200b</private>\u200f ok",
+    "<pri\u200bvateer> is another tag", "a <pr\u0130vate>s</PR\u0131VATE> b",
+    "\u0440\u0433\u0456\u03bd\u0430\u0442\u0435 <\u0440\u0433\u0456\u03bd\u0430\u0442\u0435> "
+    "is Greek and Cyrillic",
+    "\ufb01 <private\ufe65s</private\ufe65 \u2460\U0001f642<private/\ufe65\u2100",
+]
+
+
+def test_private_text_is_found_as_it_reads_as_python_finds_it() -> None:
+    """The plugin's `stripPrivate` reads a tag as `strip_private` does (NFKC per character,
+    invisible characters dropped, look-alike letters folded) and cuts the same span from the
+    text as written, so its spool and log hold no private text the hooks' would not."""
+    texts = list(PRIVATE_READINGS)
+    # Every character reading as "<" opens a tag, every look-alike letter of the name folds.
+    texts += [f"a {c}private>s</private> b" for c in map(chr, range(0x80, 0x110000))
+              if "<" in unicodedata.normalize("NFKC", c)]
+    for char, latin in ((chr(c), latin) for c, latin in LOOKALIKES.items()):
+        texts += [f"a <{'private'.replace(latin, char)}>s</private> b",
+                  f"a <x{char}> <{'PRIVATE'.replace(latin.upper(), char)}>s b"]
+    # Each run of invisible characters (its first and last) inside the name and the brackets.
+    for lo, hi in DEFAULT_IGNORABLE_RANGES + ((0x0600, 0x0605), (0xFFF9, 0xFFFB)):
+        texts += [f"a <pri{chr(c)}vate{chr(c)}>s</{chr(c)}private> b" for c in {lo, hi}]
+    rng = random.Random(3)
+    pieces = ["<private>", "</private>", "<pri\u200bvate>", "\uff1c/\u0440rivate\u3000>",
+              "<\u1d18RIVATE/>", "<", ">", "/", "private", "pri", "vate", "PRIVATE", "\uff1c",
+              "\uff1e", "\ufe64", "\uff0f", "\uff50", "\u0440", "\u0433", "\u0430", "\u1d18",
+              "\u0130", "\u0131",
+              "\u200b", "\u00ad", "\u2060", "\ufeff", "\u200d", "\u3000", "\U000e0041", "\ufb01",
+              "\u2460", "\U0001f642", "\u00e9", "e\u0301", " ", "\n", "x", "secret words"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))) for _ in range(600)]
+    expected = [strip_private(t) for t in texts]
+    assert sum(e != t for e, t in zip(expected, texts, strict=True)) > 300
+    got = node_eval("stripPrivate", [[t] for t in texts])
+    for text, want, have in zip(texts, expected, got, strict=True):
+        assert have == want, ascii(text)
 
 
 # --- a long writer (purge, import, another process) costs the plugin no model-call time ------

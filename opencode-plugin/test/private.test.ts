@@ -46,6 +46,18 @@ describe("private text", () => {
       [`a <private>${SECRET} to the end`, "a "],
       ["a </private> b <private/> c", "a  b  c"],
       ["<privateer> stays", "<privateer> stays"],
+      // what the tag reads as: invisible characters and other forms inside it do not hide it
+      [`a <pri\u200bvate>${SECRET}</pri\u200bvate> b`, "a  b"],
+      [`a <pri\u00advate>${SECRET}</private\u2060> b`, "a  b"],
+      [`a <\u3000private>${SECRET}</private\u3000> b`, "a  b"],
+      [`a \uff1c\uff50rivate\uff1e${SECRET}\uff1c/private\uff1e b`, "a  b"],
+      [`a <\u0440rivate>${SECRET}</private> b`, "a  b"], // Cyrillic р
+      [`a <pr\u0130vate>${SECRET}</PR\u0131VATE> b`, "a  b"], // İ and dotless ı, as Python reads them
+      // ... and are cut from the text as written, whose other invisible characters stay
+      [`\ufeff👩\u200d💻 <private>${SECRET}\u200b</private>\u200f ok`, "\ufeff👩\u200d💻 \u200f ok"],
+      ["<pri\u200bvateer> is another tag", "<pri\u200bvateer> is another tag"],
+      ["\u0440\u0433\u0456\u03bd\u0430\u0442\u0435 <\u0440\u0433\u0456\u03bd\u0430\u0442\u0435> is a word of its own script",
+        "\u0440\u0433\u0456\u03bd\u0430\u0442\u0435 <\u0440\u0433\u0456\u03bd\u0430\u0442\u0435> is a word of its own script"],
     ];
     for (const [text, kept] of cases) assert.equal(stripPrivate(text), kept);
   });
@@ -57,7 +69,9 @@ describe("private text", () => {
       const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_PLUGIN_TOOL_CAPTURE: "bash" });
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
       await memory.chatMessage("ses_p", [part("ses_p", `remember that the vault is sealed <private>${SECRET}</private>`)]);
+      await memory.chatMessage("ses_p", [part("ses_p", `remember that the vault has two keys <pri\u200bvate>${SECRET}</pri\u200bvate>`)]);
       memory.toolExecuted("bash", "ses_p", { command: "cat .env" }, `DB=staging <private>${SECRET}`);
+      memory.toolExecuted("bash", "ses_p", { command: "cat .env.local" }, `DB=local \uff1c\uff50rivate\uff1e${SECRET}`);
       memory.compacting("ses_p");
       await memory.messagesTransform([message("ses_p", "user", `log in how? <private>${SECRET}</private>`),
         message("ses_p", "assistant", "Use the staging account.")]);
@@ -66,6 +80,8 @@ describe("private text", () => {
         .map((f) => readFileSync(join(dir, "spool", f), "utf8")).join("");
       assert.match(spooled, /the vault is sealed/);
       assert.match(spooled, /DB=staging/);
+      assert.match(spooled, /the vault has two keys/);
+      assert.match(spooled, /DB=local/);
       assert.match(spooled, /Use the staging account/);
       assert.ok(!spooled.includes(SECRET) && !spooled.includes("private>"), spooled);
       assert.ok(!readFileSync(join(dir, "hooks.jsonl"), "utf8").includes(SECRET));
