@@ -978,6 +978,7 @@ function removeSuffix(text2, suffix) {
 // src/repoconfig.ts
 import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
 import { join as join5 } from "node:path";
+var MAX_PROJECT_CHARS = 256;
 var FILE_NAME = ".semantic-memory.toml";
 var MAX_BYTES = 64 * 1024;
 var DEFAULTS = { path: null, capture: true, recall: true, project: null, error: null };
@@ -1033,9 +1034,16 @@ function parseRepoConfig(text2) {
     if (typeof value !== kind2) throw new Error(`${full} must be a ${kind2}`);
     if (full === "capture.enabled") config.capture = value;
     else if (full === "recall.enabled") config.recall = value;
-    else config.project = value.trim().slice(0, 256) || null;
+    else config.project = projectName(value.trim());
   });
   return config;
+}
+function projectName(name) {
+  if (!name) return null;
+  if ([...name].length > MAX_PROJECT_CHARS) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS} characters`);
+  if (/[\n\r\t\0]/.test(name)) throw new Error("project.name must be one line (no newline, tab or NUL)");
+  if (stripPrivate(name) !== name) throw new Error("project.name must not hold <private> text");
+  return name;
 }
 function parseValue(raw) {
   const text2 = raw.trim();

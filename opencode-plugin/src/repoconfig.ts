@@ -14,7 +14,11 @@
 
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { stripPrivate } from "./private.js";
 import { findRepository, resolvePath } from "./project.js";
+
+/** The longest project name the service takes (core/semantic_memory/limits.py). */
+const MAX_PROJECT_CHARS = 256;
 
 export const FILE_NAME = ".semantic-memory.toml";
 const MAX_BYTES = 64 * 1024;
@@ -89,9 +93,20 @@ export function parseRepoConfig(text: string): RepoConfig {
     if (typeof value !== kind) throw new Error(`${full} must be a ${kind}`);
     if (full === "capture.enabled") config.capture = value as boolean;
     else if (full === "recall.enabled") config.recall = value as boolean;
-    else config.project = (value as string).trim().slice(0, 256) || null;
+    else config.project = projectName((value as string).trim());
   });
   return config;
+}
+
+/** A blank name is no name; one the service would refuse throws, so capture stops (as in
+ * harness/repo_config.py: it would only fill spool/rejected/, and a private one the log). The
+ * message never echoes the name. Characters are counted as Python counts them (code points). */
+function projectName(name: string): string | null {
+  if (!name) return null;
+  if ([...name].length > MAX_PROJECT_CHARS) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS} characters`);
+  if (/[\n\r\t\0]/.test(name)) throw new Error("project.name must be one line (no newline, tab or NUL)");
+  if (stripPrivate(name) !== name) throw new Error("project.name must not hold <private> text");
+  return name;
 }
 
 /** A boolean or single-line string value (a trailing comment allowed); throws otherwise. */

@@ -118,6 +118,12 @@ describe(".semantic-memory.toml", () => {
     assert.throws(() => parseRepoConfig("[capure]\nenabled = false\n"), /unknown table \[capure\]/);
     assert.throws(() => parseRepoConfig("[capture]\nenable = false\n"), /unknown key capture.enable/);
     assert.throws(() => parseRepoConfig('[capture]\nenabled = "no"\n'), /capture.enabled must be a boolean/);
+    // A name the service would refuse: every write would end in spool/rejected/ (as in Python).
+    assert.throws(() => parseRepoConfig('[project]\nname = "a\\nb"\n'), /project.name must be one line/);
+    assert.throws(() => parseRepoConfig('[project]\nname = "<private>x</private>"\n'), /must not hold <private> text/);
+    assert.throws(() => parseRepoConfig(`[project]\nname = "${"\u{1F680}".repeat(257)}"\n`), /project.name must be 1..256/);
+    assert.equal(parseRepoConfig(`[project]\nname = "${"\u{1F680}".repeat(256)}"\n`).project, "\u{1F680}".repeat(256));
+    assert.equal(parseRepoConfig('[project]\nname = "  "\n').project, null);
     const root = tempDir();
     try {
       const cwd = repository(root, "[capture\nenabled = false\n");
