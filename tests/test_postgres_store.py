@@ -472,6 +472,44 @@ def test_a_server_gone_away_is_a_503_and_the_service_comes_back(tmp_path: Path) 
         server.stop()
 
 
+def test_with_the_server_gone_concurrent_requests_are_answered_at_once(tmp_path: Path) -> None:
+    """Once a request has found the server gone, 16 clients' ingests and 8 clients' health
+    checks at once are each answered 503 before a single wait for a pooled connection could
+    have passed: each used to wait that long (5 s) behind the service's 4 write threads (2 for
+    /health), so the 503s came in waves at 5, 10, 15 and 20 s. The next request once the
+    server is back is served."""
+    server = pg.ExtraServer()
+    service = _services(tmp_path, server.url, 1)[0]
+    try:
+        uid = _store(service, "the release train leaves on thursdays")["uid"]
+        server.stop()
+        with service.client() as http:
+            assert http.post("/recall", json={"query": "release train"}).status_code == 503
+
+            def ingest(n: int) -> Any:
+                with service.client() as own:
+                    return own.post("/ingest", json={"content": f"note {n}", "project": "team"})
+
+            def health(_: int) -> Any:
+                with service.client() as own:
+                    return own.get("/health")
+
+            started = time.monotonic()
+            with ThreadPoolExecutor(24) as clients:
+                answers = [*clients.map(ingest, range(16)), *clients.map(health, range(8))]
+            took = time.monotonic() - started
+            assert [a.status_code for a in answers] == [503] * 24
+            assert all("is unavailable" in a.json()["error"] for a in answers)
+            assert took < store_module.POOL_WAIT_S, took
+            server.start()
+            back = http.post("/recall", json={"query": "release train"})
+            assert back.status_code == 200, back.text
+            assert [h["uid"] for h in back.json()["items"]] == [uid]
+    finally:
+        service.stop()
+        server.stop()
+
+
 def test_the_request_after_a_long_outage_is_served_once_the_server_is_back() -> None:
     """The server is down for 18 s, long enough for the pool's background tries to back off
     to 16 s apart (psycopg's default: 1, 2, 4 ... 128 s): once it is back, the next request

@@ -203,9 +203,12 @@ class PostgresStore(SQLMemoryStore):
         self._url = url  # never shown: errors print `location` and scrub the password out
         self._timeout = timeout or None  # 0: no deadline
         self._local = threading.local()  # this thread's open transaction, for nested use
+        self._outage: str | None = None  # why the server is out of reach, while it is known
+        self._asking = threading.Lock()  # held by the one request asking it again (`_ask`)
         # One plain connection first: a server that cannot be reached is one line at once,
         # where the pool would retry (and log each try) until its timeout.
         connect = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+        self._ask_kwargs = {"connect_timeout": round(POOL_WAIT_S)} if connect else {}
         try:
             psycopg.connect(conninfo(url), **connect).close()
         except psycopg.Error as exc:
@@ -228,8 +231,25 @@ class PostgresStore(SQLMemoryStore):
     def _configure(self, conn: BoundedConnection) -> None:
         conn.deadline_s = self._timeout
         _configure(conn)
+        self._outage = None  # the pool reached the server
 
-    def _checkout(self, wait: float = POOL_WAIT_S) -> BoundedConnection:
+    def _ask(self) -> None:
+        """Ask the server for a connection of the store's own, outside the pool: a refused one
+        fails at once, where a request waiting on the pool learns nothing until its wait runs
+        out. One request asks at a time; the others meanwhile take the last answer. Raises the
+        store's unavailable error while the server is out of reach."""
+        if self._asking.acquire(blocking=False):
+            try:
+                psycopg.connect(conninfo(self._url), **self._ask_kwargs).close()
+                self._outage = None
+            except psycopg.Error as exc:
+                self._outage = _one_line(exc, self._url)
+            finally:
+                self._asking.release()
+        if (outage := self._outage) is not None:
+            raise StoreError(f"{self.location} is unavailable: {outage}")
+
+    def _checkout(self, wait: float = POOL_WAIT_S, ask: bool = True) -> BoundedConnection:
         """A pooled connection that has just answered a round trip (its check, under the
         deadline), within `wait` seconds. One that fails its check is closed, so the pool
         replaces it, and the next is tried at once: the pool's own check loop put a failed
@@ -238,19 +258,37 @@ class PostgresStore(SQLMemoryStore):
         it (`drain`: replaced by new ones at once), as a restart ends them all: checking each
         in turn took the request's whole wait. One the server did not answer in time fails
         the request: trying each idle connection would wait out the deadline once per
-        connection."""
+        connection.
+
+        While the server is known to be out of reach and no connection is idle, a request
+        does not wait on the pool: one asks the server again (`_ask`) and the others are
+        answered at once, as is every request once a dropped connection or an empty pool
+        shows it gone. Waiting 5 s each, requests queued behind the service's few threads
+        answered in waves, 20 s and more. `ask=False` (a spare connection): none of it."""
         give_up = time.monotonic() + wait
         while True:
-            conn = self._pool.getconn(max(give_up - time.monotonic(), 0.001))
+            if ask and self._outage is not None and not self._pool.get_stats()["pool_available"]:
+                self._ask()
+            try:
+                conn = self._pool.getconn(max(give_up - time.monotonic(), 0.001))
+            except PoolTimeout:
+                if ask:  # the pool may be retrying a server that went away: is it there?
+                    self._ask()
+                raise
             try:
                 ConnectionPool.check_connection(conn)
-                return conn
             except psycopg.OperationalError as exc:
                 conn.close()
                 self._pool.putconn(conn)
                 self._pool.drain()
                 if isinstance(exc, NoAnswer):
+                    self._outage = str(exc)  # not even an empty statement was answered
                     raise
+                if ask:
+                    self._ask()
+                continue
+            self._outage = None
+            return conn
 
     @contextmanager
     def _unbounded(self) -> Iterator[None]:
@@ -367,7 +405,7 @@ class PostgresStore(SQLMemoryStore):
         server gone away is a StoreError here too, as in `snapshot`."""
         with unavailable_as_store_error(self._url):
             try:
-                conn = self._checkout(SPARE_WAIT_S)
+                conn = self._checkout(SPARE_WAIT_S, ask=False)
             except PoolTimeout:
                 conn = None
             if conn is None:
