@@ -328,7 +328,7 @@ def test_bad_settings_are_one_line_errors(tmp_path: Path, monkeypatch) -> None: 
     with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_MIN_ROWS: cannot use 'many'"):
         VectorSettings.from_env({"MEMORY_VECTOR_ANN_MIN_ROWS": "many"})
     monkeypatch.setenv("MEMORY_VECTOR_ANN_THREADS", "0")  # a bad value stops the command
-    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_THREADS must be >= 1"):
+    with pytest.raises(ConfigError, match="MEMORY_VECTOR_ANN_THREADS must be within 1..1024, not 0"):
         MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), plugins="vector"))
 
 
