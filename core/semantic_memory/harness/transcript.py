@@ -327,6 +327,14 @@ def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
     return flushed, len(older) + len(chunks) - len(flushed)
 
 
+def exchange_chunks(user: str, reply: str, redact: Callable[[str], str],
+                    max_chars: int = CHUNK_CHARS) -> list[str]:
+    """The memories a flush stores for one exchange, redacted with `redact` first when it is
+    cut (what `flush_chunks(..., redact=redact)` gives for it). The service cuts an exchange
+    sent whole (`/ingest`'s `exchange` items) with this."""
+    return _unique(_chunk_exchange(user, reply, max_chars, redact))
+
+
 def _unique(chunks: Iterable[str]) -> list[str]:
     """`chunks` in order, each once, without those too short to be worth a memory."""
     return list(dict.fromkeys(chunk for chunk in chunks if len(chunk) >= MIN_CHUNK_CHARS))

@@ -121,6 +121,24 @@ def _ingest_item(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _exchange(value: Any) -> SimpleNamespace:
+    if type(value) is not dict or set(value) != {"user", "reply"}:
+        raise _Unsure
+    return SimpleNamespace(user=_str(value["user"]), reply=_str(value["reply"]))
+
+
+def _ingest_exchange(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "exchange": _exchange(body.pop("exchange", None)),
+        "kind": _str(body.pop("kind", "fact")),
+        "source": _str(body.pop("source", "chat")),
+        "project": _opt_str(body.pop("project", None)),
+        "tags": _str_list(body.pop("tags", []), MAX_TAGS, MAX_TAG),
+        "created_at": _timestamp(body.pop("created_at", None)),
+        "session": _short(body.pop("session", None)),
+    }
+
+
 def _ingest_batch(body: dict[str, Any]) -> dict[str, Any]:
     items = body.pop("items", None)
     if type(items) is not list or not 1 <= len(items) <= MAX_BATCH:
@@ -132,6 +150,7 @@ PARSERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "RecallRequest": _recall,
     "InjectReport": _inject_report,
     "IngestItem": _ingest_item,
+    "IngestExchange": _ingest_exchange,
     "IngestBatch": _ingest_batch,
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -200,27 +201,40 @@ async def ingest(request: Request) -> JSONResponse:
 
 def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
     """/ingest's answer to a decoded JSON body: one memory or `{"items": [...]}`. Also how
-    the service replays its write spool (spool_replay.py). ApiError when the body is wrong."""
+    the service replays its write spool (spool_replay.py). ApiError when the body is wrong.
+
+    A batch item may be an exchange (`{"exchange": {"user", "reply"}, ...}`) instead of a
+    memory: it becomes the memories a hook's flush makes of it (`exchange_memories`), and its
+    result sums theirs (`exchange_result`); the batch's counts count those memories."""
     max_chars = engine.settings.max_content_chars
     batch = isinstance(data, dict) and "items" in data
     if not batch:
+        if isinstance(data, dict) and "exchange" in data:
+            raise ApiError(422, 'exchange: an exchange goes in a batch ({"items": [...]}), '
+                           "one result per item", "exchange")
         items = [to_memory(parse_model("IngestItem", data), "", max_chars)]
     else:
         # Item by item: one bad chunk of a 200-chunk flush must not cost the other 199.
         raw_items = parse_model("IngestBatch", data).items
         bad: dict[int, str] = {}
+        spans: dict[int, int] = {}  # request item -> how many memories it became
         items = []
         for i, raw in enumerate(raw_items):
             field = f"items[{i}]."
             try:
-                item = to_memory(parse_model("IngestItem", raw, field), field, max_chars)
-                engine.writer.check_replaces(item)
+                if isinstance(raw, dict) and "exchange" in raw:
+                    found = exchange_memories(raw, field, max_chars)
+                else:
+                    found = [to_memory(parse_model("IngestItem", raw, field), field, max_chars)]
+                for item in found:
+                    engine.writer.check_replaces(item)
             except ApiError as exc:
                 bad[i] = exc.message
             except InvalidMemory as exc:  # `replaces` naming no live memory: this item's
                 bad[i] = f"{field}{exc}"
             else:
-                items.append(item)
+                spans[i] = len(found)
+                items += found
     try:
         stored = engine.ingest(items) if items else []
     except InvalidMemory as exc:  # validated above (`replaces` naming no memory lands here)
@@ -228,11 +242,54 @@ def ingest_body(engine: MemoryEngine, data: Any) -> dict[str, Any]:
     if not batch:
         return stored[0].to_dict() | {"duplicate": stored[0].status == "duplicate"}
     queue = iter(stored)
-    results = [IngestResult("rejected", reason=bad[i]) if i in bad else next(queue)
-               for i in range(len(raw_items))]
-    out = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
-    counts = {s: sum(r.status == s for r in results) for s in ("new", "duplicate", "rejected")}
+    out, memories = [], []  # a result per request item; one per memory (each exchange piece)
+    for i, raw in enumerate(raw_items):
+        if i in bad:
+            results = [IngestResult("rejected", reason=bad[i])]
+        else:
+            results = [next(queue) for _ in range(spans[i])]
+        memories += results
+        dicts = [r.to_dict() | {"duplicate": r.status == "duplicate"} for r in results]
+        is_exchange = isinstance(raw, dict) and "exchange" in raw and i not in bad
+        out.append(exchange_result(dicts) if is_exchange else dicts[0])
+    counts = {s: sum(r.status == s for r in memories) for s in ("new", "duplicate", "rejected")}
     return {"results": out, **counts}
+
+
+def exchange_memories(raw: dict[str, Any], field: str, max_chars: int) -> list[NewMemory]:
+    """A batch item holding an exchange as the memories a hook's flush stores for it: the
+    whole exchange redacted first, then cut (`transcript.exchange_chunks`), so that no cut
+    splits a secret into halves the redaction of each memory alone would pass. Each memory
+    carries the item's other fields. ApiError 422 for a bad item."""
+    from ..harness.transcript import MIN_CHUNK_CHARS, exchange_chunks
+    from ..safety.redaction import redact
+
+    if "content" in raw:
+        raise ApiError(422, f"{field}exchange: an item holds content or an exchange, not both",
+                       f"{field}exchange")
+    item = parse_model("IngestExchange", raw, field)
+    chunks = exchange_chunks(item.exchange.user, item.exchange.reply, redact)
+    if not chunks:
+        raise ApiError(422, f"{field}exchange: nothing of at least {MIN_CHUNK_CHARS} "
+                       "characters to store", f"{field}exchange")
+    return [to_memory(SimpleNamespace(content=chunk, kind=item.kind, source=item.source,
+                                      project=item.project, tags=item.tags,
+                                      session=item.session, created_at=item.created_at,
+                                      replaces=None), field, max_chars)
+            for chunk in chunks]
+
+
+def exchange_result(pieces: list[dict[str, Any]]) -> dict[str, Any]:
+    """An exchange item's result: `rejected` (with the first refused piece's reason) when
+    any of its memories was refused, else `new` when any is new, else `duplicate`; `pieces`
+    holds each memory's own result."""
+    statuses = [piece["status"] for piece in pieces]
+    status = next((s for s in ("rejected", "new") if s in statuses), "duplicate")
+    out: dict[str, Any] = {"status": status, "duplicate": status == "duplicate"}
+    if status == "rejected":
+        out["reason"] = next(p.get("reason", "refused") for p in pieces
+                             if p["status"] == "rejected")
+    return out | {"pieces": pieces}
 
 
 #: The harness asking (`memory-mcp hook`, the opencode plugin): memories imported from files it

@@ -59,6 +59,28 @@ class IngestItem(_Body):
     replaces: Tag | None = None
 
 
+class Exchange(_Body):
+    """A user question and the assistant's reply, as a flush reads them (transcript.py)."""
+
+    user: str
+    reply: str
+
+
+class IngestExchange(_Body):
+    """A batch item that is an exchange, not a memory: the service redacts it whole, then cuts
+    it into memories of at most CHUNK_CHARS as a hook's flush does (`_chunk_exchange`), each
+    with the item's other fields. A cut made after the redaction cannot split a secret into
+    halves that each pass it."""
+
+    exchange: Exchange
+    kind: str = "fact"
+    source: str = "chat"
+    project: str | None = None
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    created_at: Timestamp | None = None
+    session: Short | None = None
+
+
 class MemoryEdit(_Body):
     """PATCH /api/memories/{uid}: the fields to change; an absent (or null) field stays.
     `project: ""` makes the memory global; `tags` replaces the whole list."""
