@@ -651,6 +651,24 @@ function chunkTurns(turns, maxChars = CHUNK_CHARS) {
   }
   return [...chunks];
 }
+function flushItems(turns, newest = Infinity, maxChars = CHUNK_CHARS) {
+  const out = [];
+  const seen = /* @__PURE__ */ new Set();
+  const pairs = exchanges(turns).map(([user, reply]) => ({ user, reply, pieces: chunkExchange(user, reply, maxChars) }));
+  let first = pairs.length;
+  for (let count = 0; first > 0 && count < newest; ) count += pairs[--first]?.pieces.length ?? 0;
+  for (const { user, reply, pieces } of pairs.slice(first)) {
+    if (pieces.length > 1) {
+      out.push([{ exchange: { user, reply } }, pieces.length]);
+      continue;
+    }
+    const [chunk] = pieces;
+    if (chunk === void 0 || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
+    seen.add(chunk);
+    out.push([{ content: chunk }, 1]);
+  }
+  return out;
+}
 function chunkExchange(user, reply, maxChars) {
   const lines = [...user ? [`User: ${user}`] : [], ...reply ? [`Assistant: ${reply}`] : []];
   const whole = lines.join("\n");
@@ -1581,31 +1599,41 @@ ${query}`;
       if (this.optedOut(action, "capture")) return;
       const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
-      const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
-      if (!chunks.length) {
+      const items = flushItems(turns, FLUSH_MAX);
+      if (!items.length) {
         action.done("skipped", "no conversation to flush");
         return;
       }
+      const batches = [[]];
+      let size = 0;
+      for (const item of items) {
+        if (size && size + item[1] > FLUSH_BATCH) {
+          batches.push([]);
+          size = 0;
+        }
+        batches[batches.length - 1]?.push(item);
+        size += item[1];
+      }
+      const chunks = items.reduce((sum, [, pieces]) => sum + pieces, 0);
       const counts = { new: 0, duplicate: 0, rejected: 0, spooled: 0 };
-      for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
-        const batch = chunks.slice(start, start + FLUSH_BATCH);
+      for (const batch of batches) {
         const answer = await action.write({
-          items: batch.map((content) => ({
-            content,
+          items: batch.map(([item]) => ({
+            ...item,
             kind: "note",
             source: "compaction",
             ...this.memoryFields(sessionID, key)
           }))
         });
         if (answer === null) {
-          counts.spooled += batch.length;
+          counts.spooled += batch.reduce((sum, [, pieces]) => sum + pieces, 0);
           continue;
         }
         for (const name of ["new", "duplicate", "rejected"]) {
           counts[name] += Number(answer[name] ?? 0) || 0;
         }
       }
-      const detail = `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
+      const detail = `${chunks} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
       if (counts.spooled) action.done("spooled", `${detail}, ${counts.spooled} spooled (${action.spoolReason})`);
       else action.done("stored", detail);
     });
@@ -1855,6 +1883,7 @@ export {
   index_default as default,
   describeInput,
   detectProject,
+  flushItems,
   loadRepoConfig,
   loadSettings,
   normaliseRemote,

@@ -23,9 +23,16 @@ from typing import Any
 
 import pytest
 from semantic_memory import spool
-from semantic_memory.harness.adapter import ToolCall, capture_record
+from semantic_memory.harness.adapter import ToolCall, capture_record, redact
 from semantic_memory.harness.project import detect_project
-from semantic_memory.harness.transcript import Turn, chunk_turns, remembered, unquote
+from semantic_memory.harness.transcript import (
+    Turn,
+    chunk_turns,
+    exchange_chunks,
+    flush_chunks,
+    remembered,
+    unquote,
+)
 from semantic_memory.private import strip_private
 from semantic_memory.safety.textnorm import DEFAULT_IGNORABLE_RANGES, LOOKALIKES
 from lock_support import write_lock_held
@@ -193,6 +200,32 @@ def test_flush_chunks_match_the_python_chunking() -> None:
                                    for turns in conversations])
     for turns, want, have in zip(conversations, expected, got, strict=True):
         assert have == want, turns
+
+
+def test_what_a_flush_stores_is_what_the_python_hooks_store() -> None:
+    """The plugin sends a long exchange whole and the service redacts it before it cuts it
+    (`exchange_chunks`): the memories stored are the Python hooks' (`flush_chunks` with their
+    redaction), a private key split by the cut included."""
+    rng = random.Random(20261206)
+    key = "\n".join(["-----BEGIN RSA PRIVATE KEY-----",
+                     *("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop0123456789+/")
+                               for _ in range(64)) for _ in range(25)),
+                     "-----END RSA PRIVATE KEY-----"])
+    conversations = [[Turn("user", "How do I set up the deploy box?"),
+                      Turn("assistant", "Step one. " * 100 + f"\n\n{key}\n\n" + "Then go. " * 150)]]
+    conversations += [[Turn(rng.choice(["user", "assistant"]), random_text(rng))
+                       for _ in range(rng.randint(1, 6))] for _ in range(100)]
+    got = node_eval("flushItems", [[[{"role": t.role, "text": t.text} for t in turns]]
+                                   for turns in conversations])
+    assert sum("exchange" in item for items in got for item, _ in items) > 10
+    for turns, items in zip(conversations, got, strict=True):
+        stored = [chunk for item, _ in items
+                  for chunk in ([item["content"]] if "content" in item else
+                                exchange_chunks(item["exchange"]["user"],
+                                                item["exchange"]["reply"], redact))]
+        assert list(dict.fromkeys(stored)) == flush_chunks(turns, redact=redact)[0], turns
+    assert "BEGIN RSA" in "".join(chunk_turns(conversations[0]))
+    assert "BEGIN RSA" not in "".join(flush_chunks(conversations[0], redact=redact)[0])
 
 
 def test_prompt_quotes_and_remember_match_the_python_rule() -> None:

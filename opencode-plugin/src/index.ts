@@ -44,7 +44,7 @@ export default { id: "semantic-memory", server };
 export { MemoryPlugin } from "./memory.js";
 export { loadSettings } from "./settings.js";
 export { detectProject, normaliseRemote } from "./project.js";
-export { chunkTurns, splitText, clean, remembered, unquote } from "./transcript.js";
+export { chunkTurns, flushItems, splitText, clean, remembered, unquote } from "./transcript.js";
 export { captureRecord, describeInput } from "./records.js";
 export { appendSpool, refusedItems } from "./spool.js";
 export { stripPrivate } from "./private.js";

@@ -45,7 +45,7 @@ import { loadRepoConfig, type RepoConfig } from "./repoconfig.js";
 import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
 import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
-import { chunkTurns, remembered, unquote } from "./transcript.js";
+import { flushItems, remembered, unquote, type FlushItem } from "./transcript.js";
 
 export const HARNESS = "opencode";
 /** The opencode hooks, by action: the `event` of hook log lines and injection reports. */
@@ -443,24 +443,35 @@ export class MemoryPlugin {
       const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
-      const chunks = chunkTurns(turns).slice(-FLUSH_MAX);
-      if (!chunks.length) {
+      // A long exchange goes whole: the service redacts it before it cuts it (flushItems).
+      const items = flushItems(turns, FLUSH_MAX);
+      if (!items.length) {
         action.done("skipped", "no conversation to flush");
         return;
       }
+      const batches: [FlushItem, number][][] = [[]];
+      let size = 0;
+      for (const item of items) {
+        if (size && size + item[1] > FLUSH_BATCH) {
+          batches.push([]);
+          size = 0;
+        }
+        batches[batches.length - 1]?.push(item);
+        size += item[1];
+      }
+      const chunks = items.reduce((sum, [, pieces]) => sum + pieces, 0); // as cut before redaction
       const counts = { new: 0, duplicate: 0, rejected: 0, spooled: 0 };
-      for (let start = 0; start < chunks.length; start += FLUSH_BATCH) {
-        const batch = chunks.slice(start, start + FLUSH_BATCH);
+      for (const batch of batches) {
         const answer = await action.write({
-          items: batch.map((content) => ({
-            content,
+          items: batch.map(([item]) => ({
+            ...item,
             kind: "note",
             source: "compaction",
             ...this.memoryFields(sessionID, key),
           })),
         });
         if (answer === null) {
-          counts.spooled += batch.length;
+          counts.spooled += batch.reduce((sum, [, pieces]) => sum + pieces, 0);
           continue;
         }
         for (const name of ["new", "duplicate", "rejected"] as const) {
@@ -468,7 +479,7 @@ export class MemoryPlugin {
         }
       }
       const detail =
-        `${chunks.length} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
+        `${chunks} chunks: ${counts.new} new, ${counts.duplicate} already stored, ${counts.rejected} refused`;
       if (counts.spooled) action.done("spooled", `${detail}, ${counts.spooled} spooled (${action.spoolReason})`);
       else action.done("stored", detail);
     });

@@ -150,6 +150,36 @@ export function chunkTurns(turns: Iterable<Turn>, maxChars = CHUNK_CHARS): strin
   return [...chunks];
 }
 
+/** What a flush sends for one exchange: the memory itself, or the whole exchange for the service to cut. */
+export type FlushItem = { content: string } | { exchange: { user: string; reply: string } };
+
+/**
+ * The /ingest batch items a flush sends for these turns, oldest first, with how many memories
+ * each makes: an exchange `chunkExchange` would cut goes whole (`{exchange: {user, reply}}`), and
+ * the service redacts it before it cuts it as `chunkExchange` does (the plugin cannot run the
+ * service's secret rules, and a cut through a secret leaves halves that each pass them). The
+ * newest exchanges whose memories make up `newest` at most are kept, and one cut by that limit
+ * goes whole. The memories stored are those of `chunkTurns`, redacted as the Python hooks'.
+ */
+export function flushItems(turns: Iterable<Turn>, newest = Infinity, maxChars = CHUNK_CHARS): [FlushItem, number][] {
+  const out: [FlushItem, number][] = [];
+  const seen = new Set<string>();
+  const pairs = exchanges(turns).map(([user, reply]) => ({ user, reply, pieces: chunkExchange(user, reply, maxChars) }));
+  let first = pairs.length;
+  for (let count = 0; first > 0 && count < newest; ) count += pairs[--first]?.pieces.length ?? 0;
+  for (const { user, reply, pieces } of pairs.slice(first)) {
+    if (pieces.length > 1) {
+      out.push([{ exchange: { user, reply } }, pieces.length]);
+      continue;
+    }
+    const [chunk] = pieces;
+    if (chunk === undefined || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
+    seen.add(chunk);
+    out.push([{ content: chunk }, 1]);
+  }
+  return out;
+}
+
 function chunkExchange(user: string, reply: string, maxChars: number): string[] {
   const lines = [...(user ? [`User: ${user}`] : []), ...(reply ? [`Assistant: ${reply}`] : [])];
   const whole = lines.join("\n");

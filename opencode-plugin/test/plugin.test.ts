@@ -194,6 +194,31 @@ describe("against a live service", () => {
     ]);
   });
 
+  test("a long exchange goes whole, so a secret it holds across the cut is stored as no piece", async () => {
+    const keyLines = Array.from({ length: 25 }, (_, i) =>
+      Array.from({ length: 64 }, (_, j) => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[(i * 31 + j * 17 + i * j) % 64]).join(""));
+    const key = ["-----BEGIN RSA PRIVATE KEY-----", ...keyLines, "-----END RSA PRIVATE KEY-----"].join("\n");
+    const said = "The deploy server runs the nightly release job at two in the morning.";
+    const reply = `Here is the setup. ${Array(18).fill(said).join(" ")}\n\nUse this key:\n${key}\n\n` +
+      `${Array(30).fill("Then restart the worker pool and watch the queue drain.").join(" ")}`;
+    const session = new Session(plugin());
+    await session.prompt("How do I set up the deploy server for the nightly job?");
+    session.reply(reply);
+    await session.compact();
+    const stored = (await memories(service.url, "compaction"))
+      .filter((m) => m.session === `opencode:${session.id}`);
+    assert.ok(stored.length >= 2, "the exchange was cut into pieces");
+    for (const memory of stored) {
+      for (const line of [...keyLines, "BEGIN RSA PRIVATE KEY", "END RSA PRIVATE KEY"]) {
+        assert.ok(!memory.content.includes(line), `a piece of the key was stored: ${memory.content}`);
+      }
+    }
+    assert.ok(stored.some((m) => m.content.includes("[REDACTED:private-key]")));
+    const [flush] = hookLog(dir).filter((e) => e["event"] === "experimental.session.compacting" &&
+      String(e["session"]).startsWith(session.id));
+    assert.equal(flush?.["outcome"], "stored");
+  });
+
   test("a 'remember …' prompt is stored as a fact and the model told so", async () => {
     const session = new Session(plugin());
     await session.prompt("Remember that the deploy freeze starts on Fridays at noon");
