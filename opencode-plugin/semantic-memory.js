@@ -1392,6 +1392,9 @@ var MemoryPlugin = class {
   /** Names this process's contexts: a new opencode process rebuilds every system prompt. */
   processTag = randomBytes2(3).toString("hex");
   pending = /* @__PURE__ */ new Set();
+  /** Each context's last injection report in flight: its next recall waits for it (within
+   * REPORT_MS), so the service knows what the context holds, as a hook's exit orders it. */
+  reports = /* @__PURE__ */ new Map();
   detectedProject;
   starting = null;
   startedUrl = null;
@@ -1518,6 +1521,7 @@ ${query}`;
         action.done("skipped", "nothing but <private> text to recall for");
         return;
       }
+      await this.reports.get(key);
       const answer = await this.post(action, "/recall", {
         query,
         k: this.settings.limit,
@@ -1533,7 +1537,7 @@ ${query}`;
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      this.report(action.service.url, {
+      this.report(action.service.url, key, {
         harness: HARNESS,
         hook: HOOKS.inject,
         project: this.project,
@@ -1553,12 +1557,16 @@ ${query}`;
    * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
    * out of the back-off (the service answered the recall).
    */
-  report(url, body) {
+  report(url, key, body) {
     const task = new ServiceClient(url, this.settings.token).post("/inject/report", body, now() + REPORT_MS).then(
       () => void 0,
       (error) => this.debug(HOOKS.inject, `report failed: ${error.message}`)
-    ).finally(() => this.pending.delete(task));
+    ).finally(() => {
+      this.pending.delete(task);
+      if (this.reports.get(key) === task) this.reports.delete(key);
+    });
     this.pending.add(task);
+    this.reports.set(key, task);
   }
   async remember(sessionID, state, content) {
     const key = this.contextKey(sessionID, state);

@@ -202,6 +202,9 @@ export class MemoryPlugin {
   /** Names this process's contexts: a new opencode process rebuilds every system prompt. */
   private readonly processTag = randomBytes(3).toString("hex");
   private readonly pending = new Set<Promise<unknown>>();
+  /** Each context's last injection report in flight: its next recall waits for it (within
+   * REPORT_MS), so the service knows what the context holds, as a hook's exit orders it. */
+  private readonly reports = new Map<string, Promise<void>>();
   private detectedProject: string | null | undefined;
   private starting: Promise<void> | null = null;
   private startedUrl: string | null = null;
@@ -352,6 +355,7 @@ export class MemoryPlugin {
         action.done("skipped", "nothing but <private> text to recall for");
         return;
       }
+      await this.reports.get(key);
       const answer = await this.post(action, "/recall", {
         query,
         k: this.settings.limit,
@@ -367,7 +371,7 @@ export class MemoryPlugin {
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      this.report(action.service.url, {
+      this.report(action.service.url, key, {
         harness: HARNESS,
         hook: HOOKS.inject,
         project: this.project,
@@ -388,15 +392,19 @@ export class MemoryPlugin {
    * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
    * out of the back-off (the service answered the recall).
    */
-  private report(url: string, body: Record<string, unknown>): void {
-    const task = new ServiceClient(url, this.settings.token)
+  private report(url: string, key: string, body: Record<string, unknown>): void {
+    const task: Promise<void> = new ServiceClient(url, this.settings.token)
       .post("/inject/report", body, now() + REPORT_MS)
       .then(
         () => undefined,
         (error: unknown) => this.debug(HOOKS.inject, `report failed: ${(error as Error).message}`),
       )
-      .finally(() => this.pending.delete(task));
+      .finally(() => {
+        this.pending.delete(task);
+        if (this.reports.get(key) === task) this.reports.delete(key);
+      });
     this.pending.add(task); // `dispose` lets it land before opencode exits
+    this.reports.set(key, task);
   }
 
   private async remember(sessionID: string, state: SessionState, content: string): Promise<void> {
