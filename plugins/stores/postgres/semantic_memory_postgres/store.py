@@ -161,8 +161,8 @@ class _LockOnChange:
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
         if not (isinstance(sql, str) and sql.lstrip()[:6].upper() == "SELECT"):
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s), "
-                               "set_config('lock_timeout', %s, true)", (WRITE_LOCK, self._lock_wait))
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s), set_config('lock_timeout', "
+                               "%s, true)", (WRITE_LOCK, self._lock_wait))
         return self._conn.execute(sql, params)
 
     def __getattr__(self, name: str) -> Any:
