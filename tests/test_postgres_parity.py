@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pg
 import psycopg
@@ -233,3 +234,31 @@ def test_a_v4_database_dedups_per_project(tmp_path) -> None:  # type: ignore[no-
         assert [h.memory.uid for h in hits] == [results[1].uid]
     finally:
         engine.close()
+
+
+IDENTIFIER_NOTES = ["The primary database host is db-01.internal",
+                    "Errors go to /var/log/app/service.log", "Config lives in src/config.py",
+                    "Mail ops@example.com when the pager fires",
+                    "Pin lib v1.2.3 until the fix lands", "Run on node 18 (see the .nvmrc)",
+                    "The CI job lint-js-ts fails on windows", "Set k8s HPA min to 3",
+                    "Wrap it in <kbd>Ctrl-C</kbd> and rate 3.14 at -5 degrees"]
+
+
+@pytest.mark.parametrize("query", [
+    "db-01", "db", "01", "internal", "v1.2.3", "1.2.3", "service.log", "log", "config.py",
+    "example.com", "ops", "nvmrc", "k8s", "lint-js-ts", "js", "kbd", "ctrl", "3.14", "14", "5"])
+def test_identifiers_are_found_by_their_parts_as_on_sqlite(tmp_path: Path, query: str) -> None:
+    """A host, a version, a path, an address: PostgreSQL's parser kept `db-01.internal` or
+    `v1.2.3` as one lexeme while the query was cut into words (`db`, `01`), so recall on
+    PostgreSQL missed what SQLite's word split finds. Both sides now see the same words."""
+    found = []
+    for db_url in ("", pg.new_database()):
+        engine = MemoryEngine(Settings(db_path=str(tmp_path / f"{bool(db_url)}.db"),
+                                       device="cpu", db_url=db_url))
+        try:
+            engine.ingest([NewMemory(note) for note in IDENTIFIER_NOTES])
+            found.append(sorted(h.memory.content for h in engine.recall(query, k=10)))
+        finally:
+            engine.close()
+    sqlite, postgres = found
+    assert sqlite and postgres == sqlite

@@ -19,6 +19,7 @@ import anyio
 import pg
 import pytest
 import semantic_memory_postgres.store as store_module
+from semantic_memory_postgres.schema import SCHEMA_VERSION
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
@@ -867,11 +868,38 @@ def test_a_v7_store_is_upgraded_to_fold_accents(tmp_path: Path) -> None:
                             ).fetchone() == (0,)
     engine = MemoryEngine(settings)
     try:
-        assert engine.store.schema_version == 8
+        assert engine.store.schema_version == SCHEMA_VERSION
         assert [h.memory.uid for h in engine.recall("resume", k=1)] == [uid]
         with psycopg.connect(url, autocommit=True) as conn:
             assert conn.execute("SELECT count(*) FROM memories WHERE tsv @@ 'resum'::tsquery"
                                 ).fetchone() == (1,)
+    finally:
+        engine.close()
+
+
+def test_a_v8_store_is_upgraded_to_index_the_words_of_identifiers(tmp_path: Path) -> None:
+    """v9 computes the tsvector of every stored memory again from its words: a memory stored
+    under v8 (`db-01.internal` one lexeme) is found by `db` and `01` after the upgrade."""
+    import psycopg
+
+    url = pg.new_database()
+    settings = Settings(db_path=str(tmp_path / "x.db"), db_url=url, device="cpu",
+                        env={"MEMORY_CHANNEL_WEIGHTS": "pg_trigram=0"})
+    engine = MemoryEngine(settings)
+    uid = engine.ingest([NewMemory("The primary database host is db-01.internal")])[0].uid
+    engine.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # as v8 left it
+        conn.execute("ALTER TABLE memories DROP COLUMN tsv")
+        conn.execute("ALTER TABLE memories ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
+                     "(to_tsvector('english'::regconfig, memory_fold(content))) STORED")
+        conn.execute("CREATE INDEX memories_tsv ON memories USING gin (tsv)")
+        conn.execute("DROP FUNCTION memory_words(text)")
+        conn.execute("UPDATE store_meta SET value = '8' WHERE key = 'schema_version'")
+    engine = MemoryEngine(settings)
+    try:
+        assert engine.store.schema_version == SCHEMA_VERSION == 9
+        for query in ("db", "01", "db-01"):
+            assert [h.memory.uid for h in engine.recall(query, k=1)] == [uid], query
     finally:
         engine.close()
 

@@ -352,7 +352,8 @@ class _IdfChannel(Channel):
 #: side table row by row (that join made the planner hash-join a scan of every memory: 20-50 ms
 #: per query at 100k, docs/postgres.md), and an insert or an edit indexes the text with no
 #: statement of its own. Earlier releases kept the tsvectors in a side table, `memories_fts`.
-#: Accents are folded on both sides (`schema.memory_fold`), as the porter channel folds them.
+#: Both sides are cut into the same words, accents folded (`schema.memory_words`), as the porter
+#: channel's tokenizer cuts and folds them.
 
 
 #: One entry of a tsvector's text form: 'lexeme':positions ('' and \\ escaped).
@@ -431,7 +432,7 @@ class PgFullTextChannel(_IdfChannel, Confident):
         if known is not None:
             return known
         rows = conn.execute(
-            "SELECT lexeme FROM unnest(to_tsvector('english', memory_fold(%s))) "
+            "SELECT lexeme FROM unnest(to_tsvector('english', memory_words(%s))) "
             "ORDER BY positions[1]",
             (text,)).fetchall() if text else []
         found = [(r[0], len(r[0]) >= PREFIX_MIN and not r[0].isdigit())
