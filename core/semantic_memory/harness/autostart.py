@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from ..config import Settings
-from .client import ServiceClient, ServiceDown, resolve_url, split_url
+from .client import ServiceClient, ServiceDown, resolve_url
 from .install import entry_point_path
+from .urls import split_url
 
 #: A lock younger than this means another hook is starting the service.
 LOCK_FRESH_S = 20.0

@@ -15,9 +15,10 @@ from typing import Any
 from .. import backoff, spool
 from ..config import Settings
 from . import install, outcomes
-from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url, split_url
+from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url
 from .project import detect_project
 from .repo_config import load_repo_config
+from .urls import split_url
 
 HEALTH_TIMEOUT_S = 2.0
 

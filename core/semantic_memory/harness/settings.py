@@ -150,7 +150,7 @@ class HookSettings:
                 raise SettingsError(f"{name} must be an absolute path (~/… is fine), "
                                     f"not {path!r}")
         if self.plugin_url:
-            from .client import split_url
+            from .urls import split_url
 
             try:
                 split_url(self.plugin_url)
