@@ -150,19 +150,18 @@ class _LockOnChange:
     that only read take no lock, so a store already set up opens while another service writes
     (or another session holds a lock on a table). Each statement that may change something
     first takes the write lock, waiting as long as it takes (another service may be building
-    the same index), and then waits at most `lock_wait` seconds for its table locks
-    (`lock_timeout`): a long transaction of another session blocks a CREATE INDEX without
-    end. Both are taken again for each such statement: a savepoint rolled back releases
-    them."""
+    the same index), and then waits at most `lock_timeout` for its table locks: a long
+    transaction of another session blocks a CREATE INDEX without end. Both are taken again
+    for each such statement: a savepoint rolled back releases them."""
 
-    def __init__(self, conn: BoundedConnection, lock_wait: float | None) -> None:
+    def __init__(self, conn: BoundedConnection, lock_timeout: str) -> None:
         self._conn = conn
-        self._lock_wait = f"{round(lock_wait * 1000)}ms" if lock_wait else "0"
+        self._lock_timeout = lock_timeout
 
     def execute(self, sql: Any, params: Any = None) -> psycopg.Cursor[Any]:
         if not (isinstance(sql, str) and sql.lstrip()[:6].upper() == "SELECT"):
             self._conn.execute("SELECT pg_advisory_xact_lock(%s), set_config('lock_timeout', "
-                               "%s, true)", (WRITE_LOCK, self._lock_wait))
+                               "%s, true)", (WRITE_LOCK, self._lock_timeout))
         return self._conn.execute(sql, params)
 
     def __getattr__(self, name: str) -> Any:
@@ -202,6 +201,8 @@ class PostgresStore(SQLMemoryStore):
         self.location = redact_url(url)
         self._url = url  # never shown: errors print `location` and scrub the password out
         self._timeout = timeout or None  # 0: no deadline
+        #: How long set-up and migrations wait for a table lock (`lock_timeout`; "0": always).
+        self._lock_timeout = f"{round(timeout * 1000)}ms" if timeout else "0"
         self._local = threading.local()  # this thread's open transaction, for nested use
         self._outage: str | None = None  # why the server is out of reach, while it is known
         self._asking = threading.Lock()  # held by the one request asking it again (`_ask`)
@@ -226,6 +227,9 @@ class PostgresStore(SQLMemoryStore):
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
+        except StoreError:
+            self._pool.close()
+            raise
         self._reads = _PooledReads(self)
 
     def _configure(self, conn: BoundedConnection) -> None:
@@ -316,11 +320,15 @@ class PostgresStore(SQLMemoryStore):
 
     def _migrate(self) -> None:
         """Bring the schema to SCHEMA_VERSION. A current one is only read, so opening a store
-        waits for no other service's write; a migration waits for the write lock."""
+        waits for no other service's write; a migration waits for the write lock (another
+        service may be migrating) and then at most MEMORY_DB_TIMEOUT for its table locks."""
         with self._connection() as conn:
             if stored_version(conn) == SCHEMA_VERSION:
                 return
-        with self.write() as conn:
+        with self.write() as conn, self._waiting_for_locks(
+                f"the upgrade to schema v{SCHEMA_VERSION}", "nothing changed: start again "
+                "once it ends"):
+            conn.execute("SELECT set_config('lock_timeout', %s, true)", (self._lock_timeout,))
             version = stored_version(conn)
             if version > SCHEMA_VERSION:
                 raise StoreError(f"schema version {version} is newer than this release "
@@ -367,16 +375,23 @@ class PostgresStore(SQLMemoryStore):
             return
         with self._unbounded(), unavailable_as_store_error(self._url), \
                 self._connection() as conn, conn.transaction():
-            self._local.write = _LockOnChange(conn, self._timeout)
+            self._local.write = _LockOnChange(conn, self._lock_timeout)
             try:
-                yield self._local.write
-            except psycopg.errors.LockNotAvailable:
-                raise StoreError(
-                    f"{self.location}: set-up waited {self._timeout:g} s for a lock on a table "
-                    "that another session holds (a long transaction, VACUUM, LOCK TABLE); it "
-                    "runs again at the next start") from None
+                with self._waiting_for_locks("set-up", "it runs again at the next start"):
+                    yield self._local.write
             finally:
                 self._local.write = None
+
+    @contextmanager
+    def _waiting_for_locks(self, what: str, then: str) -> Iterator[None]:
+        """A table lock not granted within `lock_timeout` as one line saying so."""
+        try:
+            yield
+        except psycopg.errors.LockNotAvailable:
+            raise StoreError(
+                f"{self.location}: {what} waited {self._timeout:g} s for a lock on a table "
+                f"that another session holds (a long transaction, VACUUM, LOCK TABLE); {then}"
+            ) from None
 
     @property
     def writing(self) -> bool:
