@@ -108,17 +108,21 @@ def _inject_report(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ingest_item(body: dict[str, Any]) -> dict[str, Any]:
+def _memory_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """What a memory carries beside its text (schemas._MemoryFields)."""
     return {
-        "content": _str(body.pop("content", None)),
         "kind": _str(body.pop("kind", "fact")),
         "source": _str(body.pop("source", "chat")),
         "project": _opt_str(body.pop("project", None)),
         "tags": _str_list(body.pop("tags", []), MAX_TAGS, MAX_TAG),
         "created_at": _timestamp(body.pop("created_at", None)),
         "session": _short(body.pop("session", None)),
-        "replaces": _opt_str(body.pop("replaces", None), 0, MAX_TAG),
     }
+
+
+def _ingest_item(body: dict[str, Any]) -> dict[str, Any]:
+    return {"content": _str(body.pop("content", None)), **_memory_fields(body),
+            "replaces": _opt_str(body.pop("replaces", None), 0, MAX_TAG)}
 
 
 def _exchange(value: Any) -> SimpleNamespace:
@@ -128,15 +132,7 @@ def _exchange(value: Any) -> SimpleNamespace:
 
 
 def _ingest_exchange(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "exchange": _exchange(body.pop("exchange", None)),
-        "kind": _str(body.pop("kind", "fact")),
-        "source": _str(body.pop("source", "chat")),
-        "project": _opt_str(body.pop("project", None)),
-        "tags": _str_list(body.pop("tags", []), MAX_TAGS, MAX_TAG),
-        "created_at": _timestamp(body.pop("created_at", None)),
-        "session": _short(body.pop("session", None)),
-    }
+    return {"exchange": _exchange(body.pop("exchange", None)), **_memory_fields(body)}
 
 
 def _ingest_batch(body: dict[str, Any]) -> dict[str, Any]:

@@ -45,8 +45,10 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
-class IngestItem(_Body):
-    content: str
+class _MemoryFields(_Body):
+    """What a stored memory carries beside its text: an ingest item's fields, and an exchange
+    item's, which each memory cut from the exchange takes."""
+
     kind: str = "fact"
     source: str = "chat"
     project: str | None = None
@@ -55,6 +57,10 @@ class IngestItem(_Body):
     #: The agent session (or capture) it belongs to: kept in arrival order there, so recall
     #: can bring a hit's neighbours along. Without one, a batch is its own session.
     session: Short | None = None
+
+
+class IngestItem(_MemoryFields):
+    content: str
     #: The uid of a live memory this one replaces (explicit supersession).
     replaces: Tag | None = None
 
@@ -66,19 +72,13 @@ class Exchange(_Body):
     reply: str
 
 
-class IngestExchange(_Body):
+class IngestExchange(_MemoryFields):
     """A batch item that is an exchange, not a memory: the service redacts it whole, then cuts
     it into memories of at most CHUNK_CHARS as a hook's flush does (`_chunk_exchange`), each
     with the item's other fields. A cut made after the redaction cannot split a secret into
     halves that each pass it."""
 
     exchange: Exchange
-    kind: str = "fact"
-    source: str = "chat"
-    project: str | None = None
-    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
-    created_at: Timestamp | None = None
-    session: Short | None = None
 
 
 class MemoryEdit(_Body):
