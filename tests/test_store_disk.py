@@ -4,21 +4,17 @@ full" as a 500, and the store writes again once there is room."""
 
 from __future__ import annotations
 
-import os
 import resource
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
-import pytest
 from lock_support import PLUGINS, seed, serving
 from test_service_support import memory_mcp_command, service_env
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
-from semantic_memory.stores import StoreError
 
 LONG = " ".join(f"word{i}" for i in range(9_000))  # ~80 KB: more pages than are left
 
@@ -60,57 +56,3 @@ def test_a_commit_the_disk_refuses_is_one_line(tmp_path: Path) -> None:
     assert refused.returncode == 1
     assert refused.stderr.endswith(f"disk I/O error on {db}\n"), refused.stderr
     assert len(refused.stderr.splitlines()) == 1
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs (root only: elsewhere skipped)."""
-    folder = tmp_path / "fs"
-    folder.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
-                                            str(folder)], capture_output=True).returncode:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=True)
-
-
-def fill(folder: Path) -> None:
-    with open(folder / "filler", "ab") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-
-
-def test_a_really_full_disk_says_so(small_disk: Path) -> None:
-    """On a full tmpfs: a write fails with SQLITE_FULL; opening a store closed cleanly fails
-    to create its `-shm` (a disk I/O error). Both say the disk is full."""
-    db = small_disk / "memory.db"
-    seed(db, ["seed memory"])
-    engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS,
-                                   maintenance_on_start=False))
-    expected = f"no space left on the disk of {db}: free some, then try again"
-    try:
-        fill(small_disk)
-        with pytest.raises(StoreError) as caught:
-            engine.store_one(NewMemory(LONG))
-        assert str(caught.value) == expected
-    finally:
-        engine.close()
-    fill(small_disk)  # what its -shm and -wal held too
-    assert not db.with_name("memory.db-shm").exists()
-    with pytest.raises(StoreError) as caught:
-        MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS,
-                              maintenance_on_start=False))
-    assert str(caught.value) == expected
-    (small_disk / "filler").unlink()
-    engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS,
-                                   maintenance_on_start=False))
-    try:
-        assert engine.count() == 1
-    finally:
-        engine.close()

@@ -14,10 +14,7 @@ folder:
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -119,52 +116,3 @@ def test_a_store_in_a_folder_nobody_may_write_says_why(tmp_path: Path) -> None:
     finally:
         folder.chmod(0o755)
         db.chmod(0o644)
-
-
-@contextmanager
-def mounted_read_only(folder: Path, at: Path) -> Iterator[Path]:
-    """`folder` seen read-only at `at` (a bind mount: root only, elsewhere skipped)."""
-    at.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "--bind", str(folder), str(at)],
-                                           capture_output=True).returncode:
-        pytest.skip("a bind mount needs root")
-    try:
-        subprocess.run(["mount", "-o", "remount,ro,bind", str(at)], check=True)
-        yield at
-    finally:
-        subprocess.run(["umount", "-l", str(at)], check=True)
-
-
-#: A writer that dies with its last write in the WAL only (no checkpoint), the -shm then lost.
-UNMERGED = """
-import os, sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("PRAGMA wal_autocheckpoint = 0")
-conn.execute("UPDATE memories SET content = 'the deploy script moved to ci/deploy.sh'")
-os._exit(0)
-"""
-
-
-def test_a_store_on_a_read_only_file_system_is_read_as_it_is(tmp_path: Path) -> None:
-    folder = tmp_path / "data"
-    folder.mkdir()
-    seed(folder / "memory.db", ["the deploy script lives in ops/deploy.sh"])
-    with mounted_read_only(folder, tmp_path / "ro") as ro:
-        db = ro / "memory.db"
-        for args in (["stats"], ["export"], ["recall", "deploy script"]):
-            done = cli(tmp_path, "--db", str(db), *args)
-            assert done.returncode == 0, done.stderr
-            assert args[0] == "stats" or "ops/deploy.sh" in done.stdout
-        refused = cli(tmp_path, "--db", str(db), "store", "the cache lives in /var/cache/app")
-        assert refused.returncode == 1
-        assert refused.stderr.strip().endswith(
-            f"cannot write to {db}: it is on a read-only file system"), refused.stderr
-    subprocess.run([sys.executable, "-c", UNMERGED, str(folder / "memory.db")], check=True)
-    (folder / "memory.db-shm").unlink()
-    with mounted_read_only(folder, tmp_path / "ro2") as ro:
-        db = ro / "memory.db"
-        done = cli(tmp_path, "--db", str(db), "recall", "deploy script")
-        assert done.returncode == 1 and "ops/deploy.sh" not in done.stdout
-        assert done.stderr.strip().endswith(
-            f"cannot open {db}: memory.db-wal may hold writes not yet in it, and the file "
-            "system is read-only; open it once where it is writable"), done.stderr
