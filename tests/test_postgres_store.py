@@ -628,6 +628,47 @@ def test_a_deadline_passed_on_a_lock_leaves_every_pooled_connection_usable() -> 
         store.close()
 
 
+def test_a_recall_no_channel_could_search_is_the_stores_error_not_no_match(
+        tmp_path: Path) -> None:
+    """Another session holds `memories` locked past MEMORY_DB_TIMEOUT: every channel's search
+    fails, which is the store's error (CLI: exit 1 and one `Error:` line; REST: 503), not
+    "No memory matched" and exit 0, which told the user the memory was not there. Once the
+    lock is released the same recall finds it."""
+    import psycopg
+
+    url = pg.new_database()
+    env = service_env(tmp_path, MEMORY_DB_URL=url, MEMORY_DB_TIMEOUT="1")
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "x.db"), db_url=url, device="cpu"))
+    engine.ingest([NewMemory("the queue depth alarm fires at 500")])
+    engine.close()
+    service = start_service(tmp_path / "svc", "serve", MEMORY_DB_URL=url,
+                            MEMORY_DB_TIMEOUT="1", MEMORY_MAINTENANCE_ON_START="0")
+    try:
+        with psycopg.connect(url) as holder:
+            holder.execute("LOCK TABLE memories IN ACCESS EXCLUSIVE MODE")
+            done = subprocess.run([*memory_mcp_command(), "recall", "queue depth"],
+                                  capture_output=True, text=True, timeout=60, env=env)
+            with service.client() as http:
+                answer = http.post("/recall", json={"query": "queue depth"})
+        assert done.returncode == 1, done
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("Error: recall failed: every channel's search failed ("), last
+        assert "No memory matched" not in done.stderr + done.stdout
+        assert "discarding closed connection" not in done.stderr  # the store's own close
+        assert answer.status_code == 503, answer.text
+        assert "every channel's search failed" in answer.json()["error"]
+        with service.client() as http:
+            after = http.post("/recall", json={"query": "queue depth"})
+        assert after.status_code == 200 and after.json()["count"] == 1, after.text
+        done = subprocess.run([*memory_mcp_command(), "recall", "queue depth", "--json"],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done
+        assert [hit["content"] for hit in json.loads(done.stdout)] == [
+            "the queue depth alarm fires at 500"]
+    finally:
+        service.stop()
+
+
 def test_a_long_write_waits_for_the_write_lock_past_the_deadline() -> None:
     """Another service holds the write lock longer than MEMORY_DB_TIMEOUT (its channel setup
     building an index): a plain write gives up at the deadline (a 503, hooks spool), while a

@@ -29,7 +29,7 @@ from .fusion import (
     with_share,
 )
 from .models import ChannelHit, RecallFilters, RecallHit
-from .stores import MemoryStore
+from .stores import MemoryStore, StoreError
 from .workers import DaemonPool, Task
 
 log = logging.getLogger("semantic_memory")
@@ -75,6 +75,8 @@ class Evidence:
     weak: dict[int, set[str]] = field(default_factory=dict)
     confidence: float | None = None
     answered: list[Channel] = field(default_factory=list)
+    #: channel -> why its search failed (raised, or answered against the contract)
+    failed: dict[str, str] = field(default_factory=dict)
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -130,7 +132,8 @@ class Searcher:
         cheap = [c for c in live if not c.expensive]
         expensive = [c for c in live if c.expensive]
         evidence = Evidence(keyword=[c.name for c in cheap])
-        found = self._search_at_once(cheap, conn, query, depth, filters, deadline)
+        found = self._search_at_once(cheap, conn, query, depth, filters, deadline,
+                                     evidence.failed)
         for channel in cheap:  # a fixed order: ties fuse the same way every time
             evidence.add(channel, found[channel.name])
         if expensive:
@@ -142,8 +145,15 @@ class Searcher:
                     and keyword_leads(self.weights, evidence.keyword, names)):
                 continue
             evidence.add(channel, self._search_at_once(
-                [channel], conn, query, depth, filters, deadline)[channel.name])
+                [channel], conn, query, depth, filters, deadline, evidence.failed)[channel.name])
         evidence.answered = [c for c in expensive if c.name in evidence.rankings]
+        if evidence.failed and not evidence.rankings:
+            # Not "nothing matched": nothing could be searched (e.g. the store refused every
+            # channel's query). One broken channel is left out; all of them is the store's
+            # error, said as such.
+            raise StoreError("recall failed: every channel's search failed ("
+                             + "; ".join(f"{n}: {why}" for n, why in evidence.failed.items())
+                             + ")")
         return evidence
 
     def fuse(self, evidence: Evidence, depth: int) -> tuple[list[Fused], bool]:
@@ -201,25 +211,28 @@ class Searcher:
         return kept[:k]
 
     def _search(
-        self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters
+        self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
+        failed: dict[str, str],
     ) -> list[ChannelHit] | None:
-        """One channel's hits; None when it fails (one broken channel must not take recall
-        down). Keeps a smoothed search time per channel (`recall` plans with it), and whether
+        """One channel's hits; None when it fails, said in `failed` (one broken channel must
+        not take recall down). Keeps a smoothed search time per channel (`recall` plans with it), and whether
         the channel keeps within the deadline (only then may it search on the caller's
         thread)."""
         start = time.perf_counter()
         try:
             found = channel.search(conn, query, depth, filters)
         except Exception as exc:  # noqa: BLE001
+            failed[channel.name] = one_line(exc)
             log.warning("channel %s: search failed (%s); recall goes on without it",
-                        channel.name, one_line(exc))
+                        channel.name, failed[channel.name])
             return None
         else:
             problem = _bad_hits(found)
             if problem is None:
                 return found
+            failed[channel.name] = problem[:300]
             log.warning("channel %s: search %s; recall goes on without it",
-                        channel.name, problem[:300])
+                        channel.name, failed[channel.name])
             return None
         finally:
             took = time.perf_counter() - start
@@ -242,7 +255,7 @@ class Searcher:
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
-        filters: RecallFilters, deadline: float,
+        filters: RecallFilters, deadline: float, failed: dict[str, str],
     ) -> dict[str, list[ChannelHit] | None]:
         """Every channel's hits (None: no answer), searched at the same time, each on its own
         read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
@@ -264,16 +277,16 @@ class Searcher:
             return found
         here = max((c for c in runnable if c.name in self._proven),
                    key=lambda c: self._cost.get(c.name, 0.0), default=None)
-        tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters))
+        tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters, failed))
                  for c in runnable if c is not here]
         if here is not None:
-            found[here.name] = self._search(here, conn, query, depth, filters)
+            found[here.name] = self._search(here, conn, query, depth, filters, failed)
         for channel, task in tasks:
             answer = self._await(channel, task, deadline)
             if answer is not None:
                 spared, hits = answer
                 found[channel.name] = hits if spared else self._search(
-                    channel, conn, query, depth, filters)
+                    channel, conn, query, depth, filters, failed)
         return found
 
     def _await(self, channel: Channel, task: Task, deadline: float
@@ -299,13 +312,14 @@ class Searcher:
         return None
 
     def _search_beside(
-        self, channel: Channel, query: str, depth: int, filters: RecallFilters
+        self, channel: Channel, query: str, depth: int, filters: RecallFilters,
+        failed: dict[str, str],
     ) -> tuple[bool, list[ChannelHit] | None]:
         """(whether the store spared a snapshot, the channel's hits in it)."""
         with self.store.spare_snapshot() as conn:
             if conn is None:
                 return False, None
-            return True, self._search(channel, conn, query, depth, filters)
+            return True, self._search(channel, conn, query, depth, filters, failed)
 
     def _pool(self) -> DaemonPool:
         """Threads for channel searches beyond the caller's own (one per CPU, made once)."""

@@ -11,6 +11,7 @@ back and its lock goes with its connection.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -75,6 +76,16 @@ def conninfo(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     return f"postgresql://{rest}" if sep and scheme.split("+")[0] in ("postgres", "postgresql") \
         else url
+
+
+def _not_our_own_close(record: logging.LogRecord) -> bool:
+    """Drops the pool's warning for a connection the store closed itself (`_checkout` closes
+    one that failed its check before giving it back): an expected step, not news, and it
+    printed a connection's repr under a CLI command's one-line error."""
+    return not record.getMessage().startswith("discarding closed connection")
+
+
+logging.getLogger("psycopg.pool").addFilter(_not_our_own_close)
 
 
 class NoAnswer(psycopg.OperationalError):
