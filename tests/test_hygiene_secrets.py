@@ -207,6 +207,12 @@ def test_prose_and_code_are_left_alone(sample: str) -> None:
      "https://hooks.slack.com/services/[REDACTED:slack-webhook]"),
     ("key:\n-----BEGIN PRIVATE KEY-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n\nRotated in May.",
      "key:\n[REDACTED:private-key]\n\nRotated in May."),
+    # the sentence goes on past a line break (a wrapped chat message, a pasted note)
+    ("the admin password is\nHunter2Secret99", "the admin password is\n[REDACTED:password]"),
+    ("the admin password\nis Hunter2Secret99", "the admin password\nis [REDACTED:password]"),
+    ("the vpn password was:\n  Hunter2Secret99\nthanks",
+     "the vpn password was:\n  [REDACTED:password]\nthanks"),
+    ("the password is\nstored in the vault", "the password is\nstored in the vault"),
 ])
 def test_only_the_secret_part_is_replaced(sample: str, expected: str) -> None:
     assert redact(sample) == expected

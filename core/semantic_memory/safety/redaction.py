@@ -278,7 +278,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("password", r"(?i)\b(?:password|passwd|passphrase|passcode|pwd|pin|token|secret"
           r"|api key|key)(?:\s+(?!is\b|was\b)[\w.@/-]{1,40}){0,4}?\s+(?:is|was)"
           r"(?:\s+(?:now|still|currently|temporarily|just|set to|changed to))?\s*:?\s+"
-          + _LONE, ("pass", "pwd", "pin", "token", "secret", "key"), also=(" is ", " was ")),
+          + _LONE, ("pass", "pwd", "pin", "token", "secret", "key"),
+          also=(" is", "\nis", "\tis", " was", "\nwas", "\twas")),  # "is" may end a line
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
     _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
