@@ -220,6 +220,45 @@ def test_migration_round_trip_changes_nothing(tmp_path: Path) -> None:
         middle.close()
 
 
+def test_migration_cleans_old_text_by_todays_rules_and_lists_what_they_refuse(
+        tmp_path: Path) -> None:
+    """A store written under older rules (here: rows edited behind the service's back) holds a
+    memory that is nothing but a token, a secret in an earlier version of a memory and one in
+    an injection report's query. The copy runs today's filters on all of it: the token-only
+    memory is listed as refused (not a failed copy, exit 0), the others arrive redacted.
+    The copy used to carry the revision and the report as they were, and exit 1 on the
+    refused memory's "counts differ"."""
+    import sqlite3
+
+    source = _rich_sqlite(tmp_path / "a.db")
+    token = "ghp_" + "Zq7Lw2Xy9Vb4Nm6Kp1Rt8Sd3Fg5Hj0Ac2Ee"
+    bare = source.store_one(NewMemory("placeholder for an old token-only memory")).uid
+    source.close()
+    with sqlite3.connect(tmp_path / "a.db") as db:
+        db.execute("UPDATE memories SET content = ? WHERE uid = ?", (token, bare))
+        db.execute("UPDATE memory_revisions SET content = content || ' deploy token ' || ?",
+                   (token,))
+        db.execute("UPDATE injections SET query = 'which queue ' || ?", (token,))
+    url = pg.new_database()
+    there = _migrate(service_env(tmp_path), str(tmp_path / "a.db"), url)
+    assert there["verified"], there
+    assert there["refused"]["count"] == 1
+    [why] = there["refused"]["first"]
+    assert why.startswith(f"{bare}: ") and "secret" in why, why
+    assert there["copied"]["memories"] == there["expected"]["memories"] == 8
+    copy = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), db_url=url))
+    try:
+        revisions = list(copy.store.export_revisions())
+        reports = list(copy.store.export_injections())
+        assert len(revisions) == 1 and len(reports) == 1
+        assert token not in json.dumps(revisions) + json.dumps(reports)
+        assert "[REDACTED:" in revisions[0]["content"]
+        assert reports[0]["query"].startswith("which queue [REDACTED:")
+        assert bare not in [m.uid for m in copy.store.export(include_deleted=True)]
+    finally:
+        copy.close()
+
+
 def test_migration_refuses_a_store_that_is_not_empty(tmp_path: Path) -> None:
     url = pg.new_database()
     occupied = MemoryEngine(Settings(db_path=str(tmp_path / "o.db"), db_url=url))
