@@ -18,6 +18,7 @@ import pytest
 from harness_support import hook_env, hook_log, run_hook
 from semantic_memory.config import Settings
 from semantic_memory.harness import outcomes
+from semantic_memory.harness.adapter import FLUSH_BATCH, HarnessAdapter, HookCall
 from semantic_memory.harness.client import (
     ServiceClient,
     ServiceDown,
@@ -32,6 +33,9 @@ from semantic_memory.harness.transcript import (
     chunk_turns,
     clean,
     count_in_file,
+    flush_chunks,
+    flush_items,
+    memories_of,
     remembered,
     split_text,
     unquote,
@@ -157,6 +161,93 @@ def test_a_remember_prompt_and_its_acknowledgement_are_not_flushed_again() -> No
     # A quoted question is stored as the words inside the quotes.
     assert chunk_turns([Turn("user", f'"{question}"'), Turn("assistant", answer)]) == [
         f"User: {question}\nAssistant: {answer}"]
+
+
+def long_exchange(i: int, repeat: int = 60) -> list[Turn]:
+    """An exchange a flush cuts into pieces (3 at the default `repeat`)."""
+    return [Turn("user", f"How is shard {i} moved to the new cluster?"),
+            Turn("assistant", f"Shard {i}: " + "It drains, copies, verifies and switches "
+                                               "over. " * repeat)]
+
+
+def short_exchange(i: int) -> list[Turn]:
+    return [Turn("user", f"Which port does service {i} listen on?"),
+            Turn("assistant", f"Service {i} listens on port {8000 + i}.")]
+
+
+def test_a_flush_sends_an_exchange_it_would_cut_whole() -> None:
+    """`flush_items`: an exchange cut into pieces is one item, which the service redacts and
+    then cuts, counted as its pieces; any other exchange is its memory, each once, none too
+    short to be worth one. The memories they make are `chunk_turns`' (before redaction)."""
+    turns = [*short_exchange(0), *long_exchange(1), *short_exchange(0),
+             Turn("user", "ok"), Turn("assistant", "Done.")]
+    pieces = chunk_turns(long_exchange(1))
+    assert len(pieces) == 3
+    items, left_out = flush_items(turns)
+    assert items == [({"content": chunk_turns(short_exchange(0))[0]}, 1),
+                     ({"exchange": {"user": turns[2].text, "reply": turns[3].text.strip()}}, 3)]
+    assert left_out == 0
+    assert flush_chunks(turns)[0] == chunk_turns(turns) == [
+        chunk_turns(short_exchange(0))[0], *pieces]
+    assert memories_of(items[1][0]) == 3 and memories_of(items[0][0]) == 1
+    assert flush_items(turns) == (items, 0)  # deterministic
+
+
+def test_a_flush_keeps_the_newest_exchanges_and_counts_what_it_left_out() -> None:
+    """The newest exchanges whose memories make up `newest`: one the limit cuts through goes
+    whole (the service cuts it, not the hook), and the memories of the older exchanges are
+    counted as left out."""
+    turns = [*short_exchange(0), *long_exchange(1), *short_exchange(2), *long_exchange(3),
+             *short_exchange(4)]
+    items, left_out = flush_items(turns, newest=2)
+    assert [n for _, n in items] == [3, 1] and "exchange" in items[0][0]
+    assert left_out == 1 + 3 + 1
+    assert [n for _, n in flush_items(turns, newest=1)[0]] == [1]
+    assert flush_items(turns, newest=1)[1] == 1 + 3 + 1 + 3
+    assert flush_items(turns, newest=100) == flush_items(turns) == (
+        [(item, n) for item, n in flush_items(turns)[0]], 0)
+    assert len(flush_items(turns)[0]) == 5
+
+
+class _Taking:
+    """A ServiceClient stand-in that takes every /ingest batch, answering as the service does
+    (an exchange item's result holds its pieces'; the counts count memories)."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + 120
+        self.bodies: list[dict] = []
+
+    def post(self, path: str, body: dict, deadline: float | None = None) -> dict:
+        self.bodies.append(body)
+        results = [{"status": "new", "pieces": [{"status": "new"}] * memories_of(item)}
+                   if "exchange" in item else {"status": "new"} for item in body["items"]]
+        return {"results": results, "new": sum(map(memories_of, body["items"])),
+                "duplicate": 0, "rejected": 0}
+
+
+def test_a_flush_request_holds_flush_batch_chunks_an_exchange_counting_its_pieces(
+        tmp_path: Path) -> None:
+    """An exchange item counts as its pieces toward FLUSH_BATCH, so a request weighs what the
+    same chunks sent one by one would; an exchange of more pieces goes alone. The hook log
+    counts the pieces."""
+    turns = [turn for i in range(300) for turn in long_exchange(i)]
+    turns += long_exchange(300, repeat=15_000)  # more pieces than FLUSH_BATCH
+    turns += [turn for i in range(5) for turn in short_exchange(i)]
+    items = flush_items(turns)[0]
+    assert items[300][1] > FLUSH_BATCH
+    service = _Taking()
+    call = HookCall("example", "compact", {}, HookSettings(
+        db_path=str(tmp_path / "memory.db"), project="batches"), service,  # type: ignore[arg-type]
+        str(tmp_path))
+    HarnessAdapter().flush(call, turns)
+    sent = [item for body in service.bodies for item in body["items"]]
+    assert [{k: item[k] for k in ("content", "exchange") if k in item} for item in sent] == \
+        [item for item, _ in items]
+    sizes = [sum(map(memories_of, body["items"])) for body in service.bodies]
+    assert sizes == [498, 3 * 300 - 498, items[300][1], 5]  # 166 exchanges of 3, the rest
+    total = sum(n for _, n in items)
+    assert (call.outcome, call.detail) == (
+        "stored", f"{total} chunks: {total} new, 0 already stored, 0 refused")
 
 
 def test_count_in_file_across_read_boundaries(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from harness_support import hanging_server, hook_env, hook_log, run_hook, run_memory_mcp
 from semantic_memory import backoff, spool
+from semantic_memory.harness.transcript import memories_of
 from test_service_support import Service, memory_mcp_command, start_service
 
 BUDGET_S = "1.0"
@@ -318,22 +319,37 @@ def long_history(n: int = LONG_FLUSH) -> list[dict[str, str]]:
     return history
 
 
+def long_exchanges(n: int = 1_000) -> list[dict[str, str]]:
+    """`n` distinct exchanges a flush sends whole (the service cuts each into 3 chunks)."""
+    history = []
+    for i in range(n):
+        history += [{"role": "user", "text": f"What does step {i} of the rollout change?"},
+                    {"role": "assistant", "text": f"Step {i} moves shard {i} to the new "
+                                                  "cluster. " + "It drains, copies, verifies "
+                                                  "and switches over. " * 60}]
+    return history
+
+
+def spooled_items(folder: Path) -> list[dict[str, Any]]:
+    return [item for file in spool.pending(folder) for item in spool.read(file)["body"]["items"]]
+
+
 def spooled_chunks(folder: Path) -> list[str]:
-    return [item["content"] for file in spool.pending(folder)
-            for item in spool.read(file)["body"]["items"]]
+    return [item["content"] for item in spooled_items(folder)]
 
 
-def flush_paused_while_spooling(tmp_path: Path, pause_s: float, budget_s: float) -> None:
-    """A compaction flush of LONG_FLUSH chunks against a hung service: its first request waits
-    out the budget, then the process is stopped (SIGSTOP: a machine too loaded to run it) from
-    its first spool file for `pause_s`."""
+def flush_paused_while_spooling(tmp_path: Path, pause_s: float, budget_s: float,
+                                history: list[dict[str, str]] | None = None) -> None:
+    """A compaction flush of LONG_FLUSH chunks (or of `history`) against a hung service: its
+    first request waits out the budget, then the process is stopped (SIGSTOP: a machine too
+    loaded to run it) from its first spool file for `pause_s`."""
     with hanging_server() as url:
         env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=str(budget_s))
         proc = subprocess.Popen([*memory_mcp_command(), "hook", "example", "compact"], env=env,
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         assert proc.stdin is not None
-        proc.stdin.write(json.dumps({**SESSION, "history": long_history()}).encode())
+        proc.stdin.write(json.dumps({**SESSION, "history": history or long_history()}).encode())
         proc.stdin.close()
         folder = tmp_path / "spool"
         deadline = time.monotonic() + 60
@@ -373,6 +389,22 @@ def test_a_flush_paused_past_its_write_grace_says_what_it_did_not_write(
     chunks = spooled_chunks(tmp_path / "spool")
     assert 0 < len(chunks) < LONG_FLUSH and len(set(chunks)) == len(chunks)
     assert f"{LONG_FLUSH - len(chunks)} not written" in entry["detail"], entry
+
+
+def test_a_flush_of_long_exchanges_counts_their_chunks_spooled_and_not_written(
+        tmp_path: Path) -> None:
+    """A flush sends each long exchange whole: what it spooled and what it did not write are
+    counted in the chunks the service will cut them into, as the chunks of short ones are."""
+    flush_paused_while_spooling(tmp_path, pause_s=2.0, budget_s=1.0, history=long_exchanges())
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "error", entry
+    items = spooled_items(tmp_path / "spool")
+    assert items and all(set(item) & {"content", "exchange"} == {"exchange"} for item in items)
+    total, spooled = 3 * 1_000, sum(map(memories_of, items))
+    assert spooled == 3 * len(items) < total
+    assert entry["detail"].startswith(f"{total} chunks: 0 new, 0 already stored, 0 refused, "
+                                      f"{spooled} spooled ("), entry
+    assert f"{total - spooled} not written" in entry["detail"], entry
 
 
 class _LateProxy:

@@ -38,7 +38,8 @@ from test_service_support import Service, memory_mcp_command, start_service
 #: What a hook process must never import (issue #25), and what it no longer needs.
 HEAVY = ("pluggy", "click", "rich", "pydantic", "numpy", "starlette")
 AVOIDED = ("typing", "dataclasses", "pathlib", "inspect", "importlib.metadata", "json",
-           "socket", "signal", "re", "semantic_memory.config", "semantic_memory.plugins")
+           "socket", "signal", "re", "semantic_memory.config", "semantic_memory.plugins",
+           "semantic_memory.safety.redaction")
 PROMPT = "Which Redis database does the checkout test fixture use on CI?"
 
 
@@ -49,16 +50,18 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc.stop()
 
 
-def transcript(path: Path, turns: int = 20) -> str:
+def transcript(path: Path, turns: int = 20, long: bool = False) -> str:
+    """`turns` exchanges; `long`: each reply long enough to be cut into three memories."""
     with path.open("w") as handle:
         for i in range(turns):
+            reply = f"Module {i} pins an old compiler; bump it in the lock file."
+            if long:
+                reply += f" Then rebuild module {i} and rerun its tests on the runners." * 50
             handle.write(json.dumps({"type": "user", "message": {
                 "role": "user", "content": f"Question {i}: why does the build of module {i} "
                                            "fail on the CI runners?"}}) + "\n")
             handle.write(json.dumps({"type": "assistant", "message": {
-                "role": "assistant", "content": [{"type": "text", "text": f"Module {i} pins "
-                                                  "an old compiler; bump it in the lock file."}]}})
-                         + "\n")
+                "role": "assistant", "content": [{"type": "text", "text": reply}]}}) + "\n")
     return str(path)
 
 
@@ -76,6 +79,11 @@ def cases(tmp: Path) -> dict[str, tuple[str, str, dict[str, Any], str]]:
         "claude-code flush": ("claude-code", "PreCompact", {
             "session_id": "a", "cwd": cwd, "trigger": "auto",
             "transcript_path": transcript(tmp / "t.jsonl")}, "stored"),
+        # Each exchange goes whole, for the service to redact and cut: the hook loads no
+        # secret rules (it did to redact them itself, ~100 ms of CPU and more per MB).
+        "claude-code long flush": ("claude-code", "PreCompact", {
+            "session_id": "l", "cwd": cwd, "trigger": "auto",
+            "transcript_path": transcript(tmp / "l.jsonl", long=True)}, "stored"),
         "claude-code resume": ("claude-code", "SessionStart", {
             "session_id": "r", "cwd": cwd, "source": "resume",
             "transcript_path": transcript(tmp / "r.jsonl")}, "injected nothing relevant"),
@@ -99,7 +107,8 @@ def environment(tmp: Path, url: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("case", ["claude-code recall", "claude-code tool", "claude-code flush",
-                                  "claude-code resume", "codex recall", "kimi-code recall"])
+                                  "claude-code long flush", "claude-code resume", "codex recall",
+                                  "kimi-code recall"])
 def test_hook_imports_only_what_it_needs(service: Service, tmp_path: Path, case: str) -> None:
     harness, event, payload, done = cases(tmp_path)[case]
     dump = tmp_path / "modules.txt"

@@ -27,9 +27,10 @@ from .transcript import (
     Turn,
     clean,
     count_in_file,
-    flush_chunks,
+    flush_items,
     last_line_offset,
     last_user_text,
+    memories_of,
     read_jsonl,
     read_jsonl_reversed,
     remembered,
@@ -54,7 +55,8 @@ if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import i
 QUERY_CHARS = 2_000
 #: Longest tool output kept in a capture record (head and tail of longer ones).
 CAPTURE_CHARS = 2_000
-#: Compaction chunks per /ingest request, and at most this many per flush (the newest).
+#: Compaction chunks per /ingest request (an exchange sent whole counts as its pieces), and
+#: at most this many per flush (the newest).
 FLUSH_BATCH = 500
 FLUSH_MAX = 5_000
 
@@ -227,7 +229,8 @@ class HookCall:
                 self.lost = f"spooling failed: {exc}"
                 break
             done += 1
-        self.unwritten += sum(len(left.get("items", [left])) for left in bodies[done:])
+        self.unwritten += sum(memories_of(item) for left in bodies[done:]
+                              for item in left.get("items", [left]))
         return [None] * done
 
     def spool(self, body: dict[str, Any], reason: str) -> None:
@@ -258,7 +261,7 @@ class HookCall:
         reason = f"{reason} (kept in spool/rejected/)"
         items = body.get("items")
         if isinstance(items, list):
-            return {"new": 0, "duplicate": 0, "rejected": len(items)}
+            return {"new": 0, "duplicate": 0, "rejected": sum(map(memories_of, items))}
         return {"status": "rejected", "reason": reason}
 
     def tags(self) -> list[str]:
@@ -508,33 +511,56 @@ class HarnessAdapter:
                   "it does not need to be stored again.")
 
     def flush(self, call: HookCall, turns: list[Turn]) -> None:
-        """Store the turns as compaction memories, newest FLUSH_MAX chunks at most. A trailing
-        unanswered prompt is the live one (a mid-turn compaction keeps it): it is stored with
-        its answer later."""
+        """Store the turns as compaction memories: the newest exchanges whose chunks make up
+        FLUSH_MAX, each that would be cut sent whole for the service to redact and cut
+        (`flush_items`). A trailing unanswered prompt is the live one (a mid-turn compaction
+        keeps it): it is stored with its answer later."""
         if call.opted_out("capture"):
             return
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
-        # What it cuts it redacts first, while the budget leaves the writes their time.
-        chunks, left_out = flush_chunks(turns, FLUSH_MAX, redact,
-                                        until=call.service.deadline - SPOOL_MARGIN_S)
-        if not chunks:
+        # A long exchange goes whole: the service redacts it before it cuts it (flush_items).
+        items, left_out = flush_items(turns, FLUSH_MAX)
+        if not items:
             call.done("skipped", "no conversation to flush")
             return
+        # FLUSH_BATCH memories a request, an exchange counting as its pieces: a body then
+        # weighs what the same chunks sent one by one would (an exchange's text is its pieces'
+        # less their heads), bounded as before. Counted as one item, 500 long exchanges would
+        # make a body of any size, past the service's MEMORY_MAX_BODY_BYTES. An exchange of
+        # more pieces than that goes alone.
+        batches: list[list[tuple[dict[str, Any], int]]] = []
+        size = 0
+        for item, pieces in items:
+            if not batches or size + pieces > FLUSH_BATCH:
+                batches.append([])
+                size = 0
+            batches[-1].append((item, pieces))
+            size += pieces
         fields = call.memory_fields()
-        bodies = [{"items": [{"content": chunk, "kind": "note", "source": "compaction", **fields}
-                             for chunk in chunks[start : start + FLUSH_BATCH]]}
-                  for start in range(0, len(chunks), FLUSH_BATCH)]
+        bodies = [{"items": [{**item, "kind": "note", "source": "compaction", **fields}
+                             for item, _ in batch]} for batch in batches]
         counts = {"new": 0, "duplicate": 0, "rejected": 0, "spooled": 0}
-        for body, answer in zip(bodies, call.write_all(bodies), strict=False):
+        kept, why = 0, ""  # exchange items refused as items, and the first reason
+        for body, batch, answer in zip(bodies, batches, call.write_all(bodies), strict=False):
             if answer is None:
-                counts["spooled"] += len(body["items"])
+                counts["spooled"] += sum(n for _, n in batch)
                 continue
-            for key in ("new", "duplicate", "rejected"):
+            for key in ("new", "duplicate", "rejected"):  # an exchange's pieces, each
                 counts[key] += int(answer.get(key, 0))
-        detail = (f"{len(chunks)} chunks: {counts['new']} new, "
+            if refused := _refused_exchanges(body, answer):
+                # The exchange is nowhere else: kept, with the reason, as a refused write is.
+                call.keep_refused({**body, "items": [item for item, _ in refused]},
+                                  "; ".join(dict.fromkeys(reason for _, reason in refused)))
+                kept, why = kept + len(refused), why or refused[0][1]
+                # The answer counted one refusal each; they stood for their pieces.
+                counts["rejected"] += sum(memories_of(item) - 1 for item, _ in refused)
+        chunks = sum(n for _, n in items)  # as cut before the service's redaction
+        detail = (f"{chunks} chunks: {counts['new']} new, "
                   f"{counts['duplicate']} already stored, {counts['rejected']} refused")
+        if kept:
+            detail += f" ({kept} exchanges kept in spool/rejected/: {why})"
         if left_out:  # an earlier flush of the session stored those, mostly
             detail += f"; the oldest {left_out} left out (FLUSH_MAX)"
         if counts["spooled"]:
@@ -563,10 +589,26 @@ class HarnessAdapter:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
 
 
+def _refused_exchanges(body: dict[str, Any],
+                       answer: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The exchange items of `body` the service refused as items, with the reasons: not one
+    of the memories it cut from one (those come with their `pieces`), but the item itself.
+    A service older than exchange items answers each so (`items[i].content: Field required`,
+    in a 200 that stores the rest)."""
+    results = answer.get("results")
+    if not isinstance(results, list):  # a whole body refused: `keep_refused` kept it
+        return []
+    return [(item, str(result.get("reason") or "refused"))
+            for item, result in zip(body["items"], results, strict=False)
+            if "exchange" in item and isinstance(result, dict)
+            and result.get("status") == "rejected" and "pieces" not in result]
+
+
 def redact(text: str) -> str:
-    """The service's secret redaction (`safety.redaction`), for an exchange a flush cuts. It
-    is imported then, not before: ~35 ms of CPU (`re`, dataclasses, the rules) and ~65 ms to
-    load the ruleset, which no other hook and no flush of short exchanges pays."""
+    """The service's secret redaction (`safety.redaction`), imported on the call. No hook
+    runs it: a flush sends an exchange it would cut whole, and the service redacts it before
+    it cuts it (`flush_items`). Kept for tests/test_opencode_plugin.py, which imports it
+    from here; `safety.redaction.redact` is the same function."""
     from ..safety.redaction import redact as service_redact
 
     return service_redact(text)

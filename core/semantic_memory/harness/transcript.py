@@ -3,13 +3,13 @@
 A compaction flush stores what the harness is about to summarise away. Each memory is one
 exchange (a user message and the replies to it), so it can be recalled on its own; a long
 exchange is split at paragraph, line, sentence or word boundaries, each later piece headed by
-the question it answers. Chunking is deterministic, so a second compaction of the same turns
-produces the same memories and the store's hash dedup refreshes them instead of adding copies.
+the question it answers (by the service, after its secret redaction: a flush sends such an
+exchange whole, `flush_items`). Chunking is deterministic, so a second compaction of the same
+turns produces the same memories and the store's hash dedup refreshes them instead of adding
+copies.
 """
 
 from __future__ import annotations
-
-import time
 
 from ..lite import loads_input
 
@@ -291,47 +291,74 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
 
 def chunk_turns(turns: Iterable[Turn], max_chars: int = CHUNK_CHARS) -> list[str]:
     """The memories a flush stores for these turns, oldest first, without repeats (and
-    without what "remember" prompts stored already: `exchanges`)."""
+    without what "remember" prompts stored already: `exchanges`), before any redaction."""
     return flush_chunks(turns, max_chars=max_chars)[0]
 
 
-def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
-                 redact: Callable[[str], str] | None = None, until: float | None = None,
-                 max_chars: int = CHUNK_CHARS) -> tuple[list[str], int]:
-    """`chunk_turns`, the newest `newest` at most, and how many older ones that left out.
+def flush_items(turns: Iterable[Turn], newest: int | None = None,
+                max_chars: int = CHUNK_CHARS) -> tuple[list[tuple[dict[str, Any], int]], int]:
+    """The /ingest batch items a flush sends for these turns, oldest first, each with how
+    many memories it makes, and how many memories of older exchanges `newest` left out.
 
-    `redact` runs on each exchange that is cut into pieces, before the cut: the service
-    redacts each memory alone, and a cut through a secret (a private key's lines, "the
-    password is" | "Hunter2…") leaves halves that each pass. Only the exchanges kept are
-    redacted, and only while `until` (`time.monotonic()`) allows: one left no time is kept
-    whole, uncut, for the service to redact as one memory."""
-    pairs = exchanges(turns)
-    plain = [_chunk_exchange(user, reply, max_chars) for user, reply in pairs]
+    An exchange cut into several pieces goes whole (`{"exchange": {"user", "reply"}}`): the
+    service redacts it before it cuts it as `exchange_chunks` does, since a cut through a
+    secret (a private key's lines, "the password is" | "Hunter2…") leaves halves that each
+    pass its redaction of one memory. Any other exchange is its memory (`{"content": …}`),
+    each once, none shorter than MIN_CHUNK_CHARS. The newest exchanges whose memories make up
+    `newest` at most are kept; one the limit cuts through goes whole. Counts are of the cut
+    before the service's redaction (which can shift a cut). What the opencode plugin sends
+    (transcript.ts `flushItems`), item for item."""
+    pairs = [(user, reply, _chunk_exchange(user, reply, max_chars))
+             for user, reply in exchanges(turns)]
     first = 0
     if newest is not None:  # the newest exchanges whose memories make up `newest`
-        first, count = len(plain), 0
+        first, count = len(pairs), 0
         while first and count < newest:
             first -= 1
-            count += len(plain[first])
-    kept = plain[first:]
-    for i, (user, reply) in enumerate(pairs[first:] if redact is not None else ()):
-        if len(kept[i]) == 1:
-            continue  # not cut: the service redacts it whole
-        if until is not None and time.monotonic() >= until:
-            kept[i] = [_exchange_text(user, reply)]  # no time to redact it: not cut either
-        else:
-            kept[i] = _chunk_exchange(user, reply, max_chars, redact)
-    chunks = _unique(chunk for pieces in kept for chunk in pieces)
-    flushed = chunks[-newest:] if newest is not None else chunks
-    older = _unique(chunk for pieces in plain[:first] for chunk in pieces)
-    return flushed, len(older) + len(chunks) - len(flushed)
+            count += len(pairs[first][2])
+    items: list[tuple[dict[str, Any], int]] = []
+    seen: set[str] = set()
+    for user, reply, pieces in pairs[first:]:
+        if len(pieces) > 1:
+            items.append(({"exchange": {"user": user, "reply": reply}}, len(pieces)))
+        elif len(pieces[0]) >= MIN_CHUNK_CHARS and pieces[0] not in seen:
+            seen.add(pieces[0])
+            items.append(({"content": pieces[0]}, 1))
+    older = _unique(chunk for _, _, pieces in pairs[:first] for chunk in pieces)
+    return items, len(older)
+
+
+def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
+                 redact: Callable[[str], str] | None = None,
+                 max_chars: int = CHUNK_CHARS) -> tuple[list[str], int]:
+    """The memories the service stores for a flush of these turns (`flush_items`: each
+    exchange item cut as `exchange_chunks` cuts it, after `redact`, the service's redaction;
+    without one, as it stands), and how many older ones `newest` left out."""
+    items, left_out = flush_items(turns, newest, max_chars)
+    chunks = _unique(
+        chunk for item, _ in items
+        for chunk in ([item["content"]] if "content" in item else _chunk_exchange(
+            item["exchange"]["user"], item["exchange"]["reply"], max_chars, redact)))
+    return chunks, left_out
+
+
+def memories_of(item: dict[str, Any], max_chars: int = CHUNK_CHARS) -> int:
+    """How many memories an /ingest batch item makes, as a flush cuts it before the
+    service's redaction: an exchange (`flush_items`) its pieces, any other item one."""
+    exchange = item.get("exchange")
+    if not isinstance(exchange, dict):
+        return 1
+    user, reply = exchange.get("user"), exchange.get("reply")
+    if not isinstance(user, str) or not isinstance(reply, str):
+        return 1
+    return len(_chunk_exchange(user, reply, max_chars))
 
 
 def exchange_chunks(user: str, reply: str, redact: Callable[[str], str],
                     max_chars: int = CHUNK_CHARS) -> list[str]:
-    """The memories a flush stores for one exchange, redacted with `redact` first when it is
-    cut (what `flush_chunks(..., redact=redact)` gives for it). The service cuts an exchange
-    sent whole (`/ingest`'s `exchange` items) with this."""
+    """The memories of one exchange, redacted with `redact` first when it is cut. The
+    service cuts an exchange sent whole (`/ingest`'s `exchange` items, `flush_items`) with
+    this."""
     return _unique(_chunk_exchange(user, reply, max_chars, redact))
 
 
