@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from semantic_memory import spool
-from semantic_memory.harness.adapter import ToolCall, capture_record, redact
+from semantic_memory.harness.adapter import ToolCall, capture_record
 from semantic_memory.harness.project import detect_project
 from semantic_memory.harness.transcript import (
     Turn,
@@ -34,6 +34,7 @@ from semantic_memory.harness.transcript import (
     unquote,
 )
 from semantic_memory.private import strip_private
+from semantic_memory.safety.redaction import redact
 from semantic_memory.safety.textnorm import DEFAULT_IGNORABLE_RANGES, LOOKALIKES
 from lock_support import write_lock_held
 from test_service_support import Service, memory_mcp_command, start_service

@@ -604,16 +604,6 @@ def _refused_exchanges(body: dict[str, Any],
             and result.get("status") == "rejected" and "pieces" not in result]
 
 
-def redact(text: str) -> str:
-    """The service's secret redaction (`safety.redaction`), imported on the call. No hook
-    runs it: a flush sends an exchange it would cut whole, and the service redacts it before
-    it cuts it (`flush_items`). Kept for tests/test_opencode_plugin.py, which imports it
-    from here; `safety.redaction.redact` is the same function."""
-    from ..safety.redaction import redact as service_redact
-
-    return service_redact(text)
-
-
 def escape_tags(text: str, names: tuple[str, ...]) -> str:
     """`text` with the "<" (or what reads as one: `＜`, `‹`, `⟨`, …) of every tag that reads
     as one of `names` written `&lt;`: opening or closing, folded as the service's wrapper folds
