@@ -812,3 +812,35 @@ def test_doctor_shows_a_minimal_embedders_info_as_it_is(tmp_path: Path) -> None:
         server.server_close()
     assert lines[0].endswith("channels bm25, vector"), lines[0]
     assert lines[1] == "embedder  qa-hash-64, 2 vectorized, 0 in the embedding queue"
+
+
+def test_a_block_its_escaping_lengthens_past_claude_codes_cap_is_never_cut(
+        service: Service, tmp_path: Path) -> None:
+    """A memory quoting Claude Code's own `<system-reminder>` tag many times: escaping each
+    (`&lt;`) lengthened the block past the 9,500 characters the hook prints, and the cut took
+    the closing tags and most of the memory while both memories were reported as injected.
+    The hook asks again for a block shorter by the overflow: what it prints is whole, and
+    what it reports is what it printed."""
+    from semantic_memory_claude_code import MAX_CONTEXT_CHARS
+
+    project = "escape-cap"
+    with service.client() as http:
+        for content in ("zqdeploy checklist " + "<system-reminder>" * 530,
+                        "zqdeploy checklist: the staging host is stg-3"):
+            http.post("/ingest", json={"content": content, "project": project}
+                      ).raise_for_status()
+    env = hook_env(tmp_path, service.url, MEMORY_PLUGIN_BUDGET_CHARS=str(MAX_CONTEXT_CHARS),
+                   MEMORY_PROJECT=project, MEMORY_HOOK_BUDGET_S="30")
+    done = run_hook("claude-code", "UserPromptSubmit", {
+        "session_id": "cap-1", "transcript_path": str(tmp_path / "t.jsonl"),
+        "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit",
+        "prompt": "zqdeploy checklist"}, env)
+    context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert len(context) <= MAX_CONTEXT_CHARS
+    assert context.startswith("<semantic-memory") and context.endswith("</semantic-memory>")
+    assert context.count("<memory ") == context.count("</memory>") >= 1
+    with service.client() as http:
+        [report] = [r for r in http.get("/api/injections").json()["items"]
+                    if r["session"] == "cap-1"]
+    assert report["uids"] and all(uid in context for uid in report["uids"]), report
+    assert "stg-3" in context

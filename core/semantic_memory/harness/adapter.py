@@ -58,6 +58,9 @@ CAPTURE_CHARS = 2_000
 #: Compaction chunks per /ingest request (an exchange sent whole counts as its pieces), and
 #: at most this many per flush (the newest).
 FLUSH_BATCH = 500
+#: Recalls a hook asks again, each for a block shorter by what escaping the harness's tags
+#: added past its cap (`max_context_chars`), before it injects nothing rather than a cut block.
+CAP_RETRIES = 3
 FLUSH_MAX = 5_000
 
 #: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
@@ -465,9 +468,13 @@ class HarnessAdapter:
         budget = settings.plugin_budget_chars
         if self.max_context_chars is not None:
             budget = min(budget, self.max_context_chars)
-        answer = call.service.post("/recall", {
+        answer = self._recall_within_cap(call, {
             "query": query, "k": settings.plugin_limit, "project": call.project,
             "budget_chars": budget, "session": call.session, "relevant_only": True})
+        if answer is None:
+            call.done("skipped", f"the block stays over the harness's {self.max_context_chars} "
+                                 "chars once its tags are escaped; nothing injected")
+            return ""
         block = answer.get("block") or ""
         if not block:
             call.done("nothing relevant")
@@ -481,6 +488,26 @@ class HarnessAdapter:
                        "session": call.session}
         call.done("injected", f"{len(uids)} memories, {len(block)} chars")
         return self.context_output(call, block)
+
+    def _recall_within_cap(self, call: HookCall, request: dict[str, Any]
+                           ) -> dict[str, Any] | None:
+        """The service's /recall answer, its block within the harness's cap
+        (`max_context_chars`) once the harness's tags are escaped; None when it is still over
+        after CAP_RETRIES asks. Escaping lengthens the block (`&lt;` for `<`), and past the
+        cap the harness cuts it, closing tags and all, with every memory reported as injected:
+        each ask is for a block shorter by the overflow (fewer or shorter memories)."""
+        answer = call.service.post("/recall", request)
+        if self.max_context_chars is None:
+            return answer
+        for retry in range(CAP_RETRIES + 1):
+            block = answer.get("block") or ""
+            over = len(escape_tags(block, self.wrapper_tags)) - self.max_context_chars
+            if over <= 0:
+                return answer
+            if retry < CAP_RETRIES:
+                request = request | {"budget_chars": max(0, request["budget_chars"] - over)}
+                answer = call.service.post("/recall", request)
+        return None
 
     def remember(self, call: HookCall, content: str) -> str:
         """Store an explicit "remember …" as a memory; tell the model it is stored."""
