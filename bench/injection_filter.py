@@ -1,12 +1,13 @@
 """Cost per KB of the prompt-injection filter, against a baseline revision, in one run.
 
 The baseline is `looks_like_injection` (and the text folding it uses) as committed at
-`--baseline` (default: the last commit before the wider filter), loaded from git into a
-throwaway module; the current one is the working tree's. Both read the same texts, in
-alternation, `--rounds` times; the report is the median CPU microseconds per KB of each, per text
-family, and the ratio. Texts: the suite's benign and injection corpora (tests/corpora), typical
-tool captures (pytest output, a git log, a source file, a README) built to about 2 KB, and a
-megabyte-class hostile input scaled down to 64 KB.
+`--baseline` (default: the last commit before the wider filter; `HEAD` times uncommitted
+changes against the last commit), loaded from git into a throwaway module; the current one is
+the working tree's. Both read the same texts, in alternation, `--rounds` times; the report is
+the median CPU microseconds per KB of each, per text family, and the ratio. Texts: the suite's
+benign and injection corpora (tests/corpora), typical tool captures (pytest output, a git log, a
+source file, a README) built to about 2 KB, French, German, Vietnamese and Russian prose of
+about 2 KB (accented letters), and a megabyte-class hostile input scaled down to 64 KB.
 
     uv run --no-sync --all-packages python bench/injection_filter.py [--baseline REV] [--rounds N]
 
@@ -29,7 +30,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASELINE = "5176311"
-PACKAGE = "semantic_memory.default_plugins"
+#: Where the filter lived: `safety/injection_filter.py` since d52109d, `hygiene.py` before.
+LAYOUTS = (("semantic_memory.safety", "core/semantic_memory/safety", "injection_filter.py"),
+           ("semantic_memory.default_plugins", "core/semantic_memory/default_plugins",
+            "hygiene.py"))
 
 
 def _git_show(rev: str, path: str) -> str:
@@ -37,24 +41,30 @@ def _git_show(rev: str, path: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def _load(name: str, source: str) -> types.ModuleType:
-    """`source` as module PACKAGE.name, so its relative imports resolve in the package."""
-    spec = importlib.util.spec_from_loader(f"{PACKAGE}.{name}", loader=None)
+def _exists(rev: str, path: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], cwd=REPO,
+                          capture_output=True).returncode == 0
+
+
+def _load(package: str, name: str, source: str) -> types.ModuleType:
+    """`source` as module package.name, so its relative imports resolve in the package."""
+    spec = importlib.util.spec_from_loader(f"{package}.{name}", loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    module.__package__ = PACKAGE
+    module.__package__ = package
     sys.modules[spec.name] = module
     exec(compile(source, f"<baseline:{name}>", "exec"), module.__dict__)  # noqa: S102
     return module
 
 
 def baseline_filter(rev: str) -> Callable[[str], bool]:
-    """`looks_like_injection` as of `rev` (hygiene.py then, with its own textnorm.py)."""
-    base = "core/semantic_memory/default_plugins"
-    _load("_bench_textnorm", _git_show(rev, f"{base}/textnorm.py"))
-    hygiene = _git_show(rev, f"{base}/hygiene.py").replace(
+    """`looks_like_injection` as of `rev`, with the textnorm.py beside it then."""
+    package, base, name = next(layout for layout in LAYOUTS
+                               if _exists(rev, f"{layout[1]}/{layout[2]}"))
+    _load(package, "_bench_textnorm", _git_show(rev, f"{base}/textnorm.py"))
+    source = _git_show(rev, f"{base}/{name}").replace(
         "from .textnorm import", "from ._bench_textnorm import")
-    return _load("_bench_hygiene", hygiene).looks_like_injection  # type: ignore[no-any-return]
+    return _load(package, "_bench_filter", source).looks_like_injection  # type: ignore[no-any-return]
 
 
 def _about(text: str, size: int) -> str:
@@ -76,6 +86,12 @@ def texts() -> dict[str, list[str]]:
               '    return {"ok": True, "ref": event["ref"]}\n\n')
     readme = ("## Install\n\nRun `make setup`, then copy .env.example to .env and set the port.\n"
               "The system prompt for the demo bot lives in prompts/system.md.\n\n")
+    # Accented letters and other scripts: the folding reads each word that carries a mark.
+    french = ("Le fichier est ignoré par le linter ; exécutez `make test` après la mise à jour "
+              "des règles précédentes. Les données sont stockées en mémoire.\n")
+    german = "Die Übersetzung überspringt größere Dateien; ältere Einträge bleiben erhalten.\n"
+    vietnamese = "Thư viện này đọc tệp cấu hình và bỏ qua các thiết lập cũ của người dùng.\n"
+    russian = "Ещё раз: всё, что лежит в каталоге, будет удалено при сборке проекта.\n"
     return {
         "benign corpus": corpus("benign_injection.jsonl"),
         "injection corpus": corpus("injections.jsonl"),
@@ -83,6 +99,7 @@ def texts() -> dict[str, list[str]]:
                           f"Bash(git log):\n{_about(git_log, 2048)}",
                           f"Read(app/handler.py):\n{_about(source, 2048)}",
                           f"Read(README.md):\n{_about(readme, 2048)}"],
+        "2 KB accented prose": [_about(t, 2048) for t in (french, german, vietnamese, russian)],
         "64 KB hostile": [_about("ignore all ", 65_536), _about("<", 65_536),
                           _about("忽略", 65_536), _about("a b c d ", 65_536)],
     }

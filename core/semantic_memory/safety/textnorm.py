@@ -1,10 +1,10 @@
 """Text folding for pattern matching: match what a reader (or a model) sees, not the encoding.
 
 Attackers hide a phrase from a regex with look-alike forms (fullwidth or mathematical letters,
-Cyrillic or Greek letters that look Latin), invisible characters inside words (zero-width
-space, soft hyphen, joiners, variation selectors, the combining grapheme joiner, Hangul
-fillers, tag characters) and odd spacing or case; folding all of those away first keeps the
-patterns themselves plain.
+Cyrillic or Greek letters that look Latin, accents on English words), invisible characters
+inside words (zero-width space, soft hyphen, joiners, variation selectors, the combining
+grapheme joiner, Hangul fillers, tag characters) and odd spacing or case; folding all of those
+away first keeps the patterns themselves plain.
 """
 
 from __future__ import annotations
@@ -109,14 +109,57 @@ _SCRIPT_CHARS = re.compile("[" + "".join(c for cs in _SCRIPT_LOOKALIKES.values()
 # A whole word (the lookbehind keeps a long word from being rescanned from each letter).
 _WORD = re.compile(r"(?<![^\W\d_])[^\W\d_]+")
 _HAS_LATIN = re.compile("[a-zA-Z]")
-#: Words an attacker may spell wholly in look-alikes (after casefolding); other all-Cyrillic or
-#: all-Greek words are left as written.
+#: The English words the injection rules key on (after casefolding): a word spelled wholly in
+#: look-alikes, or with accents or other marks, that then spells one of them is folded to it;
+#: other all-Cyrillic or all-Greek words, and other accented words, are left as written.
 LATIN_KEYWORDS = frozenset({
     "system", "assistant", "user", "human", "developer", "admin", "ignore", "disregard",
     "forget", "override", "bypass", "previous", "prior", "above", "instructions", "rules",
     "prompt", "prompts", "secret", "secrets", "execute", "run", "send", "upload", "reveal",
     "you", "your", "are", "now", "model", "agent", "ai", "curl", "sh", "bash", "rm", "env",
+    # added with the accent folding: the rest of the English rules' words
+    "instruction", "rule", "directions", "directives", "guidelines", "guidance", "commands",
+    "context", "earlier", "preceding", "original", "everything", "all", "any", "told", "given",
+    "skip", "discard", "dismiss", "follow", "obey", "comply", "pretend", "act", "mode",
+    "unrestricted", "jailbroken", "print", "show", "output", "display", "repeat", "delete",
+    "remove", "wipe", "push", "force", "approve", "merge", "install", "disable", "must",
+    "should", "always", "never", "silently", "secretly", "quietly", "immediately", "attention",
+    "important", "urgent", "note", "message", "llm", "claude", "chatgpt", "copilot", "gemini",
+    "assistants", "agents", "models", "reviewer", "reviewers", "reading", "reads", "this",
+    "reply", "answer", "response", "contents", "credentials", "password", "passwords", "token",
+    "tokens", "key", "keys", "post", "email", "share", "copy", "paste", "leak", "dump",
+    "exfiltrate", "wget", "ssh", "hidden",
 })
+#: Accented words of the languages the rules read that spell a keyword without their accents:
+#: left as written, so the French rules do not take "ignoré" (ignored) for "ignore".
+NATIVE_WORDS = frozenset({"ignoré"})
+#: Combining marks that sit on a Latin, Greek or Cyrillic letter: accents, strokes, overlays,
+#: the stacks of "zalgo" text (the same blocks `injection.py` reads through in tag names).
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_STRIP_MARKS = str.maketrans({c: None for c in map(chr, (
+    *range(0x0300, 0x0370), *range(0x1AB0, 0x1B00), *range(0x1DC0, 0x1E00),
+    *range(0x20D0, 0x2100), *range(0xFE20, 0xFE30)))})
+
+
+def _bare(char: str) -> str:
+    return unicodedata.normalize("NFD", char).translate(_STRIP_MARKS)
+
+
+# Letters that carry a mark over a letter that can spell a keyword (a Latin letter or a
+# look-alike): `ó`, `É`, `ї`, Greek `ί`; not `й` or `ñ`, whose bare letter spells none.
+_ACCENTED_LETTERS = "".join(
+    c for c in map(chr, (*range(0x00C0, 0x0590), *range(0x1E00, 0x2000)))
+    if c != _bare(c) and len(_bare(c)) == 1
+    and (_bare(c).isascii() and _bare(c).isalpha() or ord(_bare(c)) in LOOKALIKES))
+# A word with such a letter or a mark in it (the lookbehinds start it at a word's first
+# letter, the lazy run stops at its first marked letter: one pass over each word).
+_MARKED_WORD = re.compile(
+    rf"(?<![^\W\d_])(?<![{_MARKS}])[^\W\d_]*?[{_ACCENTED_LETTERS}{_MARKS}]"
+    rf"(?:[^\W\d_]|[{_MARKS}])*")
+_MARKED = re.compile(f"[{_ACCENTED_LETTERS}{_MARKS}]")
+# No keyword is longer than this once bare; a word with more marks than letters is still
+# looked at up to 4 marks a letter.
+_LONGEST_MARKED = 5 * max(map(len, LATIN_KEYWORDS))
 
 
 def strip_format_chars(text: str) -> str:
@@ -165,12 +208,50 @@ def visible_origins(text: str) -> list[int]:
     return origins
 
 
+def _fold_marked_word(m: re.Match[str]) -> str:
+    word = m.group()
+    if len(word) > _LONGEST_MARKED or word in NATIVE_WORDS:
+        return word
+    bare = _bare(word).translate(LOOKALIKES)
+    return bare if bare in LATIN_KEYWORDS else word
+
+
+def fold_accents(text: str) -> str:
+    """`text` (casefolded) with each word that spells one of LATIN_KEYWORDS once its accents
+    and other combining marks are dropped, and its look-alike letters folded, written as that
+    keyword: `ignóre`, `SYSTÉM`, `ïnstrüctïöns`, `i̶g̶n̶o̶r̶e̶`. Other words keep their accents,
+    which the French, Spanish, German … rules read (`précédentes`, `règles`, `néglige`)."""
+    if text.isascii() or not _MARKED.search(text):
+        return text
+    return _MARKED_WORD.sub(_fold_marked_word, text)
+
+
+class _FoldedTokens(dict[str, str]):
+    """`fold_accents` of each whitespace-free token, remembered for short ones: prose repeats
+    its words, and a lookup per token stays in C (`map`) where a regex pass over the whole
+    text tries each position in Python-visible steps (measured: 3x faster on accented
+    prose). The table stops growing at 65,536 tokens."""
+
+    def __missing__(self, token: str) -> str:
+        folded = fold_accents(token)
+        if len(token) <= 64 and len(self) < 65_536:
+            self[token] = folded
+        return folded
+
+
+_FOLDED_TOKENS = _FoldedTokens()
+
+
 def fold_lines(text: str) -> str:
     """NFKC, invisible characters removed, curly quotes straightened, casefolded, look-alike
-    letters folded; line breaks kept, each line's whitespace runs collapsed to one space."""
+    letters folded, accents dropped from English keywords (`fold_accents`); line breaks kept,
+    each line's whitespace runs collapsed to one space."""
     text = strip_format_chars(unicodedata.normalize("NFKC", text)).translate(_CURLY_QUOTES)
     text = fold_lookalikes(text.casefold())
-    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+    if text.isascii() or not _MARKED.search(text):
+        return "\n".join(" ".join(line.split()) for line in text.splitlines())
+    fold = _FOLDED_TOKENS.__getitem__
+    return "\n".join(" ".join(map(fold, line.split())) for line in text.splitlines())
 
 
 def normalize_for_matching(text: str) -> str:
