@@ -85,6 +85,30 @@ def test_hard_kill_leaves_a_file_recognisably_stale(tmp_path: Path) -> None:
     assert wait_gone(path)
 
 
+def test_two_services_on_one_db_the_one_left_serving_is_found_again(tmp_path: Path) -> None:
+    """A second service on the same db says so and takes the file over; once it stops (and
+    removes the file), the first writes it again, so hooks find it instead of looking at the
+    default port and finding it "down" while it serves."""
+    import time
+
+    first = start_service(tmp_path)
+    second = start_service(tmp_path)
+    path = tmp_path / "memory.db.server.json"
+    assert read_discovery(path)["pid"] == second.proc.pid
+    assert f"another service (pid {first.proc.pid}, {first.url})" in second.stderr()
+    assert second.stop() == 0
+    waited = 0.0
+    while (read_discovery(path) or {}).get("pid") != first.proc.pid and waited < 60:
+        time.sleep(0.2)
+        waited += 0.2
+    back = read_discovery(path)
+    assert back is not None and back["pid"] == first.proc.pid and not back["stale"], back
+    assert back["url"] == first.url
+    assert "written again" in first.stderr()
+    assert first.stop() == 0
+    assert wait_gone(path)
+
+
 def test_serve_subcommand_with_options(tmp_path: Path) -> None:
     svc = start_service(tmp_path, "serve", "--port", "0", "--host", "127.0.0.1",
                         MEMORY_PORT="1")  # the option wins over the variable

@@ -57,20 +57,46 @@ def publish(settings: Settings, info: dict[str, Any]) -> Path | None:
     """Write the discovery file (atomically), then print the LISTENING line, so a client that
     saw the line finds the file too; returns the file's path (None when disabled)."""
     path = settings.discovery_path
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError as exc:  # serving matters more than advertising
-            import logging
-
-            logging.getLogger("semantic_memory.service").warning("cannot write the discovery file %s: %s", path, exc.strerror or exc)
-            path = None
+    if path is not None and not _write(path, info):
+        path = None
     sys.stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
     sys.stdout.flush()
     return path
+
+
+def _write(path: Path, info: dict[str, Any]) -> bool:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # serving matters more than advertising
+        import logging
+
+        logging.getLogger("semantic_memory.service").warning(
+            "cannot write the discovery file %s: %s", path, exc.strerror or exc)
+        return False
+    return True
+
+
+def other_owner(path: Path | None) -> dict[str, Any] | None:
+    """The live process, not this one, that the discovery file names (another service on
+    the same db), else None."""
+    found = read_discovery(path) if path is not None else None
+    if found is None or found["stale"] or found.get("pid") == os.getpid():
+        return None
+    return found
+
+
+def reclaim(path: Path, info: dict[str, Any]) -> bool:
+    """Write `info` again when the discovery file is gone or names a process that is gone:
+    two services on one db, the newer (which took the file over) stopped and removed it,
+    and the hooks would look for this one, still serving, at the default port. True when
+    written."""
+    found = read_discovery(path)
+    if found is not None and not found["stale"]:
+        return False
+    return _write(path, info)
 
 
 def retract(path: Path | None, pid: int | None = None) -> bool:

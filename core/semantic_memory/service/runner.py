@@ -6,6 +6,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import redirect_stdout
 from dataclasses import replace
@@ -14,9 +15,13 @@ from typing import Any
 from ..config import ConfigError, Settings
 from ..pipeline import MemoryEngine
 from .auth import check_bind
-from .discovery import listening_info, publish, retract
+from .discovery import listening_info, other_owner, publish, reclaim, retract
 
 log = logging.getLogger("semantic_memory.service")
+
+
+#: Seconds between a service's looks at its discovery file (`_keep_discovery`).
+DISCOVERY_CHECK_S = 5.0
 
 
 class ServiceError(RuntimeError):
@@ -104,10 +109,21 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
     sock = None
     published: list[Any] = []
 
+    stopped = threading.Event()
+    keeper: list[threading.Thread] = []
+
     def started(server: Any) -> None:
         host, port = sock.getsockname()[:2]
         info = listening_info(settings, settings.host or host, port)
-        published.append(publish(settings, info))
+        if (other := other_owner(settings.discovery_path)) is not None:
+            log.warning("another service (pid %s, %s) serves this db too; this one takes the "
+                        "discovery file over, and the other takes it back if this one stops",
+                        other.get("pid"), other.get("url"))
+        published.append(path := publish(settings, info))
+        if path is not None:
+            keeper.append(threading.Thread(target=_keep_discovery, args=(path, info, stopped),
+                                           name="discovery", daemon=True))
+            keeper[0].start()
         # The store's own words: a PostgreSQL URL without its password, or the SQLite file.
         log.info("serving %s (MCP at %s) with db %s", info["url"], info["mcp_url"],
                  engine.store.location if engine is not None else settings.resolved_db_path)
@@ -115,6 +131,9 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
             on_listening(info)
 
     def stopping() -> None:
+        stopped.set()
+        for thread in keeper:  # not writing the file again as it is removed
+            thread.join(timeout=2)
         while published:
             retract(published.pop())
 
@@ -160,6 +179,16 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
             engine.close()
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _keep_discovery(path: Any, info: dict[str, Any], stopped: threading.Event) -> None:
+    """Until the service stops, write its discovery file again whenever it is gone or names a
+    process that is gone (`reclaim`): with two services on one db, the one that stopped last
+    removed it, and hooks looked for the other, still serving, at the default port."""
+    while not stopped.wait(DISCOVERY_CHECK_S):
+        if reclaim(path, info):
+            log.info("discovery file %s written again: the service that had taken it over "
+                     "is gone", path)
 
 
 def serve_stdio(settings: Settings) -> int:
