@@ -585,9 +585,15 @@ def _opens_sentence(text: str, start: int) -> bool:
         return True
     return any(head.endswith(w) and (len(head) == len(w) or not head[-len(w) - 1].isalnum())
                for w in _LEADERS)
+#: Where a copied secret would leave the machine: a reply, a PR, a URL, an address. Up to two
+#: words that say which one may stand before the noun ("into your *next* reply", "in the *PR*
+#: description"); other words do not, so "to your terminal output" is no sink.
+_SINK_WHICH = (r"(?:next|final|last|first|following|upcoming|public|own|new|pr|commit|github"
+               r"|gitlab|issue|review|slack|discord|chat)[ -]")
 _SINK = re.compile(
-    r"\b(?:in|into|to|on|at|via)\b (?:your |the |a |this )?(?:reply|answer|response|output"
-    r"|pr|pull request|issue|comment|chat|gist|pastebin|public|channel|webhook)\b|https?://"
+    rf"\b(?:in|into|to|on|at|via)\b (?:your |the |a |an |this |my |our )?(?:{_SINK_WHICH}){{0,2}}"
+    r"(?:reply|answer|response|output|pr|pull request|issue|comment|chat|gist|pastebin|public"
+    r"|channel|webhook|description|commit message|summary|thread|ticket)\b|https?://"
     r"|\b[\w.-]+@[\w-]+\.\w")
 _EXFIL_VERBS = re.compile(
     r"(?<![\w-])(?:(send|post|upload|exfiltrate|transmit|forward|email|e-mail|leak|beam)"
