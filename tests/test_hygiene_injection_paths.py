@@ -1,14 +1,14 @@
 """Our own injection corpora (tests/corpora) through every write path that takes untrusted text.
 
 `injections.jsonl` holds prompt injections by class (forged turns and tool calls, hidden
-markdown, spaced / dotted / reversed / base64 / accented text, eight other languages, commands
-aimed at the agent); `benign_injection.jsonl` holds developer notes and tool captures that only
-mention such things. Each entry's `set` says how it was written: `tuned` alongside the rules,
-`held-out-1` / `-2` / `-3` after them and measured before any rule was changed for them
-(docs/security.md has those first figures); `qa-1` entries restate, in our own words, what a
-QA pass found stored or refused wrongly, and were added with the rules that fixed them. Every
-path must refuse at least 80% of the injections and at most 1 in 20 benign notes; the filter
-itself is held to more.
+markdown, spaced / dotted / reversed / base64 / accented text, plain text addressed to the
+agent, eight other languages, commands aimed at the agent); `benign_injection.jsonl` holds
+developer notes and tool captures that only mention such things. Each entry's `set` says how it
+was written: `tuned` alongside the rules, `held-out-1` / `-2` / `-3` after them and measured
+before any rule was changed for them (docs/security.md has those first figures); `qa-1` entries
+restate, in our own words, what a QA pass found stored or refused wrongly, and were added with
+the rules that fixed them. Every path must refuse at least 80% of the injections and at most 1
+in 20 benign notes; the filter itself is held to more.
 
 Paths: `looks_like_injection`; `MemoryEngine.ingest` with source `tool` on both stores (and
 source `chat`, which is not checked); a real service's REST `/ingest` (source `tool`) and MCP

@@ -229,13 +229,20 @@ _AGENT = (
 _ADDRESSED = [
     rf"\b(?:attention|hey|dear|note to|message to|instructions? (?:for|to))\s+"
     rf"(?:the\s+|all\s+|any\s+)?{_AGENT}s?\b",
-    r"\b(?:ai|llm)\s+(?:assistant|agent|model)s?\s*[:,]\s*(?:please\s+)?(?:run|execute|ignore"
-    r"|send|delete|print|reveal|output|fetch|curl|download|open|write|do|you must|you should)\b",
+    r"\b(?:ai|llm)\s+(?:assistant|agent|model|reviewer|bot)s?\s*[:,]\s*(?:please\s+)?(?:run"
+    r"|execute|ignore|disregard|forget|skip|approve|merge|send|delete|print|reveal|output|fetch"
+    r"|curl|download|open|write|do|you must|you should)\b",
     r"\b(?:ai|llm) (?:assistant|agent|model)s? (?:must|should|need to|are required to|shall)\b",
     rf"\bif you(?:'re| are) an? (?:automated |autonomous |ai |coding |large )?{_AGENT}\b",
     rf"\b(?:important|urgent|notice|reminder|attention|note) (?:for|to) (?:the |all |any )?"
     rf"{_AGENT}s?\b",
     rf"\b{_AGENT}s? (?:reading|processing|summari[sz]ing) this\b",
+    # A condition only the agent reading the text meets, then what it is to do: "when an LLM
+    # reads this page, it should …" ("when the agent reads this file it loads …" describes).
+    rf"\b(?:when|whenever|if|once|while) (?:(?:an?|the|any|every) )?{_AGENT}s? (?:reads?"
+    r"|process(?:es)?|summari[sz]es?|parses?|ingests?|sees?|visits?|crawls?|scans?|indexes)"
+    r" this\b.{0,80}?\b(?:should|must|needs? to|has to|have to|shall|is to|are to|please|always"
+    r"|never|instead|do not|don't|recommend|tell|reply|respond|answer|ignore)\b",
 ]
 
 # --- secrecy: an order to act behind the user's back ---------------------------------------
@@ -410,12 +417,16 @@ FAMILIES = (
     # Text addressed to the agent (each pattern names it).
     _family(("attention", "hey", "dear", "note to", "message to", "instruction"), _ADDRESSED[0],
             also=_AGENT_NEEDLES),
-    _family(("assistant", "agent", "model"), _ADDRESSED[1], _ADDRESSED[2], also=("ai", "llm")),
+    _family(("assistant", "agent", "model"), _ADDRESSED[2], also=("ai", "llm")),
+    _family(("assistant", "agent", "model", "reviewer", "bot"), _ADDRESSED[1],
+            also=("ai", "llm")),
     _family(("if you're", "if you are"), _ADDRESSED[3], also=_AGENT_NEEDLES),
     _family(("important", "urgent", "notice", "reminder", "attention", "note"), _ADDRESSED[4],
             also=_AGENT_NEEDLES),
     _family(("reading this", "processing this", "summarizing this", "summarising this"),
             _ADDRESSED[5]),
+    _family(("read", "process", "summari", "pars", "ingest", "see", "visit", "crawl", "scan",
+             "index"), _ADDRESSED[6], also=("this",)),
     # Exfiltration asks.
     _family(("send", "post", "upload", "exfiltrate", "transmit", "forward", "email", "mail",
              "leak", "beam", "curl", "wget"), _EXFILTRATION[0],
