@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .textnorm import fold_lines, strip_format_chars
@@ -176,6 +177,57 @@ _OTHER_LANGUAGE_PERSONA = [
     r"시스템 ?프롬프트.{0,12}?(?:출력|보여|알려|공개|표시)",
 ]
 
+# --- an override verb that describes, not orders ------------------------------------------
+#: A do-question about someone other than the reader: "why does the assistant ignore …?".
+_DO_QUESTION = re.compile(r"\b(?:does|did|do) (?!you\b|u\b|not\b|never\b)(?:\S+ ){1,3}$")
+_TOOLS = (
+    r"(?:librar(?:y|ies)|tools?|linters?|formatters?|parsers?|compilers?|plugins?|packages?"
+    r"|modules?|frameworks?|cli|scripts?|servers?|loaders?|checkers?|runners?|extensions?|hooks?"
+    r"|importers?|bundlers?|daemons?|programs?|functions?|drivers?|sdks?"
+    r"|bibliothèques?|outils?|paquets?|programmes?|serveurs?|compilateurs?"  # French
+    r"|bibliotecas?|librerías?|herramientas?|paquetes?|módulos?|programas?|servidor(?:es)?"
+    r"|ferramentas?|pacotes?|librerie|libreria|strument[oi]|pacchett[oi]|modul[oi]"  # es, pt, it
+    r"|bibliothek(?:en)?|werkzeuge?|pakete?|module?|programme?|skripte?)"  # German
+)
+#: A library or tool as the subject right before the verb ("the linter will ignore …",
+#: "cette bibliothèque ignore …", "该工具会忽略 …").
+_TOOL_SUBJECT = re.compile(
+    rf"(?:^|\b(?:the|this|that|our|its|each|every|le|la|les|ce|cette|cet|el|los|las|este|esta"
+    rf"|o|os|il|lo|der|die|das|dieses?|diese) )(?:[\w.-]+ )?{_TOOLS} (?:(?:will|would|can|could"
+    r"|does|did|may|might|should|must|now|then|also|just|simply|always|still|automatically"
+    r"|only) ){0,2}$"
+    r"|(?:库|庫|工具|程序|程式|插件|框架|模块|模組|脚本|腳本|编译器|編譯器|解析器|服务器|伺服器)"
+    r"(?:会|會|将|將|也|就|则|則|默认|默認|自动|自動|总是|總是|始终|始終){0,2}$")
+#: A library or tool as the topic of a Japanese or Korean sentence ("このライブラリは …").
+_TOOL_TOPIC = re.compile(
+    r"(?:ライブラリ|ツール|パッケージ|モジュール|プログラム|スクリプト|コマンド|アプリ|プラグイン"
+    r"|フレームワーク|サーバー?|リンター|パーサー?|コンパイラ|ローダー|フォーマッター|関数|拡張機能)"
+    r"(?:は|では|が|も)"
+    r"|(?:라이브러리|도구|툴|패키지|모듈|프로그램|스크립트|플러그인|프레임워크|서버|린터|파서"
+    r"|컴파일러)(?:는|은|가|이|도|에서는)")
+#: The imperative after a Japanese or Korean verb (無視してください, 무시하세요, 잊어 주세요):
+#: an order, whatever the topic.
+_IMPERATIVE = re.compile(r"(?:して|て)(?:ください|下さい|くれ)|しろ|せよ|しなさい|ろ|なさい"
+                         r"|.{0,4}?(?:세요|십시오|하라|해라|어라|거라)")
+#: A sentence ends at `.`, `!` or `?` before a space (not in `AGENTS.md`), or a CJK mark.
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)|[。！？\n]")
+
+
+def _describes(text: str, m: re.Match[str]) -> bool:
+    """Whether an override match tells of someone else's behaviour instead of ordering the
+    reader: the verb of a do-question about another subject ("why does the assistant ignore my
+    previous message?"), or of a sentence whose subject is a library or tool ("the linter will
+    ignore any previous rules", "このライブラリは以前の設定ファイルを無視し …") unless the
+    verb is in the imperative."""
+    window = text[max(0, m.start() - 120):m.start()]
+    head = window[max((b.end() for b in _SENTENCE_BREAK.finditer(window)), default=0):].lstrip()
+    if _DO_QUESTION.search(head):
+        end = _SENTENCE_BREAK.search(text, m.end(), m.end() + 300)  # a question ends soon
+        return end is not None and end.group() in "?？"
+    return (_TOOL_SUBJECT.search(head) is not None or _TOOL_TOPIC.search(head) is not None) \
+        and not _IMPERATIVE.match(text, m.end())
+
+
 # --- chat-template role markers and fake system headers -------------------------------------
 _ROLE_MARKERS = [
     r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|start_header_id"
@@ -316,6 +368,8 @@ class _Family:
     needles: tuple[str, ...]
     also: tuple[str, ...]
     patterns: tuple[_Pattern, ...]
+    #: Whether a match only describes what it names (`_describes`); None: every match counts.
+    spare: Callable[[str, re.Match[str]], bool] | None = None
 
     def gate(self, folded: str) -> bool:
         contains = folded.__contains__  # map() keeps the loop in C
@@ -323,16 +377,23 @@ class _Family:
                                                      or any(map(contains, self.also)))
 
     def matches(self, folded: str) -> bool:
-        return self.gate(folded) and any(p.search(folded) for p in self.patterns)
+        if not self.gate(folded):
+            return False
+        if self.spare is None:
+            return any(p.search(folded) for p in self.patterns)
+        return next(self.finditer(folded), None) is not None
 
     def finditer(self, folded: str) -> Iterator[re.Match[str]]:
         if self.gate(folded):
             for pattern in self.patterns:
-                yield from pattern.finditer(folded)
+                for m in pattern.finditer(folded):
+                    if self.spare is None or not self.spare(folded, m):
+                        yield m
 
 
-def _family(needles: tuple[str, ...], *patterns: str, also: tuple[str, ...] = ()) -> _Family:
-    return _Family(needles, also, tuple(_Pattern(p) for p in patterns))
+def _family(needles: tuple[str, ...], *patterns: str, also: tuple[str, ...] = (),
+            spare: Callable[[str, re.Match[str]], bool] | None = None) -> _Family:
+    return _Family(needles, also, tuple(_Pattern(p) for p in patterns), spare)
 
 
 _SECRET_NEEDLES = ("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", ".aws", "/etc/", "netrc",
@@ -351,25 +412,27 @@ FAMILIES = (
                   "prompt", "command", "order", "guidance", "message", "constraint",
                   "restriction", "conversation", "programming", "training", "policies",
                   "safeguard", "above", "before this", "so far", "until now", "up to now",
-                  "earlier", "previously", "told", "given", "instructed", "said", "written")),
+                  "earlier", "previously", "told", "given", "instructed", "said", "written"),
+            spare=_describes),
     _family(("your new", "your real", "your actual", "your updated", "your true"), _NEW_ORDERS),
     # Other languages, one family per language and ask.
     _family(("忽略", "无视", "無視", "忽视", "忽視", "理会", "理會", "忘记", "忘記", "忘掉", "跳过",
-             "跳過", "绕过", "繞過"), _L[0]),
-    _family(("無視", "忘れ"), _L[1]),
-    _family(("무시", "잊어", "잊고", "따르지"), _L[2]),
+             "跳過", "绕过", "繞過"), _L[0], spare=_describes),
+    _family(("無視", "忘れ"), _L[1], spare=_describes),
+    _family(("무시", "잊어", "잊고", "따르지"), _L[2], spare=_describes),
     _family(_ES_PT_VERBS, _L[3], _L[4],
             also=("instruc", "indicac", "órdenes", "reglas", "directrices", "instruç", "regras",
-                  "orientaç", "istruzioni", "regole")),
+                  "orientaç", "istruzioni", "regole"), spare=_describes),
     _family(("tudo",), _L[5], also=("olvid", "ignor", "esqueç", "esquec")),
     _family(("todo lo",), _L[6], also=("olvid", "ignor")),
     _family(("ignore", "oublie", "néglige", "pas compte"), _L[7], _L[8],
-            also=("instructions", "consignes", "directives", "règles", "indications", "ordres")),
+            also=("instructions", "consignes", "directives", "règles", "indications", "ordres"),
+            spare=_describes),
     _family(("tout ce qui",), _L[9], also=("oublie", "ignore")),
     _family(("ignorier", "vergiss", "vergesst", "vergessen sie", "missacht", "übergeh",
              "überspring"), _L[10],
             also=("anweisung", "instruktion", "befehl", "regeln", "vorgaben", "richtlinien",
-                  "anordnung")),
+                  "anordnung"), spare=_describes),
     _family(("vorherig", "vorangegangen", "bisherig", "obig"), _L[11],
             also=("ignorier", "vergess", "missacht")),
     _family(("alles",), _L[12], also=("vergiss", "vergesst", "ignorier")),
@@ -790,6 +853,12 @@ _COMPACT = re.compile(
 _RUN_TOGETHER = re.compile(
     r"(?:ignore|disregard|forget|bypass)(?:all|any|the|your|of)*(?:previous|prior|preceding"
     r"|earlier|above)(?:instructions?|rules?|directions?|guidelines?|prompts?)")
+#: `_RUN_TOGETHER`'s words: a match made of them, each whole, is plain text, which the rules
+#: above have judged (they spare a question about the assistant; this view must not undo that).
+_WHOLE_WORDS = frozenset(
+    "ignore disregard forget bypass all any the your of previous prior preceding earlier above"
+    " instruction instructions rule rules direction directions guideline guidelines prompt"
+    " prompts".split())
 _REVERSED_NEEDLES = ("erongi", "dragersid", "tegrof", "snoitcurtsni", "tpmorp", "metsys",
                      "suoiverp", "laever", "edirrevo", "selur", "won era uoy")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
@@ -811,6 +880,21 @@ def _spaced_out(flat: str) -> bool:
         last = m.end()
     out.append(flat[last:])
     return _families_match("".join(out))
+
+
+def _run_together(flat: str) -> bool:
+    """Whether words split in the middle or glued together ("ig nore prev ious instruc tions",
+    "ignoreprevious instructions") spell the whole ask once the spaces go."""
+    squeezed = flat.replace(" ", "")
+    if _RUN_TOGETHER.search(squeezed) is None:
+        return False
+    at = [i for i, c in enumerate(flat) if c != " "]  # only for a text that spells the ask
+    for m in itertools.islice(_RUN_TOGETHER.finditer(squeezed), _MAX_DECODED):
+        start = flat.rfind(" ", 0, at[m.start()]) + 1
+        end = flat.find(" ", at[m.end() - 1])
+        if not _WHOLE_WORDS.issuperset(flat[start:end if end >= 0 else None].split()):
+            return True
+    return False
 
 
 def _decoded_runs(text: str) -> list[str]:
@@ -845,7 +929,7 @@ def _rules_match(lines: str, flat: str, commands: str) -> bool:
 
 
 def _obfuscated(flat: str) -> bool:
-    if _spaced_out(flat) or _RUN_TOGETHER.search(flat.replace(" ", "")):
+    if _spaced_out(flat) or _run_together(flat):
         return True
     if any(needle in flat for needle in _REVERSED_NEEDLES):
         backwards = flat[::-1]
