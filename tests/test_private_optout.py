@@ -1,7 +1,8 @@
 """Control what is remembered: `<private>…</private>` never reaches a channel, log or spool
 (the rule, hook processes with the service down, the MCP proxy's spool, real REST and MCP
 writes), and a repository's `.semantic-memory.toml` turns capture or recall off and names the
-project (real hook processes against a real service, and `memory-mcp doctor`)."""
+project (real hook processes and the MCP proxy against a real service, and `memory-mcp
+doctor`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from harness_support import closed_port, hook_env, hook_log, run_hook
 from semantic_memory.harness.repo_config import load_repo_config
 from semantic_memory.private import strip_private
 from test_core_cli import run
-from test_service_mcp import call
+from test_service_mcp import call, call_error
 from test_service_mcp_proxy import proxy_session, spooled
 from test_service_support import Service, http_session, memory_mcp_command, start_service
 
@@ -308,6 +309,88 @@ def test_a_typo_in_the_opt_out_stops_capture_and_says_why(service: Service,
     done = subprocess.run([*memory_mcp_command(), "doctor", "--project", str(cwd)], env=env,
                           capture_output=True, text=True, timeout=60)
     assert "unreadable (unknown table [capure]" in done.stdout
+
+
+def test_the_repositorys_file_binds_the_proxys_tools(service: Service, tmp_path: Path) -> None:
+    """The agent starts the proxy in its repository, and its `.semantic-memory.toml` binds the
+    tools as it binds the hooks: capture off, memory_store and memory_update refuse, naming the
+    file, and nothing reaches the service or the spool; recall off, memory_recall and
+    memory_list refuse. The file is read at each call."""
+    cwd = repository(tmp_path / "optout", "[capture]\nenabled = false\n")
+    config = cwd.parent / ".semantic-memory.toml"
+    with service.client() as client:
+        uid = client.post("/ingest", json={"content": "The opt-out fixture's port is 7341",
+                                           "project": "github.com/acme/web"}).json()["uid"]
+
+    async def main() -> None:
+        async with proxy_session(tmp_path / "db", service.url, cwd=cwd) as session:
+            for name, args, refused in (
+                    ("memory_store", {"content": "the opted-out cache lives in /var/optout"},
+                     "not stored"),
+                    ("memory_store", {"content": "the opted-out cache lives in /var/optout",
+                                      "project": "elsewhere"}, "not stored"),
+                    ("memory_update", {"uid": uid, "content": "the opted-out port is 7342"},
+                     "not updated")):
+                message = await call_error(session, name, args)
+                assert message.endswith(f"capture is off for this repository ({config}: "
+                                        f"[capture] enabled = false); {refused}"), message
+            found = await call(session, "memory_recall", {"query": "opt-out fixture port 7341"})
+            assert found["items"][0]["uid"] == uid  # recall stays on
+
+            config.write_text("[recall]\nenabled = false\n")
+            for name, args, refused in (("memory_recall", {"query": "opt-out port"},
+                                         "nothing recalled"),
+                                        ("memory_list", {}, "nothing listed")):
+                message = await call_error(session, name, args)
+                assert message.endswith(f"recall is off for this repository ({config}: "
+                                        f"[recall] enabled = false); {refused}"), message
+            stored = await call(session, "memory_store", {"content": "the recall-off repo "
+                                                                     "builds with make"})
+            assert stored["status"] == "new"
+
+            config.write_text("[capure]\nenabled = false\n")  # a typo stops capture too
+            message = await call_error(session, "memory_store", {"content": "typo'd repo"})
+            assert f"capture is off for this repository ({config} is unreadable: unknown " \
+                   "table [capure]" in message and "\n" not in message
+
+    anyio.run(main)
+    with service.client() as client:
+        contents = [m["content"] for m in client.get("/api/memories",
+                                                     params={"limit": 100}).json()["items"]]
+        assert client.get(f"/api/memories/{uid}").json()["content"] == \
+            "The opt-out fixture's port is 7341"
+    assert not [c for c in contents if "opted-out" in c or "typo'd" in c], contents
+    assert "the recall-off repo builds with make" in contents
+    assert spooled(tmp_path / "db") == []
+
+
+def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_path: Path) -> None:
+    """A memory_store without a project is stored under the project a hook run in the same
+    folder uses (the detected remote here; the file's name; MEMORY_PROJECT over both), not as
+    a global memory; the agent's own project wins, and `""` stores a global one."""
+    cwd = repository(tmp_path / "web", None, remote="git@github.com:Acme/web.git")
+    run_hook("example", "prompt", {"session": "s-proj", "cwd": str(cwd),
+                                   "prompt": "remember that the web repo pins node 22"},
+             hook_env(tmp_path, service.url))
+    [hooked] = hook_log(tmp_path)
+    assert hooked["outcome"] == "stored" and hooked["project"] == "github.com/Acme/web"
+
+    def stored_under(content: str, env: dict[str, str] | None = None, **args: Any) -> Any:
+        async def main() -> str:
+            async with proxy_session(tmp_path / "db", service.url, cwd=cwd,
+                                     **(env or {})) as session:
+                return (await call(session, "memory_store", {"content": content, **args}))["uid"]
+
+        uid = anyio.run(main)
+        with service.client() as client:
+            return client.get(f"/api/memories/{uid}").json()["project"]
+
+    assert stored_under("the web repo deploys on Fridays") == hooked["project"]
+    assert stored_under("the web repo's owner is Ana", project="team/ana") == "team/ana"
+    assert stored_under("Ana prefers tabs everywhere", project="") is None
+    (cwd.parent / ".semantic-memory.toml").write_text('[project]\nname = "acme/pinned"\n')
+    assert stored_under("the pinned repo uses pnpm") == "acme/pinned"
+    assert stored_under("the env repo uses yarn", {"MEMORY_PROJECT": "from-env"}) == "from-env"
 
 
 @pytest.mark.parametrize(("text", "capture", "recall", "name", "error"), [

@@ -48,15 +48,17 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 
 @asynccontextmanager
-async def proxy_session(db_dir: Path, url: str, **env: str) -> AsyncIterator[ClientSession]:
-    """A client of `memory-mcp proxy` whose db (and so spool) is in `db_dir`, service at `url`."""
+async def proxy_session(db_dir: Path, url: str, cwd: Path | None = None,
+                        **env: str) -> AsyncIterator[ClientSession]:
+    """A client of `memory-mcp proxy` whose db (and so spool) is in `db_dir`, service at `url`,
+    started in `cwd` (the agent's working folder; default `db_dir`)."""
     command = memory_mcp_command()
     # A healthy service gets all the time a loaded test machine may need.
     environment = service_env(db_dir, **{"MEMORY_PLUGIN_URL": url,
                                          "MEMORY_MCP_PROXY_TIMEOUT_S": str(HEALTHY_BOUND_S),
                                          **env})
     params = StdioServerParameters(command=command[0], args=[*command[1:], "proxy"],
-                                   env=environment)
+                                   env=environment, cwd=cwd or db_dir)
     db_dir.mkdir(parents=True, exist_ok=True)
     with open(db_dir / "proxy-stderr.log", "a") as errlog:
         async with stdio_client(params, errlog=errlog) as streams:

@@ -16,8 +16,7 @@ from .. import backoff, spool
 from ..config import Settings
 from . import install, outcomes
 from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url
-from .project import detect_project
-from .repo_config import load_repo_config
+from .repo_config import load_repo_config, project_for
 from .urls import split_url
 
 HEALTH_TIMEOUT_S = 2.0
@@ -105,7 +104,7 @@ def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
     repo = load_repo_config(folder)
     return {"file": str(repo.path) if repo.path else None, "capture": repo.capture,
             "recall": repo.recall, "project_name": repo.project, "error": repo.error,
-            "project": settings.project or repo.project or detect_project(folder),
+            "project": project_for(folder, repo, settings.project),
             "summary": repo.describe()}
 
 

@@ -70,6 +70,18 @@ class RepoConfig:
         return f"{self.path}: {', '.join(parts)}"
 
 
+def project_for(cwd: str | Path, repo: RepoConfig, configured: str | None) -> str | None:
+    """The project memories made in `cwd` are stored under and recalled for: `configured`
+    (MEMORY_PROJECT: the person's environment wins over the repository), else the file's
+    `[project] name`, else the detected one (remote, top folder; `project.py`). Shared by
+    `doctor` and the MCP proxy; the hooks' `HookCall.project` reads the same order."""
+    if configured or repo.project:
+        return configured or repo.project
+    from .project import detect_project
+
+    return detect_project(cwd)
+
+
 def config_path(cwd: str | Path) -> Path:
     """Where the file for `cwd` would be: the repository's top folder, else `cwd` itself."""
     from pathlib import Path

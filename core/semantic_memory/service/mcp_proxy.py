@@ -23,6 +23,11 @@ every agent's memory off for MEMORY_HOOK_BACKOFF_S.
 Unlike `memory-mcp --stdio`, the proxy opens no store and loads no embedding model: one
 service holds the store (the vector channel's matrix lives in its memory) however many agents
 run. It serves the tools only, not mcp_browse.py's resources and prompt.
+
+The agent starts the proxy in its working folder, and that repository's `.semantic-memory.toml`
+binds the tools as it binds the hooks (mcp_tools.Workspace): capture off, memory_store and
+memory_update refuse, naming the file; recall off, memory_recall and memory_list do; a
+memory_store without a project is stored under the project the hooks would use.
 """
 
 from __future__ import annotations
@@ -227,11 +232,13 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
                    on_ready: Callable[[], None]) -> None:
     """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
     runs this in a thread and relays the agent's messages); `on_ready` once it serves."""
-    from .mcp_tools import build_tools
+    from .mcp_tools import Workspace, build_tools
     from .runner import _setup_logging
 
     _setup_logging()
-    mcp = build_tools(RestBackend(settings))
+    # The agent starts the proxy in its working folder: that repository's file binds the
+    # tools, and names the project of what they store, as it does for the hooks.
+    mcp = build_tools(RestBackend(settings), Workspace(os.getcwd(), settings.project))
     on_ready()
     # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
     anyio.run(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"), os.fdopen(stdout_fd, "wb"))
