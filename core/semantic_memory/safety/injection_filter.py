@@ -15,7 +15,8 @@ classes (docs/security.md "What is refused" lists them with examples):
   command the user's agent itself ran) and spare what reads as documentation: a harmless
   target (`rm -rf build/`), a negation ("never run …"), an install line without urgency.
 - De-obfuscation: letter-spaced or dotted words are joined, reversed text is read backwards,
-  and plausible base64 runs are decoded; each view goes through the rules above.
+  plausible base64 runs are decoded and text spelled in Unicode tag characters is read as
+  the ASCII it mirrors; each view goes through the rules above.
 
 Each family runs only if one of its needles occurs in the text (a substring test costs a
 fraction of a regex scan), and no pattern nests unbounded repetition.
@@ -920,6 +921,21 @@ def _decoded_runs(text: str) -> list[str]:
     return found
 
 
+#: Unicode tag characters U+E0020–E007E spell ASCII (U+E0041 is `A`): no reader sees them and
+#: the folding drops them, but a model's tokenizer reads them ("ASCII smuggling").
+_TAG_CHAR = re.compile("[\U000e0020-\U000e007e]+")
+_UNTAG = {c: c - 0xE0000 for c in range(0xE0020, 0xE007F)}
+
+
+def _tag_text(text: str) -> str:
+    """The ASCII that `text` spells in tag characters ("" for none, or for the few letters of
+    an emoji subdivision flag such as England's)."""
+    if text.isascii():
+        return ""
+    spelled = "".join(_TAG_CHAR.findall(text)).translate(_UNTAG)
+    return spelled if len(spelled) > 8 else ""
+
+
 def _rules_match(lines: str, flat: str, commands: str) -> bool:
     """Every rule over one view of the text; `commands` is what the command rule reads (its
     keys are a subset of `flat`'s: it is `flat` less a line, with line breaks)."""
@@ -948,7 +964,12 @@ def looks_like_injection(text: str, *, depth: int = 0) -> bool:
     commands = " " + (lines[header.end():] if header else lines)
     if _rules_match(lines, flat, commands) or _obfuscated(flat):
         return True
-    if depth < 2 and _BASE64_RUN.search(text):
+    if depth >= 2:
+        return False
+    tagged = _tag_text(text)
+    if tagged and looks_like_injection(tagged, depth=depth + 1):
+        return True
+    if _BASE64_RUN.search(text):
         visible = strip_format_chars(unicodedata.normalize("NFKC", text))
         return any(looks_like_injection(d, depth=depth + 1) for d in _decoded_runs(visible))
     return False
