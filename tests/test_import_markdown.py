@@ -437,6 +437,41 @@ def test_an_export_imported_into_another_store_keeps_its_uids(tmp_path: Path) ->
 
 
 @pytest.mark.sqlite_only
+def test_a_uid_comment_inside_a_memory_survives_the_round_trip(tmp_path: Path) -> None:
+    """A memory whose text holds `<!-- uid:… -->` made its export unimportable: the comment's
+    parse began at the first `<!-- uid:` of the line, so the whole folder was refused ("its
+    uid comment holds no uid"). The entry's own comment is the line's last: imported into a
+    fresh store every memory comes back as it was, and back into its own store nothing
+    changes."""
+    db, fresh, out = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "md"
+    texts = [
+        "Mark generated files with <!-- uid:abc123 --> so the linter skips them",
+        "The template ends with <!-- uid:deadbeefdeadbeef -->",
+        "Two markers <!-- uid:one --> and <!-- uid:two --> on one line",
+        "A broken marker <!-- uid:not a uid! --> stays text",
+        "An open marker <!-- uid:",
+        "First line <!-- uid:x -->\nsecond line <!-- uid:y -->",
+    ]
+    uids = [store(db, tmp_path, text, "--project", "web", "--kind", "decision")
+            for text in texts[:3]]
+    uids += [store(db, tmp_path, text) for text in texts[3:]]
+    assert cli(db, tmp_path, "export", "--markdown", str(out)).returncode == 0
+    before = stored(db, tmp_path)
+    imported = cli(fresh, tmp_path, "import", str(out), "--json")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["totals"]["new"] == len(texts)
+    fields = ("uid", "content", "kind", "project")
+    assert {uid: [m[f] for f in fields] for uid, m in stored(fresh, tmp_path).items()} == \
+        {uid: [before[uid][f] for f in fields] for uid in uids}
+    assert [before[uid]["content"] for uid in uids] == texts
+    again = cli(db, tmp_path, "import", str(out), "--json")
+    assert again.returncode == 0, again.stderr
+    totals = json.loads(again.stdout)["totals"]
+    assert (totals["unchanged"], totals["new"], totals["updated"]) == (len(texts), 0, 0)
+    assert stored(db, tmp_path) == before
+
+
+@pytest.mark.sqlite_only
 def test_an_earlier_exports_stale_file_is_refused_not_imported(tmp_path: Path) -> None:
     """After `update UID --project other`, exporting into the same folder left `web-….md`
     behind and importing the folder quietly moved the memory back to web. The export refuses

@@ -41,9 +41,11 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _BULLET = re.compile(r"^(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _INDEX_LINE = re.compile(r"^[-*+][ \t]+\[[^\]]*\]\(([^)#]+\.md)\)")
-#: Any text as the uid, checked against `UID` after: a damaged comment is refused, not stored
-#: as part of the memory's text.
-_UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:(.*?)[ \t]*-->[ \t]*$")
+#: The line's last comment, any text in it as the uid, checked against `UID` after: a damaged
+#: comment is refused, not stored as part of the memory's text. Its text holds no `<` or `>`
+#: (no uid does), so a `<!-- uid:… -->` in the memory's own text, which comes before the
+#: entry's comment on its line, is never where the match begins.
+_UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:([^<>]*?)[ \t]*-->[ \t]*$")
 EXPORT_MARK = "<!-- semantic-memory-mcp export:"
 #: Greedy up to the line's last `-->`: a project name may hold one itself.
 _EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*)-->[ \t]*$")
