@@ -21,9 +21,9 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
-from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
+from .models import NewMemory, RecallFilters, TimeOutOfRange, iso, parse_time
 from .ingest import validate
-from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
+from .pipeline import DAY, EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
 from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
@@ -328,10 +328,67 @@ def unsupersede(obj: Context, uid: str) -> None:
 @click.argument("uid")
 @pass_context
 def forget(obj: Context, uid: str) -> None:
-    """Forget one memory (soft delete; `purge` removes it for good)."""
-    if not obj.engine.forget(uid):
+    """Forget one memory (soft delete: `unforget` takes it back until it is purged)."""
+    current = obj.engine.forget_memory(uid)
+    if current is None:
         raise click.ClickException(f"no live memory with uid {uid}")
-    click.echo(f"forgot {uid}")
+    click.echo(f"forgot {uid}" + (
+        f"; {len(current)} older version(s) it had replaced are current again: "
+        f"{', '.join(current)}" if current else ""))
+
+
+@cli.command()
+@click.option("--project", help='Only memories of this project ("" = the global ones).')
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, SQL_INT_MAX))
+@click.option("--json", "as_json", is_flag=True)
+@pass_context
+def forgotten(obj: Context, project: str | None, limit: int, as_json: bool) -> None:
+    """Forgotten memories not yet purged, the latest forgotten first (`unforget UID`)."""
+    found = obj.engine.forgotten(project, min(limit, SQL_INT_MAX - 1) + 1)
+    memories, more = found[:limit], len(found) > limit
+    purged_after = _purged_after(obj.settings)
+    if as_json:
+        _echo_json([m.to_dict() | {"forgotten_at": iso(m.updated_at),
+                                   "purged_after": iso(m.updated_at + purged_after)
+                                   if purged_after is not None else None} for m in memories])
+        return
+    if not memories:
+        click.echo("No forgotten memory" + (" in this project" if project is not None else "")
+                   + " awaits a purge.", err=True)
+        return
+    table = _table("uid", "forgotten", "purged after", "kind", "project", "content")
+    for m in memories:
+        _add_row(table, m.uid, iso(m.updated_at),
+                 iso(m.updated_at + purged_after) if purged_after is not None else "a purge",
+                 m.kind, m.project or "", m.content[:100].replace("\n", " "))
+    _print(table)
+    if more:
+        click.echo(f"More than {limit} forgotten memories: raise --limit to see them all.",
+                   err=True)
+
+
+def _purged_after(settings: Settings) -> float | None:
+    """Seconds after its forget that a service start purges a forgotten memory (None: only
+    `memory-mcp purge` does, MEMORY_MAINTENANCE_ON_START being off)."""
+    return settings.forget_grace_days * DAY if settings.maintenance_on_start else None
+
+
+@cli.command()
+@click.argument("uid")
+@pass_context
+def unforget(obj: Context, uid: str) -> None:
+    """Take a forget back: memory UID is live again and recall finds it (until it is purged)."""
+    try:
+        result = obj.engine.unforget(uid)
+    except UnknownMemory as exc:
+        raise click.ClickException(str(exc)) from None
+    if result.status == "live":
+        raise click.ClickException(f"memory {uid} is not forgotten")
+    if result.status == "duplicate":
+        raise click.ClickException(
+            f"not unforgotten: memory {result.duplicate_of} now holds the same text in this "
+            f"project; {uid} stays forgotten")
+    click.echo(f"unforgot {uid}: it is live again")
 
 
 @cli.command()
@@ -446,7 +503,8 @@ def _ruleset_line(info: dict[str, str]) -> str:
 @cli.command()
 @pass_context
 def purge(obj: Context) -> None:
-    """Hard-delete forgotten memories, expire artifacts and telemetry, VACUUM if needed."""
+    """Hard-delete every forgotten memory (grace period or not), expire artifacts and
+    telemetry, VACUUM if needed; prints what went (`soft_deleted`: the forgotten ones)."""
     _echo_json(obj.engine.purge().to_dict())
 
 

@@ -141,6 +141,10 @@ class Settings(SettingsSection):
     ttl_artifact_days: int = field(default=90, metadata=within(0, 36_500))  # 0 = never
     ttl_injection_days: int = field(default=90, metadata=within(0, 36_500))
     maintenance_on_start: bool = True
+    # Days a forgotten memory waits before the service's start-up maintenance purges it, so a
+    # forget (an agent's `memory_forget` too) can be taken back (`memory-mcp unforget`) until
+    # then; 0 = at the next start. `memory-mcp purge` ignores it: it purges every one.
+    forget_grace_days: int = field(default=30, metadata=within(0, 3650))
     dedup_sim: float = field(default=0.98, metadata=within(0, 1))  # 0 = off
     # The service embeds new memories in the background (`service/embed_queue.py`): a write is
     # stored and keyword-indexed at once, its vector follows (near-duplicates are merged then).

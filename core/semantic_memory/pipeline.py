@@ -28,6 +28,7 @@ from .models import (
     RecallHit,
     iso,
     now,
+    project_name,
 )
 from .plugins import PluginManager, build_plugin_manager, collect, store_kinds
 from .stores import MemoryStore, open_store
@@ -114,6 +115,17 @@ def _block_problem(block: Any) -> str | None:
         return (f"answered an InjectionBlock whose uids are {type(block.uids).__name__}, "
                 "not a list of str")
     return None
+
+
+@dataclass(frozen=True)
+class UnforgetResult:
+    """Outcome of `unforget`: `restored` (live again), `duplicate` (a live memory of its
+    project, `duplicate_of`, holds its text now: it stays forgotten) or `live` (it was not
+    forgotten), with the memory as it is now."""
+
+    status: str
+    memory: Memory
+    duplicate_of: str | None = None
 
 
 @dataclass
@@ -270,8 +282,48 @@ class MemoryEngine:
         return self.ingest([item])[0]
 
     def forget(self, uid: str) -> bool:
-        """Soft-delete one memory; False when no live memory has this uid."""
-        return self.store.forget(uid, now())
+        """Soft-delete one memory; False when no live memory has this uid (`forget_memory`)."""
+        return self.forget_memory(uid) is not None
+
+    def forget_memory(self, uid: str) -> list[str] | None:
+        """Soft-delete one memory and log it (one INFO line with its uid, never its text: the
+        service's log says what an agent forgot). Returns the uids of the memories it had
+        replaced, current again (usually none); None when no live memory has this uid. It
+        can be taken back (`unforget`) until a purge: `memory-mcp purge`, or the start-up
+        maintenance once MEMORY_FORGET_GRACE_DAYS have passed."""
+        current = self.store.forget(uid, now())
+        if current is not None:
+            log.info("forgot memory %s%s", uid, f"; current again: {', '.join(current)}"
+                     if current else "")
+        return current
+
+    def forgotten(self, project: str | None = None, limit: int = 20) -> list[Memory]:
+        """Forgotten memories not yet purged, the latest forgotten first (`updated_at` is when);
+        `project=""`: the global ones (those without a project)."""
+        if project is not None and not project.strip():
+            return self.store.forgotten(limit, global_only=True)
+        return self.store.forgotten(limit, project_name(project))
+
+    def unforget(self, uid: str) -> UnforgetResult:
+        """Take a forget back: memory `uid` is live again (its `updated_at` now), found by
+        recall at once, since the channels keep what they derived from a forgotten memory
+        until it is purged. The memories the forget made current stay current. Refused
+        (`duplicate`) where a live memory of its project holds its text now. Raises
+        UnknownMemory for a uid never stored, or purged."""
+        memory, holder = self.store.unforget(uid, now()) \
+            if isinstance(uid, str) and UID.match(uid) else (None, None)
+        if memory is None:
+            raise UnknownMemory(f"no memory with uid {str(uid)[:80]!r} (never stored, or "
+                                "purged)")
+        if not memory.deleted:
+            return UnforgetResult("live", memory)
+        if holder is not None:
+            return UnforgetResult("duplicate", memory, holder)
+        log.info("unforgot memory %s", uid)
+        if self.writer.defer and self.writer.deferrable():  # forgotten before its vector
+            # was made: it is in the embedding queue again, which may be asleep
+            self.writer.queued.set()
+        return UnforgetResult("restored", self.store.get(uid) or memory)
 
     def revisions(self, uid: str) -> list[dict[str, Any]]:
         """The earlier versions of `uid`, newest first, times as ISO 8601 (UTC)."""
@@ -618,8 +670,9 @@ class MemoryEngine:
         self.store.optimize()
         return True
 
-    def purge(self, reclaim_share: float = 0.0) -> PurgeReport:
-        """Hard-delete soft-deleted memories and apply the TTLs; then merge the full-text
+    def purge(self, reclaim_share: float = 0.0, grace_days: float = 0) -> PurgeReport:
+        """Hard-delete soft-deleted memories (with `grace_days`, only those forgotten longer
+        ago; 0: every one, `memory-mcp purge`) and apply the TTLs; then merge the full-text
         indexes and VACUUM when what went is at least `reclaim_share` of the rows (memories
         and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
         share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
@@ -629,7 +682,8 @@ class MemoryEngine:
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
         report = PurgeReport(*self.store.purge(
             current - artifacts * DAY if artifacts > 0 else None,
-            current - injections * DAY if injections > 0 else None, self.writer.forget_ids))
+            current - injections * DAY if injections > 0 else None, self.writer.forget_ids,
+            current - grace_days * DAY if grace_days > 0 else None))
         removed = report.soft_deleted + report.expired_artifacts + report.expired_injections
         rows = sum(counts.values()) if counts else 0
         if removed and removed >= reclaim_share * rows:
@@ -639,11 +693,17 @@ class MemoryEngine:
 
     def startup_maintenance(self) -> PurgeReport | None:
         """The routine every service start runs when MEMORY_MAINTENANCE_ON_START is on: a
-        purge that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went."""
+        purge of the memories forgotten over MEMORY_FORGET_GRACE_DAYS ago (an agent's forget
+        can be taken back until then) that reclaims space only when STARTUP_RECLAIM_SHARE of
+        the rows went."""
         if not self.settings.maintenance_on_start:
             return None
-        report = self.purge(STARTUP_RECLAIM_SHARE)
-        log.info("startup maintenance: %s", report.to_dict())
+        grace = self.settings.forget_grace_days
+        report = self.purge(STARTUP_RECLAIM_SHARE, grace)
+        kept = self.counts()["forgotten"] if grace > 0 else 0
+        log.info("startup maintenance: %s%s", report.to_dict(),
+                 f"; {kept} forgotten memories kept until {grace} days after their forget "
+                 "(MEMORY_FORGET_GRACE_DAYS; `memory-mcp forgotten` lists them)" if kept else "")
         return report
 
     def backfill(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -1,5 +1,7 @@
-"""The service's start-up maintenance (MEMORY_MAINTENANCE_ON_START): forgotten memories purged,
-TTLs applied, in the background once the service is serving.
+"""The service's start-up maintenance (MEMORY_MAINTENANCE_ON_START): the memories forgotten over
+MEMORY_FORGET_GRACE_DAYS ago purged, TTLs applied, in the background once the service is
+serving. The grace is what lets a forget be taken back (`memory-mcp unforget`): purging every
+forgotten memory here made an agent's `memory_forget` permanent at the next restart, unseen.
 
 It used to run before the service listened, as `MemoryEngine.purge` (`memory-mcp purge`): that
 merges every FTS index and VACUUMs whenever anything at all went, ~11 s of write lock at 1M

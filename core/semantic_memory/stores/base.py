@@ -504,15 +504,59 @@ class SQLMemoryStore:
             self.read(), "SELECT uid FROM memories WHERE superseded_by = ? AND deleted = 0 "
                          "ORDER BY updated_at DESC, id DESC", (uid,))]
 
-    def forget(self, uid: str, ts: float) -> bool:
-        """Soft-delete one memory; False when no live memory has this uid."""
+    def forget(self, uid: str, ts: float) -> list[str] | None:
+        """Soft-delete one memory, its `updated_at` set to `ts` (when it was forgotten: what
+        the start-up purge's grace period counts from). Returns the uids of the live memories
+        it had replaced, current again (newest first; usually none); None when no live memory
+        has this uid."""
         with self.write() as conn:
             cursor = self._run(conn, "UPDATE memories SET deleted = 1, updated_at = ? "
                                      "WHERE uid = ? AND deleted = 0", (ts, uid))
-            if cursor.rowcount > 0:  # what it had replaced is current again
-                self._run(conn, "UPDATE memories SET superseded_by = NULL "
-                                "WHERE superseded_by = ?", (uid,))
-            return cursor.rowcount > 0
+            if cursor.rowcount == 0:
+                return None
+            current = [r[0] for r in self._run(
+                conn, "SELECT uid FROM memories WHERE superseded_by = ? AND deleted = 0 "
+                      "ORDER BY updated_at DESC, id DESC", (uid,))]
+            self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?",
+                      (uid,))
+            return current
+
+    def forgotten(self, limit: int, project: str | None = None, global_only: bool = False
+                  ) -> list[Memory]:
+        """Forgotten memories not yet purged, the latest forgotten first (a forgotten memory's
+        `updated_at` is when it was forgotten), at most `limit`; of `project` only, or with
+        `global_only` of none."""
+        where, params = "deleted = 1", []
+        if global_only:
+            where += " AND project IS NULL"
+        elif project is not None:
+            where, params = where + " AND project = ?", [project]
+        rows = self._run(self.read(), f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {where} "
+                                      "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                         [*params, max(0, limit)]).fetchall()
+        return [row_to_memory(r) for r in rows]
+
+    def unforget(self, uid: str, ts: float) -> tuple[Memory | None, str | None]:
+        """Make forgotten memory `uid` live again, its `updated_at` set to `ts`, unless a live
+        memory of its project now holds its text (a store keeps one live copy of a text per
+        project). Returns (the memory as it was found, None once it is live again), or the
+        uid of that live memory in place of None (nothing changed). The memory is None for a
+        uid never stored or purged, and not `deleted` for a live one (nothing changed). The
+        channels kept what they derived from it while it was forgotten (only a purge or an
+        edit drops that), so it is found again at once."""
+        with self.write() as conn:
+            row = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ?",
+                            (uid,)).fetchone()
+            memory = row_to_memory(row) if row else None
+            if memory is None or not memory.deleted:
+                return memory, None
+            key = (memory.project, content_hash(memory.content))
+            holder = self.live_by_hash(conn, [key]).get(key)
+            if holder is not None:
+                return memory, holder[1]
+            self._run(conn, "UPDATE memories SET deleted = 0, updated_at = ? WHERE id = ?",
+                      (ts, memory.id))
+            return memory, None
 
     # --- injection telemetry ----------------------------------------------------------------
 
@@ -628,26 +672,32 @@ class SQLMemoryStore:
     # --- maintenance ------------------------------------------------------------------------
 
     def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None,
-              on_delete: Callable[[Any, list[int]], None] | None = None
-              ) -> tuple[int, int, int]:
-        """Hard-delete forgotten memories, artifacts last updated before `artifact_cutoff` and
-        injection reports before `injection_cutoff` (None: keep). Returns the three counts.
-        `on_delete(conn, ids)` hears of the memories about to go, in the same transaction
-        (their ids may be reused: channels drop what they derived from them)."""
+              on_delete: Callable[[Any, list[int]], None] | None = None,
+              forgotten_cutoff: float | None = None) -> tuple[int, int, int]:
+        """Hard-delete forgotten memories (with `forgotten_cutoff`, only those forgotten
+        before it: their `updated_at`), live artifacts last updated before `artifact_cutoff`
+        and injection reports before `injection_cutoff` (None: keep). Returns the three
+        counts. `on_delete(conn, ids)` hears of the memories about to go, in the same
+        transaction (their ids may be reused: channels drop what they derived from them)."""
+        gone, gone_params = "deleted = 1", []  # the partial index `memories_forgotten`
+        if forgotten_cutoff is not None:
+            gone, gone_params = gone + " AND updated_at < ?", [forgotten_cutoff]
         with self.write() as conn:
             if on_delete is not None:
-                ids = [r[0] for r in self._run(conn, "SELECT id FROM memories WHERE deleted = 1")]
+                ids = [r[0] for r in self._run(conn, f"SELECT id FROM memories WHERE {gone}",
+                                               gone_params)]
                 if artifact_cutoff is not None:
                     ids += [r[0] for r in self._run(
                         conn, "SELECT id FROM memories WHERE kind = ? AND updated_at < ? "
                               "AND deleted = 0", (EXPIRING_KIND, artifact_cutoff))]
                 if ids:
                     on_delete(conn, ids)
-            forgotten = self._run(conn, "DELETE FROM memories WHERE deleted = 1").rowcount
+            forgotten = self._run(conn, f"DELETE FROM memories WHERE {gone}",
+                                  gone_params).rowcount
             artifacts = injections = 0
-            if artifact_cutoff is not None:
+            if artifact_cutoff is not None:  # a forgotten one waits for its grace as any
                 artifacts = self._run(conn, "DELETE FROM memories WHERE kind = ? "
-                                            "AND updated_at < ?",
+                                            "AND updated_at < ? AND deleted = 0",
                                       (EXPIRING_KIND, artifact_cutoff)).rowcount
             if injection_cutoff is not None:
                 injections = self._run(conn, "DELETE FROM injections WHERE ts < ?",
