@@ -653,6 +653,32 @@ def test_doctor_shows_the_service_the_wiring_and_the_last_success(wired: Any) ->
     assert all(f"\n{name}  (" in text for name in HARNESSES)
 
 
+def test_doctor_says_when_the_service_refuses_the_hooks_token(tmp_path: Path) -> None:
+    """A service that needs a token answered /health (public) and doctor said `up`, exit 0,
+    while every hook recall got 401 and its writes were spooled: it probes a route that needs
+    the token, and a token missing or refused is a problem (exit 1) saying what to set."""
+    token = "doctor-test-token-" + "x7Kq2" * 4
+    service = start_service(tmp_path / "svc", MEMORY_TOKEN=token)
+    try:
+        env = cli_env(tmp_path, MEMORY_PLUGIN_URL=service.url)
+        for extra, state in (({}, "token missing"), ({"MEMORY_TOKEN": "wrong"}, "token refused"),
+                             ({"MEMORY_PLUGIN_TOKEN": "wrong", "MEMORY_TOKEN": token},
+                              "token refused")):
+            code, out = doctor({**env, **extra}, tmp_path / "project", "--json")
+            data = json.loads(out)["service"]
+            assert code == 1 and data["state"] == state and data["reachable"] is False, data
+            assert "401" in data["error"] and "MEMORY_TOKEN" in data["error"]
+            code, text = doctor({**env, **extra}, tmp_path / "project")
+            assert code == 1 and f"NOT USABLE — {state}" in text, text
+            assert "set MEMORY_TOKEN (or MEMORY_PLUGIN_TOKEN)" in text
+        for extra in ({"MEMORY_TOKEN": token}, {"MEMORY_PLUGIN_TOKEN": token}):
+            code, out = doctor({**env, **extra}, tmp_path / "project", "--json")
+            data = json.loads(out)["service"]
+            assert code == 0 and data["reachable"] is True and "state" not in data, data
+    finally:
+        service.stop()
+
+
 def test_tool_capture_runs_with_the_tools_install_was_given(tmp_path: Path) -> None:
     """`MEMORY_PLUGIN_TOOL_CAPTURE=Bash memory-mcp install` (as the docs say) captures Bash
     where the agent runs without the variable: the installed command carries the list (the

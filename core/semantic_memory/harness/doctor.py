@@ -1,6 +1,7 @@
 """`memory-mcp doctor`: the whole wiring at a glance.
 
-The service (reachable? which version, which embedder), then for each installed harness
+The service (reachable, and with the token the hooks send? which version, which embedder;
+a service that refuses the token counts as not reachable: `doctor` exits 1), then for each installed harness
 adapter: its binary, its hooks and MCP registration in the user and project configs, and the
 last success and last failure of each of its hooks (from the hook log).
 """
@@ -15,11 +16,19 @@ from typing import Any
 from .. import backoff, spool
 from ..config import Settings
 from . import install, outcomes
-from .client import ServiceClient, ServiceTimeout, ServiceUnavailable, resolve_url
+from .client import (
+    ServiceClient,
+    ServiceFailed,
+    ServiceTimeout,
+    ServiceUnavailable,
+    resolve_url,
+)
 from .repo_config import load_repo_config, project_for
 from .urls import split_url
 
 HEALTH_TIMEOUT_S = 2.0
+#: A route that needs the token and costs what /health costs (it counts the store too).
+TOKEN_PROBE = "/api/memories?limit=1"
 
 
 def service_report(settings: Settings) -> dict[str, Any]:
@@ -31,14 +40,25 @@ def service_report(settings: Settings) -> dict[str, Any]:
         off = ": hooks are off" if origin == "MEMORY_PLUGIN_URL" else ""
         report.update(state="invalid", error=f"not an http(s) URL (http://host:port){off}")
         return report
-    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S,
-                           settings.plugin_token or settings.token)
+    token = settings.plugin_token or settings.token
+    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token)
     try:
         health = client.get("/health")
     except ServiceUnavailable as exc:
         report["error"] = f"{exc.outcome}: {exc}"
         # Hung (something holds the port and does not answer) needs other advice than down.
         report["state"] = "hung" if isinstance(exc, ServiceTimeout) else "down"
+        return report
+    # /health needs no token: a service that wants one answers it all the same, and then
+    # refuses every hook's recall (401) while their writes pile up in the spool.
+    refused = token_problem(url, token) if health.get("auth") else None
+    if refused is not None:
+        report.update(state=refused, version=health.get("version"),
+                      error=f"{refused}: the service requires a Bearer token and "
+                            + ("none is set here" if refused == "token missing" else
+                               "refuses the one set here")
+                            + " (MEMORY_PLUGIN_TOKEN, else MEMORY_TOKEN): hook recalls fail "
+                              "with 401 and writes are spooled")
         return report
     embedder = health.get("embedder") or {}
     if embedder.get("active"):
@@ -58,6 +78,20 @@ def service_report(settings: Settings) -> dict[str, Any]:
     report.update(reachable=True, version=health.get("version"), counts=health.get("counts"),
                   channels=channels, embedder=described)
     return report
+
+
+def token_problem(url: str, token: str) -> str | None:
+    """"token missing" or "token refused" when a route that needs the token answers 401 to
+    this one; None when it is taken (any other answer: that route's own business)."""
+    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token)
+    try:
+        client.get(TOKEN_PROBE)
+    except ServiceFailed as exc:
+        if exc.status == 401:
+            return "token refused" if token else "token missing"
+    except ServiceUnavailable:
+        pass  # gone or slow since /health: not the token's doing, and /health said it is up
+    return None
 
 
 def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
@@ -143,6 +177,9 @@ def _unreachable_advice(service: dict[str, Any]) -> list[str]:
     service would only fail to bind)."""
     if service.get("state") == "invalid":
         return []
+    if service.get("state") in ("token missing", "token refused"):
+        return ["          set MEMORY_TOKEN (or MEMORY_PLUGIN_TOKEN) to the service's token "
+                "where the hooks and agents run (and where doctor runs)"]
     if service.get("state") != "hung":
         return ["          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)"]
     try:
@@ -165,6 +202,10 @@ def render(data: dict[str, Any]) -> str:
                      f"{service.get('version')}, {counts.get('memories', '?')} memories, "
                      f"channels {', '.join(service.get('channels') or [])}")
         lines.append(f"embedder  {service.get('embedder')}")
+    elif service.get("state") in ("token missing", "token refused"):
+        lines.append(f"service   {service['url']} ({service['from']}): up, version "
+                     f"{service.get('version')}, but NOT USABLE — {service.get('error')}")
+        lines += _unreachable_advice(service)
     else:
         lines.append(f"service   {service['url']} ({service['from']}): NOT REACHABLE — "
                      f"{service.get('error')}")
