@@ -46,6 +46,42 @@ def test_store_recall_list_forget_stats(db: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
+def test_list_says_when_more_match_than_it_shows(db: Path, tmp_path: Path) -> None:
+    """`list` stopped at 20 rows without a word; `--limit 0` listed nothing; the history
+    supersession.md promised (`--include-superseded`) did not exist."""
+    (tmp_path / "seed.jsonl").write_text("".join(json.dumps(
+        {"content": f"release note {n} about the deploy"}) + "\n" for n in range(26)))
+    assert run(db, "import", str(tmp_path / "seed.jsonl")).returncode == 0
+    old = json.loads(run(db, "store", "The staging database listens on port 6543",
+                         "--json").stdout)["uid"]
+    new = json.loads(run(db, "store", "The staging database now listens on port 6544",
+                         "--json").stdout)
+    assert new["supersedes"] == [old]  # 27 current memories, 28 with the history
+
+    page = run(db, "list", env={"COLUMNS": "200"})
+    assert page.returncode == 0 and page.stdout.count("release note") + 1 == 20
+    assert page.stderr.strip() == "1-20 of 27 shown (--limit, --offset 20 for more)"
+    last = run(db, "list", "--offset", "20")
+    assert last.returncode == 0 and last.stderr == ""  # the last page: nothing more to say
+    listed = run(db, "list", "--json")  # a JSON array of the page, as before; no footer
+    assert len(json.loads(listed.stdout)) == 20 and listed.stderr == ""
+
+    history = json.loads(run(db, "list", "--include-superseded", "--limit", "100",
+                             "--json").stdout)
+    assert len(history) == 28
+    assert next(m for m in history if m["uid"] == old)["superseded_by"] == new["uid"]
+    assert old not in {m["uid"] for m in json.loads(run(db, "list", "--limit", "100",
+                                                        "--json").stdout)}
+    shown = run(db, "list", "--include-superseded", "--limit", "2", env={"COLUMNS": "250"})
+    assert "superseded by" in shown.stdout and new["uid"] in shown.stdout
+    assert shown.stderr.strip() == "1-2 of 28 shown (--limit, --offset 2 for more)"
+
+    zero = run(db, "list", "--limit", "0")  # as `recall -k 0` and memory_list's limit: >= 1
+    assert zero.returncode == 2 and zero.stdout == ""
+    assert "Invalid value for '--limit': 0 is not in the range 1<=x" in zero.stderr
+    assert "Traceback" not in zero.stderr
+
+
 def test_recall_in_a_project_brings_global_memories_unless_told_not_to(db: Path) -> None:
     def uid_of(*args: str) -> str:
         stored = run(db, "store", *args, "--json")

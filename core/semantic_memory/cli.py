@@ -424,23 +424,35 @@ def update(obj: Context, uid: str, content: str | None, kind: str | None, tags: 
 
 @cli.command("list")
 @with_filters
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(0, SQL_INT_MAX))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, SQL_INT_MAX))
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(0, SQL_INT_MAX))
+@click.option("--include-superseded", is_flag=True,
+              help="Also memories a newer one superseded (history).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def list_(obj: Context, project: str | None, kind: str | None, source: str | None,
-          since: str | None, limit: int, offset: int, as_json: bool) -> None:
-    """List memories, newest-updated first."""
-    memories = obj.engine.list(_filters(project, kind, source, since), limit, offset)
+          since: str | None, limit: int, offset: int, include_superseded: bool,
+          as_json: bool) -> None:
+    """List memories, newest-updated first (current ones, unless --include-superseded)."""
+    filters = replace(_filters(project, kind, source, since),
+                      include_superseded=include_superseded)
+    memories = obj.engine.list(filters, limit, offset)
     if as_json:
         _echo_json([m.to_dict() for m in memories])
         return
-    table = _table("uid", "updated", "kind", "source", "project", "content")
+    columns = ["uid", "updated", "kind", "source", "project", "content"]
+    table = _table(*columns, *(["superseded by"] if include_superseded else []))
     for m in memories:
         d = m.to_dict()
         _add_row(table, m.uid, d["updated_at"], m.kind, m.source, m.project or "",
-                 m.content[:100].replace("\n", " "))
+                 m.content[:100].replace("\n", " "),
+                 *([m.superseded_by or ""] if include_superseded else []))
     _print(table)
+    if len(memories) == limit:  # a full page: more may follow
+        total = obj.engine.count(filters)
+        if total > offset + limit:
+            click.echo(f"{offset + 1}-{offset + limit} of {total} shown (--limit, --offset "
+                       f"{offset + limit} for more)", err=True)
 
 
 @cli.command()
