@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -230,6 +231,25 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 
 
+class _Reader:
+    """A thread's read connection, held by that thread's local storage alone: when the thread
+    ends (the service's worker threads end after 10 s idle, and new ones start under the next
+    burst of requests) it is collected and its connection closed. A list of every reader,
+    kept for `close`, held each one open for good: one more file (and its page cache) per
+    worker thread started, until every read failed with "unable to open database file"."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __del__(self) -> None:
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+
 def _connect(target: Path | str) -> sqlite3.Connection:
     """A connection to the db file, or to the `file:` URI `target` names."""
     conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
@@ -365,7 +385,8 @@ class SQLiteStore(SQLMemoryStore):
         self._write_lock = threading.RLock()
         self._stopping = threading.Event()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        #: Every thread's open reader, to close them all at `close`; a thread's goes with it.
+        self._readers: weakref.WeakSet[_Reader] = weakref.WeakSet()
         self._readers_lock = threading.Lock()
         #: What connections open: the file, or on a read-only file system a URI reading it
         #: as immutable (`_frozen`).
@@ -566,15 +587,15 @@ class SQLiteStore(SQLMemoryStore):
         self._stopping.set()
 
     def read(self) -> sqlite3.Connection:
-        """This thread's read connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
+        """This thread's read connection, closed when the thread ends (`_Reader`)."""
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
             conn = _connect(self._target)
             conn.execute("PRAGMA query_only = ON")
-            self._local.conn = conn
+            reader = self._local.reader = _Reader(conn)
             with self._readers_lock:
-                self._readers.append(conn)
-        return conn
+                self._readers.add(reader)
+        return reader.conn
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -646,8 +667,8 @@ class SQLiteStore(SQLMemoryStore):
 
     def close(self) -> None:
         with self._readers_lock:
-            for conn in self._readers:
-                conn.close()
+            for reader in list(self._readers):
+                reader.conn.close()
             self._readers.clear()
         with self._write_lock:
             self._writer.close()
