@@ -224,7 +224,7 @@ def test_ttl_zero_never_expires(settings: Settings) -> None:
 
 
 def test_startup_maintenance_respects_setting(settings: Settings) -> None:
-    on = MemoryEngine(replace(settings, maintenance_on_start=True))
+    on = MemoryEngine(replace(settings, maintenance_on_start=True, forget_grace_days=0))
     uid = on.store_one(NewMemory("to be purged")).uid
     on.forget(uid)
     assert on.startup_maintenance().soft_deleted == 1

@@ -104,7 +104,7 @@ def test_the_service_answers_before_its_start_up_maintenance(tmp_path: Path) -> 
     db = tmp_path / "memory.db"
     seed(db, [f"note {i} about the release process" for i in range(30)], forget=1)
     with write_lock_held(db) as holder:
-        service = start_service(tmp_path, MEMORY_PLUGINS=PLUGINS)
+        service = start_service(tmp_path, MEMORY_PLUGINS=PLUGINS, MEMORY_FORGET_GRACE_DAYS="0")
         try:
             with service.client() as client:
                 counts = client.get("/health").json()["counts"]
@@ -131,7 +131,8 @@ def test_start_up_maintenance_reclaims_space_only_for_a_real_share(tmp_path: Pat
     for forget, vacuumed in ((1, False), (10, True)):
         db = tmp_path / f"forget-{forget}.db"
         seed(db, [f"note {i} about the release process" for i in range(30)], forget=forget)
-        engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS))
+        engine = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=PLUGINS,
+                                       forget_grace_days=0))
         try:
             report = engine.startup_maintenance()
         finally:
