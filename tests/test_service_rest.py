@@ -50,6 +50,34 @@ def test_health_reports_version_counts_channels_and_embedder(http: httpx2.Client
         assert data["device"] is None  # nothing invented when there is no embedder
 
 
+def test_health_without_the_token_is_liveness_only(tmp_path: Path, minilm_path: Path) -> None:
+    """/health needs no token, and it gave anyone (the LAN, bound to 0.0.0.0 with a token) the
+    embedder's model path, which names the user's home. Without the configured token it says
+    only that the service is up, its version and whether it wants a token (what probes and the
+    browse page read); with the token, everything, as without one configured."""
+    token = "health-test-token-" + "Qp4z9" * 4
+    model = tmp_path / "home" / "someone" / "models" / minilm_path.name
+    model.parent.mkdir(parents=True)
+    model.symlink_to(minilm_path)
+    svc = start_service(tmp_path / "svc", MEMORY_TOKEN=token, MEMORY_MODEL_PATH=str(model),
+                        MEMORY_PLUGINS="bm25_porter,bm25_trigram,vector,llama_cpp")
+    try:
+        with svc.client() as client:
+            assert client.post("/recall", json={"query": "warm the model"}).status_code == 200
+            full = client.get("/health").json()
+        assert str(model) in json.dumps(full) and full["counts"]["memories"] == 0
+        assert full["auth"] is True and full["embedder"]["active"] is True
+        for token_sent in (None, "wrong"):
+            with svc.client(token=token_sent) as anonymous:
+                answer = anonymous.get("/health")
+            assert answer.status_code == 200
+            assert answer.json() == {"ok": True, "version": full["version"], "mcp": full["mcp"],
+                                     "auth": True}, answer.text
+            assert "someone" not in answer.text
+    finally:
+        svc.stop()
+
+
 # --- /ingest ----------------------------------------------------------------------------------
 
 

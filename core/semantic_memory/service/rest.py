@@ -39,6 +39,7 @@ from ..ingest import validate
 from ..pipeline import MemoryEngine
 from ..stores import StoreError
 from . import fastparse, threads
+from .auth import bearer_ok
 from .errors import ApiError
 
 log = logging.getLogger("semantic_memory.service")
@@ -179,18 +180,28 @@ def engine_of(request: Request) -> MemoryEngine:
 
 
 async def health(request: Request) -> JSONResponse:
+    """Liveness for anyone (it needs no token); the detail (counts, channels, the embedder
+    with its model's path, which names the user's home) only where the other routes would
+    answer too: no token configured (loopback only), or the request carries it. A token
+    means the port may be open to the LAN, and liveness probes need no more."""
+    token = request.app.state.settings.token
+    live = {
+        "ok": True,
+        "version": __version__,
+        "mcp": request.app.state.mcp.state,
+        # Whether the other routes need the token: the browse page asks for one only then.
+        "auth": bool(token),
+    }
+    if token and not bearer_ok(request.headers.get("authorization"), token):
+        return JSONResponse(live)
     engine = engine_of(request)
     counts, embedder = await threads.health(lambda: (engine.counts(), engine.embedder_info()))
     return JSONResponse({
-        "ok": True,
-        "version": __version__,
+        **live,
         "counts": counts,
         "channels": [{"name": c.name, "weight": engine.weights[c.name]} for c in engine.channels],
         "embedder": embedder,
         "device": (embedder or {}).get("device"),
-        "mcp": request.app.state.mcp.state,
-        # Whether the other routes need the token: the browse page asks for one only then.
-        "auth": bool(request.app.state.settings.token),
     })
 
 
