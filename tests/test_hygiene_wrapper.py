@@ -172,3 +172,43 @@ def test_clip_stays_within_the_limit_and_never_cuts_a_tag_open(limit: int) -> No
     assert len(clipped) <= limit
     assert sanitize(clipped) == clipped  # the cut left nothing that reads as a tag
     assert clipped == "" or clipped.endswith("…")
+
+
+def _open_fence_after(block: str) -> bool:
+    """Whether a markdown reader is still inside a code block at the end of `block`."""
+    opened: str | None = None
+    for line in block.split("\n"):
+        found = re.match(r" {0,3}(`{3,}|~{3,})", line)
+        if found is None:
+            continue
+        if opened is None:
+            opened = found.group(1)
+        elif found.group(1)[0] == opened[0] and len(found.group(1)) >= len(opened) \
+                and not line.strip()[len(found.group(1)):].strip():
+            opened = None
+    return opened is not None
+
+
+@pytest.mark.parametrize("content", [
+    "the deploy script:\n```bash\n./deploy.sh --prod",       # ends inside a code block
+    "a lone fence at the end\n```",
+    "~~~~python\nprint('x')\n~~~\nstill open: a shorter closer does not close it",
+    "````\n```\nnested fence text",
+])
+def test_a_code_fence_a_memory_leaves_open_is_closed_inside_it(content: str) -> None:
+    """A memory ending inside a code block: in a markdown reading its fence took the
+    closing tags, and every memory after it, for code. Each item closes what it opens."""
+    block = format_injection("q", [hit(content), hit("the staging host is stg-3", "m2")],
+                             10_000).text
+    items = block.split("</memory>")[:-1]
+    assert len(items) == 2 and not any(_open_fence_after(item) for item in items), block
+    assert "stg-3" in block and block.endswith(CLOSE_TAG)
+
+
+def test_a_cut_inside_a_code_block_closes_it_and_keeps_the_budget() -> None:
+    content = "how we deploy:\n```bash\n" + "./step.sh --flag\n" * 400 + "```\nthen verify"
+    for budget in range(300, 1200, 37):
+        block = format_injection("q", [hit(content)], budget).text
+        assert block and len(block) <= budget, budget
+        assert not _open_fence_after(block.split("</memory>")[0]), block
+        assert tag_counts(block) == (1, 1, 1, 1), block

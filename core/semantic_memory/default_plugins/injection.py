@@ -42,6 +42,8 @@ NAME_GAP = re.compile(f"{_GAP_CHARS}*")
 # (`<div>` and `a < b` are skipped here).
 _LESS_THAN = re.compile(f"[{LESS_THAN}](?={_GAP_CHARS}*[smSM\u0080-\U0010ffff])")
 _ATTR_UNSAFE = re.compile(r"[^\w .,:/@+#~=-]")
+#: A markdown code fence line: up to 3 spaces, then 3 or more backticks or tildes.
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
 @lru_cache(maxsize=4096)
@@ -98,13 +100,31 @@ def _attr(value: str) -> str:
     return _ATTR_UNSAFE.sub("_", value)
 
 
+def close_fence(content: str) -> str:
+    """`content` with a code fence it leaves open closed (a memory cut inside a code block,
+    or one ending in a lone ```): in a markdown reading, an open fence took the closing tags
+    after it, and every later memory, for code."""
+    opened: str | None = None
+    for line in content.split("\n"):
+        found = _FENCE.match(line)
+        if found is None:
+            continue
+        fence = found.group(1)
+        if opened is None:
+            opened = fence
+        elif (fence[0] == opened[0] and len(fence) >= len(opened)
+              and not line.strip()[len(fence):].strip()):
+            opened = None
+    return content if opened is None else f"{content}\n{opened}"
+
+
 def render_item(hit: RecallHit, content: str) -> str:
     m = hit.memory
     attrs = f'uid="{_attr(m.uid)}" kind="{_attr(m.kind)}"'
     if m.project:
         attrs += f' project="{_attr(m.project)}"'
     attrs += f' updated="{iso(m.updated_at)[:10]}"'
-    return f"<memory {attrs}>\n{content}\n</memory>"
+    return f"<memory {attrs}>\n{close_fence(content)}\n</memory>"
 
 
 @hookimpl(trylast=True)
@@ -126,12 +146,17 @@ def format_injection(query: str, hits: list[RecallHit], budget_chars: int) -> In
             if items:
                 continue  # a shorter later item may still fit
             overflow = cost - remaining + len(ELLIPSIS)
-            if overflow >= len(content):
-                continue
-            # re-sanitized: a cut can turn `<memoryx` (no tag) into `<memory…` (one)
-            rendered = render_item(
-                hit, sanitize(content[: len(content) - overflow].rstrip() + ELLIPSIS))
-            cost = len(rendered) + 1
+            for _ in range(8):  # a cut may open a code fence (closing it adds a line) or end
+                # on spaces (stripped): cut again by what is still over
+                if overflow >= len(content):
+                    break
+                # re-sanitized: a cut can turn `<memoryx` (no tag) into `<memory…` (one)
+                rendered = render_item(
+                    hit, sanitize(content[: len(content) - overflow].rstrip() + ELLIPSIS))
+                cost = len(rendered) + 1
+                if cost <= remaining:
+                    break
+                overflow += cost - remaining
             if cost > remaining:
                 continue
         items.append(rendered)
