@@ -2,7 +2,8 @@
 scripted model server and a real service): a session in a repository whose committed
 `.semantic-memory.toml` turns capture off stores nothing (its "remember", its tool output and
 its SessionEnd flush are all skipped) while recall still works; `<private>` text typed in a
-session never reaches the store."""
+session never reaches the store; the agent's own memory_store, through the MCP proxy, obeys
+the file too."""
 
 from __future__ import annotations
 
@@ -48,6 +49,33 @@ def test_claude_code_in_an_opted_out_repository_stores_nothing(world: World) -> 
     assert all(str(world.project / ".semantic-memory.toml") in e["detail"]
                for e in skipped.values())
     assert "injected" in world.outcomes("UserPromptSubmit")
+
+
+def test_claude_codes_mcp_store_in_an_opted_out_repository_is_refused(world: World) -> None:
+    """The agent's own memory_store goes through the MCP server `install` registered
+    (`memory-mcp proxy`, which Claude Code starts in the repository): it was stored, as a
+    global memory, in a repository whose file turns capture off. The tool answers an error
+    naming the file, and nothing is stored; without the file the same call is stored under
+    the repository's project."""
+    git_init(world.project)
+    config = world.project / ".semantic-memory.toml"
+    config.write_text("[capture]\nenabled = false\n")
+    world.memory_mcp("install", "claude-code", "--project", str(world.project))
+    store = {"tool": {"name": "mcp__memory__memory_store",
+                      "input": {"content": "The opted-out cache lives in /var/cache/optout"}}}
+    with ModelMock() as mock:
+        mock.script(store, {"text": "Not stored."})
+        claude(world, mock, "remember where the cache lives")
+        assert f"capture is off for this repository ({config}: [capture] enabled = false)" \
+            in mock.bodies()[-1]
+        config.unlink()
+        mock.script(store, {"text": "Stored."})
+        claude(world, mock, "remember where the cache lives", "--continue")
+    with world.service.client() as http:  # type: ignore[union-attr]
+        items = http.get("/api/memories", params={"limit": 100}).json()["items"]
+    stored = [m for m in items if m["source"] == "chat" and "optout" in m["content"]]
+    assert [(m["content"], m["project"]) for m in stored] == [
+        ("The opted-out cache lives in /var/cache/optout", world.project.name)], items
 
 
 def test_claude_code_private_text_is_never_stored(world: World) -> None:
