@@ -364,6 +364,33 @@ def test_the_repositorys_file_binds_the_proxys_tools(service: Service, tmp_path:
     assert spooled(tmp_path / "db") == []
 
 
+def test_the_repositorys_file_binds_the_stdio_servers_tools_too(tmp_path: Path) -> None:
+    """An agent may register `memory-mcp --stdio` instead of the proxy: started in the
+    repository, it obeys the file the same way, and a store without a project gets the
+    repository's project."""
+    from semantic_memory.harness.repo_config import project_for
+    from test_service_support import stdio_session
+
+    optout = repository(tmp_path / "optout", "[capture]\nenabled = false\n")
+    web = repository(tmp_path / "web", None, remote="git@github.com:Acme/web.git")
+    db = tmp_path / "db"
+    db.mkdir()
+
+    async def main() -> None:
+        async with stdio_session(db, cwd=optout) as session:
+            message = await call_error(session, "memory_store",
+                                       {"content": "the opted-out cache lives in /var/optout"})
+            assert "capture is off for this repository" in message, message
+        async with stdio_session(db, cwd=web) as session:
+            stored = await call(session, "memory_store", {"content": "web pins node 22"})
+            assert stored["status"] == "new"
+            listed = await call(session, "memory_list", {})
+            assert [(m["content"], m["project"]) for m in listed["items"]] == [
+                ("web pins node 22", project_for(web, load_repo_config(web), None))]
+
+    anyio.run(main)
+
+
 def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_path: Path) -> None:
     """A memory_store without a project is stored under the project a hook run in the same
     folder uses (the detected remote here; the file's name; MEMORY_PROJECT over both), not as

@@ -147,10 +147,12 @@ async def http_session(url: str, token: str | None = None,
 
 @asynccontextmanager
 async def stdio_session(tmp: Path, logging_callback: LoggingFnT | None = None,
-                        **env: str) -> AsyncIterator[ClientSession]:
+                        cwd: Path | None = None, **env: str) -> AsyncIterator[ClientSession]:
+    """A client of `memory-mcp --stdio` with its db in `tmp`, started in `cwd` (the agent's
+    working folder, whose .semantic-memory.toml binds the tools; default `tmp`)."""
     command = memory_mcp_command()
     params = StdioServerParameters(command=command[0], args=[*command[1:], "--stdio"],
-                                   env=service_env(tmp, **env))
+                                   env=service_env(tmp, **env), cwd=cwd or tmp)
     with open(tmp / "stdio-stderr.log", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as streams:
             async with ClientSession(streams[0], streams[1],

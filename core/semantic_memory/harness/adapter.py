@@ -145,12 +145,9 @@ class HookCall:
     def project(self) -> str | None:
         """MEMORY_PROJECT, else the repository file's `[project] name`, else detected."""
         if self._project is _UNSET:
-            project = self.settings.project or self.repo.project
-            if not project:
-                from .project import detect_project
+            from .repo_config import project_for
 
-                project = detect_project(self.cwd)
-            self._project = project
+            self._project = project_for(self.cwd, self.repo, self.settings.project)
         return self._project
 
     @project.setter

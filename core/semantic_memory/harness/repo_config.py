@@ -73,8 +73,9 @@ class RepoConfig:
 def project_for(cwd: str | Path, repo: RepoConfig, configured: str | None) -> str | None:
     """The project memories made in `cwd` are stored under and recalled for: `configured`
     (MEMORY_PROJECT: the person's environment wins over the repository), else the file's
-    `[project] name`, else the detected one (remote, top folder; `project.py`). Shared by
-    `doctor` and the MCP proxy; the hooks' `HookCall.project` reads the same order."""
+    `[project] name`, else the detected one (remote, top folder; `project.py`). The one
+    place of that order: the hooks (`HookCall.project`), `doctor` and the MCP servers an
+    agent starts in its folder (`memory-mcp proxy`, `--stdio`)."""
     if configured or repo.project:
         return configured or repo.project
     from .project import detect_project

@@ -5,7 +5,8 @@ protection) and the Bearer token.
   a token that is not printable ASCII (it could never match: HTTP headers are Latin-1 bytes) or,
   off loopback, a guessable one (under 32 characters or few distinct characters).
 - Every request's Host (and Origin, when a browser sends one) must name an allowed host:
-  the loopback names, the bound address, and whatever `MEMORY_ALLOWED_HOSTS` adds. A web page
+  the loopback names, the bound address (not a wildcard: `0.0.0.0`, `::`), and whatever
+  `MEMORY_ALLOWED_HOSTS` adds. A web page
   that rebinds its own name to 127.0.0.1 therefore gets 421 instead of the user's memories.
 - A state-changing request (anything but GET, HEAD, OPTIONS) from a browser must come from the
   service's own origin, and its body must be JSON (`cross_origin_refusal`): no page on another

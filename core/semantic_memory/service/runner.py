@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import sys
@@ -196,9 +197,11 @@ def serve_stdio(settings: Settings) -> int:
     _setup_logging()
     with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
         engine = open_engine(settings)
-        from .mcp_tools import build_mcp
+        from .mcp_tools import Workspace, build_mcp
 
-        mcp = build_mcp(engine)
+        # An agent starts `--stdio` in its working folder, as it starts the proxy: that
+        # repository's .semantic-memory.toml binds the tools, and gives stores their project.
+        mcp = build_mcp(engine, Workspace(os.getcwd(), settings.project))
     import anyio
 
     from . import maintenance
