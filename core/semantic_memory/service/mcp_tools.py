@@ -258,8 +258,11 @@ def advice(stats: dict[str, Any]) -> list[str]:
     """Maintenance the user can do, from memory_stats' figures."""
     out = []
     if stats.get("forgotten"):
-        out.append(f"{stats['forgotten']} forgotten memories await removal: the user can run "
-                   "`memory-mcp purge` (it also applies TTLs and VACUUMs).")
+        out.append(f"{stats['forgotten']} forgotten memories are kept until their grace period "
+                   "ends (MEMORY_FORGET_GRACE_DAYS): the user can review them with "
+                   "`memory-mcp forgotten`, take one back with `memory-mcp unforget UID`, or "
+                   "remove them all now with `memory-mcp purge` (it also applies TTLs and "
+                   "VACUUMs).")
     if stats.get("recall_mode") == "keyword":
         out.append(KEYWORD_MODE_NOTE)
     elif (stats.get("embedder") or {}).get("missing"):
