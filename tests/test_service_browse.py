@@ -1,12 +1,13 @@
 """The HTTP side of the browse page, on a real `memory-mcp` process with MEMORY_TOKEN: its three
 static files (public, with a strict Content-Security-Policy), and the read API it needs beyond
 the sidecar's: recall a page at a time with each hit's channel ranks, the injections of one
-memory, per-day telemetry."""
+memory, per-day telemetry, the forgotten memories and taking a forget back."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 
 import httpx2
 import pytest
@@ -22,7 +23,8 @@ CSP_DIRECTIVES = {
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    svc = start_service(tmp_path_factory.mktemp("browse-rest"), MEMORY_TOKEN=TOKEN)
+    svc = start_service(tmp_path_factory.mktemp("browse-rest"), MEMORY_TOKEN=TOKEN,
+                        MEMORY_FORGET_GRACE_DAYS="7")
     yield svc
     svc.stop()
 
@@ -183,3 +185,26 @@ def test_memory_injections_of_unknown_or_forgotten_memory_is_404(
     uid = http.post("/ingest", json={"content": "short-lived note"}).json()["uid"]
     assert http.delete(f"/api/memories/{uid}").status_code == 200
     assert http.get(f"/api/memories/{uid}/injections").status_code == 404
+
+
+# --- forgotten memories, unforget --------------------------------------------------------------
+
+
+def test_forgotten_and_unforget_need_the_token(service: Service, http: httpx2.Client) -> None:
+    uid = http.post("/ingest", json={"content": "Token-guarded forget probe",
+                                     "project": "guarded"}).json()["uid"]
+    assert http.delete(f"/api/memories/{uid}").status_code == 200
+    for token in (None, "wrong-token"):
+        with service.client(token=token) as stranger:
+            listed = stranger.get("/api/forgotten")
+            assert listed.status_code == 401 and "Traceback" not in listed.text
+            taken = stranger.post(f"/api/memories/{uid}/unforget", json={})
+            assert taken.status_code == 401
+    items = http.get("/api/forgotten", params={"project": "guarded"}).json()["items"]
+    assert [m["uid"] for m in items] == [uid]  # the refused calls changed nothing
+    when = {k: datetime.fromisoformat(items[0][k].replace("Z", "+00:00"))
+            for k in ("forgotten_at", "purged_after")}
+    assert when["purged_after"] - when["forgotten_at"] == timedelta(days=7)  # the grace set
+    restored = http.post(f"/api/memories/{uid}/unforget", json={})
+    assert restored.status_code == 200 and restored.json()["status"] == "restored"
+    assert http.get(f"/api/memories/{uid}").status_code == 200

@@ -8,11 +8,13 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
-from test_service_support import Service, start_service
+from test_service_support import Service, http_session, start_service
 
 BODY_LIMIT = 64 * 1024
 
@@ -260,7 +262,8 @@ def test_get_and_forget_memory(http: httpx2.Client) -> None:
     uid = ingest(http, "Forget me: temporary scratch note", project="forget")["uid"]
     assert http.get(f"/api/memories/{uid}").json()["content"].startswith("Forget me")
     response = http.delete(f"/api/memories/{uid}")
-    assert response.status_code == 200 and response.json() == {"forgotten": uid}
+    assert response.status_code == 200
+    assert response.json() == {"forgotten": uid, "current_again": []}
     assert http.get(f"/api/memories/{uid}").status_code == 404
     again = http.delete(f"/api/memories/{uid}")
     assert again.status_code == 404 and again.json()["field"] == "uid"
@@ -268,6 +271,143 @@ def test_get_and_forget_memory(http: httpx2.Client) -> None:
     recalled = http.post("/recall", json={"query": "Forget me scratch note",
                                           "project": "forget"}).json()
     assert uid not in [i["uid"] for i in recalled["items"]]
+
+
+def recalled(http: httpx2.Client, query: str, project: str) -> list[str]:
+    items = http.post("/recall", json={"query": query, "project": project}).json()["items"]
+    return [i["uid"] for i in items]
+
+
+def test_forget_says_which_older_versions_are_current_again(http: httpx2.Client) -> None:
+    """DELETE answered `{"forgotten": uid}` only: the older version the forgotten memory had
+    superseded came back into recall without a word."""
+    old = ingest(http, "The staging database listens on port 6543", project="redo")["uid"]
+    new = ingest(http, "The staging database now listens on port 6544", project="redo",
+                 replaces=old)
+    assert new["supersedes"] == [old]
+    response = http.delete(f"/api/memories/{new['uid']}")
+    assert response.status_code == 200
+    assert response.json() == {"forgotten": new["uid"], "current_again": [old]}
+    assert recalled(http, "staging database port", "redo") == [old]
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_forgotten_lists_what_waits_and_unforget_brings_it_back(http: httpx2.Client) -> None:
+    """Before: a forget could be taken back only with the CLI (`memory-mcp unforget`)."""
+    uids = [ingest(http, f"Undo probe {i}: the release train leaves at {9 + i} o'clock",
+                   project="undo")["uid"] for i in range(3)]
+    for uid in uids:
+        assert http.delete(f"/api/memories/{uid}").status_code == 200
+    listed = http.get("/api/forgotten", params={"project": "undo"}).json()
+    assert [m["uid"] for m in listed["items"]] == uids[::-1]  # the latest forgotten first
+    assert listed["limit"] == 20 and listed["has_more"] is False and listed["grace_days"] == 30
+    first = listed["items"][0]
+    assert first["deleted"] is True and first["content"].startswith("Undo probe 2")
+    assert first["forgotten_at"] == first["updated_at"]
+    grace = parse_iso(first["purged_after"]) - parse_iso(first["forgotten_at"])
+    assert grace == timedelta(days=30)
+    page = http.get("/api/forgotten", params={"project": "undo", "limit": 2}).json()
+    assert [m["uid"] for m in page["items"]] == uids[:0:-1] and page["has_more"] is True
+    assert recalled(http, "release train o'clock", "undo") == []
+
+    response = http.post(f"/api/memories/{uids[1]}/unforget")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "restored" and body["memory"]["uid"] == uids[1]
+    assert body["memory"]["deleted"] is False
+    assert http.get(f"/api/memories/{uids[1]}").status_code == 200
+    assert recalled(http, "release train o'clock", "undo") == [uids[1]]
+    left = http.get("/api/forgotten", params={"project": "undo"}).json()["items"]
+    assert [m["uid"] for m in left] == [uids[2], uids[0]]
+
+    again = http.post(f"/api/memories/{uids[1]}/unforget")  # live: nothing to take back
+    assert again.status_code == 409 and again.json()["field"] == "uid"
+    assert "not forgotten" in again.json()["error"]
+    for unknown in ("0123456789abcdef", "not-a-uid", "x" * 300):
+        missing = http.post(f"/api/memories/{unknown}/unforget")
+        assert missing.status_code == 404, missing.text
+        assert missing.json()["field"] == "uid" and len(missing.json()["error"]) < 200
+
+
+def test_forgotten_of_the_global_memories_and_the_whole_store(http: httpx2.Client) -> None:
+    uid = ingest(http, "A global note nobody needs: the coffee machine is on floor 3")["uid"]
+    assert http.delete(f"/api/memories/{uid}").status_code == 200
+    globals_ = http.get("/api/forgotten", params={"project": ""}).json()["items"]
+    assert uid in [m["uid"] for m in globals_] and all(m["project"] is None for m in globals_)
+    everything = http.get("/api/forgotten", params={"limit": 100}).json()["items"]
+    assert everything[0]["uid"] == uid
+    assert uid not in [m["uid"] for m in http.get(
+        "/api/forgotten", params={"project": "undo"}).json()["items"]]
+
+
+def test_unforget_is_409_where_a_live_memory_holds_the_text_now(http: httpx2.Client) -> None:
+    old = ingest(http, "The nightly backup runs at 02:00 UTC", project="dup")["uid"]
+    assert http.delete(f"/api/memories/{old}").status_code == 200
+    new = ingest(http, "The nightly backup runs at 02:00 UTC", project="dup")
+    assert new["status"] == "new" and new["uid"] != old
+    response = http.post(f"/api/memories/{old}/unforget")
+    assert response.status_code == 409, response.text
+    assert response.json()["duplicate_of"] == new["uid"]
+    assert response.json()["field"] == "uid" and new["uid"] in response.json()["error"]
+    listed = http.get("/api/forgotten", params={"project": "dup"}).json()["items"]
+    assert [m["uid"] for m in listed] == [old]  # it stays forgotten
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"limit": "0"}, "limit"), ({"limit": "101"}, "limit"), ({"limit": "many"}, "limit"),
+    ({"project": "p" * 300}, "project")])
+def test_forgotten_refuses_bad_queries(http: httpx2.Client, params: dict, field: str) -> None:
+    response = http.get("/api/forgotten", params=params)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field and "\n" not in response.json()["error"]
+
+
+def test_unforget_from_another_site_is_refused(service: Service, http: httpx2.Client) -> None:
+    """The same cross-site rules as every write (auth.cross_origin_refusal): a page on
+    another localhost port cannot bring back what the user forgot."""
+    uid = ingest(http, "A secret plan the user forgot on purpose", project="csrf")["uid"]
+    assert http.delete(f"/api/memories/{uid}").status_code == 200
+    port = service.info["port"]
+    for headers in ({"origin": f"http://127.0.0.1:{port + 1}"}, {"origin": "null"},
+                    {"sec-fetch-site": "same-site"}, {"sec-fetch-site": "cross-site"}):
+        response = http.post(f"/api/memories/{uid}/unforget", headers=headers)
+        assert response.status_code == 403, (headers, response.text)
+    plain = http.post(f"/api/memories/{uid}/unforget", content=b"{}",
+                      headers={"content-type": "text/plain"})
+    assert plain.status_code == 415, plain.text
+    listed = http.get("/api/forgotten", params={"project": "csrf"}).json()["items"]
+    assert [m["uid"] for m in listed] == [uid]  # still forgotten
+    own = http.post(f"/api/memories/{uid}/unforget", json={},
+                    headers={"origin": service.url, "sec-fetch-site": "same-origin"})
+    assert own.status_code == 200, own.text  # the browse page, its own origin
+
+
+def test_purged_after_is_null_when_no_start_purges(tmp_path: Path) -> None:
+    svc = start_service(tmp_path, MEMORY_MAINTENANCE_ON_START="0")
+    try:
+        with svc.client() as client:
+            uid = ingest(client, "Kept until a purge by hand")["uid"]
+            assert client.delete(f"/api/memories/{uid}").status_code == 200
+            listed = client.get("/api/forgotten").json()
+        assert listed["grace_days"] is None
+        assert [(m["uid"], m["purged_after"]) for m in listed["items"]] == [(uid, None)]
+    finally:
+        svc.stop()
+
+
+def test_the_agents_mcp_tools_cannot_list_or_take_back_forgets(service: Service) -> None:
+    """Forgotten memories and unforget are the person's (browse page, REST, CLI): an agent that
+    forgot a memory on purpose cannot bring it back, nor read what was forgotten."""
+    async def names() -> set[str]:
+        async with http_session(service.mcp_url) as session:
+            return {tool.name for tool in (await session.list_tools()).tools}
+
+    tools = anyio.run(names)
+    assert "memory_forget" in tools
+    assert not [name for name in tools if "unforget" in name or "forgotten" in name], tools
 
 
 def test_inject_report_and_injections(http: httpx2.Client) -> None:
@@ -423,7 +563,7 @@ def test_bad_query_strings_are_422(http: httpx2.Client, params: dict, field: str
 
 @pytest.mark.parametrize(("path", "params"), [
     ("/api/memories", {}), ("/api/search", {"q": "x"}), ("/api/injections", {}),
-    ("/api/memories/abc/injections", {})])
+    ("/api/memories/abc/injections", {}), ("/api/forgotten", {})])
 def test_an_unknown_query_parameter_is_422_naming_it(http: httpx2.Client, path: str,
                                                      params: dict) -> None:
     """`?projetc=x` was ignored: the whole store listed, where a body's unknown key is refused."""

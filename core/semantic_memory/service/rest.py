@@ -29,14 +29,16 @@ from ..models import (
     PLUGIN_NAME,
     IngestResult,
     InjectionBlock,
+    Memory,
     NewMemory,
     RecallFilters,
     RecallHit,
     TimeOutOfRange,
+    iso,
     parse_time,
 )
 from ..ingest import validate
-from ..pipeline import MemoryEngine
+from ..pipeline import DAY, MemoryEngine
 from ..stores import StoreError
 from . import fastparse, threads
 from .auth import bearer_ok
@@ -464,10 +466,62 @@ async def memory_injections(request: Request) -> JSONResponse:
 
 
 async def forget_memory(request: Request) -> JSONResponse:
+    """Forget one live memory (a soft delete: `unforget` takes it back until a purge). 200
+    with `current_again`, the older memories it had superseded, which recall returns again
+    (usually none); 404 for no live memory."""
     uid = request.path_params["uid"]
-    if not await threads.write(engine_of(request).forget, uid):
+    current = await threads.write(engine_of(request).forget_memory, uid)
+    if current is None:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
-    return JSONResponse({"forgotten": uid})
+    return JSONResponse({"forgotten": uid, "current_again": current})
+
+
+def purge_grace_s(settings: Settings) -> float | None:
+    """Seconds after its forget that a service start purges a forgotten memory; None when no
+    start does (MEMORY_MAINTENANCE_ON_START off: only a person's purge removes it). The same
+    reckoning as `memory-mcp forgotten`'s."""
+    return settings.forget_grace_days * DAY if settings.maintenance_on_start else None
+
+
+def forgotten_item(memory: Memory, grace_s: float | None) -> dict[str, Any]:
+    """A forgotten memory as `GET /api/forgotten` lists it: its `updated_at` is when it was
+    forgotten (`forgotten_at`), from which the start-up purge's grace counts."""
+    return memory.to_dict() | {
+        "forgotten_at": iso(memory.updated_at),
+        "purged_after": iso(memory.updated_at + grace_s) if grace_s is not None else None}
+
+
+async def list_forgotten(request: Request) -> JSONResponse:
+    """The forgotten memories a purge has not removed yet, the latest forgotten first, each
+    with `forgotten_at` and `purged_after` (null when only a purge by hand removes it)."""
+    q = parse_query("ForgottenQuery", request)
+    engine = engine_of(request)
+    # One more than asked for, to know whether there are more.
+    found = await threads.read(engine.forgotten, q.project, q.limit + 1)
+    grace_s = purge_grace_s(engine.settings)
+    return JSONResponse({
+        "items": [forgotten_item(m, grace_s) for m in found[:q.limit]],
+        "limit": q.limit, "has_more": len(found) > q.limit,
+        "grace_days": engine.settings.forget_grace_days if grace_s is not None else None})
+
+
+async def unforget_memory(request: Request) -> JSONResponse:
+    """Take a forget back (MemoryEngine.unforget): 200 `{"status": "restored", "memory"}`;
+    404 for a uid never stored or purged; 409 when it is live, or when a live memory of its
+    project holds its text now (`duplicate_of`; it stays forgotten)."""
+    uid = request.path_params["uid"]
+    try:
+        result = await threads.write(engine_of(request).unforget, uid)
+    except UnknownMemory as exc:
+        raise ApiError(404, str(exc), "uid") from None
+    if result.status == "live":
+        raise ApiError(409, f"memory {uid[:80]!r} is not forgotten", "uid")
+    if result.status == "duplicate":
+        return JSONResponse({
+            "error": f"not unforgotten: memory {result.duplicate_of} now holds the same text "
+                     f"in this project; {uid} stays forgotten",
+            "field": "uid", "duplicate_of": result.duplicate_of}, status_code=409)
+    return JSONResponse({"status": result.status, "memory": result.memory.to_dict()})
 
 
 async def list_injections(request: Request) -> JSONResponse:
@@ -523,6 +577,8 @@ ROUTES = [
     Route("/api/memories/{uid}", forget_memory, methods=["DELETE"]),
     Route("/api/memories/{uid}", update_memory, methods=["PATCH"]),
     Route("/api/memories/{uid}/unsupersede", unsupersede_memory, methods=["POST"]),
+    Route("/api/memories/{uid}/unforget", unforget_memory, methods=["POST"]),
+    Route("/api/forgotten", list_forgotten, methods=["GET"]),
     Route("/api/injections", list_injections, methods=["GET"]),
     Route("/api/maintenance/purge", maintenance_purge, methods=["POST"]),
     Route("/api/maintenance/backfill", maintenance_backfill, methods=["POST"]),

@@ -163,6 +163,14 @@ class SearchQuery(_Query):
     include_superseded: bool = False
 
 
+class ForgottenQuery(_Query):
+    """`GET /api/forgotten`: `project=""` lists the global ones (those without a project), as
+    `memory-mcp forgotten --project ""` does."""
+
+    project: str | None = Field(default=None, max_length=MAX_PROJECT_CHARS)
+    limit: int = Field(default=20, ge=1, le=100)
+
+
 class PageQuery(_Query):
     limit: int = Field(default=50, ge=0, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=10**9)
