@@ -1,7 +1,9 @@
-"""The browse page's Edit action in real headless Chromium (test_browse_page.py's browser and
-console rules): the form saves through PATCH /api/memories/{uid}, the memory's page then shows
-the new text and the earlier version with its times, a refused edit says why and changes
-nothing, and stored markup in an earlier version stays inert text."""
+"""The browse page's Edit and Forget actions in real headless Chromium (test_browse_page.py's
+browser and console rules): the form saves through PATCH /api/memories/{uid}, the memory's page
+then shows the new text and the earlier version with its times, a refused edit says why and
+changes nothing, and stored markup in an earlier version stays inert text. A forget can be
+undone from its notice or restored from the Forgotten view, and its confirmation says when the
+memory supersedes older ones, which forgetting it makes current again."""
 
 from __future__ import annotations
 
@@ -9,7 +11,17 @@ from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
-from test_browse_page import IMG_XSS, NARROW, WIDE, Tab, browser, go, tab  # noqa: F401
+from test_browse_page import (  # noqa: F401
+    IMG_XSS,
+    NARROW,
+    TOKEN,
+    WIDE,
+    Tab,
+    browser,
+    go,
+    secured,
+    tab,
+)
 from test_service_support import Service, start_service
 
 
@@ -88,3 +100,140 @@ def test_a_refused_edit_says_why_and_changes_nothing(
         assert http.get(f"/api/memories/{second}").json()["revisions"] == []
     # the service answered 409: the console reports the failed fetch, nothing else
     tab.assert_clean(allowed=r"409")
+
+
+def recalled(service: Service, query: str, **fields: object) -> list[str]:
+    with service.client() as http:
+        response = http.post("/recall", json={"query": query, **fields})
+        assert response.status_code == 200, response.text
+        return [item["uid"] for item in response.json()["items"]]
+
+
+def forget_by_api(service: Service, uid: str) -> None:
+    with service.client() as http:
+        assert http.delete(f"/api/memories/{uid}").status_code == 200
+
+
+def test_undo_after_forget_brings_the_memory_back(tab: Tab, service: Service) -> None:  # noqa: F811
+    """Before: the page forgot at once and offered no way back but `memory-mcp unforget`."""
+    uid = store(service, "The release checklist lives in docs/RELEASING.md", project="undo")
+    page = tab.page
+    go(tab, service, "#search?q=release+checklist")
+    page.click(f"a[href='#memory/{uid}']")
+    expect(page.locator("#memory-title")).to_have_text(f"Memory {uid}")
+    page.click("#forget-button")
+    expect(page.locator("#confirm-warning")).to_be_hidden()  # it supersedes nothing
+    page.click("#confirm-ok")
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("Forgotten: The release checklist")
+    expect(page.locator(f"#search-results a[href='#memory/{uid}']")).to_have_count(0)
+    assert recalled(service, "release checklist", project="undo") == []
+    tab.shot("forget-undo-1280.png")
+
+    notice.get_by_role("button", name="Undo").click()
+    expect(notice).to_contain_text("Restored: The release checklist")
+    expect(page.locator(f"#search-results a[href='#memory/{uid}']")).to_have_count(1)
+    assert recalled(service, "release checklist", project="undo") == [uid]
+    notice.get_by_role("link", name="Open it").click()
+    expect(page.locator("#memory-title")).to_have_text(f"Memory {uid}")
+    expect(notice).to_be_hidden()  # a navigation clears the notice
+    tab.assert_clean()
+
+
+def test_the_forgotten_view_lists_and_restores(tab: Tab, service: Service) -> None:  # noqa: F811
+    kept = store(service, f"Forgotten note {IMG_XSS} about the old CI runners",
+                 project="restore", kind="note", tags=["ci"])
+    back = store(service, "The on-call rotation changes every Tuesday", project="restore")
+    forget_by_api(service, kept)
+    forget_by_api(service, back)
+    page = tab.page
+    go(tab, service, "#forgotten")
+    expect(page.locator("nav a[data-view=forgotten]")).to_have_attribute("aria-current", "page")
+    expect(page.locator("#forgotten-summary")).to_contain_text("30 days after its forget")
+    items = page.locator("#forgotten-list li.hit")
+    first, second = items.nth(0), items.nth(1)
+    expect(first).to_contain_text("The on-call rotation changes every Tuesday")  # latest first
+    expect(second).to_contain_text(f"Forgotten note {IMG_XSS}")  # inert text
+    expect(second.locator(".tag.project")).to_have_text("restore")
+    expect(second).to_contain_text("#ci")
+    expect(first.locator("time")).to_have_count(2)  # forgotten, purged after
+    expect(first).to_contain_text("forgotten ")
+    expect(first).to_contain_text("purged after ")
+    tab.shot("forgotten-1280.png")
+    page.set_viewport_size(NARROW)
+    assert page.evaluate("document.documentElement.scrollWidth") <= NARROW["width"]
+    tab.shot("forgotten-420.png")
+    page.set_viewport_size(WIDE)
+
+    first.get_by_role("button", name="Restore").click()
+    expect(page.locator("#notice")).to_contain_text("Restored: The on-call rotation")
+    expect(page.locator("#forgotten-list")).not_to_contain_text("on-call rotation")
+    expect(page.locator("#forgotten-list")).to_contain_text("old CI runners")
+    assert recalled(service, "on-call rotation Tuesday", project="restore") == [back]
+    with service.client() as http:
+        assert http.get(f"/api/memories/{back}").status_code == 200
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("main img").count() == 0
+    tab.assert_clean()
+
+
+def test_a_restore_refused_as_a_duplicate_says_why(tab: Tab, service: Service) -> None:  # noqa: F811
+    old = store(service, "Feature flags are read from flags.yaml", project="dup")
+    forget_by_api(service, old)
+    newer = store(service, "Feature flags are read from flags.yaml", project="dup")
+    page = tab.page
+    go(tab, service, "#forgotten")
+    item = page.locator("#forgotten-list li.hit").filter(has_text="flags.yaml")
+    item.get_by_role("button", name="Restore").click()
+    expect(page.locator("#notice")).to_contain_text(f"Not restored: not unforgotten: memory "
+                                                    f"{newer} now holds the same text")
+    expect(item).to_have_count(1)  # still forgotten
+    tab.assert_clean(allowed=r"409")  # the failed fetch, nothing else
+
+
+def test_forgetting_a_memory_that_supersedes_others_says_they_come_back(
+        tab: Tab, service: Service) -> None:  # noqa: F811
+    old = store(service, "The staging cache listens on port 6379", project="chain", kind="fact")
+    with service.client() as http:
+        newer = http.post("/ingest", json={
+            "content": "The staging cache now listens on port 6380", "project": "chain",
+            "kind": "fact", "replaces": old}).json()
+    assert newer["supersedes"] == [old]
+    page = tab.page
+    go(tab, service, f"#memory/{newer['uid']}")
+    page.click("#forget-button")
+    warning = page.locator("#confirm-warning")
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text(f"It supersedes 1 older memory ({old}). Forgetting it "
+                                    "makes it current again: recall returns it.")
+    tab.shot("forget-supersedes-1280.png")
+    page.click("#confirm-ok")
+    expect(page.locator("#notice")).to_contain_text("1 older version is current again.")
+    assert recalled(service, "staging cache port", project="chain") == [old]
+    page.locator("#notice").get_by_role("button", name="Undo").click()
+    expect(page.locator("#notice")).to_contain_text("Restored: The staging cache now listens")
+    # Both are current now: the forget's undo leaves the older one current.
+    assert sorted(recalled(service, "staging cache port", project="chain")) == sorted(
+        [old, newer["uid"]])
+    tab.assert_clean()
+
+
+def test_undo_and_restore_send_the_token(tab: Tab, secured: Service) -> None:  # noqa: F811
+    uid = store(secured, "A token-guarded memory to forget and restore")
+    page = tab.page
+    page.goto(secured.url + f"/#memory/{uid}")
+    page.fill("#token-input", TOKEN)
+    page.press("#token-input", "Enter")
+    expect(page.locator("#memory-title")).to_have_text(f"Memory {uid}")
+    page.click("#forget-button")
+    page.click("#confirm-ok")
+    page.locator("#notice").get_by_role("button", name="Undo").click()
+    expect(page.locator("#notice")).to_contain_text("Restored: A token-guarded memory")
+    forget_by_api(secured, uid)
+    go(tab, secured, "#forgotten")
+    page.locator("#forgotten-list li.hit").filter(has_text="token-guarded").get_by_role(
+        "button", name="Restore").click()
+    expect(page.locator("#notice")).to_contain_text("Restored: A token-guarded memory")
+    with secured.client() as http:
+        assert http.get(f"/api/memories/{uid}").status_code == 200
+    tab.assert_clean()

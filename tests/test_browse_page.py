@@ -271,6 +271,7 @@ def test_detail_view_and_forget_with_confirmation(
     page.click("#forget-button")
     page.click("#confirm-ok")
     expect(page.locator("#notice")).to_contain_text("Forgotten: Terraform state")
+    expect(page.locator("#notice").get_by_role("button", name="Undo")).to_be_visible()
     expect(page.locator("#search-view")).to_be_visible()  # back to the list it came from
     expect(page.locator(f"a[href='#memory/{uids['terraform']}']")).to_have_count(0)
     with service.client() as http:
@@ -333,6 +334,8 @@ def test_keyboard_reaches_the_views_and_results(
     service, uids = open_service
     go(tab, service)  # the focus is on the view's heading
     page = tab.page
+    page.keyboard.press("Shift+Tab")
+    expect(page.locator("nav a[data-view=forgotten]")).to_be_focused()
     page.keyboard.press("Shift+Tab")
     expect(page.locator("nav a[data-view=telemetry]")).to_be_focused()
     page.keyboard.press("Shift+Tab")

@@ -15,7 +15,9 @@ const state = {
   stats: null, // GET /api/stats: refreshed by the overview, its lists fill the search filters
   ticket: 0, // bumped per navigation: a slow answer for a view left behind is dropped
   listHash: "#search", // the list a memory was opened from, for "back" and after forgetting
-  nextNotice: "", // shown after the navigation under way (which clears the notice otherwise)
+  // Shown after the navigation under way (which clears the notice otherwise): {message,
+  // action}, e.g. "Forgotten" with its Undo.
+  nextNotice: null,
 };
 
 class AuthNeeded extends Error {}
@@ -89,18 +91,30 @@ const labelOf = (value) => (value === "" || value === null || value === undefine
 
 // --- notices and confirmation ---------------------------------------------------------------
 
-function notify(message, kind = "info") {
+/** Show `message`; `action` ({label, run} or {label, href}) adds a button or a link after it
+    (Undo, Open it), there until the next notice: the next navigation clears it. */
+function notify(message, kind = "info", action = null) {
   const box = $("notice");
-  box.textContent = message;
+  let control = null;
+  if (message && action && action.href) {
+    control = el("a", { cls: "notice-action", text: action.label, attrs: { href: action.href } });
+  } else if (message && action) {
+    control = el("button", { cls: "link notice-action", text: action.label,
+      attrs: { type: "button" }, on: { click: action.run } });
+  }
+  box.replaceChildren(...[el("span", { text: message }), control].filter(Boolean));
   box.setAttribute("class", `notice ${kind}`);
   box.hidden = !message;
 }
 
-/** A modal yes/no question; resolves true when the user confirms. Escape cancels. */
-function confirmAction(title, detail, action) {
+/** A modal yes/no question; resolves true when the user confirms. Escape cancels. `warning`
+    (if any) says what else the action changes. */
+function confirmAction(title, detail, action, warning = "") {
   const dialog = $("confirm-dialog");
   $("confirm-title").textContent = title;
   $("confirm-detail").textContent = detail;
+  $("confirm-warning").textContent = warning;
+  $("confirm-warning").hidden = !warning;
   $("confirm-ok").textContent = action;
   dialog.returnValue = "";
   return new Promise((resolve) => {
@@ -196,7 +210,7 @@ async function submitToken(event) {
 
 // --- views ----------------------------------------------------------------------------------
 
-const VIEWS = ["token", "overview", "search", "memory", "telemetry"];
+const VIEWS = ["token", "overview", "search", "memory", "forgotten", "telemetry"];
 
 function showView(name) {
   for (const view of VIEWS) $(`${view}-view`).hidden = view !== name;
@@ -569,18 +583,96 @@ async function saveEdit(event, memory) {
     : `Saved: ${preview(saved.content, 60)}`, "ok");
 }
 
+const plural = (n, one, many) => `${num(n)} ${n === 1 ? one : many}`;
+
+/** What forgetting `memory` also changes: the older memories it supersedes are current again
+    (recall returns them), as DELETE /api/memories/{uid} then reports in `current_again`. */
+function forgetWarning(memory) {
+  const older = memory.supersedes || [];
+  if (!older.length) return "";
+  const shown = older.slice(0, 3).join(", ") + (older.length > 3 ? ", …" : "");
+  const them = older.length === 1 ? "it" : "them";
+  return `It supersedes ${plural(older.length, "older memory", "older memories")} (${shown}). `
+    + `Forgetting it makes ${them} current again: recall returns ${them}. Undo brings this `
+    + `memory back but leaves ${them} current.`;
+}
+
 async function forget(memory) {
-  const yes = await confirmAction("Forget this memory?", preview(memory.content, 200), "Forget");
+  const yes = await confirmAction("Forget this memory?", preview(memory.content, 200), "Forget",
+    forgetWarning(memory));
   if (!yes) return;
+  let answer;
   try {
-    await api(`/api/memories/${encodeURIComponent(memory.uid)}`, { method: "DELETE" });
+    answer = await api(`/api/memories/${encodeURIComponent(memory.uid)}`, { method: "DELETE" });
   } catch (err) {
     if (!(err instanceof AuthNeeded)) notify(err.message, "error");
     return;
   }
   state.stats = null;
-  state.nextNotice = `Forgotten: ${preview(memory.content, 60)}`;
+  const current = answer.current_again || [];
+  state.nextNotice = {
+    message: `Forgotten: ${preview(memory.content, 60)}`
+      + (current.length ? ` · ${plural(current.length, "older version is", "older versions are")}`
+        + " current again." : ""),
+    action: { label: "Undo", run: () => unforget(memory.uid, memory.content) },
+  };
   location.hash = state.listHash;
+}
+
+/** Take a forget back (POST /api/memories/{uid}/unforget), then show the view again with it. */
+async function unforget(uid, content) {
+  try {
+    await api(`/api/memories/${encodeURIComponent(uid)}/unforget`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) notify(`Not restored: ${err.message}`, "error");
+    return;
+  }
+  state.stats = null; // the counts changed
+  await route();
+  notify(`Restored: ${preview(content, 60)}`, "ok", { label: "Open it", href: memoryHref(uid) });
+}
+
+// --- forgotten memories ---------------------------------------------------------------------
+
+/** When a service start purges what was forgotten: MEMORY_FORGET_GRACE_DAYS after the forget,
+    or never (MEMORY_MAINTENANCE_ON_START off). A purge by hand removes them all sooner. */
+function graceText(days) {
+  const byHand = "A purge (memory-mcp purge, or Purge… in the overview where the service has a "
+    + "token) removes every one at once.";
+  if (days === null || days === undefined) {
+    return "A forgotten memory stays until a purge by hand (MEMORY_MAINTENANCE_ON_START is off): "
+      + `${byHand} Until then, Restore brings it back.`;
+  }
+  return `A service start purges a forgotten memory ${plural(days, "day", "days")} after its `
+    + `forget (MEMORY_FORGET_GRACE_DAYS). ${byHand} Until then, Restore brings it back.`;
+}
+
+function forgottenItem(memory) {
+  return el("li", { cls: "hit" },
+    el("p", { cls: "hit-text", text: preview(memory.content) || "(empty)" }),
+    el("p", { cls: "meta" },
+      el("span", { cls: "tag kind", text: memory.kind }),
+      memory.project ? el("span", { cls: "tag project", text: memory.project }) : null,
+      (memory.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` })),
+      el("span", { cls: "updated" }, "forgotten ", when(memory.forgotten_at)),
+      el("span", { cls: "updated" }, memory.purged_after
+        ? ["purged after ", when(memory.purged_after)] : "kept until a purge")),
+    el("div", { cls: "actions" },
+      el("button", { text: "Restore", attrs: { type: "button", title: `Restore ${memory.uid}` },
+        on: { click: () => unforget(memory.uid, memory.content) } })));
+}
+
+async function renderForgotten(ticket) {
+  const data = await api("/api/forgotten?limit=100");
+  if (ticket !== state.ticket) return;
+  $("forgotten-summary").textContent = graceText(data.grace_days);
+  const items = data.items.map(forgottenItem);
+  if (!items.length) {
+    items.push(el("li", { cls: "empty", text: "Nothing forgotten awaits a purge." }));
+  }
+  $("forgotten-list").replaceChildren(...items);
+  $("forgotten-more").hidden = !data.has_more;
 }
 
 // --- telemetry ------------------------------------------------------------------------------
@@ -677,7 +769,8 @@ function parseHash() {
       return { view: "overview", params };
     }
   }
-  return { view: ["search", "telemetry"].includes(path) ? path : "overview", params };
+  return { view: ["search", "forgotten", "telemetry"].includes(path) ? path : "overview",
+    params };
 }
 
 async function route() {
@@ -693,6 +786,7 @@ async function route() {
     if (where.view === "overview") await renderOverview(ticket);
     else if (where.view === "search") await renderSearch(where.params, ticket);
     else if (where.view === "memory") await renderMemory(where.uid, ticket);
+    else if (where.view === "forgotten") await renderForgotten(ticket);
     else await renderTelemetry(ticket);
   } catch (err) {
     if (!(err instanceof AuthNeeded) && ticket === state.ticket) notify(err.message, "error");
@@ -716,8 +810,9 @@ async function start() {
   $("confirm-ok").addEventListener("click", () => $("confirm-dialog").close("ok"));
   $("confirm-cancel").addEventListener("click", () => $("confirm-dialog").close("cancel"));
   window.addEventListener("hashchange", () => {
-    notify(state.nextNotice, "ok");
-    state.nextNotice = "";
+    const next = state.nextNotice;
+    state.nextNotice = null;
+    notify(next ? next.message : "", "ok", next && next.action);
     route();
   });
   try {
