@@ -356,6 +356,29 @@ def test_codex_round_trip_dry_run_and_project_note(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == uninstalled
 
 
+def test_codex_config_without_a_final_newline_installs_once_and_comes_back(
+        tmp_path: Path) -> None:
+    """A config.toml whose last line has no newline: the first added table got no blank line
+    before it (tomlkit's added newline made that line a change carrying the header), so a
+    second install moved the blank lines, a third moved them back, and uninstall after a
+    re-install left a newline and a backup behind."""
+    env = cli_env(tmp_path)
+    config = tmp_path / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(b'model = "o3"')
+    ok(env, "install", "codex")
+    text = config.read_text()
+    assert text.startswith('model = "o3"\n\n['), text[:40]
+    installed = snapshot(tmp_path)
+    for _ in range(2):
+        assert "nothing to install" in ok(env, "install", "codex", "--dry-run")
+        assert "nothing to install" in ok(env, "install", "codex")
+        assert snapshot(tmp_path) == installed
+    ok(env, "uninstall", "codex")
+    assert config.read_bytes() == b'model = "o3"'
+    assert backups(tmp_path) == []
+
+
 def test_codex_uninstall_rekeys_a_user_hook_that_moves(tmp_path: Path) -> None:
     """A user group added after ours moves down when ours goes: its trust entry must follow
     (same hash, new index) or Codex stops running it; the user's first entry is left alone."""

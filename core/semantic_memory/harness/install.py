@@ -217,6 +217,12 @@ def tidy_toml(before: str, after: str) -> str:
     blank last line is left behind (the blank line install put before them)."""
     import difflib
 
+    if before and not before.endswith("\n"):
+        # tomlkit ends the last line before what it adds: diffed as it stood, that line was a
+        # change carrying the first added header with it, and missed the blank line.
+        ended = before + _newline_of(after[: len(before) + 2])
+        if after.startswith(ended):
+            before = ended
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     out: list[str] = []
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
