@@ -206,6 +206,9 @@ function hookLogPath(settings) {
 function spoolPath(settings) {
   return join(dirname(settings.dbPath), "spool");
 }
+function approvalsPath(settings) {
+  return join(dirname(settings.dbPath), "repo-approvals.json");
+}
 function backoffPath(settings) {
   return join(dirname(settings.dbPath), "hooks.backoff.json");
 }
@@ -995,10 +998,11 @@ function removeSuffix(text2, suffix) {
 
 // src/repoconfig.ts
 import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
-import { join as join5 } from "node:path";
+import { dirname as dirname6, isAbsolute as isAbsolute2, join as join5 } from "node:path";
 var MAX_PROJECT_CHARS = 256;
 var FILE_NAME = ".semantic-memory.toml";
 var MAX_BYTES = 64 * 1024;
+var MAX_APPROVALS_BYTES = 4 * 1024 * 1024;
 var DEFAULTS = { path: null, capture: true, recall: true, project: null, error: null };
 var KEYS = {
   "capture.enabled": "boolean",
@@ -1011,7 +1015,7 @@ function configPath(cwd) {
   const [top] = findRepository(start);
   return join5(top ?? start, FILE_NAME);
 }
-function loadRepoConfig(cwd) {
+function loadRepoConfig(cwd, approvals = null) {
   let path;
   let raw;
   try {
@@ -1024,10 +1028,48 @@ function loadRepoConfig(cwd) {
   if (raw.length > MAX_BYTES) return { ...DEFAULTS, path, capture: false, error: `larger than ${MAX_BYTES} bytes` };
   try {
     const text2 = new TextDecoder("utf-8", { fatal: true }).decode(raw);
-    return { ...parseRepoConfig(text2), path };
+    const config = { ...parseRepoConfig(text2), path };
+    if (config.project === null || allowed(config.project, path, cwd, approvals)) return config;
+    return { ...config, project: null, ignored: config.project };
   } catch (error) {
     return { ...DEFAULTS, path, capture: false, error: error.message.split("\n")[0] ?? "unreadable" };
   }
+}
+function allowed(name, path, cwd, approvals) {
+  let detected = null;
+  try {
+    detected = detectProject(cwd);
+  } catch {
+  }
+  if (name === detected) return true;
+  return approvals !== null && allowedNames(approvals).get(path) === name;
+}
+function allowedNames(approvals) {
+  const names = /* @__PURE__ */ new Map();
+  if (!isAbsolute2(approvals)) return names;
+  try {
+    const raw = readFileSync4(approvals);
+    if (raw.length > MAX_APPROVALS_BYTES) return names;
+    const data = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+    const entries = typeof data === "object" && data !== null && !Array.isArray(data) ? data["allowed"] : null;
+    if (typeof entries !== "object" || entries === null || Array.isArray(entries)) return names;
+    const pairs = Object.entries(entries);
+    if (!pairs.every(([, value]) => typeof value === "string")) return names;
+    for (const [path, value] of pairs) names.set(path, value);
+  } catch {
+  }
+  return names;
+}
+function repoWarning(config) {
+  if (config.error) return `${config.path}: ${config.error}`;
+  if (config.ignored !== void 0 && config.path !== null) {
+    return `${config.path}: [project] name "${config.ignored}" is ignored until you allow it: run \`memory-mcp allow ${shellQuote(dirname6(config.path))}\``;
+  }
+  return null;
+}
+function shellQuote(text2) {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(text2)) return text2;
+  return `'${text2.replace(/'/g, `'"'"'`)}'`;
 }
 function parseRepoConfig(text2) {
   const config = { ...DEFAULTS };
@@ -1403,10 +1445,10 @@ var MemoryPlugin = class {
   repoConfig;
   /** The repository's `.semantic-memory.toml` (read once per process; defaults when none). */
   get repo() {
-    if (this.repoConfig === void 0) this.repoConfig = loadRepoConfig(this.directory);
+    if (this.repoConfig === void 0) this.repoConfig = loadRepoConfig(this.directory, approvalsPath(this.settings));
     return this.repoConfig;
   }
-  /** MEMORY_PROJECT, else the repository file's `[project] name`, else detected. */
+  /** MEMORY_PROJECT, else the repository file's `[project] name` if allowed, else detected. */
   get project() {
     if (this.settings.project) return this.settings.project;
     if (this.repo.project) return this.repo.project;
@@ -1831,6 +1873,7 @@ ${query}`;
     clearTimeout(timer);
   }
   log(event, outcome, detail, session, ms) {
+    const warning = repoWarning(this.repo);
     record(hookLogPath(this.settings), {
       harness: HARNESS,
       event,
@@ -1839,8 +1882,9 @@ ${query}`;
       session,
       project: this.project,
       ms: Math.round(ms * 10) / 10,
-      // A malformed repository file: one line on every entry, whatever the outcome.
-      ...this.repo.error ? { warning: `${this.repo.path}: ${this.repo.error}` } : {}
+      // A malformed repository file, or its project name not allowed yet: one line on every
+      // entry, whatever the outcome.
+      ...warning === null ? {} : { warning }
     });
   }
   debug(event, message) {
@@ -1897,6 +1941,7 @@ export {
   normaliseRemote,
   refusedItems,
   remembered,
+  repoWarning,
   server,
   splitText,
   stripPrivate,

@@ -491,3 +491,90 @@ def test_a_write_behind_a_held_write_lock_starts_no_back_off(locked_service: Ser
     assert fact in found["system"][1]
     assert not (tmp_path / "hooks.backoff.json").exists()
     assert len(spool.pending(tmp_path / "spool")) == 1
+
+
+# --- a repository's file naming another project: ignored until the user allows it -----------
+
+
+#: The plugin, from the shipped bundle, in a repository folder: each prompt in a new session,
+#: its chat.message then the system transform of its model call; the project it used.
+IN_FOLDER = """
+import { MemoryPlugin, loadSettings } from %s;
+import { readFileSync } from 'node:fs';
+const { env, cwd, prompts } = JSON.parse(readFileSync(0, 'utf8'));
+const memory = new MemoryPlugin(loadSettings(env).settings, cwd, [], () => undefined);
+const systems = [];
+for (const [i, prompt] of prompts.entries()) {
+  const session = `ses_folder${i}`;
+  const system = ['<env>\\n  Working directory: /src/web\\n</env>'];
+  await memory.chatMessage(session, [{ id: `prt_${i}`, sessionID: session, messageID: `msg_${i}`,
+                                      type: 'text', text: prompt }]);
+  await memory.systemTransform(session, system);
+  systems.push(system);
+}
+await memory.dispose();
+process.stdout.write(JSON.stringify({ project: memory.project, systems }));
+"""
+
+
+def test_a_file_naming_another_project_is_ignored_until_allowed(tmp_path: Path) -> None:
+    """As in the hooks: a cloned repository's file that names a private project of the user's
+    gets nothing of it and files nothing under it (the detected name is used, each log line
+    says why and what to run) until `memory-mcp allow` in that folder, whose approval the
+    plugin reads beside its db; a changed name needs a new allow, `--revoke` takes it back."""
+    secret, bait = "github.com/mycompany/secret", "github.com/evil/bait"
+    fact = "The mycompany deploy key rotates every Tuesday at noon"
+    question = "when does the mycompany deploy key rotate?"
+    folder = repo(tmp_path / "bait", ("origin", "git@github.com:evil/bait.git"))
+    config = folder / ".semantic-memory.toml"
+    config.write_text(f'[project]\nname = "{secret}"\n')
+    plugin_db = tmp_path / "plugin"
+    plugin_db.mkdir()
+    service = start_service(tmp_path / "service")
+    try:
+        with service.client() as http:
+            assert http.post("/ingest", json={"content": fact, "project": secret}
+                             ).json()["status"] == "new"
+        env = {"MEMORY_PLUGIN_URL": service.url, "MEMORY_DB_PATH": str(plugin_db / "memory.db")}
+        cli_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+        cli_env["MEMORY_DB_PATH"] = env["MEMORY_DB_PATH"]
+
+        def drive(*prompts: str) -> dict[str, Any]:
+            done = subprocess.run(["node", "--input-type=module", "-e",
+                                   IN_FOLDER % json.dumps(BUNDLE.as_uri())],
+                                  input=json.dumps({"env": env, "cwd": str(folder),
+                                                    "prompts": list(prompts)}),
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 0, done.stderr[-3000:]
+            return json.loads(done.stdout)
+
+        def allow(*args: str) -> str:
+            done = subprocess.run([*memory_mcp_command(), "allow", *args], cwd=folder,
+                                  env=cli_env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        result = drive("remember that the bait repo builds into /tmp/bait-out", question)
+        assert result["project"] == bait
+        assert not any(fact in part for part in result["systems"][1]), result
+        with service.client() as http:
+            stored = http.get("/api/memories", params={"limit": 50}).json()["items"]
+        assert [m["project"] for m in stored if "bait-out" in m["content"]] == [bait]
+        log = plugin_log(plugin_db)
+        assert [e["project"] for e in log] == [bait, bait], log
+        assert all(e["warning"] == f'{config}: [project] name "{secret}" is ignored until you '
+                   f"allow it: run `memory-mcp allow {folder}`" for e in log), log
+
+        assert f"allowed {config} to name the project '{secret}'" in allow()
+        result = drive(question)
+        assert result["project"] == secret and fact in result["systems"][0][1], result
+        assert "warning" not in plugin_log(plugin_db)[-1]
+
+        config.write_text('[project]\nname = "github.com/mycompany/other"\n')
+        assert drive(question)["project"] == bait  # a changed name needs a new allow
+        allow()
+        assert drive(question)["project"] == "github.com/mycompany/other"
+        assert "revoked" in allow("--revoke")
+        assert drive(question)["project"] == bait
+    finally:
+        service.stop()

@@ -1,8 +1,8 @@
 """Control what is remembered: `<private>…</private>` never reaches a channel, log or spool
 (the rule, hook processes with the service down, the MCP proxy's spool, real REST and MCP
 writes), and a repository's `.semantic-memory.toml` turns capture or recall off and names the
-project (real hook processes and the MCP proxy against a real service, and `memory-mcp
-doctor`)."""
+project, another project than its own only once the user allowed it with `memory-mcp allow`
+(real hook processes and the MCP proxy against a real service, and `memory-mcp doctor`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,18 @@ from typing import Any
 import anyio
 import pytest
 from harness_support import closed_port, hook_env, hook_log, run_hook
-from semantic_memory.harness.repo_config import load_repo_config
+from semantic_memory.harness.repo_config import APPROVALS_FILE, load_repo_config
 from semantic_memory.private import strip_private
 from test_core_cli import run
 from test_service_mcp import call, call_error
 from test_service_mcp_proxy import proxy_session, spooled
-from test_service_support import Service, http_session, memory_mcp_command, start_service
+from test_service_support import (
+    Service,
+    http_session,
+    memory_mcp_command,
+    service_env,
+    start_service,
+)
 
 SECRET = "hunter2-swordfish"
 FACT = "the staging database listens on port 6543"
@@ -239,6 +245,12 @@ def every_write(env: dict[str, str], cwd: Path, fact: str) -> list[Any]:
     ]
 
 
+def allow(env: dict[str, str], folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`memory-mcp allow [ARGS]` run in `folder`, as the user runs it there."""
+    return subprocess.run([*memory_mcp_command(), "allow", *args], env=env, cwd=folder,
+                          capture_output=True, text=True, timeout=60)
+
+
 def test_capture_off_stores_nothing_from_the_repository(service: Service,
                                                          tmp_path: Path) -> None:
     cwd = repository(tmp_path / "optout", "[capture]\nenabled = false\n")
@@ -258,6 +270,7 @@ def test_recall_off_injects_nothing_and_the_file_names_the_project(service: Serv
     config = '[recall]\nenabled = false\n[project]\nname = "acme/pinned"\n'
     cwd = repository(tmp_path / "norecall", config)
     env = hook_env(tmp_path, service.url)
+    assert allow(env, cwd).returncode == 0  # not the detected name: the user allows it
     fact = "the pinned service deploys from the release branch"
     [remember, *_] = every_write(env, cwd, fact)
     assert remember.returncode == 0
@@ -309,6 +322,96 @@ def test_a_typo_in_the_opt_out_stops_capture_and_says_why(service: Service,
     done = subprocess.run([*memory_mcp_command(), "doctor", "--project", str(cwd)], env=env,
                           capture_output=True, text=True, timeout=60)
     assert "unreadable (unknown table [capure]" in done.stdout
+
+
+PRIVATE_PROJECT = "github.com/mycompany/secret"
+
+
+def test_a_file_naming_another_project_is_ignored_until_the_user_allows_it(
+        service: Service, tmp_path: Path) -> None:
+    """A cloned repository whose file names a private project of the user's: its sessions
+    are given nothing of that project and file nothing under it (the detected name is used)
+    until the user runs `memory-mcp allow` there; a changed name needs a new allow, and
+    `--revoke` takes it back. The approval is recorded beside the db, readable by the user
+    only."""
+    with service.client() as client:
+        assert client.post("/ingest", json={
+            "content": "The mycompany deploy key rotates every Tuesday at noon",
+            "project": PRIVATE_PROJECT}).json()["status"] == "new"
+    cwd = repository(tmp_path / "bait", f'[project]\nname = "{PRIVATE_PROJECT}"\n',
+                     remote="git@github.com:evil/bait.git")
+    config = cwd.parent / ".semantic-memory.toml"
+    env = hook_env(tmp_path, service.url, MEMORY_PLUGIN_TOOL_CAPTURE="bash")
+    question = "when does the mycompany deploy key rotate?"
+
+    def ask(session: str) -> tuple[str, dict[str, Any]]:
+        run = run_hook("example", "prompt",
+                       {"session": session, "cwd": str(cwd), "prompt": question}, env)
+        assert run.returncode == 0, run.stderr
+        return run.stdout, hook_log(tmp_path)[-1]
+
+    said, entry = ask("s-bait-1")
+    assert "Tuesday" not in said and entry["project"] == "github.com/evil/bait", entry
+    runs = every_write(env, cwd, "the bait repo's build writes to /tmp/bait-out")
+    assert all(run.returncode == 0 for run in runs)
+    assert {e["outcome"] for e in hook_log(tmp_path)[-3:]} == {"stored"}
+    assert not [m for m in memories(service, project=PRIVATE_PROJECT) if "bait" in m["content"]]
+    assert len([m for m in memories(service, project="github.com/evil/bait")
+                if "bait-out" in m["content"]]) >= 3
+
+    done = allow(env, cwd)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"allowed {config} to name the project {PRIVATE_PROJECT!r} (in "
+                           f"{tmp_path / APPROVALS_FILE}; a new name needs a new allow, "
+                           "`memory-mcp allow --revoke` takes it back)\n")
+    assert (tmp_path / APPROVALS_FILE).stat().st_mode & 0o777 == 0o600
+    assert json.loads((tmp_path / APPROVALS_FILE).read_text()) == {
+        "allowed": {str(config): PRIVATE_PROJECT}}
+    said, entry = ask("s-bait-2")
+    assert "Tuesday" in said and entry["project"] == PRIVATE_PROJECT
+    assert "warning" not in entry
+
+    config.write_text('[project]\nname = "github.com/mycompany/other"\n')
+    _, entry = ask("s-bait-3")
+    assert entry["project"] == "github.com/evil/bait"  # a changed name needs a new allow
+    assert allow(env, cwd.parent).returncode == 0  # DIR: any folder of the repository
+    assert ask("s-bait-4")[1]["project"] == "github.com/mycompany/other"
+
+    revoked = allow(env, tmp_path, "--revoke", str(cwd))
+    assert revoked.stdout == (f"revoked {config}: its project name "
+                              "'github.com/mycompany/other' is ignored again\n")
+    assert ask("s-bait-5")[1]["project"] == "github.com/evil/bait"
+    assert json.loads((tmp_path / APPROVALS_FILE).read_text()) == {"allowed": {}}
+    # MEMORY_PROJECT, the user's own environment, needs no approval; nor does a file that
+    # names the detected project.
+    run_hook("example", "prompt", {"session": "s-bait-6", "cwd": str(cwd), "prompt": "hi"},
+             {**env, "MEMORY_PROJECT": "mine"})
+    assert hook_log(tmp_path)[-1]["project"] == "mine"
+    config.write_text('[project]\nname = "github.com/evil/bait"\n')
+    assert load_repo_config(cwd, str(tmp_path / APPROVALS_FILE)).project == \
+        "github.com/evil/bait"
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    ("none", "no .semantic-memory.toml for . (looked for {top}/.semantic-memory.toml)"),
+    ("nameless", "{top}/.semantic-memory.toml names no project: nothing to allow"),
+    ("broken", "{top}/.semantic-memory.toml is unreadable: "),
+    ("approvals", "{approvals}: not an approvals file"),
+])
+def test_allow_refuses_with_a_reason(tmp_path: Path, setup: str, message: str) -> None:
+    """Nothing to allow, or an approvals file it cannot read: exit 1 and one line, never a
+    traceback, and the approvals file is left as it was."""
+    files = {"none": None, "nameless": "[capture]\nenabled = false\n",
+             "broken": "[capure]\n"}
+    cwd = repository(tmp_path / "repo", files.get(setup, '[project]\nname = "x/y"\n'))
+    approvals = tmp_path / APPROVALS_FILE
+    if setup == "approvals":
+        approvals.write_text("[not json")
+    done = allow(hook_env(tmp_path, None), cwd)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("Error: " + message.format(top=cwd.parent,
+                                                               approvals=approvals)), done.stderr
+    assert approvals.exists() == (setup == "approvals")
 
 
 def test_the_repositorys_file_binds_the_proxys_tools(service: Service, tmp_path: Path) -> None:
@@ -416,6 +519,10 @@ def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_pat
     assert stored_under("the web repo's owner is Ana", project="team/ana") == "team/ana"
     assert stored_under("Ana prefers tabs everywhere", project="") is None
     (cwd.parent / ".semantic-memory.toml").write_text('[project]\nname = "acme/pinned"\n')
+    # Another project than the detected one: ignored until the user allows the file (the
+    # proxy's approvals are beside its db, as the hooks' are beside theirs).
+    assert stored_under("the unpinned repo uses npm") == hooked["project"]
+    assert allow(service_env(tmp_path / "db"), cwd).returncode == 0
     assert stored_under("the pinned repo uses pnpm") == "acme/pinned"
     assert stored_under("the env repo uses yarn", {"MEMORY_PROJECT": "from-env"}) == "from-env"
 
@@ -437,9 +544,10 @@ def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_pat
 def test_repo_file_keys(tmp_path: Path, text: str, capture: bool, recall: bool,
                         name: str | None, error: bool) -> None:
     cwd = repository(tmp_path, text)
-    config = load_repo_config(cwd)
-    assert (config.capture, config.recall, config.project, bool(config.error)) == (
+    config = load_repo_config(cwd, str(tmp_path / APPROVALS_FILE))  # nothing allowed
+    assert (config.capture, config.recall, config.ignored, bool(config.error)) == (
         capture, recall, name, error)
+    assert config.project is None  # not the detected name (github.com/acme/web)
     assert config.path == tmp_path / ".semantic-memory.toml"
 
 
@@ -450,19 +558,32 @@ def test_no_file_is_the_defaults(tmp_path: Path) -> None:
 
 
 def test_doctor_shows_the_file_in_effect(service: Service, tmp_path: Path) -> None:
+    """doctor shows the file, and whether its project name is in use or awaits `allow`."""
     cwd = repository(tmp_path / "repo", '[capture]\nenabled = false\n[project]\nname = "a/b"\n')
     env = hook_env(tmp_path, service.url)
-    done = subprocess.run([*memory_mcp_command(), "doctor", "--project", str(cwd)], env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    [line] = [ln for ln in done.stdout.splitlines() if ln.startswith("repo file")]
-    assert str(cwd.parent / ".semantic-memory.toml") in line
-    assert "capture off, recall on, project name 'a/b'" in line
-    assert "project   a/b" in done.stdout
-    data = json.loads(subprocess.run(
-        [*memory_mcp_command(), "doctor", "--json", "--project", str(cwd)], env=env,
-        capture_output=True, text=True, timeout=60).stdout)
-    assert data["repository"]["capture"] is False and data["repository"]["project"] == "a/b"
+
+    def doctor(*args: str) -> str:
+        done = subprocess.run([*memory_mcp_command(), "doctor", *args, "--project", str(cwd)],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    [line] = [ln for ln in doctor().splitlines() if ln.startswith("repo file")]
+    assert line == (f"repo file {cwd.parent / '.semantic-memory.toml'}: capture off, recall on, "
+                    f"project name 'a/b' ignored until allowed (`memory-mcp allow {cwd.parent}`)")
+    assert "project   github.com/acme/web" in doctor()
+    data = json.loads(doctor("--json"))["repository"]
+    assert (data["capture"], data["project"], data["project_name"], data["ignored_name"]) == (
+        False, "github.com/acme/web", None, "a/b")
+    assert "memory-mcp allow" in data["warning"]
+
+    assert allow(env, cwd).returncode == 0
+    text = doctor()
+    [line] = [ln for ln in text.splitlines() if ln.startswith("repo file")]
+    assert line.endswith("capture off, recall on, project name 'a/b'"), line
+    assert "project   a/b" in text
+    data = json.loads(doctor("--json"))["repository"]
+    assert (data["project"], data["ignored_name"], data["warning"]) == ("a/b", None, None)
 
 
 # --- the opencode plugin's twins of both rules --------------------------------------------------
@@ -492,18 +613,53 @@ REPO_FILES = [
 ]
 
 
+#: Project names against the approvals (the remote is github.com/acme/web): allowed, allowed
+#: under another name (changed since), the detected one, never allowed; in folders whose
+#: names need quoting in the advice.
+NAMED_FILES = {
+    "allowed": '[project]\nname = "team/allowed"\n',
+    "changed": '[project]\nname = "team/renamed"\n',
+    "detected": '[project]\nname = "github.com/acme/web"\n',
+    "not allowed": '[project]\nname = "github.com/mycompany/secret"\n',
+    "it's here": "[recall]\nenabled = false\n[project]\nname = 'x/y'\n",
+}
+
+
 def test_the_plugins_repo_file_reader_matches_python(tmp_path: Path) -> None:
+    """The plugin reads the file, and the user's approvals of its project name, as Python
+    does, and words the hook log's warning the same."""
     from test_opencode_plugin import node_eval
 
     folders = []
     for i, text in enumerate(REPO_FILES):
         folders.append(repository(tmp_path / f"r{i}", text))
     folders.append(repository(tmp_path / "none", None))
+    for name, text in NAMED_FILES.items():
+        folders.append(repository(tmp_path / name, text))
+    approvals = tmp_path / APPROVALS_FILE
+    approvals.write_text(json.dumps({"allowed": {
+        str(tmp_path / "allowed" / ".semantic-memory.toml"): "team/allowed",
+        str(tmp_path / "changed" / ".semantic-memory.toml"): "team/before"}}))
     expected = []
     for folder in folders:
-        config = load_repo_config(folder)
+        config = load_repo_config(folder, str(approvals))
         expected.append([str(config.path) if config.path else None, config.capture,
-                         config.recall, config.project, config.error is not None])
-    got = [[c["path"], c["capture"], c["recall"], c["project"], c["error"] is not None]
-           for c in node_eval("loadRepoConfig", [[str(f)] for f in folders])]
+                         config.recall, config.project, config.ignored,
+                         config.error is not None,
+                         None if config.error else config.warning()])
+    configs = node_eval("loadRepoConfig", [[str(f), str(approvals)] for f in folders])
+    warnings = node_eval("repoWarning", [[c] for c in configs])
+    got = [[c["path"], c["capture"], c["recall"], c["project"], c.get("ignored"),
+            c["error"] is not None, None if c["error"] else warning]
+           for c, warning in zip(configs, warnings, strict=True)]
     assert got == expected
+    assert [row[3:5] for row in expected[-5:]] == [
+        ["team/allowed", None], [None, "team/renamed"], ["github.com/acme/web", None],
+        [None, "github.com/mycompany/secret"], [None, "x/y"]]
+    assert f"`memory-mcp allow '{tmp_path}/it'\"'\"'s here'`" in expected[-1][-1]
+    # No approvals file, or one that is not one: nothing is allowed on either side.
+    for broken in (tmp_path / "missing.json", tmp_path / "r0" / ".semantic-memory.toml"):
+        allowed = folders[-5]
+        assert load_repo_config(allowed, str(broken)).project is None
+        [config] = node_eval("loadRepoConfig", [[str(allowed), str(broken)]])
+        assert (config["project"], config["ignored"]) == (None, "team/allowed")

@@ -722,6 +722,27 @@ def doctor(obj: Context, project: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("folder", default=".", type=click.Path(exists=True, file_okay=False))
+@click.option("--revoke", is_flag=True, help="Take the approval back: the name is ignored again.")
+@pass_context
+def allow(obj: Context, folder: str, revoke: bool) -> None:
+    """Let FOLDER's .semantic-memory.toml name the project (default: this folder).
+
+    A repository's file may name a project other than the detected one (its remote, else
+    its top folder); hooks, proxy and opencode plugin use that name only once you allow
+    the file with that name here, so a cloned repository cannot read or fill the memories
+    of a project of yours it names. A changed name needs a new allow."""
+    from .harness import repo_config
+
+    approvals = repo_config.approvals_file(obj.settings)
+    try:
+        done = (repo_config.revoke if revoke else repo_config.allow)(folder, approvals)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(done)
+
+
 @cli.group(invoke_without_command=True)
 @click.pass_context
 def spool(ctx: click.Context) -> None:

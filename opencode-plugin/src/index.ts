@@ -48,4 +48,4 @@ export { chunkTurns, flushItems, splitText, clean, remembered, unquote } from ".
 export { captureRecord, describeInput } from "./records.js";
 export { appendSpool, refusedItems } from "./spool.js";
 export { stripPrivate } from "./private.js";
-export { loadRepoConfig } from "./repoconfig.js";
+export { loadRepoConfig, repoWarning } from "./repoconfig.js";

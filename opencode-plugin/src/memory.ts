@@ -41,8 +41,8 @@ import { record, type Outcome } from "./outcomes.js";
 import { stripPrivate } from "./private.js";
 import { detectProject } from "./project.js";
 import { captureRecord } from "./records.js";
-import { loadRepoConfig, type RepoConfig } from "./repoconfig.js";
-import { backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
+import { loadRepoConfig, repoWarning, type RepoConfig } from "./repoconfig.js";
+import { approvalsPath, backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
 import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
 import { flushItems, remembered, unquote, type FlushItem } from "./transcript.js";
@@ -225,11 +225,11 @@ export class MemoryPlugin {
 
   /** The repository's `.semantic-memory.toml` (read once per process; defaults when none). */
   get repo(): RepoConfig {
-    if (this.repoConfig === undefined) this.repoConfig = loadRepoConfig(this.directory);
+    if (this.repoConfig === undefined) this.repoConfig = loadRepoConfig(this.directory, approvalsPath(this.settings));
     return this.repoConfig;
   }
 
-  /** MEMORY_PROJECT, else the repository file's `[project] name`, else detected. */
+  /** MEMORY_PROJECT, else the repository file's `[project] name` if allowed, else detected. */
   get project(): string | null {
     if (this.settings.project) return this.settings.project;
     if (this.repo.project) return this.repo.project;
@@ -704,6 +704,7 @@ export class MemoryPlugin {
   }
 
   private log(event: string, outcome: Outcome, detail: string, session: string | null, ms: number): void {
+    const warning = repoWarning(this.repo);
     record(hookLogPath(this.settings), {
       harness: HARNESS,
       event,
@@ -712,8 +713,9 @@ export class MemoryPlugin {
       session,
       project: this.project,
       ms: Math.round(ms * 10) / 10,
-      // A malformed repository file: one line on every entry, whatever the outcome.
-      ...(this.repo.error ? { warning: `${this.repo.path}: ${this.repo.error}` } : {}),
+      // A malformed repository file, or its project name not allowed yet: one line on every
+      // entry, whatever the outcome.
+      ...(warning === null ? {} : { warning }),
     });
   }
 

@@ -7,21 +7,30 @@
  * or key (`[capure]`, `enable`: most likely an opt-out with a typo), stops capture and leaves
  * recall on.
  *
+ * A `[project] name` other than the detected one is used only once the user has allowed that
+ * file with that name (`memory-mcp allow`): a cloned repository must not file its content
+ * under, and be given the memories of, a project of the user's it names. The approvals are
+ * Python's (`repo-approvals.json` beside the db, `{"allowed": {file's path: name}}`); until
+ * then the name is `ignored` and the detected one is used.
+ *
  * Python parses the whole file with `tomllib`; this reader (no runtime dependencies) knows
  * only what these three keys need: `[table]` headers, `key = value` lines (dotted keys too),
  * booleans and single-line strings, `#` comments. Anything else is an error.
  */
 
 import { readFileSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { stripPrivate } from "./private.js";
-import { findRepository, resolvePath } from "./project.js";
+import { detectProject, findRepository, resolvePath } from "./project.js";
 
 /** The longest project name the service takes (core/semantic_memory/limits.py). */
 const MAX_PROJECT_CHARS = 256;
 
 export const FILE_NAME = ".semantic-memory.toml";
 const MAX_BYTES = 64 * 1024;
+/** The user's approvals, beside the db (settings.ts `approvalsPath`). */
+export const APPROVALS_FILE = "repo-approvals.json";
+const MAX_APPROVALS_BYTES = 4 * 1024 * 1024;
 
 export interface RepoConfig {
   /** The file in effect (null: none, the defaults). */
@@ -29,6 +38,8 @@ export interface RepoConfig {
   capture: boolean;
   recall: boolean;
   project: string | null;
+  /** The file's project name while the user has not allowed it (absent: none waits). */
+  ignored?: string;
   /** Why the file could not be used (then capture is off, recall on). */
   error: string | null;
 }
@@ -49,8 +60,9 @@ export function configPath(cwd: string): string {
   return join(top ?? start, FILE_NAME);
 }
 
-/** The settings for `cwd`; never throws. */
-export function loadRepoConfig(cwd: string): RepoConfig {
+/** The settings for `cwd`, the file's project name only if the user allowed it in `approvals`
+ * (null: nothing is allowed); never throws. */
+export function loadRepoConfig(cwd: string, approvals: string | null = null): RepoConfig {
   let path: string;
   let raw: Buffer;
   try {
@@ -63,10 +75,63 @@ export function loadRepoConfig(cwd: string): RepoConfig {
   if (raw.length > MAX_BYTES) return { ...DEFAULTS, path, capture: false, error: `larger than ${MAX_BYTES} bytes` };
   try {
     const text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
-    return { ...parseRepoConfig(text), path };
+    const config = { ...parseRepoConfig(text), path };
+    if (config.project === null || allowed(config.project, path, cwd, approvals)) return config;
+    return { ...config, project: null, ignored: config.project };
   } catch (error) {
     return { ...DEFAULTS, path, capture: false, error: (error as Error).message.split("\n")[0] ?? "unreadable" };
   }
+}
+
+/** Whether the file's project name may be used: it is the detected one, or the user allowed
+ * this file with this name (repo_config.py `_allowed`). */
+function allowed(name: string, path: string, cwd: string, approvals: string | null): boolean {
+  let detected: string | null = null;
+  try {
+    detected = detectProject(cwd);
+  } catch {
+    // an unreadable repository: no detected name to match
+  }
+  if (name === detected) return true;
+  return approvals !== null && allowedNames(approvals).get(path) === name;
+}
+
+/** file's path -> allowed name from the approvals file; empty when it is missing, cannot be
+ * read, or the path is relative (it would be read in the agent's folder, which a repository
+ * could fill). */
+export function allowedNames(approvals: string): Map<string, string> {
+  const names = new Map<string, string>();
+  if (!isAbsolute(approvals)) return names;
+  try {
+    const raw = readFileSync(approvals);
+    if (raw.length > MAX_APPROVALS_BYTES) return names;
+    const data: unknown = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+    const entries = typeof data === "object" && data !== null && !Array.isArray(data)
+      ? (data as Record<string, unknown>)["allowed"] : null;
+    if (typeof entries !== "object" || entries === null || Array.isArray(entries)) return names;
+    const pairs = Object.entries(entries);
+    if (!pairs.every(([, value]) => typeof value === "string")) return names; // as Python: all or none
+    for (const [path, value] of pairs) names.set(path, value as string);
+  } catch {
+    // no approvals file yet, or a broken one: nothing is allowed
+  }
+  return names;
+}
+
+/** One line for the hook log when part of the file is not used (repo_config.py `warning`). */
+export function repoWarning(config: RepoConfig): string | null {
+  if (config.error) return `${config.path}: ${config.error}`;
+  if (config.ignored !== undefined && config.path !== null) {
+    return `${config.path}: [project] name "${config.ignored}" is ignored until you allow it: ` +
+      `run \`memory-mcp allow ${shellQuote(dirname(config.path))}\``;
+  }
+  return null;
+}
+
+/** Python's `shlex.quote`, so the advice can be pasted. */
+function shellQuote(text: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(text)) return text;
+  return `'${text.replace(/'/g, `'"'"'`)}'`;
 }
 
 /** The three keys from the file's text; throws on a malformed line or any other table or key. */

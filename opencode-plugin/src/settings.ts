@@ -189,6 +189,12 @@ export function spoolPath(settings: Settings): string {
   return join(dirname(settings.dbPath), "spool");
 }
 
+/** The user's approvals of repository files' project names, beside the db file
+ * (harness/repo_config.py `approvals_file`, written by `memory-mcp allow`). */
+export function approvalsPath(settings: Settings): string {
+  return join(dirname(settings.dbPath), "repo-approvals.json");
+}
+
 /** The hooks' shared back-off state, beside the db file (config.py `backoff_path`). */
 export function backoffPath(settings: Settings): string {
   return join(dirname(settings.dbPath), "hooks.backoff.json");

@@ -159,6 +159,8 @@ describe(".semantic-memory.toml", () => {
     const root = tempDir();
     try {
       const cwd = repository(root, '[recall]\nenabled = false\n[project]\nname = "acme/pinned"\n');
+      // The user allowed this file's name (`memory-mcp allow`): it is not the detected one.
+      writeFileSync(join(dir, "repo-approvals.json"), JSON.stringify({ allowed: { [join(root, ".semantic-memory.toml")]: "acme/pinned" } }));
       await store(service.url, "The pinned service deploys from the release branch", "acme/pinned");
       const memory = plugin(cwd);
       assert.equal(memory.project, "acme/pinned");

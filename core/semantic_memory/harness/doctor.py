@@ -23,7 +23,7 @@ from .client import (
     ServiceUnavailable,
     resolve_url,
 )
-from .repo_config import load_repo_config, project_for
+from .repo_config import approvals_file, load_repo_config, project_for
 from .urls import split_url
 
 HEALTH_TIMEOUT_S = 2.0
@@ -133,11 +133,13 @@ def report(settings: Settings, adapters: dict[str, Any],
 
 def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
     """The project folder's `.semantic-memory.toml` in effect, and the project name hooks
-    run there would use (MEMORY_PROJECT, else the file's name, else detected)."""
+    run there would use (MEMORY_PROJECT, else the file's name if allowed, else detected);
+    `ignored_name`: the file's name awaiting the user's `memory-mcp allow`."""
     folder = project_dir or Path(".").resolve()
-    repo = load_repo_config(folder)
+    repo = load_repo_config(folder, approvals_file(settings))
     return {"file": str(repo.path) if repo.path else None, "capture": repo.capture,
             "recall": repo.recall, "project_name": repo.project, "error": repo.error,
+            "ignored_name": repo.ignored, "warning": repo.warning(),
             "project": project_for(folder, repo, settings.project),
             "summary": repo.describe()}
 
