@@ -363,8 +363,7 @@ def test_codex_config_without_a_final_newline_installs_once_and_comes_back(
     second install moved the blank lines, a third moved them back, and uninstall after a
     re-install left a newline and a backup behind."""
     env = cli_env(tmp_path)
-    config = tmp_path / ".codex" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "codex" / "config.toml"  # CODEX_HOME
     config.write_bytes(b'model = "o3"')
     ok(env, "install", "codex")
     text = config.read_text()

@@ -352,6 +352,8 @@ def test_a_file_naming_another_project_is_ignored_until_the_user_allows_it(
 
     said, entry = ask("s-bait-1")
     assert "Tuesday" not in said and entry["project"] == "github.com/evil/bait", entry
+    assert entry["warning"] == (f'{config}: [project] name "{PRIVATE_PROJECT}" is ignored until '
+                                f"you allow it: run `memory-mcp allow {cwd.parent}`"), entry
     runs = every_write(env, cwd, "the bait repo's build writes to /tmp/bait-out")
     assert all(run.returncode == 0 for run in runs)
     assert {e["outcome"] for e in hook_log(tmp_path)[-3:]} == {"stored"}

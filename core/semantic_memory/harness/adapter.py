@@ -136,9 +136,9 @@ class HookCall:
     def repo(self) -> RepoConfig:
         """The repository's `.semantic-memory.toml` (defaults when it has none)."""
         if self._repo is _UNSET:
-            from .repo_config import load_repo_config
+            from .repo_config import approvals_file, load_repo_config
 
-            self._repo = load_repo_config(self.cwd)
+            self._repo = load_repo_config(self.cwd, approvals_file(self.settings))
         return self._repo
 
     @property
@@ -161,8 +161,8 @@ class HookCall:
     def opted_out(self, what: str) -> bool:
         """True (and the run skipped) when the repository's file turns `what` off."""
         repo = self.repo
-        if repo.error:
-            self.warning = f"{repo.path}: {repo.error}"
+        if (line := repo.warning()) is not None:  # unreadable, or a name awaiting approval
+            self.warning = line
         enabled = repo.capture if what == "capture" else repo.recall
         if enabled:
             return False

@@ -232,13 +232,14 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
                    on_ready: Callable[[], None]) -> None:
     """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
     runs this in a thread and relays the agent's messages); `on_ready` once it serves."""
+    from ..harness.repo_config import approvals_file
     from .mcp_tools import Workspace, build_tools
     from .runner import _setup_logging
 
     _setup_logging()
     # The agent starts the proxy in its working folder: that repository's file binds the
     # tools, and names the project of what they store, as it does for the hooks.
-    mcp = build_tools(RestBackend(settings), Workspace(os.getcwd(), settings.project))
+    mcp = build_tools(RestBackend(settings), Workspace(os.getcwd(), settings.project, approvals_file(settings)))
     on_ready()
     # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
     anyio.run(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"), os.fdopen(stdout_fd, "wb"))

@@ -18,6 +18,7 @@ token-gated HTTP maintenance routes, where prompt injection cannot reach it.
 
 # No `from __future__ import annotations`: the SDK evaluates tool signatures, and memory_store's
 # annotations use a local (the configured content limit).
+import logging
 from typing import Annotated, Any, Protocol
 
 import anyio
@@ -44,6 +45,8 @@ from .mcp_browse import register_browsing
 from .mcp_logging import embedder_fallback
 from .mcp_server import MemoryMCP
 from .rest import recall_item
+
+log = logging.getLogger("semantic_memory.service")
 
 MAX_LIST = 100
 MAX_BUDGET = 20_000
@@ -232,13 +235,22 @@ class Workspace:
     would give it (`repo_config.project_for`). Both are read at each call, as each hook run
     reads them: a file committed or pulled mid-session counts from the next call."""
 
-    def __init__(self, cwd: str, configured_project: str | None) -> None:
+    def __init__(self, cwd: str, configured_project: str | None, approvals: str) -> None:
         self.cwd = cwd
         #: MEMORY_PROJECT, which wins over the repository's file and the detected name.
         self.configured_project = configured_project or None
+        #: The user's approvals of repository files' project names (`memory-mcp allow`).
+        self.approvals = approvals
+        self._warned: set[str] = set()
 
     def repo(self) -> RepoConfig:
-        return load_repo_config(self.cwd)
+        """The repository's file as read now; what of it is not used (unreadable, a name
+        awaiting approval) is said once on stderr, where the agent's MCP log keeps it."""
+        repo = load_repo_config(self.cwd, self.approvals)
+        if (line := repo.warning()) is not None and line not in self._warned:
+            self._warned.add(line)
+            log.warning("%s", line)
+        return repo
 
     def require(self, what: str, refused: str) -> RepoConfig:
         """The repository's settings; ToolError naming the file when it turns `what`

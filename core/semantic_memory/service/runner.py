@@ -197,11 +197,12 @@ def serve_stdio(settings: Settings) -> int:
     _setup_logging()
     with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
         engine = open_engine(settings)
+        from ..harness.repo_config import approvals_file
         from .mcp_tools import Workspace, build_mcp
 
         # An agent starts `--stdio` in its working folder, as it starts the proxy: that
         # repository's .semantic-memory.toml binds the tools, and gives stores their project.
-        mcp = build_mcp(engine, Workspace(os.getcwd(), settings.project))
+        mcp = build_mcp(engine, Workspace(os.getcwd(), settings.project, approvals_file(settings)))
     import anyio
 
     from . import maintenance
