@@ -121,6 +121,8 @@ class HookCall:
         self.spooled, self.spool_reason = spooled, spool_reason
         self.write_until = write_until  # time.monotonic(); None: no limit
         self.unwritten = 0
+        #: Memories in the writes spooled (an exchange item counts its pieces), as `unwritten`.
+        self.spooled_memories = 0
         self.lost = ""
         self.wrote = False
         self.warning = warning
@@ -244,6 +246,7 @@ class HookCall:
         spool.append(beside_db(self.settings, "spool"), "/ingest", body, harness=self.harness,
                      event=self.event)
         self.spooled += 1
+        self.spooled_memories += sum(memories_of(item) for item in body.get("items", [body]))
         self.spool_reason = self.spool_reason or reason
 
     def shortfall(self) -> str:

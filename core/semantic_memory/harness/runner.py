@@ -366,12 +366,12 @@ def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
         bodies, run.watchdog.in_flight = run.watchdog.in_flight, None
         call.spool_all(bodies, "the service did not answer in time")
         call.wrote = True
-    if call.unwritten:
-        return {"outcome": "error", "detail": f"{spent}; {call.spooled} write(s) spooled "
-                                              f"({call.spool_reason}), {call.shortfall()}"}
+    spooled = f"{call.spooled_memories} spooled in {call.spooled} write(s)"
+    if call.unwritten:  # counted in memories, as the spooled ones
+        return {"outcome": "error", "detail": f"{spent}; {spooled} ({call.spool_reason}), "
+                                              f"{call.shortfall()}"}
     if call.spooled:
-        return {"outcome": "spooled",
-                "detail": f"{spent}; {call.spooled} write(s) spooled ({call.spool_reason})"}
+        return {"outcome": "spooled", "detail": f"{spent}; {spooled} ({call.spool_reason})"}
     if call.wrote:
         return {"outcome": "stored", "detail": f"{spent} once its writes were stored"}
     return None
