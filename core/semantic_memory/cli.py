@@ -667,7 +667,7 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
 
 _scope_options = [
     click.option("--project", type=click.Path(file_okay=False),
-                 help="Install into this project's config instead of the user's."),
+                 help="This project's config instead of the user's."),
     click.option("--dry-run", is_flag=True, help="Print the diff; change nothing."),
 ]
 
