@@ -23,7 +23,7 @@ from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
 from .models import NewMemory, RecallFilters, TimeOutOfRange, iso, parse_time
 from .ingest import validate
-from .pipeline import DAY, EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
+from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
 from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
@@ -346,7 +346,7 @@ def forgotten(obj: Context, project: str | None, limit: int, as_json: bool) -> N
     """Forgotten memories not yet purged, the latest forgotten first (`unforget UID`)."""
     found = obj.engine.forgotten(project, min(limit, SQL_INT_MAX - 1) + 1)
     memories, more = found[:limit], len(found) > limit
-    purged_after = _purged_after(obj.settings)
+    purged_after = obj.settings.forget_purged_after_s
     if as_json:
         _echo_json([m.to_dict() | {"forgotten_at": iso(m.updated_at),
                                    "purged_after": iso(m.updated_at + purged_after)
@@ -365,12 +365,6 @@ def forgotten(obj: Context, project: str | None, limit: int, as_json: bool) -> N
     if more:
         click.echo(f"More than {limit} forgotten memories: raise --limit to see them all.",
                    err=True)
-
-
-def _purged_after(settings: Settings) -> float | None:
-    """Seconds after its forget that a service start purges a forgotten memory (None: only
-    `memory-mcp purge` does, MEMORY_MAINTENANCE_ON_START being off)."""
-    return settings.forget_grace_days * DAY if settings.maintenance_on_start else None
 
 
 @cli.command()

@@ -306,6 +306,12 @@ class Settings(SettingsSection):
         return Path(self.db_path).expanduser()
 
     @property
+    def forget_purged_after_s(self) -> float | None:
+        """Seconds after its forget that a service start purges a forgotten memory; None when
+        no start does (MEMORY_MAINTENANCE_ON_START off: only a person's purge removes it)."""
+        return self.forget_grace_days * 86_400.0 if self.maintenance_on_start else None
+
+    @property
     def spool_path(self) -> Path:
         """The write spool's folder, beside the db file (see spool.py)."""
         return self.resolved_db_path.with_name("spool")

@@ -38,7 +38,7 @@ from ..models import (
     parse_time,
 )
 from ..ingest import validate
-from ..pipeline import DAY, MemoryEngine
+from ..pipeline import MemoryEngine
 from ..stores import StoreError
 from . import fastparse, threads
 from .auth import bearer_ok
@@ -476,13 +476,6 @@ async def forget_memory(request: Request) -> JSONResponse:
     return JSONResponse({"forgotten": uid, "current_again": current})
 
 
-def purge_grace_s(settings: Settings) -> float | None:
-    """Seconds after its forget that a service start purges a forgotten memory; None when no
-    start does (MEMORY_MAINTENANCE_ON_START off: only a person's purge removes it). The same
-    reckoning as `memory-mcp forgotten`'s."""
-    return settings.forget_grace_days * DAY if settings.maintenance_on_start else None
-
-
 def forgotten_item(memory: Memory, grace_s: float | None) -> dict[str, Any]:
     """A forgotten memory as `GET /api/forgotten` lists it: its `updated_at` is when it was
     forgotten (`forgotten_at`), from which the start-up purge's grace counts."""
@@ -498,7 +491,7 @@ async def list_forgotten(request: Request) -> JSONResponse:
     engine = engine_of(request)
     # One more than asked for, to know whether there are more.
     found = await threads.read(engine.forgotten, q.project, q.limit + 1)
-    grace_s = purge_grace_s(engine.settings)
+    grace_s = engine.settings.forget_purged_after_s
     return JSONResponse({
         "items": [forgotten_item(m, grace_s) for m in found[:q.limit]],
         "limit": q.limit, "has_more": len(found) > q.limit,
