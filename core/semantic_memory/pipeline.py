@@ -491,10 +491,11 @@ class MemoryEngine:
         return self.store.count(filters, at_most)
 
     def counts(self) -> dict[str, int]:
-        """Cheap totals for health checks: live and forgotten memories, injection reports."""
+        """Cheap totals for health checks: live and forgotten memories, injection reports
+        (index counts, no row read)."""
         with self.store.snapshot() as conn:
             live, deleted = self.store.totals(conn)
-            injections = self.store.injection_totals(conn, now())["total"]
+            injections = self.store.injection_count(conn)
         return {"memories": live, "forgotten": deleted, "injections": injections}
 
     def export(self, include_deleted: bool = False) -> Iterator[dict[str, Any]]:

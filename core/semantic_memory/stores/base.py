@@ -612,6 +612,11 @@ class SQLMemoryStore:
                              (uid, max(0, limit), max(0, offset))).fetchall()
         return [injection_to_dict(r) for r in rows], total
 
+    def injection_count(self, conn: Any) -> int:
+        """How many injection reports there are: a count of the smallest index, where
+        `injection_totals` reads every report for its sums."""
+        return int(self._run(conn, "SELECT count(*) FROM injections").fetchone()[0])
+
     def injection_totals(self, conn: Any, since: float) -> dict[str, int]:
         """Injection reports, all and since `since`, and the characters they injected."""
         total, recent, chars, recent_chars = self._run(
@@ -630,11 +635,13 @@ class SQLMemoryStore:
                   "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50")}
 
     def top_injected(self, conn: Any, top: int) -> list[tuple[str, int, str | None]]:
-        """(uid, injections, content or None once purged) of the most-injected memories."""
+        """(uid, injections, content or None once purged) of the most-injected memories: the
+        items counted per uid in their index alone, and only the top ones joined to their
+        memory (joining every item first read a memory per item: 0.9 s for 500k items)."""
         return [(u, int(n), c) for u, n, c in self._run(
-            conn, "SELECT i.uid, count(*) AS n, min(m.content) FROM injection_items i "
-                  "LEFT JOIN memories m ON m.uid = i.uid GROUP BY i.uid ORDER BY n DESC, i.uid "
-                  "LIMIT ?", (top,))]
+            conn, "SELECT t.uid, t.n, m.content FROM (SELECT uid, count(*) AS n "
+                  "FROM injection_items GROUP BY uid ORDER BY n DESC, uid LIMIT ?) AS t "
+                  "LEFT JOIN memories m ON m.uid = t.uid ORDER BY t.n DESC, t.uid", (top,))]
 
     def injections_per_day(self, conn: Any, start: float) -> dict[str, tuple[int, int]]:
         """"YYYY-MM-DD" (UTC) -> (injections, characters) since `start`."""
