@@ -201,3 +201,37 @@ def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> 
                 "web": 1, "api": 1, "": 1}
     finally:
         engine.close()
+
+
+PAGE_INDEXES = {"memories_project_updated": ["project", "updated_at"],
+                "memories_kind": ["kind", "updated_at"],
+                "memories_source": ["source", "updated_at"]}
+
+
+def test_a_v9_store_gains_an_index_per_filter_of_a_list_page(tmp_path: Path) -> None:
+    """v10: a project's, kind's or source's list page reads its newest entries in an index of
+    its own, built once on upgrade (before, a big project's page sorted all its memories and
+    a rare kind's walked every memory)."""
+    path = tmp_path / "v9.db"
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    engine.ingest([NewMemory(text, project="api", kind="decision") for text in (
+        "We chose Postgres for the api", "The api is versioned in its path",
+        "Api errors follow RFC 9457")] + [NewMemory("the web app builds with vite")])
+    engine.close()
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP INDEX memories_project_updated; DROP INDEX memories_kind; "
+                       "DROP INDEX memories_source; PRAGMA user_version = 9;")
+    conn.close()
+    engine = MemoryEngine(Settings(db_path=str(path)))
+    conn = engine.store.read()
+    assert engine.store.schema_version == SCHEMA_VERSION
+    assert {name: [r[2] for r in conn.execute(f"PRAGMA index_info({name})")]
+            for name in PAGE_INDEXES} == PAGE_INDEXES
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM memories m WHERE m.deleted = 0 AND m.kind = ? "
+        "ORDER BY m.updated_at DESC, m.id DESC LIMIT 20", ("decision",)))
+    assert "memories_kind" in plan and "TEMP B-TREE" not in plan
+    assert [m.content for m in engine.list(RecallFilters(project="api"), 2)] == [
+        "Api errors follow RFC 9457", "The api is versioned in its path"]
+    assert engine.count(RecallFilters(kind="decision")) == 3
+    engine.close()

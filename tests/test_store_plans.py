@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from semantic_memory.config import Settings
+from semantic_memory.models import RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.stores.base import SQLMemoryStore
 
@@ -137,6 +138,56 @@ def uses(plans: list[Plan], sql_pattern: str, index: str) -> None:
     assert matching, [sql for sql, _ in plans]
     for sql, steps in matching:
         assert any(f"INDEX {index} " in s + " " for s in steps), (sql, steps)
+
+
+def test_start_up_maintenance_reads_only_the_forgotten_and_expired(
+        engine: MemoryEngine) -> None:
+    """F1: the purge of memories forgotten before the grace period read `memories_updated`
+    over every memory older than the cutoff, the artifact TTL every memory older than its
+    own: ~2 s at 1M memories with nothing to purge, inside the write lock at every start."""
+    with planned() as plans:
+        report = engine.startup_maintenance()
+    assert report is not None and report.soft_deleted == report.expired_artifacts == 0
+    assert_bounded(plans)
+    uses(plans, r"deleted = 1 AND \+?updated_at <", "memories_forgotten")
+    uses(plans, r"kind = \S+ AND updated_at <", "memories_kind")
+
+
+@pytest.mark.parametrize("filters", [
+    RecallFilters(project="big"), RecallFilters(project="p4"), RecallFilters(global_only=True),
+    RecallFilters(project="big", since=time.time() - 30 * DAY)],
+    ids=["big", "small", "global", "big-since"])
+def test_a_projects_page_reads_its_newest_entries_unsorted(engine: MemoryEngine,
+                                                           filters: RecallFilters) -> None:
+    """F2: a project's page sorted all its memories (half the store: 2.6 s at 1M)."""
+    with planned() as plans:
+        page = engine.list(filters, 20, 0)
+        total = engine.count(filters)
+    assert len(page) == 20 and total > 20
+    assert_bounded(plans)
+    uses(plans, r"ORDER BY m.updated_at DESC", "memories_project_updated")
+
+
+@pytest.mark.parametrize("column, value, index", [
+    ("kind", "artifact", "memories_kind"), ("kind", "absent", "memories_kind"),
+    ("kind", "note", "memories_kind"), ("source", "hook", "memories_source")])
+def test_a_kind_or_source_page_and_its_count_read_their_own_index(
+        engine: MemoryEngine, column: str, value: str, index: str) -> None:
+    """F3: a kind or source page walked every memory newest first until it had a page (a
+    rare kind: all of them), and its exact count read every row."""
+    filters = RecallFilters(**{column: value})
+    with planned() as plans:
+        page = engine.list(filters, 20, 0)
+        total = engine.count(filters)
+        bounded = engine.count(filters, at_most=100)
+    with engine.store.snapshot() as conn:
+        expected = conn.execute(
+            f"SELECT count(*) FROM memories WHERE {column} = ? AND deleted = 0 "
+            "AND superseded_by IS NULL", (value,)).fetchone()[0]
+    assert total == expected and bounded == min(expected, 100)
+    assert len(page) == min(expected, 20)
+    assert_bounded(plans)
+    uses(plans, r"ORDER BY m.updated_at DESC", index)
 
 
 #: What `top_injected` answered before: every item joined to its memory, then grouped.

@@ -483,8 +483,9 @@ class MemoryEngine:
 
     def count(self, filters: RecallFilters | None = None, at_most: int | None = None) -> int:
         """How many current memories pass `filters` (all of them without). With `at_most`,
-        min(that, at_most): a page's total without counting every match (a kind or source
-        filter reads rows one by one; the others are exact from indexes either way)."""
+        min(that, at_most): a page's total without counting every match. One filter (a
+        project, kind or source, with or without `since`) is exact from its index either way;
+        two (a project and a kind) read the rows of one of them, which `at_most` bounds."""
         filters = filters or RecallFilters()
         if at_most is None:
             return self.store.count(filters)
