@@ -69,6 +69,15 @@ def top_values(counts: dict[str | None, int], *, named_only: bool = False, limit
     return dict(ranked[:max(0, limit)])
 
 
+def starting_with(counts: dict[str | None, int], prefix: str) -> list[tuple[str, int]]:
+    """(value, count) of `value_counts`' counts whose value starts with `prefix`, letter case
+    aside (both lower-cased), most first, then by value; None (no value) is left out."""
+    folded = prefix.lower()
+    return sorted(((value, n) for value, n in counts.items()
+                   if value is not None and value.lower().startswith(folded)),
+                  key=lambda item: (-item[1], item[0]))
+
+
 def _value_conditions(where: str, include_superseded: bool) -> str | None:
     """`RecallFilters.sql("m")`'s condition without its opening live (and current) clauses,
     which take no parameter: the filters on values alone, "" for none. None if the condition
@@ -333,16 +342,12 @@ class SQLMemoryStore:
 
     def values(self, column: str, prefix: str) -> list[tuple[str, int]]:
         """(value, current memories) of `column` starting with `prefix`, case-insensitive,
-        most used first."""
+        most used first: `value_counts`' counts (its index, not every row), filtered here."""
         if column not in VALUE_COLUMNS:
             raise ValueError(f"values: unknown column {column!r}")
-        if "\0" in prefix:  # no stored value holds one; SQLite's LIKE would stop at it
-            return []
-        like = prefix.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        return [(str(v), n) for v, n in self._run(
-            self.read(), f"SELECT {column}, count(*) FROM memories WHERE deleted = 0 AND "
-                         f"superseded_by IS NULL AND {column} IS NOT NULL AND lower({column}) LIKE ? ESCAPE '\\' "
-                         f"GROUP BY {column} ORDER BY 2 DESC, 1", (like,))]
+        with self.snapshot() as conn:
+            counts = self.value_counts(conn, (column,))[column]
+        return starting_with(counts, prefix)
 
     def export(self, include_deleted: bool) -> Iterator[Memory]:
         """Every memory (live, and forgotten with `include_deleted`), oldest first."""
