@@ -33,6 +33,24 @@ and their median. Tasks:
 - import: `memory-mcp import` of 2,000 new lines into a copy of the store (a process of its
   own, as a person runs it): seconds, then recall p50 over LoCoMo questions on the result.
 
+- purge: `startup_maintenance()` (what every service start runs, inside the write lock) on a
+  store with nothing due: seconds, and what it removed (nothing, or the figure is not that).
+- pages: a list page (20) and its count as REST /api/memories, MCP memory_list and
+  memory://recent/{project} ask them, for the biggest project, a project of 5%, the global
+  memories, a rare kind (artifact), a kind no memory has and a source (hook); and the count
+  bounded to 1,000 (`at_most`).
+- values: `values(column, prefix)` as MCP resources/list and completion ask it: every
+  project (a fresh engine, then again), kinds starting with "d".
+- telemetry: `injection_summary()` (its top ten joined to their memories) and `counts()`
+  (/health).
+- ingest: 2,000 new memories in one batch as `memory-mcp import` does, and a hook's single
+  new memory (median of 20), into the shared copy itself: what each tree's indexes cost a
+  write into a store of this size (the copy grows by 2,020 memories a round).
+
+When the tree's schema is newer than the baseline's, the baseline cannot open the copy once
+the tree has upgraded it: every baseline round runs first, then the tree's upgrade of the copy
+(`upgrade`, timed: what the first start of the new release costs), then the tree's rounds.
+
 `--merge-effect N,...` (this tree only): for each N, N new memories ingested into a copy as
 the import does, and a second copy of that merged (its seconds); then recall p50/p95 (whole
 store and one project) on both, alternately, `--rounds` times on the same questions: what
@@ -59,6 +77,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 TASKS = ("stats", "count", "export", "markdown", "import")
+#: Tasks of the big-store paths (QA's 1M-memory store: docs/benchmarks.md, "Big stores").
+SCALE_TASKS = ("purge", "pages", "values", "telemetry", "ingest")
 PLUGINS = "bm25_porter,bm25_trigram"
 IMPORT_LINES = 2_000
 #: What `--mixed` does to the shared copy (every id lands in at most one of the last two).
@@ -138,6 +158,101 @@ def task_count(db: str) -> dict:
                 _timed(lambda f=filters: engine.count(f, at_most=1000)) for _ in range(3)))
     engine.close()
     return out
+
+
+def _median_ms(fn: Any, times: int = 3) -> float:
+    return _ms(statistics.median(_timed(fn) for _ in range(times)))
+
+
+def task_purge(db: str) -> dict:
+    engine = _engine(db)  # default settings: maintenance on, the default TTLs and grace
+    reports: list[dict] = []
+    seconds = [_timed(lambda: reports.append(engine.startup_maintenance().to_dict()))
+               for _ in range(3)]
+    engine.close()
+    return {"startup_maintenance_ms": _ms(statistics.median(seconds)),
+            "removed": reports[0]}
+
+
+#: The filters a page is timed with: (name, RecallFilters keywords).
+PAGES = (("project_big", {"project": "big"}), ("project_5pc", {"project": "p4"}),
+         ("global", {"global_only": True}), ("kind_rare", {"kind": "artifact"}),
+         ("kind_absent", {"kind": "nosuch"}), ("source_hook", {"source": "hook"}))
+
+
+def task_pages(db: str) -> dict:
+    import inspect
+
+    from semantic_memory.models import RecallFilters
+
+    engine = _engine(db)
+    bounded = "at_most" in inspect.signature(engine.count).parameters
+    out: dict[str, float] = {}
+    for name, given in PAGES:
+        filters = RecallFilters(**given)
+        out[f"{name}_page_ms"] = _median_ms(lambda f=filters: engine.list(f, 20, 0))
+        out[f"{name}_count_ms"] = _median_ms(lambda f=filters: engine.count(f))
+        if bounded:
+            out[f"{name}_count_at_most_1000_ms"] = _median_ms(
+                lambda f=filters: engine.count(f, at_most=1000))
+    engine.close()
+    return out
+
+
+def task_values(db: str) -> dict:
+    engine = _engine(db)
+    first = _timed(lambda: engine.values("project", "", 1000))
+    again = _median_ms(lambda: engine.values("project", "", 1000))
+    kinds = _median_ms(lambda: engine.values("kind", "d", 100))
+    engine.close()
+    return {"projects_first_ms": _ms(first), "projects_again_ms": again,
+            "kinds_d_ms": kinds}
+
+
+def task_telemetry(db: str) -> dict:
+    engine = _engine(db)
+    out = {"injection_summary_ms": _median_ms(engine.injection_summary),
+           "counts_ms": _median_ms(engine.counts)}
+
+    def top() -> None:
+        with engine.store.snapshot() as conn:
+            engine.store.top_injected(conn, 10)
+
+    out["top_injected_ms"] = _median_ms(top)
+    engine.close()
+    return out
+
+
+def task_ingest(db: str) -> dict:
+    from semantic_memory.cli import IMPORT_BATCH
+    from semantic_memory.models import NewMemory
+
+    engine = _engine(db)
+    tag = f"{os.getpid()}-{time.time()}"  # new text every round and tree
+    batch = [NewMemory(f"imported note {i} {tag} about the build pipeline and its cache",
+                       kind="fact", source="import", project="p7")
+             for i in range(IMPORT_BATCH)]
+    seconds = _timed(lambda: engine.ingest(batch, batch_is_session=False))
+    single = [_timed(lambda i=i: engine.store_one(NewMemory(
+        f"hook note {i} {tag}: the release branch is cut on fridays", kind="fact",
+        source="hook", project="p3"))) for i in range(20)]
+    engine.close()
+    return {"batch_per_s": round(IMPORT_BATCH / seconds),
+            "single_p50_ms": _ms(statistics.median(single))}
+
+
+def task_upgrade(db: str) -> dict:
+    """Open the copy with this tree: its schema upgrade, if any, is the time."""
+    from semantic_memory.stores.sqlite import SQLiteStore
+
+    seconds = _timed(lambda: SQLiteStore(db).close())
+    return {"seconds": round(seconds, 2)}
+
+
+def task_schema(db: str) -> dict:
+    from semantic_memory.stores.sqlite import SCHEMA_VERSION
+
+    return {"version": SCHEMA_VERSION}
 
 
 def task_export(db: str) -> dict:
@@ -260,6 +375,18 @@ def _run(tree: Path, task: str, db: str, lines: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _round(tree: Path, task: str, shared: str, lines: str, tmp: str) -> dict:
+    """One task of one tree; an import goes into a fresh copy of the shared store."""
+    if task != "import":
+        return _run(tree, task, shared, lines)
+    db = str(Path(tmp) / "import.db")
+    shutil.copyfile(shared, db)
+    try:
+        return _run(tree, task, db, lines)
+    finally:
+        os.unlink(db)
+
+
 def _median(runs: list[dict]) -> dict:
     out: dict[str, Any] = {}
     for key, value in runs[0].items():
@@ -275,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True, help="a store built by bench/scale.py's helper")
     parser.add_argument("--baseline", help="a revision to measure in the same run")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help=f"of {', '.join(TASKS + SCALE_TASKS)}")
     parser.add_argument("--mixed", action="store_true", help="edit the copy first (MIXED)")
     parser.add_argument("--merge-effect", help="import sizes: recall unmerged and merged")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -312,21 +440,27 @@ def main(argv: list[str] | None = None) -> int:
                                          "project": "p7", "kind": "fact"}) + "\n")
         results: dict[str, dict[str, list[dict]]] = {name: {t: [] for t in tasks}
                                                       for name in trees}
-        for _ in range(args.rounds):
-            for task in tasks:
-                for name, tree in trees.items():
-                    db = shared
-                    if task == "import":
-                        db = str(Path(tmp) / "import.db")
-                        shutil.copyfile(shared, db)
-                    result = _run(tree, task, db, lines)
-                    results[name][task].append(result)
-                    print(json.dumps({"tree": name, task: result}), file=sys.stderr, flush=True)
-                    if task == "import":
-                        os.unlink(db)
+        versions = {name: _run(tree, "schema", shared, lines)["version"]
+                    for name, tree in trees.items()}
+        upgrade: dict | None = None
+        if len(set(versions.values())) == 1:  # alternately, round by round
+            phases = [list(trees.items())]
+        else:  # the baseline first: it cannot open the copy once the tree upgraded it
+            phases = [[(name, tree)] for name, tree in trees.items()]
+        for phase in phases:
+            if phase[0][0] == "tree" and len(phases) > 1:
+                upgrade = _run(REPO, "upgrade", shared, lines)
+                print(json.dumps({"upgrade": upgrade}), file=sys.stderr, flush=True)
+            for _ in range(args.rounds):
+                for task in tasks:
+                    for name, tree in phase:
+                        results[name][task].append(_round(tree, task, shared, lines, tmp))
+                        print(json.dumps({"tree": name, task: results[name][task][-1]}),
+                              file=sys.stderr, flush=True)
     report = {name: {task: {"median": _median(runs), "runs": runs} for task, runs in per.items()}
               for name, per in results.items()}
-    json.dump({"db": args.db, "mixed": args.mixed, "rounds": args.rounds, "results": report},
+    json.dump({"db": args.db, "mixed": args.mixed, "rounds": args.rounds,
+               "schema_versions": versions, "upgrade": upgrade, "results": report},
               sys.stdout, indent=2)
     print()
     return 0
