@@ -21,9 +21,9 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
-from .models import NewMemory, RecallFilters, TimeOutOfRange, iso, parse_time
+from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
 from .ingest import validate
-from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine
+from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect
 from .stores import StoreError, scheme_of, store_url
 
@@ -346,20 +346,17 @@ def forgotten(obj: Context, project: str | None, limit: int, as_json: bool) -> N
     """Forgotten memories not yet purged, the latest forgotten first (`unforget UID`)."""
     found = obj.engine.forgotten(project, min(limit, SQL_INT_MAX - 1) + 1)
     memories, more = found[:limit], len(found) > limit
-    purged_after = obj.settings.forget_purged_after_s
+    records = [forgotten_record(m, obj.settings.forget_purged_after_s) for m in memories]
     if as_json:
-        _echo_json([m.to_dict() | {"forgotten_at": iso(m.updated_at),
-                                   "purged_after": iso(m.updated_at + purged_after)
-                                   if purged_after is not None else None} for m in memories])
+        _echo_json(records)
         return
     if not memories:
         click.echo("No forgotten memory" + (" in this project" if project is not None else "")
                    + " awaits a purge.", err=True)
         return
     table = _table("uid", "forgotten", "purged after", "kind", "project", "content")
-    for m in memories:
-        _add_row(table, m.uid, iso(m.updated_at),
-                 iso(m.updated_at + purged_after) if purged_after is not None else "a purge",
+    for m, record in zip(memories, records, strict=True):
+        _add_row(table, m.uid, record["forgotten_at"], record["purged_after"] or "a purge",
                  m.kind, m.project or "", m.content[:100].replace("\n", " "))
     _print(table)
     if more:
@@ -376,12 +373,8 @@ def unforget(obj: Context, uid: str) -> None:
         result = obj.engine.unforget(uid)
     except UnknownMemory as exc:
         raise click.ClickException(str(exc)) from None
-    if result.status == "live":
-        raise click.ClickException(f"memory {uid} is not forgotten")
-    if result.status == "duplicate":
-        raise click.ClickException(
-            f"not unforgotten: memory {result.duplicate_of} now holds the same text in this "
-            f"project; {uid} stays forgotten")
+    if (refusal := result.refusal()) is not None:
+        raise click.ClickException(refusal)
     click.echo(f"unforgot {uid}: it is live again")
 
 

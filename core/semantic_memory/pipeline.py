@@ -127,6 +127,27 @@ class UnforgetResult:
     memory: Memory
     duplicate_of: str | None = None
 
+    def refusal(self) -> str | None:
+        """Why the memory was not brought back, in one line (None once `restored`)."""
+        uid = self.memory.uid
+        if self.status == "live":
+            return f"memory {uid} is not forgotten"
+        if self.status == "duplicate":
+            return (f"not unforgotten: memory {self.duplicate_of} now holds the same text in "
+                    f"this project; {uid} stays forgotten")
+        return None
+
+
+def forgotten_record(memory: Memory, purged_after_s: float | None) -> dict[str, Any]:
+    """A forgotten memory as `memory-mcp forgotten --json` and `GET /api/forgotten` list it:
+    its `updated_at` is when it was forgotten (`forgotten_at`), from which the start-up
+    purge's grace counts (`purged_after`; None when only a purge by hand removes it,
+    `Settings.forget_purged_after_s`)."""
+    return memory.to_dict() | {
+        "forgotten_at": iso(memory.updated_at),
+        "purged_after": iso(memory.updated_at + purged_after_s)
+        if purged_after_s is not None else None}
+
 
 @dataclass
 class PurgeReport:

@@ -29,16 +29,14 @@ from ..models import (
     PLUGIN_NAME,
     IngestResult,
     InjectionBlock,
-    Memory,
     NewMemory,
     RecallFilters,
     RecallHit,
     TimeOutOfRange,
-    iso,
     parse_time,
 )
 from ..ingest import validate
-from ..pipeline import MemoryEngine
+from ..pipeline import MemoryEngine, forgotten_record
 from ..stores import StoreError
 from . import fastparse, threads
 from .auth import bearer_ok
@@ -476,14 +474,6 @@ async def forget_memory(request: Request) -> JSONResponse:
     return JSONResponse({"forgotten": uid, "current_again": current})
 
 
-def forgotten_item(memory: Memory, grace_s: float | None) -> dict[str, Any]:
-    """A forgotten memory as `GET /api/forgotten` lists it: its `updated_at` is when it was
-    forgotten (`forgotten_at`), from which the start-up purge's grace counts."""
-    return memory.to_dict() | {
-        "forgotten_at": iso(memory.updated_at),
-        "purged_after": iso(memory.updated_at + grace_s) if grace_s is not None else None}
-
-
 async def list_forgotten(request: Request) -> JSONResponse:
     """The forgotten memories a purge has not removed yet, the latest forgotten first, each
     with `forgotten_at` and `purged_after` (null when only a purge by hand removes it)."""
@@ -493,7 +483,7 @@ async def list_forgotten(request: Request) -> JSONResponse:
     found = await threads.read(engine.forgotten, q.project, q.limit + 1)
     grace_s = engine.settings.forget_purged_after_s
     return JSONResponse({
-        "items": [forgotten_item(m, grace_s) for m in found[:q.limit]],
+        "items": [forgotten_record(m, grace_s) for m in found[:q.limit]],
         "limit": q.limit, "has_more": len(found) > q.limit,
         "grace_days": engine.settings.forget_grace_days if grace_s is not None else None})
 
@@ -507,13 +497,10 @@ async def unforget_memory(request: Request) -> JSONResponse:
         result = await threads.write(engine_of(request).unforget, uid)
     except UnknownMemory as exc:
         raise ApiError(404, str(exc), "uid") from None
-    if result.status == "live":
-        raise ApiError(409, f"memory {uid[:80]!r} is not forgotten", "uid")
-    if result.status == "duplicate":
-        return JSONResponse({
-            "error": f"not unforgotten: memory {result.duplicate_of} now holds the same text "
-                     f"in this project; {uid} stays forgotten",
-            "field": "uid", "duplicate_of": result.duplicate_of}, status_code=409)
+    if (refusal := result.refusal()) is not None:  # live, or its text is held by another
+        return JSONResponse({"error": refusal, "field": "uid",
+                             **({"duplicate_of": result.duplicate_of}
+                                if result.duplicate_of else {})}, status_code=409)
     return JSONResponse({"status": result.status, "memory": result.memory.to_dict()})
 
 

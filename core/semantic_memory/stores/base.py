@@ -502,11 +502,12 @@ class SQLMemoryStore:
             self.make_current(conn, [row[0]])
             return str(row[1])
 
-    def supersedes(self, uid: str) -> list[str]:
-        """The uids of the live memories that memory `uid` replaced, newest first."""
+    def supersedes(self, uid: str, conn: Any = None) -> list[str]:
+        """The uids of the live memories that memory `uid` replaced, newest first (in `conn`'s
+        transaction when given)."""
         return [r[0] for r in self._run(
-            self.read(), "SELECT uid FROM memories WHERE superseded_by = ? AND deleted = 0 "
-                         "ORDER BY updated_at DESC, id DESC", (uid,))]
+            conn or self.read(), "SELECT uid FROM memories WHERE superseded_by = ? AND "
+                                 "deleted = 0 ORDER BY updated_at DESC, id DESC", (uid,))]
 
     def forget(self, uid: str, ts: float) -> list[str] | None:
         """Soft-delete one memory, its `updated_at` set to `ts` (when it was forgotten: what
@@ -518,9 +519,7 @@ class SQLMemoryStore:
                                      "WHERE uid = ? AND deleted = 0", (ts, uid))
             if cursor.rowcount == 0:
                 return None
-            current = [r[0] for r in self._run(
-                conn, "SELECT uid FROM memories WHERE superseded_by = ? AND deleted = 0 "
-                      "ORDER BY updated_at DESC, id DESC", (uid,))]
+            current = self.supersedes(uid, conn)
             self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE superseded_by = ?",
                       (uid,))
             return current
