@@ -156,6 +156,41 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as a int"
 
 
+def test_a_bad_value_in_a_plugins_section_exits_as_a_core_one(db: Path) -> None:
+    """A plugin's own setting (the llama-cpp embedder's, the PostgreSQL store's) is a setting
+    too: exit code 2, one line, as a core one; it exited 1 like a failed command."""
+    for name in ("MEMORY_EMBED_BATCH", "MEMORY_DB_POOL_SIZE"):
+        env = {**os.environ, "MEMORY_DB_PATH": str(db), name: "many"}
+        for args in (["stats"], ["list"], ["serve", "--port", "0"]):
+            done = subprocess.run([sys.executable, "-m", "semantic_memory", *args],
+                                  capture_output=True, text=True, env=env, timeout=60)
+            assert done.returncode == 2, (name, args, done.stderr)
+            assert done.stderr == f"Error: {name}: cannot use 'many' as a int\n"
+
+
+def test_migrate_to_a_file_path_is_a_sqlite_file_where_the_user_is(tmp_path: Path) -> None:
+    """`--to copy.db` is the SQLite file copy.db in the user's folder, as `--db` reads one."""
+    source = tmp_path / "source.db"
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "semantic_memory", "--db", str(source),
+                               *args], cwd=work, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MEMORY_DB_PATH": str(tmp_path / "other.db")})
+
+    assert run_here("store", "the build uses ninja").returncode == 0
+    done = run_here("migrate", "--to", "copies/copy.db")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["target"] == str(work / "copies" / "copy.db")
+    listed = subprocess.run([sys.executable, "-m", "semantic_memory", "--db",
+                             str(work / "copies" / "copy.db"), "list", "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert [m["content"] for m in json.loads(listed.stdout)] == ["the build uses ninja"]
+    again = run_here("migrate", "--to", "copies/copy.db")
+    assert again.returncode == 1 and "is not empty" in again.stderr
+
+
 def test_a_relative_db_path_or_a_bare_db_url_is_refused(tmp_path: Path) -> None:
     """A relative MEMORY_DB_PATH is read against each process's folder: a hook's is the agent's
     repository, where its spool (text not yet redacted) landed and no service replayed it.

@@ -32,6 +32,13 @@ IMPORT_BATCH = 2_000
 SQL_INT_MAX = 2**63 - 1
 
 
+class BadSettings(click.ClickException):
+    """A setting the user gave (an env var, a plugin's section, MEMORY_PLUGINS) that cannot be
+    used: exit code 2, as `main` gives one met before any command, wherever it is found."""
+
+    exit_code = 2
+
+
 @dataclass
 class Context:
     """Lazily opened engine shared by the subcommands of one invocation."""
@@ -48,7 +55,7 @@ class Context:
             try:
                 self.pm = build_plugin_manager(self.settings)
             except ConfigError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise BadSettings(str(exc)) from None
         return self.pm
 
     @property
@@ -56,7 +63,9 @@ class Context:
         if self._engine is None:
             try:
                 self._engine = MemoryEngine(self.settings, plugin_manager=self.pm)
-            except (ConfigError, StoreError) as exc:  # a plugin's own section included
+            except ConfigError as exc:  # a plugin's own section included
+                raise BadSettings(str(exc)) from None
+            except StoreError as exc:
                 raise click.ClickException(str(exc)) from None
         return self._engine
 
@@ -108,7 +117,7 @@ def _settings(db: str | None) -> Settings:
         # a path given on the command line is the user's, relative to where they are
         return Settings.from_env(db_path=os.path.abspath(os.path.expanduser(db)))
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadSettings(str(exc)) from None
 
 
 #: C1 controls: JSON leaves them raw (it escapes only C0), and U+009B is a terminal's CSI.
@@ -194,7 +203,9 @@ def serve(obj: Context, stdio: bool, host: str | None = None, port: int | None =
             serve_stdio(settings)
         else:
             serve_http(settings)
-    except (ConfigError, StoreError, RuntimeError) as exc:
+    except ConfigError as exc:
+        raise BadSettings(str(exc)) from None
+    except (StoreError, RuntimeError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -528,7 +539,7 @@ def _open_channels(obj: Context, pm: PluginManager
         embedders = collect(pm, "register_embedders", "embedder", lambda e: e.name,
                             check_embedder, settings=obj.settings)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise BadSettings(str(exc)) from None
     if problem := choose_embedder(embedders, obj.settings.embedder)[1]:
         pm.refuse("embedders", problem)
     store = scheme_of(store_url(obj.settings))
@@ -1137,7 +1148,7 @@ def _umask() -> int:
 
 @cli.command()
 @click.option("--to", "target", required=True, metavar="URL",
-              help="The empty store to copy into: postgresql://… or sqlite:///path.")
+              help="The empty store to copy into: postgresql://…, sqlite:///path or a file path.")
 @pass_context
 def migrate(obj: Context, target: str) -> None:
     """Copy this store (MEMORY_DB_URL or --db) into the empty store at URL, then check the
@@ -1149,9 +1160,13 @@ def migrate(obj: Context, target: str) -> None:
     from .migrate import migrate as copy_store
 
     source = obj.engine
+    if "://" not in target:  # a file path, the user's, relative to where they are (as --db)
+        target = "sqlite:///" + os.path.abspath(os.path.expanduser(target))
     try:
         destination = MemoryEngine(replace(obj.settings, db_url=target))
-    except (ConfigError, StoreError) as exc:
+    except ConfigError as exc:
+        raise BadSettings(str(exc)) from None
+    except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     total = source.counts()
     try:
