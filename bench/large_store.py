@@ -37,8 +37,9 @@ and their median. Tasks:
   store with nothing due: seconds, and what it removed (nothing, or the figure is not that).
 - pages: a list page (20) and its count as REST /api/memories, MCP memory_list and
   memory://recent/{project} ask them, for the biggest project, a project of 5%, the global
-  memories, a rare kind (artifact), a kind no memory has and a source (hook); and the count
-  bounded to 1,000 (`at_most`).
+  memories, a rare kind (artifact), a kind no memory has and a source (hook), two filters
+  (project p3's notes: QA's store has two memories in p3; the big project's artifacts); and
+  the count bounded to 1,000 (`at_most`).
 - values: `values(column, prefix)` as MCP resources/list and completion ask it: every
   project (a fresh engine, then again), kinds starting with "d".
 - telemetry: `injection_summary()` (its top ten joined to their memories) and `counts()`
@@ -177,7 +178,9 @@ def task_purge(db: str) -> dict:
 #: The filters a page is timed with: (name, RecallFilters keywords).
 PAGES = (("project_big", {"project": "big"}), ("project_5pc", {"project": "p4"}),
          ("global", {"global_only": True}), ("kind_rare", {"kind": "artifact"}),
-         ("kind_absent", {"kind": "nosuch"}), ("source_hook", {"source": "hook"}))
+         ("kind_absent", {"kind": "nosuch"}), ("source_hook", {"source": "hook"}),
+         ("project_tiny_notes", {"project": "p3", "kind": "note"}),
+         ("project_big_artifacts", {"project": "big", "kind": "artifact"}))
 
 
 def task_pages(db: str) -> dict:

@@ -230,12 +230,19 @@ class SQLMemoryStore:
                         (uid,)).fetchone()
         return row_to_memory(row) if row else None
 
+    def memories_passing(self, conn: Any, filters: RecallFilters) -> str:
+        """The `memories m` a page or count of the memories passing `filters` reads. Here
+        as written: the engine's planner picks the index (PostgreSQL from the statistics it
+        keeps of each value)."""
+        return "memories m"
+
     def list(self, filters: RecallFilters, limit: int, offset: int) -> list[Memory]:
         """Live memories passing `filters`, newest-updated first."""
         where, params = filters.sql("m")
-        rows = self._run(self.read(),
-                         f"SELECT {MEMORY_COLUMNS_OF_M} FROM memories m WHERE {where} "
-                         "ORDER BY m.updated_at DESC, m.id DESC LIMIT ? OFFSET ?",
+        conn = self.read()
+        rows = self._run(conn, f"SELECT {MEMORY_COLUMNS_OF_M} FROM "
+                               f"{self.memories_passing(conn, filters)} WHERE {where} "
+                               "ORDER BY m.updated_at DESC, m.id DESC LIMIT ? OFFSET ?",
                          [*params, max(0, limit), max(0, offset)]).fetchall()
         return [row_to_memory(r) for r in rows]
 
@@ -248,18 +255,21 @@ class SQLMemoryStore:
         index alone; two (a project and a kind) read the rows of one, which `at_most` bounds."""
         where, params = filters.sql("m")
         if at_most is not None:
-            return self._run(self.read(), f"SELECT count(*) FROM (SELECT 1 FROM memories m "
-                                          f"WHERE {where} LIMIT ?) AS page",
+            conn = self.read()
+            return self._run(conn, f"SELECT count(*) FROM (SELECT 1 FROM "
+                                   f"{self.memories_passing(conn, filters)} "
+                                   f"WHERE {where} LIMIT ?) AS page",
                              [*params, max(0, at_most)]).fetchone()[0]
         values = _value_conditions(where, filters.include_superseded)
         if values is None:
             return self._run(self.read(), f"SELECT count(*) FROM memories m WHERE {where}",
                              params).fetchone()[0]
         with self.snapshot() as conn:
-            return self._count_current(conn, where, values, params, filters.include_superseded)
+            return self._count_current(conn, self.memories_passing(conn, filters), where,
+                                       values, params, filters.include_superseded)
 
-    def _count_current(self, conn: Any, where: str, values: str, params: list[Any],
-                       include_superseded: bool) -> int:
+    def _count_current(self, conn: Any, memories: str, where: str, values: str,
+                       params: list[Any], include_superseded: bool) -> int:
         """`count(*) WHERE {where}`, `where` being the live (and, unless `include_superseded`,
         current) clauses AND `values` ("": no other condition) over `m`, reading the fewer
         rows of two ways, chosen from index-only counts. Where fewer rows pass `values` (in
@@ -268,8 +278,9 @@ class SQLMemoryStore:
         in the index (no filter: the smallest one), less the forgotten and the replaced
         among them (the whole store, a large project: no row read per memory). There the
         condition is inside the aggregate: in the WHERE clause, SQLite could walk the
-        project's index rather than the few rows of the partial one."""
-        matching = self._run(conn, "SELECT count(*) FROM memories m"
+        project's index rather than the few rows of the partial one. `memories` is
+        `memories_passing`'s, for the queries that read the rows passing `values`."""
+        matching = self._run(conn, f"SELECT count(*) FROM {memories}"
                              + (f" WHERE {values}" if values else ""), params).fetchone()[0]
         gone = ["m.deleted = 1"]
         if not include_superseded:
@@ -279,7 +290,7 @@ class SQLMemoryStore:
                              ).fetchone()[0]
                    for clause in ("m.deleted = 1", "m.superseded_by IS NOT NULL")[:len(gone)])
         if matching <= most:
-            return int(self._run(conn, f"SELECT count(*) FROM memories m WHERE {where}",
+            return int(self._run(conn, f"SELECT count(*) FROM {memories} WHERE {where}",
                                  params).fetchone()[0])
         passing = f"count(CASE WHEN {values} THEN 1 END)" if values else "count(*)"
         for clause in gone:

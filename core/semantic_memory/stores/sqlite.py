@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..models import Memory
+from ..models import Memory, RecallFilters
 from ..hookspecs import hookimpl
 from .base import SQLMemoryStore, StoreError, content_hash, memory_row
 from .names import normalize_stored_names
@@ -122,6 +122,13 @@ CREATE INDEX IF NOT EXISTS memories_project_updated ON memories(project, updated
 CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind, updated_at);
 CREATE INDEX IF NOT EXISTS memories_source ON memories(source, updated_at);
 """
+
+#: Each filter's index of PAGE_INDEXES, for `memories_passing`.
+VALUE_INDEXES = {"project": "memories_project_updated", "kind": "memories_kind",
+                 "source": "memories_source"}
+#: Entries of a filter's index `memories_passing` counts at most (about a millisecond).
+NARROW_PROBE = 10_000
+
 SCHEMA += PAGE_INDEXES
 
 
@@ -605,6 +612,25 @@ class SQLiteStore(SQLMemoryStore):
         that a waiting write is refused, not stored after its client got no answer, and does
         not hold up the exit. A write that gets the lock goes on as usual."""
         self._stopping.set()
+
+    def memories_passing(self, conn: sqlite3.Connection, filters: RecallFilters) -> str:
+        """With two filters on values (a project and a kind), the index of the one fewer
+        memories pass. SQLite keeps no statistics per value and may walk the other: every note
+        of a 1M store for a project of two memories, 0.3 s a page. Each is counted in its own
+        index up to NARROW_PROBE entries; past that in both, SQLite's choice stands."""
+        given = [(column, value) for column, value in (
+            ("project", filters.project), ("kind", filters.kind), ("source", filters.source))
+            if value is not None]
+        if len(given) < 2:
+            return "memories m"
+        sizes = {column: self._run(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m "
+                                         f"WHERE m.{column} = ? LIMIT ?)",
+                                   (value, NARROW_PROBE + 1)).fetchone()[0]
+                 for column, value in given}
+        narrowest = min(sizes, key=sizes.__getitem__)
+        if sizes[narrowest] > NARROW_PROBE:
+            return "memories m"
+        return f"memories m INDEXED BY {VALUE_INDEXES[narrowest]}"
 
     def read(self) -> sqlite3.Connection:
         """This thread's read connection, closed when the thread ends (`_Reader`)."""
