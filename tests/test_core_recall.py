@@ -153,6 +153,19 @@ def test_relevant_only_keeps_what_covers_the_query(engine: MemoryEngine) -> None
     assert engine.recall("what is for dinner on Mondays?", relevant_only=True) == []
 
 
+def test_a_query_of_stopwords_alone_vouches_for_nothing(engine: MemoryEngine) -> None:
+    """"why?" or "do it" searched all their words (nothing else is left) and judged by them
+    too: a memory holding "why" covered the whole query, and its session's neighbours came
+    into the hook's block with it. The bar now lets nothing through."""
+    why = engine.store_one(NewMemory("Why does the Safari test fail? The iframe loads late.",
+                                     session="s1")).uid
+    engine.store_one(NewMemory("Do it with pnpm up next, then run the e2e suite", session="s1"))
+    for prompt in ("why?", "do it", "and then?", "can you do that"):
+        assert engine.recall(prompt, relevant_only=True) == [], prompt
+    assert [h.memory.uid for h in engine.recall("why does the Safari test fail",
+                                                relevant_only=True)][:1] == [why]
+
+
 def test_relevance_is_asked_of_the_top_k_then_of_the_rest_at_once(
         engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> None:
     """The relevant hits below a weak top k are found in one more call per channel, not one

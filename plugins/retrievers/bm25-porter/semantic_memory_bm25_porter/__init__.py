@@ -93,8 +93,12 @@ class PorterChannel(Channel, Confident):
     @staticmethod
     def terms(query: str) -> list[str]:
         """The query's non-stopword words (all words if that leaves none)."""
-        terms = words(query)
-        return [t for t in terms if t not in STOPWORDS] or terms
+        return PorterChannel.content_terms(query) or words(query)
+
+    @staticmethod
+    def content_terms(query: str) -> list[str]:
+        """The query's non-stopword words."""
+        return [t for t in words(query) if t not in STOPWORDS]
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
@@ -105,8 +109,15 @@ class PorterChannel(Channel, Confident):
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (the
         bar for injecting); each hit's coverage goes into its signals. A term matches as the
-        search matches it (stemmed, prefixes of PREFIX_MIN+ letters)."""
-        phrases = fts_terms(self.terms(query), prefix_min=PREFIX_MIN)
+        search matches it (stemmed, prefixes of PREFIX_MIN+ letters). A query of stopwords
+        alone ("why?", "do it") vouches for nothing: a memory holding "why" is no answer to it,
+        and its session's neighbours came along with it."""
+        terms = self.content_terms(query)
+        if not terms:
+            for hit in hits:
+                hit.signals["coverage"] = 0.0
+            return set()
+        phrases = fts_terms(terms, prefix_min=PREFIX_MIN)
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
         texts = {h.memory.id: h.memory.content for h in hits}
         coverage = coverages(weights, self.matcher.matching(phrases, texts), list(texts))
