@@ -588,6 +588,8 @@ var REMEMBER = new RegExp(
 var WRAPPED = new RegExp(
   `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201C(?<curly>[^\u201C\u201D]*)\u201D|'(?<single>[^']*)'|\u2018(?<curlySingle>[^\u2018\u2019]*)\u2019)[${SPACE}]*$`
 );
+var FIRST_SENTENCE = new RegExp(`^[\\s\\S]*?(?:[.!?](?=[${SPACE}]|$)|[\u3002\uFF01\uFF1F]|$)`);
+var ASKING_WORDS = /* @__PURE__ */ new Set(["what", "which", "whether"]);
 var HAS_WORD = /[\p{L}\p{N}]/u;
 var WORD = /[\p{L}\p{N}]+/gu;
 var NOT_CONVERSATION = new RegExp(
@@ -612,8 +614,14 @@ function remembered(prompt) {
   const found = REMEMBER.exec(unquote(prompt));
   if (found === null) return null;
   const fact = strip(unquote(found.groups?.["rest"] ?? ""));
-  if (fact.endsWith("?") || fact.endsWith("\uFF1F") || !HAS_WORD.test(fact)) return null;
+  if (!HAS_WORD.test(fact) || asks(fact)) return null;
   return fact;
+}
+function asks(rest) {
+  const first = rstrip(FIRST_SENTENCE.exec(rest)?.[0] ?? "");
+  if (first.endsWith("?") || first.endsWith("\uFF1F")) return true;
+  const opening = wordsOf(rest.slice(0, 40))[0];
+  return opening !== void 0 && ASKING_WORDS.has(opening) && !rest.includes(":") && !rest.includes("\uFF1A");
 }
 function wordsOf(text2) {
   return text2.toLowerCase().match(WORD) ?? [];
@@ -867,9 +875,12 @@ function detectProject(cwd) {
   const [top, gitDir] = findRepository(start);
   if (gitDir !== null) {
     const remote = remoteUrl(gitDir);
-    if (remote) return normaliseRemote(remote);
+    const named = remote ? normaliseRemote(remote) : "";
+    if (strip(named)) return named;
   }
-  return basename2(top ?? start) || null;
+  const folder = top ?? start;
+  const name = basename2(folder);
+  return strip(name) ? name : strip(folder);
 }
 function resolvePath(path) {
   const expanded = path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;

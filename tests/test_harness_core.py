@@ -131,7 +131,18 @@ def test_remember_prompts_quoted_or_not() -> None:
     ("remember that's the port", "that's the port"),
     # A question about memory, not a fact: recalled for, not stored.
     ("remember what port we chose for redis?", None), ("remember \u7aef\u53e3\uff1f", None),
-    ('remember "which port?"', None), ("remember what? the port is 5433", "what? the port is 5433"),
+    ('remember "which port?"', None), ("remember what? the port is 5433", None),
+    # ... and so is one whose first sentence asks, or that opens with what/which/whether and
+    # has no colon: the question was stored and the agent never saw the answer.
+    ("Remember the staging port we picked? Put it in config/staging.yaml.", None),
+    ("remember what port the staging database listens on.", None),
+    ("remember which port we chose", None), ("remember \u7aef\u53e3\uff1f\u7528\u54ea\u4e2a", None),
+    ("remember what we decided: use pnpm", "what we decided: use pnpm"),
+    ("remember whatever happens, never force-push main",
+     "whatever happens, never force-push main"),
+    ("remember the URL is https://x.io/a?b=1", "the URL is https://x.io/a?b=1"),
+    ("remember the port is 5433. Why? 5432 is taken.", "the port is 5433. Why? 5432 is taken."),
+    ("Remember to run the tests before you commit.", "to run the tests before you commit."),
     # Wrapped in single quotes.
     ("'remember the queue is sqs'", "the queue is sqs"),
     ("\u2018remember the queue is sqs\u2019", "the queue is sqs"),

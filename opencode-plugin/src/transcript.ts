@@ -41,6 +41,10 @@ const WRAPPED = new RegExp(
   `^[${SPACE}]*(?:"(?<escaped>(?:[^"\\\\]|\\\\[\\s\\S])*)"|\u201c(?<curly>[^\u201c\u201d]*)\u201d` +
     `|'(?<single>[^']*)'|\u2018(?<curlySingle>[^\u2018\u2019]*)\u2019)[${SPACE}]*$`,
 );
+/** The first sentence of a text: up to `.` `!` `?` before a space or the end, or a CJK stop. */
+const FIRST_SENTENCE = new RegExp(`^[\\s\\S]*?(?:[.!?](?=[${SPACE}]|$)|[\u3002\uff01\uff1f]|$)`);
+/** Words a "remember" prompt's rest that asks opens with ("remember which port we chose."). */
+const ASKING_WORDS: ReadonlySet<string> = new Set(["what", "which", "whether"]);
 /** Something to store has a letter or a digit (Python's `[^\W_]`). */
 const HAS_WORD = /[\p{L}\p{N}]/u;
 const WORD = /[\p{L}\p{N}]+/gu;
@@ -83,16 +87,29 @@ export function unquote(text: string): string {
 
 /**
  * What a "remember …" prompt asks to store; null for any other prompt, and for one with nothing
- * to store (`remember:`, `remember that`: no letter or digit after the word) or that asks a
- * question (`remember which port we chose?`: it ends with `?` or `？`), which are ordinary
- * prompts: recalled for, not stored.
+ * to store (`remember:`, `remember that`: no letter or digit after the word) or that asks
+ * (`asks`: `remember the port we picked? put it in config.yaml`), which are ordinary prompts:
+ * recalled for, not stored.
  */
 export function remembered(prompt: string): string | null {
   const found = REMEMBER.exec(unquote(prompt));
   if (found === null) return null;
   const fact = strip(unquote(found.groups?.["rest"] ?? ""));
-  if (fact.endsWith("?") || fact.endsWith("\uff1f") || !HAS_WORD.test(fact)) return null;
+  if (!HAS_WORD.test(fact) || asks(fact)) return null;
   return fact;
+}
+
+/**
+ * Whether the rest of a "remember" prompt asks what was remembered rather than tells something
+ * to remember (transcript.py `_asks`): its first sentence is a question, or it opens with what,
+ * which or whether and has no `:` (`remember what we decided: use pnpm` tells).
+ */
+function asks(rest: string): boolean {
+  const first = rstrip(FIRST_SENTENCE.exec(rest)?.[0] ?? "");
+  if (first.endsWith("?") || first.endsWith("\uff1f")) return true;
+  const opening = wordsOf(rest.slice(0, 40))[0];
+  return opening !== undefined && ASKING_WORDS.has(opening) && !rest.includes(":") &&
+    !rest.includes("\uff1a");
 }
 
 /** Lowercased runs of letters and digits. */

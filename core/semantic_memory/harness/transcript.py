@@ -58,6 +58,10 @@ _WRAPPED = (
     r"|'(?P<single>[^']*)'|\u2018(?P<curly_single>[^\u2018\u2019]*)\u2019)\s*", "S")
 _OPENING_QUOTES = ('"', "\u201c", "'", "\u2018")
 _WORD = (r"[^\W_]+", "")
+#: The first sentence of a text: up to `.` `!` `?` before a space or the end, or a CJK stop.
+_FIRST_SENTENCE = (r".*?(?:[.!?](?=\s|\Z)|[\u3002\uff01\uff1f]|\Z)", "S")
+#: Words a "remember" prompt's rest that asks opens with ("remember which port we chose.").
+_ASKING_WORDS = ("what", "which", "whether")
 _COMPILED: dict[tuple[str, str], Pattern[str]] = {}
 
 
@@ -136,8 +140,8 @@ def unquote(text: str) -> str:
 def remembered(prompt: str) -> str | None:
     """What a "remember …" prompt asks to store; None for any other prompt, and for one with
     nothing to store (`remember:`, `remember that`: no letter or digit after the word) or
-    that asks a question (`remember which port we chose?`: it ends with `?` or `？`), which
-    are ordinary prompts: recalled for, not stored."""
+    that asks (`_asks`: `remember the port we picked? put it in config.yaml`), which are
+    ordinary prompts: recalled for, not stored."""
     prompt = unquote(prompt)
     if prompt.lstrip()[:8].lower() != "remember":  # what the pattern starts with, ignoring case
         return None
@@ -145,9 +149,23 @@ def remembered(prompt: str) -> str | None:
     if found is None:
         return None
     fact = unquote(found.group("rest")).strip()
-    if fact[-1:] in ("?", "\uff1f") or _pattern(_WORD).search(fact) is None:
+    if _pattern(_WORD).search(fact) is None or _asks(fact):
         return None
     return fact
+
+
+def _asks(rest: str) -> bool:
+    """Whether the rest of a "remember" prompt asks what was remembered rather than tells
+    something to remember: its first sentence is a question (`remember the port we picked?
+    put it in config.yaml`: stored, the question hid the answer from the agent and came
+    back ahead of it in later recalls), or it opens with what, which or whether and has no
+    `:` (`remember which port we chose.`; `remember what we decided: use pnpm` tells)."""
+    first = _pattern(_FIRST_SENTENCE).match(rest)
+    if first is not None and first.group().rstrip()[-1:] in ("?", "\uff1f"):
+        return True
+    opening = _words(rest[:40])[:1]
+    return bool(opening) and opening[0] in _ASKING_WORDS and ":" not in rest \
+        and "\uff1a" not in rest
 
 
 def _words(text: str) -> list[str]:
