@@ -9,18 +9,28 @@
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { strip } from "./text.js";
 
 // git@host:owner/repo.git (project.py _SCP_LIKE)
 const SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 
-export function detectProject(cwd: string): string | null {
+/**
+ * The project for a working directory. A folder without a name (the filesystem root `/`, a
+ * name of blanks, which the service would strip to nothing) is named by its path: without a
+ * project, recall there would reach every project and what is remembered there would be
+ * global.
+ */
+export function detectProject(cwd: string): string {
   const start = resolvePath(cwd);
   const [top, gitDir] = findRepository(start);
   if (gitDir !== null) {
     const remote = remoteUrl(gitDir);
-    if (remote) return normaliseRemote(remote);
+    const named = remote ? normaliseRemote(remote) : "";
+    if (strip(named)) return named; // not `https:///`
   }
-  return basename(top ?? start) || null;
+  const folder = top ?? start;
+  const name = basename(folder);
+  return strip(name) ? name : strip(folder);
 }
 
 /** `Path(p).expanduser().resolve()`: absolute, symlinks resolved as far as the path exists. */

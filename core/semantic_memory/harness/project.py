@@ -16,16 +16,21 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def detect_project(cwd: str | Path) -> str | None:
+def detect_project(cwd: str | Path) -> str:
     """The project for a working directory: normalised remote URL, else the repository's
-    top-level folder name, else the folder's own name; None for the filesystem root."""
+    top-level folder name, else the folder's own name. A folder without a name (the
+    filesystem root `/`, a name of blanks, which the service would strip to nothing) is
+    named by its path: without a project, recall there would reach every project and what
+    is remembered there would be global."""
     start = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
     top, git_dir = _find_repository(start)
     if git_dir is not None:
         remote = remote_url(git_dir)
-        if remote:
-            return normalise_remote(remote)
-    return os.path.basename(top or start) or None
+        if remote and (named := normalise_remote(remote)).strip():  # not `https:///`
+            return named
+    folder = top or start
+    name = os.path.basename(folder)
+    return name if name.strip() else folder.strip()
 
 
 def find_repository(start: Path) -> tuple[Path | None, Path | None]:
