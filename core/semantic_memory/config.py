@@ -141,6 +141,9 @@ class Settings(SettingsSection):
     ttl_artifact_days: int = field(default=90, metadata=within(0, 36_500))  # 0 = never
     ttl_injection_days: int = field(default=90, metadata=within(0, 36_500))
     maintenance_on_start: bool = True
+    # Seconds between the service's maintenance runs after the one at its start: an artifact
+    # past its TTL or a forget past its grace goes within this long, not at the next restart.
+    maintenance_interval_s: float = field(default=3600.0, metadata=within(1, 604_800))
     # Days a forgotten memory waits before the service's start-up maintenance purges it, so a
     # forget (an agent's `memory_forget` too) can be taken back (`memory-mcp unforget`) until
     # then; 0 = at the next start. `memory-mcp purge` ignores it: it purges every one.

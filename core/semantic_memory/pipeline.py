@@ -715,10 +715,10 @@ class MemoryEngine:
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:
-        """The routine every service start runs when MEMORY_MAINTENANCE_ON_START is on: a
-        purge of the memories forgotten over MEMORY_FORGET_GRACE_DAYS ago (an agent's forget
-        can be taken back until then) that reclaims space only when STARTUP_RECLAIM_SHARE of
-        the rows went."""
+        """The routine a service runs at its start and every MEMORY_MAINTENANCE_INTERVAL_S
+        when MEMORY_MAINTENANCE_ON_START is on: the TTLs applied and a purge of the memories
+        forgotten over MEMORY_FORGET_GRACE_DAYS ago (an agent's forget can be taken back until
+        then) that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went."""
         if not self.settings.maintenance_on_start:
             return None
         grace = self.settings.forget_grace_days
