@@ -947,18 +947,18 @@ function remoteUrl(gitDir) {
 function parseGitConfig(text2) {
   const sections = /* @__PURE__ */ new Map();
   let current = null;
-  let option = null;
+  let lines = null;
   let indentLevel = 0;
   for (const line of text2.split(/\r\n|\n|\r/)) {
     const value = line.trim();
     if (value.startsWith("#") || value.startsWith(";")) continue;
     if (!value) {
-      if (current !== null && option !== null) current.get(option)?.push("");
+      lines?.push("");
       continue;
     }
     const indent = line.length - line.trimStart().length;
-    if (current !== null && option !== null && indent > indentLevel) {
-      current.get(option)?.push(value);
+    if (lines !== null && indent > indentLevel) {
+      lines.push(value);
       continue;
     }
     indentLevel = indent;
@@ -967,18 +967,19 @@ function parseGitConfig(text2) {
       const name = header[1];
       current = sections.get(name) ?? /* @__PURE__ */ new Map();
       sections.set(name, current);
-      option = null;
+      lines = null;
       continue;
     }
     if (current === null) return null;
     const assignment = /^(.*?)\s*[=:]\s*(.*)$/.exec(value);
     if (!assignment || !assignment[1]) return null;
-    option = assignment[1].trimEnd().toLowerCase();
-    current.set(option, [assignment[2].trim()]);
+    const option = assignment[1].trimEnd().toLowerCase();
+    lines = [assignment[2].trim()];
+    if (!current.has(option)) current.set(option, lines);
   }
   const joined = /* @__PURE__ */ new Map();
   for (const [name, options] of sections) {
-    joined.set(name, new Map([...options].map(([key, lines]) => [key, lines.join("\n").trimEnd()])));
+    joined.set(name, new Map([...options].map(([key, values]) => [key, values.join("\n").trimEnd()])));
   }
   return joined;
 }

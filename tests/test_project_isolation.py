@@ -118,3 +118,76 @@ def test_opencode_at_the_filesystem_root_is_a_project_of_its_own(tmp_path: Path)
         assert stored["the root canary codename is greenmoth"] == "/"
     finally:
         service.stop()
+
+
+def mirrored(path: Path) -> Path:
+    """A clone whose `origin` has a second url (a push mirror): git fetches from the first."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    git(path, "remote", "add", "origin", "https://github.com/acme/web")
+    git(path, "remote", "set-url", "--add", "origin", "https://gitlab.com/acme/web-mirror")
+    return path
+
+
+def test_a_remote_with_several_urls_is_named_by_the_first(tmp_path: Path) -> None:
+    """`git remote set-url --add origin <mirror>`: the clone is still github.com/acme/web for
+    the hooks, doctor and the opencode plugin, and recalls what another clone stored (the
+    last url, which configparser keeps, made it gitlab.com/acme/web-mirror)."""
+    from semantic_memory.harness.project import detect_project
+
+    clone = mirrored(tmp_path / "webmirror")
+    (clone / "src").mkdir()
+    assert detect_project(clone / "src") == ELSEWHERE
+    assert node_eval("detectProject", [[str(clone / "src")]]) == [ELSEWHERE]
+    service = start_service(tmp_path / "service")
+    try:
+        with service.client() as client:
+            assert client.post("/ingest", json={
+                "content": "the web release train leaves on thursdays", "project": ELSEWHERE
+            }).json()["status"] == "new"
+        env = hook_env(tmp_path, service.url)
+        assert "thursdays" in prompt(env, clone / "src", "when does the web release train leave")
+        assert hook_log(tmp_path)[-1]["project"] == ELSEWHERE
+        assert doctor_project(env, clone) == ELSEWHERE
+    finally:
+        service.stop()
+
+
+#: Lines of git configs: remotes with one url or several, continuation lines (which send the
+#: Python side to configparser), comments, blank lines, repeated sections.
+CONFIG_LINES = ['[remote "origin"]', "\turl = https://first.example/o/r.git",
+                "\turl = https://second.example/o/r", "url = git@third.example:o/r.git",
+                "\t\tcontinued.example/x", '[remote "up"]', "  URL=https://up.example/u/p",
+                "\tfetch = +refs/heads/*:refs/remotes/origin/*", "[core]", "\tbare = false",
+                "# c", "; c", "", "[remote \"origin\"]", "\turl : https://colon.example/c/d"]
+
+
+def test_every_reader_keeps_a_remotes_first_url(tmp_path: Path) -> None:
+    """The small reader, the configparser fallback (a config with continuation lines) and
+    the opencode plugin's reader name each config's project alike, by the first url of the
+    remote; a fixed config that only configparser reads says which one that is."""
+    import random
+
+    from semantic_memory.harness.project import _configparser_sections, _plain_config, \
+        detect_project
+
+    rng = random.Random(20260611)
+    texts = ['[remote "origin"]\n\turl = https://github.com/acme/web\n'
+             '\turl = https://gitlab.com/acme/web-mirror\n\t\tits continuation\n']
+    texts += ["\n".join(rng.choice(CONFIG_LINES) for _ in range(rng.randint(1, 9)))
+              for _ in range(300)]
+    folders = []
+    for i, text in enumerate(texts):
+        folder = tmp_path / f"r{i}"
+        (folder / ".git").mkdir(parents=True)
+        (folder / ".git" / "config").write_text(text)
+        folders.append(folder)
+        plain = _plain_config(text)
+        if plain is not None:  # configparser reads it alike
+            fallback = _configparser_sections(str(folder / ".git" / "config")) or {}
+            assert {s: v.get("url", "") for s, v in plain.items()} == \
+                {s: v["url"] for s, v in fallback.items()}, repr(text)
+    expected = [detect_project(folder) for folder in folders]
+    assert _plain_config(texts[0]) is None and expected[0] == ELSEWHERE
+    assert node_eval("detectProject", [[str(f)] for f in folders]) == expected
+    assert len(set(expected)) > 5  # the configs name several projects

@@ -110,25 +110,27 @@ export function remoteUrl(gitDir: string): string | null {
 /**
  * The sections of a git config file as Python's `configparser.RawConfigParser(strict=False)`
  * reads them (the Python rule reads it that way, so this must too): section names as
- * written, option names lower-cased, the last value of a repeated option winning, lines
- * indented deeper than their option continuing its value; null where configparser raises (an
- * option before any section, a line that is neither), so both sides fall back alike.
+ * written, option names lower-cased, lines indented deeper than their option continuing its
+ * value; null where configparser raises (an option before any section, a line that is
+ * neither), so both sides fall back alike. A repeated option keeps its first value, its
+ * continuation lines dropped, as project.py's reader keeps it: a remote with several `url`
+ * lines (`git remote set-url --add`) is named by the first, the one git fetches from.
  */
 export function parseGitConfig(text: string): Map<string, Map<string, string>> | null {
   const sections = new Map<string, Map<string, string[]>>();
   let current: Map<string, string[]> | null = null;
-  let option: string | null = null;
+  let lines: string[] | null = null; // the value the option being read collects
   let indentLevel = 0;
   for (const line of text.split(/\r\n|\n|\r/)) {
     const value = line.trim();
     if (value.startsWith("#") || value.startsWith(";")) continue; // a comment line
     if (!value) {
-      if (current !== null && option !== null) current.get(option)?.push(""); // kept in a value
+      lines?.push(""); // kept in a value
       continue;
     }
     const indent = line.length - line.trimStart().length;
-    if (current !== null && option !== null && indent > indentLevel) {
-      current.get(option)?.push(value);
+    if (lines !== null && indent > indentLevel) {
+      lines.push(value);
       continue;
     }
     indentLevel = indent;
@@ -137,18 +139,19 @@ export function parseGitConfig(text: string): Map<string, Map<string, string>> |
       const name = header[1] as string;
       current = sections.get(name) ?? new Map<string, string[]>();
       sections.set(name, current);
-      option = null;
+      lines = null;
       continue;
     }
     if (current === null) return null; // MissingSectionHeaderError
     const assignment = /^(.*?)\s*[=:]\s*(.*)$/.exec(value);
     if (!assignment || !assignment[1]) return null; // ParsingError
-    option = assignment[1].trimEnd().toLowerCase();
-    current.set(option, [(assignment[2] as string).trim()]);
+    const option = assignment[1].trimEnd().toLowerCase();
+    lines = [(assignment[2] as string).trim()];
+    if (!current.has(option)) current.set(option, lines); // else read, then dropped
   }
   const joined = new Map<string, Map<string, string>>();
   for (const [name, options] of sections) {
-    joined.set(name, new Map([...options].map(([key, lines]) => [key, lines.join("\n").trimEnd()])));
+    joined.set(name, new Map([...options].map(([key, values]) => [key, values.join("\n").trimEnd()])));
   }
   return joined;
 }

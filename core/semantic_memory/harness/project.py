@@ -4,7 +4,9 @@ repository gets the same name (its remote), else the repository's top-level fold
 Read straight from `.git` (no `git` process: a hook has no time to spare), worktrees and
 submodules included. Every recall runs this, so it uses `os.path` and reads a plain git config
 itself: pathlib, `re` and `configparser` would cost the hook more than its own work. A config
-the small reader does not fully understand goes to `configparser`, so the result is its.
+the small reader does not fully understand goes to `configparser`, so the result is its. Both
+keep the first value of an option given twice: a remote with several `url` lines (`git remote
+set-url --add`) is named by the first, the one git fetches from, not by a push mirror.
 """
 
 from __future__ import annotations
@@ -96,11 +98,11 @@ def remote_url(git_dir: str | Path) -> str | None:
 
 
 def _configparser_sections(config: str) -> dict[str, dict[str, str]] | None:
-    """section -> {key: value} as `configparser.RawConfigParser(strict=False)` reads the file;
-    None when it cannot."""
+    """section -> {key: value} as `configparser.RawConfigParser(strict=False)` reads the file,
+    the first value of an option given twice kept; None when it cannot."""
     import configparser
 
-    parser = configparser.RawConfigParser(strict=False)
+    parser = configparser.RawConfigParser(strict=False, dict_type=_FirstValues)
     try:
         parser.read(config, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):
@@ -109,9 +111,32 @@ def _configparser_sections(config: str) -> dict[str, dict[str, str]] | None:
             for section in parser.sections()}
 
 
+class _FirstValues(dict):  # type: ignore[type-arg]
+    """The dicts `configparser` reads a file into (`dict_type`), keeping an option's first
+    value: the parser sets a repeated option's value as a new list, then appends its
+    continuation lines to `self[name]`; that list is kept aside (`spare`) until the next
+    option is set, then dropped. The values joined at the end of the read (strings) replace
+    the lists as usual."""
+
+    spare: tuple[str, list[str]] | None = None
+
+    def __setitem__(self, key: str, value: object) -> None:
+        self.spare = None
+        if isinstance(value, list) and key in self:
+            self.spare = (key, value)
+        else:
+            super().__setitem__(key, value)
+
+    def __getitem__(self, key: str) -> object:
+        if self.spare is not None and self.spare[0] == key:
+            return self.spare[1]
+        return super().__getitem__(key)
+
+
 def _plain_config(text: str) -> dict[str, dict[str, str]] | None:
     """section -> {key: value} of a config file the way `RawConfigParser(strict=False)` reads
-    it, for files with nothing but section headers, `key = value` lines, comments and blank
+    it (the first value of an option given twice kept, as `_configparser_sections` keeps it),
+    for files with nothing but section headers, `key = value` lines, comments and blank
     lines; None for anything else (a continued value, a key without a value, a DEFAULT
     section, a line before any section), which `configparser` then reads."""
     sections: dict[str, dict[str, str]] = {}
@@ -142,7 +167,7 @@ def _plain_config(text: str) -> dict[str, dict[str, str]] | None:
         key = value[:cut].rstrip().lower() if cut > 0 else ""
         if not key:
             return None
-        current[key] = value[cut + 1:].strip()
+        current.setdefault(key, value[cut + 1:].strip())
         option = True
     return sections
 
