@@ -191,3 +191,84 @@ def test_every_reader_keeps_a_remotes_first_url(tmp_path: Path) -> None:
     assert _plain_config(texts[0]) is None and expected[0] == ELSEWHERE
     assert node_eval("detectProject", [[str(f)] for f in folders]) == expected
     assert len(set(expected)) > 5  # the configs name several projects
+
+
+def test_stdio_browsing_obeys_the_repositorys_recall_switch(tmp_path: Path) -> None:
+    """`memory-mcp --stdio` in a repository whose file turns recall off: the `recall` prompt,
+    the resources (list and read) and completion refuse as memory_recall does, with its
+    reason; with recall on, the prompt recalls for the repository's project unless given
+    one (memory_store files under it likewise). The HTTP /mcp serves every folder: its
+    prompt without a project still reaches every project."""
+    import anyio
+    import pytest
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_REQUEST, PromptReference
+    from test_service_mcp import call, call_error
+    from test_service_support import http_session, service_env, stdio_session
+
+    off = tmp_path / "off"
+    off.mkdir()
+    git(off, "init", "-q")
+    git(off, "remote", "add", "origin", "https://github.com/acme/off")
+    config = off / ".semantic-memory.toml"
+    env = service_env(tmp_path)
+    for content, project in (("the web canary codename is bluefalcon", ELSEWHERE),
+                             ("the off canary codename is redheron", "github.com/acme/off")):
+        done = subprocess.run([*memory_mcp_command(), "store", content, "--project", project],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    uid = json.loads(subprocess.run([*memory_mcp_command(), "list", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=60).stdout)[0]["uid"]
+
+    async def refused(session: Any, ask: Any, refused: str) -> None:
+        with pytest.raises(MCPError) as info:
+            await ask
+        assert info.value.error.code == INVALID_REQUEST
+        assert info.value.error.message == (f"recall is off for this repository ({config}: "
+                                            f"[recall] enabled = false); {refused}")
+
+    async def main() -> None:
+        async with stdio_session(tmp_path, cwd=off) as session:
+            config.write_text("[recall]\nenabled = false\n")
+            assert "recall is off" in await call_error(session, "memory_recall",
+                                                       {"query": "canary codename"})
+            await refused(session, session.get_prompt("recall", {"task": "canary codename"}),
+                          "nothing recalled")
+            await refused(session, session.read_resource("memory://recent"), "nothing read")
+            await refused(session, session.read_resource(f"memory://recent/{ELSEWHERE}"),
+                          "nothing read")
+            await refused(session, session.read_resource(f"memory://memories/{uid}"),
+                          "nothing read")
+            await refused(session, session.list_resources(), "nothing listed")
+            await refused(session, session.complete(PromptReference(name="recall"),
+                                                    {"name": "project", "value": ""}),
+                          "nothing completed")
+
+            config.write_text("[recall]\nenabled = true\n")
+            got = await session.get_prompt("recall", {"task": "canary codename"})
+            text = got.messages[0].content.text
+            assert "redheron" in text and "bluefalcon" not in text, text
+            asked = await session.get_prompt("recall", {"task": "canary codename",
+                                                        "project": ELSEWHERE})
+            assert "bluefalcon" in asked.messages[0].content.text
+            assert "bluefalcon" in (await session.read_resource("memory://recent")
+                                    ).contents[0].text
+            stored = await call(session, "memory_store", {"content": "the off repo builds "
+                                                                     "with make"})
+            assert stored["status"] == "new"
+
+        service = start_service(tmp_path)
+        try:
+            async with http_session(service.mcp_url) as session:
+                got = await session.get_prompt("recall", {"task": "canary codename"})
+                text = got.messages[0].content.text
+                assert "redheron" in text and "bluefalcon" in text, text
+        finally:
+            service.stop()
+
+    anyio.run(main)
+    assert "Traceback" not in (tmp_path / "stdio-stderr.log").read_text()
+    listed = json.loads(subprocess.run([*memory_mcp_command(), "list", "--json"], env=env,
+                                       capture_output=True, text=True, timeout=60).stdout)
+    assert {m["content"]: m["project"] for m in listed}["the off repo builds with make"] == \
+        "github.com/acme/off"

@@ -10,17 +10,24 @@ prompt (a slash command) and completion of their arguments.
   returns the block as a user message.
 - `completion/complete`: the projects and kinds that exist, most used first, for the prompt's
   `project` / `kind` arguments and the project template's `project`.
+
+In a repository (`--stdio`, started in the agent's folder) they obey its `.semantic-memory.toml`
+as memory_recall does: recall off, each refuses with memory_recall's reason; and the prompt
+recalls for the repository's project unless given one. The HTTP service's /mcp serves every
+folder: no repository binds it.
 """
 
 # No `from __future__ import annotations`: the SDK reads the prompt's signature at runtime.
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import anyio
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.resources import ResourceSecurity
+from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import UriTemplate
 from mcp_types import (
+    INVALID_REQUEST,
     Completion,
     CompletionArgument,
     CompletionContext,
@@ -30,6 +37,7 @@ from mcp_types import (
 )
 from pydantic import Field
 
+from ..harness.repo_config import RepoConfig
 from ..models import Memory, RecallFilters, RecallHit
 from ..pipeline import MemoryEngine
 from .mcp_logging import embedder_fallback
@@ -61,15 +69,39 @@ COMPLETED: dict[tuple[str, str, str], str] = {
 }
 
 
+class Repository(Protocol):
+    """The repository a server runs in, as browsing uses it (mcp_tools.Workspace, which the
+    tools use too)."""
+
+    def require(self, what: str, refused: str) -> RepoConfig:
+        """Its settings; ToolError with the reason when its file turns `what` off."""
+
+    def project(self, repo: RepoConfig) -> str | None:
+        """The project memories made there are filed under (what the hooks use)."""
+
+
 def as_block(engine: MemoryEngine, memories: list[Memory], budget: int) -> str:
     """Memories as an injection block (newest first, as given), without a query."""
     return engine.injection_block("", [RecallHit(m, 0.0) for m in memories], budget)
 
 
-def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
-    """Add the resources, the prompt and the completion handler to `mcp`."""
+def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine,
+                      workspace: Repository | None = None) -> None:
+    """Add the resources, the prompt and the completion handler to `mcp`, bound by
+    `workspace`'s repository file when the server runs in one (None: /mcp)."""
+
+    def recall_on(refused: str) -> RepoConfig | None:
+        """The workspace's settings (None without one); a protocol error with memory_recall's
+        reason when its file turns recall off: the memories are as much its as the tool's."""
+        if workspace is None:
+            return None
+        try:
+            return workspace.require("recall", refused)
+        except ToolError as exc:
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
 
     def recent(project: str | None) -> str:
+        recall_on("nothing read")
         memories = engine.list(RecallFilters(project=project), RECENT_LIMIT, 0)
         if not memories:
             return "No memories stored" + (f" for project {project}." if project else ".")
@@ -95,6 +127,7 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
                   description="One memory by uid (from memory_recall or memory_list), as "
                               "reference data.", mime_type="text/plain")
     def one_memory(uid: str) -> str:
+        recall_on("nothing read")
         memory = engine.get(uid)
         if memory is None or memory.deleted:
             raise ResourceNotFoundError(f"no live memory with uid {uid[:80]!r}")
@@ -102,6 +135,7 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
         return as_block(engine, [memory], 4 * len(memory.content) + 2_000)
 
     def project_resources() -> list[Resource]:
+        recall_on("nothing listed")  # resources/list as a whole: its names are the projects'
         projects, _ = engine.values("project", "", MAX_LISTED_PROJECTS)
         template = UriTemplate.parse(PROJECT_TEMPLATE)
         return [Resource(uri=template.expand({"project": project}),
@@ -122,11 +156,16 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
         task: Annotated[str, Field(min_length=1, max_length=10_000, description=(
             "The task at hand, in a sentence or a few keywords."))],
         project: Annotated[str | None, Field(max_length=256, description=(
-            "Only this project's memories (e.g. github.com/acme/web)."))] = None,
+            "Only this project's memories (e.g. github.com/acme/web); omitted, the project "
+            "of the repository this server runs in, when it runs in one (--stdio)."))] = None,
         kind: Annotated[str | None, Field(max_length=64, description=(
             "Only memories of this kind (decision, preference, fact, …)."))] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> str:
+        repo = recall_on("nothing recalled")
+        if workspace is not None and repo is not None and not project:  # a form's blank too
+            project = workspace.project(repo)
+
         def work() -> str:
             filters = RecallFilters(project=project or None, kind=kind or None)
             hits = engine.recall(task, settings.plugin_limit, filters, relevant_only=True)
@@ -144,6 +183,7 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine) -> None:
     async def complete(ref: PromptReference | ResourceTemplateReference,
                        argument: CompletionArgument,
                        context: CompletionContext | None) -> Completion | None:
+        recall_on("nothing completed")  # the values are the memories' projects and kinds
         key = (ref.type, ref.name if isinstance(ref, PromptReference) else ref.uri,
                argument.name)
         column = COMPLETED.get(key)

@@ -229,11 +229,13 @@ class EngineBackend:
 
 class Workspace:
     """The repository an MCP server runs in, for a server an agent starts in its working
-    folder (`memory-mcp proxy`): its `.semantic-memory.toml` binds the tools as it binds the
-    hooks (capture off: memory_store and memory_update refuse; recall off: memory_recall and
-    memory_list refuse), and a memory_store without a project gets the project the hooks
-    would give it (`repo_config.project_for`). Both are read at each call, as each hook run
-    reads them: a file committed or pulled mid-session counts from the next call."""
+    folder (`memory-mcp proxy`, `--stdio`): its `.semantic-memory.toml` binds the tools as it
+    binds the hooks (capture off: memory_store and memory_update refuse; recall off:
+    memory_recall and memory_list refuse, and so do `--stdio`'s resources, prompt and
+    completion: mcp_browse.py), and a memory_store (and the `recall` prompt) without a project
+    gets the project the hooks would give it (`repo_config.project_for`). Both are read at
+    each call, as each hook run reads them: a file committed or pulled mid-session counts from
+    the next call."""
 
     def __init__(self, cwd: str, configured_project: str | None, approvals: str) -> None:
         self.cwd = cwd
@@ -287,7 +289,7 @@ def build_mcp(engine: MemoryEngine, workspace: Workspace | None = None) -> MCPSe
     """The MCP server of `--stdio` and of the HTTP service: the tools over `engine`, plus
     resources, a prompt and completion (mcp_browse.py)."""
     mcp = build_tools(EngineBackend(engine), workspace)
-    register_browsing(mcp, engine)
+    register_browsing(mcp, engine, workspace)
     return mcp
 
 
