@@ -272,3 +272,37 @@ def test_stdio_browsing_obeys_the_repositorys_recall_switch(tmp_path: Path) -> N
                                        capture_output=True, text=True, timeout=60).stdout)
     assert {m["content"]: m["project"] for m in listed}["the off repo builds with make"] == \
         "github.com/acme/off"
+
+
+def test_import_with_db_files_under_the_name_its_approvals_allow(tmp_path: Path) -> None:
+    """`memory-mcp --db PATH import claude-code --project DIR` reads the approvals beside that
+    db, as `allow` and `doctor` with --db do: a repository file's project name allowed there
+    is the name the notes are filed under, which the hooks (MEMORY_DB_PATH=PATH) recall
+    from; the approvals of the environment's (default) db are not read."""
+    toml = tmp_path / "toml"
+    toml.mkdir()
+    git(toml, "init", "-q")
+    git(toml, "remote", "add", "origin", "https://github.com/acme/toml")
+    (toml / ".semantic-memory.toml").write_text('[project]\nname = "acme-shared"\n')
+    (toml / "CLAUDE.md").write_text("- toml builds with the quokka toolchain\n")
+    db = tmp_path / "memory.db"
+    cli_env = {k: v for k, v in hook_env(tmp_path, None).items() if k != "MEMORY_DB_PATH"}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*memory_mcp_command(), "--db", str(db), *args], env=cli_env,
+                              cwd=toml, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "to name the project 'acme-shared'" in cli("allow")
+    assert doctor_project({**cli_env, "MEMORY_DB_PATH": str(db)}, toml) == "acme-shared"
+    cli("import", "claude-code", "--project", str(toml))
+    stored = [m["project"] for m in json.loads(cli("list", "--json")) if "quokka" in m["content"]]
+    assert stored == ["acme-shared"]
+    service = start_service(tmp_path)
+    try:
+        env = hook_env(tmp_path, service.url)
+        prompt(env, toml, "which toolchain does toml build with")
+        assert hook_log(tmp_path)[-1]["project"] == "acme-shared"
+    finally:
+        service.stop()

@@ -1029,16 +1029,17 @@ def _is_markdown(path: str) -> bool:
 def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                      as_json: bool) -> None:
     """`import claude-code|codex|opencode|kimi-code|DIR`: markdown into memories."""
-    from .harness.project import detect_project
-    from .harness.repo_config import load_repo_config
+    from .harness.repo_config import approvals_file, load_repo_config, project_for
     from .importers import HARNESS_NAMES, ImportFailed, folder_files, harness_files, \
         harness_scopes, iter_actions, note_file, run_import
 
     root = Path(project_dir or ".").expanduser().resolve()
     if project_dir and not root.is_dir():
         raise click.ClickException(f"--project: no folder {project_dir}")
-    # the name the hooks would store under: MEMORY_PROJECT, the repository file's, detected
-    project = obj.settings.project or load_repo_config(root).project or detect_project(root)
+    # the name the hooks and `doctor` use: MEMORY_PROJECT, the repository file's if allowed in
+    # the approvals beside this db (--db's, not the environment's), detected
+    repo = load_repo_config(root, approvals_file(obj.settings))
+    project = project_for(root, repo, obj.settings.project)
     if path in HARNESS_NAMES:
         files, scopes = harness_files(path, root, project), harness_scopes(path, project)
     elif _is_markdown(path):  # one notes file: as its folder's import takes it, the rest kept
