@@ -88,6 +88,32 @@ def other_owner(path: Path | None) -> dict[str, Any] | None:
     return found
 
 
+def upgrade_refusal(settings: Settings, location: str) -> str | None:
+    """Why a store at `location` must not upgrade its schema now (one line), else None: the
+    discovery file names a live service, not this process, on the same db (its `db_path`
+    is ours). A service of this release upgrades the schema as it starts, so one running on
+    an older schema is of an older release: upgraded under it, it would go on writing what
+    its schema allowed (project "alpha ", kind "Fact" before v9's normalized names), where
+    no filter of this release finds them. Only a service on this machine, publishing where
+    these settings look, can be seen."""
+    found = other_owner(settings.discovery_path)
+    if found is None or not _same_db(found.get("db_path"), settings.resolved_db_path):
+        return None
+    return (f"{location} is served by a running service (pid {found.get('pid')}) of an older "
+            "release: stop it (or restart it with this release), then try again")
+
+
+def _same_db(published: Any, ours: Path) -> bool:
+    """Whether the `db_path` a discovery file gives is `ours` (one without is taken for it:
+    the file is this db's unless MEMORY_DISCOVERY_FILE shares one among several)."""
+    if not isinstance(published, str):
+        return True
+    try:
+        return Path(published).expanduser().resolve() == ours.resolve()
+    except (OSError, RuntimeError):
+        return published == str(ours)
+
+
 def reclaim(path: Path, info: dict[str, Any]) -> bool:
     """Write `info` again when the discovery file is gone or names a process that is gone:
     two services on one db, the newer (which took the file over) stopped and removed it,

@@ -399,9 +399,12 @@ class SQLiteStore(SQLMemoryStore):
 
     @classmethod
     def open(cls, url: str, settings: Settings) -> SQLiteStore:
-        return cls(path_of(url))
+        return cls(path_of(url), settings)
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, settings: Settings | None = None) -> None:
+        """`settings`: those the store is opened with, to find a running service of an older
+        release on the file before upgrading its schema (`_refuse_upgrade`); None looks for
+        none (a new file `migrate --to` fills, a test's)."""
         self.path = Path(path).expanduser()
         self.location = str(self.path)
         try:
@@ -431,11 +434,26 @@ class SQLiteStore(SQLMemoryStore):
             # upgrade it. `_migrate` reads the version again under the lock: another process
             # may have upgraded it meanwhile.
             if self._version(self._writer) != SCHEMA_VERSION:
+                if settings is not None:
+                    self._refuse_upgrade(settings)
                 with self.write() as conn:
                     self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(self._problem(exc, opening=True)
                              or f"cannot open {self.path}: {exc}") from None
+
+    def _refuse_upgrade(self, settings: Settings) -> None:
+        """StoreError, the file untouched, when a service of an older release serves it
+        (`discovery.upgrade_refusal`): it would go on writing to the upgraded schema what only
+        its own allows. A file without memories yet is created, not upgraded."""
+        from ..service.discovery import upgrade_refusal  # only here: no other open reads it
+
+        if self._writer.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'memories'").fetchone() is None:
+            return
+        if (refusal := upgrade_refusal(settings, str(self.path))) is not None:
+            self._writer.close()
+            raise StoreError(refusal)
 
     def _open_writer(self) -> sqlite3.Connection:
         """The writer connection, once it has read the file (where a folder refuses the

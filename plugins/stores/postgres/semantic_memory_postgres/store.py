@@ -206,9 +206,13 @@ class PostgresStore(SQLMemoryStore):
         from .settings import PostgresSettings
 
         section = settings.section(PostgresSettings)
-        return cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout)
+        return cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout,
+                   settings=settings)
 
-    def __init__(self, url: str, pool_size: int = 8, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, url: str, pool_size: int = 8, timeout: float = DEFAULT_TIMEOUT_S,
+                 settings: Settings | None = None) -> None:
+        """`settings`: those the store is opened with, to find a running service of an older
+        release on this machine before upgrading the schema (`_migrate`); None looks for none."""
         self.location = redact_url(url)
         self._url = url  # never shown: errors print `location` and scrub the password out
         self._timeout = timeout or None  # 0: no deadline
@@ -234,7 +238,7 @@ class PostgresStore(SQLMemoryStore):
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
             with self._unbounded():  # a migration may rewrite a big table
-                self._migrate()
+                self._migrate(settings)
         except (psycopg.Error, PoolTimeout) as exc:
             self._pool.close()
             raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
@@ -329,13 +333,24 @@ class PostgresStore(SQLMemoryStore):
                 conn.deadline_s = self._timeout
             self._pool.putconn(conn)
 
-    def _migrate(self) -> None:
+    def _migrate(self, settings: Settings | None) -> None:
         """Bring the schema to SCHEMA_VERSION. A current one is only read, so opening a store
         waits for no other service's write; a migration waits for the write lock (another
-        service may be migrating) and then at most MEMORY_DB_TIMEOUT for its table locks."""
+        service may be migrating) and then at most MEMORY_DB_TIMEOUT for its table locks.
+
+        Refused (StoreError, nothing changed) while the local discovery file names a running
+        service of an older release on this database (`discovery.upgrade_refusal`): it would
+        go on writing what only its own schema allows. Services on other machines cannot be
+        seen: stop them first (docs/postgres.md)."""
         with self._connection() as conn:
-            if stored_version(conn) == SCHEMA_VERSION:
-                return
+            version = stored_version(conn)
+        if version == SCHEMA_VERSION:
+            return
+        if settings is not None and 0 < version < SCHEMA_VERSION:
+            from semantic_memory.service.discovery import upgrade_refusal
+
+            if (refusal := upgrade_refusal(settings, self.location)) is not None:
+                raise StoreError(refusal)
         with self.write() as conn, self._waiting_for_locks(
                 f"the upgrade to schema v{SCHEMA_VERSION}", "nothing changed: start again "
                 "once it ends"):
