@@ -306,3 +306,23 @@ def test_import_with_db_files_under_the_name_its_approvals_allow(tmp_path: Path)
         assert hook_log(tmp_path)[-1]["project"] == "acme-shared"
     finally:
         service.stop()
+
+
+def test_what_memory_store_says_of_an_omitted_project_is_what_stdio_does(tmp_path: Path) -> None:
+    """The schema the agent reads and docs/service.md both say that `--stdio`, like the proxy,
+    files a memory_store without a project under the repository's project (it does: the
+    stdio browsing test above), where they said "none"."""
+    import anyio
+    from test_service_support import stdio_session
+
+    async def main() -> str:
+        async with stdio_session(tmp_path) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            return tools["memory_store"].input_schema["properties"]["project"]["description"]
+
+    described = anyio.run(main)
+    assert "(`memory-mcp proxy`, `--stdio`)" in described, described
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text()
+    [row] = [line for line in docs.splitlines() if line.startswith("| `memory_store` |")]
+    assert "through `memory-mcp proxy` and `--stdio`, the project of the repository" in row
+    assert "over `/mcp`, none" in row

@@ -317,9 +317,9 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None) -> Mem
             "summary, or another short identifier."))] = "fact",
         project: Annotated[str | None, Field(max_length=MAX_PROJECT_CHARS, description=(
             "Project it belongs to (e.g. the repository name). Omitted: the project of the "
-            "repository this server runs in, when it runs in one (`memory-mcp proxy`), else "
-            "none. An empty string: a global memory, which every project's recall brings when "
-            "it matches."))] = None,
+            "repository this server runs in, when it runs in one (`memory-mcp proxy`, "
+            "`--stdio`), else none. An empty string: a global memory, which every project's "
+            "recall brings when it matches."))] = None,
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
                         Field(max_length=MAX_TAGS, description="Optional short tags.")] = None,
         source: Annotated[Identifier, Field(description=(
