@@ -23,7 +23,7 @@ from harness_support import closed_port, hook_env, hook_log
 from semantic_memory import lite
 from semantic_memory.config import ConfigError, Settings
 from semantic_memory.harness import hookimpl
-from semantic_memory.harness.project import _plain_config, scp_like
+from semantic_memory.harness.project import _FirstValues, _plain_config, scp_like
 from semantic_memory.harness.registry import (
     _cached_entry_points,
     _keep_first,
@@ -320,7 +320,8 @@ def test_plain_git_config_reads_as_configparser() -> None:
               "[]", "[remote \"origin\"]", "URL = upper"]
     for _ in range(5_000):
         text = "\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
-        parser = configparser.RawConfigParser(strict=False)
+        # the reference keeps an option's first value, as git fetches from a remote's first url
+        parser = configparser.RawConfigParser(strict=False, dict_type=_FirstValues)
         try:
             parser.read_string(text)
             expected: Any = {s: parser.get(s, "url", fallback="") for s in parser.sections()}
