@@ -2,44 +2,32 @@
 this release upgrades the schema under it (it would go on writing names v9 normalizes, which
 no filter then finds), on SQLite and on PostgreSQL; once it stops, the upgrade goes on.
 
-The older release is real: the packages of OLD_REV, from a detached worktree of this
-repository, on PYTHONPATH ahead of this release's (the same venv: no build).
+The older release is real: the packages of older_release.OLD_REV, run from a worktree.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import older_release
 import pg
 import psycopg
 import pytest
 from test_service_support import memory_mcp_command, service_env, start_service
 
-#: An older release: SQLite schema v8 (before v9's normalized names), PostgreSQL schema v5.
-OLD_REV = "472fb81"
-REPO = Path(__file__).resolve().parents[1]
 REFUSED = "of an older release: stop it (or restart it with this release), then try again"
 
 
 @pytest.fixture(scope="module")
 def old_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The PYTHONPATH that runs OLD_REV's packages, from a worktree removed afterwards."""
-    tree = tmp_path_factory.mktemp("old-release") / "tree"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), OLD_REV],
-                   check=True, capture_output=True)
-    try:
-        packages = [tree / "core", *sorted(p for p in (tree / "plugins").glob("*/*")
-                                           if (p / "pyproject.toml").exists())]
-        yield os.pathsep.join(map(str, packages))
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)],
-                       check=True, capture_output=True)
+    """The PYTHONPATH that runs the older release."""
+    with older_release.worktree(tmp_path_factory.mktemp("old-release") / "tree") as path:
+        yield path
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -135,6 +135,9 @@ class ConfigFile:
     #: Which of the project's entries this file holds, by name ("UserPromptSubmit hook",
     #: "MCP server"): `memory-mcp doctor` shows them.
     installed: Callable[[Document], dict[str, bool]]
+    #: A file only earlier releases wrote to, that install now takes our entries out of (a
+    #: project's `.mcp.json`): one that leaves empty goes, on install as on uninstall.
+    legacy: bool = False
 
 
 @dataclass
@@ -284,7 +287,7 @@ def _changes(files: list[ConfigFile], befores: list[str | None], starts: list[st
         if same or (before is None and uninstall):
             texts.append(before)
             continue
-        gone = uninstall and _emptied(file, doc, after)
+        gone = (uninstall or file.legacy) and _emptied(file, doc, after)
         changes.append(Change(file.path, before, None if gone else after,
                               backup=uninstall and not in_place))
         texts.append(changes[-1].after)

@@ -161,8 +161,9 @@ class ClaudeCodeAdapter(HarnessAdapter):
                  ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
         if target.project_dir is not None:
             # Earlier installs put the server in the project's shared `.mcp.json`: take our
-            # entry out of it (install and uninstall alike). Another `memory` server there
-            # stays, and install refuses to shadow it with a local one.
+            # entry out of it (install and uninstall alike), and the file with it when that
+            # leaves it empty. Another `memory` server there stays, and install refuses to
+            # shadow it with a local one.
             shared_file = target.project_dir / ".mcp.json"
 
             def install_shared(doc: dict[str, Any]) -> None:
@@ -171,7 +172,8 @@ class ClaudeCodeAdapter(HarnessAdapter):
                 uninstall_mcp(doc, ())
 
             files.append(ConfigFile(shared_file, "json", install_shared,
-                                    lambda doc: uninstall_mcp(doc, ()), lambda doc: {}))
+                                    lambda doc: uninstall_mcp(doc, ()), lambda doc: {},
+                                    legacy=True))
         return files
 
     @staticmethod
