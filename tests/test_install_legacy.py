@@ -75,3 +75,15 @@ def test_install_keeps_an_mcp_json_that_holds_another_server(
     memory_mcp(env, "install", "claude-code", "--project", str(project))
     assert json.loads(shared.read_text()) == {
         "mcpServers": {"github": {"type": "http", "url": "https://api.example/mcp"}}}
+
+
+def test_uninstall_over_an_old_project_install_keeps_the_project_folder(
+        tmp_path: Path, old_release: str) -> None:
+    """Uninstall removes the `.mcp.json` the older install created, and `.claude/` it leaves
+    empty, but never the project folder, even when nothing else is in it."""
+    env, old = envs(tmp_path, old_release)
+    project = tmp_path / "project"
+    shared = old_project_install(old, project)
+    memory_mcp(env, "uninstall", "claude-code", "--project", str(project))
+    assert not shared.exists()
+    assert project.is_dir() and list(project.iterdir()) == []

@@ -138,6 +138,10 @@ class ConfigFile:
     #: A file only earlier releases wrote to, that install now takes our entries out of (a
     #: project's `.mcp.json`): one that leaves empty goes, on install as on uninstall.
     legacy: bool = False
+    #: Whether the file's folder is the harness's own (a project's `.claude/`, `~/.codex/`):
+    #: removing the file removes the folder too when that leaves it empty. False for a file
+    #: in a folder of the user's (a project's `.mcp.json`: never the --project folder itself).
+    owns_folder: bool = True
 
 
 @dataclass
@@ -153,6 +157,9 @@ class Change:
     #: What the backup holds when not `before`: the file without our entries, when install
     #: runs again over an installed file (a copy of that would hold them).
     saved: str | None = None
+    #: The harness's folder removing the file (`after` None) may leave empty, to go too
+    #: (`ConfigFile.owns_folder`); None: the folder stays.
+    folder: Path | None = None
 
     def diff(self) -> str:
         import difflib
@@ -289,7 +296,8 @@ def _changes(files: list[ConfigFile], befores: list[str | None], starts: list[st
             continue
         gone = (uninstall or file.legacy) and _emptied(file, doc, after)
         changes.append(Change(file.path, before, None if gone else after,
-                              backup=uninstall and not in_place))
+                              backup=uninstall and not in_place,
+                              folder=file.path.parent if file.owns_folder else None))
         texts.append(changes[-1].after)
     return changes, texts
 
@@ -455,7 +463,8 @@ def apply(changes: list[Change]) -> list[Path]:
             backups.append(backup)
         if change.after is None:
             path.unlink()
-            _remove_empty_parent(path)
+            if change.folder is not None:
+                _remove_empty_folder(change.folder)
             continue
         # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
         # target is replaced atomically in the target's own folder.
@@ -470,13 +479,13 @@ def apply(changes: list[Change]) -> list[Path]:
     return backups
 
 
-def _remove_empty_parent(path: Path) -> None:
-    """The harness folder a removed config file leaves empty (`~/.codex/`,
+def _remove_empty_folder(folder: Path) -> None:
+    """The harness's folder a removed config file leaves empty (`~/.codex/`,
     `~/.config/opencode/`, a project's `.claude/`, as install created it); only that one
     folder, and never the home folder or the shared config folder (`~/.config`,
     XDG_CONFIG_HOME), which hold other programs'."""
     home = Path.home().resolve()
-    folder = path.parent.resolve()
+    folder = folder.resolve()
     if folder in (home, Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").resolve()):
         return
     try:

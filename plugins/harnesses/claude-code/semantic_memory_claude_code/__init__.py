@@ -158,7 +158,8 @@ class ClaudeCodeAdapter(HarnessAdapter):
                 node.get(SERVER))}
 
         files = [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
-                 ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed)]
+                 ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed,
+                            owns_folder=False)]  # the home folder
         if target.project_dir is not None:
             # Earlier installs put the server in the project's shared `.mcp.json`: take our
             # entry out of it (install and uninstall alike), and the file with it when that
@@ -173,7 +174,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
 
             files.append(ConfigFile(shared_file, "json", install_shared,
                                     lambda doc: uninstall_mcp(doc, ()), lambda doc: {},
-                                    legacy=True))
+                                    legacy=True, owns_folder=False))  # the user's project
         return files
 
     @staticmethod
