@@ -100,6 +100,7 @@ def test_project_install_creates_and_removes_its_own_file(tmp_path: Path) -> Non
     assert not (tmp_path / "home" / ".config" / "opencode").exists()  # the user's untouched
     ok(env, "uninstall", "opencode", "--project", str(project))
     assert not (project / "opencode.json").exists()
+    assert project.is_dir()  # the user's project folder stays, empty as it was
 
 
 def test_the_file_opencode_reads_is_the_one_edited(tmp_path: Path) -> None:

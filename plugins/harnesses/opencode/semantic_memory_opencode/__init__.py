@@ -148,7 +148,10 @@ class OpencodeAdapter(HarnessAdapter):
             return {"plugin": any(is_our_plugin(e) and spec_file(e).is_file() for e in plugins),
                     "MCP server": target.is_our_server(servers.get(SERVER))}
 
-        return [ConfigFile(path, "jsonc", install, uninstall, installed)]
+        # `opencode.json` in the project folder itself: an uninstall that empties the file may
+        # remove it, never the user's project folder (`.opencode/` is opencode's own)
+        return [ConfigFile(path, "jsonc", install, uninstall, installed,
+                           owns_folder=path.parent != target.project_dir)]
 
     @staticmethod
     def mcp_entry(target: InstallTarget) -> dict[str, Any]:
