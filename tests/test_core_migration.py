@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from old_schemas import as_written_before_v9
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
@@ -133,25 +134,6 @@ def test_parent_directories_are_created(tmp_path: Path) -> None:
     store.close()
 
 
-def _as_written_before_v9(settings: Settings, statements: list[tuple[str, tuple]]) -> None:
-    """Run raw `statements` (with `?`) on the store and mark it as a release before names
-    were normalized left it (SQLite schema 8, PostgreSQL 5)."""
-    if settings.db_url:
-        import psycopg
-
-        with psycopg.connect(settings.db_url, autocommit=True) as conn:
-            for sql, params in statements:
-                conn.execute(sql.replace("?", "%s"), params)
-            conn.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
-    else:
-        conn = sqlite3.connect(settings.db_path)
-        for sql, params in statements:
-            conn.execute(sql, params)
-        conn.execute("PRAGMA user_version = 8")
-        conn.commit()
-        conn.close()
-
-
 @pytest.mark.both_stores
 def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> None:
     """Projects with padding and kinds or sources in capitals, as earlier releases stored them,
@@ -168,7 +150,7 @@ def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> 
     older = engine.store_one(NewMemory("Use yarn for installs in this repo", project="web")).uid
     engine.update(decision, content="We chose PostgreSQL 18 for the team store")
     engine.close()
-    _as_written_before_v9(settings, [
+    as_written_before_v9(settings, [
         ("UPDATE memories SET project = ? WHERE uid = ?", ("web ", twin)),
         ("UPDATE memories SET superseded_by = ? WHERE uid = ?", (twin, older)),
         ("UPDATE memories SET kind = ?, source = ?, project = ? WHERE uid = ?",

@@ -2,7 +2,7 @@
 server in the project's own `.mcp.json`. Our entry moves to ~/.claude.json; the `.mcp.json`
 it leaves empty goes (install created it), and the project folder always stays.
 
-The older release is real: the packages of older_release.OLD_REV, run from a worktree.
+What the older release (472fb81) wrote is written here as it wrote it: `LEGACY_FILES`.
 """
 
 from __future__ import annotations
@@ -10,19 +10,83 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import older_release
-import pytest
 from test_service_support import memory_mcp_command
 
-
-@pytest.fixture(scope="module")
-def old_release(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The PYTHONPATH that runs the older release."""
-    with older_release.worktree(tmp_path_factory.mktemp("old-release") / "tree") as path:
-        yield path
+#: `memory-mcp install claude-code --project P` of release 472fb81 wrote these two files in P,
+#: byte for byte, MEMORY_MCP standing for its `memory-mcp` script's absolute path (the
+#: hooks and the MCP server ran it). Tool capture was off, so no PostToolUse hook.
+LEGACY_FILES = {
+    ".mcp.json": """\
+{
+  "mcpServers": {
+    "memory": {
+      "type": "stdio",
+      "command": "MEMORY_MCP",
+      "args": [
+        "proxy"
+      ]
+    }
+  }
+}
+""",
+    ".claude/settings.local.json": """\
+{
+  "hooks": {
+    "SessionStart": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "MEMORY_MCP hook claude-code SessionStart",
+            "timeout": 3
+          }
+        ]
+      }
+    ],
+    "UserPromptSubmit": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "MEMORY_MCP hook claude-code UserPromptSubmit",
+            "timeout": 3
+          }
+        ]
+      }
+    ],
+    "PreCompact": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "MEMORY_MCP hook claude-code PreCompact",
+            "timeout": 3
+          }
+        ]
+      }
+    ],
+    "SessionEnd": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "MEMORY_MCP hook claude-code SessionEnd",
+            "timeout": 3
+          }
+        ]
+      }
+    ]
+  },
+  "permissions": {
+    "allow": [
+      "mcp__memory"
+    ]
+  }
+}
+""",
+}
 
 
 def memory_mcp(env: dict[str, str], *args: str) -> str:
@@ -32,29 +96,30 @@ def memory_mcp(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def envs(tmp: Path, old_release: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(this release's environment, the older one's): HOME and the db in `tmp`."""
+def this_release(tmp: Path) -> dict[str, str]:
+    """This release's environment: HOME and the db in `tmp`."""
     (tmp / "home").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
-    env.pop("PYTHONPATH", None)
     env.update(HOME=str(tmp / "home"), MEMORY_DB_PATH=str(tmp / "memory.db"))
-    return env, {**env, "PYTHONPATH": old_release}
+    return env
 
 
-def old_project_install(old: dict[str, str], project: Path) -> Path:
-    """The older release's `install claude-code --project`; its `.mcp.json`."""
+def old_project_install(project: Path) -> Path:
+    """What the older release's `install claude-code --project` left in `project`; its
+    `.mcp.json`."""
     project.mkdir()
-    memory_mcp(old, "install", "claude-code", "--project", str(project))
-    shared = project / ".mcp.json"
-    assert "memory-mcp" in json.loads(shared.read_text())["mcpServers"]["memory"]["command"]
-    return shared
+    script = str(Path(memory_mcp_command()[0]).resolve())
+    for name, text in LEGACY_FILES.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text.replace("MEMORY_MCP", script), encoding="utf-8")
+    return project / ".mcp.json"
 
 
 def test_install_over_an_old_project_install_removes_the_mcp_json_it_empties(
-        tmp_path: Path, old_release: str) -> None:
-    env, old = envs(tmp_path, old_release)
+        tmp_path: Path) -> None:
+    env = this_release(tmp_path)
     project = tmp_path / "project"
-    shared = old_project_install(old, project)
+    shared = old_project_install(project)
     memory_mcp(env, "install", "claude-code", "--project", str(project))
     assert not shared.exists()  # not "{}"
     assert list(project.glob(".mcp.json*")) == []  # nor a backup of it
@@ -64,11 +129,10 @@ def test_install_over_an_old_project_install_removes_the_mcp_json_it_empties(
     assert project.is_dir() and list(project.iterdir()) == []
 
 
-def test_install_keeps_an_mcp_json_that_holds_another_server(
-        tmp_path: Path, old_release: str) -> None:
-    env, old = envs(tmp_path, old_release)
+def test_install_keeps_an_mcp_json_that_holds_another_server(tmp_path: Path) -> None:
+    env = this_release(tmp_path)
     project = tmp_path / "project"
-    shared = old_project_install(old, project)
+    shared = old_project_install(project)
     doc = json.loads(shared.read_text())
     doc["mcpServers"]["github"] = {"type": "http", "url": "https://api.example/mcp"}
     shared.write_text(json.dumps(doc, indent=2) + "\n")
@@ -78,12 +142,12 @@ def test_install_keeps_an_mcp_json_that_holds_another_server(
 
 
 def test_uninstall_over_an_old_project_install_keeps_the_project_folder(
-        tmp_path: Path, old_release: str) -> None:
+        tmp_path: Path) -> None:
     """Uninstall removes the `.mcp.json` the older install created, and `.claude/` it leaves
     empty, but never the project folder, even when nothing else is in it."""
-    env, old = envs(tmp_path, old_release)
+    env = this_release(tmp_path)
     project = tmp_path / "project"
-    shared = old_project_install(old, project)
+    shared = old_project_install(project)
     memory_mcp(env, "uninstall", "claude-code", "--project", str(project))
     assert not shared.exists()
     assert project.is_dir() and list(project.iterdir()) == []
