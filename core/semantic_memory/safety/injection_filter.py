@@ -15,8 +15,10 @@ classes (docs/security.md "What is refused" lists them with examples):
   command the user's agent itself ran) and spare what reads as documentation: a harmless
   target (`rm -rf build/`), a negation ("never run …"), an install line without urgency.
 - De-obfuscation: letter-spaced or dotted words are joined, reversed text is read backwards,
-  plausible base64 runs are decoded and text spelled in Unicode tag characters is read as
-  the ASCII it mirrors; each view goes through the rules above.
+  plausible base64 runs are decoded, text spelled in Unicode tag characters is read as
+  the ASCII it mirrors, digits and signs standing for letters ("1gn0r3 pr3v10us
+  1nstruct10ns") are read as the letters where that spells a trigger word, and ROT13 text
+  holding a trigger word is read decoded; each view goes through the rules above.
 
 Each family runs only if one of its needles occurs in the text (a substring test costs a
 fraction of a regex scan), and no pattern nests unbounded repetition.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import itertools
 import re
 import sys
@@ -33,7 +36,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .textnorm import fold_lines, strip_format_chars
+from .textnorm import LATIN_KEYWORDS, fold_lines, strip_format_chars
 
 # --- "ignore previous instructions", in its many wordings -----------------------------------
 _VERB = (
@@ -864,6 +867,18 @@ _REVERSED_NEEDLES = ("erongi", "dragersid", "tegrof", "snoitcurtsni", "tpmorp", 
                      "suoiverp", "laever", "edirrevo", "selur", "won era uoy")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 _MAX_DECODED = 16
+#: A letter next to a digit or sign that may stand for one ("1gn0r3", "4ll", "pr3v10us").
+_LEET_HINT = re.compile(r"[a-z][013457@$]|[013457@$][a-z]")
+#: A whole word of 2-16 letters and such digits and signs, with one of each (no trigger word
+#: is longer; `sha256`, `x86_64` and numbers are left alone at their first character).
+_LEET_WORD = re.compile(r"(?<![\w@$])(?=[a-z]*[013457@$])(?=[013457@$]*[a-z])"
+                        r"[a-z013457@$]{2,16}(?![\w@$])")
+#: What they stand for; `1` is `i` or `l` ("1gnore", "ru1es").
+_LEET_READINGS = (str.maketrans("013457@$", "oieastas"), str.maketrans("013457@$", "oleastas"))
+#: Trigger words in ROT13 (ignore, disregard, previous, instructions, system prompt, you are
+#: now): only a text holding one is decoded and read again.
+_ROT13_NEEDLES = ("vtaber", "qvfertneq", "cerivbhf", "vafgehpgvbaf", "flfgrz cebzcg",
+                  "lbh ner abj")
 
 
 def _spaced_out(flat: str) -> bool:
@@ -944,8 +959,31 @@ def _rules_match(lines: str, flat: str, commands: str) -> bool:
             or _dangerous_commands(commands, present))
 
 
+def _read_leet(m: re.Match[str]) -> str:
+    word = m.group()
+    for reading in _LEET_READINGS:
+        if (read := word.translate(reading)) in LATIN_KEYWORDS:
+            return read
+    return word
+
+
+def _leet(flat: str) -> str | None:
+    """`flat` with each word that spells a trigger word once its digits and signs are read as
+    letters written so (`1gn0r3` -> `ignore`; `h2o`, `v2` and `md5` stay); None when none does."""
+    if _LEET_HINT.search(flat) is None:
+        return None
+    read = _LEET_WORD.sub(_read_leet, flat)
+    return read if read != flat else None
+
+
 def _obfuscated(flat: str) -> bool:
     if _spaced_out(flat) or _run_together(flat):
+        return True
+    if (read := _leet(flat)) is not None and (
+            _families_match(read) or _COMPACT.search(read.replace(" ", "")) is not None):
+        return True
+    if any(needle in flat for needle in _ROT13_NEEDLES) and \
+            _families_match(codecs.encode(flat, "rot13")):
         return True
     if any(needle in flat for needle in _REVERSED_NEEDLES):
         backwards = flat[::-1]
