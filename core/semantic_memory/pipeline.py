@@ -155,9 +155,14 @@ class PurgeReport:
     expired_artifacts: int = 0
     expired_injections: int = 0
     vacuumed: bool = False
+    #: Memories current again: a memory purged had replaced them (`store.purge`).
+    current_again: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if not self.current_again:  # most purges bring none back: the report reads as before
+            out.pop("current_again")
+        return out
 
 
 class MemoryEngine:
@@ -695,7 +700,8 @@ class MemoryEngine:
 
     def purge(self, reclaim_share: float = 0.0, grace_days: float = 0) -> PurgeReport:
         """Hard-delete soft-deleted memories (with `grace_days`, only those forgotten longer
-        ago; 0: every one, `memory-mcp purge`) and apply the TTLs; then merge the full-text
+        ago; 0: every one, `memory-mcp purge`) and apply the TTLs (what a memory gone had
+        replaced is current again: `current_again`); then merge the full-text
         indexes and VACUUM when what went is at least `reclaim_share` of the rows (memories
         and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
         share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
@@ -703,10 +709,11 @@ class MemoryEngine:
         counts = self.counts() if reclaim_share > 0 else None
         current = now()
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
-        report = PurgeReport(*self.store.purge(
+        forgotten, expired, reports, current_again = self.store.purge(
             current - artifacts * DAY if artifacts > 0 else None,
             current - injections * DAY if injections > 0 else None, self.writer.forget_ids,
-            current - grace_days * DAY if grace_days > 0 else None))
+            current - grace_days * DAY if grace_days > 0 else None)
+        report = PurgeReport(forgotten, expired, reports, current_again=current_again)
         removed = report.soft_deleted + report.expired_artifacts + report.expired_injections
         rows = sum(counts.values()) if counts else 0
         if removed and removed >= reclaim_share * rows:

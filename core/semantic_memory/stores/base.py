@@ -520,6 +520,22 @@ class SQLMemoryStore:
             conn or self.read(), "SELECT uid FROM memories WHERE superseded_by = ? AND "
                                  "deleted = 0 ORDER BY updated_at DESC, id DESC", (uid,))]
 
+    def clear_dangling_supersessions(self, conn: Any) -> int:
+        """Clear every `superseded_by` that names no live memory (one purged, forgotten or never
+        stored, or the row itself): a memory must not stay hidden behind a uid nothing holds.
+        A forget clears what names the memory it forgets; this repairs what a purge (an
+        expired artifact, an old forget) or an imported file left. Returns how many live
+        memories are current again; forgotten ones are cleared too, so that brought back they
+        are current. One probe of the uid index per superseded row (its partial index)."""
+        dangling = ("superseded_by IS NOT NULL AND (superseded_by = uid OR NOT EXISTS ("
+                    "SELECT 1 FROM memories o WHERE o.uid = memories.superseded_by "
+                    "AND o.deleted = 0))")
+        current = self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE "
+                                  f"deleted = 0 AND {dangling}").rowcount
+        self._run(conn, f"UPDATE memories SET superseded_by = NULL WHERE deleted = 1 AND "
+                        f"{dangling}")
+        return int(current)
+
     def forget(self, uid: str, ts: float) -> list[str] | None:
         """Soft-delete one memory, its `updated_at` set to `ts` (when it was forgotten: what
         the start-up purge's grace period counts from). Returns the uids of the live memories
@@ -694,12 +710,14 @@ class SQLMemoryStore:
 
     def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None,
               on_delete: Callable[[Any, list[int]], None] | None = None,
-              forgotten_cutoff: float | None = None) -> tuple[int, int, int]:
+              forgotten_cutoff: float | None = None) -> tuple[int, int, int, int]:
         """Hard-delete forgotten memories (with `forgotten_cutoff`, only those forgotten
         before it: their `updated_at`), live artifacts last updated before `artifact_cutoff`
-        and injection reports before `injection_cutoff` (None: keep). Returns the three
-        counts. `on_delete(conn, ids)` hears of the memories about to go, in the same
-        transaction (their ids may be reused: channels drop what they derived from them)."""
+        and injection reports before `injection_cutoff` (None: keep); what the memories gone
+        had replaced is current again, in the same transaction (`clear_dangling_supersessions`,
+        as a forget does). Returns the three counts and how many memories are current again.
+        `on_delete(conn, ids)` hears of the memories about to go, in the same transaction
+        (their ids may be reused: channels drop what they derived from them)."""
         # The forgotten are read from their partial index `memories_forgotten`: `+updated_at`
         # is no column SQLite may seek an index with, so it does not walk `memories_updated`
         # over every memory older than the cutoff instead (2 s at 1M memories, in the write
@@ -727,7 +745,8 @@ class SQLMemoryStore:
             if injection_cutoff is not None:
                 injections = self._run(conn, "DELETE FROM injections WHERE ts < ?",
                                        (injection_cutoff,)).rowcount
-        return forgotten, artifacts, injections
+            current = self.clear_dangling_supersessions(conn)
+        return forgotten, artifacts, injections, current
 
     def optimize(self, vacuum: bool = False) -> list[str]:
         """Tidy indexes after a bulk load, and with `vacuum` give back the space deletions

@@ -1,0 +1,116 @@
+"""How supersession meets the other ways a memory changes state: a purge (an expired artifact,
+an old forget), an edit of the memory replaced, the embedding queue's near-duplicate merge, an
+unforget, an import and an export. Each path must leave every live memory either current or
+superseded by a live memory: a `superseded_by` naming nothing hides a memory for good."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory, RecallFilters
+from semantic_memory.pipeline import DAY, MemoryEngine
+
+pytestmark = pytest.mark.both_stores
+
+
+def cli(db: Path, *args: str, stdin: str | None = None, **env: str
+        ) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    environment.update(MEMORY_DB_PATH=str(db), MEMORY_DEVICE="cpu", HOME=str(db.parent), **env)
+    return subprocess.run([sys.executable, "-m", "semantic_memory", *args], capture_output=True,
+                          text=True, env=environment, input=stdin, timeout=120)
+
+
+def sql(engine: MemoryEngine, statement: str, *params: object) -> None:
+    """One write in the store's own parameter style (psycopg writes %s)."""
+    with engine.store.write() as conn:
+        conn.execute(statement.replace("?", engine.store.placeholder), params)
+
+
+def current(engine: MemoryEngine, **filters: object) -> list[str]:
+    """The uids `list` shows (current memories only)."""
+    return [m.uid for m in engine.list(RecallFilters(**filters), limit=100)]
+
+
+# --- 1. a purge ------------------------------------------------------------------------------
+
+
+def test_what_an_expired_artifact_replaced_is_current_again(settings: Settings) -> None:
+    """A fact replaced by an artifact (`store --kind artifact --replaces F`) stayed replaced by
+    a uid nothing held once the artifact expired: hidden from list, recall and stats for
+    good, where a forget of the artifact would have brought it back."""
+    engine = MemoryEngine(replace(settings, ttl_artifact_days=90))
+    try:
+        fact = engine.store_one(NewMemory("The nightly benchmark takes 41 minutes on the CI "
+                                          "runner", project="p1")).uid
+        run = engine.store_one(NewMemory("Nightly benchmark run: 38 minutes", kind="artifact",
+                                         project="p1", replaces=fact))
+        assert run.supersedes == [fact] and current(engine) == [run.uid]
+        sql(engine, "UPDATE memories SET updated_at = ? WHERE uid = ?",
+            time.time() - 91 * DAY, run.uid)
+
+        report = engine.startup_maintenance()  # the service's periodic run
+        assert report is not None and report.expired_artifacts == 1
+        assert report.to_dict()["current_again"] == 1
+        assert current(engine) == [fact] and engine.get(fact).superseded_by is None
+        assert engine.recall("nightly benchmark minutes")[0].memory.uid == fact
+        assert engine.stats()["memories"] == 1
+        assert "current_again" not in engine.purge().to_dict()  # none: as before
+    finally:
+        engine.close()
+
+
+def test_a_purged_forget_and_an_older_release_s_leftovers_are_repaired(
+        settings: Settings) -> None:
+    """A purge also clears what a purge of an earlier release left dangling, and what a
+    forgotten memory kept pointing at: brought back, it is current."""
+    engine = MemoryEngine(settings)
+    try:
+        old, newer, kept = (engine.store_one(NewMemory(text, project="p")).uid for text in (
+            "The staging database listens on port 6543",
+            "The staging database now listens on port 6544",
+            "Deploys run from the release branch"))
+        assert engine.get(old).superseded_by == newer
+        sql(engine, "UPDATE memories SET superseded_by = 'gone0000gone0000' WHERE uid = ?",
+            kept)  # what a purge of an earlier release left
+        assert engine.forget(old)  # forgotten while replaced: keeps its superseded_by
+        sql(engine, "UPDATE memories SET superseded_by = 'gone0000gone0000' WHERE uid = ?",
+            old)
+        assert current(engine) == [newer]
+
+        report = engine.purge(grace_days=30)  # the forget is recent: kept
+        assert report.to_dict()["current_again"] == 1 and report.soft_deleted == 0
+        assert sorted(current(engine)) == sorted([newer, kept])
+        assert engine.unforget(old).status == "restored"
+        assert engine.get(old).superseded_by is None  # cleared while forgotten
+    finally:
+        engine.close()
+
+
+@pytest.mark.sqlite_only
+def test_memory_mcp_purge_says_how_many_are_current_again(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    fact = cli(db, "store", "The nightly benchmark takes 41 minutes", "--project", "p1")
+    uid = fact.stdout.split()[1]
+    run = cli(db, "store", "Nightly benchmark run: 38 minutes", "--kind", "artifact",
+              "--project", "p1", "--replaces", uid)
+    assert run.returncode == 0 and f"supersedes {uid}" in run.stdout, run.stderr
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE memories SET updated_at = updated_at - 91 * 86400 "
+                     "WHERE kind = 'artifact'")
+    conn.close()
+    purged = cli(db, "purge")
+    assert purged.returncode == 0, purged.stderr
+    assert json.loads(purged.stdout)["current_again"] == 1
+    listed = cli(db, "list", "--json")
+    assert [m["uid"] for m in json.loads(listed.stdout)] == [uid]
