@@ -46,7 +46,7 @@ def forgotten_uids(db: Path) -> list[str]:
 def wait_for_maintenance(service: Service) -> str:
     """The service's log once its start-up maintenance (run in the background) has logged."""
     deadline = time.monotonic() + 30
-    while "startup maintenance:" not in service.stderr():
+    while "maintenance: {" not in service.stderr():
         assert time.monotonic() < deadline, service.stderr()
         time.sleep(0.1)
     return service.stderr()
@@ -122,6 +122,22 @@ def test_start_up_maintenance_purges_only_forgets_older_than_the_grace(
         assert [m.uid for m in engine.forgotten()] == [recent]
         assert engine.purge().soft_deleted == 1  # `memory-mcp purge`: every one
         assert engine.forgotten() == [] and engine.get(live) is not None
+    finally:
+        engine.close()
+
+
+def test_each_maintenance_run_logs_one_line_named_for_what_it_is(
+        settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """The service runs maintenance at its start and every MEMORY_MAINTENANCE_INTERVAL_S: each
+    run logged "startup maintenance: …", an hourly line that named the start."""
+    engine = MemoryEngine(replace(settings, maintenance_on_start=True))
+    try:
+        with caplog.at_level("INFO", logger="semantic_memory"):
+            engine.startup_maintenance()
+            engine.startup_maintenance()
+        lines = [r.getMessage() for r in caplog.records if "maintenance" in r.getMessage()]
+        assert len(lines) == 2 and all(line.startswith("maintenance: {'soft_deleted': 0")
+                                       for line in lines), lines
     finally:
         engine.close()
 

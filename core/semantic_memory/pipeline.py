@@ -731,7 +731,7 @@ class MemoryEngine:
         grace = self.settings.forget_grace_days
         report = self.purge(STARTUP_RECLAIM_SHARE, grace)
         kept = self.counts()["forgotten"] if grace > 0 else 0
-        log.info("startup maintenance: %s%s", report.to_dict(),
+        log.info("maintenance: %s%s", report.to_dict(),  # at the start and every interval
                  f"; {kept} forgotten memories kept until {grace} days after their forget "
                  "(MEMORY_FORGET_GRACE_DAYS; `memory-mcp forgotten` lists them)" if kept else "")
         return report
