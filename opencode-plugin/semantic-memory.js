@@ -694,7 +694,12 @@ function chunkExchange(user, reply, maxChars) {
   const [first, ...rest] = splitText(whole, maxChars - length(head));
   return first === void 0 ? [] : [first, ...rest.map((piece) => head + piece)];
 }
-var BOUNDARIES = ["\n\n", "\n", ". ", " "];
+var BOUNDARIES = [
+  ["\n\n"],
+  ["\n"],
+  [". ", "\u3002", "\uFF01", "\uFF1F"],
+  [" "]
+];
 function splitText(text2, limit) {
   limit = Math.max(limit, 1);
   const pieces = [];
@@ -702,8 +707,13 @@ function splitText(text2, limit) {
   while (length(rest) > limit) {
     const window = slice(rest, 0, limit + 1);
     let cut = -1;
-    for (const boundary of BOUNDARIES) {
-      cut = rfind(window, boundary);
+    for (const level of BOUNDARIES) {
+      let boundary = "";
+      cut = -1;
+      for (const stop of level) {
+        const at = rfind(window, stop);
+        if (at > cut) [cut, boundary] = [at, stop];
+      }
       if (cut > Math.floor(limit / 3)) {
         cut += strip(boundary) ? rstrip(boundary).length : 0;
         break;

@@ -79,6 +79,18 @@ def test_long_exchange_is_split_and_each_piece_names_the_question() -> None:
     assert chunk_turns([Turn("user", question), Turn("assistant", answer)], max_chars=600) == chunks
 
 
+def test_a_chinese_or_japanese_reply_is_cut_after_a_sentence_not_inside_a_word() -> None:
+    """Their sentences end in `。` `！` `？` with no space: a long reply was cut at the limit,
+    mid-word (部|署), each half a memory that its word's search cannot find."""
+    reply = "".join(f"第{i}步：先备份数据库，然后运行迁移脚本并部署新版本。" for i in range(60))
+    pieces = split_text(reply, 200)
+    assert len(pieces) > 5 and all(len(p) <= 200 for p in pieces)
+    assert all(p.endswith("\u3002") for p in pieces[:-1]), pieces
+    assert "".join(pieces) == reply
+    assert split_text("ビルドは成功しました！次にテストを実行しますか？はい。" * 9, 60)[0].endswith(
+        ("\uff01", "\uff1f", "\u3002"))
+
+
 def test_split_text_prefers_paragraphs_then_sentences_then_words() -> None:
     assert split_text("aaaa bbbb\n\ncccc dddd", 12) == ["aaaa bbbb", "cccc dddd"]
     assert split_text("One sentence here. Another one there.", 25) == [

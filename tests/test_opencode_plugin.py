@@ -167,7 +167,8 @@ def random_text(rng: random.Random) -> str:
         pieces.append(rng.choice([
             rng.choice(TEXTS), " ".join(rng.choice(["word", "x" * rng.randint(1, 300), "🙂", "é"])
                                         for _ in range(rng.randint(1, 40))),
-            "\n\n", "\n", ". ", " ", "\t", "\u00a0"]))
+            "\n\n", "\n", ". ", " ", "\t", "\u00a0", "\u3002", "\uff01", "\uff1f",
+            "部署流程" * rng.randint(1, 80)]))
     return "".join(pieces)
 
 

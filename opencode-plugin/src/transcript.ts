@@ -211,7 +211,13 @@ function chunkExchange(user: string, reply: string, maxChars: number): string[] 
   return first === undefined ? [] : [first, ...rest.map((piece) => head + piece)];
 }
 
-const BOUNDARIES = ["\n\n", "\n", ". ", " "];
+/**
+ * Where a piece may end, coarsest level first; within a level the latest stop wins
+ * (transcript.py `_BOUNDARIES`: `。` `！` `？` end a Chinese or Japanese sentence).
+ */
+const BOUNDARIES: readonly (readonly string[])[] = [
+  ["\n\n"], ["\n"], [". ", "\u3002", "\uff01", "\uff1f"], [" "],
+];
 
 /**
  * Text cut into pieces of at most `limit` characters at the coarsest boundary that fits
@@ -224,8 +230,13 @@ export function splitText(text: string, limit: number): string[] {
   while (length(rest) > limit) {
     const window = slice(rest, 0, limit + 1);
     let cut = -1;
-    for (const boundary of BOUNDARIES) {
-      cut = rfind(window, boundary);
+    for (const level of BOUNDARIES) {
+      let boundary = "";
+      cut = -1;
+      for (const stop of level) {
+        const at = rfind(window, stop);
+        if (at > cut) [cut, boundary] = [at, stop];
+      }
       if (cut > Math.floor(limit / 3)) {
         cut += strip(boundary) ? rstrip(boundary).length : 0;
         break;

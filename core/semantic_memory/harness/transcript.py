@@ -413,7 +413,10 @@ def _chunk_exchange(user: str, reply: str, max_chars: int,
     return [pieces[0], *(head + p for p in pieces[1:])]
 
 
-_BOUNDARIES = ("\n\n", "\n", ". ", " ")
+#: Where a piece may end, coarsest level first; within a level the latest stop wins. Chinese
+#: and Japanese end a sentence with `。` `！` `？` and no space: without them a long reply in
+#: either was cut mid-word (部|署).
+_BOUNDARIES = (("\n\n",), ("\n",), (". ", "\u3002", "\uff01", "\uff1f"), (" ",))
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -425,8 +428,8 @@ def split_text(text: str, limit: int) -> list[str]:
     while len(rest) > limit:
         window = rest[: limit + 1]
         cut = -1
-        for boundary in _BOUNDARIES:
-            cut = window.rfind(boundary)
+        for level in _BOUNDARIES:
+            cut, boundary = max((window.rfind(stop), stop) for stop in level)
             if cut > limit // 3:
                 cut += len(boundary.rstrip()) if boundary.strip() else 0
                 break
