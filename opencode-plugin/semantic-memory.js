@@ -582,7 +582,7 @@ var HEAD_CHARS = 160;
 var ACK_WORDS = 20;
 var SEPARATOR = `[${SPACE}:,.\u2013\u2014\uFF1A\uFF0C\u3001-]`;
 var REMEMBER = new RegExp(
-  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])${SEPARATOR}*(?:that(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
+  `^[${SPACE}]*(?:(?:remember|merke?[${SPACE}]+dir|retiens|souviens-toi|recuerda|lembre-se|lembra-te|ricorda|\u0437\u0430\u043F\u043E\u043C\u043D\u0438)(?![\\p{L}\\p{N}_])|(?:\u8BB0\u4F4F|\u8A18\u4F4F|\u899A\u3048\u3066(?:\u304A\u3044\u3066|\u304A\u3051|\u304F\u3060\u3055\u3044)?|\uAE30\uC5B5\uD574(?:[${SPACE}]*(?:\uC918|\uB46C|\uC8FC\uC138\uC694|\uB450\uC138\uC694))?)(?=${SEPARATOR}))${SEPARATOR}*(?:(?:that|que|dass|che|\u0447\u0442\u043E)(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
   "iu"
 );
 var WRAPPED = new RegExp(

@@ -27,11 +27,15 @@ export interface Turn {
 const SEPARATOR = `[${SPACE}:,.\u2013\u2014\uff1a\uff0c\u3001-]`;
 /**
  * A prompt asking to store something: "remember …", "Remember: …", "remember that …",
- * "REMEMBER — …", "remember：…" (transcript.py REMEMBER; whitespace and word characters as
- * Python's `\s` and `\w` see them). What follows is the fact (`remembered` says when it is one).
+ * "REMEMBER — …", "remember：…", or the word in German, French, Spanish, Portuguese, Italian,
+ * Russian, Chinese, Japanese or Korean (transcript.py REMEMBER; whitespace and word characters
+ * as Python's `\s` and `\w` see them). What follows is the fact (`remembered` says when).
  */
 const REMEMBER = new RegExp(
-  `^[${SPACE}]*remember(?![\\p{L}\\p{N}_])${SEPARATOR}*(?:that(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
+  `^[${SPACE}]*(?:(?:remember|merke?[${SPACE}]+dir|retiens|souviens-toi|recuerda|lembre-se` +
+    `|lembra-te|ricorda|запомни)(?![\\p{L}\\p{N}_])|(?:记住|記住|覚えて(?:おいて|おけ|ください)?` +
+    `|기억해(?:[${SPACE}]*(?:줘|둬|주세요|두세요))?)(?=${SEPARATOR}))${SEPARATOR}*` +
+    `(?:(?:that|que|dass|che|что)(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
   "iu",
 );
 // A whole text in double quotes: how `opencode run` passes an argument holding a space

@@ -43,9 +43,20 @@ _NOT_CONVERSATION = (
 
 
 #: A prompt asking to store something: "remember …", "Remember: …", "remember that …",
-#: "REMEMBER — …", "remember：…". What follows is the fact (`remembered`: when it is one).
-_REMEMBER = (r"^\s*remember\b[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]*"
-             r"(?:that(?:[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]+|\Z))?(?P<rest>.*)$", "IS")
+#: "REMEMBER — …", "remember：…", or the same word in German, French, Spanish, Portuguese,
+#: Italian, Russian, Chinese, Japanese or Korean ("merk dir, dass …", "记住：…", "覚えておいて：…",
+#: "запомни, что …"). A Chinese, Japanese or Korean word needs a space or separator after it:
+#: "记住了" (got it), "覚えてない" (I don't remember) and "기억해야" (must remember) are not asks.
+#: What follows is the fact (`remembered`: when it is one).
+_REMEMBER = (r"^\s*(?:(?:remember|merke?\s+dir|retiens|souviens-toi|recuerda|lembre-se|lembra-te"
+             r"|ricorda|запомни)\b|(?:记住|記住|覚えて(?:おいて|おけ|ください)?"
+             r"|기억해(?:\s*(?:줘|둬|주세요|두세요))?)(?=[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]))"
+             r"[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]*"
+             r"(?:(?:that|que|dass|che|что)(?:[\s:,.\u2013\u2014\uff1a\uff0c\u3001-]+|\Z))?"
+             r"(?P<rest>.*)$", "IS")
+#: How each of those words starts (casefolded): a prompt that starts otherwise is not looked at.
+_REMEMBER_HEADS = ("remember", "merk", "retiens", "souviens", "recuerda", "lembr", "ricorda",
+                   "запомни", "记住", "記住", "覚えて", "기억해")
 #: A reply to a "remember" prompt with at most this many words that are not the fact's is only
 #: its acknowledgement ("Noted.", "Got it: the freeze starts Fridays at noon."): not stored.
 ACK_WORDS = 20
@@ -143,7 +154,7 @@ def remembered(prompt: str) -> str | None:
     that asks (`_asks`: `remember the port we picked? put it in config.yaml`), which are
     ordinary prompts: recalled for, not stored."""
     prompt = unquote(prompt)
-    if prompt.lstrip()[:8].lower() != "remember":  # what the pattern starts with, ignoring case
+    if not prompt.lstrip()[:8].lower().startswith(_REMEMBER_HEADS):  # before any regex
         return None
     found = _pattern(_REMEMBER).match(prompt)
     if found is None:
