@@ -17,6 +17,7 @@ import pytest
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import DAY, MemoryEngine
+from test_service_support import start_service
 
 pytestmark = pytest.mark.both_stores
 
@@ -114,3 +115,73 @@ def test_memory_mcp_purge_says_how_many_are_current_again(tmp_path: Path) -> Non
     assert json.loads(purged.stdout)["current_again"] == 1
     listed = cli(db, "list", "--json")
     assert [m["uid"] for m in json.loads(listed.stdout)] == [uid]
+
+
+# --- 2. an edit of the memory replaced -------------------------------------------------------
+
+OLD_PORT = "The staging database listens on port 6543"
+NEW_PORT = "The staging database now listens on port 6544"
+
+
+def test_an_edit_that_unlinks_a_superseded_memory_makes_it_current(engine: MemoryEngine
+                                                                    ) -> None:
+    """Edited into another project, kind or subject, the older memory stayed replaced by a
+    memory it no longer has anything to do with: invisible to list, recall and stats."""
+    old = engine.store_one(NewMemory(OLD_PORT, project="p1")).uid
+    new = engine.store_one(NewMemory(NEW_PORT, project="p1")).uid
+    assert engine.get(old).superseded_by == new
+    edited = engine.update(old, project="p2", kind="note",
+                           content="Our cat is named Felix and likes salmon")
+    assert edited.status == "updated" and "superseded_by" not in edited.to_dict()["memory"]
+    assert engine.get(old).superseded_by is None and current(engine, project="p2") == [old]
+    assert engine.recall("cat Felix salmon", filters=RecallFilters(project="p2"))[0] \
+        .memory.uid == old
+    assert engine.stats()["memories"] == 2
+
+    for change in ({"kind": "decision"}, {"project": "p3"},  # the rule links within one
+                   {"content": "The nightly backup runs at 02:00 UTC"}):  # another subject
+        again = engine.store_one(NewMemory(OLD_PORT.replace("6543", "6540"), project="p1")).uid
+        engine.update(again, content=OLD_PORT.replace("6543", "6541"))  # still restated
+        assert engine.get(again).superseded_by is None  # 6541 is newest: it is current
+        newest = engine.store_one(NewMemory(NEW_PORT.replace("6544", "6549"), project="p1"))
+        assert again in (newest.supersedes or []), change
+        assert engine.update(again, **change).status == "updated"
+        assert engine.get(again).superseded_by is None, change
+        engine.forget(again)
+        engine.forget(newest.uid)
+
+
+def test_an_edit_that_still_restates_or_an_explicit_replacement_stays_superseded(
+        engine: MemoryEngine) -> None:
+    old = engine.store_one(NewMemory(OLD_PORT, project="p1")).uid
+    new = engine.store_one(NewMemory(NEW_PORT, project="p1")).uid
+    edited = engine.update(old, content=OLD_PORT.replace("6543", "6542"), tags=["db"])
+    assert edited.to_dict()["memory"]["superseded_by"] == new  # the result says so too
+    assert engine.get(old).superseded_by == new and current(engine) == [new]
+    # a replacement the rule never made, by a person's `replaces`: a typo fixed keeps it
+    yarn = engine.store_one(NewMemory("Prefers yarn for package managment", kind="preference",
+                                      project="p1")).uid
+    pnpm = engine.store_one(NewMemory("Prefers pnpm for package management",
+                                      kind="preference", project="p1", replaces=yarn)).uid
+    engine.update(yarn, content="Prefers yarn for package management")
+    assert engine.get(yarn).superseded_by == pnpm
+
+
+@pytest.mark.sqlite_only
+def test_rest_patch_of_a_superseded_memory_into_another_project(tmp_path: Path) -> None:
+    service = start_service(tmp_path, MEMORY_PLUGINS="bm25_porter,bm25_trigram")
+    try:
+        with service.client() as http:
+            old, new = (http.post("/ingest", json={"content": text, "kind": "fact",
+                                                   "project": "p1"}).json()["uid"]
+                        for text in (OLD_PORT, NEW_PORT))
+            patched = http.patch(f"/api/memories/{old}", json={
+                "project": "p2", "kind": "note",
+                "content": "Our cat is named Felix and likes salmon"})
+            assert patched.status_code == 200, patched.text
+            listed = http.get("/api/memories", params={"project": "p2"}).json()
+            assert [m["uid"] for m in listed["items"]] == [old]
+            assert http.get(f"/api/memories/{old}").json()["superseded_by"] is None
+            assert http.get(f"/api/memories/{new}").json()["supersedes"] == []
+    finally:
+        service.stop()

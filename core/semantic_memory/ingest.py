@@ -555,8 +555,11 @@ class Writer:
         self.store.replace(conn, old, new, new.updated_at)
         if new.content != old.content:
             self._reindex(conn, new, prepared)
+        new.superseded_by = old.superseded_by
         if (new.content, new.kind, new.project) != (old.content, old.kind, old.project):
             self._recheck_replaced(conn, new)
+            if self._recheck_replacer(conn, old, new):
+                new.superseded_by = None
         return UpdateResult("updated", new)
 
     def _recheck_replaced(self, conn: Any, memory: Memory) -> None:
@@ -570,6 +573,30 @@ class Writer:
                          and supersede.supersedes(m.content, memory.content))]
         if stale:
             self.store.make_current(conn, stale)
+
+    def _recheck_replacer(self, conn: Any, old: Memory, new: Memory) -> bool:
+        """After an edit of a superseded memory's text, kind or project (`old` -> `new`):
+        whether it is current again, because the edit unlinked it from the memory that
+        replaced it. Moved to another project or kind than that one's (the rule links only
+        within one), or restated by it before the edit and not after. A replacement the rule
+        never made (an explicit `replaces`) stays when only the text changed: a person said
+        so. Left superseded, nothing would show the memory edited."""
+        if old.superseded_by is None:
+            return False
+        by = self.store.live_by_uid(conn, old.superseded_by)
+        if by is None:  # names no live memory (`clear_dangling_supersessions`)
+            unlinked = True
+        else:
+            def restated(m: Memory) -> bool:
+                return (m.project, m.kind) == (by.project, by.kind) \
+                    and supersede.supersedes(m.content, by.content)
+
+            moved = (new.project, new.kind) != (old.project, old.kind) \
+                and (new.project, new.kind) != (by.project, by.kind)
+            unlinked = moved or (restated(old) and not restated(new))
+        if unlinked:
+            self.store.make_current(conn, [new.id])
+        return unlinked
 
     def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
         """Index an edited memory again in every channel (inside the edit's transaction)."""
