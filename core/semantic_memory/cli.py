@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
+import io
 import json
 import os
 import re
@@ -1207,9 +1209,36 @@ def add_plugin_commands(pm: PluginManager, group: click.Group) -> None:
             owners[name] = plugin
 
 
+def _unicode_safe_output() -> None:
+    """Standard output and error that never fail on a character (a CJK memory, "…") their
+    encoding lacks, which cost the answer and printed a traceback. A pipe or file (a Windows
+    redirect is cp1252) gets UTF-8: nothing lost, what git or ripgrep write there, and what
+    Python's own UTF-8 mode (the default from 3.15, PEP 686) gives. A terminal keeps its own
+    encoding, which it displays, with "?" for what it cannot show (docs/multilingual.md)."""
+    for stream in (sys.stdout, sys.stderr):
+        if not isinstance(stream, io.TextIOWrapper) or _writes_everything(stream.encoding):
+            continue
+        try:
+            terminal = stream.isatty()
+        except ValueError:  # closed
+            continue
+        if terminal:
+            stream.reconfigure(errors="replace")
+        else:
+            stream.reconfigure(encoding="utf-8", errors=stream.errors)
+
+
+def _writes_everything(encoding: str) -> bool:
+    """Whether `encoding` writes every character (UTF-8/16/32, GB 18030; not cp1252 or
+    latin-1)."""
+    name = codecs.lookup(encoding).name
+    return name.startswith("utf") or name == "gb18030"
+
+
 def main() -> None:
     """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere). The
     plugin manager built here is the one every command uses (`Context.pm`)."""
+    _unicode_safe_output()
     try:
         settings = Settings.from_env()
         pm = build_plugin_manager(settings)

@@ -309,13 +309,15 @@ def _report(service: ServiceClient, body: dict[str, Any], entry: dict[str, Any])
 
 
 def _print(text: str) -> str | None:
-    """Print the hook's answer; why it could not be, else None. A harness that closed the
-    hook's stdout, or stopped reading it (a broken pipe), costs the answer, never the exit
-    status or the log line: stdout then goes to /dev/null, so the interpreter's own flush at
-    exit does not fail again."""
+    """Print the hook's answer; why it could not be, else None. Written as UTF-8 bytes,
+    whatever stdout's encoding says (a Windows pipe's cp1252, PYTHONIOENCODING): harnesses
+    read their hooks' answers as UTF-8, and a text stream that cannot encode a CJK memory lost
+    the answer. A harness that closed the hook's stdout, or stopped reading it (a broken pipe),
+    costs the answer, never the exit status or the log line: stdout then goes to /dev/null,
+    so the interpreter's own flush at exit does not fail again."""
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8", "replace"))  # a lone surrogate: "?"
+        sys.stdout.buffer.flush()
     except (AttributeError, OSError, ValueError) as exc:  # None, EPIPE, closed file
         try:
             null = os.open(os.devnull, os.O_WRONLY)
