@@ -185,3 +185,46 @@ def test_rest_patch_of_a_superseded_memory_into_another_project(tmp_path: Path) 
             assert http.get(f"/api/memories/{new}").json()["supersedes"] == []
     finally:
         service.stop()
+
+
+# --- 6. an export's times --------------------------------------------------------------------
+
+
+def test_an_export_keeps_times_to_the_microsecond(engine: MemoryEngine) -> None:
+    """An export wrote whole seconds: an import of it moved every memory's times back by up
+    to a second, where the docs promise the memory restored as it was."""
+    from semantic_memory.models import parse_time
+
+    uid = engine.store_one(NewMemory("The release train leaves on Thursdays")).uid
+    engine.update(uid, tags=["release"])
+    stored = engine.get(uid)
+    sql(engine, "UPDATE memories SET created_at = ? WHERE uid = ?", 1_700_000_000.0, uid)
+    (record,) = engine.export()
+    assert record["created_at"] == "2023-11-14T22:13:20+00:00"  # a whole second stays one
+    assert "." in record["updated_at"]
+    assert abs(parse_time(record["updated_at"]) - stored.updated_at) < 1e-6
+
+
+@pytest.mark.sqlite_only
+def test_an_export_imported_restores_the_same_times(tmp_path: Path) -> None:
+    import sqlite3
+
+    source, target = tmp_path / "a" / "memory.db", tmp_path / "b" / "memory.db"
+    for text in ("The release train leaves on Thursdays", "Deploys need two approvals"):
+        assert cli(source, "store", text).returncode == 0
+    exported = cli(source, "export")
+    assert exported.returncode == 0, exported.stderr
+    imported = cli(target, "import", "-", stdin=exported.stdout)
+    assert imported.returncode == 0, imported.stderr
+
+    def times(db: Path) -> list[tuple[str, float, float]]:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT uid, created_at, updated_at FROM memories "
+                                "ORDER BY uid").fetchall()
+        conn.close()
+        return rows
+
+    before, after = times(source), times(target)
+    assert [r[0] for r in before] == [r[0] for r in after]
+    for (_, created, updated), (_, created2, updated2) in zip(before, after):
+        assert abs(created - created2) < 1e-6 and abs(updated - updated2) < 1e-6

@@ -40,6 +40,16 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def iso_exact(ts: float) -> str:
+    """`iso` to the microsecond where `ts` has a fraction (`…T12:00:00.250000+00:00`), else
+    whole seconds: what an export writes, so that an import restores a memory's times as they
+    were (to the microsecond, what ISO 8601 and datetime carry), where every other interface
+    shows seconds."""
+    if not in_time_range(ts):
+        return iso(ts)
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="auto")
+
+
 #: A duration back from now ("30m", "24h", "7d", "2w"), in seconds per unit.
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}

@@ -27,6 +27,7 @@ from .models import (
     RecallFilters,
     RecallHit,
     iso,
+    iso_exact,
     now,
     project_name,
 )
@@ -534,7 +535,8 @@ class MemoryEngine:
             # the export's time
             out = {"uid": memory.uid, "content": memory.content, "kind": memory.kind,
                    "source": memory.source, "project": memory.project, "tags": memory.tags,
-                   "created_at": iso(memory.created_at), "updated_at": iso(memory.updated_at),
+                   "created_at": iso_exact(memory.created_at),
+                   "updated_at": iso_exact(memory.updated_at),
                    "session": memory.session, "seq": memory.seq}
             if memory.superseded_by is not None:
                 out["superseded_by"] = memory.superseded_by
