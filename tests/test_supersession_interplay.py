@@ -91,7 +91,8 @@ def test_a_purged_forget_and_an_older_release_s_leftovers_are_repaired(
         assert report.to_dict()["current_again"] == 1 and report.soft_deleted == 0
         assert sorted(current(engine)) == sorted([newer, kept])
         assert engine.unforget(old).status == "restored"
-        assert engine.get(old).superseded_by is None  # cleared while forgotten
+        # cleared while forgotten; brought back, the newer value restates it again
+        assert engine.get(old).superseded_by == newer
     finally:
         engine.close()
 
@@ -228,3 +229,80 @@ def test_an_export_imported_restores_the_same_times(tmp_path: Path) -> None:
     assert [r[0] for r in before] == [r[0] for r in after]
     for (_, created, updated), (_, created2, updated2) in zip(before, after):
         assert abs(created - created2) < 1e-6 and abs(updated - updated2) < 1e-6
+
+
+# --- 4. an unforget of a value changed meanwhile ---------------------------------------------
+
+LATEST_PORT = "The staging database now listens on port 6546"
+
+
+def test_an_unforgotten_value_a_newer_one_restates_comes_back_superseded(
+        engine: MemoryEngine) -> None:
+    """6543, then 6544; 6544 forgotten (6543 current again), 6546 stored (replacing 6543);
+    6544 brought back: it came back current, beside 6546, and recall answered both."""
+    first = engine.store_one(NewMemory(OLD_PORT, project="p1")).uid
+    second = engine.store_one(NewMemory(NEW_PORT, project="p1")).uid
+    assert engine.forget_memory(second) == [first]
+    latest = engine.store_one(NewMemory(LATEST_PORT, project="p1"))
+    assert latest.supersedes == [first]
+
+    result = engine.unforget(second)
+    assert result.status == "restored" and result.memory.superseded_by == latest.uid
+    assert result.line() == (f"unforgot {second}: it is live again, superseded by the newer "
+                             f"{latest.uid} (recall leaves it out; `memory-mcp unsupersede "
+                             f"{second}` makes it current)")
+    assert current(engine, project="p1") == [latest.uid]
+    assert [h.memory.uid for h in engine.recall("staging database port",
+                                                filters=RecallFilters(project="p1"))] \
+        == [latest.uid]
+    assert engine.supersedes(latest.uid) == [second, first]  # history, newest first
+    assert engine.unsupersede(second) == latest.uid  # a person's call, as ever
+
+
+def test_an_unforget_without_a_newer_restatement_comes_back_current(engine: MemoryEngine
+                                                                     ) -> None:
+    first = engine.store_one(NewMemory(OLD_PORT, project="p1")).uid
+    second = engine.store_one(NewMemory(NEW_PORT, project="p1")).uid
+    engine.forget(second)
+    other = engine.store_one(NewMemory(LATEST_PORT, project="p2")).uid  # another project
+    note = engine.store_one(NewMemory(LATEST_PORT, kind="note", project="p1")).uid
+    result = engine.unforget(second)
+    assert result.memory.superseded_by is None
+    assert result.line() == f"unforgot {second}: it is live again"
+    # what the forget made current stays current (docs/cli.md)
+    assert sorted(current(engine, project="p1")) == sorted([first, second, note])
+    assert current(engine, project="p2") == [other]
+    # a note is never superseded by the rule; nor is anything with MEMORY_SUPERSEDE=0
+    engine.forget(note)
+    engine.store_one(NewMemory(LATEST_PORT.replace("6546", "6547"), kind="note",
+                               project="p1"))
+    assert engine.unforget(note).memory.superseded_by is None
+    engine.forget(second)
+    engine.settings = replace(engine.settings, supersede=False)
+    engine.store_one(NewMemory(LATEST_PORT, project="p1"))
+    assert engine.unforget(second).memory.superseded_by is None
+
+
+@pytest.mark.sqlite_only
+def test_rest_unforget_says_a_newer_memory_supersedes_it(tmp_path: Path) -> None:
+    service = start_service(tmp_path, MEMORY_PLUGINS="bm25_porter,bm25_trigram")
+    try:
+        with service.client() as http:
+            def store(text: str) -> str:
+                return http.post("/ingest", json={"content": text, "kind": "fact",
+                                                  "project": "p1"}).json()["uid"]
+
+            store(OLD_PORT)
+            second = store(NEW_PORT)
+            assert http.delete(f"/api/memories/{second}").status_code == 200
+            latest = store(LATEST_PORT)
+            answer = http.post(f"/api/memories/{second}/unforget")
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "restored"
+            assert answer.json()["memory"]["superseded_by"] == latest
+            found = http.get("/api/search", params={"q": "staging database port",
+                                                    "project": "p1"}).json()["items"]
+            assert [i["uid"] for i in found] == [latest]
+    finally:
+        service.stop()
+    assert f"unforgot memory {second}; superseded by newer memory {latest}" in service.stderr()

@@ -382,10 +382,31 @@ class Writer:
 
     def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current, older memories of `memory`'s project and kind that it restates with
-        changed details. Candidates: the porter BM25 channel's best few for its text, so a
-        write costs one small search; without that channel (PostgreSQL, whose full-text
-        channel would cache corpus statistics from inside this write), the newest memories of
-        the project and kind containing its longest stable word (pg_trgm answers the ILIKE)."""
+        changed details (`_candidates`)."""
+        return [m for m in self._candidates(conn, memory)
+                # strictly older: one batch shares a timestamp, and its later items are stored
+                # before its earlier ones are judged; by id they never replace each other
+                if (m.created_at, m.id) < (memory.created_at, memory.id)
+                and supersede.supersedes(m.content, memory.content)]
+
+    def _newer_restating(self, conn: Any, memory: Memory) -> Memory | None:
+        """The newest current memory of `memory`'s project and kind, newer than it, that
+        restates it with changed details: what would have superseded it, had it been live
+        when that one was stored (`_candidates`; the rule's limits as at ingest)."""
+        if not self.settings.supersede or memory.kind not in supersede.SUPERSEDABLE_KINDS:
+            return None
+        newer = [m for m in self._candidates(conn, memory)
+                 if (m.created_at, m.id) > (memory.created_at, memory.id)
+                 and len(m.content) <= SUPERSEDE_MAX_CHARS
+                 and supersede.supersedes(memory.content, m.content)]
+        return max(newer, key=lambda m: (m.created_at, m.id), default=None)
+
+    def _candidates(self, conn: Any, memory: Memory) -> list[Memory]:
+        """The current memories of `memory`'s project and kind (itself left out) that may
+        restate it: the porter BM25 channel's best few for its text, so a write costs one
+        small search; without that channel (PostgreSQL, whose full-text channel would cache
+        corpus statistics from inside this write), the newest memories of the project and
+        kind containing its longest stable word (pg_trgm answers the ILIKE)."""
         channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
         try:
             if channel is not None:
@@ -402,11 +423,7 @@ class Writer:
             return []
         return [m for m in found
                 if m.project == memory.project and m.kind == memory.kind and not m.deleted
-                and m.superseded_by is None
-                # strictly older: one batch shares a timestamp, and its later items are stored
-                # before its earlier ones are judged; by id they never replace each other
-                and (m.created_at, m.id) < (memory.created_at, memory.id)
-                and supersede.supersedes(m.content, memory.content)]
+                and m.superseded_by is None]
 
     def _skip_restored(self, conn: Any, accepted: list[tuple[int, NewMemory]],
                        results: list[IngestResult]) -> list[tuple[int, NewMemory]]:
@@ -597,6 +614,25 @@ class Writer:
         if unlinked:
             self.store.make_current(conn, [new.id])
         return unlinked
+
+    def unforget(self, uid: str) -> tuple[Memory | None, str | None]:
+        """Take a forget back (`store.restore_forgotten`, whose answer this is), in one write
+        transaction with the memory's place among supersessions: a fact, preference or
+        decision that a newer current memory of its project and kind restates with changed
+        details (stored while it was forgotten: 6544 forgotten, 6546 stored, 6544 brought
+        back) comes back superseded by that one, as it would be had it stayed live; brought
+        back current, it stood beside the newer value in recall."""
+        with self.store.write() as conn:
+            found, holder = self.store.restore_forgotten(conn, uid, now())
+            if found is None or not found.deleted or holder is not None:
+                return found, holder
+            memory = replace(found, deleted=False)
+            if memory.superseded_by is not None:  # replaced before its forget: still history
+                return found, None
+            newer = self._newer_restating(conn, memory)
+            if newer is not None:
+                self.store.supersede(conn, [memory.id], newer.uid)
+        return found, None
 
     def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
         """Index an edited memory again in every channel (inside the edit's transaction)."""

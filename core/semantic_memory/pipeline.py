@@ -128,6 +128,14 @@ class UnforgetResult:
     memory: Memory
     duplicate_of: str | None = None
 
+    def line(self) -> str:
+        """What `memory-mcp unforget` prints once `restored`: live again, and, when a newer
+        memory restates it, that recall leaves it out as superseded by that one."""
+        uid, by = self.memory.uid, self.memory.superseded_by
+        return f"unforgot {uid}: it is live again" + (
+            f", superseded by the newer {by} (recall leaves it out; `memory-mcp unsupersede "
+            f"{uid}` makes it current)" if by else "")
+
     def refusal(self) -> str | None:
         """Why the memory was not brought back, in one line (None once `restored`)."""
         uid = self.memory.uid
@@ -334,10 +342,11 @@ class MemoryEngine:
     def unforget(self, uid: str) -> UnforgetResult:
         """Take a forget back: memory `uid` is live again (its `updated_at` now), found by
         recall at once, since the channels keep what they derived from a forgotten memory
-        until it is purged. The memories the forget made current stay current. Refused
+        until it is purged. The memories the forget made current stay current; a newer one
+        that restates it (stored meanwhile) supersedes it (`Writer.unforget`). Refused
         (`duplicate`) where a live memory of its project holds its text now. Raises
         UnknownMemory for a uid never stored, or purged."""
-        memory, holder = self.store.unforget(uid, now()) \
+        memory, holder = self.writer.unforget(uid) \
             if isinstance(uid, str) and UID.match(uid) else (None, None)
         if memory is None:
             raise UnknownMemory(f"no memory with uid {str(uid)[:80]!r} (never stored, or "
@@ -346,11 +355,13 @@ class MemoryEngine:
             return UnforgetResult("live", memory)
         if holder is not None:
             return UnforgetResult("duplicate", memory, holder)
-        log.info("unforgot memory %s", uid)
+        restored = self.store.get(uid) or memory
+        log.info("unforgot memory %s%s", uid, f"; superseded by newer memory "
+                 f"{restored.superseded_by}" if restored.superseded_by else "")
         if self.writer.defer and self.writer.deferrable():  # forgotten before its vector
             # was made: it is in the embedding queue again, which may be asleep
             self.writer.queued.set()
-        return UnforgetResult("restored", self.store.get(uid) or memory)
+        return UnforgetResult("restored", restored)
 
     def revisions(self, uid: str) -> list[dict[str, Any]]:
         """The earlier versions of `uid`, newest first, times as ISO 8601 (UTC)."""

@@ -569,24 +569,31 @@ class SQLMemoryStore:
     def unforget(self, uid: str, ts: float) -> tuple[Memory | None, str | None]:
         """Make forgotten memory `uid` live again, its `updated_at` set to `ts`, unless a live
         memory of its project now holds its text (a store keeps one live copy of a text per
-        project). Returns (the memory as it was found, None once it is live again), or the
-        uid of that live memory in place of None (nothing changed). The memory is None for a
-        uid never stored or purged, and not `deleted` for a live one (nothing changed). The
-        channels kept what they derived from it while it was forgotten (only a purge or an
-        edit drops that), so it is found again at once."""
+        project): `restore_forgotten` in a transaction of its own."""
         with self.write() as conn:
-            row = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ?",
-                            (uid,)).fetchone()
-            memory = row_to_memory(row) if row else None
-            if memory is None or not memory.deleted:
-                return memory, None
-            key = (memory.project, content_hash(memory.content))
-            holder = self.live_by_hash(conn, [key]).get(key)
-            if holder is not None:
-                return memory, holder[1]
-            self._run(conn, "UPDATE memories SET deleted = 0, updated_at = ? WHERE id = ?",
-                      (ts, memory.id))
+            return self.restore_forgotten(conn, uid, ts)
+
+    def restore_forgotten(self, conn: Any, uid: str, ts: float
+                          ) -> tuple[Memory | None, str | None]:
+        """`unforget` inside the caller's write transaction (where the engine also gives the
+        memory back its vector and its place among supersessions). Returns (the memory as it
+        was found, None once it is live again), or the uid of the live memory holding its text
+        in place of None (nothing changed). The memory is None for a uid never stored or
+        purged, and not `deleted` for a live one (nothing changed). The channels kept what
+        they derived from it while it was forgotten (only a purge or an edit drops that), so
+        it is found again at once."""
+        row = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE uid = ?",
+                        (uid,)).fetchone()
+        memory = row_to_memory(row) if row else None
+        if memory is None or not memory.deleted:
             return memory, None
+        key = (memory.project, content_hash(memory.content))
+        holder = self.live_by_hash(conn, [key]).get(key)
+        if holder is not None:
+            return memory, holder[1]
+        self._run(conn, "UPDATE memories SET deleted = 0, updated_at = ? WHERE id = ?",
+                  (ts, memory.id))
+        return memory, None
 
     # --- injection telemetry ----------------------------------------------------------------
 
