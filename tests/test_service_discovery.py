@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from semantic_memory.config import Settings
 from semantic_memory.service.discovery import base_url, publish, read_discovery, retract
-from test_service_support import Service, start_service, wait_gone
+from test_service_support import Service, http_session, start_service, wait_gone
 
 
 @pytest.fixture(autouse=True)
@@ -136,3 +139,37 @@ def test_base_url_for_wildcard_and_ipv6() -> None:
     assert base_url("::", 80) == "http://[::1]:80"
     assert base_url("::1", 9) == "http://[::1]:9"
     assert base_url("localhost", 9) == "http://localhost:9"
+
+
+def test_sigterm_with_an_mcp_client_connected_ends_its_stream_cleanly(tmp_path: Path) -> None:
+    """An MCP client holds its GET event stream open; the stop cancelled the SDK's session
+    manager under it and uvicorn logged `ERROR: ASGI callable returned without completing
+    response` at every restart of a service an agent was connected to."""
+    svc = start_service(tmp_path)
+    connected, stopped = threading.Event(), threading.Event()
+
+    async def idle_client() -> None:
+        with anyio.move_on_after(60):
+            async with http_session(svc.mcp_url) as session:
+                await session.list_tools()
+                connected.set()
+                await anyio.to_thread.run_sync(stopped.wait)
+
+    def run_client() -> None:
+        try:
+            anyio.run(idle_client)
+        except Exception:  # noqa: BLE001 - the service went away under it: expected here
+            pass
+
+    client = threading.Thread(target=run_client, daemon=True)
+    client.start()
+    assert connected.wait(30)
+    time.sleep(0.5)  # the client's GET stream is open by now
+    try:
+        assert svc.stop(signal.SIGTERM) == 0
+    finally:
+        stopped.set()
+        client.join(30)
+    log = svc.stderr()
+    assert "ASGI callable returned without completing response" not in log, log
+    assert "Traceback" not in log and "ERROR" not in log, log

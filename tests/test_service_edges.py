@@ -355,6 +355,9 @@ def test_session_cap_closes_the_least_recently_used(service: Service) -> None:
         ids = [open_session(client) for _ in range(4 * MAX_SESSIONS)]  # never closed
         alive = [sid for sid in ids if session_alive(client, sid)]
         assert alive == ids[-MAX_SESSIONS:]  # the least recently used ones were closed
+    # one log line for them all, not one per session closed (clients that never close one)
+    closed = [line for line in service.stderr().splitlines() if "idle MCP session" in line]
+    assert len(closed) == 1 and "closed 1 least recently used" in closed[0], closed
 
     async def main() -> None:
         async with http_session(service.mcp_url) as session:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -69,7 +70,12 @@ async def first_of(*events: anyio.Event) -> None:
 
         for event in events:
             tg.start_soon(wait, event)
+
+
 SESSION_HEADER = b"mcp-session-id"
+#: Sessions closed at the cap are logged together, at most once in this many seconds: clients
+#: that open a session per call and never close it made one log line each.
+EVICTION_LOG_S = 60.0
 
 
 class LazyMCP:
@@ -83,6 +89,9 @@ class LazyMCP:
         self.manager: Any = None
         self._ready: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
+        #: Sessions closed at the cap since the last log line about it, and when that was.
+        self._evicted = 0
+        self._evictions_logged_at = -math.inf
 
     def _events(self) -> tuple[anyio.Event, anyio.Event]:
         if self._ready is None or self._wanted is None:
@@ -137,15 +146,19 @@ class LazyMCP:
             name.lower() != SESSION_HEADER for name, _ in scope["headers"])
         if opens_session:
             await self.make_room()
-        started = False
+        started = finished = False
 
         async def tracked_send(message: dict[str, Any]) -> None:
-            nonlocal started
+            nonlocal started, finished
             started = started or message["type"] == "http.response.start"
+            finished = finished or (message["type"] == "http.response.body"
+                                    and not message.get("more_body", False))
             await send(message)
 
         try:
             await self.app(scope, receive, tracked_send)
+            if started and not finished:
+                await self._end_stream(send)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session closed while this request was on its way in: a leaving client's last
             # notification crossing its DELETE, under load. The SDK has answered (202, then an
@@ -154,6 +167,16 @@ class LazyMCP:
             log.debug("an MCP request met its session already closed; the client went away")
             if not started:
                 await send_json(send, 404, {"error": "the MCP session has been closed"})
+
+    @staticmethod
+    async def _end_stream(send: Any) -> None:
+        """End a response the SDK started and left open: its GET event stream when the
+        service stops (the session manager cancelled under it), which uvicorn logged as
+        `ERROR: ASGI callable returned without completing response` at every restart."""
+        try:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # the client went first
+            pass
 
     async def make_room(self) -> None:
         """At the session cap, close the least recently used idle session.
@@ -177,8 +200,13 @@ class LazyMCP:
         if not idle:
             return  # every session is busy: the SDK answers 503
         _, sid, transport = min(idle, key=lambda item: item[0])
-        log.info("closing the least recently used idle MCP session (%d open, cap %d)",
-                 len(sessions), self.settings.mcp_max_sessions)
+        self._evicted += 1
+        now = time.monotonic()
+        if now - self._evictions_logged_at >= EVICTION_LOG_S:  # clients that never close
+            log.info("closed %d least recently used idle MCP session(s) at the cap of %d "
+                     "(logged at most once a minute)", self._evicted,
+                     self.settings.mcp_max_sessions)
+            self._evicted, self._evictions_logged_at = 0, now
         await discard(sid, transport)
 
 
