@@ -108,3 +108,71 @@ def test_a_hook_delivers_a_cjk_block_whatever_stdout_encodes(
     entry = hook_log(tmp_path)[-1]
     assert entry["outcome"] == "injected" and "warning" not in entry, entry
     assert CJK in run.json()["hookSpecificOutput"]["additionalContext"]
+
+
+# --- 2. other languages' function words at the relevance bar ------------------------------------
+
+#: (language, memory, a natural question it answers, a question it does not answer)
+QUESTIONS = [
+    ("de", "Der Staging-Server wird mit systemctl restart api-staging neu gestartet",
+     "Wie starten wir den Staging-Server neu?", "Wie ändern wir die Farbe des Logos?"),
+    ("fr", "Le serveur de staging se redémarre avec systemctl restart api-staging",
+     "Comment est-ce qu'on redémarre le serveur de staging ?",
+     "Comment est-ce qu'on change la couleur du logo ?"),
+    ("ru", "Сервер staging перезапускается командой systemctl restart api-staging",
+     "Как перезапустить сервер staging?", "Как поменять цвет логотипа?"),
+    ("es", "El servidor de staging se reinicia con systemctl restart api-staging",
+     "¿Cómo se reinicia el servidor de staging?", "¿Cómo se cambia el color del logo?"),
+    ("pt", "O servidor de staging é reiniciado com systemctl restart api-staging",
+     "Como é que o servidor de staging é reiniciado?", "Como é que a cor do logo é mudada?"),
+    ("it", "Il server di staging si riavvia con systemctl restart api-staging",
+     "Come si riavvia il server di staging?", "Come si cambia il colore del logo?"),
+    ("en", "The staging server is restarted with systemctl restart api-staging",
+     "How do we restart the staging server?", "How do we change the logo colour?"),
+]
+
+
+def recall(service: Service, query: str, project: str, relevant_only: bool) -> list[dict]:
+    with service.client() as http:
+        answer = http.post("/recall", json={"query": query, "project": project, "k": 3,
+                                            "with_global": False,
+                                            "relevant_only": relevant_only})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["items"]
+
+
+@pytest.fixture(scope="module")
+def translated(service: Service) -> Service:
+    """The service holding each language's memory in its own project: as in a real store,
+    the words they share (staging, systemctl, restart) are common, so weigh little."""
+    with service.client() as http:
+        for lang, memory, _, _ in QUESTIONS:
+            assert http.post("/ingest", json={"content": memory, "project": f"bar-{lang}"}
+                             ).status_code == 200
+    return service
+
+
+@pytest.mark.parametrize(("lang", "memory", "question", "unrelated"), QUESTIONS,
+                         ids=[q[0] for q in QUESTIONS])
+def test_a_natural_question_clears_the_bar_in_its_own_language(
+        translated: Service, lang: str, memory: str, question: str, unrelated: str) -> None:
+    """"Wie starten wir den Staging-Server neu?" was recalled but not injected: its function
+    words, which no memory holds, weighed most of all. They are set aside now, and the bar
+    still refuses a question the memory does not answer."""
+    service, project = translated, f"bar-{lang}"
+    assert recall(service, question, project, relevant_only=False)
+    assert [i["content"] for i in recall(service, question, project, True)] == [memory]
+    assert recall(service, unrelated, project, relevant_only=True) == []
+
+
+def test_an_english_word_is_set_aside_only_in_a_query_of_that_language() -> None:
+    """"die", "den", "comment", "con" are English words too: an English query keeps them."""
+    from semantic_memory.keywords import content_words, words
+
+    assert content_words(words("why does the worker die on the den host?")) == [
+        "worker", "die", "den", "host"]
+    assert content_words(words("Add a comment about the con of retries")) == [
+        "add", "comment", "con", "retries"]
+    assert content_words(words("Wie starten wir die Pipeline neu?")) == [
+        "starten", "pipeline", "neu"]
+    assert content_words(words("Comment est-ce qu'on lance les tests ?")) == ["lance", "tests"]

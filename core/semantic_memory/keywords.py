@@ -21,6 +21,80 @@ STOPWORDS = frozenset(
     o y isn aren wasn weren hasn haven hadn doesn didn won wouldn shan shouldn mustn couldn""".split()
 )
 
+#: Function words of German, French, Spanish, Portuguese, Italian and Russian, for the
+#: relevance bar only (`content_words`): search keeps every word, so its ranking and the
+#: benchmarks are as they were. Per language: (words that are no English word, always set
+#: aside; words that are English words too, set aside only where the query holds two or more
+#: of the first kind, so is evidently in that language). The second kind, English words, most
+#: of them common in a coding agent's text: de die den bin dir du es hat man mit war; fr c car
+#: comment du en sa sans ses son ton; es con del en era es hay sin son su todo; pt com dos em
+#: era eu os sim; it ai ci come con del di dove io non su uno vi. Left out altogether, being
+#: content words in either reading: es/it "solo", es "tan", "hacer", de "neu". English's own
+#: function words (a, in, no, so, was, will) are STOPWORDS already.
+_FUNCTION_WORDS: dict[str, tuple[str, str]] = {
+    "de": ("""der das dem des ein eine einen einem einer eines und oder aber nicht kein keine
+              keinen ist sind wird werden wurde wurden haben hatte kann können muss müssen soll
+              sollen wollen ich er sie wir ihr mich mir dich uns euch sich mein meine dein sein
+              seine unser ihre ihren wie wo wann warum wer wen wem welche welcher welches von zu
+              zum zur bei beim nach aus auf für über unter vor vom durch gegen ohne um im ins als
+              auch also noch schon nur sehr dann denn doch ja nein dass ob wenn weil hier dort da
+              diese dieser dieses diesen jetzt mal bitte gibt""",
+           "die den bin dir du es hat man mit war"),
+    "fr": ("""le la les l un une des de d au aux et ou mais donc ni que qu qui quoi quel quelle
+              quels quelles pourquoi où quand combien est sont être été était ont avons avez
+              je j tu il elle nous vous ils elles me te se moi toi lui leur leurs mon ma mes ta
+              tes notre nos votre vos ce cet cette ces ça cela ceci dans sur sous pour par
+              avec chez entre vers pas ne n plus très aussi déjà bien si faut peut doit""",
+           "c car comment du en sa sans ses son ton"),
+    "es": ("""el la los las un una unos unas de al y o por para sobre entre hasta desde que
+              qué como cómo donde dónde cuando cuándo cual cuál cuáles quien quién porque está
+              esta están este esto estos estas ese esa eso fue ser se lo le les te nos mi mis tu
+              tus sus nuestro nuestra yo él ella ellos ellas nosotros usted ustedes muy más ya
+              también pero si ni cada""",
+           "con del en era es hay sin son su todo"),
+    "pt": ("""o a as um uma uns umas de do da das no na nos nas ao aos à às pelo pela pelos
+              pelas por para sem que quê como onde quando qual quais quem porque porquê é são
+              está estão ser foi há tem têm se tu ele ela nós você vocês eles elas meu minha seu
+              sua nosso nossa isso isto este esta esse essa aquele aquela muito mais já também
+              mas ou nem não lhe me te""",
+           "com dos em era eu os sim"),
+    "it": ("""il lo la i gli le un una dei delle della dello degli da dal dalla in nel nella
+              nei sul sulla per tra fra che chi quando quale quali perché perche cosa è e
+              sono sta stato essere ha hanno ho abbiamo si ne mi ti tu lui lei noi voi loro
+              mio mia tuo tua suo sua nostro nostra questo questa quello quella molto più già
+              anche ma o sì al alla agli allo""",
+           "ai ci come con del di dove io non su uno vi"),
+    "ru": ("""и в во не на я он она оно они мы вы ты что как где когда почему зачем кто какой
+              какая какие какое это этот эта эти тот та те то с со к ко по из за от до для о об
+              у же ли бы но а или да нет так уже ещё еще только очень тоже также его её ее их
+              мой моя мои наш наша наши ваш ваша свой себя мне меня нас вас нам вам ему ей им
+              был была были было быть есть будет можно нужно надо чтобы если при над под без
+              через между ни""",
+           ""),
+}
+#: Per language (its function words that are no English word, those that are). English
+#: STOPWORDS among the first ("a", "do", "no" in Portuguese) are taken out: they are set aside
+#: anyway, and an English query must not read as Portuguese for holding them.
+FUNCTION_WORDS = {lang: (frozenset(plain.split()) - STOPWORDS, frozenset(english.split()))
+                  for lang, (plain, english) in _FUNCTION_WORDS.items()}
+#: Set aside by the relevance bar whatever the query's language.
+_ALWAYS_ASIDE = STOPWORDS.union(*(plain for plain, _ in FUNCTION_WORDS.values()))
+
+
+def content_words(terms: list[str]) -> list[str]:
+    """`terms` (`words` of a query) without function words, for judging whether a memory
+    answers it: English STOPWORDS and the function words of de, fr, es, pt, it and ru.
+    A function word no memory holds weighs most of all, so "Wie starten wir den Server neu?"
+    missed the bar its content words cleared. A word that is an English word too ("die",
+    "comment") is set aside only in a query holding two of its language's other ones."""
+    aside = set(_ALWAYS_ASIDE)
+    present = set(terms)
+    for plain, english in FUNCTION_WORDS.values():
+        if english and len(present & plain) >= 2:
+            aside |= english
+    return [t for t in terms if t not in aside]
+
+
 #: Bounds the work a pathological (10 kB, emoji-laden) query can cause.
 MAX_QUERY_TERMS = 64
 

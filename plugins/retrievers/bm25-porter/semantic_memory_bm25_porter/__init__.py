@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from semantic_memory.keywords import STOPWORDS, coverages, words
+from semantic_memory.keywords import STOPWORDS, content_words, coverages, words
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -61,12 +61,10 @@ class PorterChannel(Channel, Confident):
               prepared: Sequence[Any] | None = None) -> None:
         """Nothing to do: the table's triggers index each insert."""
 
-    @staticmethod
-    def phrases(query: str) -> list[str]:
-        """The query's non-stopword terms (all terms if that leaves none) as FTS5 phrases."""
-        terms = words(query)
-        content = [t for t in terms if t not in STOPWORDS]
-        return fts_terms(content or terms, prefix_min=PREFIX_MIN)
+    @classmethod
+    def phrases(cls, query: str) -> list[str]:
+        """The query's search terms as FTS5 phrases."""
+        return fts_terms(cls.terms(query), prefix_min=PREFIX_MIN)
 
     @classmethod
     def match_expression(cls, query: str) -> str:
@@ -92,13 +90,16 @@ class PorterChannel(Channel, Confident):
 
     @staticmethod
     def terms(query: str) -> list[str]:
-        """The query's non-stopword words (all words if that leaves none)."""
-        return PorterChannel.content_terms(query) or words(query)
+        """What search and `confidence` weigh: the query's words but English stopwords (all
+        words if that leaves none)."""
+        terms = words(query)
+        return [t for t in terms if t not in STOPWORDS] or terms
 
     @staticmethod
     def content_terms(query: str) -> list[str]:
-        """The query's non-stopword words."""
-        return [t for t in words(query) if t not in STOPWORDS]
+        """What the relevance bar weighs: the query's words but function words, English and
+        those of de, fr, es, pt, it and ru (`keywords.content_words`)."""
+        return content_words(words(query))
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
@@ -109,9 +110,11 @@ class PorterChannel(Channel, Confident):
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (the
         bar for injecting); each hit's coverage goes into its signals. A term matches as the
-        search matches it (stemmed, prefixes of PREFIX_MIN+ letters). A query of stopwords
-        alone ("why?", "do it") vouches for nothing: a memory holding "why" is no answer to it,
-        and its session's neighbours came along with it."""
+        search matches it (stemmed, prefixes of PREFIX_MIN+ letters). Function words are set
+        aside (`content_terms`): one no memory holds weighed most of all ("Wie starten wir den
+        Server neu?" missed the bar). A query of function words alone ("why?", "do it", "wie
+        geht's?") vouches for nothing: a memory holding "why" is no answer to it, and its
+        session's neighbours came along with it."""
         terms = self.content_terms(query)
         if not terms:
             for hit in hits:
