@@ -306,3 +306,106 @@ def test_rest_unforget_says_a_newer_memory_supersedes_it(tmp_path: Path) -> None
     finally:
         service.stop()
     assert f"unforgot memory {second}; superseded by newer memory {latest}" in service.stderr()
+
+
+# --- 3. the embedding queue's near-duplicate merge, taken back --------------------------------
+
+TRAIN = "The release train leaves every second Thursday at noon"
+
+
+def queue_engine(settings: Settings, minilm_path: Path, **more: object) -> MemoryEngine:
+    """An engine whose writes wait for their vectors in the queue, as the service's do."""
+    engine = MemoryEngine(replace(settings, model_path=str(minilm_path), dedup_sim=0.9,
+                                  **more))
+    assert engine.writer.deferrable(), engine.plugin_problems
+    engine.writer.defer = True
+    return engine
+
+
+def merged_twin(engine: MemoryEngine) -> tuple[str, str]:
+    """(the first, its near-duplicate the queue merged away)."""
+    first = engine.store_one(NewMemory(TRAIN, project="p")).uid
+    engine.writer.catch_up(64)
+    twin = engine.store_one(NewMemory(TRAIN + "!", project="p")).uid
+    assert engine.writer.catch_up(64) == 1 and engine.get(twin).deleted
+    return first, twin
+
+
+def test_a_near_duplicate_merge_taken_back_stays_taken_back(
+        settings: Settings, minilm_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Unforget answered "restored", and the queue merged the memory away again at its next
+    pass: it had no vector, so it was judged a near-duplicate once more. Nor did the merge
+    say so in the log, where every other forget is one line."""
+    engine = queue_engine(settings, minilm_path)
+    try:
+        with caplog.at_level("INFO", logger="semantic_memory"):
+            first, twin = merged_twin(engine)
+        assert f"forgot memory {twin} (near-duplicate of {first})" in caplog.messages
+        assert engine.unforget(twin).status == "restored"
+        for _ in range(3):
+            engine.writer.catch_up(64)
+        assert not engine.get(twin).deleted and engine.stats()["embedding_queue"] == 0
+        assert twin in [h.memory.uid for h in engine.recall("release train Thursday")]
+    finally:
+        engine.close()
+
+
+def test_a_memory_forgotten_before_its_vector_is_not_merged_once_brought_back(
+        settings: Settings, minilm_path: Path) -> None:
+    engine = queue_engine(settings, minilm_path)
+    try:
+        first = engine.store_one(NewMemory(TRAIN, project="p")).uid
+        engine.writer.catch_up(64)
+        twin = engine.store_one(NewMemory(TRAIN + "!", project="p")).uid
+        assert engine.forget(twin)  # before the queue came to it
+        assert engine.unforget(twin).status == "restored"
+        engine.writer.catch_up(64)
+        assert not engine.get(twin).deleted and not engine.get(first).deleted
+    finally:
+        engine.close()
+
+
+def test_brought_back_by_a_process_without_the_model_it_is_not_merged_either(
+        settings: Settings, minilm_path: Path) -> None:
+    """`memory-mcp unforget` in a shell without MEMORY_MODEL_PATH, beside the service's
+    queue: the memory merged kept the vector the queue made for it."""
+    engine = queue_engine(settings, minilm_path)
+    keyword_only = MemoryEngine(settings)
+    try:
+        _, twin = merged_twin(engine)
+        assert not keyword_only.writer.deferrable()
+        assert keyword_only.unforget(twin).status == "restored"
+        assert engine.writer.catch_up(64) == 0 and not engine.get(twin).deleted
+    finally:
+        keyword_only.close()
+        engine.close()
+
+
+@pytest.mark.sqlite_only
+def test_the_service_keeps_a_merge_taken_back(tmp_path: Path, minilm_path: Path) -> None:
+    service = start_service(tmp_path, MEMORY_MODEL_PATH=str(minilm_path),
+                            MEMORY_DEDUP_SIM="0.9")
+    try:
+        with service.client() as http:
+            def settled() -> None:
+                deadline = time.monotonic() + 60
+                while http.get("/api/stats").json()["embedding_queue"]:
+                    assert time.monotonic() < deadline, service.stderr()
+                    time.sleep(0.1)
+
+            first = http.post("/ingest", json={"content": TRAIN, "project": "p"}).json()["uid"]
+            settled()
+            twin = http.post("/ingest", json={"content": TRAIN + "!",
+                                              "project": "p"}).json()["uid"]
+            settled()
+            forgotten = http.get("/api/forgotten").json()["items"]
+            assert [m["uid"] for m in forgotten] == [twin]
+            assert http.post(f"/api/memories/{twin}/unforget").json()["status"] == "restored"
+            settled()
+            http.post("/ingest", json={"content": "Deploys need two approvals"})  # wakes it
+            settled()
+            assert http.get(f"/api/memories/{twin}").status_code == 200
+            assert http.get("/api/forgotten").json()["items"] == []
+    finally:
+        service.stop()
+    assert f"forgot memory {twin} (near-duplicate of {first})" in service.stderr()

@@ -617,16 +617,32 @@ class Writer:
 
     def unforget(self, uid: str) -> tuple[Memory | None, str | None]:
         """Take a forget back (`store.restore_forgotten`, whose answer this is), in one write
-        transaction with the memory's place among supersessions: a fact, preference or
-        decision that a newer current memory of its project and kind restates with changed
-        details (stored while it was forgotten: 6544 forgotten, 6546 stored, 6544 brought
-        back) comes back superseded by that one, as it would be had it stayed live; brought
-        back current, it stood beside the newer value in recall."""
+        transaction with what the memory needs to stay back:
+
+        - its vector (embedded before the lock, as an edit's is): a person brought it back,
+          and in the embedding queue a memory created since the service started is judged a
+          near-duplicate again and merged away within seconds;
+        - its place among supersessions: a fact, preference or decision that a newer current
+          memory of its project and kind restates with changed details (stored while it was
+          forgotten: 6544 forgotten, 6546 stored, 6544 brought back) comes back superseded by
+          that one, as it would be had it stayed live; brought back current, it stood beside
+          the newer value in recall."""
+        found = self.store.get(uid)
+        channels: list[Prepares] = []
+        prepared: dict[str, list[Any]] = {}
+        if found is not None and found.deleted:
+            channels = [c for c in self._preparers if c.active and isinstance(c, Deferrable)]
+            prepared = self._prepare(channels, [NewMemory(
+                found.content, kind=found.kind, source=found.source, project=found.project)])
         with self.store.write() as conn:
             found, holder = self.store.restore_forgotten(conn, uid, now())
             if found is None or not found.deleted or holder is not None:
                 return found, holder
             memory = replace(found, deleted=False)
+            for channel in channels:
+                values = prepared.get(channel.name)  # type: ignore[attr-defined]
+                if values and values[0] is not None:
+                    self._index(conn, channel, [memory], values)  # type: ignore[arg-type]
             if memory.superseded_by is not None:  # replaced before its forget: still history
                 return found, None
             newer = self._newer_restating(conn, memory)
@@ -678,15 +694,18 @@ class Writer:
                         self._unprepared.add(memory.id)
                         continue
                     handled += 1
-                    if self._merged(conn, channel, memory, value):
-                        continue
+                    # judged before its own vector is stored (its nearest would be itself);
+                    # a memory merged keeps its vector, as any forgotten one does: brought
+                    # back (`unforget`), it is not in the queue to be judged again
+                    self._merged(conn, channel, memory, value)
                     self._index(conn, channel, [memory], [value])  # type: ignore[arg-type]
         return handled
 
     def _merged(self, conn: Any, channel: Prepares, memory: Memory, value: Any) -> bool:
         """Whether `memory` near-duplicates an older live one (with the same details) now that
-        its vector is known: then it is forgotten and the older one takes its place. Only a
-        memory created since this process began (`defer_since`): ingest never judged it."""
+        its vector is known: then it is forgotten and the older one takes its place, one line
+        in the log as every forget is. Only a memory created since this process began
+        (`defer_since`): ingest never judged it."""
         if value is None or memory.created_at < self.defer_since:
             return False
         probe = NewMemory(memory.content, kind=memory.kind, source=memory.source,
@@ -703,6 +722,7 @@ class Writer:
         if older is None or not supersede.same_details(older.content, memory.content):
             return False
         self.store.merge_duplicate(conn, memory.id, dup, now())
+        log.info("forgot memory %s (near-duplicate of %s)", memory.uid, older.uid)
         return True
 
     def pending(self) -> int:
