@@ -409,3 +409,36 @@ def test_the_service_keeps_a_merge_taken_back(tmp_path: Path, minilm_path: Path)
     finally:
         service.stop()
     assert f"forgot memory {twin} (near-duplicate of {first})" in service.stderr()
+
+
+# --- 5. an import naming no live memory as the one that replaced a line ----------------------
+
+
+def test_an_import_clears_superseded_by_naming_no_live_memory(engine: MemoryEngine) -> None:
+    """A line superseded by itself, by a uid stored nowhere, or by a line the same file marks
+    forgotten was imported as new and invisible: list, recall and stats never showed it."""
+    lines = [
+        NewMemory("Self superseding fact about the green rack", project="p1",
+                  uid="00000000000000e1", superseded_by="00000000000000e1"),
+        NewMemory("Superseded by a forgotten one about the red rack", project="p1",
+                  uid="00000000000000e2", superseded_by="00000000000000e3"),
+        NewMemory("Forgotten one about the red rack moved", project="p1",
+                  uid="00000000000000e3", forgotten=True),
+        NewMemory("The build server runs Ubuntu 22.04", project="p1", uid="00000000000000d1",
+                  superseded_by="00000000000000ff"),
+        # a line may name one a later batch brings: that supersession is kept
+        NewMemory("The CI runners use Node 18", project="p1", uid="00000000000000c1",
+                  superseded_by="00000000000000c2"),
+    ]
+    later = NewMemory("The CI runners now use Node 20", project="p1", uid="00000000000000c2")
+    results = engine.ingest(lines, batch_is_session=False)  # what `memory-mcp import` does
+    results += engine.ingest([later], batch_is_session=False)
+    assert [r.status for r in results] == ["new"] * 6
+    assert current(engine) == ["00000000000000c2"]  # before the import ends
+
+    assert engine.finish_import(6, 1000) == 3
+    assert sorted(current(engine)) == ["00000000000000c2", "00000000000000d1",
+                                       "00000000000000e1", "00000000000000e2"]
+    assert engine.get("00000000000000c1").superseded_by == "00000000000000c2"
+    assert engine.recall("green rack")[0].memory.uid == "00000000000000e1"
+    assert engine.finish_import(0, 1000) == 0  # run twice: nothing more

@@ -702,6 +702,17 @@ class MemoryEngine:
 
     # --- maintenance -----------------------------------------------------------------------
 
+    def finish_import(self, new: int, batch: int) -> int:
+        """What a JSON-lines import ends with, once every line is stored (`new` of them, in
+        batches of `batch`): each `superseded_by` that names no live memory cleared (a line's
+        own uid, one stored nowhere, one the file marks forgotten; left, it hid the memory
+        imported for good, where only the whole file can tell: a line may name a later one),
+        then `merge_after_import`. Returns how many memories are current again for it."""
+        with self.store.write() as conn:
+            current_again = self.store.clear_dangling_supersessions(conn)
+        self.merge_after_import(new, batch)
+        return current_again
+
     def merge_after_import(self, new: int, batch: int) -> bool:
         """After an import that stored `new` memories in batches of `batch`: merge the FTS5
         indexes (`store.optimize`) when they are at least MERGE_SHARE of the store now;
