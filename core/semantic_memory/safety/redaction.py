@@ -133,6 +133,68 @@ _LONE = (r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]+|[^\s\"'`]*[^\s\"'`,;.:!?)\]}>]
          r"(?(q)(?P=q))")
 # Two quoted arguments in a row, the second being the secret: `("user", "pw")`.
 _PAIR = r"\s*[\"'][^\"'\n]{0,120}[\"']\s*,\s*[\"'](?P<secret>[^\"'\n]+)[\"']"
+# --- prose in other languages --------------------------------------------------------------
+# The languages the injection filter reads (German, French, Spanish, Portuguese, Italian,
+# Russian, Chinese, Japanese, Korean) and Vietnamese. A secret word, up to eight words that are
+# not the verb ("la contraseña del usuario de la base de datos es X"), the verb ("ist",
+# "lautet", "est", "es", "é", "è", "là", optionally "now") or a colon or dash, then the value,
+# which must read as a credential (`_credential_like`: "das Passwort ist zu kurz" stays).
+# German compounds end in the word (`Datenbankpasswort`, `AWS-Geheimschlüssel`); a bare `mã`
+# (code) or `khóa` (lock, course) needs a word that makes it a credential.
+_FOREIGN_SECRET = (
+    r"(?:(?:passwort|kennwort|schlüssel)(?!\w)"
+    r"|\b(?:mot de passe|mdp|clé|jeton|contraseña|contrasena|clave|secreto|senha|palavra-passe"
+    r"|chave|segredo|chiave|segreto|parola d['’]ordine|парол\w{1,3}|ключ\w{0,3}|токен\w{0,3}"
+    r"|секрет\w{0,3}|mật khẩu|kh(?:óa|oá) (?:bí mật|api|truy cập|riêng)"
+    r"|mã (?:thông báo|bí mật|truy cập|pin))\b)"
+)
+_FOREIGN_NEEDLES = ("passwort", "kennwort", "schlüssel", "mot de passe", "mdp", "clé", "jeton",
+                    "contrase", "clave", "secreto", "senha", "palavra-passe", "chave", "segredo",
+                    "chiave", "segreto", "parola d", "парол", "ключ", "токен", "секрет",
+                    "mật khẩu", "khóa", "khoá", "mã ")
+# Russian has no "is" in the present: "пароль теперь X", "пароль — X".
+_FOREIGN_VERB = (r"(?:ist|war|lautet|lautete|est|était|es|era|é|è|là|теперь|сейчас|это"
+                 r"|был[аио]?)")
+_FOREIGN_IS = (rf"(?:\s+{_FOREIGN_VERB}(?:\s+(?:jetzt|nun|noch|aktuell|derzeit|maintenant"
+               r"|désormais|toujours|ahora|todavía|agora|ainda|ora|adesso|ancora|bây giờ"
+               r"|hiện tại))?\s*:?\s+)")
+_FOREIGN_IS_OR_COLON = rf"(?:{_FOREIGN_IS}|\s*[:—–]\s*)"
+_FOREIGN_IS_NEEDLES = (" ist ", " war ", " lautet", " est ", " es ", " era ", " était ", " é ",
+                       " è ", " là ")
+# Words between, none of them the verb; a dot only inside one (`db.example.com`), so a gap does
+# not run on into the next sentence.
+_PROSE_GAP = rf"(?:\s+(?!{_FOREIGN_VERB}\b)(?:[\w@/'’-]|\.(?=\w)){{1,40}}){{0,8}}?"
+# "Zugangsdaten für Grafana: admin / X", as "creds: admin:X" is in English.
+_FOREIGN_LOGIN = (r"\b(?:zugangsdaten|anmeldedaten|logindaten|identifiants|credenciales"
+                  r"|credenciais|credenziali|уч[её]тные данные|данные для входа)")
+_FOREIGN_LOGIN_NEEDLES = ("zugangsdaten", "anmeldedaten", "logindaten", "identifiants",
+                          "credenciales", "credenciais", "credenziali", "учётные", "учетные",
+                          "данные для входа")
+# Chinese, Japanese and Korean: the word, a note in brackets, a particle and a value of ASCII
+# characters. After a topic particle or a colon (は, 是, 为, 는, 은, `:`) the value must end
+# its clause (punctuation, です, 입니다, a line's end), so "パスワードは8文字以上" and "토큰은
+# OAuth2 흐름으로 받습니다" hold none; after a subject or object particle (が, を, 가, 를 …)
+# only "changed to X" counts ("パスワードが X に変わりました", "비밀번호를 X로 변경").
+# `キー` and `키` (also "height") need a word that makes them a credential.
+_CJK_SECRET = (
+    r"密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|私钥|私鑰|令牌"
+    r"|パスワード|パスフレーズ|暗証番号|秘密鍵|トークン|シークレット(?:アクセス)?キー|シークレット"
+    r"|(?:アクセス|api ?|ライセンス|秘密|認証)キー"
+    r"|비밀번호|비번|패스워드|토큰|시크릿|(?:api|액세스|비밀|시크릿|보안) ?키"
+)
+_CJK_NEEDLES = ("密码", "密碼", "口令", "密钥", "密鑰", "秘钥", "秘鑰", "私钥", "私鑰", "令牌",
+                "パスワード", "パスフレーズ", "暗証番号", "秘密鍵", "トークン", "シークレット", "キー",
+                "비밀번호", "비번", "패스워드", "토큰", "시크릿", "키")
+_ENGLISH_SECRET = r"password|passwd|passphrase|passcode|token|secret|(?:api|access|secret) ?key"
+_CJK_TAIL = (
+    r"(?:\s*[(（][^)）\n]{0,20}[)）])?\s*(?:(?P<topic>は|是|为|為|는|은|:|=)[、,:]?|が|を|가|이|를|을)"
+    r"\s*[「『]?(?P<secret>[!#-&(-_a-~]*(?![,;.:!?)\]}>])[!#-&(-_a-~])"
+    r"(?(topic)(?=[ \t]*(?:\n|$|[,;.:!?)\]}>\"'`」』）】。、，]|です|でした|だ|で[、,]|입니다"
+    r"|이에요|예요|이다|이야|야|요|[喔哦啊呀吧了]))"
+    r"|(?=[ \t]*(?:に(?:変更|変わ|設定|な[りっ]|リセット)|(?:로|으로)[ \t]*(?:변경|바꾸|바꿨|바뀌"
+    r"|설정|재설정)|です|でした|입니다|이에요|예요)))"
+)
+_CJK_PARTICLES = ("は", "是", "为", "為", "는", "은", "が", "を", "가", "이", "를", "을")
 # Characters of a credential rather than of a word, a path or an identifier.
 _CREDENTIAL_MARK = re.compile(r"\d|[!@#$%^&*+=~?]|[a-z][A-Z]|[A-Z]{2}[a-z]")
 
@@ -167,7 +229,8 @@ def _wordy(m: re.Match[str]) -> bool:
 
 
 _NAME_BEFORE = re.compile(r"[\w.-]{1,80}[\"']?[ \t]*$")
-_SECRET_PHRASE = re.compile(r"(?i)\b(?:key|secret|token|password|passphrase|credentials?)\b")
+_SECRET_PHRASE = re.compile(rf"(?i)\b(?:key|secret|token|password|passphrase|credentials?)\b"
+                            rf"|{_FOREIGN_SECRET}|{_CJK_SECRET}")
 _SECRET_WORD = re.compile(r"(?i)key|auth|cred|sig|salt|seed|cookie|session|pass|pwd|token|secret"
                           r"|private|signing|encryption")
 
@@ -280,6 +343,20 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           r"(?:\s+(?:now|still|currently|temporarily|just|set to|changed to))?\s*:?\s+"
           + _LONE, ("pass", "pwd", "pin", "token", "secret", "key"),
           also=(" is", "\nis", "\tis", " was", "\nwas", "\twas")),  # "is" may end a line
+    # The same prose in other languages (see `_FOREIGN_SECRET`, `_CJK_SECRET`), and the English
+    # words in a sentence of another language ("la password del NAS è X", "password は X").
+    _rule("password", rf"(?i){_FOREIGN_SECRET}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}{_LONE}",
+          _FOREIGN_NEEDLES),
+    _rule("password", rf"(?i)\b(?:password|passwd|passphrase)\b{_PROSE_GAP}"
+          rf"{_FOREIGN_IS_OR_COLON}{_LONE}", ("passw", "passphrase"),
+          also=(*_FOREIGN_IS_NEEDLES, ":", "—", "–")),
+    _rule("password", rf"(?i)\b(?:token|secret)\b{_PROSE_GAP}{_FOREIGN_IS}{_LONE}",
+          ("token", "secret"), also=_FOREIGN_IS_NEEDLES),
+    _rule("password", rf"(?i){_FOREIGN_LOGIN}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}"
+          rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", _FOREIGN_LOGIN_NEEDLES),
+    _rule("password", rf"(?i)(?:{_CJK_SECRET}){_CJK_TAIL}", _CJK_NEEDLES),
+    _rule("password", rf"(?i)\b(?:{_ENGLISH_SECRET}){_CJK_TAIL}",
+          ("pass", "token", "secret", "key"), also=_CJK_PARTICLES),
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
     _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
@@ -379,11 +456,29 @@ RULES: tuple[Rule, ...] = (
         r"(?P<sep>(?::=|=>|[:=])[ \t]*)(?P<q>[\"'])?(?!//)"
         r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)"),
         ("key", "auth", "cred", "sig", "salt", "seed", "cookie", "sess", "pass", "pwd", "token",
-         "secret", "private", "signing", "encryption"), lambda m: _keyword_name(m) and _random(m)),
+         "secret", "private", "signing", "encryption", *_FOREIGN_NEEDLES, *_CJK_NEEDLES),
+        lambda m: _keyword_name(m) and _random(m)),
 )
 
 
 _NEEDLES = frozenset(needle for rule in RULES for needle in rule.needles)
+
+
+def _keys(needles: frozenset[str]) -> tuple[str, ...]:
+    """The fewest needles such that every needle contains one of them (`pass` stands for
+    `passw`, `passwort`, `mot de passe` …): a needle is looked for only once one of its keys
+    is found, so a text is scanned once per key, not once per needle."""
+    keys: list[str] = []
+    for needle in sorted(needles, key=len):
+        if not any(key in needle for key in keys):
+            keys.append(needle)
+    return tuple(keys)
+
+
+_KEYS = _keys(_NEEDLES)
+#: The keys an ASCII text (most of what is stored) can hold: not the other scripts' words.
+_ASCII_KEYS = tuple(key for key in _KEYS if key.isascii())
+_UNDER = {key: tuple(needle for needle in _NEEDLES if key in needle) for key in _KEYS}
 _BY_NEEDLE = {needle: tuple(i for i, rule in enumerate(RULES) if needle in rule.needles)
               for needle in _NEEDLES}
 _ALWAYS = frozenset(i for i, rule in enumerate(RULES) if not rule.needles)
@@ -431,7 +526,9 @@ def _redact_view(text: str, found: list[tuple[str, str]], *, track: bool
     the result the index in `text` it was copied from, -1 inside a marker."""
     lowered = text.lower()
     # The rules whose needles occur, in table order (the order names a token's kind).
-    due = sorted({i for needle in _NEEDLES if needle in lowered for i in _BY_NEEDLE[needle]}
+    keys = _ASCII_KEYS if lowered.isascii() else _KEYS
+    due = sorted({i for key in keys if key in lowered
+                  for needle in _UNDER[key] if needle in lowered for i in _BY_NEEDLE[needle]}
                  | _ALWAYS)
     sources: list[int] | None = None
     for rule in (RULES[i] for i in due):
