@@ -91,6 +91,18 @@ SECRETS: list[tuple[str, str, str]] = [
     ("mysql -u root --password hunter22 -h db", "password", "hunter22"),
     ("psql --password=pg-Secret9", "password", "pg-Secret9"),
     ("MYSQL_ROOT_PWD=r00tr00t", "password", "r00tr00t"),
+    # a name that contains `pass` (in any language), whatever the value holds: `#` and `$` keep
+    # a value from the keyword + entropy rule
+    ("MYPASS=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("export SMTPPASS='r7#Lq2$wN'", "password", "r7#Lq2"),
+    ("DB_PASSWORT=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("passwort = Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("KENNWORT=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("mot_de_passe=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("DB_CONTRASENA=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("SENHA_BANCO=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("пароль=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
+    ("deploy --mypass=Xk9#mQ2$vL7pR4tZ", "password", "Xk9#mQ2"),
     ("client_secret: 9f8e7d6c5b4a", "secret", "9f8e7d6c5b4a"),
     ("SECRET_KEY = 'django-insecure-abc123'", "secret", "django-insecure"),
     ('SECRET_KEY = r"k7#P2x!v9@Lq$W4m^zR8&nT1"', "secret", "k7#P2x"),  # a raw string literal
@@ -169,6 +181,15 @@ BENIGN = [
     "return { token: undefined, expiresAt: 0 };",
     "const token = getToken();",
     "the token fix landed in 3f2a9c1b7d4e5f60718293a4b5c6d7e8f9012345",
+    # names that hold `pass` without naming a password, or a value that is none
+    "bypass=cache",
+    "BYPASS_PROXY=internal.corp",
+    "compass=north-east",
+    "trespass: field7",
+    "passenger_count=3",
+    "PASS_THROUGH=true",
+    "first_pass = tokenize(x)",
+    "passes=3",
 ]
 
 

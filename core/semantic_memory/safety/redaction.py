@@ -117,6 +117,18 @@ def _is_value(m: re.Match[str]) -> bool:
     return True
 
 
+# A setting named for a password: `DB_PASSWORD`, `passwd`, `MYSQL_ROOT_PWD`, `PASSWORT`,
+# `mot_de_passe`, `contraseña`, `senha`, `пароль`, and a name that ends in `pass` (`DB_PASS`,
+# `MYPASS`, `smtppass`) unless the word is another one (`bypass`, `compass`, `trespass` …);
+# `passenger_count` and `PASS_THROUGH` do not end in it. What the value looks like is still
+# checked (`_is_value`: `PASS_THROUGH=true`, `bypass: 2` are no credentials).
+_PASSWORD_NAME = (
+    r"(?:pass(?:word|wort|wd|phrase|code|(?<!bypass)(?<!compass)(?<!kompass)(?<!trespass)"
+    r"(?<!surpass)(?<!overpass)(?<!underpass)(?=\s*[:=]))"
+    r"|kennwort|mot[_-]?de[_-]?passe|contrase(?:ñ|n)a|senha|пароль|(?<=[_-])pwd\b)"
+)
+
+
 def _assignment(name: str, *, cli: bool = False) -> re.Pattern[str]:
     """`NAME=value`, `name = value`, `name: value`, `"name": "value"`, `--name value`."""
     sep = r"(?P<sep>=|\s+)" if cli else r"(?P<sep>[\"']?\s*(?::=|=>|[:=])\s*)"
@@ -440,9 +452,7 @@ RULES: tuple[Rule, ...] = (
     *(Rule(kind, _assignment(name, cli=cli), needles, _is_value)
       for cli in (False, True)
       for kind, name, needles in (
-          ("password",
-           r"(?:pass(?:word|wd|phrase|code|(?<![A-Za-z]pass)(?=\s*[:=]))|(?<=[_-])pwd\b)",
-           ("pass", "pwd")),
+          ("password", _PASSWORD_NAME, ("pass", "pwd", "kennwort", "contrase", "senha", "парол")),
           ("private-key", r"private[_-]?key", ("private",)),
           ("api-key", r"api[_-]?key", ("api",)),
           ("secret", r"secret(?!s)", ("secret",)),
