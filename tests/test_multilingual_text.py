@@ -9,6 +9,7 @@ import os
 import pty
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,3 +177,61 @@ def test_an_english_word_is_set_aside_only_in_a_query_of_that_language() -> None
     assert content_words(words("Wie starten wir die Pipeline neu?")) == [
         "starten", "pipeline", "neu"]
     assert content_words(words("Comment est-ce qu'on lance les tests ?")) == ["lance", "tests"]
+
+
+# --- 3. decomposed (NFD) text -------------------------------------------------------------------
+
+#: (language, memory, a query of its words)
+DECOMPOSED = [
+    ("de", "Die Größe der Änderungsübersicht ist begrenzt", "Größe Änderungsübersicht"),
+    ("vi", "Tài liệu tiếng Việt nằm trong thư mục docs/vi", "tiếng Việt"),
+    ("ko", "배포 스크립트 경로는 deploy/run.sh 이다", "배포 스크립트 경로"),
+    ("ja", "データベースのバックアップはジョブで行う", "データベース"),
+]
+
+
+@pytest.fixture(scope="module")
+def core_channels(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A service with the keyword channels that ship with core (no bigram channel, which
+    composes CJK text itself)."""
+    service = start_service(tmp_path_factory.mktemp("core"),
+                            MEMORY_PLUGINS="bm25_porter,bm25_trigram")
+    yield service
+    service.stop()
+
+
+def test_words_composes_what_it_is_given() -> None:
+    from semantic_memory.keywords import trigram_terms, words
+
+    assert words(unicodedata.normalize("NFD", "Die Größe, tiếng Việt")) == [
+        "die", "größe", "tiếng", "việt"]
+    assert trigram_terms(unicodedata.normalize("NFD", "배포 스크립트")) == ["스크립", "크립트"]
+
+
+@pytest.mark.parametrize(("lang", "memory", "query"), DECOMPOSED, ids=[d[0] for d in DECOMPOSED])
+def test_a_decomposed_query_finds_and_injects_what_its_composed_form_does(
+        core_channels: Service, lang: str, memory: str, query: str) -> None:
+    """"Größe" typed as o + U+0308 was cut in two: found, but not injected (German,
+    Vietnamese), or not found at all (Korean, Japanese kana with a voicing mark)."""
+    project = f"nfd-{lang}"
+    with core_channels.client() as http:
+        assert http.post("/ingest", json={"content": memory, "project": project}
+                         ).status_code == 200
+    decomposed = unicodedata.normalize("NFD", query)
+    assert decomposed != query
+    assert [i["content"] for i in recall(core_channels, decomposed, project, True)] == [memory]
+
+
+@pytest.mark.parametrize(("lang", "memory", "query"), DECOMPOSED[:2], ids=["de", "vi"])
+def test_a_decomposed_latin_memory_is_found_and_injected_by_either_form(
+        core_channels: Service, lang: str, memory: str, query: str) -> None:
+    """The index folds accents (unicode61 remove_diacritics 2) whether they come composed or
+    as combining marks: an NFD memory matches an NFC query and an NFD one."""
+    project = f"nfd-memory-{lang}"
+    stored = unicodedata.normalize("NFD", memory)
+    with core_channels.client() as http:
+        assert http.post("/ingest", json={"content": stored, "project": project}
+                         ).status_code == 200
+    for form in ("NFC", "NFD"):
+        found = recall(core_channels, unicodedata.normalize(form, query), project, True)
+        assert [i["content"] for i in found] == [stored], form

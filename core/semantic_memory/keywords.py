@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -100,18 +101,22 @@ MAX_QUERY_TERMS = 64
 
 
 def words(text: str) -> list[str]:
-    """Unicode word tokens, lowercased, in order of appearance, without duplicates."""
+    """Unicode word tokens, lowercased and composed (NFC), in order of appearance, without
+    duplicates. Composed first: `\\w` takes no combining mark, so a decomposed "Größe" (o and
+    U+0308, as macOS and some Vietnamese input methods write it) was cut in two, and an NFD
+    query missed the relevance bar that its NFC form cleared."""
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(text.lower()):
+    for match in _WORD.finditer(unicodedata.normalize("NFC", text.lower())):
         seen.setdefault(match.group(), None)
     return list(seen)
 
 
 #: Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
-#: Khmer, Myanmar.
+#: Khmer, Myanmar. Hangul's jamo too (U+1100-U+11FF): a decomposed (NFD) query spells its
+#: syllables with them.
 UNSPACED = re.compile(
-    r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    r"\uac00-\ud7af\uf900-\ufaff]"
+    r"[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+    r"\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 )
 
 
