@@ -156,6 +156,52 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as a int"
 
 
+def test_an_import_line_superseded_by_no_live_memory_is_current(db: Path, tmp_path: Path) -> None:
+    """`superseded_by` naming the line itself, a uid stored nowhere or a memory the file marks
+    forgotten hid the imported memory for good; the import clears it and says how many."""
+    lines = [
+        {"uid": "00000000000000e1", "content": "Self superseding fact about the green rack",
+         "kind": "fact", "project": "p1", "superseded_by": "00000000000000e1"},
+        {"uid": "00000000000000e2", "content": "Superseded by a forgotten one about the red rack",
+         "kind": "fact", "project": "p1", "superseded_by": "00000000000000e3"},
+        {"uid": "00000000000000e3", "content": "Forgotten one about the red rack moved",
+         "kind": "fact", "project": "p1", "forgotten": True},
+        {"uid": "00000000000000d1", "content": "The build server runs Ubuntu 22.04",
+         "kind": "fact", "project": "p1", "superseded_by": "00000000000000ff"},
+        {"uid": "00000000000000d2", "content": "The build server runs Ubuntu 24.04",
+         "kind": "fact", "project": "p1"},
+        {"uid": "00000000000000d3", "content": "The build server ran Ubuntu 20.04",
+         "kind": "fact", "project": "p1", "superseded_by": "00000000000000d2"},
+    ]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run(db, "import", str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"new": 6, "duplicate": 0, "rejected": 0, "bad": 0,
+                                         "current_again": 3}
+    listed = json.loads(run(db, "list", "--json").stdout)
+    assert sorted(m["uid"] for m in listed) == [
+        "00000000000000d1", "00000000000000d2", "00000000000000e1", "00000000000000e2"]
+
+
+def test_unforget_says_when_a_newer_memory_supersedes_what_comes_back(db: Path) -> None:
+    def uid_of(line: str) -> str:
+        return line.split()[1]
+
+    def port(n: int) -> str:
+        return uid_of(run(db, "store", f"The staging database listens on port {n}",
+                          "--kind", "fact", "--project", "web").stdout)
+
+    port(6543)
+    forgotten = port(6544)
+    assert run(db, "forget", forgotten).returncode == 0
+    newer = port(6546)
+    done = run(db, "unforget", forgotten)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"unforgot {forgotten}: it is live again, superseded by "
+                                  f"the newer {newer}"), done.stdout
+
+
 def test_a_bad_value_in_a_plugins_section_exits_as_a_core_one(db: Path) -> None:
     """A plugin's own setting (the llama-cpp embedder's, the PostgreSQL store's) is a setting
     too: exit code 2, one line, as a core one; it exited 1 like a failed command."""

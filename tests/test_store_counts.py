@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import semantic_memory.pipeline as pipeline
-from semantic_memory.models import Memory, NewMemory, RecallFilters
+from semantic_memory.models import Memory, NewMemory, RecallFilters, iso_exact
 from semantic_memory.pipeline import EXPORT_FIELDS, MemoryEngine
 from semantic_memory.stores.base import top_values
 
@@ -147,6 +147,9 @@ def test_export_records_are_the_memories_fields(engine: MemoryEngine) -> None:
     for record, memory in zip(records, memories):
         data = memory.to_dict()
         expected = {key: data[key] for key in EXPORT_FIELDS}
+        # the times to the microsecond, so an import restores them as they were
+        expected["created_at"] = iso_exact(memory.created_at)
+        expected["updated_at"] = iso_exact(memory.updated_at)
         if memory.superseded_by is not None:
             expected["superseded_by"] = memory.superseded_by
         if memory.deleted:

@@ -388,7 +388,7 @@ def unforget(obj: Context, uid: str) -> None:
         raise click.ClickException(str(exc)) from None
     if (refusal := result.refusal()) is not None:
         raise click.ClickException(refusal)
-    click.echo(f"unforgot {uid}: it is live again")
+    click.echo(result.line())
 
 
 @cli.command()
@@ -1012,9 +1012,10 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                 flush()
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
-    # A bulk import leaves the indexes in many segments: merged when it is a real share of
-    # the store (a small one is left to FTS5's automerge: the merge holds the write lock).
-    engine.merge_after_import(counts["new"], IMPORT_BATCH)
+    # A `superseded_by` naming no live memory is cleared (it hid what was imported), and a
+    # bulk import's index segments are merged when it is a real share of the store.
+    if current_again := engine.finish_import(counts["new"], IMPORT_BATCH):
+        counts["current_again"] = current_again
     _echo_json(counts)
     if engine.writer.defer and engine.writer.deferrable() and (waiting := engine.writer.pending()):
         click.echo(f"{waiting} memories wait for their vectors: the service embeds them in the "
