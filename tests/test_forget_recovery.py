@@ -326,17 +326,15 @@ def test_an_unforgotten_memory_returns_to_the_postgres_keyword_mirror(tmp_path: 
 def test_an_artifact_past_its_ttl_leaves_recall_while_the_service_runs(tmp_path: Path) -> None:
     """The TTLs were applied at the service's start only: an artifact past its TTL was still
     recalled and injected for as long as the service ran. Maintenance runs again every
-    MEMORY_MAINTENANCE_INTERVAL_S (here 1 s); the artifact, a day old less 4 s at the start,
-    leaves recall without a restart."""
+    MEMORY_MAINTENANCE_INTERVAL_S (here 1 s): once time has passed the artifact by (its
+    `updated_at` set back, the service running), it leaves recall without a restart."""
     env = dict(MEMORY_PLUGINS="bm25_porter,bm25_trigram", MEMORY_TTL_ARTIFACT_DAYS="1",
                MEMORY_MAINTENANCE_INTERVAL_S="1")
     db = tmp_path / "memory.db"
     lines = tmp_path / "artifacts.jsonl"
-    now = time.time()
-    lines.write_text("".join(json.dumps({"content": content, "kind": "artifact",
-                                         "updated_at": now - DAY + age_s}) + "\n"
-                             for content, age_s in (("Bash(pytest): 3 flaky zebracorn tests", 4),
-                                                    ("Bash(ls): zebracorn fixtures kept", 3600))))
+    lines.write_text("".join(json.dumps({"content": content, "kind": "artifact"}) + "\n"
+                             for content in ("Bash(pytest): 3 flaky zebracorn tests",
+                                             "Bash(ls): zebracorn fixtures kept")))
     assert cli(db, "import", str(lines)).returncode == 0
     service = start_service(tmp_path, **env)
     try:
@@ -346,7 +344,11 @@ def test_an_artifact_past_its_ttl_leaves_recall_while_the_service_runs(tmp_path:
                 assert answer.status_code == 200, answer.text
                 return sorted(h["content"] for h in answer.json()["items"])
 
-            assert len(recalled()) == 2  # not yet past its TTL
+            assert len(recalled()) == 2  # fresh: within its TTL
+            with sqlite3.connect(db) as conn:  # a day and a minute pass for one of them
+                conn.execute("UPDATE memories SET updated_at = ? WHERE content LIKE ?",
+                             (time.time() - DAY - 60, "Bash(pytest)%"))
+            conn.close()
             deadline = time.monotonic() + 60
             while len(recalled()) == 2:
                 assert time.monotonic() < deadline, service.stderr()
