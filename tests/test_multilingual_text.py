@@ -235,3 +235,66 @@ def test_a_decomposed_latin_memory_is_found_and_injected_by_either_form(
     for form in ("NFC", "NFD"):
         found = recall(core_channels, unicodedata.normalize(form, query), project, True)
         assert [i["content"] for i in found] == [stored], form
+
+
+# --- 4. the block's cut at a grapheme-cluster boundary ------------------------------------------
+
+#: (project, memory): text whose characters, as a reader sees them, are several code points.
+CLUSTERS = [
+    ("cut-flags", "flagtest " + "🇯🇵🇰🇷🇩🇪🇫🇷" * 60),
+    ("cut-vietnamese", "combtest " + unicodedata.normalize("NFD", "Tiếng Việt ") * 60),
+    ("cut-hangul", "hangultest " + unicodedata.normalize("NFD", "배포 스크립트 경로는 ") * 60),
+    ("cut-skin-tones", "tonetest " + "👍🏽👋🏿 " * 100),
+    ("cut-devanagari", "hinditest " + "नमस्ते दुनिया " * 40),
+]
+
+
+def split_cluster(text: str, at: int) -> str | None:
+    """Why a cut of `text` at `at` splits what a reader sees as one character, else None."""
+    if at >= len(text) or text[at].isspace():
+        return None
+    before, after = text[at - 1], text[at]
+    if unicodedata.category(after)[0] == "M" or "\U0001f3fb" <= after <= "\U0001f3ff":
+        return f"ends before the mark or modifier {after!r}"
+    if "\u1160" <= after <= "\u11ff" or "\u1100" <= before <= "\u115f":
+        return f"splits a Hangul syllable ({before!r}, {after!r})"
+    if unicodedata.combining(before) == 9:
+        return "ends on a virama, half a conjunct"
+    flags = len(text[:at]) - len(text[:at].rstrip(
+        "".join(chr(c) for c in range(0x1F1E6, 0x1F200))))
+    if flags % 2:
+        return "ends on a flag's first letter"
+    return None
+
+
+@pytest.mark.parametrize(("project", "memory"), CLUSTERS, ids=[c[0] for c in CLUSTERS])
+def test_the_budget_cut_keeps_whole_characters(service: Service, project: str,
+                                               memory: str) -> None:
+    """NFD 경 was cut to 겨…, Việt to Viẹ…, a flag pair to a lone 🇰…: the block and the items
+    are cut where a character as a reader sees it ends, within the budget still."""
+    with service.client() as http:
+        assert http.post("/ingest", json={"content": memory, "project": project}
+                         ).status_code == 200
+        for budget in range(330, 420):
+            answer = http.post("/recall", json={"query": memory.split()[0], "project": project,
+                                                "with_global": False, "budget_chars": budget}
+                               ).json()
+            block, item = answer["block"], answer["items"][0]["content"]
+            assert len(block) <= budget and len(item) <= budget
+            shown = block.split('">\n', 1)[1].split("\n</memory>", 1)[0]
+            for cut in (shown, item):
+                assert cut.endswith("…") and memory.startswith(cut[:-1]), (budget, cut)
+                assert split_cluster(memory, len(cut) - 1) is None, (
+                    budget, split_cluster(memory, len(cut) - 1), cut[-4:])
+
+
+def test_a_cut_keeps_zwj_sequences_keycaps_and_variation_selectors_whole() -> None:
+    """What the block's sanitizing drops (joiners, variation selectors) is kept whole by the cut
+    itself too: `cluster_start` is the cut of every budget (block, items)."""
+    from semantic_memory.default_plugins.injection import cluster_start
+
+    for text in ("👨\u200d👩\u200d👧\u200d👦", "❤\ufe0f", "1\ufe0f\u20e3", "🏴\U000e0067\U000e0062"
+                 "\U000e0065\U000e006e\U000e0067\U000e007f", unicodedata.normalize("NFD", "각")):
+        for end in range(1, len(text)):
+            assert cluster_start(text + " x", end) == 0, (text, end)
+        assert cluster_start(text + " x", len(text)) == len(text)
