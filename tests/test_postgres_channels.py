@@ -231,6 +231,20 @@ def test_fulltext_relevant_and_confidence(conn: psycopg.Connection,
     assert high == pytest.approx(1.0) and low is not None and low < 0.5
 
 
+def test_fulltext_relevant_sets_a_questions_function_words_aside(
+        conn: psycopg.Connection, fts: PgFullTextChannel) -> None:
+    """"Wie starten wir den Staging-Server neu?": its function words, which no memory holds,
+    weighed most of all and the memory that answers it missed the bar (as on SQLite before)."""
+    for i in range(6):
+        add(conn, f"Notiz {i} zum Projekt", channels=(fts,))
+    answer = add(conn, "Den Staging-Server startet man mit make restart-staging neu",
+                 channels=(fts,))
+    hits = [recall_hit(answer)]
+    with conn.transaction():
+        assert fts.relevant(conn, "Wie starten wir den Staging-Server neu?", hits) == {answer.id}
+        assert fts.relevant(conn, "Wie und wo?", [recall_hit(answer)]) == set()
+
+
 # --- substrings ---------------------------------------------------------------------------------
 
 @pytest.fixture

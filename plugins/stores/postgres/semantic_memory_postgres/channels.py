@@ -69,6 +69,7 @@ from semantic_memory.keywords import (
     STOPWORDS,
     UNSPACED,
     bm25_idf,
+    content_words,
     trigram_terms,
     words,
 )
@@ -551,12 +552,15 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def relevant(self, conn: psycopg.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
-        no memory has weighs as one a single memory has); coverage goes into the signals."""
+        no memory has weighs as one a single memory has); coverage goes into the signals. The
+        query's function words are set aside first (`content_words`, as the porter channel
+        does): "wie", "wir", "den", which no memory holds, weighed most of all."""
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
                                     follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
-        terms = self._terms(conn, query)
+        content = content_words(words(query))
+        terms = self._terms(conn, " ".join(content)) if content else []
         if not terms or not hits:
             return set()
         weights, _ = self._weights(conn, terms, min_df=1)
