@@ -235,9 +235,9 @@ def test_fulltext_relevant_sets_a_questions_function_words_aside(
         conn: psycopg.Connection, fts: PgFullTextChannel) -> None:
     """"Wie starten wir den Staging-Server neu?": its function words, which no memory holds,
     weighed most of all and the memory that answers it missed the bar (as on SQLite before)."""
-    for i in range(6):
-        add(conn, f"Notiz {i} zum Projekt", channels=(fts,))
-    answer = add(conn, "Den Staging-Server startet man mit make restart-staging neu",
+    for i in range(12):  # the question's content words are common; its function words in none
+        add(conn, f"Staging-Server Notiz {i}: Logs und Metriken", channels=(fts,))
+    answer = add(conn, "Staging-Server neu starten: make restart-staging",
                  channels=(fts,))
     hits = [recall_hit(answer)]
     with conn.transaction():
