@@ -36,7 +36,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .textnorm import LATIN_KEYWORDS, fold_lines, strip_format_chars
+from .textnorm import INVISIBLE_IN_TOKEN, LATIN_KEYWORDS, fold_lines, strip_format_chars
 
 # --- "ignore previous instructions", in its many wordings -----------------------------------
 _VERB = (
@@ -1043,14 +1043,31 @@ def _obfuscated(flat: str) -> bool:
     return False
 
 
+def _word_breaks(text: str) -> str | None:
+    """`text` with each run of invisible characters inside a token read as a space, or None
+    when it has none. The folding drops them, which joins `ig<U+200B>nore` into the word a
+    reader sees, and also `alle<U+200B>vorherigen` into one no rule knows, where a zero-width
+    space stands for the break between two words (as it does in Thai or Khmer text)."""
+    if text.isascii() or INVISIBLE_IN_TOKEN.search(text) is None:
+        return None
+    return INVISIBLE_IN_TOKEN.sub(" ", text)
+
+
+def _flat(lines: str) -> str:
+    return " " + " ".join(lines.split())  # the space lets " ai" match at the start
+
+
 def looks_like_injection(text: str, *, depth: int = 0) -> bool:
     """Whether `text` carries instructions aimed at an agent (see the module docstring)."""
     lines = fold_lines(text)
-    flat = " " + " ".join(lines.split())  # the space lets " ai" match at the start
+    flat = _flat(lines)
     # The command rule skips a capture record's `Tool(input):` line: the agent's own command.
     header = _CAPTURE_HEADER.match(lines)
     commands = " " + (lines[header.end():] if header else lines)
     if _rules_match(lines, flat, commands) or _obfuscated(flat):
+        return True
+    # Both readings of an invisible character between two words: joined (above) and a break.
+    if (broken := _word_breaks(text)) is not None and _families_match(_flat(fold_lines(broken))):
         return True
     if depth >= 2:
         return False
