@@ -183,8 +183,10 @@ _FOREIGN_LOGIN_NEEDLES = ("zugangsdaten", "anmeldedaten", "logindaten", "identif
                           "credenciales", "credenciais", "credenziali", "учётные", "учетные",
                           "данные для входа")
 # Chinese, Japanese and Korean: the word, a note in brackets, a particle and a value of ASCII
-# characters. After a topic particle or a colon (は, 是, 为, 는, 은, `:`) the value must end
-# its clause (punctuation, です, 입니다, a line's end), so "パスワードは8文字以上" and "토큰은
+# characters. After a topic particle or a colon (は, 是, 为, 는, 은, `:`) a value that ends its
+# clause (punctuation, です, 입니다, a line's end, a space and more that is not Chinese,
+# Japanese or Korean: " #4", " (staging)") goes as any value does; one the sentence goes on
+# from only if it reads as generated (`_cjk_credential`), so "パスワードは8文字以上" and "토큰은
 # OAuth2 흐름으로 받습니다" hold none; after a subject or object particle (が, を, 가, 를 …)
 # only "changed to X" counts ("パスワードが X に変わりました", "비밀번호를 X로 변경").
 # `キー` and `키` (also "height") need a word that makes them a credential.
@@ -198,11 +200,13 @@ _CJK_NEEDLES = ("密码", "密碼", "口令", "密钥", "密鑰", "秘钥", "秘
                 "パスワード", "パスフレーズ", "暗証番号", "秘密鍵", "トークン", "シークレット", "キー",
                 "비밀번호", "비번", "패스워드", "토큰", "시크릿", "키")
 _ENGLISH_SECRET = r"password|passwd|passphrase|passcode|token|secret|(?:api|access|secret) ?key"
+_CJK_LETTERS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _CJK_TAIL = (
     r"(?:\s*[(（][^)）\n]{0,20}[)）])?\s*(?:(?P<topic>は|是|为|為|는|은|:|=)[、,:]?|が|を|가|이|를|을)"
     r"\s*[「『]?(?P<secret>[!#-&(-_a-~]*(?![,;.:!?)\]}>])[!#-&(-_a-~])"
     r"(?(topic)(?=[ \t]*(?:\n|$|[,;.:!?)\]}>\"'`」』）】。、，]|です|でした|だ|で[、,]|입니다"
-    r"|이에요|예요|이다|이야|야|요|[喔哦啊呀吧了]))"
+    r"|이에요|예요|이다|이야|야|요|[喔哦啊呀吧了])"
+    rf"|[ \t]*(?P<cjk>[{_CJK_LETTERS}])|[ \t]+)"
     r"|(?=[ \t]*(?:に(?:変更|変わ|設定|な[りっ]|リセット)|(?:로|으로)[ \t]*(?:변경|바꾸|바꿨|바뀌"
     r"|설정|재설정)|です|でした|입니다|이에요|예요)))"
 )
@@ -231,6 +235,15 @@ def _random(m: re.Match[str]) -> bool:
     counts = Counter(value)
     entropy = -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
     return entropy >= 3.0 and "--" not in value  # not a run of chained CLI flags
+
+
+def _cjk_credential(m: re.Match[str]) -> bool:
+    """A value after a Chinese, Japanese or Korean particle: one the sentence goes on from
+    ("密码是 Xk9#mQ2 别外传", "토큰은 OAuth2 흐름으로") must also read as generated: a symbol
+    in it, or `_random` (a version, an algorithm or a protocol name has neither)."""
+    value = m.group("secret")
+    return _credential_like(m) and (m.group("cjk") is None or re.search(r"[^\w]", value)
+                                    is not None or _random(m))
 
 
 def _wordy(m: re.Match[str]) -> bool:
@@ -366,9 +379,9 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           ("token", "secret"), also=_FOREIGN_IS_NEEDLES),
     _rule("password", rf"(?i){_FOREIGN_LOGIN}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}"
           rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", _FOREIGN_LOGIN_NEEDLES),
-    _rule("password", rf"(?i)(?:{_CJK_SECRET}){_CJK_TAIL}", _CJK_NEEDLES),
+    _rule("password", rf"(?i)(?:{_CJK_SECRET}){_CJK_TAIL}", _CJK_NEEDLES, _cjk_credential),
     _rule("password", rf"(?i)\b(?:{_ENGLISH_SECRET}){_CJK_TAIL}",
-          ("pass", "token", "secret", "key"), also=_CJK_PARTICLES),
+          ("pass", "token", "secret", "key"), _cjk_credential, also=_CJK_PARTICLES),
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
     _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
