@@ -655,5 +655,5 @@ def test_the_docs_settings_section_reads_checks_and_stops_in_one_line(
         MemoryEngine(bad, plugins=[Plugin()])
     result = CliRunner().invoke(cli, ["stats"], obj=None, env={
         "MEMORY_DB_PATH": str(tmp_path / "cli.db"), "MEMORY_VECTOR_ANN_MIN_ROWS": "-1"})
-    assert result.exit_code == 1 and result.output.strip().splitlines() == [
+    assert result.exit_code == 2 and result.output.strip().splitlines() == [
         "Error: MEMORY_VECTOR_ANN_MIN_ROWS must be within 0..1000000000, not -1"]
