@@ -291,7 +291,7 @@ def test_the_budget_cut_keeps_whole_characters(service: Service, project: str,
 def test_a_cut_keeps_zwj_sequences_keycaps_and_variation_selectors_whole() -> None:
     """What the block's sanitizing drops (joiners, variation selectors) is kept whole by the cut
     itself too: `cluster_start` is the cut of every budget (block, items)."""
-    from semantic_memory.default_plugins.injection import cluster_start
+    from semantic_memory.graphemes import cluster_start
 
     for text in ("👨\u200d👩\u200d👧\u200d👦", "❤\ufe0f", "1\ufe0f\u20e3", "🏴\U000e0067\U000e0062"
                  "\U000e0065\U000e006e\U000e0067\U000e007f", unicodedata.normalize("NFD", "각")):
