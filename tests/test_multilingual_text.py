@@ -174,6 +174,9 @@ def test_an_english_word_is_set_aside_only_in_a_query_of_that_language() -> None
         "worker", "die", "den", "host"]
     assert content_words(words("Add a comment about the con of retries")) == [
         "add", "comment", "con", "retries"]
+    assert content_words(words("C plus Rust: requests per host on the nas, ha proxy at 9am est")
+                         ) == ["c", "plus", "rust", "requests", "per", "host", "nas", "ha",
+                               "proxy", "9am", "est"]
     assert content_words(words("Wie starten wir die Pipeline neu?")) == [
         "starten", "pipeline", "neu"]
     assert content_words(words("Comment est-ce qu'on lance les tests ?")) == ["lance", "tests"]
