@@ -22,11 +22,9 @@ redaction and with the baseline's patched in (the rest of the hygiene step uncha
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +34,7 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from baseline import baseline  # noqa: E402
 from scale import synthetic  # noqa: E402
 from semantic_memory.cli import IMPORT_BATCH  # noqa: E402
 from semantic_memory.config import Settings  # noqa: E402
@@ -58,23 +57,9 @@ CODE_LINES = [
 
 
 def baseline_module(rev: str) -> ModuleType:
-    """`redaction.py` as it was at `rev`, imported under another name."""
-    for where in ("safety", "default_plugins"):  # it moved to safety/ with issue #23
-        shown = subprocess.run(
-            ["git", "show", f"{rev}:core/semantic_memory/{where}/redaction.py"],
-            cwd=REPO, capture_output=True, text=True)
-        if shown.returncode == 0:
-            break
-    shown.check_returncode()
-    source = shown.stdout
-    path = Path(tempfile.mkdtemp()) / "redaction_baseline.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("redaction_baseline", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """`redaction.py` as it was at `rev` (in `safety/` since issue #23), with the textnorm.py
+    beside it then."""
+    return baseline(rev, "redaction.py")
 
 
 def notes(n: int, with_secrets: bool, seed: int = 11) -> list[str]:

@@ -1,9 +1,9 @@
 """Cost per KB of the prompt-injection filter, against a baseline revision, in one run.
 
 The baseline is `looks_like_injection` (and the text folding it uses) as committed at
-`--baseline` (default: the last commit before the wider filter; `HEAD` times uncommitted
-changes against the last commit), loaded from git into a throwaway module; the current one is
-the working tree's. Both read the same texts, in alternation, `--rounds` times; the report is
+`--baseline` (default `HEAD`: uncommitted changes against the last commit; a revision as old as
+5176311, the filter before the wider one, no longer loads beside today's models), loaded from
+git into a throwaway module (`baseline.py`); the current one is the working tree's. Both read the same texts, in alternation, `--rounds` times; the report is
 the median CPU microseconds per KB of each, per text family, and the ratio. Texts: the suite's
 benign and injection corpora (tests/corpora), typical tool captures (pytest output, a git log, a
 source file, a README) built to about 2 KB, French, German, Vietnamese and Russian prose of
@@ -17,54 +17,24 @@ Prints JSON on stdout.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
+from baseline import baseline
+
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_BASELINE = "5176311"
-#: Where the filter lived: `safety/injection_filter.py` since d52109d, `hygiene.py` before.
-LAYOUTS = (("semantic_memory.safety", "core/semantic_memory/safety", "injection_filter.py"),
-           ("semantic_memory.default_plugins", "core/semantic_memory/default_plugins",
-            "hygiene.py"))
-
-
-def _git_show(rev: str, path: str) -> str:
-    return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, check=True,
-                          capture_output=True, text=True).stdout
-
-
-def _exists(rev: str, path: str) -> bool:
-    return subprocess.run(["git", "cat-file", "-e", f"{rev}:{path}"], cwd=REPO,
-                          capture_output=True).returncode == 0
-
-
-def _load(package: str, name: str, source: str) -> types.ModuleType:
-    """`source` as module package.name, so its relative imports resolve in the package."""
-    spec = importlib.util.spec_from_loader(f"{package}.{name}", loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = package
-    sys.modules[spec.name] = module
-    exec(compile(source, f"<baseline:{name}>", "exec"), module.__dict__)  # noqa: S102
-    return module
+DEFAULT_BASELINE = "HEAD"
 
 
 def baseline_filter(rev: str) -> Callable[[str], bool]:
-    """`looks_like_injection` as of `rev`, with the textnorm.py beside it then."""
-    package, base, name = next(layout for layout in LAYOUTS
-                               if _exists(rev, f"{layout[1]}/{layout[2]}"))
-    _load(package, "_bench_textnorm", _git_show(rev, f"{base}/textnorm.py"))
-    source = _git_show(rev, f"{base}/{name}").replace(
-        "from .textnorm import", "from ._bench_textnorm import")
-    return _load(package, "_bench_filter", source).looks_like_injection  # type: ignore[no-any-return]
+    """`looks_like_injection` as of `rev` (`safety/injection_filter.py` since d52109d,
+    `default_plugins/hygiene.py` before), with the textnorm.py beside it then."""
+    module = baseline(rev, "injection_filter.py", "hygiene.py")
+    return module.looks_like_injection  # type: ignore[no-any-return]
 
 
 def _about(text: str, size: int) -> str:
