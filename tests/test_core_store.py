@@ -340,3 +340,35 @@ def test_a_threads_read_connection_closes_when_the_thread_ends(tmp_path: Path) -
     finally:
         store.close()
     assert open_files() == 0
+
+
+def test_close_leaves_a_reader_another_live_thread_is_using(tmp_path: Path) -> None:
+    """`close` closed every thread's read connection, one a channel's search that outlived
+    its deadline was still using (released at shutdown): its next statement met a closed
+    connection, and a close racing a statement crashed the process in the sqlite3 module.
+    Another live thread's reader now closes with its thread."""
+    import threading
+
+    from semantic_memory.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "m.db")
+    opened, closed = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def search_outliving_close() -> None:
+        try:
+            with store.snapshot() as conn:
+                conn.execute("SELECT count(*) FROM memories").fetchone()
+                opened.set()
+                assert closed.wait(30)
+                conn.execute("SELECT count(*) FROM memories").fetchone()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    worker = threading.Thread(target=search_outliving_close)
+    worker.start()
+    assert opened.wait(30)
+    store.close()
+    closed.set()
+    worker.join(30)
+    assert not worker.is_alive() and failures == []

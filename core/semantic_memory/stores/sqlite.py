@@ -265,10 +265,12 @@ class _Reader:
     kept for `close`, held each one open for good: one more file (and its page cache) per
     worker thread started, until every read failed with "unable to open database file"."""
 
-    __slots__ = ("conn", "__weakref__")
+    __slots__ = ("conn", "owner", "__weakref__")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        #: The thread whose connection it is: only it, or `close` once it has ended, closes it.
+        self.owner = threading.current_thread()
 
     def __del__(self) -> None:
         try:
@@ -730,9 +732,14 @@ class SQLiteStore(SQLMemoryStore):
         )
 
     def close(self) -> None:
+        """Close the writer and the readers of this thread and of ended ones. Another live
+        thread's reader closes with that thread: closed under a query it is still running
+        (a channel's search that outlived its deadline, released at shutdown), the sqlite3
+        module crashed the process."""
         with self._readers_lock:
             for reader in list(self._readers):
-                reader.conn.close()
+                if reader.owner is threading.current_thread() or not reader.owner.is_alive():
+                    reader.conn.close()
             self._readers.clear()
         with self._write_lock:
             self._writer.close()
