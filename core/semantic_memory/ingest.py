@@ -697,17 +697,18 @@ class Writer:
                     # judged before its own vector is stored (its nearest would be itself);
                     # a memory merged keeps its vector, as any forgotten one does: brought
                     # back (`unforget`), it is not in the queue to be judged again
-                    self._merged(conn, channel, memory, value)
+                    self._merge_if_duplicate(conn, channel, memory, value)
                     self._index(conn, channel, [memory], [value])  # type: ignore[arg-type]
         return handled
 
-    def _merged(self, conn: Any, channel: Prepares, memory: Memory, value: Any) -> bool:
-        """Whether `memory` near-duplicates an older live one (with the same details) now that
-        its vector is known: then it is forgotten and the older one takes its place, one line
-        in the log as every forget is. Only a memory created since this process began
-        (`defer_since`): ingest never judged it."""
+    def _merge_if_duplicate(self, conn: Any, channel: Prepares, memory: Memory,
+                            value: Any) -> None:
+        """When `memory` near-duplicates an older live one (with the same details) now that
+        its vector is known, forget it: the older one takes its place, one line in the log as
+        every forget is. Only a memory created since this process began (`defer_since`):
+        ingest never judged it."""
         if value is None or memory.created_at < self.defer_since:
-            return False
+            return
         probe = NewMemory(memory.content, kind=memory.kind, source=memory.source,
                           project=memory.project)
         try:
@@ -715,15 +716,14 @@ class Writer:
         except Exception as exc:  # noqa: BLE001 - no verdict: keep it
             log.warning("channel %s: find_duplicate failed (%s)",
                         channel.name, one_line(exc))  # type: ignore[attr-defined]
-            return False
+            return
         if dup is None or dup == memory.id:
-            return False
+            return
         older = self.store.load(conn, [dup]).get(dup)
         if older is None or not supersede.same_details(older.content, memory.content):
-            return False
+            return
         self.store.merge_duplicate(conn, memory.id, dup, now())
         log.info("forgot memory %s (near-duplicate of %s)", memory.uid, older.uid)
-        return True
 
     def pending(self) -> int:
         """Memories waiting in the embedding queue (all `Deferrable` channels)."""

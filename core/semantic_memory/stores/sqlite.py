@@ -450,8 +450,7 @@ class SQLiteStore(SQLMemoryStore):
         its own allows. A file without memories yet is created, not upgraded."""
         from ..service.discovery import upgrade_refusal  # only here: no other open reads it
 
-        if self._writer.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                "AND name = 'memories'").fetchone() is None:
+        if not self._has_memories(self._writer):
             return
         if (refusal := upgrade_refusal(settings, str(self.path))) is not None:
             self._writer.close()
@@ -517,12 +516,15 @@ class SQLiteStore(SQLMemoryStore):
         return version
 
     @staticmethod
+    def _has_memories(conn: sqlite3.Connection) -> bool:
+        """Whether the file holds the memories table (a new file does not yet)."""
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                            "AND name = 'memories'").fetchone() is not None
+
+    @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
         version = SQLiteStore._version(conn)
-        has_memories = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
-        ).fetchone()
-        if version == 0 and not has_memories:
+        if version == 0 and not SQLiteStore._has_memories(conn):
             run_script(conn, SCHEMA)
         else:
             for step in range(max(version, 1), SCHEMA_VERSION):
