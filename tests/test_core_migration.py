@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from old_schemas import as_written_before_v9
+from old_schemas import as_written_before_v9, as_written_before_v11
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
@@ -181,6 +181,50 @@ def test_names_stored_as_given_are_normalized_on_upgrade(settings: Settings) -> 
             # current memories: `older` is superseded, `twin` forgotten
             assert top_values(engine.store.value_counts(conn, ("project",))["project"]) == {
                 "web": 1, "api": 1, "": 1}
+    finally:
+        engine.close()
+
+
+CAFE_NFC, CAFE_NFD = "caf\u00e9-app", "cafe\u0301-app"
+
+
+@pytest.mark.both_stores
+def test_decomposed_names_are_composed_on_upgrade(settings: Settings) -> None:
+    """A folder macOS names in decomposed form ("cafe" + combining acute) and the name a user
+    types ("café", one code point) were two projects: a hook's memories never reached
+    `--project café-app`. v11 composes stored names (NFC), as ingest and every filter now do;
+    a memory that then repeats one of its project word for word is forgotten."""
+    engine = MemoryEngine(settings)
+    text = "Use pnpm, not npm, for installs in this repo"
+    kept = engine.store_one(NewMemory(text, project=CAFE_NFC)).uid
+    twin = engine.store_one(NewMemory(text, project="other")).uid
+    hooked = engine.store_one(NewMemory("The cafe app deploys from the main branch",
+                                        project="other")).uid
+    engine.close()
+    as_written_before_v11(settings, [
+        ("UPDATE memories SET project = ? WHERE uid IN (?, ?)", (CAFE_NFD, twin, hooked)),
+        ("UPDATE memories SET kind = ? WHERE uid = ?", ("de\u0301cision", hooked)),
+    ])
+    engine = MemoryEngine(settings)
+    try:
+        assert engine.get(twin).deleted and not engine.get(kept).deleted
+        assert engine.get(hooked).project == CAFE_NFC
+        assert engine.get(hooked).kind == "d\u00e9cision"
+        for asked in (CAFE_NFC, CAFE_NFD):
+            found = engine.list(RecallFilters(project=asked))
+            assert sorted(m.uid for m in found) == sorted([kept, hooked])
+            hits = engine.recall("deploys main branch", filters=RecallFilters(project=asked))
+            assert [h.memory.uid for h in hits][:1] == [hooked]
+    finally:
+        engine.close()
+
+
+def test_a_decomposed_project_name_is_stored_composed(tmp_path: Path) -> None:
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "m.db")))
+    try:
+        uid = engine.store_one(NewMemory("The cafe app deploys on Fridays", project=CAFE_NFD)).uid
+        assert engine.get(uid).project == CAFE_NFC
+        assert [m.uid for m in engine.list(RecallFilters(project=CAFE_NFC))] == [uid]
     finally:
         engine.close()
 

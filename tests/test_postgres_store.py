@@ -1002,8 +1002,8 @@ def test_a_stopped_extra_server_is_not_swept_while_its_owner_lives() -> None:
 
 
 def test_an_upgrade_that_must_wait_for_a_table_lock_gives_up_in_one_line(tmp_path: Path) -> None:
-    """A store one schema version behind while another session holds a write lock on
-    `memories`: opening it waits MEMORY_DB_TIMEOUT for the migration's table lock and then
+    """A store whose upgrade builds indexes (v9 → v10) while another session holds a write
+    lock on `memories`: opening it waits MEMORY_DB_TIMEOUT for the migration's table lock and then
     fails with one line, the store left as it was (every command and service start used to
     wait for the other session without a limit); once the lock is gone it upgrades."""
     import psycopg
@@ -1014,7 +1014,7 @@ def test_an_upgrade_that_must_wait_for_a_table_lock_gives_up_in_one_line(tmp_pat
     MemoryEngine(settings).close()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("UPDATE store_meta SET value = %s WHERE key = 'schema_version'",
-                     (str(SCHEMA_VERSION - 1),))
+                     ("9",))
     with psycopg.connect(url) as writer:
         writer.execute("LOCK TABLE memories IN ROW EXCLUSIVE MODE")
         hang_guard = threading.Timer(60, writer.rollback)  # without the limit: forever
@@ -1028,7 +1028,7 @@ def test_an_upgrade_that_must_wait_for_a_table_lock_gives_up_in_one_line(tmp_pat
     assert "\n" not in said
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
-                            ).fetchone() == (str(SCHEMA_VERSION - 1),)
+                            ).fetchone() == ("9",)
     engine = MemoryEngine(settings)
     try:
         assert engine.store.schema_version == SCHEMA_VERSION

@@ -26,6 +26,7 @@ from test_service_support import memory_mcp_command, service_env
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.stores.sqlite import SCHEMA_VERSION
 
 REFUSED = "of an older release: stop it (or restart it with this release), then try again"
 CONTENT = "Grafana runs on port 3000"
@@ -135,12 +136,12 @@ def test_no_command_of_this_release_upgrades_a_sqlite_db_an_older_service_serves
         shared = cli({**env, "MEMORY_DB_PATH": str(other),
                       "MEMORY_DISCOVERY_FILE": f"{db}.server.json"}, "stats")
         assert shared.returncode == 0, shared.stderr
-        assert sqlite_version(other) == 10
+        assert sqlite_version(other) == SCHEMA_VERSION
         service.kill()
         service.wait()
     assert Path(f"{db}.server.json").exists()  # left behind, naming a process that is gone
     assert_upgraded_and_found(env)
-    assert sqlite_version(db) == 10
+    assert sqlite_version(db) == SCHEMA_VERSION
 
 
 def test_no_command_of_this_release_upgrades_a_postgres_db_an_older_local_service_serves(

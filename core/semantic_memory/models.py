@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -91,14 +92,17 @@ def _read_time(value: str | float | int) -> float:
 def project_name(project: Any) -> Any:
     """A project name as stored and filtered by: without surrounding whitespace, so that
     "web " (a shell variable, a pasted name) is the project "web", not one no recall in "web"
-    ever reaches. Anything but a string is left for validation to refuse."""
-    return project.strip() if isinstance(project, str) else project
+    ever reaches; and composed (NFC), so that a folder macOS names in decomposed form
+    ("cafe\u0301-app") is the project the user types ("café-app"). Anything but a string is
+    left for validation to refuse."""
+    return unicodedata.normalize("NFC", project.strip()) if isinstance(project, str) else project
 
 
 def identifier(name: Any) -> Any:
-    """A kind or source as stored and filtered by: lower-cased, so that "Fact" is a fact (the
-    supersession rule, `--kind fact` and artifact expiry all name them in lower case)."""
-    return name.lower() if isinstance(name, str) else name
+    """A kind or source as stored and filtered by: lower-cased and composed (NFC), so that
+    "Fact" is a fact (the supersession rule, `--kind fact` and artifact expiry all name them in
+    lower case)."""
+    return unicodedata.normalize("NFC", name.lower()) if isinstance(name, str) else name
 
 
 @dataclass

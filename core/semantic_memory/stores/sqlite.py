@@ -31,7 +31,7 @@ from .names import normalize_stored_names
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 #: The longest a write waits for the write lock, this process's writers and other processes'
 #: together.
 BUSY_TIMEOUT_MS = 60_000
@@ -247,11 +247,16 @@ def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
     run_script(conn, PAGE_INDEXES)
 
 
+def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
+    """v11 holds projects, kinds and sources composed (NFC), as ingest now writes them."""
+    normalize_stored_names(conn.execute)
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
     5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8, 8: _migrate_8_to_9,
-    9: _migrate_9_to_10}
+    9: _migrate_9_to_10, 10: _migrate_10_to_11}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

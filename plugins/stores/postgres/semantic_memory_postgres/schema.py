@@ -10,7 +10,7 @@ from typing import Any
 
 from semantic_memory.stores.names import normalize_stored_names
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 #: The advisory lock every write transaction takes (any constant shared by all services).
 WRITE_LOCK = 0x5E3A_17C0
 
@@ -274,10 +274,15 @@ def _migrate_9_to_10(conn: Any) -> None:
     conn.execute(PAGE_INDEXES)
 
 
+def _migrate_10_to_11(conn: Any) -> None:
+    """v11 holds projects, kinds and sources composed (NFC), as ingest now writes them."""
+    normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
                                                  3: _migrate_3_to_4, 4: _migrate_4_to_5,
                                                  5: _migrate_5_to_6, 6: _migrate_6_to_7,
                                                  7: _migrate_7_to_8, 8: _migrate_8_to_9,
-                                                 9: _migrate_9_to_10}
+                                                 9: _migrate_9_to_10, 10: _migrate_10_to_11}
