@@ -535,26 +535,22 @@ function sleep(ms) {
 // src/backoff.ts
 import { mkdirSync as mkdirSync2, readFileSync as readFileSync2, renameSync, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
 import { basename, dirname as dirname3, join as join3 } from "node:path";
-function activeBackOff(path, nowS = Date.now() / 1e3) {
-  let data;
-  try {
-    data = JSON.parse(readFileSync2(path, "utf8"));
-  } catch {
-    return null;
-  }
-  if (typeof data !== "object" || data === null) return null;
+function activeBackOff(path, url, nowS = Date.now() / 1e3) {
+  const data = readState(path);
+  if (data === null) return null;
   const { until, outcome, detail } = data;
   const end = Number(until);
   if (until === null || until === void 0 || !Number.isFinite(end) || outcome === void 0) return null;
-  if (nowS >= end) return null;
+  if (!forUrl(data, url) || nowS >= end) return null;
   return { until: end, outcome: outcome === "timeout" ? "timeout" : "service down", detail: String(detail ?? "") };
 }
-function startBackOff(path, ms, outcome, detail) {
+function startBackOff(path, url, ms, outcome, detail) {
   if (ms <= 0) return;
   const data = JSON.stringify({
     until: Math.round(Date.now() + ms) / 1e3,
     outcome,
-    detail: detail.slice(0, 300)
+    detail: detail.slice(0, 300),
+    url
   });
   const tmp = join3(dirname3(path), `.${basename(path)}.${process.pid}.tmp`);
   try {
@@ -568,11 +564,23 @@ function startBackOff(path, ms, outcome, detail) {
     }
   }
 }
-function clearBackOff(path) {
+function clearBackOff(path, url) {
+  if (url !== void 0 && !forUrl(readState(path) ?? {}, url)) return;
   try {
     unlinkSync2(path);
   } catch {
   }
+}
+function readState(path) {
+  try {
+    const data = JSON.parse(readFileSync2(path, "utf8"));
+    return typeof data === "object" && data !== null && !Array.isArray(data) ? data : null;
+  } catch {
+    return null;
+  }
+}
+function forUrl(data, url) {
+  return data.url === void 0 || data.url === url;
 }
 
 // src/transcript.ts
@@ -1763,7 +1771,7 @@ ${query}`;
   async run(event, session, body) {
     const started = now();
     const debug = (message) => this.debug(event, message);
-    const offline = this.backingOff();
+    const offline = this.backingOff(this.serviceUrl().url);
     const target = { folder: spoolPath(this.settings), event };
     let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
     const ms = now() - started;
@@ -1797,8 +1805,8 @@ ${query}`;
     }
   }
   /** The error every request of an action meets at once while the hooks back off; else null. */
-  backingOff() {
-    const state = activeBackOff(backoffPath(this.settings));
+  backingOff(url) {
+    const state = activeBackOff(backoffPath(this.settings), url);
     if (state === null) return null;
     const until = new Date(state.until * 1e3).toTimeString().slice(0, 8);
     return new ServiceUnavailable(
@@ -1822,9 +1830,9 @@ ${query}`;
       if (timedOut && this.settings.backoffMs > 0 && await answers(service.url, this.settings.token)) {
         return "the service answers a probe: slow, not hung, no back-off";
       }
-      startBackOff(path, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
+      startBackOff(path, service.url, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
-      clearBackOff(path);
+      clearBackOff(path, service.url);
       if (service.succeeded) this.replay(service.url);
     }
     return "";

@@ -224,18 +224,51 @@ def test_replay_counts_the_writes_another_replayer_still_holds(
 
 
 def test_backoff_expires_and_is_cleared(tmp_path: Path) -> None:
-    path = tmp_path / "hooks.backoff.json"
-    assert backoff.active(path) is None
-    backoff.start(path, 30, "timeout", "http://x did not answer")
-    state = backoff.active(path)
+    path, url = tmp_path / "hooks.backoff.json", "http://127.0.0.1:9"
+    assert backoff.active(path, url) is None
+    backoff.start(path, url, 30, "timeout", "http://x did not answer")
+    state = backoff.active(path, url)
     assert state is not None and state.outcome == "timeout"
-    assert backoff.active(path, now=state.until + 1) is None
-    backoff.start(path, 0, "timeout", "off")  # 0 = never back off: the old state stays
+    assert backoff.active(path, url, now=state.until + 1) is None
+    backoff.start(path, url, 0, "timeout", "off")  # 0 = never back off: the old state stays
     backoff.clear(path)
-    assert backoff.active(path) is None and not path.exists()
+    assert backoff.active(path, url) is None and not path.exists()
 
 
-# --- hooks against a dead, hung and restarted service ---------------------------------------
+def test_a_backoff_holds_for_the_url_that_failed_only(tmp_path: Path) -> None:
+    path, dead, live = tmp_path / "hooks.backoff.json", "http://127.0.0.1:9", "http://h:1"
+    backoff.start(path, dead, 30, "service down", "nothing listens")
+    assert backoff.active(path, live) is None and backoff.active(path, dead) is not None
+    backoff.clear(path, live)  # an answer from another URL does not end it
+    assert backoff.active(path, dead) is not None
+    backoff.clear(path, dead)
+    assert not path.exists()
+    path.write_text('{"until": 9e12, "outcome": "timeout"}')  # an older release's: for all
+    assert backoff.active(path, live) is not None
+
+
+def test_a_dead_plugin_url_in_one_shell_does_not_silence_another_shells_service(
+        tmp_path: Path) -> None:
+    """Two shells, one db folder: one points MEMORY_PLUGIN_URL at a service that is gone, the
+    other reaches the running one. The dead URL's back-off silenced the live one's hooks too
+    (every recall empty, every write spooled), and the live one's next answer ended the dead
+    one's back-off, so its hooks paid their whole budget again."""
+    service = start_service(tmp_path)
+    try:
+        dead = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
+        live = hook_env(tmp_path, service.url)
+        assert remember(dead).returncode == 0
+        assert (tmp_path / "hooks.backoff.json").exists()
+        said = remember(live, "the queue is drained by worker 7")
+        assert said.returncode == 0
+        assert remember(dead, "the cache lives on redis-2").returncode == 0
+        log = hook_log(tmp_path)
+        assert [e["outcome"] for e in log] == ["spooled", "stored", "spooled"], log
+        assert "backing off" in log[2]["detail"], log  # the live answer left it in force
+        assert "the queue is drained by worker 7" in [
+            m["content"] for m in live_memories(service)]
+    finally:
+        service.stop()
 
 
 def test_writes_made_while_the_service_is_down_are_stored_once_it_is_back(

@@ -3,9 +3,12 @@ next MEMORY_HOOK_BACKOFF_S seconds (every session's: they share the service) ski
 at once, spooling their writes and injecting nothing, instead of each paying its whole budget
 for the same silence.
 
-State is one small JSON file beside the db, `{"until": <unix s>, "outcome": …, "detail": …}`,
-replaced atomically. The service deletes it when it starts, and a hook that gets an answer
-once the back-off has run out deletes it too. Standard library only: hook processes import it.
+State is one small JSON file beside the db, `{"until": <unix s>, "outcome": …, "detail": …,
+"url": …}`, replaced atomically. It holds for the service URL that failed only: a shell whose
+MEMORY_PLUGIN_URL names a dead service must not silence the hooks of another shell whose
+service (same db folder, another URL) answers. The service deletes it when it starts, and a
+hook that gets an answer from that URL deletes it too. Standard library only: hook processes
+import it.
 """
 
 from __future__ import annotations
@@ -29,27 +32,28 @@ class BackOff(tuple):  # (until, outcome, detail), a NamedTuple without importin
     detail = property(lambda self: self[2])
 
 
-def active(path: str | Path, now: float | None = None) -> BackOff | None:
-    """The back-off in force now, or None (no file, expired, or unreadable)."""
-    from .lite import try_loads
-
+def active(path: str | Path, url: str, now: float | None = None) -> BackOff | None:
+    """The back-off in force now for the service at `url`, or None (no file, expired,
+    unreadable, or another URL's). A file without a URL (an older release's) holds for all."""
+    data = _read(path)
     try:
-        with open(path, "rb") as handle:
-            data = try_loads(handle.read())
         state = BackOff(float(data["until"]), str(data["outcome"]), str(data.get("detail", "")))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
+        return None
+    if data.get("url", url) != url:
         return None
     return state if (time.time() if now is None else now) < state.until else None
 
 
-def start(path: str | Path, seconds: float, outcome: str, detail: str) -> None:
-    """Back off for `seconds` (0 = never); never raises (a hook must still exit on time)."""
+def start(path: str | Path, url: str, seconds: float, outcome: str, detail: str) -> None:
+    """Back off from the service at `url` for `seconds` (0 = never); never raises (a hook
+    must still exit on time)."""
     if seconds <= 0:
         return
     from .lite import dumps
 
     data = dumps({"until": round(time.time() + seconds, 3), "outcome": outcome,
-                  "detail": detail[:300]})
+                  "detail": detail[:300], "url": url})
     folder, name = os.path.split(os.fspath(path))
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
@@ -65,8 +69,24 @@ def start(path: str | Path, seconds: float, outcome: str, detail: str) -> None:
             pass
 
 
-def clear(path: str | Path) -> None:
+def clear(path: str | Path, url: str | None = None) -> None:
+    """End the back-off: any (the service starting), or only one from `url` (a hook that got
+    an answer from there: another URL's service may still be dead)."""
+    if url is not None and _read(path).get("url", url) != url:
+        return
     try:
         os.unlink(path)
     except OSError:
         pass
+
+
+def _read(path: str | Path) -> dict:
+    """The state file's object; {} when there is none or it is not one."""
+    from .lite import try_loads
+
+    try:
+        with open(path, "rb") as handle:
+            data = try_loads(handle.read())
+    except OSError:
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -8,8 +8,10 @@
  * service that answers the probe met a slow one (a write waiting while a purge or an import
  * holds the store's write lock) and starts nothing: the recalls, which only read, still answer.
  * One JSON file beside the db,
- * `{"until": <unix s>, "outcome": "service down" | "timeout", "detail": …}`, replaced
- * atomically; the service deletes it when it starts, an action that got an answer deletes it.
+ * `{"until": <unix s>, "outcome": "service down" | "timeout", "detail": …, "url": …}`, replaced
+ * atomically. It holds for the URL that failed only: a dead MEMORY_PLUGIN_URL in one shell must
+ * not silence another shell's live service (same db folder, another URL). The service deletes
+ * it when it starts; an action that got an answer from that URL deletes it.
  */
 
 import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
@@ -22,29 +24,27 @@ export interface BackOff {
   detail: string;
 }
 
-/** The back-off in force now, or null (no file, run out, or unreadable). */
-export function activeBackOff(path: string, nowS: number = Date.now() / 1000): BackOff | null {
-  let data: unknown;
-  try {
-    data = JSON.parse(readFileSync(path, "utf8"));
-  } catch {
-    return null;
-  }
-  if (typeof data !== "object" || data === null) return null;
-  const { until, outcome, detail } = data as Record<string, unknown>;
+/** The back-off in force now for the service at `url`, or null (no file, run out, unreadable,
+ * or another URL's). A file without a URL (an older release's) holds for every URL. */
+export function activeBackOff(path: string, url: string, nowS: number = Date.now() / 1000): BackOff | null {
+  const data = readState(path);
+  if (data === null) return null;
+  const { until, outcome, detail } = data;
   const end = Number(until);
   if (until === null || until === undefined || !Number.isFinite(end) || outcome === undefined) return null;
-  if (nowS >= end) return null;
+  if (!forUrl(data, url) || nowS >= end) return null;
   return { until: end, outcome: outcome === "timeout" ? "timeout" : "service down", detail: String(detail ?? "") };
 }
 
-/** Backs off for `ms` (0 = never); never throws (an action must still end on time). */
-export function startBackOff(path: string, ms: number, outcome: BackOff["outcome"], detail: string): void {
+/** Backs off from the service at `url` for `ms` (0 = never); never throws (an action must
+ * still end on time). */
+export function startBackOff(path: string, url: string, ms: number, outcome: BackOff["outcome"], detail: string): void {
   if (ms <= 0) return;
   const data = JSON.stringify({
     until: Math.round(Date.now() + ms) / 1000,
     outcome,
     detail: detail.slice(0, 300),
+    url,
   });
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   try {
@@ -60,10 +60,26 @@ export function startBackOff(path: string, ms: number, outcome: BackOff["outcome
   }
 }
 
-export function clearBackOff(path: string): void {
+/** Ends the back-off: any (no `url`), or only one from `url` (an answer from there says
+ * nothing of another URL's service). */
+export function clearBackOff(path: string, url?: string): void {
+  if (url !== undefined && !forUrl(readState(path) ?? {}, url)) return;
   try {
     unlinkSync(path);
   } catch {
     // none
   }
+}
+
+function readState(path: string): Record<string, unknown> | null {
+  try {
+    const data: unknown = JSON.parse(readFileSync(path, "utf8"));
+    return typeof data === "object" && data !== null && !Array.isArray(data) ? (data as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+function forUrl(data: Record<string, unknown>, url: string): boolean {
+  return data.url === undefined || data.url === url;
 }

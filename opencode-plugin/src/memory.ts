@@ -552,7 +552,7 @@ export class MemoryPlugin {
   private async run(event: string, session: string | null, body: (action: Action) => Promise<void>): Promise<void> {
     const started = now();
     const debug = (message: string): void => this.debug(event, message);
-    const offline = this.backingOff();
+    const offline = this.backingOff(this.serviceUrl().url);
     const target = { folder: spoolPath(this.settings), event };
     let { outcome, detail, service } = await this.attempt(started + this.settings.budgetMs, debug, body, target, offline);
     // The action's own time, as the hooks log it (runner.py): the probe after a timeout, once
@@ -597,8 +597,8 @@ export class MemoryPlugin {
   }
 
   /** The error every request of an action meets at once while the hooks back off; else null. */
-  private backingOff(): ServiceUnavailable | null {
-    const state = activeBackOff(backoffPath(this.settings));
+  private backingOff(url: string): ServiceUnavailable | null {
+    const state = activeBackOff(backoffPath(this.settings), url);
     if (state === null) return null;
     const until = new Date(state.until * 1000).toTimeString().slice(0, 8);
     return new ServiceUnavailable(
@@ -623,9 +623,9 @@ export class MemoryPlugin {
       if (timedOut && this.settings.backoffMs > 0 && (await answers(service.url, this.settings.token))) {
         return "the service answers a probe: slow, not hung, no back-off";
       }
-      startBackOff(path, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
+      startBackOff(path, service.url, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
-      clearBackOff(path);
+      clearBackOff(path, service.url);
       if (service.succeeded) this.replay(service.url);
     }
     return "";

@@ -117,25 +117,45 @@ describe("the spool file", () => {
 describe("the shared back-off", () => {
   test("reads and writes backoff.py's file", () => {
     const dir = tempDir();
+    const url = "http://127.0.0.1:9";
     try {
       const path = join(dir, "hooks.backoff.json");
-      assert.equal(activeBackOff(path), null);
+      assert.equal(activeBackOff(path, url), null);
       // As the Python hooks write it.
-      writeFileSync(path, JSON.stringify({ until: Date.now() / 1000 + 30, outcome: "timeout", detail: "hung" }));
-      assert.equal(activeBackOff(path)?.outcome, "timeout");
-      assert.equal(activeBackOff(path, Date.now() / 1000 + 31), null, "it runs out");
-      startBackOff(path, 10_000, "service down", "refused");
+      writeFileSync(path, JSON.stringify({ until: Date.now() / 1000 + 30, outcome: "timeout", detail: "hung", url }));
+      assert.equal(activeBackOff(path, url)?.outcome, "timeout");
+      assert.equal(activeBackOff(path, url, Date.now() / 1000 + 31), null, "it runs out");
+      startBackOff(path, url, 10_000, "service down", "refused");
       const data = JSON.parse(readFileSync(path, "utf8"));
-      assert.deepEqual(Object.keys(data), ["until", "outcome", "detail"]);
+      assert.deepEqual(Object.keys(data), ["until", "outcome", "detail", "url"]);
       assert.ok(Math.abs(data.until - (Date.now() / 1000 + 10)) < 2);
       assert.equal(data.outcome, "service down");
-      startBackOff(path, 0, "timeout", "0 = never");
-      assert.equal(activeBackOff(path)?.outcome, "service down");
+      startBackOff(path, url, 0, "timeout", "0 = never");
+      assert.equal(activeBackOff(path, url)?.outcome, "service down");
       writeFileSync(path, "{not json");
-      assert.equal(activeBackOff(path), null);
+      assert.equal(activeBackOff(path, url), null);
       clearBackOff(path);
       clearBackOff(path);
       assert.deepEqual(readdirSync(dir), []);
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  test("holds for the URL that failed only", () => {
+    const dir = tempDir();
+    const [dead, live] = ["http://127.0.0.1:9", "http://127.0.0.1:10"];
+    try {
+      const path = join(dir, "hooks.backoff.json");
+      startBackOff(path, dead, 30_000, "service down", "refused");
+      assert.equal(activeBackOff(path, live), null, "another URL's service is not silenced");
+      assert.equal(activeBackOff(path, dead)?.outcome, "service down");
+      clearBackOff(path, live);
+      assert.equal(activeBackOff(path, dead)?.outcome, "service down", "an answer from elsewhere does not end it");
+      clearBackOff(path, dead);
+      assert.deepEqual(readdirSync(dir), []);
+      writeFileSync(path, JSON.stringify({ until: Date.now() / 1000 + 30, outcome: "timeout" }));
+      assert.equal(activeBackOff(path, live)?.outcome, "timeout", "an older release's file holds for all");
     } finally {
       removeDir(dir);
     }
@@ -187,7 +207,7 @@ describe("what is spooled", () => {
           assert.equal(statSync(join(dir, "spool", "rejected")).mode & 0o777, 0o700);
         }
         // The service answered: no back-off for the others.
-        assert.equal(activeBackOff(join(dir, "hooks.backoff.json")), null);
+        assert.equal(activeBackOff(join(dir, "hooks.backoff.json"), ""), null);
       } finally {
         await server.close();
         removeDir(dir);
@@ -310,7 +330,7 @@ describe("with the service down, then back", () => {
         assert.ok(Math.abs(Date.parse(chat[0].created_at) / 1000 - spooledAt) < 2, "it keeps the time it was made");
         assert.deepEqual(flushed.map((m) => m.content), [`User: why is the integration suite so slow?\nAssistant: ${answer}`]);
         assert.deepEqual(spooled(dir), []);
-        assert.equal(activeBackOff(join(dir, "hooks.backoff.json")), null, "the service ended the back-off");
+        assert.equal(activeBackOff(join(dir, "hooks.backoff.json"), ""), null, "the service ended the back-off");
 
         // The same write spooled again (its answer had come too late) is a duplicate.
         appendSpool(join(dir, "spool"), "/ingest", records[0]?.["body"], { harness: "opencode", event: "chat.message" });

@@ -147,7 +147,7 @@ def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
 def spool_report(settings: Settings) -> dict[str, Any]:
     """The write spool's depth and the hooks' back-off, as a hook would find them now."""
     depth = spool.depth(settings.spool_path)
-    state = backoff.active(settings.backoff_path)
+    state = backoff.active(settings.backoff_path, resolve_url(settings)[0])
     return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,
             "rejected": depth.rejected,
             "backoff": None if state is None else {"until": state.until,

@@ -381,7 +381,7 @@ def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
 
 def _offline(settings: HookSettings) -> ServiceUnavailable | None:
     """The error every request of this run raises at once while the hooks back off."""
-    state = backoff.active(beside_db(settings, "hooks.backoff.json"))
+    state = backoff.active(beside_db(settings, "hooks.backoff.json"), resolve_url(settings)[0])
     if state is None:
         return None
     until = time.strftime("%H:%M:%S", time.localtime(state.until))
@@ -406,11 +406,12 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
             entry["detail"] = f"{entry.get('detail') or ''}; the service answers a probe: " \
                               "slow, not hung, no back-off"
             return
-        backoff.start(state, settings.hook_backoff_s, failure.outcome, str(failure))
+        backoff.start(state, service.url, settings.hook_backoff_s, failure.outcome,
+                      str(failure))
         return
     if not service.answered:
         return
-    backoff.clear(state)
+    backoff.clear(state, service.url)
     if not replay or not _spooled(beside_db(settings, "spool")):
         return
     from .. import spool

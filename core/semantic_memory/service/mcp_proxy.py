@@ -87,8 +87,8 @@ class RestBackend:
 
     # --- transport ---------------------------------------------------------------------------
 
-    def _offline(self) -> ServiceUnavailable | None:
-        state = backoff.active(self.settings.backoff_path)
+    def _offline(self, url: str) -> ServiceUnavailable | None:
+        state = backoff.active(self.settings.backoff_path, url)
         if state is None:
             return None
         detail = f"backing off after the last try ({state.detail})"
@@ -96,8 +96,8 @@ class RestBackend:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         """One request, blocking (run in a worker thread), over within timeout_s."""
-        offline = self._offline()
         url, _ = resolve_url(self.settings)  # per call: a restarted service may move
+        offline = self._offline(url)
         client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline)
         try:
             return client.request(method, path, body)
@@ -108,17 +108,18 @@ class RestBackend:
                 raise ServiceTimeout(f"{exc} (the service is up, only slow: it did not answer "
                                      f"this call within MEMORY_MCP_PROXY_TIMEOUT_S, "
                                      f"{self.timeout_s:g} s)") from None
-            self._back_off(offline, exc)
+            self._back_off(url, offline, exc)
             raise
         except ServiceDown as exc:
-            self._back_off(offline, exc)
+            self._back_off(url, offline, exc)
             raise
 
-    def _back_off(self, offline: ServiceUnavailable | None, exc: ServiceUnavailable) -> None:
+    def _back_off(self, url: str, offline: ServiceUnavailable | None,
+                  exc: ServiceUnavailable) -> None:
         """Start the shared back-off for a service found down or hung (not while one is on:
         its calls made no request)."""
         if offline is None:
-            backoff.start(self.settings.backoff_path, self.settings.hook_backoff_s,
+            backoff.start(self.settings.backoff_path, url, self.settings.hook_backoff_s,
                           exc.outcome, str(exc))
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
