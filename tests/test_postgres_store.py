@@ -318,6 +318,12 @@ def test_redact_url_masks_by_position_and_never_raises() -> None:
         == 'token: "***", host Yss9@h'
     assert scrub_secrets("host 'Yss9@h'", "postgresql://u:Pa@Yss9@h/d") == "host '***@h'"
     assert scrub_secrets("p=a b", "postgresql://h/d?password=a%20b") == "p=***"
+    # not percent-encoded, a space cut the password into pieces libpq quotes with the host
+    assert scrub_secrets('spaces found in "corp horse battery@127.0.0.1", use',
+                         "postgresql://u:hunter2@corp horse battery@127.0.0.1/d") \
+        == 'spaces found in "***", use'
+    assert scrub_secrets('spaces found in "s s#9%", use', "postgresql://u:Pa@Y/s s#9%?x@h/d") \
+        == 'spaces found in "***", use'  # no piece of 3, but a run of the password itself
 
 
 def test_every_way_in_keeps_the_password_out_and_a_bad_url_is_one_line(tmp_path: Path) -> None:
@@ -340,6 +346,21 @@ def test_every_way_in_keeps_the_password_out_and_a_bad_url_is_one_line(tmp_path:
         said = done.stdout + done.stderr
         assert done.returncode == 1, said
         assert "Traceback" not in said and len(done.stderr.strip().splitlines()) == 1, said
+        assert "postgresql://memory:***@" in said and _leaks(said, password) == [], said
+
+
+@pytest.mark.parametrize("password", ["hunter2@corp horse battery", "p@ss word99"])
+def test_a_password_with_spaces_is_not_shown_by_stats_or_serve(tmp_path: Path,
+                                                              password: str) -> None:
+    """A password holding '@' and spaces, not percent-encoded: libpq quotes what follows the
+    '@' with the host (`unexpected spaces found in "corp horse battery@127.0.0.1"`), and the
+    pieces between spaces were left in that line."""
+    url = f"postgresql://memory:{password}@127.0.0.1:1/team?connect_timeout=1"
+    for args in (["stats"], ["serve"]):
+        done = subprocess.run([*memory_mcp_command(), *args], capture_output=True, text=True,
+                              env=service_env(tmp_path, MEMORY_DB_URL=url), timeout=60)
+        said = done.stdout + done.stderr
+        assert done.returncode == 1 and "unexpected spaces" in said, said
         assert "postgresql://memory:***@" in said and _leaks(said, password) == [], said
 
 

@@ -144,6 +144,13 @@ _URL_DELIMITERS = re.compile(r"[@/?#:\s]+")
 #: A secret is masked only between two of these (or the text's ends): next to a space, or
 #: inside a word, it is ordinary text, and masking it there would show what the password is.
 _QUOTING = "\"'`@/?#:&=,;()\\[\\]<>"
+#: A value a driver quotes whole (libpq: `unexpected spaces found in "…"`, the host
+#: `"…"` it could not resolve): a password that was not percent-encoded arrives there with
+#: whatever stood beside it in the URL, spaces included.
+_QUOTED_VALUE = re.compile(r""""[^"]*"|'[^']*'""")
+#: Shortest secret, or piece of one, whose presence masks a whole quoted value: shorter ones
+#: (`on`) are in too many words to tell anything.
+_PIECE_MIN = 3
 
 
 def _password_span(url: str) -> tuple[int, int] | None:
@@ -198,17 +205,31 @@ def scrub_secrets(text: str, url: str) -> str:
     (its scheme maybe rewritten), a malformed password (`invalid percent-encoded token:
     "Pa%Zss9"`) or a piece of one (the host `'Yss9@…'`): the URL is masked as `redact_url`
     does, any `*password*=value` setting too, and each password, and each piece of it, where it
-    stands as a quoted value (see `_QUOTING`). Never inside a word or next to a space: a short
-    password such as `on` would otherwise turn `connection` into `c***necti***`, giving it
-    away."""
+    stands as a quoted value (see `_QUOTING`); then a quoted value still holding a piece of
+    _PIECE_MIN+ characters is masked whole (`_masked_value`: pieces between spaces). Never
+    inside a word or next to a space in the message's own text: a short password such as `on`
+    would otherwise turn `connection` into `c***necti***`, giving it away."""
     _, sep, tail = url.partition("://")
     if sep and tail:
         text = text.replace(tail, redact_url(url).partition("://")[2])
     text = _SECRET_SETTING.sub(r"\1***", text)
-    for secret in sorted(_secrets(url), key=len, reverse=True):
+    secrets = _secrets(url)
+    for secret in sorted(secrets, key=len, reverse=True):
         quoted = re.compile(rf"(?:^|(?<=[{_QUOTING}])){re.escape(secret)}(?=[{_QUOTING}]|$)")
         text = quoted.sub("***", text)
-    return text
+    return _QUOTED_VALUE.sub(lambda m: _masked_value(m[0], secrets), text)
+
+
+def _masked_value(quoted: str, secrets: set[str]) -> str:
+    """A quoted value (its quotes included) masked whole when it holds a secret or a piece of
+    one, or is itself a piece of one, of _PIECE_MIN+ characters: `"corp horse battery@host"`
+    of the password `hunter2@corp horse battery` becomes `"***"`. Masking only the pieces
+    found between quoting characters left `horse` and `battery`, between spaces, in it."""
+    value = quoted[1:-1]
+    if any(len(s) >= _PIECE_MIN and s in value for s in secrets) or (
+            len(value.strip()) >= _PIECE_MIN and any(value in s for s in secrets)):
+        return f"{quoted[0]}***{quoted[-1]}"
+    return quoted
 
 
 class StoreKind(Protocol):
