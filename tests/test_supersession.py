@@ -59,6 +59,39 @@ def test_the_rule_on_the_issue_examples() -> None:
     assert not supersedes(old, "The staging database now listens on port 6544", cosine=0.2)
 
 
+@pytest.mark.parametrize(("old", "new", "label"), [
+    ("Der Datenbankport ist 5432", "Der Datenbankport ist jetzt 5433", False),  # one word
+    ("Die Staging-Datenbank läuft auf Port 6543",
+     "Die Staging-Datenbank läuft jetzt auf Port 6544", True),
+    ("Die Staging-Datenbank läuft auf Port 6543",
+     "Die Produktionsdatenbank läuft auf Port 5432", False),
+    ("Le serveur API tourne sur le port 8080", "Le serveur API tourne sur le port 9090", True),
+    ("Le port de la base de données est 5432",
+     "La base de données utilise le port 5432", False),  # restated
+    ("El servidor de la API corre en el puerto 8080",
+     "El servidor de la API corre en el puerto 9090", True),
+    ("Сервер API работает на порту 8080", "Сервер API работает на порту 9090", True),
+    ("Кэш Redis слушает порт 6379", "Сервер Memcached слушает порт 11211", False),
+    ("Ο διακομιστής ακούει στη θύρα 5432", "Ο διακομιστής ακούει τώρα στη θύρα 5433", True),
+])
+def test_the_rule_reads_other_languages(old: str, new: str, label: bool) -> None:
+    """Words of any script are words, each language's function words and update markers set
+    aside, a number after its value words ("порту", "beträgt") a value, and a German noun's
+    capital no name. Russian and Greek words were no tokens at all, and "ist 5432" read as
+    the 5432nd of a series: none of the updates above was taken."""
+    assert supersedes(old, new) is label
+
+
+def test_the_rule_meets_its_figures_in_other_languages() -> None:
+    report = json.loads(subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "supersession.py")], capture_output=True,
+        text=True, timeout=120, check=True).stdout)["other_languages"]
+    # measured: 0.960 / 0.889 on the pairs written with the rule, 0.846 / 0.733 held out
+    # (0.857 / 0.444 and 0.857 / 0.400 before the rule read them)
+    assert report["pairs_i18n"]["precision"] >= 0.9 and report["pairs_i18n"]["recall"] >= 0.8
+    assert report["pairs_i18n_held"]["recall"] >= 0.6
+
+
 @pytest.mark.parametrize(("old", "new", "replaces"), [
     # an identifier after a plain word names one of a series (a label), not a value
     ("Host web-01 runs nginx", "Host web-02 runs nginx", False),
@@ -453,3 +486,17 @@ def test_cli(tmp_path: Path) -> None:
                        "--project", "ci", "--replaces", old).stdout.split()[1]
     shown = json.loads(run_cli(db, "recall", "22.04", "--json", "--include-superseded").stdout)
     assert shown[0]["uid"] == old and shown[0]["superseded_by"] == explicit
+
+
+@pytest.mark.both_stores
+def test_an_update_in_another_language_replaces_the_old_fact(engine: MemoryEngine) -> None:
+    for old, new, query in [
+        ("Сервер API работает на порту 8080", "Сервер API работает на порту 9090",
+         "порту сервер API"),
+        ("Die Staging-Datenbank läuft auf Port 6543",
+         "Die Staging-Datenbank läuft jetzt auf Port 6544", "Staging-Datenbank Port"),
+    ]:
+        first = engine.store_one(NewMemory(old, project="i18n")).uid
+        second = engine.store_one(NewMemory(new, project="i18n")).uid
+        assert engine.get(first).superseded_by == second, old
+        assert contents(engine, query, project="i18n")[:1] == [new]

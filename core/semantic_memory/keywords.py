@@ -87,14 +87,20 @@ def content_words(terms: list[str]) -> list[str]:
     """`terms` (`words` of a query) without function words, for judging whether a memory
     answers it: English STOPWORDS and the function words of de, fr, es, pt, it and ru.
     A function word no memory holds weighs most of all, so "Wie starten wir den Server neu?"
-    missed the bar its content words cleared. A word that is an English word too ("die",
-    "comment") is set aside only in a query holding two of its language's other ones."""
-    aside = set(_ALWAYS_ASIDE)
-    present = set(terms)
+    missed the bar its content words cleared."""
+    aside = STOPWORDS | foreign_function_words(set(terms))
+    return [t for t in terms if t not in aside]
+
+
+def foreign_function_words(present: set[str]) -> frozenset[str]:
+    """The function words of de, fr, es, pt, it and ru to set aside in a text holding the
+    lower-cased words `present`: those that are no English word always; one that is an
+    English word too ("die", "comment") only in a text holding two of its language's others."""
+    aside = _ALWAYS_ASIDE - STOPWORDS
     for plain, english in FUNCTION_WORDS.values():
         if english and len(present & plain) >= 2:
             aside |= english
-    return [t for t in terms if t not in aside]
+    return aside
 
 
 #: Bounds the work a pathological (10 kB, emoji-laden) query can cause.

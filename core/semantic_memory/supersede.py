@@ -24,6 +24,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from .keywords import FUNCTION_WORDS, foreign_function_words
+
 #: Kinds whose memories can be superseded: statements of a current state.
 SUPERSEDABLE_KINDS = ("fact", "preference", "decision")
 
@@ -31,8 +33,9 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(
     r"`[^`]{1,80}`|\"[^\"]{1,80}\""  # quoted values
     rf"|[{_CJK}]+"  # a run of CJK characters
-    r"|[#@$]?[A-Za-z0-9][\w./:%+\\@-]*"  # words, numbers, paths, identifiers, handles
+    r"|[#@$]?[^\W_][\w./:%+\\@-]*"  # words (any script), numbers, paths, identifiers, handles
 )
+_WORD = re.compile(r"[^\W\d_]+")
 _DIGIT = re.compile(r"\d")
 #: Function words and update markers: they carry neither the subject nor the value.
 STOPWORDS = frozenset("""
@@ -50,6 +53,14 @@ is are was were be been to on at from has have had uses use using set of by ever
 for in within per each into
 below above than over about roughly around approximately now port ports version edition level id
 size limit count timeout ttl max min minimum maximum width length dimension retries threshold
+beträgt lautet größe versión tamaño límite puerto porta porto versão tamanho limite versione
+dimensione taille délai vaut порт порту порта версия версии размер лимит таймаут составляет
+равен равна равно θύρα θύρας έκδοση μέγεθος όριο
+""".split())
+#: Update markers of the languages `keywords.FUNCTION_WORDS` knows ("jetzt" is one of its
+#: German function words already).
+FOREIGN_MARKERS = frozenset("""
+maintenant désormais dorénavant ahora agora ora adesso теперь сейчас отныне τώρα πλέον
 """.split())
 _BARE_INT = re.compile(r"\d+")
 #: An identifier that can label a member of a series: letters then digits, joined by no dot,
@@ -128,16 +139,35 @@ class Rule:
 DEFAULT_RULE = Rule()
 
 
-def _is_volatile(token: str, first: bool) -> bool:
+@dataclass(frozen=True)
+class _Reading:
+    """How one text's words are read: which are function words (English STOPWORDS, and those
+    of the other languages `keywords` knows that the text is written in), and whether a
+    capital marks a name (not in German, which capitalises every noun)."""
+
+    aside: frozenset[str]
+    capitals_name: bool
+
+    @classmethod
+    def of(cls, text: str) -> _Reading:
+        present = {w.lower() for w in _WORD.findall(text)}
+        plain, english = FUNCTION_WORDS["de"]
+        german = bool(present & plain) and len(present & (plain | english)) >= 2
+        return cls(STOPWORDS | foreign_function_words(present) | FOREIGN_MARKERS, not german)
+
+
+def _is_volatile(token: str, first: bool, reading: _Reading) -> bool:
     if token[0] in "`\"#@$" or _DIGIT.search(token):
         return True
     if any(c in token for c in "/\\_:") or ("." in token.strip(".")):
         return True
-    # a capitalised name (Postgres, Maria, GraphQL), but not a sentence's first word
-    return not first and token[0].isupper() and token.lower() not in STOPWORDS
+    # a capitalised name (Postgres, Maria, GraphQL), but not a sentence's first word, nor a
+    # German noun (a capital inside the word still makes a name there: GraphQL, API)
+    named = token[0].isupper() if reading.capitals_name else not token[1:].islower()
+    return not first and named and token.lower() not in reading.aside
 
 
-def _labels(text: str) -> frozenset[str]:
+def _labels(text: str, reading: _Reading | None = None) -> frozenset[str]:
     """The enumeration labels of a text: what names one member of a series, not a value. A
     bare number or an identifier (`_IDENT`) that opens the text, follows a plain lower-case
     word that is neither a stopword nor one of VALUE_CUES, or follows another label ("writer 5
@@ -146,6 +176,7 @@ def _labels(text: str) -> frozenset[str]:
     JIRA-101"). A number after a name ("Node 18"), a colon or CJK text is a value, and so is
     anything after a cue ("is web-02", "to web-02", "port 6543"); that a number after a plain
     lower-case word is a label costs updates such as "pnpm 8" -> "pnpm 9"."""
+    reading = reading or _Reading.of(text)
     labels: set[str] = set()
     previous, labelled, previous_first, end = "", True, False, 0
     for match in _TOKEN.finditer(text):
@@ -157,29 +188,31 @@ def _labels(text: str) -> frozenset[str]:
             continue
         ident = bool(_IDENT.fullmatch(token))
         labelled = (ident or bool(_BARE_INT.fullmatch(token))) and not previous.endswith(":") \
-            and (labelled or _names_series(previous, previous_first and ident))
+            and (labelled or _names_series(previous, previous_first and ident, reading))
         if labelled:
             labels.add(f"{previous.lower()} {token}")
         previous, previous_first = (raw if raw.endswith(":") else token), first
     return frozenset(labels)
 
 
-def _names_series(word: str, sentence_start: bool) -> bool:
+def _names_series(word: str, sentence_start: bool, reading: _Reading) -> bool:
     """Whether a label can follow `word` ("writer", "host"): a plain lower-case word, neither
     a stopword nor a value cue, or (`sentence_start`) a sentence's capitalised first word."""
-    return bool(word) and word not in VALUE_CUES and word.lower() not in STOPWORDS \
-        and not _is_volatile(word, sentence_start) \
+    return bool(word) and word not in VALUE_CUES and word.lower() not in reading.aside \
+        and not _is_volatile(word, sentence_start, reading) \
         and (sentence_start or not word[0].isupper()) and not re.match(rf"[{_CJK}]", word)
 
 
-def split(text: str, keep: frozenset[str] = frozenset()) -> tuple[list[str], frozenset[str]]:
+def split(text: str, keep: frozenset[str] = frozenset(),
+          reading: _Reading | None = None) -> tuple[list[str], frozenset[str]]:
     """(stable words in order, volatile tokens) of a text, lower-cased. Enumeration labels
     (`_labels`) are left out of both, and stopwords from the stable words unless in `keep`."""
     for marker in CJK_MARKERS:
         text = text.replace(marker, "")
+    reading = reading or _Reading.of(text)
     stable: list[str] = []
     volatile: set[str] = set()
-    labels = {label.rsplit(" ", 1)[1] for label in _labels(text)}
+    labels = {label.rsplit(" ", 1)[1] for label in _labels(text, reading)}
     end = 0
     for match in _TOKEN.finditer(text):
         # a sentence's (or a "Speaker:" turn's) first word is capitalised, not a name
@@ -190,9 +223,9 @@ def split(text: str, keep: frozenset[str] = frozenset()) -> tuple[list[str], fro
             continue
         if re.match(rf"[{_CJK}]", token):
             stable.extend(token[i:i + 2] for i in range(max(len(token) - 1, 1)))
-        elif _is_volatile(token, first):
+        elif _is_volatile(token, first, reading):
             volatile.add(token.strip("`\"").lower())
-        elif token.lower() not in STOPWORDS or token.lower() in keep:
+        elif token.lower() not in reading.aside or token.lower() in keep:
             stable.append(token.lower().strip("-"))
     return stable, frozenset(volatile)
 
@@ -203,8 +236,11 @@ def _in_subject(word: str, words: list[str]) -> bool:
 
 def signals(old: str, new: str) -> Signals:
     """The rule's measurements on an older and a newer text."""
-    words_old, volatile_old = split(old)
-    words_new, volatile_new = split(new)
+    # both read alike: "Die … auf Port 6543" and "Die … jetzt auf Port 6544" are German
+    # together, though only the second holds two German function words
+    reading = _Reading.of(f"{old}\n{new}")
+    words_old, volatile_old = split(old, reading=reading)
+    words_new, volatile_new = split(new, reading=reading)
     # a word capitalised on one side only ("API" / "api") is the same word
     words_old += [w for w in volatile_old if w in words_new]
     words_new += [w for w in volatile_new if w in words_old]
@@ -219,7 +255,7 @@ def signals(old: str, new: str) -> Signals:
         any(_in_subject(w, words_new) for w in only_new)
     swap = len(only_old) == 1 == len(only_new) and not subject
     return Signals(overlap, max(len(only_old), len(only_new)), volatile_old, volatile_new,
-                   subject, swap, _labels(old) != _labels(new),
+                   subject, swap, _labels(old, reading) != _labels(new, reading),
                    len(stable_old & stable_new) + len(volatile_old & volatile_new))
 
 
@@ -253,11 +289,13 @@ def same_details(old: str, new: str) -> bool:
     s = signals(old, new)
     if s.volatile_old != s.volatile_new or s.labels_differ or negated(old) != negated(new):
         return False
-    words_old, words_new = split(old)[0], split(new)[0]
+    reading = _Reading.of(f"{old}\n{new}")
+    words_old, words_new = split(old, reading=reading)[0], split(new, reading=reading)[0]
     shared = set(words_old) & set(words_new)
     if [w for w in words_old if w in shared] != [w for w in words_new if w in shared]:
         return False
-    return not swapped(split(old, POLAR_STOPWORDS)[0], split(new, POLAR_STOPWORDS)[0])
+    return not swapped(split(old, POLAR_STOPWORDS, reading)[0],
+                       split(new, POLAR_STOPWORDS, reading)[0])
 
 
 def swapped(words_old: list[str], words_new: list[str]) -> bool:
