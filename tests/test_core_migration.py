@@ -219,6 +219,40 @@ def test_decomposed_names_are_composed_on_upgrade(settings: Settings) -> None:
         engine.close()
 
 
+@pytest.mark.both_stores
+def test_a_repository_named_in_two_letter_cases_is_one_project_on_upgrade(
+        settings: Settings) -> None:
+    """Clones of one GitHub repository whose remotes differ only in letter case stored their
+    memories under two projects ("github.com/Acme/App", "github.com/acme/app"); GitHub, GitLab
+    and Bitbucket names are case-insensitive, so v11 lower-cases those stored names: one
+    project, and a memory that repeats one of it word for word is forgotten. Other hosts'
+    names keep their case."""
+    engine = MemoryEngine(settings)
+    text = "Run the app's migrations with make migrate before the tests"
+    kept = engine.store_one(NewMemory(text, project="github.com/acme/app")).uid
+    twin = engine.store_one(NewMemory(text, project="other")).uid
+    cloned = engine.store_one(NewMemory("The app's staging cluster runs on eu-west-1",
+                                        project="other")).uid
+    own_host = engine.store_one(NewMemory("Self-hosted git keeps its case",
+                                          project="git.acme.dev/Acme/App")).uid
+    engine.close()
+    as_written_before_v11(settings, [
+        ("UPDATE memories SET project = ? WHERE uid IN (?, ?)",
+         ("github.com/Acme/App", twin, cloned)),
+    ])
+    engine = MemoryEngine(settings)
+    try:
+        assert engine.get(twin).deleted and not engine.get(kept).deleted
+        assert engine.get(cloned).project == "github.com/acme/app"
+        assert engine.get(own_host).project == "git.acme.dev/Acme/App"
+        for asked in ("github.com/acme/app", "github.com/Acme/App", "GitHub.com/ACME/app"):
+            found = engine.list(RecallFilters(project=asked))
+            assert sorted(m.uid for m in found) == sorted([kept, cloned]), asked
+        assert [m.uid for m in engine.list(RecallFilters(project="git.acme.dev/acme/app"))] == []
+    finally:
+        engine.close()
+
+
 def test_a_decomposed_project_name_is_stored_composed(tmp_path: Path) -> None:
     engine = MemoryEngine(Settings(db_path=str(tmp_path / "m.db")))
     try:

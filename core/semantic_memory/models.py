@@ -89,13 +89,25 @@ def _read_time(value: str | float | int) -> float:
     return dt.timestamp()
 
 
+#: Code hosts whose owner and repository names are case-insensitive: `Acme/App` and
+#: `acme/app` are one repository there. (`harness.project` keeps its own copy: a hook must not
+#: import this module; tests/test_harness_project.py holds the two equal.)
+CASELESS_HOSTS = ("github.com", "gitlab.com", "bitbucket.org")
+
+
 def project_name(project: Any) -> Any:
     """A project name as stored and filtered by: without surrounding whitespace, so that
     "web " (a shell variable, a pasted name) is the project "web", not one no recall in "web"
-    ever reaches; and composed (NFC), so that a folder macOS names in decomposed form
-    ("cafe\u0301-app") is the project the user types ("café-app"). Anything but a string is
+    ever reaches; composed (NFC), so that a folder macOS names in decomposed form
+    ("cafe\u0301-app") is the project the user types ("café-app"); and a repository of a
+    CASELESS_HOSTS host lower-cased ("github.com/Acme/App" is "github.com/acme/app", as
+    `harness.project.normalise_remote` names every clone of it). Anything but a string is
     left for validation to refuse."""
-    return unicodedata.normalize("NFC", project.strip()) if isinstance(project, str) else project
+    if not isinstance(project, str):
+        return project
+    name = unicodedata.normalize("NFC", project.strip())
+    host, slash, _ = name.partition("/")
+    return name.lower() if slash and host.lower() in CASELESS_HOSTS else name
 
 
 def identifier(name: Any) -> Any:

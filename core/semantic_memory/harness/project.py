@@ -172,9 +172,17 @@ def _plain_config(text: str) -> dict[str, dict[str, str]] | None:
     return sections
 
 
+#: Hosts whose owner and repository names are case-insensitive (`models.CASELESS_HOSTS`,
+#: which a hook must not import: its dataclasses and `re` cost more than this module's work).
+CASELESS_HOSTS = ("github.com", "gitlab.com", "bitbucket.org")
+
+
 def normalise_remote(url: str) -> str:
     """`host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
-    repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web)."""
+    repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); on a host
+    where names are case-insensitive (CASELESS_HOSTS) in lower case, so clones whose remotes
+    differ only in letter case agree too (https://github.com/Acme/App == github.com/acme/app).
+    Other hosts' paths are kept as written: a self-hosted server may tell cases apart."""
     url = url.strip()
     if "://" in url:
         rest = url.split("://", 1)[1]
@@ -185,7 +193,10 @@ def normalise_remote(url: str) -> str:
     else:  # a local path remote
         return url.rstrip("/").removesuffix(".git").rstrip("/") or url
     path = path.strip("/").removesuffix(".git").rstrip("/")
-    return f"{host.lower()}/{path}" if host else path
+    host = host.lower()
+    if host in CASELESS_HOSTS:
+        path = path.lower()
+    return f"{host}/{path}" if host else path
 
 
 def scp_like(url: str) -> tuple[str, str] | None:
