@@ -7,6 +7,7 @@ memory supersedes older ones, which forgetting it makes current again."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +23,8 @@ from test_browse_page import (  # noqa: F401
     secured,
     tab,
 )
-from test_service_support import Service, start_service
+from test_service_support import (Service, memory_mcp_command, service_env,
+                                  start_service)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,48 @@ def test_a_refused_edit_says_why_and_changes_nothing(
     with service.client() as http:
         assert http.get(f"/api/memories/{second}").json()["revisions"] == []
     # the service answered 409: the console reports the failed fetch, nothing else
+    tab.assert_clean(allowed=r"409")
+
+
+def cli(service: Service, *args: str) -> str:
+    """`memory-mcp ARGS` on the service's store, as a person in a terminal runs it."""
+    done = subprocess.run([*memory_mcp_command(), *args], env=service_env(service.tmp),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_save_over_a_version_changed_meanwhile_is_refused_and_keeps_the_text(
+        tab: Tab, service: Service) -> None:  # noqa: F811
+    """Before: Save overwrote what the CLI had saved since the page loaded and said "Saved"; and
+    the tags, parsed back from the form's text, lost their comma and spaces on a content-only
+    edit."""
+    uid = store(service, "The rate limit is 100 rps", project="stale", tags=["a,b", " spaced "])
+    with service.client() as http:
+        tags = http.get(f"/api/memories/{uid}").json()["tags"]
+    page = tab.page
+    go(tab, service, f"#memory/{uid}")
+    cli(service, "update", uid, "--content", "The rate limit is 500 rps (from the CLI)")
+    page.click("#edit-button")
+    page.fill("#edit-content", "The rate limit is 100 rps, re-checked")
+    page.click("#edit-save")
+    expect(page.locator("#edit-error")).to_contain_text(
+        "Not saved: changed since you opened it")
+    expect(page.locator("#edit-content")).to_have_value("The rate limit is 100 rps, re-checked")
+    with service.client() as http:
+        kept = http.get(f"/api/memories/{uid}").json()
+    assert kept["content"] == "The rate limit is 500 rps (from the CLI)"
+    assert len(kept["revisions"]) == 1
+    page.click("#edit-error button")  # Load the newer version
+    expect(page.locator("#memory-content")).to_have_text(
+        "The rate limit is 500 rps (from the CLI)")
+    expect(page.locator("#edit-content")).to_have_value("The rate limit is 100 rps, re-checked")
+    page.click("#edit-save")  # now knowingly over the version shown
+    expect(page.locator("#notice")).to_contain_text("Saved: The rate limit is 100 rps, re-checked")
+    with service.client() as http:
+        saved = http.get(f"/api/memories/{uid}").json()
+    assert saved["content"] == "The rate limit is 100 rps, re-checked"
+    assert saved["tags"] == tags and len(saved["revisions"]) == 2
     tab.assert_clean(allowed=r"409")
 
 

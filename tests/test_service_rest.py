@@ -8,12 +8,17 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
+from semantic_memory.config import Settings
+from semantic_memory.ingest import UpdateResult, edit_version
+from semantic_memory.models import NewMemory, now
+from semantic_memory.pipeline import MemoryEngine
 from test_service_support import Service, http_session, start_service
 
 BODY_LIMIT = 64 * 1024
@@ -271,6 +276,79 @@ def test_get_and_forget_memory(http: httpx2.Client) -> None:
     recalled = http.post("/recall", json={"query": "Forget me scratch note",
                                           "project": "forget"}).json()
     assert uid not in [i["uid"] for i in recalled["items"]]
+
+
+def test_a_forgotten_memory_says_so(http: httpx2.Client) -> None:
+    """The browse page links a forgotten memory's address to the Forgotten view: the 404 says
+    which it is (a uid never stored stays a plain 404)."""
+    uid = ingest(http, "Forgotten probe: the cache warms at boot", project="gone")["uid"]
+    assert http.delete(f"/api/memories/{uid}").status_code == 200
+    gone = http.get(f"/api/memories/{uid}")
+    assert gone.status_code == 404 and gone.json()["forgotten"] is True
+    assert "forgotten" in gone.json()["error"] and gone.json()["field"] == "uid"
+    never = http.get("/api/memories/0000000000000000")
+    assert never.status_code == 404 and "forgotten" not in never.json()
+
+
+def test_an_edit_of_a_version_changed_since_is_409_and_changes_nothing(
+        http: httpx2.Client) -> None:
+    """Before: PATCH always wrote (last save wins): a page holding an older version overwrote
+    what the CLI or another tab had saved meanwhile, and said "Saved"."""
+    uid = ingest(http, "The rate limit is 100 rps", project="edits", tags=["a,b"])["uid"]
+    read = http.get(f"/api/memories/{uid}").json()
+    other = http.patch(f"/api/memories/{uid}", json={"content": "The rate limit is 500 rps",
+                                                      "if_version": read["version"]})
+    assert other.status_code == 200 and other.json()["version"] != read["version"]
+    stale = http.patch(f"/api/memories/{uid}", json={"content": "The rate limit is 100 rps!",
+                                                      "if_version": read["version"]})
+    assert stale.status_code == 409 and stale.json()["field"] == "if_version"
+    assert stale.json()["error"].startswith("changed since you opened it: ")
+    now = http.get(f"/api/memories/{uid}").json()
+    assert now["content"] == "The rate limit is 500 rps" and len(now["revisions"]) == 1
+    assert now["version"] == other.json()["version"]
+    # the version follows what an edit changes, not updated_at: a re-ingest of the same text
+    # (a hook storing it again) moves updated_at and conflicts with nobody
+    ingest(http, "The rate limit is 500 rps", project="edits", tags=["a,b"])
+    fresh = http.patch(f"/api/memories/{uid}", json={"kind": "decision",
+                                                      "if_version": now["version"]})
+    assert fresh.status_code == 200 and fresh.json()["status"] == "updated"
+    # without a precondition, the last edit wins as before
+    assert http.patch(f"/api/memories/{uid}", json={"kind": "fact"}).status_code == 200
+    bad = http.patch(f"/api/memories/{uid}", json={"kind": "note", "if_version": 7})
+    assert bad.status_code == 422 and bad.json()["field"] == "if_version"
+
+
+@pytest.mark.both_stores
+def test_the_edit_precondition_is_checked_inside_the_write_transaction(
+        settings: Settings, engine: MemoryEngine) -> None:
+    """A write that commits while an edit waits for the write lock is seen by the edit's
+    check: a check made on the memory as read before the lock would pass and overwrite it."""
+    uid = engine.store_one(NewMemory("The build cache lives in /var/cache/ci")).uid
+    assert uid is not None
+    version = edit_version(engine.get(uid))
+    other = MemoryEngine(settings)  # another writer on the same store (the CLI, a service)
+    try:
+        results: list[UpdateResult] = []
+        with other.store.write() as conn:
+            old = other.store.live_by_uid(conn, uid)
+            assert old is not None
+            other.store.replace(conn, old, replace(old, content="The build cache moved to /srv",
+                                                   updated_at=old.updated_at + 1), now())
+            editor = threading.Thread(target=lambda: results.append(engine.update(
+                uid, content="The build cache lives in /var/cache/ci2", if_version=version)))
+            editor.start()
+            editor.join(1.0)
+            assert editor.is_alive()  # it waits for the write lock this transaction holds
+        editor.join(60)
+        assert results and results[0].status == "conflict"
+        assert results[0].reason and results[0].reason.startswith("changed since you opened it")
+        assert engine.get(uid).content == "The build cache moved to /srv"
+        # the same edit with the version stored now goes through
+        current = edit_version(engine.get(uid))
+        assert engine.update(uid, content="The build cache lives in /srv/ci",
+                             if_version=current).status == "updated"
+    finally:
+        other.close()
 
 
 def recalled(http: httpx2.Client, query: str, project: str) -> list[str]:

@@ -5,6 +5,8 @@ Edits in place (`update`) and purge notifications (`forget_ids`) go through here
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import secrets
@@ -19,7 +21,7 @@ from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
 from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from .lite import encodes
-from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, now,
+from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, iso, now,
                      project_name)
 from .plugins import PluginManager
 from .stores import MemoryStore
@@ -140,10 +142,21 @@ def _edited(current: Memory, content: str | None, kind: str | None, tags: list[s
         tags=list(current.tags) if tags is None else list(tags))
 
 
+def edit_version(memory: Memory) -> str:
+    """The version of what an edit changes (text, kind, project, tags): the precondition of
+    `Writer.update` (`if_version`). A digest of those values rather than `updated_at`, which
+    interfaces show in whole seconds (two writes in one second would look the same) and which
+    a re-ingest of the same text moves without changing anything an editor sees."""
+    values = json.dumps([memory.content, memory.kind, memory.project, sorted(memory.tags)],
+                        ensure_ascii=False)
+    return hashlib.sha256(values.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 @dataclass
 class UpdateResult:
-    """Outcome of an edit: `updated`, `unchanged`, `rejected` or `duplicate`, with the memory
-    as it is now (the new version when updated, else the stored one)."""
+    """Outcome of an edit: `updated`, `unchanged`, `rejected`, `duplicate` or `conflict` (the
+    memory changed since the caller read it: `if_version`), with the memory as it is now (the
+    new version when updated, else the stored one)."""
 
     status: str
     memory: Memory
@@ -511,7 +524,8 @@ class Writer:
         return IngestResult("duplicate", uid=existing[1]), None
 
     def update(self, uid: str, *, content: str | None = None, kind: str | None = None,
-               tags: list[str] | None = None, project: str | None = None) -> UpdateResult:
+               tags: list[str] | None = None, project: str | None = None,
+               if_version: str | None = None) -> UpdateResult:
         """Edit a live memory in place: the uid, id, created_at, source and session stay,
         `updated_at` moves, and the version replaced is kept as a revision. A field left None
         stays as it is; `project=""` makes the memory global. The new version goes through the
@@ -521,10 +535,16 @@ class Writer:
         every channel's `index` then runs again on the new row (with the new text's embedding)
         after its `forget` dropped what an upsert would not replace.
 
+        `if_version` (the `edit_version` the caller read) makes the edit conditional: when the
+        stored memory's version differs, nothing changes and the answer is `conflict`; checked
+        inside the write transaction, so no write can slip in between. Without it the last
+        edit wins, as ever.
+
         Raises UnknownMemory (no live memory `uid`) or InvalidMemory (a bad field, or nothing
         given to change). Returns `updated`, `unchanged` (the same values: no revision),
-        `rejected` (by a filter) or `duplicate` (another live memory holds the new text: the
-        edit is refused rather than merged, so no memory disappears by surprise)."""
+        `rejected` (by a filter), `duplicate` (another live memory holds the new text: the
+        edit is refused rather than merged, so no memory disappears by surprise) or
+        `conflict`."""
         if content is None and kind is None and tags is None and project is None:
             raise InvalidMemory("nothing to change: give content, kind, tags or project")
         current = self.store.get(uid) if isinstance(uid, str) and UID.match(uid) else None
@@ -546,15 +566,19 @@ class Writer:
         prepared = {name: values[0]  # embed outside the write lock
                     for name, values in self._prepare(preparers, [item]).items()}
         with self.store.write() as conn:
-            return self._write_edit(conn, uid, item, prepared)
+            return self._write_edit(conn, uid, item, prepared, if_version)
 
-    def _write_edit(self, conn: Any, uid: str, item: NewMemory, prepared: dict[str, Any]
-                    ) -> UpdateResult:
+    def _write_edit(self, conn: Any, uid: str, item: NewMemory, prepared: dict[str, Any],
+                    if_version: str | None) -> UpdateResult:
         """The write half of `update`, in its transaction: the memory is read again there, so
-        a concurrent forget or a concurrent write of the same text is seen."""
+        a concurrent forget, edit or write of the same text is seen."""
         old = self.store.live_by_uid(conn, uid)
         if old is None:  # forgotten since it was read
             raise UnknownMemory(f"no live memory with uid {uid[:80]!r}")
+        if if_version is not None and if_version != edit_version(old):
+            return UpdateResult("conflict", old, reason=(
+                f"changed since you opened it: memory {uid} was changed at "
+                f"{iso(old.updated_at)}; nothing was saved, reload it to see that version"))
         new = Memory(old.id, old.uid, item.content, item.kind, old.source, item.project,
                      sorted(set(item.tags)), old.created_at, old.updated_at, False,
                      old.session, old.seq)

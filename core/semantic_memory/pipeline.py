@@ -296,9 +296,12 @@ class MemoryEngine:
         return self.writer.ingest(items, batch_is_session=batch_is_session, prepare=prepare)
 
     def update(self, uid: str, *, content: str | None = None, kind: str | None = None,
-               tags: list[str] | None = None, project: str | None = None) -> UpdateResult:
-        """Edit a live memory in place (`Writer.update`)."""
-        return self.writer.update(uid, content=content, kind=kind, tags=tags, project=project)
+               tags: list[str] | None = None, project: str | None = None,
+               if_version: str | None = None) -> UpdateResult:
+        """Edit a live memory in place (`Writer.update`); `if_version`: only if unchanged
+        since the caller read that `edit_version`."""
+        return self.writer.update(uid, content=content, kind=kind, tags=tags, project=project,
+                                  if_version=if_version)
 
     def unsupersede(self, uid: str) -> str | None:
         """Undo a supersession: memory `uid` is current again. Returns the uid that had

@@ -35,7 +35,7 @@ from ..models import (
     TimeOutOfRange,
     parse_time,
 )
-from ..ingest import validate
+from ..ingest import edit_version, validate
 from ..pipeline import MemoryEngine, forgotten_record
 from ..stores import StoreError
 from . import fastparse, threads
@@ -392,15 +392,23 @@ async def search(request: Request) -> JSONResponse:
 
 
 async def get_memory(request: Request) -> JSONResponse:
+    """One live memory with its earlier versions, its supersession both ways and its
+    `version` (what PATCH's `if_version` names). 404 otherwise; for a forgotten one the answer
+    says so (`"forgotten": true`): the Forgotten view can bring it back."""
     uid = request.path_params["uid"]
     memory = await threads.read(engine_of(request).get, uid)
-    if memory is None or memory.deleted:
+    if memory is None:
         raise ApiError(404, f"no live memory with uid {uid[:80]!r}", "uid")
+    if memory.deleted:
+        return JSONResponse({"error": f"memory {uid[:80]!r} is forgotten: restore it from the "
+                             "forgotten ones (until a purge)", "field": "uid",
+                             "forgotten": True}, status_code=404)
     # Its earlier versions (edits), newest first: nothing an edit replaced is out of sight.
     revisions = await threads.read(engine_of(request).revisions, uid)
     # Supersession both ways: what replaced it (None while current) and what it replaced.
     supersedes = await threads.read(engine_of(request).supersedes, uid)
-    return JSONResponse(memory.to_dict() | {"revisions": revisions,
+    return JSONResponse(memory.to_dict() | {"version": edit_version(memory),
+                                            "revisions": revisions,
                                             "superseded_by": memory.superseded_by,
                                             "supersedes": supersedes})
 
@@ -422,12 +430,14 @@ async def update_memory(request: Request) -> JSONResponse:
     """Edit a live memory in place (MemoryEngine.update): 200 with the memory as it is now and
     `status` (`updated` or `unchanged`); 404 for an unknown uid; 422 for a bad field, nothing
     to change, or a new text the ingest filters refuse; 409 when another live memory already
-    holds the new text. A refused edit changes nothing."""
+    holds the new text, or (field `if_version`) when the memory changed since the client read
+    the `version` it sends. A refused edit changes nothing."""
     uid = request.path_params["uid"]
     edit = parse_model("MemoryEdit", await read_json(request))
     try:
         result = await threads.write(engine_of(request).update, uid, content=edit.content,
-                                     kind=edit.kind, tags=edit.tags, project=edit.project)
+                                     kind=edit.kind, tags=edit.tags, project=edit.project,
+                                     if_version=edit.if_version)
     except UnknownMemory as exc:
         raise ApiError(404, str(exc), "uid") from None
     except InvalidMemory as exc:
@@ -440,7 +450,10 @@ async def update_memory(request: Request) -> JSONResponse:
         raise ApiError(422, reason if field == name else f"content: not stored: {reason}", field)
     if result.status == "duplicate":
         raise ApiError(409, result.reason or "duplicate", "content")
-    return JSONResponse(result.memory.to_dict() | {"status": result.status})
+    if result.status == "conflict":
+        raise ApiError(409, result.reason or "changed since you opened it", "if_version")
+    return JSONResponse(result.memory.to_dict() | {"status": result.status,
+                                                   "version": edit_version(result.memory)})
 
 
 async def memory_injections(request: Request) -> JSONResponse:

@@ -83,12 +83,15 @@ class IngestExchange(_MemoryFields):
 
 class MemoryEdit(_Body):
     """PATCH /api/memories/{uid}: the fields to change; an absent (or null) field stays.
-    `project: ""` makes the memory global; `tags` replaces the whole list."""
+    `project: ""` makes the memory global; `tags` replaces the whole list. `if_version`: the
+    `version` the client read (GET /api/memories/{uid}); the edit is refused (409) when the
+    memory changed since."""
 
     content: str | None = None
     kind: str | None = None
     project: str | None = Field(default=None, max_length=MAX_PROJECT_CHARS)
     tags: list[Tag] | None = Field(default=None, max_length=MAX_TAGS)
+    if_version: str | None = Field(default=None, min_length=1, max_length=64)
 
 
 class IngestBatch(_Body):

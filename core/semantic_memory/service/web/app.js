@@ -22,6 +22,16 @@ const state = {
 
 class AuthNeeded extends Error {}
 
+/** The service refused a request: its one-line `error`, with the status and the whole answer
+    (`field` names what to fix; a forgotten memory's 404 says `forgotten`). */
+class Refused extends Error {
+  constructor(message, status, body) {
+    super(message);
+    this.status = status;
+    this.body = body || {};
+  }
+}
+
 // --- DOM helpers ----------------------------------------------------------------------------
 
 const $ = (id) => document.getElementById(id);
@@ -140,7 +150,8 @@ async function api(path, options = {}) {
     throw new AuthNeeded();
   }
   if (!response.ok) {
-    throw new Error((body && body.error) || `${response.status} ${response.statusText}`);
+    throw new Refused((body && body.error) || `${response.status} ${response.statusText}`,
+      response.status, body);
   }
   return body;
 }
@@ -478,6 +489,7 @@ async function renderMemory(uid, ticket) {
   $("edit-button").onclick = () => openEditor(memory);
   $("edit-form").onsubmit = (event) => saveEdit(event, memory);
   $("forget-button").onclick = () => forget(memory);
+  return memory;
 }
 
 /** "superseded by" (a link and an Undo button) and "supersedes" (links) rows, when any. */
@@ -527,15 +539,29 @@ function renderRevisions(revisions) {
 function closeEditor() {
   $("edit-form").hidden = true;
   $("edit-button").setAttribute("aria-expanded", "false");
-  $("edit-error").hidden = true;
+  showEditError("");
 }
+
+/** The edit form's error line ("" hides it), with a button when `action` ({label, run}). */
+function showEditError(message, action = null) {
+  const box = $("edit-error");
+  box.replaceChildren(el("span", { text: message }), action ? el("button", {
+    cls: "link notice-action", text: action.label, attrs: { type: "button" },
+    on: { click: action.run } }) : null);
+  box.hidden = !message;
+}
+
+const EDIT_FIELDS = ["content", "kind", "project", "tags"];
+/** The tags as the form shows them; a tag may hold a comma or spaces, so what the user did not
+    touch is never parsed back (editBody). */
+const tagsText = (memory) => (memory.tags || []).join(", ");
 
 function openEditor(memory) {
   $("edit-content").value = memory.content;
   $("edit-kind").value = memory.kind;
   $("edit-project").value = memory.project || "";
-  $("edit-tags").value = (memory.tags || []).join(", ");
-  $("edit-error").hidden = true;
+  $("edit-tags").value = tagsText(memory);
+  showEditError("");
   $("edit-form").hidden = false;
   $("edit-button").setAttribute("aria-expanded", "true");
   $("edit-cancel").onclick = closeEditor;
@@ -551,10 +577,10 @@ function editBody(memory) {
   if (kind !== memory.kind) body.kind = kind;
   const project = $("edit-project").value.trim();
   if (project !== (memory.project || "")) body.project = project; // "": no project
-  const tags = [...new Set($("edit-tags").value.split(",").map((t) => t.trim())
-    .filter(Boolean))].sort();
-  const before = [...(memory.tags || [])].sort();
-  if (tags.join("\u0000") !== before.join("\u0000")) body.tags = tags;
+  const tags = $("edit-tags").value;
+  if (tags !== tagsText(memory)) {
+    body.tags = [...new Set(tags.split(",").map((t) => t.trim()).filter(Boolean))];
+  }
   return body;
 }
 
@@ -568,19 +594,40 @@ async function saveEdit(event, memory) {
   }
   let saved;
   try {
+    // if_version: refused (409) when the memory changed since this page loaded it (the CLI,
+    // an agent, another tab), rather than overwriting that change.
     saved = await api(`/api/memories/${encodeURIComponent(memory.uid)}`, {
       method: "PATCH", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body) });
+      body: JSON.stringify({ ...body, if_version: memory.version }) });
   } catch (err) {
     if (err instanceof AuthNeeded) return;
-    $("edit-error").textContent = `Not saved: ${err.message}`;
-    $("edit-error").hidden = false;
+    const stale = err instanceof Refused && err.body.field === "if_version";
+    showEditError(`Not saved: ${err.message}`, stale
+      ? { label: "Load the newer version", run: () => reloadKeepingEdits(memory.uid) } : null);
     return;
   }
   state.stats = null; // kinds or projects may have changed
   await renderMemory(memory.uid, state.ticket);
   notify(saved.status === "unchanged" ? "Nothing changed."
     : `Saved: ${preview(saved.content, 60)}`, "ok");
+}
+
+/** Show the memory as stored now, with the editor still holding what the user typed: they
+    compare, merge or copy it, and a Save then edits the version they see. */
+async function reloadKeepingEdits(uid) {
+  const typed = EDIT_FIELDS.map((name) => $(`edit-${name}`).value);
+  let memory;
+  try {
+    memory = await renderMemory(uid, state.ticket);
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) notify(err.message, "error");
+    return;
+  }
+  if (!memory) return;
+  openEditor(memory);
+  EDIT_FIELDS.forEach((name, i) => { $(`edit-${name}`).value = typed[i]; });
+  notify("Above: the version stored now. The form keeps your text: Save replaces that version "
+    + "with it.");
 }
 
 const plural = (n, one, many) => `${num(n)} ${n === 1 ? one : many}`;
