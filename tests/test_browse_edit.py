@@ -158,6 +158,43 @@ def forget_by_api(service: Service, uid: str) -> None:
         assert http.delete(f"/api/memories/{uid}").status_code == 200
 
 
+def test_a_view_that_fails_shows_nothing_of_the_view_before(
+        tab: Tab, service: Service) -> None:  # noqa: F811
+    """Before: from one memory to a forgotten one's address, the error showed over the first
+    memory, whose Edit… and Forget… still acted on it; a search the service refused (422) kept
+    the previous search's results under the new form."""
+    shown = store(service, "The on-call rota is kept in PagerDuty", project="failview")
+    gone = store(service, "The old VPN endpoint was vpn-old.example.com", project="failview")
+    forget_by_api(service, gone)
+    page = tab.page
+    go(tab, service, f"#memory/{shown}")
+    expect(page.locator("#memory-content")).to_have_text("The on-call rota is kept in PagerDuty")
+    page.evaluate(f"location.hash = '#memory/{gone}'")
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text(f"memory '{gone}' is forgotten")
+    expect(page.locator("#memory-title")).to_have_text("Memory")
+    expect(page.locator("#memory-content")).to_have_text("")
+    expect(page.locator("#memory-meta")).to_have_text("")
+    expect(page.locator("#edit-button")).to_be_disabled()
+    expect(page.locator("#forget-button")).to_be_disabled()
+    notice.get_by_role("link", name="Open the Forgotten view").click()
+    expect(page.locator("#forgotten-list")).to_contain_text("vpn-old.example.com")
+    page.evaluate(f"location.hash = '#memory/{shown}'")  # a live one: its buttons work again
+    expect(page.locator("#memory-content")).to_have_text("The on-call rota is kept in PagerDuty")
+    expect(page.locator("#forget-button")).to_be_enabled()
+    with service.client() as http:
+        assert http.get(f"/api/memories/{shown}").status_code == 200
+
+    page.evaluate("location.hash = '#search?project=failview'")
+    expect(page.locator("#search-results .hit")).to_have_count(1)
+    page.evaluate("location.hash = '#search?project=failview&since=yesterday'")
+    expect(notice).to_contain_text("since: expected ISO 8601")
+    expect(page.locator("#search-results .hit")).to_have_count(0)
+    expect(page.locator("#search-summary")).to_have_text("")
+    expect(page.locator("#search-pager button")).to_have_count(0)
+    tab.assert_clean(allowed=r"404|422")
+
+
 def test_undo_after_forget_brings_the_memory_back(tab: Tab, service: Service) -> None:  # noqa: F811
     """Before: the page forgot at once and offered no way back but `memory-mcp unforget`."""
     uid = store(service, "The release checklist lives in docs/RELEASING.md", project="undo")

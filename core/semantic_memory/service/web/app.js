@@ -15,6 +15,7 @@ const state = {
   stats: null, // GET /api/stats: refreshed by the overview, its lists fill the search filters
   ticket: 0, // bumped per navigation: a slow answer for a view left behind is dropped
   listHash: "#search", // the list a memory was opened from, for "back" and after forgetting
+  memoryUid: null, // the memory the memory view shows (its buttons act on it)
   // Shown after the navigation under way (which clears the notice otherwise): {message,
   // action}, e.g. "Forgotten" with its Undo.
   nextNotice: null,
@@ -466,9 +467,23 @@ function injectionsTable(target, rows, withMemories) {
   $(target).replaceChildren(el("thead", {}, head), el("tbody", {}, body));
 }
 
+/** Bind the memory view's buttons to `memory`; null disables them (nothing shown to act on). */
+function memoryActions(memory) {
+  closeEditor();
+  for (const id of ["edit-button", "forget-button"]) $(id).disabled = !memory;
+  $("edit-button").onclick = memory && (() => openEditor(memory));
+  $("edit-form").onsubmit = memory ? (event) => saveEdit(event, memory)
+    : (event) => event.preventDefault();
+  $("forget-button").onclick = memory && (() => forget(memory));
+}
+
 async function renderMemory(uid, ticket) {
+  if (uid !== state.memoryUid) clearView("memory"); // another memory's buttons stay off meanwhile
   const path = `/api/memories/${encodeURIComponent(uid)}`;
-  const [memory, injections] = await Promise.all([api(path), api(`${path}/injections?limit=100`)]);
+  // The memory's own error (a forgotten one says so) is the one to show, whichever fails first.
+  const [memory, injections] = await Promise.all([api(path),
+    api(`${path}/injections?limit=100`).catch((err) => err)]);
+  if (injections instanceof Error) throw injections;
   if (ticket !== state.ticket) return;
   $("memory-back").setAttribute("href", state.listHash);
   $("memory-title").textContent = `Memory ${memory.uid}`;
@@ -485,11 +500,19 @@ async function renderMemory(uid, ticket) {
     ? "Injected once" : `Injected ${num(injections.total)} times`;
   injectionsTable("memory-injections", injections.items, false);
   renderRevisions(memory.revisions || []);
-  closeEditor();
-  $("edit-button").onclick = () => openEditor(memory);
-  $("edit-form").onsubmit = (event) => saveEdit(event, memory);
-  $("forget-button").onclick = () => forget(memory);
+  memoryActions(memory);
+  state.memoryUid = memory.uid;
   return memory;
+}
+
+/** The memory view again (after an edit, an undo): the memory as stored now, or why not. */
+async function showMemory(uid) {
+  try {
+    return await renderMemory(uid, state.ticket);
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) failView("memory", err);
+    return null;
+  }
 }
 
 /** "superseded by" (a link and an Undo button) and "supersedes" (links) rows, when any. */
@@ -517,8 +540,7 @@ async function unsupersede(memory) {
     if (!(err instanceof AuthNeeded)) notify(err.message, "error");
     return;
   }
-  await renderMemory(memory.uid, state.ticket);
-  notify("Current again: recall returns it.", "ok");
+  if (await showMemory(memory.uid)) notify("Current again: recall returns it.", "ok");
 }
 
 /** The versions edits replaced, newest first: when each was replaced, and what it said. */
@@ -607,7 +629,7 @@ async function saveEdit(event, memory) {
     return;
   }
   state.stats = null; // kinds or projects may have changed
-  await renderMemory(memory.uid, state.ticket);
+  if (!(await showMemory(memory.uid))) return;
   notify(saved.status === "unchanged" ? "Nothing changed."
     : `Saved: ${preview(saved.content, 60)}`, "ok");
 }
@@ -616,13 +638,7 @@ async function saveEdit(event, memory) {
     compare, merge or copy it, and a Save then edits the version they see. */
 async function reloadKeepingEdits(uid) {
   const typed = EDIT_FIELDS.map((name) => $(`edit-${name}`).value);
-  let memory;
-  try {
-    memory = await renderMemory(uid, state.ticket);
-  } catch (err) {
-    if (!(err instanceof AuthNeeded)) notify(err.message, "error");
-    return;
-  }
+  const memory = await showMemory(uid);
   if (!memory) return;
   openEditor(memory);
   EDIT_FIELDS.forEach((name, i) => { $(`edit-${name}`).value = typed[i]; });
@@ -804,6 +820,41 @@ async function renderTelemetry(ticket) {
 
 // --- routing --------------------------------------------------------------------------------
 
+/** What each view fills from the service: emptied when its data cannot be had. */
+const VIEW_PARTS = {
+  overview: ["overview-cards", "overview-channels", "overview-kinds", "overview-sources",
+    "overview-projects", "maintenance-report"],
+  search: ["search-summary", "search-results", "search-pager"],
+  memory: ["memory-content", "memory-meta", "memory-revisions", "memory-injections"],
+  forgotten: ["forgotten-summary", "forgotten-list"],
+  telemetry: ["telemetry-cards", "telemetry-chart", "telemetry-harness", "telemetry-hook",
+    "telemetry-top", "telemetry-latest"],
+};
+
+/** A view that failed to load shows nothing of the view before it, and no button of it acts
+    on what is no longer shown (a memory's Edit… and Forget… would act on the previous one). */
+function clearView(view) {
+  for (const id of VIEW_PARTS[view] || []) $(id).replaceChildren();
+  if (view === "overview") $("maintenance").hidden = true;
+  if (view === "forgotten") $("forgotten-more").hidden = true;
+  if (view === "memory") {
+    $("memory-title").textContent = "Memory";
+    $("memory-revisions-title").textContent = "Earlier versions";
+    $("memory-injections-title").textContent = "Injections";
+    memoryActions(null);
+    state.memoryUid = null;
+  }
+}
+
+/** Say why `view` could not load, over an empty view; a forgotten memory links to the view
+    that can bring it back. */
+function failView(view, err) {
+  clearView(view);
+  const forgotten = err instanceof Refused && err.body.forgotten;
+  notify(err.message, "error", forgotten ? { label: "Open the Forgotten view",
+    href: "#forgotten" } : null);
+}
+
 function parseHash() {
   const raw = location.hash.slice(1);
   const cut = raw.indexOf("?");
@@ -836,7 +887,7 @@ async function route() {
     else if (where.view === "forgotten") await renderForgotten(ticket);
     else await renderTelemetry(ticket);
   } catch (err) {
-    if (!(err instanceof AuthNeeded) && ticket === state.ticket) notify(err.message, "error");
+    if (!(err instanceof AuthNeeded) && ticket === state.ticket) failView(where.view, err);
     return;
   }
   if (ticket === state.ticket) {
