@@ -18,7 +18,9 @@ catastrophically (tests/test_hygiene_secrets.py times hostile megabytes).
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .textnorm import INVISIBLE_IN_TOKEN, visible, visible_origins
+
+try:
+    import resource
+except ImportError:  # Windows: no address-space limit to check
+    resource = None  # type: ignore[assignment]
 
 MARKER = "[REDACTED:{}]"
 
@@ -615,7 +622,8 @@ def _write_back(text: str, origins: list[int], redacted: str, sources: list[int]
 
 
 # --- the maintained ruleset ------------------------------------------------------------------
-# Loaded on first use (0.1 s and a Go runtime): by the service's write path, not by hooks.
+# Loaded (0.1 s and a Go runtime) by the service as it starts (`warm`), by a CLI command on
+# first use; never by hooks.
 _LIBRARY: Any = None
 _LIBRARY_ERROR = ""
 _MIN_LIBRARY_SECRET = 8  # shorter findings ("admin", "test") would cut ordinary words
@@ -626,16 +634,84 @@ _TOKEN_MIX = re.compile(r"\d|[a-z][A-Z]|[A-Z]{2}[a-z]|[A-Z][a-z]+[A-Z]")
 
 
 def _library() -> Any:
+    """The library, loaded on first use; None when it cannot be (`_LIBRARY_ERROR` says why,
+    and one warning line is logged once): the rules then run alone."""
     global _LIBRARY, _LIBRARY_ERROR
     if _LIBRARY is None and not _LIBRARY_ERROR:
-        try:
-            import betterleaks
+        _LIBRARY_ERROR = _address_space_short() or ""
+        if not _LIBRARY_ERROR:
+            try:
+                import betterleaks
 
-            betterleaks.scan_string("warm-up")  # compiles the rules once
-            _LIBRARY = betterleaks
-        except Exception as exc:  # no wheel for this platform, a broken install: rules only
-            _LIBRARY_ERROR = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                betterleaks.scan_string("warm-up")  # compiles the rules once
+                _LIBRARY = betterleaks
+            except Exception as exc:  # no wheel for this platform, a broken install
+                _LIBRARY_ERROR = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        if _LIBRARY_ERROR:
+            logging.getLogger("semantic_memory.redaction").warning(
+                "secret redaction: betterleaks is not loaded (%s); the project's own rules "
+                "run alone", _LIBRARY_ERROR)
     return _LIBRARY
+
+
+def warm() -> None:
+    """Load the library now (the service calls this as it starts): a library that cannot load
+    says so at start, in the log, and not at the first write, which may be a spooled one
+    replayed at every start."""
+    _library()
+
+
+# Address space the library's Go runtime reserves as it loads and runs its first scan, which
+# grows with the number of Ps (GOMAXPROCS, by default the CPUs): measured with `ulimit -v`, the
+# smallest headroom above what the process held at which loading + one scan worked in 20 runs
+# of 20 was 1.7 GiB at 2 Ps, 2.3 at 16, 2.7 at 64, 3.05 at 256 (≈ 1.5 + 0.2·log2(Ps) GiB;
+# just below it some runs abort). Below it the runtime ends the process (`fatal error: out of
+# memory`, `pthread_create failed`) where no `except` can catch it: the service died at its
+# first text holding a commit SHA, and at every restart while that write was in the spool.
+_GO_BASE_GIB, _GO_PER_DOUBLING_GIB, _GO_MARGIN = 1.5, 0.2, 1.25
+
+
+def _address_space_short() -> str | None:
+    """Why the address-space limit (RLIMIT_AS, `ulimit -v`) leaves the library's Go runtime
+    too little to load, or None when it leaves enough (or there is none)."""
+    if resource is None:
+        return None
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
+    procs = max(_go_procs(), 1)
+    need = int((_GO_BASE_GIB + _GO_PER_DOUBLING_GIB * math.log2(procs)) * _GO_MARGIN * 2**30)
+    left = limit - _address_space_used()
+    if left >= need:
+        return None
+    return (f"the address-space limit (ulimit -v) allows {_mib(limit)}, {_mib(max(left, 0))} of "
+            f"it free; its Go runtime needs about {_mib(need)} on {procs} CPUs")
+
+
+def _go_procs() -> int:
+    """How many Ps the Go runtime will run: GOMAXPROCS, else the CPUs this process may use."""
+    try:
+        if (procs := int(os.environ.get("GOMAXPROCS", ""))) > 0:
+            return procs
+    except ValueError:  # unset or not a number: Go ignores it too
+        pass
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _address_space_used() -> int:
+    """The bytes of address space this process holds (Linux); 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size // 2**20} MiB"
 
 
 def _library_spans(text: str) -> list[tuple[str, str]]:

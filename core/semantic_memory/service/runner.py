@@ -15,6 +15,7 @@ from typing import Any
 
 from ..config import ConfigError, Settings
 from ..pipeline import MemoryEngine
+from ..safety import redaction
 from .auth import check_bind
 from .discovery import listening_info, other_owner, publish, reclaim, retract
 
@@ -141,6 +142,7 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
     try:
         sock = bind_socket(settings.host, settings.port)  # fail fast when the port is taken
         engine = open_engine(settings)
+        redaction.warm()  # before the spool's replay: a library that cannot load says so now
         import uvicorn
 
         from .app import create_app
@@ -197,6 +199,7 @@ def serve_stdio(settings: Settings) -> int:
     _setup_logging()
     with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
         engine = open_engine(settings)
+        redaction.warm()
         from ..harness.repo_config import approvals_file
         from .mcp_tools import Workspace, build_mcp
 
