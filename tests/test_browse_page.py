@@ -237,6 +237,49 @@ def test_filters_and_pages_newest_first(tab: Tab, open_service: tuple[Service, d
     tab.assert_clean()
 
 
+#: Memories written around the start of 2024-03-15 in Tokyo (+09:00) and Los Angeles (-07:00).
+TOKYO_EVE = "Tokyo, the evening before: the build farm was rebooted"
+TOKYO_DAY = "Tokyo, just after midnight: the office VPN moved to WireGuard"
+LA_EVE = "Los Angeles, the evening before: staging got a new load balancer"
+LA_DAY = "Los Angeles, just after midnight: standups moved to Mondays"
+AROUND_MIDNIGHT = {TOKYO_EVE: "2024-03-14T23:30:00+09:00", TOKYO_DAY: "2024-03-15T00:30:00+09:00",
+                   LA_EVE: "2024-03-14T20:00:00-07:00", LA_DAY: "2024-03-15T00:30:00-07:00"}
+
+
+@pytest.mark.parametrize(("zone", "found"), [
+    ("Asia/Tokyo", [LA_DAY, LA_EVE, TOKYO_DAY]),  # newest-updated first
+    ("America/Los_Angeles", [LA_DAY]),
+])
+def test_updated_since_a_day_is_from_its_start_where_the_browser_is(
+        browser: Browser, open_service: tuple[Service, dict], zone: str,
+        found: list[str]) -> None:
+    """Before: the picked day went as a bare date, which the service reads as UTC midnight,
+    while the page shows local times: in Tokyo "since today" left out today's first nine
+    hours, in Los Angeles it brought in yesterday evening."""
+    service, _ = open_service
+    project = f"zone-{zone.split('/')[1].lower()}"  # each run its own (a second ingest of a
+    with service.client() as http:                   # text would move its updated_at)
+        for content, written in AROUND_MIDNIGHT.items():
+            http.post("/ingest", json={"content": content, "project": project,
+                                       "created_at": written}).raise_for_status()
+    context = browser.new_context(viewport=WIDE, timezone_id=zone)
+    try:
+        tab = Tab(context.new_page())
+        tab.page.on("console", lambda m: tab.errors.append(m.text) if m.type == "error" else None)
+        page = tab.page
+        go(tab, service, f"#search?project={project}")
+        hits = page.locator("#search-results .hit")
+        expect(hits).to_have_count(4)
+        page.fill("#search-since", "2024-03-15")
+        page.click("#search-form button[type=submit]")
+        expect(hits.locator(".hit-content")).to_have_text(found)
+        # the times shown are the browser's: the day's first memory there at 00:30
+        expect(hits.last.locator("time")).to_have_text("2024-03-15 00:30")
+        tab.assert_clean()
+    finally:
+        context.close()
+
+
 def test_detail_view_and_forget_with_confirmation(
         tab: Tab, open_service: tuple[Service, dict]) -> None:
     service, uids = open_service

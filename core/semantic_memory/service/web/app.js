@@ -90,6 +90,22 @@ function when(iso) {
   return el("time", { text: shown, attrs: { datetime: iso, title: iso } });
 }
 
+/** A day the date field picked (YYYY-MM-DD) as the start of that day where the browser is, with
+    its offset (2026-05-04T00:00:00+09:00): the page shows local times, and the service reads a
+    bare date as UTC midnight. Anything else (7d, from a hand-written address) goes as it is. */
+function localDayStart(value) {
+  const day = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+  if (!day) return value;
+  const start = new Date(Number(day[1]), Number(day[2]) - 1, Number(day[3]));
+  const pad = (v) => String(v).padStart(2, "0");
+  const offset = -start.getTimezoneOffset(); // minutes east of UTC
+  const zone = `${offset < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(offset) / 60))}:`
+    + pad(Math.abs(offset) % 60);
+  // The clock of `start`, not 00:00: where a DST change skips midnight, the day starts later.
+  return `${start.getFullYear()}-${pad(start.getMonth() + 1)}-${pad(start.getDate())}T`
+    + `${pad(start.getHours())}:${pad(start.getMinutes())}:00${zone}`;
+}
+
 function preview(text, limit = PREVIEW_CHARS) {
   const flat = String(text || "").replace(/\s+/g, " ").trim();
   return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
@@ -422,7 +438,8 @@ async function renderSearch(params, ticket) {
   const limit = Number($("search-limit").value);
   const offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0);
   const query = new URLSearchParams({ limit: String(limit), offset: String(offset) });
-  for (const name of [...FILTERS, "since"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of FILTERS) if (params.get(name)) query.set(name, params.get(name));
+  if (params.get("since")) query.set("since", localDayStart(params.get("since")));
   let data;
   if (q) {
     query.set("q", q);
