@@ -652,7 +652,10 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
             click.echo(change.diff(), nl=False)
         click.echo(f"(dry run: {len(changes)} file(s) would change)", err=True)
         return
-    backups = inst.apply(changes)
+    try:
+        backups = inst.apply(changes)
+    except inst.InstallError as exc:  # a folder that cannot be written: nothing changed
+        raise click.ClickException(str(exc)) from None
     for change in changes:
         done = "installed" if not uninstall else "updated" if change.after is not None \
             else "removed (nothing else was in it)"

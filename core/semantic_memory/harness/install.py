@@ -25,8 +25,10 @@ import re
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -437,46 +439,123 @@ def backups_of(path: Path) -> list[Path]:
 
 def apply(changes: list[Change]) -> list[Path]:
     """Write the changes (a backup first of each existing file that needs one, see Change);
-    returns the backups."""
+    returns the backups. All or nothing: every new text is written beside its file, every
+    backup made and every file to remove moved aside before any file is put in place, so a
+    folder that cannot be written (a read-only home or config folder, a full disk) changes
+    nothing: InstallError, in one line naming the path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    undo: list[Callable[[], None]] = []
+    finish: list[Callable[[], None]] = []
+    backups: list[Path] = []
+    try:
+        for change in changes:
+            _stage(change, stamp, undo, finish, backups)
+    except InstallError as exc:
+        for step in reversed(undo):
+            step()
+        raise InstallError(f"{exc}; nothing was changed") from None
+    failed: list[str] = []
+    for step in finish:  # renames in folders staging wrote to: one failing is rare
+        try:
+            step()
+        except InstallError as exc:
+            failed.append(str(exc))
+    if failed:
+        raise InstallError("; ".join(failed))
+    return backups
+
+
+@contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """An OSError inside as InstallError: `<what>: <reason>`."""
+    try:
+        yield
+    except OSError as exc:
+        raise InstallError(f"{what}: {exc.strerror or exc}") from None
+
+
+def _quietly(step: Callable[[], object]) -> Callable[[], None]:
+    """`step` for an undo or a clean-up: what it cannot do is left as it is."""
+    def run() -> None:
+        try:
+            step()
+        except OSError:
+            pass
+    return run
+
+
+def _stage(change: Change, stamp: str, undo: list[Callable[[], None]],
+           finish: list[Callable[[], None]], backups: list[Path]) -> None:
+    """Prepare `change` without touching its file (InstallError when it cannot be): its folder,
+    its backup, its new text beside it, or the file moved aside to be removed. `undo` gets
+    what takes that back, `finish` what puts it in place."""
     import shutil
 
-    backups = []
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for change in changes:
-        path = change.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mode = 0o600
-        if change.before is not None:
+    path = change.path
+    _make_folder(path.parent, undo)
+    mode = 0o600
+    if change.before is not None:
+        with _writing(f"cannot read {path}"):
             mode = path.stat().st_mode & 0o777
-        if change.before is not None and change.backup:
-            backup = path.with_name(f"{path.name}.bak-{stamp}")
-            n = 1
-            while backup.exists():  # never overwrite an earlier backup (same second)
-                n += 1
-                backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+    if change.before is not None and change.backup:
+        backup = path.with_name(f"{path.name}.bak-{stamp}")
+        n = 1
+        while backup.exists():  # never overwrite an earlier backup (same second)
+            n += 1
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        with _writing(f"cannot write the backup {backup}"):
             if change.saved is None:
+                undo.append(_quietly(backup.unlink))
                 shutil.copy2(path, backup)
             else:
                 fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+                undo.append(_quietly(backup.unlink))
                 with open(fd, "w", encoding="utf-8", newline="") as handle:
                     handle.write(change.saved)
-            backups.append(backup)
-        if change.after is None:
-            path.unlink()
-            if change.folder is not None:
-                _remove_empty_folder(change.folder)
-            continue
-        # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
-        # target is replaced atomically in the target's own folder.
-        real = Path(os.path.realpath(path))
-        tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
+        backups.append(backup)
+    if change.after is None:
+        aside = path.with_name(f".{path.name}.{os.getpid()}.removed")
+        with _writing(f"cannot remove {path}"):
+            os.replace(path, aside)
+        undo.append(_quietly(lambda: os.replace(aside, path)))
+        finish.append(_quietly(aside.unlink))
+        if change.folder is not None:
+            finish.append(partial(_remove_empty_folder, change.folder))
+        return
+    # Through a symlink (a config kept in a dotfiles folder): the link stays, and its
+    # target is replaced atomically in the target's own folder.
+    real = Path(os.path.realpath(path))
+    tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
+    with _writing(f"cannot write {path}"):
+        undo.append(_quietly(tmp.unlink))
         with open(tmp, "w", encoding="utf-8", newline="") as handle:  # "\r\n" kept as is
             handle.write(change.after)
         os.chmod(tmp, mode)
+    finish.append(partial(_put_in_place, tmp, real, path))
+    if change.restores is not None:
+        finish.append(_quietly(change.restores.unlink))
+
+
+def _make_folder(folder: Path, undo: list[Callable[[], None]]) -> None:
+    """Create `folder` and the folders above it that are missing; `undo` removes them."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        with _writing(f"cannot create the folder {created}"):
+            created.mkdir()
+        undo.append(_quietly(created.rmdir))
+
+
+def _put_in_place(tmp: Path, real: Path, path: Path) -> None:
+    """The staged text over the file (a rename in its own folder, which staging could
+    write)."""
+    try:
         os.replace(tmp, real)
-        if change.restores is not None:
-            change.restores.unlink(missing_ok=True)
-    return backups
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InstallError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _remove_empty_folder(folder: Path) -> None:
