@@ -449,3 +449,66 @@ def test_a_lone_surrogate_in_a_call_is_answered(server: str, service: Service,
     with service.client() as client:
         listed = client.get("/api/memories", params={"project": project}).json()["items"]
     assert [m["content"] for m in listed] == ["half emoji \ufffd here in the heron notes"]
+
+
+# --- the agent closes stdin right after a call ------------------------------------------------
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def send_and_close(command: list[str], env: dict[str, str], messages: list[dict[str, Any]],
+                   cwd: Path) -> dict[Any, dict[str, Any]]:
+    """Write `messages` and close stdin at once, as an agent that ends right after its last
+    call does (the proxy's SDK still loading); the answers by id, once the server exited."""
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    out, _ = proc.communicate(b"".join(json.dumps(m).encode() + b"\n" for m in messages),
+                              timeout=120)
+    assert proc.returncode == 0
+    return {reply.get("id"): reply for reply in map(json.loads, out.splitlines())}
+
+
+def store_call(id_: int, content: str, project: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {
+        "name": "memory_store", "arguments": {"content": content, "project": project}}}
+
+
+@pytest.mark.parametrize("up", [True, False], ids=["service up", "service down"])
+def test_a_store_sent_just_before_stdin_closes_is_not_lost(up: bool, service: Service,
+                                                          tmp_path: Path) -> None:
+    """The proxy exited at once when the agent closed stdin while its SDK was still loading,
+    and a memory_store already forwarded was lost (neither stored nor spooled). It waits for
+    the SDK to answer: the write is stored (or spooled once), and answered."""
+    project = f"eof-{up}"
+    content = f"The kestrel batch job closes its ledger at midnight UTC ({project})"
+    url = service.url if up else f"http://127.0.0.1:{closed_port()}"
+    answers = send_and_close(
+        [*memory_mcp_command(), "proxy"],
+        service_env(tmp_path, MEMORY_PLUGIN_URL=url, MEMORY_MCP_PROXY_TIMEOUT_S="30"),
+        [INITIALIZE, INITIALIZED, store_call(1, content, project)], tmp_path)
+    status = answers[1]["result"]["structuredContent"]["status"]
+    with service.client() as client:
+        stored = client.get("/api/memories", params={"project": project}).json()["items"]
+    if up:
+        assert status == "new" and [m["content"] for m in stored] == [content]
+        assert spooled(tmp_path) == []
+    else:
+        assert status == "spooled" and stored == []
+        [record] = spooled(tmp_path)
+        assert content in record.read_text()
+
+
+def test_stdio_answers_what_it_read_before_stdin_closed(tmp_path: Path) -> None:
+    """`--stdio` cancelled the calls still running when stdin closed: four stores sent at once
+    were all stored, only the first answered. Each is answered now."""
+    project = "stdio-eof"
+    stores = [store_call(i, f"The osprey queue drains shard {i} first", project)
+              for i in range(1, 5)]
+    answers = send_and_close([*memory_mcp_command(), "--stdio"], service_env(tmp_path),
+                             [INITIALIZE, INITIALIZED, *stores], tmp_path)
+    assert {i: answers[i]["result"]["structuredContent"]["status"] for i in range(1, 5)} == {
+        i: "new" for i in range(1, 5)}

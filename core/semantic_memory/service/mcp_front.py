@@ -33,8 +33,29 @@ CACHE_NAME = "mcp-proxy.cache.json"
 LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 #: The id of the replayed `initialize` (the agent's own ids are numbers or its own strings).
 REPLAY_ID = "semantic-memory-proxy:initialize"
-#: Seconds the SDK server gets to answer what is in flight once the agent closed stdin.
-EXIT_WAIT_S = 5.0
+#: Seconds the SDK gets to load once the agent closed stdin with requests unanswered (its
+#: import takes ~1 s, several on a loaded machine): each is answered, a memory_store stored or
+#: spooled, rather than lost with the process.
+SDK_LOAD_WAIT_S = 20.0
+#: Seconds past MEMORY_MCP_PROXY_TIMEOUT_S a tool call may take: the probe that tells a slow
+#: service from a hung one (0.5 s) and the spool write after it.
+CALL_MARGIN_S = 2.0
+
+
+def answer_wait_s(settings: Settings) -> float:
+    """The longest a tool call the SDK has read takes to be answered (mcp_proxy.py bounds each
+    request to the service by MEMORY_MCP_PROXY_TIMEOUT_S)."""
+    return settings.mcp_proxy_timeout_s + CALL_MARGIN_S
+
+
+def id_key(value: Any) -> Any:
+    """A request id as the SDK correlates it (`"7"` and 7 are one), or None for no valid id."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
 
 
 def cache_key(settings: Settings) -> str:
@@ -114,8 +135,10 @@ class Front:
         self.version: str | None = None
         #: Forwarded requests whose answer is worth caching: id -> (request, session version).
         self.learning: dict[Any, tuple[dict[str, Any], str | None]] = {}
-        #: Set once the SDK server runs (before that nothing forwarded can be in flight).
+        #: Set once the SDK server runs.
         self.sdk_ready = threading.Event()
+        #: The agent's requests forwarded to the SDK and not answered yet (id -> how many).
+        self.unanswered: dict[Any, int] = {}
 
     def send_agent(self, message: dict[str, Any] | bytes) -> None:
         data = message if isinstance(message, bytes) else \
@@ -139,6 +162,11 @@ class Front:
                 message = None
             if isinstance(message, dict) and "id" in message and self.answered(message):
                 continue
+            key = id_key(message.get("id")) if isinstance(message, dict) \
+                and "method" in message else None
+            if key is not None:
+                with self.lock:
+                    self.unanswered[key] = self.unanswered.get(key, 0) + 1
             self.to_sdk(line)
         self.sdk_in.close()
 
@@ -180,6 +208,17 @@ class Front:
                         version = self.version = str(result.get("protocolVersion"))
                     self.cache.learn(request, version, result)
             self.send_agent(line)
+            if isinstance(message, dict) and ("result" in message or "error" in message):
+                self.settle(message.get("id"))
+
+    def settle(self, request_id: Any) -> None:
+        """One request of this id answered."""
+        key = id_key(request_id)
+        with self.lock:
+            if self.unanswered.get(key, 0) > 1:
+                self.unanswered[key] -= 1
+            else:
+                self.unanswered.pop(key, None)
 
 
 def run_sdk(settings: Settings, front: Front) -> None:
@@ -188,7 +227,8 @@ def run_sdk(settings: Settings, front: Front) -> None:
     try:
         from .mcp_proxy import run_sdk_server
 
-        run_sdk_server(settings, *front.sdk_fds, on_ready=front.sdk_ready.set)
+        run_sdk_server(settings, *front.sdk_fds, on_ready=front.sdk_ready.set,
+                       eof_wait_s=answer_wait_s(settings))
     except BaseException as exc:  # noqa: BLE001 - a thread's failure must end the process
         sys.stderr.write(f"memory-mcp proxy: the MCP server failed: {exc!r}\n")
         sys.stderr.flush()
@@ -207,10 +247,15 @@ def serve(settings: Settings) -> int:
         front.from_agent()
     except KeyboardInterrupt:
         pass
-    # The agent is done. An agent waits for its server to exit when it ends (`claude -p`
-    # does): answers in flight get a moment, an SDK still loading is not waited for.
-    if front.sdk_ready.is_set():
-        relay.join(EXIT_WAIT_S)
+    # The agent is done; it waits for its server to exit when it ends (`claude -p` does).
+    # Nothing unanswered: exit now, an SDK still loading is not waited for. Else the SDK
+    # loads (if it has not) and answers what it was sent, then ends, which ends the relay:
+    # a memory_store sent just before the agent closed stdin is stored or spooled, not lost.
+    with front.lock:
+        waiting = bool(front.unanswered)
+    if waiting:
+        front.sdk_ready.wait(SDK_LOAD_WAIT_S)
+        relay.join(answer_wait_s(settings) + CALL_MARGIN_S)
     wire_out.flush()
     os._exit(0)  # not interpreter shutdown: it would wait for the SDK import to finish
 

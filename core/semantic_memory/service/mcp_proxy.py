@@ -36,6 +36,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -230,9 +231,10 @@ def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
 
 
 def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
-                   on_ready: Callable[[], None]) -> None:
+                   on_ready: Callable[[], None], eof_wait_s: float) -> None:
     """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
-    runs this in a thread and relays the agent's messages); `on_ready` once it serves."""
+    runs this in a thread and relays the agent's messages), the calls read by then answered
+    within `eof_wait_s`; `on_ready` once it serves."""
     from ..harness.repo_config import approvals_file
     from .mcp_tools import Workspace, build_tools
     from .runner import _setup_logging
@@ -243,4 +245,5 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
     mcp = build_tools(RestBackend(settings), Workspace(os.getcwd(), settings.project, approvals_file(settings)))
     on_ready()
     # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
-    anyio.run(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"), os.fdopen(stdout_fd, "wb"))
+    anyio.run(partial(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"),
+                      os.fdopen(stdout_fd, "wb"), eof_wait_s=eof_wait_s))

@@ -6,8 +6,9 @@ resources made per call."""
 from __future__ import annotations
 
 import inspect
-import io
 import json
+import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
@@ -15,6 +16,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, Resource, SetLevelRequestParams
 from pydantic import ValidationError
@@ -42,22 +44,121 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
+#: Seconds `memory-mcp --stdio` gives the requests it has read to be answered once the agent
+#: closed its stdin (a write waiting on the store's lock, say) before it ends.
+STDIO_EOF_WAIT_S = 10.0
+
+
+def _is_id(value: Any) -> bool:
+    """Whether `value` is a JSON-RPC request id the SDK reads: a string or an integer."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class InFlight:
+    """The requests read from a stdio wire and not answered yet: the end of the input waits
+    for their answers (at EOF the SDK cancels the handlers still running, and a write that
+    had begun lands unanswered, or one still queued is lost)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._ids: Counter[Any] = Counter()  # one id twice is two requests
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def read(self, request_id: Any) -> None:
+        with self._changed:
+            self._ids[coerce_request_id(request_id)] += 1
+
+    def settle(self, request_id: Any) -> None:
+        """One request of this id answered (or cancelled: the SDK answers it never)."""
+        key = coerce_request_id(request_id) if _is_id(request_id) else request_id
+        with self._changed:
+            if self._ids[key] > 1:
+                self._ids[key] -= 1
+            else:
+                self._ids.pop(key, None)
+                self._changed.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until every request read is settled; False when `timeout` ran out first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._ids, timeout)
+
+
+class AnsweringWire:
+    """The server's side of a stdio wire as the SDK's writer uses it (`write` one whole
+    message line, then `flush`), one writer at a time: `MendedLines` answers on it too. Each
+    answer settles its request in `in_flight` once flushed."""
+
+    def __init__(self, wire: BinaryIO, in_flight: InFlight) -> None:
+        self.wire, self.in_flight = wire, in_flight
+        self.lock = threading.Lock()
+        self._answered: list[Any] = []  # written, not yet flushed
+
+    def write(self, text: str) -> int:
+        with self.lock:
+            self.wire.write(text.encode("utf-8"))
+            if self.in_flight:
+                self._answered += _answer_ids(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            self.wire.flush()
+            answered, self._answered = self._answered, []
+        for request_id in answered:
+            self.in_flight.settle(request_id)
+
+    def close(self) -> None:
+        with self.lock:
+            self.wire.close()
+
+
+def _answer_ids(text: str) -> list[Any]:
+    """The id a line of the server's answers, if it is one (not a notification)."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return []
+    if isinstance(message, dict) and ("result" in message or "error" in message) \
+            and _is_id(message.get("id")):
+        return [message["id"]]
+    return []
+
+
 class MendedLines:
     """An agent's message lines, as the SDK's stdio reader reads them, in valid Unicode: a lone
     surrogate (`"\\ud83d"`, an emoji cut in half) becomes U+FFFD, as in the hooks' input
     (`lite.loads_input`). The SDK drops a line its parser refuses without an answer, and the
-    agent waited on that call for ever."""
+    agent waited on that call for ever. Each request read is counted in `in_flight`, and the
+    end of the input waits up to `eof_wait_s` for their answers."""
 
-    def __init__(self, wire: BinaryIO) -> None:
-        self.wire = wire
+    def __init__(self, wire: BinaryIO, in_flight: InFlight, eof_wait_s: float) -> None:
+        self.wire, self.in_flight, self.eof_wait_s = wire, in_flight, eof_wait_s
 
     def readline(self) -> str:
         line = self.wire.readline()
-        if b"\\ud" in line or b"\\uD" in line:  # a surrogate can only come from an escape
-            message = loads_input(line, default=None)
-            if message is not None:
+        if not line:
+            # The agent closed its end (it may still read): what it sent gets its answers
+            # before the SDK sees the end and cancels what is still running.
+            self.in_flight.wait(self.eof_wait_s)
+            return ""
+        message = loads_input(line, default=None)
+        if isinstance(message, dict):
+            self.track(message)
+            if b"\\ud" in line or b"\\uD" in line:  # a surrogate can only come from an escape
                 return json.dumps(message, ensure_ascii=False) + "\n"
         return line.decode("utf-8", "replace")
+
+    def track(self, message: dict[str, Any]) -> None:
+        """Count a request in; a cancelled one the SDK will never answer, out."""
+        if "method" in message and _is_id(message.get("id")):
+            self.in_flight.read(message["id"])
+        elif message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and _is_id(params.get("requestId")):
+                self.in_flight.settle(params["requestId"])
 
     def close(self) -> None:
         self.wire.close()
@@ -93,13 +194,17 @@ class MemoryMCP(MCPServer):
 
         return record
 
-    async def run_stdio_streams(self, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
+    async def run_stdio_streams(self, wire_in: BinaryIO, wire_out: BinaryIO,
+                                eof_wait_s: float = STDIO_EOF_WAIT_S) -> None:
         """`run_stdio_async` over the given byte streams (the agent's, claimed by
         `stdio.claim_stdio`, or the pipes of the proxy's front) instead of the process's
-        stdin and stdout, every line read `MendedLines`'. Closes both when done."""
+        stdin and stdout, every line read `MendedLines`', the requests read before the end
+        of the input answered within `eof_wait_s`. Closes both when done."""
         from mcp.server.stdio import stdio_server
 
-        stdin, stdout = MendedLines(wire_in), io.TextIOWrapper(wire_out, encoding="utf-8")
+        in_flight = InFlight()
+        stdin = MendedLines(wire_in, in_flight, eof_wait_s)
+        stdout = AnsweringWire(wire_out, in_flight)
         try:
             async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (
                     read_stream, write_stream):
