@@ -7,8 +7,11 @@ memory supersedes older ones, which forgetting it makes current again."""
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -91,7 +94,9 @@ def test_a_refused_edit_says_why_and_changes_nothing(
     page.fill("#edit-content", "Code review needs two approvals")
     page.click("#edit-save")
     expect(page.locator("#edit-error")).to_be_visible()
-    expect(page.locator("#edit-error")).to_contain_text(f"Not saved: content: memory {first}")
+    expect(page.locator("#edit-error")).to_have_text(re.compile(
+        rf"^Not saved: content: memory {first} already holds this text in this project; "
+        "forget one of the two instead$"))
     page.click("#edit-cancel")
     expect(page.locator("#edit-form")).to_be_hidden()
     expect(page.locator("#memory-content")).to_have_text("Releases are cut on Mondays")
@@ -193,6 +198,49 @@ def test_a_view_that_fails_shows_nothing_of_the_view_before(
     expect(page.locator("#search-summary")).to_have_text("")
     expect(page.locator("#search-pager button")).to_have_count(0)
     tab.assert_clean(allowed=r"404|422")
+
+
+def test_a_hung_or_stopped_service_is_named_and_save_waits_for_its_answer(
+        tab: Tab, tmp_path: Path) -> None:  # noqa: F811
+    """Before: a stopped service showed "Failed to fetch", a hung one (SIGSTOP) nothing at all,
+    while Save stayed enabled: a second click sent a second PATCH."""
+    own = start_service(tmp_path / "service")
+    try:
+        uid = store(own, "The nightly backup runs at 02:00")
+        page = tab.page
+        patches: list[str] = []
+        page.on("request", lambda r: patches.append(r.url) if r.method == "PATCH" else None)
+        go(tab, own, f"#memory/{uid}")
+        page.click("#edit-button")
+        page.fill("#edit-content", "The nightly backup runs at 03:00")
+        own.proc.send_signal(signal.SIGSTOP)
+        try:
+            page.click("#edit-save")
+            expect(page.locator("#edit-save")).to_be_disabled()  # until the answer, or none
+            page.press("#edit-kind", "Enter")  # submitting again sends nothing either
+            expect(page.locator("#edit-error")).to_contain_text(
+                f"The service at {own.url} does not answer (no answer in 10 s) — is "
+                "memory-mcp running? What was sent may still land", timeout=60_000)
+            expect(page.locator("#edit-save")).to_be_enabled()
+            assert len(patches) == 1
+        finally:
+            own.proc.send_signal(signal.SIGCONT)
+        own.stop()
+        stopped = f"The service at {own.url} does not answer — is memory-mcp running?"
+        page.click("#edit-save")
+        expect(page.locator("#edit-error")).to_have_text(f"Not saved: {stopped}")
+        page.click("#edit-cancel")
+        page.click("#forget-button")
+        page.click("#confirm-ok")
+        expect(page.locator("#notice")).to_have_text(stopped)
+        expect(page.locator("#forget-button")).to_be_enabled()
+        page.evaluate("location.hash = '#overview'")
+        expect(page.locator("#notice")).to_have_text(stopped)
+        expect(page.locator("#overview-cards")).to_be_empty()
+        tab.assert_clean(allowed=r"request failed|ERR_CONNECTION_REFUSED")
+    finally:
+        if own.proc.poll() is None:  # stopped above unless the test failed first
+            own.stop()
 
 
 def test_undo_after_forget_brings_the_memory_back(tab: Tab, service: Service) -> None:  # noqa: F811

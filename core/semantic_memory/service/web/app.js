@@ -7,6 +7,11 @@
 // through anyway.
 
 const TOKEN_KEY = "semantic-memory.token";
+/** How long a call may go unanswered before the page says so (a hung service never answers).
+    Recall, and a write waiting its turn for the store, answer well within it. */
+const REQUEST_TIMEOUT_MS = 10_000;
+/** Purge and backfill: minutes on a large store. */
+const MAINTENANCE_TIMEOUT_MS = 10 * 60_000;
 const PREVIEW_CHARS = 280;
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -118,6 +123,22 @@ const labelOf = (value) => (value === "" || value === null || value === undefine
 
 // --- notices and confirmation ---------------------------------------------------------------
 
+/** Run `work` with `button` disabled, so that a second click cannot send its request again
+    while the first is under way (Save, Forget…, Undo, Restore). */
+async function busy(button, work) {
+  button.disabled = true;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** A button whose click runs `run`, disabled meanwhile (busy). */
+const actionButton = (label, run, { cls = "link notice-action", attrs = {} } = {}) =>
+  el("button", { cls, text: label, attrs: { type: "button", ...attrs },
+    on: { click: (event) => busy(event.currentTarget, run) } });
+
 /** Show `message`; `action` ({label, run} or {label, href}) adds a button or a link after it
     (Undo, Open it), there until the next notice: the next navigation clears it. */
 function notify(message, kind = "info", action = null) {
@@ -126,8 +147,7 @@ function notify(message, kind = "info", action = null) {
   if (message && action && action.href) {
     control = el("a", { cls: "notice-action", text: action.label, attrs: { href: action.href } });
   } else if (message && action) {
-    control = el("button", { cls: "link notice-action", text: action.label,
-      attrs: { type: "button" }, on: { click: action.run } });
+    control = actionButton(action.label, action.run);
   }
   box.replaceChildren(...[el("span", { text: message }), control].filter(Boolean));
   box.setAttribute("class", `notice ${kind}`);
@@ -155,11 +175,31 @@ function confirmAction(title, detail, action, warning = "") {
 
 const token = () => sessionStorage.getItem(TOKEN_KEY);
 
-async function api(path, options = {}) {
+/** No answer from the service: refused (not running) or none within `timeoutMs` (hung). A
+    write that timed out may still land when the service wakes. */
+function unanswered(method, timeoutMs, timedOut) {
+  const wait = timedOut ? ` (no answer in ${timeoutMs / 1000} s)` : "";
+  const write = timedOut && method && method !== "GET"
+    ? " What was sent may still land: reload to see." : "";
+  return new Error(`The service at ${location.origin} does not answer${wait} — is memory-mcp `
+    + `running?${write}`);
+}
+
+async function api(path, { timeoutMs = REQUEST_TIMEOUT_MS, ...options } = {}) {
   const headers = { Accept: "application/json", ...(options.headers || {}) };
   if (token()) headers.Authorization = `Bearer ${token()}`;
-  const response = await fetch(path, { ...options, headers, cache: "no-store" });
-  const body = await response.json().catch(() => null);
+  const signal = AbortSignal.timeout(timeoutMs); // also bounds reading the answer
+  let response;
+  let body;
+  try {
+    response = await fetch(path, { ...options, headers, cache: "no-store", signal });
+    body = await response.json().catch((err) => {
+      if (err instanceof SyntaxError) return null; // an answer, but not JSON
+      throw err;
+    });
+  } catch {
+    throw unanswered(options.method, timeoutMs, signal.aborted);
+  }
   if (response.status === 401) {
     const refused = Boolean(token());
     sessionStorage.removeItem(TOKEN_KEY);
@@ -334,7 +374,8 @@ async function runMaintenance(kind) {
   const report = $("maintenance-report");
   notify(`${kind === "purge" ? "Purging" : "Backfilling"}…`);
   try {
-    const result = await api(`/api/maintenance/${kind}`, { method: "POST" });
+    const result = await api(`/api/maintenance/${kind}`, { method: "POST",
+      timeoutMs: MAINTENANCE_TIMEOUT_MS });
     const rows = Object.entries(result).flatMap(([key, value]) => [
       el("dt", { text: key.replaceAll("_", " ") }),
       el("dd", { text: typeof value === "object" ? JSON.stringify(value) : String(value) }),
@@ -489,9 +530,11 @@ function memoryActions(memory) {
   closeEditor();
   for (const id of ["edit-button", "forget-button"]) $(id).disabled = !memory;
   $("edit-button").onclick = memory && (() => openEditor(memory));
-  $("edit-form").onsubmit = memory ? (event) => saveEdit(event, memory)
-    : (event) => event.preventDefault();
-  $("forget-button").onclick = memory && (() => forget(memory));
+  $("edit-form").onsubmit = (event) => {
+    event.preventDefault();
+    if (memory) busy($("edit-save"), () => saveEdit(memory));
+  };
+  $("forget-button").onclick = memory && (() => busy($("forget-button"), () => forget(memory)));
 }
 
 async function renderMemory(uid, ticket) {
@@ -539,8 +582,8 @@ function supersession(memory) {
   if (memory.superseded_by) {
     rows.push(el("dt", { text: "superseded by" }), el("dd", { cls: "superseded" },
       link(memory.superseded_by), " ",
-      el("button", { cls: "link", text: "Undo", attrs: { type: "button", id: "unsupersede-button",
-        title: "Make this memory current again" }, on: { click: () => unsupersede(memory) } })));
+      actionButton("Undo", () => unsupersede(memory), { cls: "link", attrs: {
+        id: "unsupersede-button", title: "Make this memory current again" } })));
   }
   if ((memory.supersedes || []).length) {
     rows.push(el("dt", { text: "supersedes" }),
@@ -584,9 +627,8 @@ function closeEditor() {
 /** The edit form's error line ("" hides it), with a button when `action` ({label, run}). */
 function showEditError(message, action = null) {
   const box = $("edit-error");
-  box.replaceChildren(el("span", { text: message }), action ? el("button", {
-    cls: "link notice-action", text: action.label, attrs: { type: "button" },
-    on: { click: action.run } }) : null);
+  box.replaceChildren(...[el("span", { text: message }),
+    action && actionButton(action.label, action.run)].filter(Boolean));
   box.hidden = !message;
 }
 
@@ -623,8 +665,7 @@ function editBody(memory) {
   return body;
 }
 
-async function saveEdit(event, memory) {
-  event.preventDefault();
+async function saveEdit(memory) {
   const body = editBody(memory);
   if (!Object.keys(body).length) {
     closeEditor();
@@ -739,8 +780,8 @@ function forgottenItem(memory) {
       el("span", { cls: "updated" }, memory.purged_after
         ? ["purged after ", when(memory.purged_after)] : "kept until a purge")),
     el("div", { cls: "actions" },
-      el("button", { text: "Restore", attrs: { type: "button", title: `Restore ${memory.uid}` },
-        on: { click: () => unforget(memory.uid, memory.content) } })));
+      actionButton("Restore", () => unforget(memory.uid, memory.content),
+        { cls: null, attrs: { title: `Restore ${memory.uid}` } })));
 }
 
 async function renderForgotten(ticket) {
@@ -920,8 +961,10 @@ async function start() {
     if (location.hash === "#search") route(); // no hashchange to wait for
     else location.hash = "#search";
   });
-  $("purge-button").addEventListener("click", () => runMaintenance("purge"));
-  $("backfill-button").addEventListener("click", () => runMaintenance("backfill"));
+  for (const kind of ["purge", "backfill"]) {
+    const button = $(`${kind}-button`);
+    button.addEventListener("click", () => busy(button, () => runMaintenance(kind)));
+  }
   $("confirm-ok").addEventListener("click", () => $("confirm-dialog").close("ok"));
   $("confirm-cancel").addEventListener("click", () => $("confirm-dialog").close("cancel"));
   window.addEventListener("hashchange", () => {
@@ -931,10 +974,10 @@ async function start() {
     route();
   });
   try {
-    state.health = await (await fetch("/health", { cache: "no-store" })).json();
+    state.health = await api("/health");
     $("version").textContent = `v${state.health.version}`;
   } catch (err) {
-    notify(`The service does not answer: ${err.message}`, "error");
+    notify(err.message, "error");
     return;
   }
   await route();
