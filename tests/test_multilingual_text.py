@@ -180,6 +180,10 @@ def test_an_english_word_is_set_aside_only_in_a_query_of_that_language() -> None
     assert content_words(words("Wie starten wir die Pipeline neu?")) == [
         "starten", "pipeline", "neu"]
     assert content_words(words("Comment est-ce qu'on lance les tests ?")) == ["lance", "tests"]
+    # one function word of its own beside two that are English words too
+    assert content_words(words("Où est la configuration des tests ?")) == [
+        "configuration", "tests"]
+    assert content_words(words("the son of the car in la")) == ["son", "car", "la"]
 
 
 # --- 3. decomposed (NFD) text -------------------------------------------------------------------

@@ -94,11 +94,14 @@ def content_words(terms: list[str]) -> list[str]:
 
 def foreign_function_words(present: set[str]) -> frozenset[str]:
     """The function words of de, fr, es, pt, it and ru to set aside in a text holding the
-    lower-cased words `present`: those that are no English word always; one that is an
-    English word too ("die", "comment") only in a text holding two of its language's others."""
+    lower-cased words `present`: those that are no English word always; those that are
+    English words too ("die", "comment", "est") only in a text of that language: one holding
+    two of its other function words, or one of them beside two such English-looking ones
+    ("Où est la configuration des tests ?")."""
     aside = _ALWAYS_ASIDE - STOPWORDS
     for plain, english in FUNCTION_WORDS.values():
-        if english and len(present & plain) >= 2:
+        own = len(present & plain)
+        if english and (own >= 2 or (own and len(present & english) >= 2)):
             aside |= english
     return aside
 
