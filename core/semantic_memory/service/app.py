@@ -73,6 +73,30 @@ async def first_of(*events: anyio.Event) -> None:
 
 
 SESSION_HEADER = b"mcp-session-id"
+
+
+async def read_body(receive: Any) -> bytes | None:
+    """A request's whole body (edges.BodyGuard bounds its size and time); None when the client
+    went away or the guard refused the body (413, 408: the guard answers then)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Any) -> Any:
+    """`receive` for an app that reads the body again: `body` first, then the client's
+    further messages (its disconnect, which an event stream waits for)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replay
 #: Sessions closed at the cap are logged together, at most once in this many seconds: clients
 #: that open a session per call and never close it made one log line each.
 EVICTION_LOG_S = 60.0
@@ -142,6 +166,13 @@ class LazyMCP:
         if self.state != "ready":
             await send_json(send, 503, {"error": f"MCP endpoint is {self.state}"})
             return
+        if scope["method"] == "POST":
+            # Read here, before the SDK: a body the guard refuses (over MEMORY_MAX_BODY_BYTES,
+            # chunked) never reaches it, whose read would log a ClientDisconnect traceback.
+            body = await read_body(receive)
+            if body is None:
+                return
+            receive = replaying(body, receive)
         opens_session = scope["method"] == "POST" and all(
             name.lower() != SESSION_HEADER for name, _ in scope["headers"])
         if opens_session:
