@@ -22,6 +22,8 @@ from ..config import Settings
 from ..lite import pid_alive
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
+#: Seconds between a service's looks at its discovery file (runner's `_keep_discovery`).
+DISCOVERY_CHECK_S = 5.0
 # Hooks read the discovery file on every run: reading it imports nothing beyond this module
 # (logging and the auth rules are imported where the service side needs them).
 
@@ -55,28 +57,51 @@ def listening_info(settings: Settings, host: str, port: int) -> dict[str, Any]:
 
 def publish(settings: Settings, info: dict[str, Any]) -> Path | None:
     """Write the discovery file (atomically), then print the LISTENING line, so a client that
-    saw the line finds the file too; returns the file's path (None when disabled)."""
+    saw the line finds the file too; returns the file's path (None when disabled), written or
+    not: one that cannot be written now (its folder not writable yet, a full disk) is logged,
+    and the service's look every DISCOVERY_CHECK_S (`reclaim`) writes it once it can."""
     path = settings.discovery_path
-    if path is not None and not _write(path, info):
-        path = None
+    if path is not None:
+        _write(path, info)
     sys.stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
     sys.stdout.flush()
     return path
 
 
+#: Why the last write of a discovery file failed: a failure is logged once until its reason
+#: changes (the service tries again every DISCOVERY_CHECK_S), and a write that works again
+#: says so.
+_failing: dict[Path, str] = {}
+
+
 def _write(path: Path, info: dict[str, Any]) -> bool:
+    """Write `info` to `path` atomically; False (logged) when it cannot, leaving no temporary
+    file behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:  # serving matters more than advertising
-        import logging
-
-        logging.getLogger("semantic_memory.service").warning(
-            "cannot write the discovery file %s: %s", path, exc.strerror or exc)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        why = exc.strerror or str(exc)
+        if _failing.get(path) != why:
+            _failing[path] = why
+            _log().warning("cannot write the discovery file %s: %s; tried again every %g s",
+                           path, why, DISCOVERY_CHECK_S)
         return False
+    if _failing.pop(path, None) is not None:
+        _log().info("discovery file %s written", path)
     return True
+
+
+def _log() -> Any:
+    import logging
+
+    return logging.getLogger("semantic_memory.service")
 
 
 def other_owner(path: Path | None) -> dict[str, Any] | None:
@@ -122,7 +147,13 @@ def reclaim(path: Path, info: dict[str, Any]) -> bool:
     found = read_discovery(path)
     if found is not None and not found["stale"]:
         return False
-    return _write(path, info)
+    taken_back = path not in _failing  # else it is the first write that works (logged)
+    if not _write(path, info):
+        return False
+    if taken_back:
+        _log().info("discovery file %s written again: the service that had taken it over "
+                    "is gone", path)
+    return True
 
 
 def retract(path: Path | None, pid: int | None = None) -> bool:

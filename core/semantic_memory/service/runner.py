@@ -17,13 +17,16 @@ from ..config import ConfigError, Settings
 from ..pipeline import MemoryEngine
 from ..safety import redaction
 from .auth import check_bind
-from .discovery import listening_info, other_owner, publish, reclaim, retract
+from .discovery import (
+    DISCOVERY_CHECK_S,
+    listening_info,
+    other_owner,
+    publish,
+    reclaim,
+    retract,
+)
 
 log = logging.getLogger("semantic_memory.service")
-
-
-#: Seconds between a service's looks at its discovery file (`_keep_discovery`).
-DISCOVERY_CHECK_S = 5.0
 
 
 class ServiceError(RuntimeError):
@@ -121,8 +124,9 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
             log.warning("another service (pid %s, %s) serves this db too; this one takes the "
                         "discovery file over, and the other takes it back if this one stops",
                         other.get("pid"), other.get("url"))
-        published.append(path := publish(settings, info))
-        if path is not None:
+        path = publish(settings, info)
+        if path is not None:  # kept even when not written yet: it is, once it can be
+            published.append(path)
             keeper.append(threading.Thread(target=_keep_discovery, args=(path, info, stopped),
                                            name="discovery", daemon=True))
             keeper[0].start()
@@ -187,11 +191,11 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
 def _keep_discovery(path: Any, info: dict[str, Any], stopped: threading.Event) -> None:
     """Until the service stops, write its discovery file again whenever it is gone or names a
     process that is gone (`reclaim`): with two services on one db, the one that stopped last
-    removed it, and hooks looked for the other, still serving, at the default port."""
+    removed it, and hooks looked for the other, still serving, at the default port; and one
+    that could not be written as the service started (its folder not writable yet, a full
+    disk) is written once it can be."""
     while not stopped.wait(DISCOVERY_CHECK_S):
-        if reclaim(path, info):
-            log.info("discovery file %s written again: the service that had taken it over "
-                     "is gone", path)
+        reclaim(path, info)  # logs what it wrote, or why it could not
 
 
 def serve_stdio(settings: Settings) -> int:
