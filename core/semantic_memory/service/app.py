@@ -15,6 +15,7 @@ that die never close their session, so refusing newcomers would lock live agents
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -88,6 +89,33 @@ async def read_body(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
+def header(scope: dict[str, Any], name: bytes) -> str | None:
+    """A request header's value (the first, when repeated), or None."""
+    return next((value.decode("latin-1") for key, value in scope["headers"]
+                 if key.lower() == name), None)
+
+
+def decoded(body: bytes) -> Any:
+    """A JSON body decoded, or None (the SDK answers what is not JSON)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def request_key(session: str | None, message: Any) -> tuple[str, Any] | None:
+    """(session, id) of a request in a session, the id as the SDK correlates it ("7" is 7);
+    None for a notification, a request opening a session or anything not JSON-RPC."""
+    from mcp.shared.dispatcher import coerce_request_id
+
+    if session is None or not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return session, coerce_request_id(request_id)
+
+
 def replaying(body: bytes, receive: Any) -> Any:
     """`receive` for an app that reads the body again: `body` first, then the client's
     further messages (its disconnect, which an event stream waits for)."""
@@ -113,6 +141,8 @@ class LazyMCP:
         self.manager: Any = None
         self._ready: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
+        #: The requests being answered: (session id, request id as the SDK correlates it).
+        self.requests: set[tuple[str, Any]] = set()
         #: Sessions closed at the cap since the last log line about it, and when that was.
         self._evicted = 0
         self._evictions_logged_at = -math.inf
@@ -166,17 +196,36 @@ class LazyMCP:
         if self.state != "ready":
             await send_json(send, 503, {"error": f"MCP endpoint is {self.state}"})
             return
-        if scope["method"] == "POST":
-            # Read here, before the SDK: a body the guard refuses (over MEMORY_MAX_BODY_BYTES,
-            # chunked) never reaches it, whose read would log a ClientDisconnect traceback.
-            body = await read_body(receive)
-            if body is None:
-                return
-            receive = replaying(body, receive)
-        opens_session = scope["method"] == "POST" and all(
-            name.lower() != SESSION_HEADER for name, _ in scope["headers"])
-        if opens_session:
+        if scope["method"] != "POST":
+            await self.forward(scope, receive, send)
+            return
+        # Read here, before the SDK: a body the guard refuses (over MEMORY_MAX_BODY_BYTES,
+        # chunked) never reaches it, whose read would log a ClientDisconnect traceback.
+        body = await read_body(receive)
+        if body is None:
+            return
+        session = header(scope, SESSION_HEADER)
+        if session is None:
             await self.make_room()
+        message = decoded(body)
+        key = request_key(session, message)
+        if key is not None and key in self.requests:
+            # The SDK keys a session's answers by id: a second request with the id of one in
+            # flight took the first one's place, and one of the two was never answered.
+            await send_json(send, 400, {"jsonrpc": "2.0", "id": message["id"], "error": {
+                "code": -32600, "message": f"duplicate request id {message['id']!r}: a request "
+                                           "with this id is still in flight in this session"}})
+            return
+        if key is not None:
+            self.requests.add(key)
+        try:
+            await self.forward(scope, replaying(body, receive), send)
+        finally:
+            if key is not None:
+                self.requests.discard(key)
+
+    async def forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Pass a request to the SDK's app."""
         started = finished = False
 
         async def tracked_send(message: dict[str, Any]) -> None:
