@@ -822,14 +822,18 @@ def spool_replay(obj: Context) -> None:
     url, _ = resolve_url(settings)
     service = ServiceClient(url, time.monotonic() + 60, settings.plugin_token or settings.token)
     try:
-        service.request("GET", "/health", deadline=time.monotonic() + 2)
-        done = queue.replay(settings.spool_path, spool_sender(service))
-        where = f"the service at {url}"
-    except ServiceUnavailable:
-        from .service.spool_replay import drain
+        try:
+            service.request("GET", "/health", deadline=time.monotonic() + 2)
+            done = queue.replay(settings.spool_path, spool_sender(service))
+            where = f"the service at {url}"
+        except ServiceUnavailable:
+            from .service.spool_replay import drain
 
-        done = drain(obj.engine, settings)
-        where = f"the store ({obj.settings.resolved_db_path})"
+            done = drain(obj.engine, settings)
+            where = f"the store ({obj.settings.resolved_db_path})"
+    except queue.Stuck as exc:  # not this user's folder: nothing was taken from it
+        waiting = queue.depth(settings.spool_path).count
+        raise click.ClickException(f"{exc}; {waiting} write(s) still waiting") from None
     click.echo(f"replayed {done.sent} write(s) into {where}"
                + (f"; {done.rejected} refused (`memory-mcp spool list`)" if done.rejected else "")
                + (f"; {done.left} still waiting" if done.left else ""))

@@ -56,6 +56,17 @@ class Refused(Exception):
     """The service refused a write as invalid; it moves to `rejected/` with this reason."""
 
 
+class Stuck(OSError):
+    """This process cannot take writes from the spool (its user may not write or list the
+    folder: one made by a `sudo` run, say); they wait there. The message is one line. An
+    OSError: a hook's replay gives up on it as on any other I/O error."""
+
+
+#: What to check when a spool cannot be replayed (said with the reason, in one line).
+_STUCK_ADVICE = ("the user that replays the spool must be able to write it and read its "
+                 "files (a `sudo` run may have made them root's)")
+
+
 class Depth(tuple):  # (count, oldest, rejected): a NamedTuple without importing typing
     __slots__ = ()
 
@@ -132,12 +143,18 @@ def _sync_folder(folder: str | Path) -> None:
         os.close(fd)
 
 
-def pending(folder: Path) -> list[Path]:
-    """The queued writes, oldest first (claimed ones excluded)."""
+def pending(folder: Path, strict: bool = False) -> list[Path]:
+    """The queued writes, oldest first (claimed ones excluded). A folder that cannot be
+    listed holds none, unless `strict`: then one this user may not list raises Stuck."""
     try:
         with os.scandir(folder) as entries:
             names = [e.name for e in entries
                      if e.name.endswith(SUFFIX) and not e.name.startswith(".") and e.is_file()]
+    except PermissionError as exc:
+        if strict:
+            raise Stuck(f"cannot list the spool {folder} ({exc.strerror}): "
+                        + _STUCK_ADVICE) from None
+        return []
     except OSError:
         return []
     return [folder / name for name in sorted(names)]
@@ -146,13 +163,31 @@ def pending(folder: Path) -> list[Path]:
 def read(file: Path) -> dict[str, Any] | None:
     """One spooled record, or None when it is not one (it then stays for a person to see)."""
     try:
-        record = try_loads(file.read_bytes())
+        return _record(file.read_bytes())
     except OSError:
         return None
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    record = try_loads(raw)
     if not isinstance(record, dict) or not isinstance(record.get("body"), dict) \
             or not isinstance(record.get("path"), str):
         return None
     return record
+
+
+def blocked(folder: Path) -> str | None:
+    """Why this process could not replay what waits in `folder` (it may not list the folder,
+    or writes wait and it may not write it), else None: what `memory-mcp doctor` shows, which
+    takes no write to find out."""
+    try:
+        files = pending(folder, strict=True)
+    except Stuck as exc:
+        return str(exc)
+    if files and not os.access(folder, os.W_OK | os.X_OK):
+        return f"{len(files)} write(s) wait in {folder}, which this user may not write: " \
+               + _STUCK_ADVICE
+    return None
 
 
 def depth(folder: Path) -> Depth:
@@ -216,13 +251,21 @@ def release_stale(folder: Path, now: float | None = None) -> int:
 
 
 def claim(file: Path) -> Path | None:
-    """Take `file` for replaying; None when another replayer took it first."""
+    """Take `file` for replaying; None when another replayer took it first (it is gone).
+    Stuck when this process may not take it (the folder is not writable for its user): that
+    is no other replayer's doing, and the write would wait unseen."""
     claimed = file.with_name(f"{file.name}{CLAIM}{os.getpid()}")
     try:
         os.rename(file, claimed)
-        os.utime(claimed)  # the claim's age, for release_stale
-    except OSError:
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise Stuck(f"cannot take a write from the spool {file.parent} to replay it "
+                    f"({exc.strerror or exc}): {_STUCK_ADVICE}") from None
+    try:
+        os.utime(claimed)  # the claim's age, for release_stale
+    except OSError:  # another user's file: the claim ages from the write's time (sooner free)
+        pass
     return claimed
 
 
@@ -240,7 +283,8 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
     one (a 200 answer, an item's status `rejected`: a secret, say) go to `rejected/` with
     their reasons too, so nothing is dropped silently. `left`: the writes still unstored when it
     returns, those another live replayer holds included (`memory-mcp spool replay` exits 1 on
-    them); stopped early, it counts the queue as listed at the start."""
+    them); stopped early, it counts the queue as listed at the start. Stuck when this process
+    may not take or read the writes (see `claim`): they stay queued."""
     release_stale(folder)
     sent = rejected = 0
     files = pending(folder)
@@ -251,7 +295,12 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
         claimed = claim(file)
         if claimed is None:
             continue
-        record = read(claimed)
+        try:
+            record = _record(claimed.read_bytes())
+        except OSError as exc:  # another user's 0600 file: not to be rejected as unreadable
+            _put_back(claimed)
+            raise Stuck(f"cannot read {file} ({exc.strerror or exc}): "
+                        + _STUCK_ADVICE) from None
         if record is None:
             _reject(claimed, "not a spooled write (unreadable JSON)")
             rejected += 1

@@ -145,11 +145,12 @@ def repo_report(settings: Settings, project_dir: Path | None) -> dict[str, Any]:
 
 
 def spool_report(settings: Settings) -> dict[str, Any]:
-    """The write spool's depth and the hooks' back-off, as a hook would find them now."""
+    """The write spool's depth, what keeps this user from replaying it (`blocked`), and the
+    hooks' back-off, as a hook would find them now."""
     depth = spool.depth(settings.spool_path)
     state = backoff.active(settings.backoff_path, resolve_url(settings)[0])
     return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,
-            "rejected": depth.rejected,
+            "rejected": depth.rejected, "blocked": spool.blocked(settings.spool_path),
             "backoff": None if state is None else {"until": state.until,
                                                    "outcome": state.outcome,
                                                    "detail": state.detail}}
@@ -166,6 +167,8 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
     if info["rejected"]:
         line += f"; {info['rejected']} refused by the service (`memory-mcp spool list`)"
     lines = [line]
+    if info["blocked"]:  # neither `spool replay` nor a service run as this user can replay
+        lines.append(f"          NOT REPLAYED: {info['blocked']}")
     if info["backoff"]:
         until = time.strftime(stamp, time.localtime(info["backoff"]["until"]))
         lines.append(f"back-off  hooks skip the service until {until} "

@@ -51,18 +51,22 @@ async def run(engine: MemoryEngine, settings: Settings) -> None:
     full or failing disk) is logged in one line, once until its reason changes or a replay
     works: it was a 39-line traceback every SCAN_S seconds for as long as the disk was full."""
     backoff.clear(settings.backoff_path)
+    folder = settings.spool_path
     failing: str | None = None
     while True:
-        # Release dead replayers' claims first: `pending` leaves claimed writes out, so a spool
-        # holding nothing else (a hook or `spool replay` killed mid-write) would never drain.
-        if spool.release_stale(settings.spool_path) or spool.pending(settings.spool_path):
-            try:
+        try:
+            # Release dead replayers' claims first: `pending` leaves claimed writes out, so a
+            # spool holding nothing else (a hook or `spool replay` killed mid-write) would
+            # never drain. A folder this user may not list or write is said (spool.Stuck), not
+            # taken for an empty one or for writes another replayer holds.
+            if spool.release_stale(folder) or spool.pending(folder, strict=True):
                 await anyio.to_thread.run_sync(drain, engine, settings)
-                failing = None
-            except Exception as exc:  # noqa: BLE001 - a bad spool must not stop the service
-                log.debug("spool: replay failed", exc_info=True)
-                if one_line(exc) != failing:
-                    failing = one_line(exc)
-                    log.warning("spool: replay failed (%s); the writes stay queued and are "
-                                "tried again every %g s", failing, SCAN_S)
+            failing = None
+        except Exception as exc:  # noqa: BLE001 - a bad spool must not stop the service
+            log.debug("spool: replay failed", exc_info=True)
+            reason = str(exc) if isinstance(exc, spool.Stuck) else one_line(exc)
+            if reason != failing:
+                failing = reason
+                log.warning("spool: replay failed (%s); the writes stay queued and are "
+                            "tried again every %g s", failing, SCAN_S)
         await anyio.sleep(SCAN_S)
