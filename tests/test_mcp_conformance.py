@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 from lock_support import write_lock_held
-from test_service_support import Service, start_service
+from test_service_support import Service, memory_mcp_command, service_env, start_service
 
 BODY_LIMIT = 64 * 1024
 ACCEPT = "application/json, text/event-stream"
@@ -120,3 +122,56 @@ def test_a_second_request_with_an_id_in_flight_is_refused(service: Service) -> N
         # the id is free again once answered
         assert answer_of(post(client, headers, {"jsonrpc": "2.0", "id": 7, "method": "ping"})
                          ) == {"jsonrpc": "2.0", "id": 7, "result": {}}
+
+
+# --- lines the SDK's stdio reader refuses ------------------------------------------------------
+
+
+#: (a line an agent might send, the error it is answered: id, code, words of the message)
+BAD_LINES = [
+    (b'{"jsonrpc":"2.0","id":2,', None, -32700, "Parse error"),
+    (b'[{"jsonrpc":"2.0","id":3,"method":"ping"}]', None, -32600, "batches are not supported"),
+    (b"[]", None, -32600, "batches are not supported"),
+    (b"42", None, -32600, "is an object, not a number"),
+    (b'"ping"', None, -32600, "is an object, not a string"),
+    (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', None, -32600, "id must be"),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, -32600, "id must be"),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', None, -32600, "id must be"),
+    (b'{"jsonrpc":"2.0","id":{},"method":"ping"}', None, -32600, "id must be"),
+    (b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"x"}', 4, -32600,
+     "params must be an object"),
+    (b'{"id":5,"method":"ping"}', 5, -32600, 'missing jsonrpc: "2.0"'),
+    (b'{"jsonrpc":"1.0","id":6,"method":"ping"}', 6, -32600, 'jsonrpc must be "2.0"'),
+    (b'{"jsonrpc":"2.0","id":7,"method":5}', 7, -32600, "method must be a string"),
+]
+
+
+@pytest.mark.parametrize("server", ["--stdio", "proxy"])
+def test_every_line_the_sdk_refuses_is_answered(server: str, tmp_path: Path) -> None:
+    """The SDK drops a line its parser refuses without an answer, so the agent waited on
+    that request for ever: each is answered with a JSON-RPC error now, the session goes on."""
+    initialize = json.dumps(INITIALIZE).encode()
+    lines = [initialize, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', b"",
+             *(line for line, *_ in BAD_LINES), b'{"jsonrpc":"2.0","id":"last","method":"ping"}']
+    proc = subprocess.Popen([*memory_mcp_command(), server], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            env=service_env(tmp_path, MEMORY_PLUGIN_URL="http://127.0.0.1:9"))
+    watchdog = threading.Timer(60, proc.kill)  # an unanswered line fails the test, no hang
+    watchdog.start()
+    try:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(b"\n".join(lines) + b"\n")
+        proc.stdin.flush()
+        answers = []
+        while (line := proc.stdout.readline()) and json.loads(line).get("id") != "last":
+            answers.append(json.loads(line))
+    finally:
+        watchdog.cancel()
+        proc.kill()
+        proc.wait()
+    assert answers[0]["id"] == 0 and "result" in answers[0]
+    errors = answers[1:]
+    assert [(e["id"], e["error"]["code"]) for e in errors] == [
+        (id_, code) for _, id_, code, _ in BAD_LINES]
+    for error, (line, _, _, words) in zip(errors, BAD_LINES):
+        assert words in error["error"]["message"], (line, error)

@@ -160,7 +160,8 @@ class Front:
                 message = json.loads(line)
             except ValueError:
                 message = None
-            if isinstance(message, dict) and "id" in message and self.answered(message):
+            if isinstance(message, dict) and id_key(message.get("id")) is not None \
+                    and self.answered(message):
                 continue
             key = id_key(message.get("id")) if isinstance(message, dict) \
                 and "method" in message else None

@@ -13,12 +13,19 @@ from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
 import anyio
+import pydantic_core
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, Resource, SetLevelRequestParams
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Resource,
+    SetLevelRequestParams,
+)
 from pydantic import ValidationError
 
 from ..lite import loads_input
@@ -52,6 +59,67 @@ STDIO_EOF_WAIT_S = 10.0
 def _is_id(value: Any) -> bool:
     """Whether `value` is a JSON-RPC request id the SDK reads: a string or an integer."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+#: How a JSON value that is no message is named in the answer refusing it.
+JSON_KINDS = {str: "a string", int: "a number", float: "a number", bool: "true or false",
+              type(None): "null"}
+
+
+def read_message(data: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """One JSON-RPC message, parsed as the SDK parses it: (the message, None), or (None, the
+    error answer) for what the SDK refuses: over stdio it answered nothing (the agent waited
+    for ever), over HTTP pydantic's `4 validation errors for union[…]`. -32700 for no JSON;
+    -32600 naming what is wrong, with the request's id when it has a valid one (else null)."""
+    try:
+        message = pydantic_core.from_json(data)
+    except ValueError as exc:
+        return None, error_answer(None, PARSE_ERROR, f"Parse error: {exc}")
+    reason = refusal(message)
+    if reason is None:
+        return message, None
+    request_id = message.get("id") if isinstance(message, dict) and not (
+        "result" in message or "error" in message) and _is_id(message.get("id")) else None
+    return None, error_answer(request_id, INVALID_REQUEST, f"Invalid Request: {reason}")
+
+
+def refusal(message: Any) -> str | None:
+    """Why a decoded JSON value is no JSON-RPC message the SDK reads; None when it is one.
+    (The SDK reads `{"id": null, "method": …}` as a notification, and never answers it.)"""
+    if isinstance(message, list):
+        return "JSON-RPC batches are not supported: send one message per line or request"
+    if not isinstance(message, dict):
+        return f"a JSON-RPC message is an object, not {JSON_KINDS.get(type(message), 'that')}"
+    if "jsonrpc" not in message:
+        return 'missing jsonrpc: "2.0"'
+    if message["jsonrpc"] != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "method must be a string"
+        if "id" in message and not _is_id(message["id"]):
+            return "id must be a string or an integer"
+        if message.get("params") is not None and not isinstance(message["params"], dict):
+            return "params must be an object"
+        return None
+    if "result" in message:
+        if not _is_id(message.get("id")):
+            return "a response's id must be a string or an integer"
+        return None if isinstance(message["result"], dict) else "result must be an object"
+    if "error" in message:
+        error = message["error"]
+        if message.get("id") is not None and not _is_id(message.get("id")):
+            return "an error's id must be a string, an integer or null"
+        code = error.get("code") if isinstance(error, dict) else None
+        if not (isinstance(code, int) and not isinstance(code, bool)
+                and isinstance(error.get("message"), str)):
+            return "error must be an object with an integer code and a message"
+        return None
+    return "no method (a request or a notification), no result or error (a response)"
+
+
+def error_answer(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 class InFlight:
@@ -110,6 +178,13 @@ class AnsweringWire:
         for request_id in answered:
             self.in_flight.settle(request_id)
 
+    def send(self, message: dict[str, Any]) -> None:
+        """Write an answer of this server's own (it settles nothing: its request, refused,
+        was never counted in)."""
+        with self.lock:
+            self.wire.write(json.dumps(message).encode("utf-8") + b"\n")
+            self.wire.flush()
+
     def close(self) -> None:
         with self.lock:
             self.wire.close()
@@ -128,32 +203,39 @@ def _answer_ids(text: str) -> list[Any]:
 
 
 class MendedLines:
-    """An agent's message lines, as the SDK's stdio reader reads them, in valid Unicode: a lone
-    surrogate (`"\\ud83d"`, an emoji cut in half) becomes U+FFFD, as in the hooks' input
-    (`lite.loads_input`). The SDK drops a line its parser refuses without an answer, and the
-    agent waited on that call for ever. Each request read is counted in `in_flight`, and the
-    end of the input waits up to `eof_wait_s` for their answers."""
+    """An agent's message lines, as the SDK's stdio reader reads them. A line the SDK's parser
+    would refuse, which it dropped without an answer (the agent waited on that call for
+    ever), is answered here (`read_message`'s error) and not passed on; and each line is in
+    valid Unicode: a lone surrogate (`"\\ud83d"`, an emoji cut in half) becomes U+FFFD, as in
+    the hooks' input (`lite.loads_input`). Each request read is counted in `in_flight`, and
+    the end of the input waits up to `eof_wait_s` for their answers."""
 
-    def __init__(self, wire: BinaryIO, in_flight: InFlight, eof_wait_s: float) -> None:
-        self.wire, self.in_flight, self.eof_wait_s = wire, in_flight, eof_wait_s
+    def __init__(self, wire: BinaryIO, answers: AnsweringWire, eof_wait_s: float) -> None:
+        self.wire, self.answers, self.eof_wait_s = wire, answers, eof_wait_s
+        self.in_flight = answers.in_flight
 
     def readline(self) -> str:
-        line = self.wire.readline()
-        if not line:
-            # The agent closed its end (it may still read): what it sent gets its answers
-            # before the SDK sees the end and cancels what is still running.
-            self.in_flight.wait(self.eof_wait_s)
-            return ""
-        message = loads_input(line, default=None)
-        if isinstance(message, dict):
+        while True:
+            line = self.wire.readline()
+            if not line:
+                # The agent closed its end (it may still read): what it sent gets its
+                # answers before the SDK sees the end and cancels what is still running.
+                self.in_flight.wait(self.eof_wait_s)
+                return ""
+            if not line.strip():
+                continue
+            text = mended(line)
+            message, refused = read_message(text)
+            if refused is not None:
+                self.answers.send(refused)
+                continue
+            assert message is not None
             self.track(message)
-            if b"\\ud" in line or b"\\uD" in line:  # a surrogate can only come from an escape
-                return json.dumps(message, ensure_ascii=False) + "\n"
-        return line.decode("utf-8", "replace")
+            return text
 
     def track(self, message: dict[str, Any]) -> None:
         """Count a request in; a cancelled one the SDK will never answer, out."""
-        if "method" in message and _is_id(message.get("id")):
+        if "method" in message and "id" in message:
             self.in_flight.read(message["id"])
         elif message.get("method") == "notifications/cancelled":
             params = message.get("params")
@@ -162,6 +244,15 @@ class MendedLines:
 
     def close(self) -> None:
         self.wire.close()
+
+
+def mended(line: bytes) -> str:
+    """A line as text, lone surrogate escapes and bytes that are not UTF-8 made U+FFFD."""
+    if b"\\ud" in line or b"\\uD" in line:  # a surrogate can only come from an escape
+        message = loads_input(line, default=None)
+        if message is not None:
+            return json.dumps(message, ensure_ascii=False) + "\n"
+    return line.decode("utf-8", "replace")
 
 
 class MemoryMCP(MCPServer):
@@ -202,9 +293,8 @@ class MemoryMCP(MCPServer):
         of the input answered within `eof_wait_s`. Closes both when done."""
         from mcp.server.stdio import stdio_server
 
-        in_flight = InFlight()
-        stdin = MendedLines(wire_in, in_flight, eof_wait_s)
-        stdout = AnsweringWire(wire_out, in_flight)
+        stdout = AnsweringWire(wire_out, InFlight())
+        stdin = MendedLines(wire_in, stdout, eof_wait_s)
         try:
             async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (
                     read_stream, write_stream):
