@@ -467,7 +467,9 @@ def test_vector_backfill(conn: psycopg.Connection) -> None:
     result = vec.backfill(MiniStore(conn), progress=lambda d, t: calls.append((d, t)))
     assert result["embedded"] == 71 and result["total"] == 71
     assert calls[0] == (0, 71) and calls[-1] == (71, 71) and len(calls) == 3  # 64 + 7
-    assert vec.counts(conn) == {"vectorized": 72, "missing": 0, "other_model_vectors": 0}
+    # the old model's vector stays beside the new one's (another service may embed with it)
+    assert vec.counts(conn) == {"vectorized": 72, "missing": 0, "other_model_vectors": 1}
+    assert old.counts(conn) == {"vectorized": 1, "missing": 71, "other_model_vectors": 72}
     assert search(conn, vec, "embedded by the old model", 1) == [stale.id]
     assert search(conn, vec, "never embedded 5", 1) == [bare[5].id]
     assert search(conn, vec, "already embedded", 1) == [done.id]

@@ -9,7 +9,10 @@ four primitives marked abstract below, and names its table.
 
 The table shape both stores share: `<table>(memory_id → memories.id, model, dim, vec)`; rows
 are tagged with the embedder's (model id, dim) and only the configured pair is ever searched,
-so vectors of two models are never compared (older ones wait for `backfill`).
+so vectors of two models are never compared (older ones wait for `backfill`). A store may keep
+a row per memory and tag (PostgreSQL: the services of a team that embed with different models
+each keep theirs) or one per memory (SQLite's channel: another model's row is replaced); the
+shared SQL here reads either.
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     #: MEMORY_DEDUP_SIM: a new memory this close (cosine) to a live one of its project merges
     #: into it; outside (0, 1] near-duplicate merging is off.
     dedup_sim: float = 0.98
-    #: The channel's vector table: (memory_id, model, dim, vec), one row per memory.
+    #: The channel's vector table: (memory_id, model, dim, vec), a row per memory and tag (or
+    #: one per memory, on a store that keeps a single model's).
     table: str = ""
     #: The SQL expression over `v.vec` whose value `decode_vector` turns into floats.
     vector_column: str = "v.vec"
@@ -153,7 +157,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     @abstractmethod
     def write_vectors(self, conn: Any, ids: list[int], vecs: Sequence[Any],
                       tag: tuple[str, int]) -> None:
-        """Upsert one vector per memory id, tagged (model, dim), inside the write transaction."""
+        """Upsert one vector per memory id, tagged (model, dim), inside the write transaction;
+        what the store keeps of other tags' vectors of those memories is its own choice."""
 
     @abstractmethod
     def nearest(self, conn: Any, qvec: Any, k: int, filters: RecallFilters
@@ -287,15 +292,18 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     # --- maintenance and reporting -----------------------------------------------------------
 
     def counts(self, conn: Any) -> dict[str, int]:
-        """Live memories with a vector of the configured model, without, and with another's."""
+        """Live memories with a vector of the configured model, without, and the vectors of
+        live memories made by another model (replaced by `backfill` on a store of one vector
+        per memory; kept beside this model's on one of a vector per memory and model). The
+        live count is read apart: a memory with vectors of two models is one memory."""
         model, dim = self.tag()
         live, vectorized, other = conn.execute(self._sql(
-            "SELECT count(*), "
+            "SELECT (SELECT count(*) FROM memories WHERE deleted = 0), "
             f"coalesce(sum(CASE WHEN v.model = ? AND v.dim = ? AND {self.usable_row} "
             "THEN 1 ELSE 0 END), 0), "
-            "coalesce(sum(CASE WHEN v.memory_id IS NOT NULL AND NOT (v.model = ? AND v.dim = ?) "
-            f"THEN 1 ELSE 0 END), 0) FROM memories m LEFT JOIN {self.table} v "
-            "ON v.memory_id = m.id WHERE m.deleted = 0"), (model, dim, model, dim)).fetchone()
+            "coalesce(sum(CASE WHEN NOT (v.model = ? AND v.dim = ?) THEN 1 ELSE 0 END), 0) "
+            f"FROM memories m JOIN {self.table} v ON v.memory_id = m.id WHERE m.deleted = 0"),
+            (model, dim, model, dim)).fetchone()
         return {"vectorized": int(vectorized), "missing": int(live) - int(vectorized),
                 "other_model_vectors": int(other)}
 
@@ -318,8 +326,9 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     def backfill(self, store: MemoryStore,
                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Embed every live memory without a vector of the configured model (other models'
-        vectors are replaced), chunk by chunk: each chunk is read, embedded outside any
-        transaction, then written in a short write transaction of its own."""
+        vectors are kept beside it, or replaced on a store of one vector per memory), chunk
+        by chunk: each chunk is read, embedded outside any transaction, then written in a
+        short write transaction of its own."""
         if not self.active:
             return {"embedded": 0, "reason": self.inactive_reason()}
         assert self.embedder is not None
@@ -363,17 +372,21 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     # --- copying between stores (`memory-mcp migrate`) ---------------------------------------
 
     def export_vectors(self, store: MemoryStore) -> Iterator[tuple[str, str, int, list[float]]]:
-        """(uid, model, dim, vector) of every stored vector, whatever its model."""
+        """(uid, model, dim, vector) of every stored vector, whatever its model. Paged by
+        memory: a page holds every row of the memories it reaches (about EXPORT_PAGE rows),
+        so a memory's vectors of several models are never split between two pages."""
+        end = self._sql(f"SELECT memory_id FROM {self.table} WHERE memory_id > ? "
+                        f"ORDER BY memory_id LIMIT 1 OFFSET {EXPORT_PAGE - 1}")
         page = self._sql(f"SELECT v.memory_id, m.uid, v.model, v.dim, {self.vector_column} "
                          f"FROM {self.table} v JOIN memories m ON m.id = v.memory_id "
-                         f"WHERE v.memory_id > ? AND {self.usable_row} "
-                         f"ORDER BY v.memory_id LIMIT {EXPORT_PAGE}")
+                         f"WHERE v.memory_id > ? AND v.memory_id <= ? AND {self.usable_row} "
+                         "ORDER BY v.memory_id")
         last = 0
         while True:
             with store.snapshot() as conn:
-                rows = conn.execute(page, (last,)).fetchall()
-            if not rows:
-                return
+                bound = conn.execute(end, (last,)).fetchone()
+                upto = int(bound[0]) if bound is not None else 2**63 - 1
+                rows = conn.execute(page, (last, upto)).fetchall()
             for memory_id, uid, model, dim, raw in rows:
                 vec = self.decode_vector(raw, int(dim))
                 if _usable(vec, int(dim)):  # else missing here: the target embeds it again
@@ -381,7 +394,9 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 else:
                     log.warning("%s: the stored vector of memory %d is not %d finite floats; "
                                 "not copied", self.name, memory_id, int(dim))
-            last = rows[-1][0]
+            if bound is None:  # the last page
+                return
+            last = upto
 
     def import_vectors(self, conn: Any, rows: list[tuple[str, str, int, Any]]) -> int:
         """Store exported vectors with their own model tags, for the memories of these uids

