@@ -170,3 +170,36 @@ def test_a_store_from_before_revisions_is_upgraded(settings: Settings, store_kin
         assert [r["content"] for r in engine.revisions(uid)] == ["Written before edits existed"]
     finally:
         engine.close()
+
+
+def test_an_edit_keeps_what_another_edit_changed_while_it_waited(
+        settings: Settings, engine: MemoryEngine) -> None:
+    """A content edit reads the memory, then waits for the write lock while another writer
+    (the CLI, the page) changes its tags: the fields it does not give are taken as they are
+    inside its transaction. They were taken from its first read, so the tags went back."""
+    import threading
+
+    from semantic_memory.ingest import UpdateResult
+    from semantic_memory.models import now
+
+    uid = engine.store_one(NewMemory("The build cache lives in /var/cache/ci", tags=["ci"])).uid
+    assert uid is not None
+    other = MemoryEngine(settings)
+    try:
+        results: list[UpdateResult] = []
+        with other.store.write() as conn:
+            old = other.store.live_by_uid(conn, uid)
+            assert old is not None
+            other.store.replace(conn, old, replace(old, tags=["ci", "cache"],
+                                                   updated_at=old.updated_at + 1), now())
+            editor = threading.Thread(target=lambda: results.append(engine.update(
+                uid, content="The build cache lives in /srv/cache/ci")))
+            editor.start()
+            editor.join(1.0)
+        editor.join(60)
+        assert results and results[0].status == "updated"
+        stored = engine.get(uid)
+        assert stored.content == "The build cache lives in /srv/cache/ci"
+        assert sorted(stored.tags) == ["cache", "ci"]
+    finally:
+        other.close()

@@ -491,6 +491,11 @@ def test_cli(tmp_path: Path) -> None:
 @pytest.mark.both_stores
 def test_an_update_in_another_language_replaces_the_old_fact(engine: MemoryEngine) -> None:
     for old, new, query in [
+        # porter reads a CJK run as one token, and its pairs are too short for pg_trgm: the
+        # trigram channel / the run's opening characters find the candidate
+        ("预发布数据库的端口是 6543", "预发布数据库的端口现在是 6544", "预发布数据库"),
+        ("ビルドサーバーのポートは 8080 です", "ビルドサーバーのポートは今は 9090 です",
+         "ビルドサーバー"),
         ("Сервер API работает на порту 8080", "Сервер API работает на порту 9090",
          "порту сервер API"),
         ("Die Staging-Datenbank läuft auf Port 6543",

@@ -34,6 +34,8 @@ UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: The channel that finds supersession candidates at ingest, and how many it returns.
 SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
+#: The channel that also finds them for a text holding CJK, which porter reads as one token.
+CJK_SUPERSEDE_CHANNEL = "trigram"
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
 
@@ -416,21 +418,25 @@ class Writer:
 
     def _candidates(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current memories of `memory`'s project and kind (itself left out) that may
-        restate it: the porter BM25 channel's best few for its text, so a write costs one
-        small search; without that channel (PostgreSQL, whose full-text channel would cache
-        corpus statistics from inside this write), the newest memories of the project and
-        kind containing its longest stable word (pg_trgm answers the ILIKE)."""
+        restate it: the porter BM25 channel's best few for its text (and the trigram
+        channel's, for a text holding CJK), so a write costs one small search; without that
+        channel (PostgreSQL, whose full-text channel would cache corpus statistics from inside
+        this write), the newest memories of the project and kind containing its
+        `supersede.probe_word` (pg_trgm answers the ILIKE)."""
         channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
         try:
             if channel is not None:
                 filters = RecallFilters(project=memory.project, kind=memory.kind)
-                hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
-                found = list(self.store.load(
-                    conn, [h.id for h in hits if h.id != memory.id]).values())
+                searched = [channel]
+                if supersede.has_cjk(memory.content):  # one token to porter: trigram reads it
+                    searched += [c for c in self.channels if c.name == CJK_SUPERSEDE_CHANNEL]
+                ids = {h.id for c in searched
+                       for h in c.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)}
+                found = list(self.store.load(conn, sorted(ids - {memory.id})).values())
             else:
-                words = sorted(supersede.split(memory.content)[0], key=len, reverse=True)
-                found = self.store.containing(conn, memory, words[0], SUPERSEDE_CANDIDATES * 4
-                                              ) if words and len(words[0]) >= 3 else []
+                probe = supersede.probe_word(memory.content)
+                found = self.store.containing(conn, memory, probe, SUPERSEDE_CANDIDATES * 4
+                                              ) if probe else []
         except Exception as exc:  # a write never fails for a missed supersession
             log.warning("supersession: candidate search failed: %s", exc)
             return []
@@ -565,13 +571,18 @@ class Writer:
         preparers = [c for c in self._preparers if c.active] if changed_text else []
         prepared = {name: values[0]  # embed outside the write lock
                     for name, values in self._prepare(preparers, [item]).items()}
+        given = frozenset(name for name, value in (
+            ("content", content), ("kind", kind), ("tags", tags), ("project", project))
+            if value is not None)
         with self.store.write() as conn:
-            return self._write_edit(conn, uid, item, prepared, if_version)
+            return self._write_edit(conn, uid, item, given, prepared, if_version)
 
-    def _write_edit(self, conn: Any, uid: str, item: NewMemory, prepared: dict[str, Any],
-                    if_version: str | None) -> UpdateResult:
+    def _write_edit(self, conn: Any, uid: str, item: NewMemory, given: frozenset[str],
+                    prepared: dict[str, Any], if_version: str | None) -> UpdateResult:
         """The write half of `update`, in its transaction: the memory is read again there, so
-        a concurrent forget, edit or write of the same text is seen."""
+        a concurrent forget, edit or write of the same text is seen, and the fields this edit
+        does not give (`given`) are kept as they are now, not as they were read before the
+        lock: a content edit racing a tag edit keeps both."""
         old = self.store.live_by_uid(conn, uid)
         if old is None:  # forgotten since it was read
             raise UnknownMemory(f"no live memory with uid {uid[:80]!r}")
@@ -579,9 +590,12 @@ class Writer:
             return UpdateResult("conflict", old, reason=(
                 f"changed since you opened it: memory {uid} was changed at "
                 f"{iso(old.updated_at)}; nothing was saved, reload it to see that version"))
-        new = Memory(old.id, old.uid, item.content, item.kind, old.source, item.project,
-                     sorted(set(item.tags)), old.created_at, old.updated_at, False,
-                     old.session, old.seq)
+        content = item.content if "content" in given else old.content
+        kind = item.kind if "kind" in given else old.kind
+        project = item.project if "project" in given else old.project
+        tags = sorted(set(item.tags)) if "tags" in given else old.tags
+        new = Memory(old.id, old.uid, content, kind, old.source, project, tags,
+                     old.created_at, old.updated_at, False, old.session, old.seq)
         if (new.content, new.kind, new.project, new.tags) == \
                 (old.content, old.kind, old.project, old.tags):
             return UpdateResult("unchanged", old)

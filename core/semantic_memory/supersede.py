@@ -230,6 +230,25 @@ def split(text: str, keep: frozenset[str] = frozenset(),
     return stable, frozenset(volatile)
 
 
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def probe_word(text: str) -> str | None:
+    """A piece of `text` that a memory it restates most likely holds too, for a substring
+    search of candidates: its longest stable word of 3+ characters, else the opening 3
+    characters of its longest CJK run (a CJK text's stable words are character pairs, too
+    short for a trigram index; its subject comes first)."""
+    words = sorted(split(text)[0], key=len, reverse=True)
+    if words and len(words[0]) >= 3:
+        return words[0]
+    runs = sorted(_CJK_RUN.findall(text), key=len, reverse=True)
+    return runs[0][:3] if runs and len(runs[0]) >= 3 else None
+
+
 def _in_subject(word: str, words: list[str]) -> bool:
     return words.index(word) < len(words) / 2
 
