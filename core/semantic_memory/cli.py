@@ -63,6 +63,7 @@ class Context:
     @property
     def engine(self) -> MemoryEngine:
         if self._engine is None:
+            self.settings.make_data_folder()
             try:
                 self._engine = MemoryEngine(self.settings, plugin_manager=self.pm)
             except ConfigError as exc:  # a plugin's own section included
@@ -1139,9 +1140,10 @@ def _open_output(path: str) -> Iterator[Any]:
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with open(fd, "w", encoding="utf-8") as handle:
-            # the mode open() would give: the earlier file's, else what the umask leaves
-            os.chmod(fd, target.stat().st_mode & 0o7777 if target.exists()
-                     else 0o666 & ~_umask())
+            # The earlier file's mode (the user's choice); a new file stays mkstemp's 0600:
+            # it holds every memory, as the store does.
+            if target.exists():
+                os.chmod(fd, target.stat().st_mode & 0o7777)
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -1149,12 +1151,6 @@ def _open_output(path: str) -> Iterator[Any]:
     except BaseException:  # a full disk, a store error, Ctrl-C: no half file is left behind
         Path(temp).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 @cli.command()

@@ -308,6 +308,18 @@ class Settings(SettingsSection):
     def resolved_db_path(self) -> Path:
         return Path(self.db_path).expanduser()
 
+    def make_data_folder(self) -> None:
+        """Create the db file's folder (the SQLite store, the spool, the hook log and the
+        discovery file live there) when it is missing, for its owner only (0700): under the
+        usual umask 022 it was 0755, and every local user could read every memory. The folders
+        above it are made as usual, and one that exists is left as it is (the user's choice).
+        A folder that cannot be made is left to what opens the store, which says so in one
+        line."""
+        try:
+            self.resolved_db_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            pass
+
     @property
     def forget_purged_after_s(self) -> float | None:
         """Seconds after its forget that a service start purges a forgotten memory; None when

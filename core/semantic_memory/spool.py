@@ -104,7 +104,12 @@ def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str 
     data = dumps(record).encode("utf-8")
     directory = os.path.join(os.fspath(folder), REJECTED) if rejected is not None \
         else os.fspath(folder)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if not os.path.isdir(directory):
+        # The db's folder too, when this write is the first thing in it: 0700 like the spool
+        # (Settings.make_data_folder's rule; a hook does not import config).
+        os.makedirs(os.path.dirname(os.path.abspath(os.fspath(folder))), mode=0o700,
+                    exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     tmp = os.path.join(directory, f".{name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

@@ -92,6 +92,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 def open_engine(settings: Settings) -> MemoryEngine:
     """Open the store for a service (`Settings.serving`). The start-up maintenance runs once it
     serves, in the background (maintenance.py)."""
+    settings.make_data_folder()
     return MemoryEngine(replace(settings, serving=True))
 
 

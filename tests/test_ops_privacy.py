@@ -1,0 +1,66 @@
+"""What other local users may read under the usual umask 022: the data folder this project
+creates is its owner's only (0700), and so is a new export file (0600)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from test_ops_support import run_cli, start
+
+
+def umask_022() -> None:
+    os.umask(0o022)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def data_folder(tmp: Path) -> Path:
+    """The default place under a home of the test's own (never the real one)."""
+    return tmp / "home" / ".local" / "share" / "memory-mcp"
+
+
+@pytest.mark.parametrize("first", ["store", "serve", "hook"])
+def test_the_data_folder_this_project_creates_is_its_owners_only(tmp_path: Path, first: str
+                                                                   ) -> None:
+    folder = data_folder(tmp_path)
+    env = {"HOME": str(tmp_path / "home"), "MEMORY_DB_PATH": str(folder / "memory.db")}
+    if first == "store":
+        done = run_cli(tmp_path, "store", "the deploy script lives in ops/deploy.sh",
+                       preexec=umask_022, **env)
+        assert done.returncode == 0, done.stderr
+    elif first == "serve":
+        start(tmp_path, "serve", preexec=umask_022, **env).stop()
+    else:  # a hook that finds no service spools the write: the spool makes the folder
+        prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "/tmp",
+                  "prompt": "remember that the deploy script lives in ops/deploy.sh"}
+        run_cli(tmp_path, "hook", "claude-code", "UserPromptSubmit", preexec=umask_022,
+                stdin=json.dumps(prompt), MEMORY_PLUGIN_URL="http://127.0.0.1:9", **env)
+        assert (folder / "spool").is_dir()
+    assert mode(folder) == 0o700
+    assert mode(folder.parent) == 0o755  # ~/.local/share is everyone's usual folder
+
+
+def test_an_existing_data_folder_keeps_its_mode(tmp_path: Path) -> None:
+    folder = data_folder(tmp_path)
+    folder.mkdir(parents=True)
+    folder.chmod(0o750)  # the user's own choice (a group that backs it up)
+    done = run_cli(tmp_path, "store", "the deploy script lives in ops/deploy.sh",
+                   preexec=umask_022, HOME=str(tmp_path / "home"),
+                   MEMORY_DB_PATH=str(folder / "memory.db"))
+    assert done.returncode == 0, done.stderr
+    assert mode(folder) == 0o750
+
+
+def test_a_new_export_file_is_its_owners_only(tmp_path: Path) -> None:
+    assert run_cli(tmp_path, "store", "the deploy script lives in ops/deploy.sh").returncode == 0
+    target = tmp_path / "backup.jsonl"
+    done = run_cli(tmp_path, "export", "-o", str(target), preexec=umask_022)
+    assert done.returncode == 0, done.stderr
+    assert mode(target) == 0o600
+    assert "ops/deploy.sh" in target.read_text()
