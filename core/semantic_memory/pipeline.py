@@ -33,7 +33,7 @@ from .models import (
 )
 from .plugins import PluginManager, build_plugin_manager, collect, store_kinds
 from .stores import MemoryStore, open_store
-from .stores.base import VALUE_COLUMNS, top_values
+from .stores.base import VALUE_COLUMNS, StoreError, top_values
 from .telemetry import fill_days, to_api
 
 
@@ -166,11 +166,16 @@ class PurgeReport:
     vacuumed: bool = False
     #: Memories current again: a memory purged had replaced them (`store.purge`).
     current_again: int = 0
+    #: Why the index merge and VACUUM after the purge were skipped (a full disk): what the
+    #: purge removed is gone all the same, and the report says so.
+    warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         if not self.current_again:  # most purges bring none back: the report reads as before
             out.pop("current_again")
+        if self.warning is None:
+            out.pop("warning")
         return out
 
 
@@ -722,7 +727,11 @@ class MemoryEngine:
         returns whether it did. One batch or a small share is left to FTS5's automerge."""
         if new < batch or new < MERGE_SHARE * self.count(RecallFilters(include_superseded=True)):
             return False
-        self.store.optimize()
+        try:
+            self.store.optimize()
+        except StoreError as exc:  # every line is stored: the merge only makes search faster
+            log.warning("import: the full-text index merge was skipped: %s", one_line(exc))
+            return False
         return True
 
     def purge(self, reclaim_share: float = 0.0, grace_days: float = 0) -> PurgeReport:
@@ -744,8 +753,12 @@ class MemoryEngine:
         removed = report.soft_deleted + report.expired_artifacts + report.expired_injections
         rows = sum(counts.values()) if counts else 0
         if removed and removed >= reclaim_share * rows:
-            self.store.optimize(vacuum=True)
-            report.vacuumed = True
+            try:
+                self.store.optimize(vacuum=True)
+                report.vacuumed = True
+            except StoreError as exc:  # the purge is committed: report it, not only this
+                report.warning = f"the index merge and VACUUM were skipped: {one_line(exc)}"
+                log.warning("purge: %s", report.warning)
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:
