@@ -512,3 +512,73 @@ def test_stdio_answers_what_it_read_before_stdin_closed(tmp_path: Path) -> None:
                              [INITIALIZE, INITIALIZED, *stores], tmp_path)
     assert {i: answers[i]["result"]["structuredContent"]["status"] for i in range(1, 5)} == {
         i: "new" for i in range(1, 5)}
+
+
+# --- something else answers at the service's URL ------------------------------------------------
+
+
+#: What another server at the service's URL answers every request: (status, type, body).
+FOREIGN = {
+    "json of another shape": (200, "application/json", b'{"items": 5, "count": "x", "status": null}'),
+    "a JSON list": (200, "application/json", b"[1, 2, 3]"),
+    "a plain-text 500": (500, "text/plain", b"Internal Server Error"),
+    "another JSON 404": (404, "application/json", b'{"detail": "Not Found"}'),
+}
+
+
+@contextmanager
+def foreign_server(status: int, kind: str, body: bytes) -> Iterator[str]:
+    """The URL of an HTTP server that is not the memory service (a stale discovery file, a
+    port reused): it answers every request `status` with `body`."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def answer(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            self.send_header("content-type", kind)
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = do_HEAD = answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("what", list(FOREIGN))
+def test_another_server_at_the_url_is_not_the_memory_service(what: str, tmp_path: Path) -> None:
+    """The proxy took any JSON object for the service's answer: memory_store reported a
+    foreign `{"items": 5, …}` as its result (nothing stored, nothing spooled), the reads
+    failed with a bare "Error executing tool" and a 369-line traceback, and error texts quoted
+    the raw HTTP answer, headers and all. The write is spooled now, the reads say in one line
+    that this is not the memory service, and the log holds no traceback."""
+    content = "The plover service pins its TLS roots in the image"
+
+    async def main(url: str) -> None:
+        async with proxy_session(tmp_path, url) as session:
+            stored = await call(session, "memory_store", {"content": content, "project": "x"})
+            assert stored["status"] == "spooled", stored
+            for name, args in [("memory_recall", {"query": "plover"}), ("memory_list", {}),
+                               ("memory_stats", {}), ("memory_forget", {"uid": "abc"}),
+                               ("memory_update", {"uid": "abc", "content": "new text"})]:
+                message = await call_error(session, name, args)
+                assert "the memory service is unavailable" in message, (name, message)
+                assert "not the memory service" in message, (name, message)
+                assert "HTTP/1" not in message and "\r" not in message and "\n" not in message
+                assert "Server:" not in message and "content-type" not in message
+
+    with foreign_server(*FOREIGN[what]) as url:
+        anyio.run(main, url)
+    [record] = spooled(tmp_path)
+    assert content in record.read_text()
+    log = (tmp_path / "proxy-stderr.log").read_text()
+    assert "Traceback" not in log and "╭" not in log and "raised an" not in log, log

@@ -46,11 +46,14 @@ class ServiceTimeout(ServiceUnavailable):
 
 
 class ServiceFailed(ServiceUnavailable):
-    """The service answered with an error status."""
+    """The service answered with an error status. `foreign`: the answer was not the service's
+    JSON error (`{"error": "…"}`, every error it sends): another server answered there (a
+    reverse proxy's 502, a port reused since discovery)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, foreign: bool = False) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+        self.foreign = foreign
 
 
 #: Answers after which a write is worth replaying later (auth, overload; any 5xx, a store
@@ -237,11 +240,10 @@ class ServiceClient:
                                  else f"{self.url} did not answer within the budget") from None
         except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None
-        status, answer = _parse_response(raw, self.url)
+        status, answer, content = _parse_response(raw, self.url)
         self.answered = True
         if status >= 400:
-            message = answer.get("error") if isinstance(answer, dict) else None
-            raise ServiceFailed(status, str(message or raw[-200:]))
+            raise _failure(status, answer, content)
         if not isinstance(answer, dict):  # every route answers an object: something else is here
             raise ServiceUnavailable(f"{self.url} answered HTTP {status} without the service's "
                                      "JSON: not the memory service")
@@ -262,8 +264,27 @@ def _read_all(sock: Any, deadline: float) -> bytes:
         chunks.append(chunk)
 
 
-def _parse_response(raw: bytes, url: str) -> tuple[int, Any]:
-    """(status, decoded JSON body or None) of a complete HTTP/1.x response."""
+#: The longest part of an error body a ServiceFailed message keeps.
+MAX_ERROR_CHARS = 200
+
+
+def _failure(status: int, answer: Any, content: bytes) -> ServiceFailed:
+    """The error of an answer with status `status`: the first line of the service's message,
+    or, from another server, of its body (never its raw bytes: headers, HTML)."""
+    message = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(message, str) and message.strip():
+        return ServiceFailed(status, _first_line(message))
+    line = _first_line(content.decode("utf-8", "replace")) or "an empty answer"
+    return ServiceFailed(status, f"{line} (not the memory service's answer)", foreign=True)
+
+
+def _first_line(text: str) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= MAX_ERROR_CHARS else line[:MAX_ERROR_CHARS - 1] + "…"
+
+
+def _parse_response(raw: bytes, url: str) -> tuple[int, Any, bytes]:
+    """(status, decoded JSON body or None, the body) of a complete HTTP/1.x response."""
     head, sep, body = raw.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     try:
@@ -273,8 +294,11 @@ def _parse_response(raw: bytes, url: str) -> tuple[int, Any]:
     headers = {k.strip().lower(): v.strip() for k, _, v in
                (line.decode("latin-1").partition(":") for line in lines[1:])}
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _unchunk(body)
-    return status, lite.try_loads(body) if body else None
+        try:
+            body = _unchunk(body)
+        except ValueError:  # a chunk size that is no hex number
+            raise ServiceUnavailable(f"{url}: not an HTTP answer") from None
+    return status, lite.try_loads(body) if body else None, body
 
 
 def _unchunk(body: bytes) -> bytes:

@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote, urlencode
 
 import anyio
@@ -69,6 +69,52 @@ def _reason(exc: ServiceFailed) -> str:
     return str(exc).removeprefix(f"HTTP {exc.status}: ")
 
 
+def _refused(exc: ServiceUnavailable) -> TypeGuard[ServiceFailed]:
+    """Whether the service itself refused the call (not another server at its URL)."""
+    return isinstance(exc, ServiceFailed) and not exc.foreign
+
+
+def _failed(exc: ServiceUnavailable) -> str:
+    """A failed call's one-line tool error."""
+    if _refused(exc):
+        return f"the memory service refused it: {_reason(exc)}"
+    return f"the memory service is unavailable: {exc}"
+
+
+# What the service's answers hold, checked before they are used: whatever else answers at its
+# URL (a stale discovery file, a port reused) is "not the memory service", as it is for an
+# answer that is no JSON object, and a write is spooled rather than reported stored.
+Shape = Callable[[dict[str, Any]], bool]
+STORE_STATUSES = frozenset({"new", "duplicate", "rejected"})
+EDIT_STATUSES = frozenset({"updated", "unchanged"})
+
+
+def _dicts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _stored(answer: dict[str, Any]) -> bool:
+    return answer.get("status") in STORE_STATUSES and (
+        answer["status"] == "rejected" or isinstance(answer.get("uid"), str))
+
+
+def _recalled(answer: dict[str, Any]) -> bool:
+    return _dicts(answer.get("items")) and isinstance(answer.get("block"), str)
+
+
+def _page(answer: dict[str, Any]) -> bool:
+    total = answer.get("total")
+    return _dicts(answer.get("items")) and isinstance(total, int) and not isinstance(total, bool)
+
+
+def _edited(answer: dict[str, Any]) -> bool:
+    return answer.get("status") in EDIT_STATUSES and isinstance(answer.get("uid"), str)
+
+
+def _stats(answer: dict[str, Any]) -> bool:
+    return isinstance(answer.get("memories"), int) and isinstance(answer.get("by_kind"), dict)
+
+
 def _brief(item: dict[str, Any]) -> dict[str, Any]:
     item.pop("deleted", None)
     return item
@@ -95,13 +141,18 @@ class RestBackend:
         detail = f"backing off after the last try ({state.detail})"
         return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, shape: Shape
+              ) -> dict[str, Any]:
         """One request, blocking (run in a worker thread), over within timeout_s."""
         url, _ = resolve_url(self.settings)  # per call: a restarted service may move
         offline = self._offline(url)
         client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline)
         try:
-            return client.request(method, path, body)
+            answer = client.request(method, path, body)
+            if not shape(answer):
+                raise ServiceUnavailable(f"{url} answered {method} {path.split('?')[0]} "
+                                         "without the service's fields: not the memory service")
+            return answer
         except ServiceTimeout as exc:
             if offline is None and self.settings.hook_backoff_s > 0 and answers(url, self.token):
                 # Slow, not hung (a big store's stats, a write behind a long writer): this
@@ -123,18 +174,19 @@ class RestBackend:
             backoff.start(self.settings.backoff_path, url, self.settings.hook_backoff_s,
                           exc.outcome, str(exc))
 
-    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The service's JSON answer; ServiceUnavailable (or a subclass) otherwise."""
-        return await anyio.to_thread.run_sync(self._call, method, path, body)
+    async def request(self, method: str, path: str, body: dict[str, Any] | None,
+                      shape: Shape) -> dict[str, Any]:
+        """The service's JSON answer, of the `shape` its route answers; ServiceUnavailable
+        (or a subclass) otherwise."""
+        return await anyio.to_thread.run_sync(self._call, method, path, body, shape)
 
-    async def answer(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def answer(self, method: str, path: str, body: dict[str, Any] | None,
+                     shape: Shape) -> dict[str, Any]:
         """`request`, with every failure turned into a one-line tool error."""
         try:
-            return await self.request(method, path, body)
-        except ServiceFailed as exc:
-            raise ToolError(f"the memory service refused it: {_reason(exc)}") from None
+            return await self.request(method, path, body, shape)
         except ServiceUnavailable as exc:
-            raise ToolError(f"the memory service is unavailable: {exc}") from None
+            raise ToolError(_failed(exc)) from None
 
     # --- the tools' calls --------------------------------------------------------------------
 
@@ -151,9 +203,9 @@ class RestBackend:
         if memory.replaces is not None:
             body["replaces"] = memory.replaces
         try:
-            answer = await self.request("POST", "/ingest", body)
+            answer = await self.request("POST", "/ingest", body, _stored)
         except ServiceFailed as exc:
-            if not retryable(exc.status):  # the write itself is wrong (422, 413)
+            if not retryable(exc.status) and not exc.foreign:  # the write is wrong (422, 413)
                 raise ToolError(_reason(exc)) from None
             why = str(exc)
         except ServiceUnavailable as exc:
@@ -182,7 +234,7 @@ class RestBackend:
                      block: bool) -> tuple[dict[str, Any], str | None]:
         body: dict[str, Any] = {"query": query, "k": k, "budget_chars": budget_chars}
         body.update(_filter_fields(filters))
-        answer = await self.answer("POST", "/recall", body)
+        answer = await self.answer("POST", "/recall", body, _recalled)
         items = [_brief(item) for item in answer["items"]]
         out: dict[str, Any] = {"count": len(items), "items": items}
         if block:
@@ -194,34 +246,34 @@ class RestBackend:
         fields = {"content": content, "kind": kind, "tags": tags, "project": project}
         body = {name: value for name, value in fields.items() if value is not None}
         try:
-            answer = await self.request("PATCH", f"/api/memories/{quote(uid, safe='')}", body)
-        except ServiceFailed as exc:
-            prefix = "" if exc.status == 404 else "not updated: "
-            raise ToolError(prefix + _reason(exc)) from None
+            answer = await self.request("PATCH", f"/api/memories/{quote(uid, safe='')}", body,
+                                        _edited)
         except ServiceUnavailable as exc:
-            raise ToolError(f"the memory service is unavailable: {exc}") from None
+            if _refused(exc):  # an unknown uid (404) is the reason itself
+                prefix = "" if exc.status == 404 else "not updated: "
+                raise ToolError(prefix + _reason(exc)) from None
+            raise ToolError(_failed(exc)) from None
         status = answer.pop("status")
         return {"status": status, "uid": answer["uid"], "memory": _brief(answer)}
 
     async def forget(self, uid: str) -> bool:
         try:
-            await self.request("DELETE", f"/api/memories/{quote(uid, safe='')}")
-        except ServiceFailed as exc:
-            if exc.status == 404:
-                return False
-            raise ToolError(f"the memory service refused it: {_reason(exc)}") from None
+            await self.request("DELETE", f"/api/memories/{quote(uid, safe='')}", None,
+                               lambda answer: answer.get("forgotten") == uid)
         except ServiceUnavailable as exc:
-            raise ToolError(f"the memory service is unavailable: {exc}") from None
+            if _refused(exc) and exc.status == 404:
+                return False
+            raise ToolError(_failed(exc)) from None
         return True
 
     async def list(self, filters: RecallFilters, limit: int, offset: int
                    ) -> tuple[list[dict[str, Any]], int]:
         query = urlencode({**_filter_fields(filters), "limit": limit, "offset": offset})
-        answer = await self.answer("GET", f"/api/memories?{query}")
+        answer = await self.answer("GET", f"/api/memories?{query}", None, _page)
         return [_brief(item) for item in answer["items"]], answer["total"]
 
     async def stats(self) -> dict[str, Any]:
-        return await self.answer("GET", "/api/stats")
+        return await self.answer("GET", "/api/stats", None, _stats)
 
 
 def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
