@@ -280,6 +280,8 @@ class Settings(SettingsSection):
                            ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
             if path and path.lower() != "off" and not Path(path).expanduser().is_absolute():
                 raise ConfigError(f"{name} must be an absolute path (~/… is fine), not {path!r}")
+        if not self.db_url:
+            _check_sqlite_path(self.db_path)
         if self.db_url and "://" not in self.db_url:  # never echoed: it may hold a password
             raise ConfigError("MEMORY_DB_URL must be a URL (sqlite:////absolute/path.db or "
                               "postgresql://…); a file path goes in MEMORY_DB_PATH")
@@ -374,6 +376,22 @@ class Settings(SettingsSection):
 
 #: One DNS label; a host name is labels joined by dots.
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+#: The longest file path SQLite opens (bytes, absolute, links resolved): its unix VFS keeps a
+#: path in 512 bytes, and the journal's name adds `-journal` (measured: 504 opens, 505 is
+#: "unable to open database file").
+SQLITE_MAX_PATH = 504
+
+
+def _check_sqlite_path(db_path: str) -> None:
+    """ConfigError when SQLite could not open `db_path` for its length: said at once, in
+    words, rather than as `unable to open database file` when the store opens."""
+    size = len(os.fsencode(os.path.realpath(os.path.expanduser(db_path))))
+    if size > SQLITE_MAX_PATH:
+        raise ConfigError(f"MEMORY_DB_PATH is {size} bytes long (as an absolute path, links "
+                          f"resolved); SQLite opens at most {SQLITE_MAX_PATH}: choose a "
+                          "shorter path")
 
 
 def _is_host_name(text: str) -> bool:
