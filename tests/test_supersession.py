@@ -82,6 +82,19 @@ def test_the_rule_reads_other_languages(old: str, new: str, label: bool) -> None
     assert supersedes(old, new) is label
 
 
+@pytest.mark.parametrize(("old", "new", "label"), [
+    ("MEMORY_HOOK_BUDGET_S is 1.5 in CI", "MEMORY_HOOK_BUDGET_S is 3 in CI", True),
+    ("DATABASE_URL is postgres://db:5432/app", "DATABASE_URL is postgres://db:6432/app", True),
+    ("REDIS_PORT is 6379", "REDIS_PORT is 6380", True),
+    ("REDIS_PORT is 6379", "POSTGRES_PORT is 5432", False),  # another setting
+    ("API_TIMEOUT_S is 30", "DB_TIMEOUT_S is 60", False),
+])
+def test_a_setting_named_first_is_the_subject(old: str, new: str, label: bool) -> None:
+    """"MEMORY_HOOK_BUDGET_S is 1.5" then "… is 3": the setting's name was one more volatile
+    token, no stable word was left, and both values were injected."""
+    assert supersedes(old, new) is label
+
+
 def test_the_rule_meets_its_figures_in_other_languages() -> None:
     report = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "bench" / "supersession.py")], capture_output=True,

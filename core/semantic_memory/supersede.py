@@ -223,6 +223,9 @@ def split(text: str, keep: frozenset[str] = frozenset(),
             continue
         if re.match(rf"[{_CJK}]", token):
             stable.extend(token[i:i + 2] for i in range(max(len(token) - 1, 1)))
+        elif match.start() == 0 and _SETTING.fullmatch(token):
+            # a setting's name opening the text is its subject, not a value: its words
+            stable.extend(part for part in token.lower().split("_") if part)
         elif _is_volatile(token, first, reading):
             volatile.add(token.strip("`\"").lower())
         elif token.lower() not in reading.aside or token.lower() in keep:
@@ -231,6 +234,8 @@ def split(text: str, keep: frozenset[str] = frozenset(),
 
 
 _CJK_RUN = re.compile(rf"[{_CJK}]+")
+#: A setting's name in snake or screaming case (`MEMORY_HOOK_BUDGET_S`, `database_url`).
+_SETTING = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+")
 
 
 def has_cjk(text: str) -> bool:
