@@ -1,15 +1,19 @@
 """A team on one PostgreSQL database: several services, on different machines (HOMEs), each with
 its own settings. What one service's settings choose must not undo another's work: two
-embedding models keep a vector each, rather than overwriting each other's at every rescan."""
+embedding models keep a vector each, rather than overwriting each other's at every rescan, and
+the shortest grace or TTL of a teammate purges nothing another's service still keeps."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pg
 import psycopg
+from test_service_support import Service, memory_mcp_command, service_env, start_service
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
@@ -129,3 +133,82 @@ def test_a_v11_vector_table_is_keyed_by_model_on_upgrade(tmp_path: Path, minilm_
     finally:
         alice.close()
         bob.close()
+
+
+# --- maintenance: the longest grace and TTLs any service of the store announced ---------------
+
+DAY = 86_400
+
+
+def wait_for_maintenance(service: Service, runs: int = 1, timeout: float = 60) -> None:
+    """Until `service` logged `runs` maintenance runs (its first follows its warm-up)."""
+    deadline = time.monotonic() + timeout
+    while service.stderr().count("maintenance: {") < runs:
+        assert time.monotonic() < deadline, service.stderr()[-2000:]
+        assert service.proc.poll() is None, service.stderr()[-2000:]
+        time.sleep(0.1)
+
+
+def stored(url: str) -> tuple[set[str], int]:
+    """The uids of every stored memory (forgotten ones too) and the injection reports."""
+    with psycopg.connect(url) as conn:
+        uids = {r[0] for r in conn.execute("SELECT uid FROM memories")}
+        return uids, conn.execute("SELECT count(*) FROM injections").fetchone()[0]
+
+
+SHORT = {"MEMORY_FORGET_GRACE_DAYS": "0", "MEMORY_TTL_ARTIFACT_DAYS": "1",
+         "MEMORY_TTL_INJECTION_DAYS": "1"}
+
+
+def test_a_teammates_shorter_grace_and_ttls_purge_nothing_another_keeps(tmp_path: Path) -> None:
+    """Bob forgets a memory (30 days to take it back), his artifact is 5 days old and so is an
+    injection report (TTLs 90 days). Frank starts his service on the same database with a
+    grace of 0 and TTLs of 1 day: its maintenance purged Bob's forget at once (his unforget
+    then failed) and expired both. Now the store keeps the longest periods any service
+    announced, until a teammate lowers them on purpose (MEMORY_PG_RETENTION_RESET)."""
+    url = pg.new_database()
+    bob = start_service(tmp_path / "bob", MEMORY_DB_URL=url)
+    frank: Service | None = None
+    try:
+        wait_for_maintenance(bob)  # his periods announced
+        with bob.client() as client:
+            forgotten = client.post("/ingest", json={
+                "content": "The payments feature flag rollout is at 20 percent",
+                "kind": "note", "project": "github.com/acme/app"}).json()["uid"]
+            artifact = client.post("/ingest", json={
+                "content": "pytest output: 312 passed, 2 skipped in 41.2s", "kind": "artifact",
+                "project": "github.com/acme/app"}).json()["uid"]
+            assert client.post("/inject/report", json={
+                "uids": [artifact], "harness": "claude-code", "hook": "UserPromptSubmit",
+                "query": "did the tests pass?", "chars": 60}).status_code == 200
+            assert client.delete(f"/api/memories/{forgotten}").status_code == 200
+        with psycopg.connect(url) as conn:  # five days old
+            conn.execute("UPDATE memories SET updated_at = updated_at - %s WHERE uid = %s",
+                         (5 * DAY, artifact))
+            conn.execute("UPDATE injections SET ts = ts - %s", (5 * DAY,))
+
+        frank = start_service(tmp_path / "frank", MEMORY_DB_URL=url, **SHORT)
+        wait_for_maintenance(frank)
+        assert stored(url) == ({forgotten, artifact}, 1)
+        assert "keeping what this store's services keep longest" in frank.stderr()
+        with frank.client() as client:
+            listed = client.get("/api/forgotten").json()
+        assert listed["grace_days"] == 30 and [i["uid"] for i in listed["items"]] == [forgotten]
+        with bob.client() as client:
+            assert client.post(f"/api/memories/{forgotten}/unforget").status_code == 200
+            assert client.delete(f"/api/memories/{forgotten}").status_code == 200
+        frank.stop()
+
+        # lowering on purpose: every service's settings lowered, then one command resets
+        reset = subprocess.run([*memory_mcp_command(), "stats"], capture_output=True,
+                               text=True, timeout=60, env=service_env(
+                                   tmp_path / "frank", MEMORY_DB_URL=url,
+                                   MEMORY_PG_RETENTION_RESET="1", **SHORT))
+        assert reset.returncode == 0, reset.stderr
+        frank = start_service(tmp_path / "frank", MEMORY_DB_URL=url, **SHORT)
+        wait_for_maintenance(frank)
+        assert stored(url) == (set(), 0)
+    finally:
+        bob.stop()
+        if frank is not None:
+            frank.stop()

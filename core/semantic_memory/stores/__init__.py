@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from ..models import PLUGIN_NAME
-from .base import StoreError
+from .base import Retention, StoreError
 
 if TYPE_CHECKING:
     from ..config import Settings
     from ..models import Memory, RecallFilters
 
-__all__ = ["MemoryStore", "StoreError", "StoreKind", "check_store_kind", "open_store",
-           "redact_url", "scheme_of", "scrub_secrets", "store_url"]
+__all__ = ["MemoryStore", "Retention", "StoreError", "StoreKind", "check_store_kind",
+           "open_store", "redact_url", "scheme_of", "scrub_secrets", "store_url"]
 
 
 class MemoryStore(Protocol):
@@ -114,6 +114,8 @@ class MemoryStore(Protocol):
               on_delete: Callable[[Any, list[int]], None] | None = None,
               forgotten_cutoff: float | None = None) -> tuple[int, int, int, int]: ...
     def optimize(self, vacuum: bool = False) -> list[str]: ...
+    # the periods maintenance keeps things for, given (and announcing) a service's own
+    def retention(self, own: Retention) -> Retention: ...
 
 
 def store_url(settings: Settings) -> str:

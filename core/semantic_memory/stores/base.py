@@ -10,9 +10,13 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from ..models import EXPIRING_KIND, Memory, RecallFilters
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 #: The columns a memory is read with, in `row_to_memory`'s order.
 MEMORY_COLUMNS = ("id, uid, content, kind, source, project, tags, created_at, updated_at, deleted, "
@@ -97,6 +101,37 @@ def chunks(values: list[Any]) -> Iterator[list[Any]]:
 def marks(values: list[Any]) -> str:
     """The `?, ?, …` of an IN (…) list of `values`."""
     return ",".join("?" * len(values))
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long maintenance keeps what it may purge, in days, under the names of the settings
+    that give them: forgotten memories (MEMORY_FORGET_GRACE_DAYS; 0: purged at the next run),
+    artifacts and injection reports (MEMORY_TTL_ARTIFACT_DAYS, MEMORY_TTL_INJECTION_DAYS;
+    0: never expire)."""
+
+    forget_grace_days: int
+    ttl_artifact_days: int
+    ttl_injection_days: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> Retention:
+        """The periods `settings` ask for."""
+        return cls(**{f.name: int(getattr(settings, f.name)) for f in fields(cls)})
+
+    def longest(self, other: Retention) -> Retention:
+        """Each period the longer of the two: a grace the greater, a TTL the greater unless
+        either is 0 (never expire), which is the longest of all."""
+        def ttl(a: int, b: int) -> int:
+            return 0 if 0 in (a, b) else max(a, b)
+
+        return Retention(max(self.forget_grace_days, other.forget_grace_days),
+                         ttl(self.ttl_artifact_days, other.ttl_artifact_days),
+                         ttl(self.ttl_injection_days, other.ttl_injection_days))
+
+    def items(self) -> dict[str, int]:
+        """setting name -> days."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class SQLMemoryStore:
@@ -754,6 +789,14 @@ class SQLMemoryStore:
                                        (injection_cutoff,)).rowcount
             current = self.clear_dangling_supersessions(conn)
         return forgotten, artifacts, injections, current
+
+    def retention(self, own: Retention) -> Retention:
+        """The periods maintenance keeps things for on this store, given a service's `own`
+        (which it announces): a store of one user (SQLite's file) keeps `own`, as the user
+        set it last; a store a team shares keeps the longest any of its services announced,
+        so that one service's shorter setting never purges what another's user still
+        expects to find (the PostgreSQL store)."""
+        return own
 
     def optimize(self, vacuum: bool = False) -> list[str]:
         """Tidy indexes after a bulk load, and with `vacuum` give back the space deletions

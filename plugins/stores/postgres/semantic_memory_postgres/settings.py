@@ -20,6 +20,10 @@ class PostgresSettings(SettingsSection):
     # Live memories from which a keyword mirror is built (below it PostgreSQL's own full-text
     # and trigram searches take a few milliseconds).
     pg_mirror_min: int = 20_000
+    # On opening the store, record this service's MEMORY_FORGET_GRACE_DAYS and TTLs as the
+    # team's, in place of the longest any service announced: how a team lowers them (set it
+    # for one command, after every service's own settings were lowered; docs/postgres.md).
+    pg_retention_reset: bool = False
 
     def validate(self) -> None:
         if not 1 <= self.db_pool_size <= 1000:

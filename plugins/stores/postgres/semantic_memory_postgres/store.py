@@ -25,6 +25,7 @@ from semantic_memory.models import Memory, RecallFilters
 from semantic_memory.stores import StoreError, redact_url, scrub_secrets
 from semantic_memory.stores.base import (
     MEMORY_COLUMNS_OF_M,
+    Retention,
     SQLMemoryStore,
     memory_row,
     row_to_memory,
@@ -34,6 +35,8 @@ from .schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION, WRITE_LOCK, stored_versi
 
 if TYPE_CHECKING:
     from semantic_memory.config import Settings
+
+log = logging.getLogger("semantic_memory.postgres")
 
 #: Seconds to wait for a first connection before giving up with a clear error.
 CONNECT_TIMEOUT_S = 15
@@ -53,6 +56,8 @@ DEFAULT_TIMEOUT_S = 5.0
 #: clients' recalls each holding a connection) emptied the pool of 8: 503s after POOL_WAIT_S
 #: (bench/loop_load.py).
 SPARE_WAIT_S = 0.001
+#: The `store_meta` key of each maintenance period (`Retention`) recorded as the team's.
+RETENTION_KEY = "retention.{}"
 
 _INSERT = """
 INSERT INTO memories (uid, content, content_hash, kind, source, project, tags, created_at,
@@ -206,8 +211,15 @@ class PostgresStore(SQLMemoryStore):
         from .settings import PostgresSettings
 
         section = settings.section(PostgresSettings)
-        return cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout,
-                   settings=settings)
+        store = cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout,
+                    settings=settings)
+        if section.pg_retention_reset:
+            try:
+                store.reset_retention(Retention.of(settings))
+            except BaseException:
+                store.close()
+                raise
+        return store
 
     def __init__(self, url: str, pool_size: int = 8, timeout: float = DEFAULT_TIMEOUT_S,
                  settings: Settings | None = None) -> None:
@@ -546,6 +558,38 @@ class PostgresStore(SQLMemoryStore):
         return {day: (int(count), int(chars)) for day, count, chars in conn.execute(
             "SELECT to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*), "
             "coalesce(sum(chars), 0) FROM injections WHERE ts >= %s GROUP BY 1", (start,))}
+
+    def retention(self, own: Retention) -> Retention:
+        """The longest grace and TTLs any service of this store announced, `own` included:
+        each period is recorded in `store_meta` as the longest seen (read and raised in one
+        write transaction), so a teammate's shorter MEMORY_FORGET_GRACE_DAYS or TTL never
+        purges what another's service still keeps. Lowered only on purpose
+        (`reset_retention`)."""
+        with self.write() as conn:
+            periods = own.items()
+            recorded = {name: int(value) for key, value in conn.execute(
+                "SELECT key, value FROM store_meta WHERE key LIKE %s",
+                (RETENTION_KEY.format("%"),)) if (name := key.split(".", 1)[1]) in periods}
+            team = own.longest(Retention(**{**periods, **recorded}))
+            if team.items() != recorded:
+                self._record_retention(conn, team)
+        return team
+
+    def reset_retention(self, own: Retention) -> None:
+        """Record `own` as the team's periods, whatever was recorded (MEMORY_PG_RETENTION_RESET):
+        each service raises them again to its own at its next maintenance run."""
+        with self.write() as conn:
+            self._record_retention(conn, own)
+        log.warning("postgres: the store's maintenance periods are reset to this "
+                    "environment's (MEMORY_PG_RETENTION_RESET): %s", own.items())
+
+    @staticmethod
+    def _record_retention(conn: psycopg.Connection, periods: Retention) -> None:
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO store_meta (key, value) VALUES (%s, %s) "
+                            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                            [(RETENTION_KEY.format(name), str(days))
+                             for name, days in periods.items().items()])
 
     def optimize(self, vacuum: bool = False) -> list[str]:
         """VACUUM (ANALYZE) the store's tables, after a bulk load or a purge: fresh planner
