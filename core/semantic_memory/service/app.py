@@ -104,14 +104,18 @@ def decoded(body: bytes) -> Any:
 
 
 def request_key(session: str | None, message: Any) -> tuple[str, Any] | None:
+    """`id_key` of a request; None for a notification or anything not JSON-RPC."""
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    return id_key(session, message.get("id"))
+
+
+def id_key(session: str | None, request_id: Any) -> tuple[str, Any] | None:
     """(session, id) of a request in a session, the id as the SDK correlates it ("7" is 7);
-    None for a notification, a request opening a session or anything not JSON-RPC."""
+    None outside a session (a request opening one) or for no valid id."""
     from mcp.shared.dispatcher import coerce_request_id
 
-    if session is None or not isinstance(message, dict) or "method" not in message:
-        return None
-    request_id = message.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+    if session is None or isinstance(request_id, bool) or not isinstance(request_id, int | str):
         return None
     return session, coerce_request_id(request_id)
 
@@ -139,10 +143,12 @@ class LazyMCP:
         self.state = "starting"  # -> "ready" | "failed"
         self.app: Any = None
         self.manager: Any = None
+        self.mcp: Any = None  # the MemoryMCP
         self._ready: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
-        #: The requests being answered: (session id, request id as the SDK correlates it).
-        self.requests: set[tuple[str, Any]] = set()
+        #: The requests being answered, (session id, request id as the SDK correlates it) ->
+        #: whether it is a write (MemoryMCP.uncancellable).
+        self.requests: dict[tuple[str, Any], bool] = {}
         #: Sessions closed at the cap since the last log line about it, and when that was.
         self._evicted = 0
         self._evictions_logged_at = -math.inf
@@ -177,7 +183,8 @@ class LazyMCP:
                 await first_of(warmed, wanted)
             mcp, app = await anyio.to_thread.run_sync(self._build)
             async with mcp.session_manager.run():
-                self.app, self.manager, self.state = app, mcp.session_manager, "ready"
+                self.app, self.manager, self.mcp = app, mcp.session_manager, mcp
+                self.state = "ready"
                 ready.set()
                 await anyio.sleep_forever()
         except Exception:
@@ -216,13 +223,29 @@ class LazyMCP:
                 "code": -32600, "message": f"duplicate request id {message['id']!r}: a request "
                                            "with this id is still in flight in this session"}})
             return
+        if session is not None and self.cancels_a_write(session, message):
+            # Not passed on (MemoryMCP.uncancellable): the write is answered as usual.
+            log.debug("a cancellation of a write in flight was not passed on")
+            await send({"type": "http.response.start", "status": 202, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", b"0"),
+                (SESSION_HEADER, session.encode("latin-1"))]})
+            await send({"type": "http.response.body", "body": b""})
+            return
         if key is not None:
-            self.requests.add(key)
+            self.requests[key] = self.mcp.uncancellable(message)
         try:
             await self.forward(scope, replaying(body, receive), send)
         finally:
             if key is not None:
-                self.requests.discard(key)
+                self.requests.pop(key, None)
+
+    def cancels_a_write(self, session: str, message: Any) -> bool:
+        """Whether `message` is a `notifications/cancelled` of a write in flight in
+        `session`."""
+        from .mcp_server import cancelled_id
+
+        key = id_key(session, cancelled_id(message)) if isinstance(message, dict) else None
+        return key is not None and self.requests.get(key, False)
 
     async def forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Pass a request to the SDK's app."""

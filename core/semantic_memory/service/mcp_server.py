@@ -130,13 +130,22 @@ class InFlight:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._ids: Counter[Any] = Counter()  # one id twice is two requests
+        self._writes: set[Any] = set()  # the ids of tool calls that write
 
     def __bool__(self) -> bool:
         return bool(self._ids)
 
-    def read(self, request_id: Any) -> None:
+    def read(self, request_id: Any, writes: bool) -> None:
+        key = coerce_request_id(request_id)
         with self._changed:
-            self._ids[coerce_request_id(request_id)] += 1
+            self._ids[key] += 1
+            if writes:
+                self._writes.add(key)
+
+    def writing(self, request_id: Any) -> bool:
+        """Whether `request_id` is that of a write being answered."""
+        with self._changed:
+            return coerce_request_id(request_id) in self._writes
 
     def settle(self, request_id: Any) -> None:
         """One request of this id answered (or cancelled: the SDK answers it never)."""
@@ -146,6 +155,7 @@ class InFlight:
                 self._ids[key] -= 1
             else:
                 self._ids.pop(key, None)
+                self._writes.discard(key)
                 self._changed.notify_all()
 
     def wait(self, timeout: float) -> bool:
@@ -210,9 +220,11 @@ class MendedLines:
     the hooks' input (`lite.loads_input`). Each request read is counted in `in_flight`, and
     the end of the input waits up to `eof_wait_s` for their answers."""
 
-    def __init__(self, wire: BinaryIO, answers: AnsweringWire, eof_wait_s: float) -> None:
+    def __init__(self, wire: BinaryIO, answers: AnsweringWire, eof_wait_s: float,
+                 uncancellable: Callable[[dict[str, Any]], bool]) -> None:
         self.wire, self.answers, self.eof_wait_s = wire, answers, eof_wait_s
         self.in_flight = answers.in_flight
+        self.uncancellable = uncancellable
 
     def readline(self) -> str:
         while True:
@@ -230,20 +242,30 @@ class MendedLines:
                 self.answers.send(refused)
                 continue
             assert message is not None
-            self.track(message)
-            return text
+            if self.passes(message):
+                return text
 
-    def track(self, message: dict[str, Any]) -> None:
-        """Count a request in; a cancelled one the SDK will never answer, out."""
+    def passes(self, message: dict[str, Any]) -> bool:
+        """Count a request in; a cancelled one the SDK will never answer, out; a write's
+        cancellation is not passed on (`MemoryMCP.uncancellable`)."""
         if "method" in message and "id" in message:
-            self.in_flight.read(message["id"])
-        elif message.get("method") == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and _is_id(params.get("requestId")):
-                self.in_flight.settle(params["requestId"])
+            self.in_flight.read(message["id"], self.uncancellable(message))
+        elif (cancelled := cancelled_id(message)) is not None:
+            if self.in_flight.writing(cancelled):
+                return False
+            self.in_flight.settle(cancelled)
+        return True
 
     def close(self) -> None:
         self.wire.close()
+
+
+def cancelled_id(message: dict[str, Any]) -> Any:
+    """The id a `notifications/cancelled` names, or None for any other message."""
+    params = message.get("params")
+    if message.get("method") != "notifications/cancelled" or not isinstance(params, dict):
+        return None
+    return params["requestId"] if _is_id(params.get("requestId")) else None
 
 
 def mended(line: bytes) -> str:
@@ -262,6 +284,8 @@ class MemoryMCP(MCPServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.arguments: dict[str, tuple[str, ...]] = {}  # tool name -> its parameter names
+        #: The tools that change the store (annotated `read_only_hint=False`).
+        self.writes: set[str] = set()
         #: Resources listed after the registered ones, computed at each resources/list (in a
         #: worker thread): e.g. one per project that exists.
         self.dynamic_resources: Callable[[], list[Resource]] | None = None
@@ -274,16 +298,29 @@ class MemoryMCP(MCPServer):
 
     def tool(self, name: str | None = None, **kwargs: Any) -> Callable[[ToolFn], ToolFn]:
         """The SDK's `@tool(...)`, also recording the tool's parameter names (its Context
-        parameter, which no client passes, left out)."""
+        parameter, which no client passes, left out) and whether it writes."""
         register = super().tool(name, **kwargs)
+        annotations = kwargs.get("annotations")
 
         def record(fn: ToolFn) -> ToolFn:
             context = find_context_parameter(fn)
             self.arguments[name or fn.__name__] = tuple(
                 p for p in inspect.signature(fn).parameters if p != context)
+            if annotations is not None and annotations.read_only_hint is False:
+                self.writes.add(name or fn.__name__)
             return register(fn)
 
         return record
+
+    def uncancellable(self, message: dict[str, Any]) -> bool:
+        """Whether `message` calls a tool that writes. Its `notifications/cancelled` is not
+        passed on (the protocol lets a server ignore a cancellation it cannot honour): the SDK
+        would cancel the call after the write may have begun, answer it -32800 "Request
+        cancelled" over HTTP (nothing over stdio), and the write could land all the same.
+        The call runs to its end and is answered as usual."""
+        params = message.get("params")
+        return message.get("method") == "tools/call" and isinstance(params, dict) \
+            and params.get("name") in self.writes
 
     async def run_stdio_streams(self, wire_in: BinaryIO, wire_out: BinaryIO,
                                 eof_wait_s: float = STDIO_EOF_WAIT_S) -> None:
@@ -294,7 +331,7 @@ class MemoryMCP(MCPServer):
         from mcp.server.stdio import stdio_server
 
         stdout = AnsweringWire(wire_out, InFlight())
-        stdin = MendedLines(wire_in, stdout, eof_wait_s)
+        stdin = MendedLines(wire_in, stdout, eof_wait_s, self.uncancellable)
         try:
             async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (
                     read_stream, write_stream):
