@@ -1001,6 +1001,7 @@ function parseGitConfig(text2) {
   }
   return joined;
 }
+var CASELESS_HOSTS = /* @__PURE__ */ new Set(["github.com", "gitlab.com", "bitbucket.org"]);
 function normaliseRemote(raw) {
   const url = raw.trim();
   let host;
@@ -1020,7 +1021,9 @@ function normaliseRemote(raw) {
     return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
   }
   path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
-  return host ? `${host.toLowerCase()}/${path}` : path;
+  host = host.toLowerCase();
+  if (CASELESS_HOSTS.has(host)) path = path.toLowerCase();
+  return host ? `${host}/${path}` : path;
 }
 function removeSuffix(text2, suffix) {
   return text2.endsWith(suffix) ? text2.slice(0, -suffix.length) : text2;

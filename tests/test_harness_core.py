@@ -309,7 +309,7 @@ def git(cwd: Path, *args: str) -> None:
     "git@github.com:Acme/web.git", "https://github.com/Acme/web", "https://user:tok@GitHub.com:443/Acme/web.git/",
     "ssh://git@github.com/Acme/web.git"])
 def test_remote_urls_of_one_repository_agree(url: str) -> None:
-    assert normalise_remote(url) == "github.com/Acme/web"
+    assert normalise_remote(url) == "github.com/acme/web"  # GitHub's names are caseless
 
 
 def test_two_checkouts_of_one_repository_share_a_project(tmp_path: Path) -> None:

@@ -139,9 +139,10 @@ def test_project_names_match_the_python_rule(tmp_path: Path) -> None:
     folders = [https, https / "packages" / "ui", scp, other, local, local / "src" / "deep",
                worktree, tmp_path / "plain" / "folder", odd, broken, tmp_path / "missing"]
     expected = [detect_project(folder) for folder in folders]
-    assert expected[:4] == ["github.com/Acme/Web", "github.com/Acme/Web", "github.com/Acme/api",
+    # GitHub's names are caseless: lower case, as every clone's spelling agrees
+    assert expected[:4] == ["github.com/acme/web", "github.com/acme/web", "github.com/acme/api",
                             "host.example/me/tool"]
-    assert expected[4:6] == ["no-remote", "no-remote"] and expected[6] == "github.com/Acme/Web"
+    assert expected[4:6] == ["no-remote", "no-remote"] and expected[6] == "github.com/acme/web"
     assert node_eval("detectProject", [[str(f)] for f in folders]) == expected
 
 

@@ -505,7 +505,7 @@ def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_pat
                                    "prompt": "remember that the web repo pins node 22"},
              hook_env(tmp_path, service.url))
     [hooked] = hook_log(tmp_path)
-    assert hooked["outcome"] == "stored" and hooked["project"] == "github.com/Acme/web"
+    assert hooked["outcome"] == "stored" and hooked["project"] == "github.com/acme/web"
 
     def stored_under(content: str, env: dict[str, str] | None = None, **args: Any) -> Any:
         async def main() -> str:

@@ -156,9 +156,14 @@ export function parseGitConfig(text: string): Map<string, Map<string, string>> |
   return joined;
 }
 
+/** Hosts whose owner and repository names are case-insensitive (project.py `CASELESS_HOSTS`). */
+const CASELESS_HOSTS = new Set(["github.com", "gitlab.com", "bitbucket.org"]);
+
 /**
  * `host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
- * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web).
+ * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); on a host whose
+ * names are case-insensitive (CASELESS_HOSTS) in lower case, so `Acme/App` and `acme/app` agree
+ * too. Other hosts' paths are kept as written (project.py `normalise_remote`).
  */
 export function normaliseRemote(raw: string): string {
   const url = raw.trim();
@@ -180,7 +185,9 @@ export function normaliseRemote(raw: string): string {
     return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
   }
   path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
-  return host ? `${host.toLowerCase()}/${path}` : path;
+  host = host.toLowerCase();
+  if (CASELESS_HOSTS.has(host)) path = path.toLowerCase();
+  return host ? `${host}/${path}` : path;
 }
 
 function removeSuffix(text: string, suffix: string): string {

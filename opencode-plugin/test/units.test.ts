@@ -279,8 +279,14 @@ describe("project names", () => {
       "https://user:tok@GitHub.com:443/Acme/web.git/",
       "ssh://git@github.com:22/Acme/web.git",
     ]) {
-      assert.equal(normaliseRemote(url), "github.com/Acme/web", url);
+      assert.equal(normaliseRemote(url), "github.com/acme/web", url);
     }
     assert.equal(normaliseRemote("/srv/git/web.git"), "/srv/git/web");
+  });
+
+  test("a self-hosted server's path keeps its case; a code host's is case-insensitive", () => {
+    assert.equal(normaliseRemote("git@git.example.com:Acme/Web.git"), "git.example.com/Acme/Web");
+    assert.equal(normaliseRemote("https://GitLab.com/Team/API"), "gitlab.com/team/api");
+    assert.equal(normaliseRemote("git@bitbucket.org:Team/App.git"), "bitbucket.org/team/app");
   });
 });
