@@ -114,10 +114,16 @@ def words(text: str) -> list[str]:
     """Unicode word tokens, lowercased and composed (NFC), in order of appearance, without
     duplicates. Composed first: `\\w` takes no combining mark, so a decomposed "Größe" (o and
     U+0308, as macOS and some Vietnamese input methods write it) was cut in two, and an NFD
-    query missed the relevance bar that its NFC form cleared."""
+    query missed the relevance bar that its NFC form cleared.
+
+    Leading and trailing underscores are no part of a word, and a run of them alone is none:
+    pytest's `____ test_x ____` separators were query words no memory matches (the porter
+    index holds no underscore), so they weighed as the rarest terms and pushed the right memory
+    under the relevance bar. `__init__` is the word `init`, as the porter index holds it."""
     seen: dict[str, None] = {}
     for match in _WORD.finditer(unicodedata.normalize("NFC", text.lower())):
-        seen.setdefault(match.group(), None)
+        if word := match.group().strip("_"):
+            seen.setdefault(word, None)
     return list(seen)
 
 

@@ -1,0 +1,93 @@
+"""Code-heavy memories through the relevance bar (what hooks inject, `relevant_only`), BM25
+only: identifiers, their parts and pasted tool output. Real SQLite file, real porter and
+trigram channels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from semantic_memory.config import Settings
+from semantic_memory.keywords import words
+from semantic_memory.models import NewMemory
+from semantic_memory.pipeline import MemoryEngine
+
+BM25 = "bm25_porter,bm25_trigram"
+
+PYTEST_PASTE = """\
+____________________________ test_make_widget_large ____________________________
+
+    def test_make_widget_large():
+>       make_widget(5)
+
+tests/test_widget.py:8:
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
+
+size = 5
+
+    def make_widget(size):
+>       if size > 3: raise ValueError(f"size {size} exceeds MAX_WIDGET_SIZE=3")
+E       ValueError: size 5 exceeds MAX_WIDGET_SIZE=3
+
+tests/test_widget.py:5: ValueError
+=========================== short test summary info ============================
+FAILED tests/test_widget.py::test_make_widget_large - ValueError: size 5 exceeds MAX_..."""
+
+WIDGET = ("ValueError: size 5 exceeds MAX_WIDGET_SIZE is expected in test_make_widget_large, "
+          "mark it xfail")
+#: What a coding store holds besides: test runs, defs, paths, the words of pytest's output.
+CODE_NOTES = [
+    "tests/test_cli.py::test_help failed: the short test summary info lists 1 failed",
+    "def load(path): raise FileNotFoundError in tests/conftest.py line 8",
+    "pytest prints a short test summary info line per failed test",
+    "def make_config(size=3): the f-string in tests/test_config.py",
+    "tests/test_db.py:5 failed with 3 errors; raise the timeout",
+    "def parse(text): tests in tests/test_parse.py cover it; raise ValueError on junk",
+    "the CI log ends with the short test summary info of pytest",
+    "def widget_name(): used by tests/test_names.py",
+    "f-strings are fine in def bodies; raise early",
+]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[MemoryEngine]:
+    """BM25 only, each memory its own session (no neighbour rides along with a hit)."""
+    eng = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), device="cpu", plugins=BM25))
+    yield eng
+    eng.close()
+
+
+def store(engine: MemoryEngine, *contents: str) -> None:
+    for n, content in enumerate(contents):
+        engine.store_one(NewMemory(content, session=f"s{n}"))
+
+
+def injected(engine: MemoryEngine, query: str) -> list[str]:
+    """What a hook would inject for `query` (k = 5)."""
+    return [h.memory.content for h in engine.recall(query, 5, relevant_only=True)]
+
+
+def test_underscore_runs_are_no_words_and_edge_underscores_no_part_of_one() -> None:
+    assert words("________ test_x ________ _ _ __init__ _private MAX_") == [
+        "test_x", "init", "private", "max"]
+
+
+def test_a_pasted_pytest_failure_with_its_separator_lines_clears_the_bar(
+        engine: MemoryEngine) -> None:
+    """pytest's `____ test_x ____` separators were query words no memory can match, weighing
+    as the rarest terms: the memory about this very failure, ranked first, stayed under the
+    bar."""
+    store(engine, WIDGET, *CODE_NOTES)
+    assert engine.recall(PYTEST_PASTE, 5)[0].memory.content == WIDGET
+    assert injected(engine, PYTEST_PASTE)[:1] == [WIDGET]
+
+
+def test_a_dunder_query_finds_and_injects_its_memory(engine: MemoryEngine) -> None:
+    """`__init__` is the word `init` now, as the porter index holds it: still found first."""
+    exports = "package exports live in src/pkg/__init__.py"
+    store(engine, exports, *CODE_NOTES)
+    for query in ("__init__.py", "src/pkg/__init__.py", "what does __init__ export?"):
+        assert engine.recall(query, 5)[0].memory.content == exports
+        assert injected(engine, query)[:1] == [exports]
