@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from lock_support import write_lock_held
@@ -247,3 +248,41 @@ def test_a_cancelled_write_over_stdio_is_answered(tmp_path: Path) -> None:
         watchdog.cancel()
         proc.kill()
         proc.wait()
+
+
+# --- the session cap ----------------------------------------------------------------------------
+
+
+def test_only_an_initialize_makes_room_at_the_session_cap(tmp_path: Path) -> None:
+    """At MEMORY_MCP_MAX_SESSIONS any POST without a session id closed a live idle session:
+    one the SDK then refused (400 "Missing session ID"), or a 2026-07-28 request, which needs
+    no session. Only a handshake `initialize` closes the least recently used one now."""
+    from mcp import Client
+
+    svc = start_service(tmp_path, MEMORY_MCP_MAX_SESSIONS="2")
+    try:
+        with svc.client() as client:
+            first, second = open_session(client), open_session(client)
+
+            def alive(headers: dict[str, str]) -> bool:
+                return post(client, headers, {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                            ).status_code == 200
+
+            for _ in range(3):
+                refused = post(client, {"accept": ACCEPT, "mcp-protocol-version": PROTOCOL},
+                               {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                assert refused.status_code == 400
+                assert refused.json()["error"]["message"] == "Bad Request: Missing session ID"
+            assert alive(first) and alive(second)
+
+            async def modern() -> None:
+                async with Client(svc.mcp_url, mode="2026-07-28") as session:
+                    for _ in range(3):
+                        assert (await session.call_tool("memory_stats", {})).is_error is False
+
+            anyio.run(modern)
+            assert alive(first) and alive(second)
+            third = open_session(client)  # `first` is the least recently used: it goes
+            assert not alive(first) and alive(second) and alive(third)
+    finally:
+        svc.stop()

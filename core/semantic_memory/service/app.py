@@ -9,8 +9,9 @@ service's start-up, so it is loaded in a worker thread once that warm-up is done
 app's lifespan (it must: its task group serves the sessions).
 
 MCP sessions are bounded: one idle for `MEMORY_MCP_SESSION_IDLE_S` is closed by the SDK, and at
-`MEMORY_MCP_MAX_SESSIONS` opening another closes the least recently used idle one first (agents
-that die never close their session, so refusing newcomers would lock live agents out).
+`MEMORY_MCP_MAX_SESSIONS` opening another (an `initialize`) closes the least recently used idle
+one first (agents that die never close their session, so refusing newcomers would lock live
+agents out).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ async def first_of(*events: anyio.Event) -> None:
 
 
 SESSION_HEADER = b"mcp-session-id"
+PROTOCOL_HEADER = b"mcp-protocol-version"
 
 
 async def read_body(receive: Any) -> bytes | None:
@@ -118,6 +120,16 @@ def id_key(session: str | None, request_id: Any) -> tuple[str, Any] | None:
     if session is None or isinstance(request_id, bool) or not isinstance(request_id, int | str):
         return None
     return session, coerce_request_id(request_id)
+
+
+def handshake_era(scope: dict[str, Any]) -> bool:
+    """Whether a request is of the protocol's `initialize` handshake era, whose sessions
+    the SDK keeps (no protocol version header, or one of that era's); the 2026 protocol's
+    requests are served without a session."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    version = header(scope, PROTOCOL_HEADER)
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def replaying(body: bytes, receive: Any) -> Any:
@@ -212,9 +224,15 @@ class LazyMCP:
         if body is None:
             return
         session = header(scope, SESSION_HEADER)
-        if session is None:
-            await self.make_room()
         message = decoded(body)
+        if session is None and handshake_era(scope):
+            if not (isinstance(message, dict) and message.get("method") == "initialize"):
+                # The SDK's answer too, but only after it admitted a session for the request:
+                # at the cap, "503 Too many open sessions".
+                await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": "Bad Request: Missing session ID"}})
+                return
+            await self.make_room()  # only an `initialize` opens a session
         key = request_key(session, message)
         if key is not None and key in self.requests:
             # The SDK keys a session's answers by id: a second request with the id of one in
