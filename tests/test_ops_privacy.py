@@ -64,3 +64,27 @@ def test_a_new_export_file_is_its_owners_only(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert mode(target) == 0o600
     assert "ops/deploy.sh" in target.read_text()
+
+
+@pytest.mark.parametrize("first", ["store", "serve"])
+def test_a_new_db_and_its_wal_are_their_owners_only(tmp_path: Path, first: str) -> None:
+    """SQLite makes the db file with the umask's mode (0644) and gives its -wal and -shm the
+    same: a db placed outside the data folder (MEMORY_DB_PATH in a shared folder) was
+    readable by every local user."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    db = shared / "memory.db"
+    env = {"HOME": str(tmp_path / "home"), "MEMORY_DB_PATH": str(db)}
+    if first == "store":
+        done = run_cli(tmp_path, "store", "the deploy script lives in ops/deploy.sh",
+                       preexec=umask_022, **env)
+        assert done.returncode == 0, done.stderr
+        assert mode(db) == 0o600
+    else:
+        service = start(tmp_path, "serve", preexec=umask_022, **env)
+        try:
+            files = [db, shared / "memory.db-wal", shared / "memory.db-shm"]
+            assert all(f.exists() for f in files)
+            assert [mode(f) for f in files] == [0o600] * 3
+        finally:
+            service.stop()

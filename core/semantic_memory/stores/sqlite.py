@@ -252,6 +252,16 @@ def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
     normalize_stored_names(conn.execute)
 
 
+def _create_private(path: Path) -> None:
+    """A new db file, for its owner only (0600): SQLite gives the -wal and -shm files the db
+    file's mode, and under the usual umask 022 all three were 0644, every memory readable by
+    every local user. An empty file is an empty database to SQLite."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError:  # there already, or not creatable here: opening it says why
+        pass
+
+
 #: MIGRATIONS[n] upgrades a db at version n to n + 1, inside one transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
@@ -414,11 +424,12 @@ class SQLiteStore(SQLMemoryStore):
         none (a new file `migrate --to` fills, a test's)."""
         self.path = Path(path).expanduser()
         self.location = str(self.path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # for its owner only, as `Settings.make_data_folder` makes it
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the folder {self.path.parent}: "
                              f"{exc.strerror or exc}") from None
+        _create_private(self.path)
         self._write_lock = threading.RLock()
         self._stopping = threading.Event()
         self._local = threading.local()
