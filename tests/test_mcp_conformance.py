@@ -286,3 +286,28 @@ def test_only_an_initialize_makes_room_at_the_session_cap(tmp_path: Path) -> Non
             assert not alive(first) and alive(second) and alive(third)
     finally:
         svc.stop()
+
+
+# --- bodies the SDK's parser refuses over HTTP ------------------------------------------------------
+
+
+def test_every_body_the_sdk_refuses_is_a_useful_json_rpc_error(service: Service) -> None:
+    """A batch, a scalar, a missing jsonrpc or a method that is no string got 400 with
+    `-32602 Validation error: 4 validation errors for union[…]` (pydantic's header), and an id
+    of null, 1.5, true or {} a 202 and no answer at all. Each is a -32600 saying what is wrong
+    now, as over stdio; and `Content-Type: APPLICATION/JSON` (media types are caseless) is
+    served, not refused 415."""
+    with service.client() as client:
+        headers = open_session(client)
+        for line, id_, code, words in BAD_LINES:
+            response = client.post("/mcp", content=line,
+                                   headers={**headers, "content-type": "application/json"})
+            assert response.status_code == 400, (line, response.text)
+            refused = response.json()
+            assert (refused["id"], refused["error"]["code"]) == (id_, code), (line, refused)
+            assert words in refused["error"]["message"], (line, refused)
+            assert "validation error" not in refused["error"]["message"].lower()
+        shouted = client.post("/mcp", content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+                              headers={**headers, "content-type": "APPLICATION/JSON"})
+        assert shouted.status_code == 200, shouted.text
+        assert answer_of(shouted) == {"jsonrpc": "2.0", "id": 1, "result": {}}

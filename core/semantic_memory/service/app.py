@@ -16,7 +16,6 @@ agents out).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -33,7 +32,7 @@ from ..config import Settings
 from ..pipeline import MemoryEngine
 from . import browse, embed_queue, maintenance, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
-from .edges import BodyGuard
+from .edges import BodyGuard, is_json
 from .rest import EXCEPTION_HANDLERS, ROUTES
 
 log = logging.getLogger("semantic_memory.service")
@@ -97,14 +96,6 @@ def header(scope: dict[str, Any], name: bytes) -> str | None:
                  if key.lower() == name), None)
 
 
-def decoded(body: bytes) -> Any:
-    """A JSON body decoded, or None (the SDK answers what is not JSON)."""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-
-
 def request_key(session: str | None, message: Any) -> tuple[str, Any] | None:
     """`id_key` of a request; None for a notification or anything not JSON-RPC."""
     if not isinstance(message, dict) or "method" not in message:
@@ -130,6 +121,18 @@ def handshake_era(scope: dict[str, Any]) -> bool:
 
     version = header(scope, PROTOCOL_HEADER)
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def with_media_type_lowered(scope: dict[str, Any]) -> dict[str, Any]:
+    """`scope` with its Content-Type's media type in lower case: media types are
+    case-insensitive, and the SDK answered `APPLICATION/JSON` 415."""
+    headers = []
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            media, sep, parameters = value.partition(b";")
+            value = media.strip().lower() + sep + parameters
+        headers.append((name, value))
+    return {**scope, "headers": headers}
 
 
 def replaying(body: bytes, receive: Any) -> Any:
@@ -215,31 +218,30 @@ class LazyMCP:
         if self.state != "ready":
             await send_json(send, 503, {"error": f"MCP endpoint is {self.state}"})
             return
-        if scope["method"] != "POST":
+        if scope["method"] == "POST":
+            await self.post(scope, receive, send)
+        else:
             await self.forward(scope, receive, send)
-            return
-        # Read here, before the SDK: a body the guard refuses (over MEMORY_MAX_BODY_BYTES,
-        # chunked) never reaches it, whose read would log a ClientDisconnect traceback.
+
+    async def post(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """A message for the SDK, read here first: a body the guard refuses (over
+        MEMORY_MAX_BODY_BYTES, chunked) never reaches the SDK, whose read would log a
+        ClientDisconnect traceback; what the SDK would answer badly is answered here."""
         body = await read_body(receive)
         if body is None:
+            return  # the client went away, or the guard answers
+        scope = with_media_type_lowered(scope)
+        if not is_json(scope["headers"]):
+            await self.forward(scope, replaying(body, receive), send)  # the SDK's 415
             return
+        from .mcp_server import read_message
+
         session = header(scope, SESSION_HEADER)
-        message = decoded(body)
-        if session is None and handshake_era(scope):
-            if not (isinstance(message, dict) and message.get("method") == "initialize"):
-                # The SDK's answer too, but only after it admitted a session for the request:
-                # at the cap, "503 Too many open sessions".
-                await send_json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
-                    "code": -32600, "message": "Bad Request: Missing session ID"}})
-                return
-            await self.make_room()  # only an `initialize` opens a session
-        key = request_key(session, message)
-        if key is not None and key in self.requests:
-            # The SDK keys a session's answers by id: a second request with the id of one in
-            # flight took the first one's place, and one of the two was never answered.
-            await send_json(send, 400, {"jsonrpc": "2.0", "id": message["id"], "error": {
-                "code": -32600, "message": f"duplicate request id {message['id']!r}: a request "
-                                           "with this id is still in flight in this session"}})
+        message, refused = read_message(body)
+        if refused is None:
+            refused = self.refusal(scope, session, message)
+        if refused is not None:
+            await send_json(send, 400, refused)
             return
         if session is not None and self.cancels_a_write(session, message):
             # Not passed on (MemoryMCP.uncancellable): the write is answered as usual.
@@ -249,6 +251,9 @@ class LazyMCP:
                 (SESSION_HEADER, session.encode("latin-1"))]})
             await send({"type": "http.response.body", "body": b""})
             return
+        if session is None and handshake_era(scope):
+            await self.make_room()  # an `initialize` (`refusal`): it opens a session
+        key = request_key(session, message)
         if key is not None:
             self.requests[key] = self.mcp.uncancellable(message)
         try:
@@ -257,13 +262,26 @@ class LazyMCP:
             if key is not None:
                 self.requests.pop(key, None)
 
-    def cancels_a_write(self, session: str, message: Any) -> bool:
-        """Whether `message` is a `notifications/cancelled` of a write in flight in
-        `session`."""
-        from .mcp_server import cancelled_id
+    def refusal(self, scope: dict[str, Any], session: str | None,
+                message: dict[str, Any]) -> dict[str, Any] | None:
+        """The JSON-RPC error a valid message is refused with before the SDK sees it, or None:
+        a handshake-era request without a session that is no `initialize` (the SDK's answer
+        too, but only after it admitted a session for it: at the cap, "503 Too many open
+        sessions"), and a request with the id of one in flight in its session (the SDK keys a
+        session's answers by id: the second took the first one's place, and one of the two
+        was never answered)."""
+        from mcp_types import INVALID_REQUEST
 
-        key = id_key(session, cancelled_id(message)) if isinstance(message, dict) else None
-        return key is not None and self.requests.get(key, False)
+        from .mcp_server import error_answer
+
+        if session is None and handshake_era(scope) and message.get("method") != "initialize":
+            return error_answer(None, INVALID_REQUEST, "Bad Request: Missing session ID")
+        key = request_key(session, message)
+        if key is not None and key in self.requests:
+            return error_answer(message["id"], INVALID_REQUEST,
+                                f"duplicate request id {message['id']!r}: a request with this "
+                                "id is still in flight in this session")
+        return None
 
     async def forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Pass a request to the SDK's app."""
@@ -288,6 +306,14 @@ class LazyMCP:
             log.debug("an MCP request met its session already closed; the client went away")
             if not started:
                 await send_json(send, 404, {"error": "the MCP session has been closed"})
+
+    def cancels_a_write(self, session: str, message: Any) -> bool:
+        """Whether `message` is a `notifications/cancelled` of a write in flight in
+        `session`."""
+        from .mcp_server import cancelled_id
+
+        key = id_key(session, cancelled_id(message)) if isinstance(message, dict) else None
+        return key is not None and self.requests.get(key, False)
 
     @staticmethod
     async def _end_stream(send: Any) -> None:

@@ -71,7 +71,7 @@ def _content_length(value: bytes | None) -> int | None:
         return None
 
 
-def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
+def is_json(headers: list[tuple[bytes, bytes]]) -> bool:
     for name, value in headers:
         if name.lower() == b"content-type":
             kind = value.split(b";", 1)[0].strip().lower()
@@ -94,7 +94,7 @@ def _one_line_error(data: Any, status: int) -> Any | None:
 
 def error_payload(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes | None:
     """The body an error response should have, or None to send `body` unchanged."""
-    if _is_json(headers):
+    if is_json(headers):
         try:
             return _json_bytes(_one_line_error(json.loads(body), status))
         except ValueError:
