@@ -4,6 +4,9 @@ trigram channels."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,3 +94,56 @@ def test_a_dunder_query_finds_and_injects_its_memory(engine: MemoryEngine) -> No
     for query in ("__init__.py", "src/pkg/__init__.py", "what does __init__ export?"):
         assert engine.recall(query, 5)[0].memory.content == exports
         assert injected(engine, query)[:1] == [exports]
+
+
+# --- a part of an identifier ---------------------------------------------------------------------
+
+BALANCE = "getUserAccountBalance in src/billing/balance.ts rounds to cents with Math.round"
+AUTH = "useAuthStore (src/stores/auth-store.ts) must be reset in afterEach or tests leak the session"
+LAZY = "LazyMCP defers the SDK import until the first request reaches the mcp endpoint"
+LOADER = "DataLoaderV2.prefetch_batches leaks file handles, use DataLoaderV3 instead"
+WEB_NOTES = [
+    "The web repo uses pnpm as its package manager, not npm",
+    "Invoices are emailed on the first of each month",
+    "the mcp server and its proxy share one port, so a second service on the machine picks another",
+    "upload the data to the bucket before the file is read",
+    "support for the metadata import was added in the last release",
+    "we report every transport error with the imported module's name",
+]
+
+
+def test_what_only_a_part_of_an_identifier_finds_clears_the_bar(engine: MemoryEngine) -> None:
+    """The trigram channel ranked `getUserAccountBalance` first for "AccountBalance", but the
+    porter index holds the identifier as one word, so nothing cleared the bar: a query word
+    of 4+ characters now counts as held where it starts a part of an identifier."""
+    store(engine, BALANCE, AUTH, LAZY, LOADER, *WEB_NOTES)
+    for query, memory in (("AccountBalance", BALANCE), ("AuthStore", AUTH),
+                          ("lazy-mcp", LAZY), ("data loader v2 file handles", LOADER)):
+        assert engine.recall(query, 5)[0].memory.content == memory, query
+        assert injected(engine, query)[:1] == [memory], query
+
+
+def test_a_common_substring_inside_an_english_word_vouches_for_nothing(
+        engine: MemoryEngine) -> None:
+    """"port" is inside "import", "support", "report" and "transport", "data" inside
+    "metadata": no part of an identifier, so the bar still refuses them."""
+    store(engine, BALANCE, AUTH, LAZY, LOADER, *WEB_NOTES)
+    assert injected(engine, "port this to rust") == [WEB_NOTES[2]]
+    assert "support for the metadata import was added in the last release" not in injected(
+        engine, "data")
+
+
+def test_the_cli_block_injects_a_memory_a_part_of_its_identifier_found(tmp_path: Path) -> None:
+    """The QA's repro: `recall "AccountBalance" --block 2000` printed "Nothing clears the
+    relevance bar" with the memory ranked first above it."""
+    db = tmp_path / "cli.db"
+    eng = MemoryEngine(Settings(db_path=str(db), device="cpu", plugins=BM25))
+    store(eng, BALANCE, *WEB_NOTES[:2])
+    eng.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_DB_PATH=str(db), MEMORY_PLUGINS=BM25)
+    done = subprocess.run([sys.executable, "-m", "semantic_memory", "recall", "AccountBalance",
+                           "--block", "2000"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert BALANCE in done.stdout and "Nothing clears" not in done.stdout + done.stderr

@@ -127,6 +127,34 @@ def words(text: str) -> list[str]:
     return list(seen)
 
 
+def part_starts(terms: list[str], texts: dict[int, str], min_chars: int) -> list[set[int]]:
+    """For each term (lower-cased, as `words` gives it) of `min_chars`+ characters, the ids of
+    the texts holding it where a word or a part of an identifier starts (`starts_a_part`)."""
+    lowered = {i: text.lower() for i, text in texts.items()}
+    return [{i for i, text in texts.items() if term in lowered[i] and starts_a_part(term, text)}
+            if len(term) >= min_chars else set() for term in terms]
+
+
+def starts_a_part(term: str, text: str) -> bool:
+    """Whether `text` holds `term` where a word or a part of an identifier starts, ignoring
+    case: after anything but a letter or digit (_, -, ., /), after a lower-case letter that an
+    upper-case one follows (getUser|AccountBalance), between a letter and a digit
+    (utf8|Decoder), or at an acronym's last capital that starts a word (MCP|Server). The
+    porter index holds `getUserAccountBalance` as one word, so "AccountBalance" is no word of
+    it; inside a word of English ("port" in "import", "data" in "metadata") there is no such
+    place, so a common substring vouches for nothing."""
+    for match in re.finditer(re.escape(term), text, re.IGNORECASE):
+        i = match.start()
+        if i == 0:
+            return True
+        before, first = text[i - 1], text[i]
+        if (not before.isalnum() or (before.islower() and first.isupper())
+                or before.isdigit() != first.isdigit()
+                or (before.isupper() and first.isupper() and text[i + 1:i + 2].islower())):
+            return True
+    return False
+
+
 #: Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
 #: Khmer, Myanmar. Hangul's jamo too (U+1100-U+11FF): a decomposed (NFD) query spells its
 #: syllables with them.

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from semantic_memory.keywords import STOPWORDS, content_words, coverages, words
+from semantic_memory.keywords import STOPWORDS, content_words, coverages, part_starts, words
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -110,9 +110,12 @@ class PorterChannel(Channel, Confident):
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (the
         bar for injecting); each hit's coverage goes into its signals. A term matches as the
-        search matches it (stemmed, prefixes of PREFIX_MIN+ letters). Function words are set
-        aside (`content_terms`): one no memory holds weighed most of all ("Wie starten wir den
-        Server neu?" missed the bar). A query of function words alone ("why?", "do it", "wie
+        search matches it (stemmed, prefixes of PREFIX_MIN+ letters), and a term of
+        PREFIX_MIN+ letters also where a part of an identifier starts with it
+        (`keywords.starts_a_part`): the index holds `getUserAccountBalance` as one word, so
+        what the trigram channel found for "AccountBalance" never cleared the bar. Function
+        words are set aside (`content_terms`): one no memory holds weighed most of all ("Wie
+        starten wir den Server neu?" missed the bar). A query of function words alone ("why?", "do it", "wie
         geht's?") vouches for nothing: a memory holding "why" is no answer to it, and its
         session's neighbours came along with it."""
         terms = self.content_terms(query)
@@ -123,7 +126,10 @@ class PorterChannel(Channel, Confident):
         phrases = fts_terms(terms, prefix_min=PREFIX_MIN)
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
         texts = {h.memory.id: h.memory.content for h in hits}
-        coverage = coverages(weights, self.matcher.matching(phrases, texts), list(texts))
+        matched = self.matcher.matching(phrases, texts)
+        for ids, parts in zip(matched, part_starts(terms, texts, PREFIX_MIN), strict=False):
+            ids |= parts
+        coverage = coverages(weights, matched, list(texts))
         for hit in hits:
             hit.signals["coverage"] = coverage[hit.memory.id]
         return {i for i, c in coverage.items() if c >= self.min_coverage}
