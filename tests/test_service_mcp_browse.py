@@ -118,6 +118,33 @@ def test_resources_list_each_project_and_read_as_labelled_data(service: Service)
     run(main)
 
 
+def test_every_listed_project_resource_reads_back_its_project(service: Service) -> None:
+    """resources/list named `memory://recent/q?x=1#f` (a query and a fragment: no resource)
+    and `memory://recent/x%2Fy` (read back as project `x/y`): `%`, `?` and `#` are escaped
+    in the URIs now, and each reads back its own project. `memory://recent/` said "No
+    memories stored." while other projects had memories: it says it names no project."""
+    odd = ["x%2Fy", "q?x=1#f", "50%off", "a/b [c]"]
+
+    async def main() -> None:
+        async with http_session(service.mcp_url, TOKEN) as session:
+            for project in odd:
+                await session.call_tool("memory_store", {
+                    "content": f"The sandpiper flag is on for project {project}",
+                    "project": project})
+            listed = {r.name.removeprefix("recent-memories:"): r.uri
+                      for r in (await session.list_resources()).resources}
+            assert listed["x%2Fy"] == "memory://recent/x%252Fy"
+            assert listed["q?x=1#f"] == "memory://recent/q%3Fx=1%23f"
+            for project in odd:
+                text = await text_of(session, listed[project])
+                assert f"for project {project}\n</memory>" in text, (project, text)
+                assert text.count("<memory ") == 1, (project, text)
+            empty = await text_of(session, "memory://recent/")
+            assert "names no project" in empty and "memory://recent holds" in empty
+
+    run(main)
+
+
 def test_forgotten_memory_is_no_resource(service: Service) -> None:
     async def main() -> None:
         async with http_session(service.mcp_url, TOKEN) as session:

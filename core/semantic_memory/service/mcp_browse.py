@@ -85,6 +85,16 @@ def as_block(engine: MemoryEngine, memories: list[Memory], budget: int) -> str:
     return engine.injection_block("", [RecallHit(m, 0.0) for m in memories], budget)
 
 
+def project_uri(template: UriTemplate, project: str) -> str:
+    """The URI of a project's recent memories, which reads back as that project: `{+project}`
+    keeps reserved characters as they are (a project's slashes stay slashes), so a `?` or `#`
+    in a name would end the path (`memory://recent/q?x=1#f` named no resource) and a `%` be
+    read as an escape (`x%2Fy` read back as `x/y`): those three are escaped first. Reading
+    decodes every escape (the SDK's template match), so `%2F` typed by hand is a `/`."""
+    escaped = project.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
+    return template.expand({"project": escaped})
+
+
 def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine,
                       workspace: Repository | None = None) -> None:
     """Add the resources, the prompt and the completion handler to `mcp`, bound by
@@ -102,6 +112,9 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine,
 
     def recent(project: str | None) -> str:
         recall_on("nothing read")
+        if project == "":  # `memory://recent/`: every project's are `memory://recent`
+            return f"{RECENT_URI}/ names no project: {RECENT_URI} holds the newest memories " \
+                   "of every project."
         memories = engine.list(RecallFilters(project=project), RECENT_LIMIT, 0)
         if not memories:
             return "No memories stored" + (f" for project {project}." if project else ".")
@@ -138,7 +151,7 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine,
         recall_on("nothing listed")  # resources/list as a whole: its names are the projects'
         projects, _ = engine.values("project", "", MAX_LISTED_PROJECTS)
         template = UriTemplate.parse(PROJECT_TEMPLATE)
-        return [Resource(uri=template.expand({"project": project}),
+        return [Resource(uri=project_uri(template, project),
                          name=f"recent-memories:{project}",
                          title=f"Recent memories: {project}",
                          description=f"The {RECENT_LIMIT} most recently updated memories of "
