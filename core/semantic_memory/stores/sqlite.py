@@ -252,6 +252,15 @@ def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
     normalize_stored_names(conn.execute)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _create_private(path: Path) -> None:
     """A new db file, for its owner only (0600): SQLite gives the -wal and -shm files the db
     file's mode, and under the usual umask 022 all three were 0644, every memory readable by
@@ -451,6 +460,8 @@ class SQLiteStore(SQLMemoryStore):
             # for as long as it writes) and a writable file are needed only to create or
             # upgrade it. `_migrate` reads the version again under the lock: another process
             # may have upgraded it meanwhile.
+            #: The db file and its -wal as opened (`_replaced`).
+            self._opened = {f: _identity(f) for f in self._files()}
             if self._version(self._writer) != SCHEMA_VERSION:
                 if settings is not None:
                     self._refuse_upgrade(settings)
@@ -459,6 +470,25 @@ class SQLiteStore(SQLMemoryStore):
         except sqlite3.DatabaseError as exc:
             raise StoreError(self._problem(exc, opening=True)
                              or f"cannot open {self.path}: {exc}") from None
+
+    def _files(self) -> tuple[Path, ...]:
+        """The files a write goes to (none to check on a read-only, immutable view)."""
+        return (self.path, Path(f"{self.path}-wal")) if isinstance(self._target, Path) else ()
+
+    def _replaced(self) -> str | None:
+        """Why the files at the db's path are no longer those this store has open, or None.
+        A backup restored over the db (`mv`), the db or its -wal deleted: the open handles
+        still reach the old files, so a write would be acknowledged and then lost for good.
+        A -wal that did not exist yet when the store opened is taken as it is now."""
+        for path, opened in self._opened.items():
+            now = _identity(path)
+            if opened is None and path.name.endswith("-wal"):
+                self._opened[path] = now
+            elif now != opened:
+                return (f"{path} was {'deleted' if now is None else 'replaced'} while this "
+                        "process had it open: nothing was written (it would have been lost); "
+                        "restart the service or the command to open the file at that path")
+        return None
 
     def _refuse_upgrade(self, settings: Settings) -> None:
         """StoreError, the file untouched, when a service of an older release serves it
@@ -583,6 +613,8 @@ class SQLiteStore(SQLMemoryStore):
             else:
                 conn.execute("BEGIN")  # deferred: takes no lock
             try:
+                if (replaced := self._replaced()) is not None:
+                    raise StoreError(replaced)
                 yield conn, deadline
                 conn.execute("COMMIT")  # a full disk may refuse it: the WAL is written here
             except BaseException as exc:
