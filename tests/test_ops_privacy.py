@@ -25,7 +25,7 @@ def data_folder(tmp: Path) -> Path:
     return tmp / "home" / ".local" / "share" / "memory-mcp"
 
 
-@pytest.mark.parametrize("first", ["store", "serve", "hook"])
+@pytest.mark.parametrize("first", ["store", "serve", "hook", "recall hook"])
 def test_the_data_folder_this_project_creates_is_its_owners_only(tmp_path: Path, first: str
                                                                    ) -> None:
     folder = data_folder(tmp_path)
@@ -36,6 +36,12 @@ def test_the_data_folder_this_project_creates_is_its_owners_only(tmp_path: Path,
         assert done.returncode == 0, done.stderr
     elif first == "serve":
         start(tmp_path, "serve", preexec=umask_022, **env).stop()
+    elif first == "recall hook":  # no service: the hook log and the back-off make it
+        prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "/tmp",
+                  "prompt": "where does the deploy script live?"}
+        run_cli(tmp_path, "hook", "claude-code", "UserPromptSubmit", preexec=umask_022,
+                stdin=json.dumps(prompt), MEMORY_PLUGIN_URL="http://127.0.0.1:9", **env)
+        assert (folder / "hooks.backoff.json").exists()
     else:  # a hook that finds no service spools the write: the spool makes the folder
         prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "/tmp",
                   "prompt": "remember that the deploy script lives in ops/deploy.sh"}

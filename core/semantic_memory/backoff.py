@@ -58,7 +58,7 @@ def start(path: str | Path, url: str, seconds: float, outcome: str, detail: str)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
         if folder:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)  # the data folder: its owner's
         with open(tmp, "w", encoding="utf-8") as handle:
             handle.write(data)
         os.replace(tmp, path)

@@ -43,7 +43,7 @@ def record(settings: Settings | HookSettings, entry: dict[str, Any]) -> None:
     try:
         folder = os.path.dirname(path)
         if folder:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)  # the data folder: its owner's
         try:
             if os.stat(path).st_size > MAX_LOG_BYTES:
                 os.replace(path, path + ".1")

@@ -79,7 +79,7 @@ def _write(path: Path, info: dict[str, Any]) -> bool:
     file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data folder
         tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:  # serving matters more than advertising
