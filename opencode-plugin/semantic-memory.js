@@ -1237,6 +1237,8 @@ var SpoolRetry = class extends Error {
 };
 var SpoolRefused = class extends Error {
 };
+var SpoolStuck = class extends Error {
+};
 function pendingSpool(folder) {
   try {
     return readdirSync(folder).filter((name) => name.endsWith(".json") && !name.startsWith(".")).sort();
@@ -1253,10 +1255,17 @@ async function replaySpool(folder, send, until) {
     try {
       renameSync3(join6(folder, name), claimed);
       utimesSync(claimed, /* @__PURE__ */ new Date(), /* @__PURE__ */ new Date());
-    } catch {
-      continue;
+    } catch (error) {
+      if (errorCode(error) === "ENOENT") continue;
+      throw new SpoolStuck(`the spool folder ${folder} cannot be replayed: ${String(error)}`);
     }
-    const record2 = readRecord(claimed);
+    let record2;
+    try {
+      record2 = readRecord(claimed);
+    } catch (error) {
+      putBack(folder, name, claimed);
+      throw new SpoolStuck(`a spooled write in ${folder} cannot be read: ${String(error)}`);
+    }
     if (record2 === null) {
       reject(folder, name, claimed, "not a spooled write (unreadable JSON)", null);
       rejected += 1;
@@ -1311,13 +1320,17 @@ function refusedItems(body, answer) {
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
 }
 function readRecord(path) {
+  const text2 = readFileSync5(path, "utf8");
   try {
-    const record2 = JSON.parse(readFileSync5(path, "utf8"));
+    const record2 = JSON.parse(text2);
     const valid = typeof record2 === "object" && record2 !== null && typeof record2.path === "string" && typeof record2.body === "object" && record2.body !== null && !Array.isArray(record2.body);
     return valid ? record2 : null;
   } catch {
     return null;
   }
+}
+function errorCode(error) {
+  return error?.code;
 }
 function putBack(folder, name, claimed) {
   try {
@@ -1475,6 +1488,8 @@ var MemoryPlugin = class {
   startedUrl = null;
   startNote = "";
   replaying = null;
+  /** Why the spool could not be replayed last (SpoolStuck), logged once until it changes. */
+  stuck = "";
   repoConfig;
   /** The repository's `.semantic-memory.toml` (read once per process; defaults when none). */
   get repo() {
@@ -1865,7 +1880,11 @@ ${query}`;
       if (!sent && !rejected) return;
       const refused = rejected ? `, ${rejected} refused (see \`memory-mcp spool list\`)` : "";
       this.log(HOOKS.replay, "stored", `${sent} spooled write(s) replayed${refused}`, null, now() - started);
-    }).catch(() => void 0).finally(() => {
+    }).catch((error) => {
+      if (!(error instanceof SpoolStuck) || error.message === this.stuck) return;
+      this.stuck = error.message;
+      this.log(HOOKS.replay, "error", error.message, null, now() - started);
+    }).finally(() => {
       this.replaying = null;
       this.pending.delete(task);
     });
@@ -1974,6 +1993,7 @@ export {
   normaliseRemote,
   refusedItems,
   remembered,
+  replaySpool,
   repoWarning,
   server,
   splitText,

@@ -592,3 +592,31 @@ def test_a_file_naming_another_project_is_ignored_until_allowed(tmp_path: Path) 
         assert drive(question)["project"] == bait
     finally:
         service.stop()
+
+
+def test_a_spool_folder_the_plugin_may_not_write_is_stuck_not_taken(tmp_path: Path) -> None:
+    """A spool folder made by a `sudo` run: the plugin's replay took a refused rename for
+    another replayer's claim and went on as if nothing waited. It stops with the reason (the
+    plugin logs it once), nothing claimed or rejected, as the Python replayer does."""
+    from lock_support import _without_capabilities
+
+    folder = tmp_path / "spool"
+    spooled = spool.append(folder, "/ingest", {"content": "the staging db is on port 6543"})
+    folder.chmod(0o555)
+    script = (f"import * as plugin from {json.dumps(BUNDLE.as_uri())};\n"
+              "const sent = [];\n"
+              f"plugin.replaySpool({json.dumps(str(folder))}, async (p, b) => sent.push(b), "
+              "() => true)\n"
+              "  .then((done) => console.log(JSON.stringify({done, sent})))\n"
+              "  .catch((e) => console.log(JSON.stringify({error: e.constructor.name, "
+              "message: e.message, sent})));")
+    try:
+        done = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True,
+                              text=True, timeout=120, preexec_fn=_without_capabilities)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout)
+    assert answer.get("error") == "SpoolStuck", answer
+    assert "cannot be replayed" in answer["message"] and answer["sent"] == []
+    assert spool.pending(folder) == [spooled]

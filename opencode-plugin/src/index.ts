@@ -46,6 +46,6 @@ export { loadSettings } from "./settings.js";
 export { detectProject, normaliseRemote } from "./project.js";
 export { chunkTurns, flushItems, splitText, clean, remembered, unquote } from "./transcript.js";
 export { captureRecord, describeInput } from "./records.js";
-export { appendSpool, refusedItems } from "./spool.js";
+export { appendSpool, refusedItems, replaySpool } from "./spool.js";
 export { stripPrivate } from "./private.js";
 export { loadRepoConfig, repoWarning } from "./repoconfig.js";

@@ -43,7 +43,7 @@ import { detectProject } from "./project.js";
 import { captureRecord } from "./records.js";
 import { loadRepoConfig, repoWarning, type RepoConfig } from "./repoconfig.js";
 import { approvalsPath, backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
-import { SpoolRefused, SpoolRetry, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
+import { SpoolRefused, SpoolRetry, SpoolStuck, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
 import { flushItems, remembered, unquote, type FlushItem } from "./transcript.js";
 
@@ -210,6 +210,8 @@ export class MemoryPlugin {
   private startedUrl: string | null = null;
   private startNote = "";
   private replaying: Promise<void> | null = null;
+  /** Why the spool could not be replayed last (SpoolStuck), logged once until it changes. */
+  private stuck = "";
   private repoConfig: RepoConfig | undefined;
 
   constructor(
@@ -658,7 +660,13 @@ export class MemoryPlugin {
         const refused = rejected ? `, ${rejected} refused (see \`memory-mcp spool list\`)` : "";
         this.log(HOOKS.replay, "stored", `${sent} spooled write(s) replayed${refused}`, null, now() - started);
       })
-      .catch(() => undefined) // what was not sent stays queued
+      .catch((error: unknown) => {
+        // What was not sent stays queued. A spool this user cannot replay is said once until
+        // the reason changes (the next action would say it again).
+        if (!(error instanceof SpoolStuck) || error.message === this.stuck) return;
+        this.stuck = error.message;
+        this.log(HOOKS.replay, "error", error.message, null, now() - started);
+      })
       .finally(() => {
         this.replaying = null;
         this.pending.delete(task);

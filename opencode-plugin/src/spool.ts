@@ -149,6 +149,9 @@ const CLAIM = ".claim-";
 export class SpoolRetry extends Error {}
 /** The service refused a write as invalid: it moves to `rejected/` with this reason. */
 export class SpoolRefused extends Error {}
+/** The spool cannot be replayed by this user (a folder or file it may not write or read):
+ * nothing is taken or rejected; the reason is logged. */
+export class SpoolStuck extends Error {}
 
 /** The queued writes' names, oldest first (claimed and temporary files left out). */
 export function pendingSpool(folder: string): string[] {
@@ -182,10 +185,18 @@ export async function replaySpool(
     try {
       renameSync(join(folder, name), claimed);
       utimesSync(claimed, new Date(), new Date()); // the claim's age, for a stale-claim sweep
-    } catch {
-      continue; // another replayer took it
+    } catch (error) {
+      if (errorCode(error) === "ENOENT") continue; // another replayer took it
+      // A folder this user may not write (made by a sudo run): stuck, not taken (spool.py).
+      throw new SpoolStuck(`the spool folder ${folder} cannot be replayed: ${String(error)}`);
     }
-    const record = readRecord(claimed);
+    let record: SpoolRecord | null;
+    try {
+      record = readRecord(claimed);
+    } catch (error) {
+      putBack(folder, name, claimed);
+      throw new SpoolStuck(`a spooled write in ${folder} cannot be read: ${String(error)}`);
+    }
     if (record === null) {
       reject(folder, name, claimed, "not a spooled write (unreadable JSON)", null);
       rejected += 1;
@@ -247,15 +258,22 @@ export function refusedItems(body: Record<string, unknown>, answer: unknown): [R
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
 }
 
+/** The spooled write at `path`; null when it is not one (unreadable JSON). A file this user
+ * may not read throws: it is stuck, not invalid. */
 function readRecord(path: string): SpoolRecord | null {
+  const text = readFileSync(path, "utf8");
   try {
-    const record = JSON.parse(readFileSync(path, "utf8")) as SpoolRecord;
+    const record = JSON.parse(text) as SpoolRecord;
     const valid = typeof record === "object" && record !== null && typeof record.path === "string" &&
       typeof record.body === "object" && record.body !== null && !Array.isArray(record.body);
     return valid ? record : null;
   } catch {
     return null;
   }
+}
+
+function errorCode(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
 function putBack(folder: string, name: string, claimed: string): void {
