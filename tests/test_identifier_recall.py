@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from semantic_memory.config import Settings
-from semantic_memory.keywords import words
+from semantic_memory.keywords import bar_terms, where_words, words
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
@@ -147,3 +147,61 @@ def test_the_cli_block_injects_a_memory_a_part_of_its_identifier_found(tmp_path:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert BALANCE in done.stdout and "Nothing clears" not in done.stdout + done.stderr
+
+
+# --- where pasted output says where --------------------------------------------------------------
+
+BUILD_APP = "semantic_memory.service.app.build_app wires the Starlette routes"
+LOCKED = ("sqlite3.OperationalError: database is locked in the loader means two workers "
+          "share features.db; set WORKERS=1")
+PORT = "the staging database listens on 5432"
+#: Commits whose diff stats hold the query's line number by chance.
+COMMITS = [
+    "Committed 1a2b3c4: fix(cli): quieter errors\nFiles:\ncore/semantic_memory/cli.py | 57 ++--",
+    "Committed 5d6e7f8: docs: the service page\nFiles:\ndocs/service.md | 57 +++++++--",
+    "Committed 9a8b7c6: the service answers 404 for an unknown uid\nFiles:\ncore/x.py | 12 +",
+]
+
+
+def test_where_words_are_addresses_and_line_numbers() -> None:
+    assert where_words('File "/srv/ml/loader.py", line 120, in fetch') == {"120"}
+    assert where_words("service/app.py:57 and src/a.ts:12:5 and Line 346") == {
+        "57", "12", "5", "346"}
+    assert where_words("<sqlite3.Connection object at 0x7f8e2c1d0b70> 0x1f") == {
+        "0x7f8e2c1d0b70"}
+    # a port is what a question asks about: kept
+    assert where_words("localhost:18765 db.internal:5432 https://example.com:8080/x 127.0.0.1:80"
+                       " which service listens on 5432?") == set()
+
+
+def test_a_line_number_no_longer_outweighs_the_file_it_is_in(engine: MemoryEngine) -> None:
+    """For `service/app.py:57` the 57 carried half the weight: commits whose diff stats held
+    "57" were injected and the memory about app.py was not."""
+    store(engine, BUILD_APP, *COMMITS, *CODE_NOTES)
+    assert engine.recall("service/app.py:57", 5)[0].memory.content == BUILD_APP
+    assert injected(engine, "service/app.py:57") == [BUILD_APP]
+
+
+def test_a_pasted_error_with_its_address_and_line_clears_the_bar(engine: MemoryEngine) -> None:
+    store(engine, LOCKED, PORT, *COMMITS, *CODE_NOTES)
+    paste = ('sqlite3.OperationalError: database is locked\n  File "loader.py", line 120\n'
+             "<sqlite3.Connection object at 0x7f8e2c1d0b70>")
+    assert engine.recall(paste, 5)[0].memory.content == LOCKED
+    assert injected(engine, paste) == [LOCKED]
+    assert injected(engine, "which service listens on 5432?") == [PORT]
+
+
+def test_a_longer_question_is_judged_without_its_numbers(engine: MemoryEngine) -> None:
+    """A date in a question is in no memory's text: "2023" weighed most of all and kept the
+    answer out. A short question keeps its number."""
+    shelter = "Maria: I gave my old winter coats to the homeless shelter downtown last week"
+    store(engine, shelter, PORT, "the staging database listens on 5433 since the move",
+          "Maria: the shelter needs volunteers on weekends", "John: I bought a winter jacket",
+          "we moved the dinner to December")
+    question = "What did Maria donate to a homeless shelter in December 2023?"
+    assert engine.recall(question, 5)[0].memory.content == shelter
+    assert injected(engine, question)[:1] == [shelter]
+    assert "2023" not in bar_terms(question)
+    assert bar_terms("which service listens on 5432?") == ["service", "listens", "5432"]
+    assert bar_terms("uv run pytest -n 2") == ["uv", "run", "pytest", "2"]
+    assert bar_terms("0x7f8e2c1d0b70") == ["0x7f8e2c1d0b70"]  # nothing else to judge by

@@ -92,6 +92,45 @@ def content_words(terms: list[str]) -> list[str]:
     return [t for t in terms if t not in aside]
 
 
+#: What pasted tool output says about where, not what: a hex address (`0x7f8e2c1d0b70`), a
+#: line number (and column) after a file name (`app.py:57`, `src/a.ts:12:5`; not a URL's port)
+#: or after "line" (`line 346`). No memory holds them, or one holds them by chance (a diff
+#: stat's "57"), so each weighed like the rarest term.
+_WHERE = re.compile(
+    r"\b(0x[0-9a-f]{6,})\b"
+    r"|(?<!://)(?<![\w./:-])[\w./-]*\w\.[a-z][a-z0-9]{0,4}:(\d+)(?::(\d+))?\b"
+    r"|\bline (\d+)\b",
+    re.IGNORECASE)
+
+
+def where_words(text: str) -> set[str]:
+    """The words of `text` (as `words` gives them) that say where, not what (`_WHERE`)."""
+    return {w.lower() for match in _WHERE.finditer(text) for w in match.groups() if w}
+
+
+#: A query with this many content words besides its numbers is judged without the numbers:
+#: in a longer question a number is mostly a date no memory's text holds ("What did Maria
+#: donate in December 2023?") or a version or count held by chance, and it weighed like the
+#: rarest word. LoCoMo dev at the 0.5 bar, r5 / injects / off-topic: 45.7 / 68.8 / 11.8 with
+#: every number, 48.5 / 73.0 / 12.5 from 4 words on, 48.2 / 72.4 / 12.0 from 5, 47.5 / 71.4 /
+#: 11.8 from 6 (docs/harnesses.md#the-relevance-bar). A short question keeps its number:
+#: "which service listens on 5432?", "pytest -n 2".
+NUMBERS_ASIDE_FROM = 5
+
+
+def bar_terms(query: str) -> list[str]:
+    """What the relevance bar weighs: the query's content words (`content_words`) less what
+    pasted output says about where (`where_words`), and less its numbers when
+    NUMBERS_ASIDE_FROM other words are left. A query of nothing else ("0x7f8e2c1d0b70")
+    keeps them."""
+    content = content_words(words(query))
+    where = where_words(query)
+    terms = [t for t in content if t not in where] or content
+    if sum(not t.isdigit() for t in terms) >= NUMBERS_ASIDE_FROM:
+        return [t for t in terms if not t.isdigit()]
+    return terms
+
+
 def foreign_function_words(present: set[str]) -> frozenset[str]:
     """The function words of de, fr, es, pt, it and ru to set aside in a text holding the
     lower-cased words `present`: those that are no English word always; those that are

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from semantic_memory.keywords import STOPWORDS, content_words, coverages, part_starts, words
+from semantic_memory.keywords import STOPWORDS, bar_terms, coverages, part_starts, words
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -99,7 +99,7 @@ class PorterChannel(Channel, Confident):
     def content_terms(query: str) -> list[str]:
         """What the relevance bar weighs: the query's words but function words, English and
         those of de, fr, es, pt, it and ru (`keywords.content_words`)."""
-        return content_words(words(query))
+        return bar_terms(query)
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
