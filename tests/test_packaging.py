@@ -32,10 +32,26 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build("semantic-memory-core", tmp_path_factory.mktemp("dist"))
 
 
+@pytest.fixture(scope="module")
+def opencode(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return build("semantic-memory-opencode", tmp_path_factory.mktemp("dist"))
+
+
 def metadata(wheel: Path) -> str:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         return archive.read(name).decode()
+
+
+def test_the_opencode_wheel_built_from_its_sdist_carries_the_plugin_bundle(
+        opencode: tuple[Path, Path]) -> None:
+    sdist, wheel = opencode
+    bundle = (REPO / "opencode-plugin" / "semantic-memory.js").read_bytes()
+    with tarfile.open(sdist) as archive:
+        names = [n.split("/", 1)[1] for n in archive.getnames()]
+    assert "semantic_memory_opencode/semantic-memory.js" in names, names
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("semantic_memory_opencode/semantic-memory.js") == bundle
 
 
 def test_every_distribution_ships_the_mit_license(core: tuple[Path, Path]) -> None:
