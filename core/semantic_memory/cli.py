@@ -1239,6 +1239,27 @@ def _writes_everything(encoding: str) -> bool:
     return name.startswith("utf") or name == "gb18030"
 
 
+#: The commands that run when MEMORY_PLUGINS names a plugin that is not installed: those that
+#: say what is wrong (every other one stops with exit code 2). `--help` and `--version` too.
+DIAGNOSING_COMMANDS = frozenset({"doctor", "plugins"})
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The subcommand `args` (sys.argv[1:]) run, past the group's own options."""
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--db":
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _diagnoses(args: list[str]) -> bool:
+    """Whether `args` only show what is wrong, or help: they run on an unmet MEMORY_PLUGINS."""
+    return "--help" in args or "--version" in args or _command_of(args) in DIAGNOSING_COMMANDS
+
+
 def main() -> None:
     """Load plugin commands, then run (`semantic_memory.entry` sends `hook` elsewhere). The
     plugin manager built here is the one every command uses (`Context.pm`)."""
@@ -1249,6 +1270,11 @@ def main() -> None:
     except ConfigError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(2)
+    if pm.unmet_allowlist:  # a plugin uninstalled since: say how to see it, or stop
+        if not _diagnoses(sys.argv[1:]):
+            click.echo(f"Error: {pm.unmet_allowlist}", err=True)
+            sys.exit(2)
+        click.echo(f"Warning: {pm.unmet_allowlist}", err=True)
     add_plugin_commands(pm, cli)
     try:
         cli(obj=pm)

@@ -75,6 +75,9 @@ class PluginManager(pluggy.PluginManager):
         self.owner_of: dict[int, str] = {}
         #: MEMORY_TRACE_HOOKS: `calls` writes each call to stderr, as pluggy's tracing does.
         self.tracing = False
+        #: Why MEMORY_PLUGINS cannot be met (it names plugins that are not installed: the
+        #: others load), in one line; None when it can. `main` decides what that stops.
+        self.unmet_allowlist: str | None = None
 
     def refuse(self, plugin: str, reason: str) -> None:
         """Record one problem, and log it (a WARNING line, never a traceback) unless this
@@ -209,7 +212,9 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
     `extra` ones (a test or a plugin's own test kit registers its module this way; one that is
     also installed is not registered twice).
 
-    Raises ConfigError when MEMORY_PLUGINS names a plugin that is not installed."""
+    A name in MEMORY_PLUGINS that is not installed (a plugin uninstalled since) is left out as
+    a problem, not logged: `unmet_allowlist` says it, and the CLI stops every command on it but
+    those that show what is wrong (`--help`, `doctor`, `plugins`)."""
     from importlib.metadata import entry_points  # not at import: hooks import this module
 
     pm = PluginManager()
@@ -223,9 +228,11 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
         ep.dist.name if ep.dist else "", ep.name))
     if allow is not None and (unknown := sorted(allow - {ep.name for ep in installed} - {"none"})):
         names = ", ".join(sorted({ep.name for ep in installed})) or "none"
-        raise ConfigError(f"MEMORY_PLUGINS names {', '.join(unknown)}, which "
-                          f"{'is' if len(unknown) == 1 else 'are'} not installed "
-                          f"(installed: {names})")
+        pm.unmet_allowlist = (f"MEMORY_PLUGINS names {', '.join(unknown)}, which "
+                              f"{'is' if len(unknown) == 1 else 'are'} not installed "
+                              f"(installed: {names})")
+        pm.problems.append(PluginProblem(", ".join(unknown), "named in MEMORY_PLUGINS, not "
+                                         f"installed (installed: {names})"))
     for ep in installed:
         if allow is not None and ep.name not in allow:
             continue
