@@ -455,6 +455,71 @@ def test_an_empty_recall_says_so_and_what_to_try(db: Path) -> None:
     assert "recall is by words" in run(db, "recall", "--help").stdout.replace("\n", " ")
 
 
+def core_alone(folder: Path) -> Path:
+    """The python of an environment holding the core and its dependencies but no plugin, as
+    the core wheel installed alone: a venv whose site-packages links to this one's entries,
+    every other semantic-memory distribution (and its editable path) left out."""
+    import sysconfig
+    import venv
+
+    venv.create(folder, symlinks=True)
+    ours = Path(sysconfig.get_paths()["purelib"])
+    theirs = folder / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages"
+    for entry in ours.iterdir():
+        name = entry.name.removeprefix("_editable_impl_")
+        if name.startswith("semantic_memory_") and not name.startswith("semantic_memory_core"):
+            continue
+        if not (theirs / entry.name).exists():
+            (theirs / entry.name).symlink_to(entry)
+    return folder / "bin" / "python"
+
+
+def test_with_no_retrieval_channel_installed_every_report_says_so(tmp_path: Path) -> None:
+    """The core wheel alone stores memories but no channel can find them: recall, stats,
+    doctor and the service's log say so and what to install, rather than "no memory
+    matched, try other words"."""
+    import select
+    import time
+
+    python = core_alone(tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_DB_PATH=str(tmp_path / "m.db"), HOME=str(tmp_path), MEMORY_PORT="0")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(python), "-m", "semantic_memory", *args], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    said = "no retrieval channel is installed (install semantic-memory-bm25-porter"
+    plugins = json.loads(cli("plugins", "--json").stdout)
+    assert not any(row.get("distribution") for row in plugins), plugins  # the core alone
+    assert cli("store", "The web repo uses pnpm", "--project", "web").returncode == 0
+    recalled = cli("recall", "pnpm", "--project", "web")
+    assert recalled.returncode == 0 and said in recalled.stderr
+    assert "Try other words" not in recalled.stderr
+    assert json.loads(cli("recall", "pnpm", "--json").stdout) == []
+    stats = cli("stats").stdout.replace("\n", " ")
+    assert "channels: none" in stats and "recall: finds nothing: " + said[:30] in stats
+    service = subprocess.Popen([str(python), "-m", "semantic_memory"], env=env, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert service.stdout is not None and service.stderr is not None
+        deadline = time.monotonic() + 60  # a bound against a hang, not a timing check
+        line = ""
+        while not line.startswith("MEMORY_MCP_LISTENING") and time.monotonic() < deadline:
+            if select.select([service.stdout], [], [], 1)[0]:
+                line = service.stdout.readline()
+        assert line.startswith("MEMORY_MCP_LISTENING"), service.poll()
+        doctor = cli("doctor")
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        assert "channels none" in doctor.stdout
+        assert f"broken: {said}" in doctor.stdout
+    finally:
+        service.terminate()
+        log = service.communicate(timeout=30)[1]
+    assert f"memory-mcp: {said}" in log and "recall finds nothing" in log
+
+
 def test_a_db_path_that_cannot_exist_is_a_one_line_error(tmp_path: Path) -> None:
     result = run(Path("/proc/nope/x.db"), "stats")
     assert result.returncode == 1

@@ -26,7 +26,7 @@ from .errors import InvalidMemory, UnknownMemory, one_line
 from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
-from .plugins import PluginManager, build_plugin_manager, collect
+from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
 from .stores import StoreError, scheme_of, store_url
 
 IMPORT_BATCH = 2_000
@@ -201,6 +201,9 @@ def serve(obj: Context, stdio: bool, host: str | None = None, port: int | None =
 
     settings = replace(obj.settings, **{k: v for k, v in (("host", host), ("port", port))
                                         if v is not None})
+    if not obj.plugin_manager().implementations("register_channels"):  # the core alone
+        click.echo(f"memory-mcp: {no_channel_reason(settings)}: recall finds nothing",
+                   err=True)
     try:
         if stdio:
             serve_stdio(settings)
@@ -288,6 +291,12 @@ def recall(obj: Context, query: str, k: int | None, project: str | None, kind: s
                       include_superseded=include_superseded)
     # --block asks as a hook does (adapter.inject): its k, and only what a channel vouches for
     block_k = obj.settings.plugin_limit if budget is not None else 10
+    if not obj.engine.channels:  # nothing can match: why, rather than "try other words"
+        reason = no_channel_reason(obj.settings, obj.engine.skipped_channels)
+        click.echo(f"No memory can match: {reason}.", err=True)
+        if as_json:
+            _echo_json([])
+        return
     hits = obj.engine.recall(query, k or block_k, filters, with_global=not no_global,
                              relevant_only=budget is not None)
     if not hits and budget is not None:
@@ -481,18 +490,21 @@ def stats(obj: Context, as_json: bool) -> None:
         if key == "by_project" and data["without_project"]:
             groups.append(f"(no project)={data['without_project']}")
         line(f"{key[3:]}: " + (", ".join(groups) or "-"))
-    line("channels: " + ", ".join(
+    line("channels: " + (", ".join(
         f"{c['name']} (weight {c['weight']}" + (f"; {c['status']})" if c["status"] else ")")
-        for c in data["channels"]))
+        for c in data["channels"]) or "none"))
     inj = data["injections"]
     line(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, {inj['chars']:,} chars)")
-    line(f"recall: {_recall_line(data)}")
+    line(f"recall: {_recall_line(data, obj.settings)}")
     line(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}")
 
 
-def _recall_line(data: dict[str, Any]) -> str:
-    """How recall works, and what holds it back: a configured model that cannot be used is
-    named with its reason; memories without a vector of the model are counted."""
+def _recall_line(data: dict[str, Any], settings: Settings) -> str:
+    """How recall works, and what holds it back: no channel at all; a configured model that
+    cannot be used is named with its reason; memories without a vector of the model are
+    counted."""
+    if not data["channels"]:
+        return f"finds nothing: {no_channel_reason(settings, data['skipped_channels'])}"
     embedder = data.get("embedder") or {}
     if data["recall_mode"] == "keyword":
         if embedder.get("model_path") and embedder.get("reason"):
@@ -559,12 +571,14 @@ def diagnose(obj: Context) -> list[str]:
 
     try:
         pm = obj.plugin_manager()
-        unopened = _open_channels(obj, pm)[2]
+        channels, skipped, unopened = _open_channels(obj, pm)
     except click.ClickException as exc:  # MEMORY_PLUGINS, or a value in a plugin's section
         return [exc.message]
     lines = [str(p) for p in pm.problems]
     if unopened:
         lines.append(f"store not opened ({unopened}): channels' bind and setup not checked")
+    if all(c.name in skipped for c in channels):
+        lines.append(f"{no_channel_reason(obj.settings, skipped)}: recall finds nothing")
     return lines + conflicts(obj.settings)
 
 

@@ -151,6 +151,19 @@ class PluginManager(pluggy.PluginManager):
             yield impl.plugin_name, call
 
 
+def no_channel_reason(settings: Settings, skipped: dict[str, str] | None = None) -> str:
+    """Why recall can find nothing, whatever is stored, when no channel is active (`recall`,
+    `stats`, `doctor` and the service's log say it): none works on this store (`skipped`:
+    name -> why), none that MEMORY_PLUGINS loads, or none installed (the core alone)."""
+    if skipped:
+        why = "; ".join(f"{name}: {reason}" for name, reason in sorted(skipped.items()))
+        return f"no retrieval channel works on this store ({why})"
+    if settings.plugin_allowlist() is not None:
+        return f"no retrieval channel is loaded (MEMORY_PLUGINS={settings.plugins} loads none)"
+    return ("no retrieval channel is installed (install semantic-memory-bm25-porter, and "
+            "semantic-memory-bm25-trigram for substrings; semantic-memory-mcp brings both)")
+
+
 def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
             check: Callable[[Any], str | None], **kwargs: Any) -> list[Any]:
     """Everything the plugins register through the register-style `hook` (its `register`

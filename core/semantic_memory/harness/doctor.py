@@ -205,7 +205,7 @@ def render(data: dict[str, Any]) -> str:
         counts = service.get("counts") or {}
         lines.append(f"service   {service['url']} ({service['from']}): up, version "
                      f"{service.get('version')}, {counts.get('memories', '?')} memories, "
-                     f"channels {', '.join(service.get('channels') or [])}")
+                     f"channels {', '.join(service.get('channels') or []) or 'none'}")
         lines.append(f"embedder  {service.get('embedder')}")
     elif service.get("state") in ("token missing", "token refused"):
         lines.append(f"service   {service['url']} ({service['from']}): up, version "
