@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from semantic_memory.config import Settings
-from semantic_memory.keywords import bar_terms, where_words, words
+from semantic_memory.keywords import bar_terms, identifier_parts, where_words, words
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
@@ -205,3 +205,40 @@ def test_a_longer_question_is_judged_without_its_numbers(engine: MemoryEngine) -
     assert bar_terms("which service listens on 5432?") == ["service", "listens", "5432"]
     assert bar_terms("uv run pytest -n 2") == ["uv", "run", "pytest", "2"]
     assert bar_terms("0x7f8e2c1d0b70") == ["0x7f8e2c1d0b70"]  # nothing else to judge by
+
+
+# --- camelCase and snake_case ---------------------------------------------------------------------
+
+FLAKY = "the flaky test is tests/test_service_warm.py::test_warm_restart_keeps_spool"
+BODY = "MEMORY_MAX_BODY_BYTES caps a REST request body (default 1 MiB)"
+API = "NEXT_PUBLIC_API_BASE_URL must not end with a slash"
+SPELLINGS = [
+    ("testServiceWarm", FLAKY), ("maxBodyBytes", BODY), ("buildApp", BUILD_APP),
+    ("apiBaseUrl", API), ("lazy_mcp", LAZY), ("get_user_account_balance", BALANCE),
+    ("dataloader_v2", LOADER),
+]
+
+
+def test_identifier_parts_cut_where_code_does() -> None:
+    assert identifier_parts("maxBodyBytes LazyMCP DataLoaderV2 MCPServer lazy_mcp") == {
+        "maxbodybytes": ("max", "body", "bytes"), "lazymcp": ("lazy", "mcp"),
+        "dataloaderv2": ("data", "loader", "v2"), "mcpserver": ("mcp", "server"),
+        "lazy_mcp": ("lazy", "mcp")}
+    assert identifier_parts("HTTP 0x7F8E2C Config python3 __init__ build") == {}
+
+
+@pytest.mark.parametrize(("query", "memory"), SPELLINGS, ids=[q for q, _ in SPELLINGS])
+def test_a_camel_case_query_meets_its_snake_case_memory_and_back(
+        engine: MemoryEngine, query: str, memory: str) -> None:
+    """The porter index holds `maxBodyBytes` as one word and `MEMORY_MAX_BODY_BYTES` as four:
+    BM25 alone never brought one spelling to the other (the QA found 8 such prompts with
+    nothing recalled)."""
+    store(engine, FLAKY, BODY, BUILD_APP, API, LAZY, BALANCE, LOADER, *COMMITS, *CODE_NOTES)
+    assert engine.recall(query, 5)[0].memory.content == memory
+    assert injected(engine, query)[:1] == [memory]
+
+
+def test_a_camel_case_query_needs_its_parts_in_a_row(engine: MemoryEngine) -> None:
+    apart = "the build of the app takes a minute"
+    store(engine, apart, *CODE_NOTES)
+    assert injected(engine, "buildApp") == []

@@ -194,6 +194,38 @@ def starts_a_part(term: str, text: str) -> bool:
     return False
 
 
+def identifier_parts(text: str) -> dict[str, tuple[str, ...]]:
+    """The words of `text` (lower-cased, as `words` gives them) that are identifiers of two or
+    more parts, with their parts: a snake_case word cut at its underscores (`lazy_mcp`: lazy,
+    mcp), a camelCase or PascalCase one where its case changes (`maxBodyBytes`: max, body,
+    bytes; `LazyMCP`: lazy, mcp; `DataLoaderV2`: data, loader, v2; `MCPServer`: mcp, server)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for match in _WORD.finditer(unicodedata.normalize("NFC", text)):
+        word = match.group().strip("_")
+        parts = [p.lower() for piece in word.split("_") if piece for p in _camel_parts(piece)]
+        if len(parts) >= 2:
+            found.setdefault(word.lower(), tuple(parts))
+    return found
+
+
+def _camel_parts(piece: str) -> list[str]:
+    """`piece` cut before each capital that follows a lower-case letter or a digit, and before
+    an acronym's last capital when a lower-case letter follows it (MCP|Server); whole when
+    neither is in it (`HTTP`, `0x7F8E2C`, `Config`)."""
+    if not any((a.islower() and b.isupper()) or (a.isupper() and b.isupper() and c.islower())
+               for a, b, c in zip(piece, piece[1:], piece[2:] + " ")):
+        return [piece]
+    parts, start = [], 0
+    for i in range(1, len(piece)):
+        before, here, after = piece[i - 1], piece[i], piece[i + 1:i + 2]
+        if here.isupper() and (before.islower() or before.isdigit()
+                               or (before.isupper() and after.islower())):
+            parts.append(piece[start:i])
+            start = i
+    parts.append(piece[start:])
+    return parts
+
+
 #: Scripts written without spaces between words: Han, Hiragana, Katakana, Hangul, Thai, Lao,
 #: Khmer, Myanmar. Hangul's jamo too (U+1100-U+11FF): a decomposed (NFD) query spells its
 #: syllables with them.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Mapping
 
 from .. import keywords
 from ..keywords import MAX_QUERY_TERMS, STOPWORDS, bm25_idf, coverages, words
@@ -17,17 +18,25 @@ def fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def fts_terms(terms: list[str], prefix_min: int = 0) -> list[str]:
+def fts_terms(terms: list[str], prefix_min: int = 0,
+              spelled: Mapping[str, str] | None = None) -> list[str]:
     """Each term as a quoted FTS5 phrase (at most MAX_QUERY_TERMS).
 
     With `prefix_min` > 0, a term of at least that many characters (not a number) also matches
     as a prefix (`"term"*`; FTS5 stems the prefix too, so "health"* finds "healthy").
+    A term `spelled` maps to another spelling matches either (`("maxbodybytes"* OR "max body
+    bytes"*)`): one phrase to count, weigh and match, so a memory holding both forms counts
+    the term once toward the relevance bar.
     """
     def one(term: str) -> str:
         star = prefix_min > 0 and len(term) >= prefix_min and not term.isdigit()
         return fts_phrase(term) + ("*" if star else "")
 
-    return [one(t) for t in terms[:MAX_QUERY_TERMS]]
+    def either(term: str) -> str:
+        other = spelled.get(term) if spelled else None
+        return one(term) if other is None else f"({one(term)} OR {one(other)})"
+
+    return [either(t) for t in terms[:MAX_QUERY_TERMS]]
 
 
 def or_query(terms: list[str], prefix_min: int = 0) -> str:

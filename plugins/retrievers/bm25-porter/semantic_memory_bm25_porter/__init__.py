@@ -14,7 +14,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from semantic_memory.keywords import STOPWORDS, bar_terms, coverages, part_starts, words
+from semantic_memory.keywords import (
+    STOPWORDS,
+    bar_terms,
+    coverages,
+    identifier_parts,
+    part_starts,
+    words,
+)
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -64,7 +71,18 @@ class PorterChannel(Channel, Confident):
     @classmethod
     def phrases(cls, query: str) -> list[str]:
         """The query's search terms as FTS5 phrases."""
-        return fts_terms(cls.terms(query), prefix_min=PREFIX_MIN)
+        return cls.spelled(cls.terms(query), query)
+
+    @staticmethod
+    def spelled(terms: list[str], query: str) -> list[str]:
+        """`terms` (words of `query`) as FTS5 phrases, an identifier's matching either way code
+        writes it: the index holds a word as written, `maxBodyBytes` one word and
+        `MEMORY_MAX_BODY_BYTES` four, so a camelCase term also matches its parts in a row
+        ("max body bytes": snake_case, kebab-case, spaced) and a snake_case one its parts run
+        together ("lazymcp" for `lazy_mcp`: camelCase)."""
+        other = {word: "".join(parts) if "_" in word else " ".join(parts)
+                 for word, parts in identifier_parts(query).items()}
+        return fts_terms(terms, prefix_min=PREFIX_MIN, spelled=other)
 
     @classmethod
     def match_expression(cls, query: str) -> str:
@@ -123,7 +141,7 @@ class PorterChannel(Channel, Confident):
             for hit in hits:
                 hit.signals["coverage"] = 0.0
             return set()
-        phrases = fts_terms(terms, prefix_min=PREFIX_MIN)
+        phrases = self.spelled(terms, query)
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
         texts = {h.memory.id: h.memory.content for h in hits}
         matched = self.matcher.matching(phrases, texts)

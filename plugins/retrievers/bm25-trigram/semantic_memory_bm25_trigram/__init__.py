@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from semantic_memory import keywords
-from semantic_memory.keywords import UNSPACED, coverages, trigram_terms
+from semantic_memory.keywords import UNSPACED, coverages, identifier_parts, trigram_terms
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -73,9 +73,19 @@ class TrigramChannel(Channel):
         # 0.15 its order only breaks porter's near-ties on spaced text: a quarter of the work
         # budget (keywords.MATCH_BUDGET) cost no recall when it was chosen (LoCoMo dev R@10
         # 61.7 at a half, 62.0 at a quarter; LoCoMo among 100k others the same).
-        return bounded_search(conn, TABLE, fts_terms(trigram_terms(query)), k, filters,
+        return bounded_search(conn, TABLE, self.phrases(query), k, filters,
                               budget=keywords.MATCH_BUDGET // 4, counts=self.counts,
                               binary_tf=True)
+
+    @staticmethod
+    def phrases(query: str) -> list[str]:
+        """The query's substrings as FTS5 phrases, an identifier's matching either way code
+        writes it: a camelCase term also as snake_case (`max_body_bytes` for `maxBodyBytes`),
+        a snake_case one also run together (`lazymcp` for `lazy_mcp`, inside `LazyMCP`: the
+        index ignores case)."""
+        other = {word: "".join(parts) if "_" in word else "_".join(parts)
+                 for word, parts in identifier_parts(query).items()}
+        return fts_terms(trigram_terms(query), spelled=other)
 
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """For queries in scripts without spaces (Thai, CJK runs), where porter's words are
