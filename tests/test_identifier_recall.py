@@ -242,3 +242,23 @@ def test_a_camel_case_query_needs_its_parts_in_a_row(engine: MemoryEngine) -> No
     apart = "the build of the app takes a minute"
     store(engine, apart, *CODE_NOTES)
     assert injected(engine, "buildApp") == []
+
+
+def test_postgresql_judges_identifier_parts_and_pasted_output_alike(tmp_path: Path) -> None:
+    """The PostgreSQL full-text channel's bar (below its keyword mirror's size) sets aside
+    what pasted output says about where and counts a part of an identifier, as the porter
+    channel does: the same memories go in on both stores."""
+    import pg
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), db_url=pg.new_database(),
+                                   device="cpu"))
+    try:
+        store(engine, BALANCE, AUTH, LAZY, LOADER, BUILD_APP, *WEB_NOTES, *COMMITS)
+        assert injected(engine, "AccountBalance")[:1] == [BALANCE]
+        assert injected(engine, "AuthStore")[:1] == [AUTH]
+        pasted = injected(engine, "service/app.py:57")
+        assert pasted[:1] == [BUILD_APP] and not set(COMMITS[:2]) & set(pasted)  # not for "57"
+        assert "support for the metadata import was added in the last release" not in injected(
+            engine, "data")
+    finally:
+        engine.close()

@@ -69,8 +69,9 @@ from semantic_memory.keywords import (
     MAX_QUERY_TERMS,
     STOPWORDS,
     UNSPACED,
+    bar_terms,
     bm25_idf,
-    content_words,
+    part_starts,
     trigram_terms,
     words,
 )
@@ -553,22 +554,29 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     def relevant(self, conn: psycopg.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
-        no memory has weighs as one a single memory has); coverage goes into the signals. The
-        query's function words are set aside first (`content_words`, as the porter channel
-        does): "wie", "wir", "den", which no memory holds, weighed most of all."""
+        no memory has weighs as one a single memory has); coverage goes into the signals. As
+        the porter channel: the query's function words, and what pasted output says about
+        where (addresses, line numbers), are set aside first (`keywords.bar_terms`): "wie",
+        "wir", "den", which no memory holds, weighed most of all; and a term of PREFIX_MIN+
+        letters also matches where a part of an identifier starts with it (the index holds
+        `getUserAccountBalance` as one lexeme, so "AccountBalance" matched nothing)."""
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
                                     follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
-        content = content_words(words(query))
+        content = bar_terms(query)
         terms = self._terms(conn, " ".join(content)) if content else []
         if not terms or not hits:
             return set()
         weights, _ = self._weights(conn, terms, min_df=1)
         matched = self._matches(conn, terms, [h.memory.id for h in hits])
+        texts = {h.memory.id: h.memory.content for h in hits}
+        parts = part_starts([t.lexeme for t in terms], texts, PREFIX_MIN)
         out = set()
         for hit in hits:
-            coverage = _coverage(weights, matched.get(hit.memory.id, []))
+            found = matched.get(hit.memory.id, [False] * len(terms))
+            found = [m or hit.memory.id in p for m, p in zip(found, parts, strict=True)]
+            coverage = _coverage(weights, found)
             hit.signals["coverage"] = coverage
             if coverage >= self.min_coverage:
                 out.add(hit.memory.id)
