@@ -455,10 +455,10 @@ def test_an_empty_recall_says_so_and_what_to_try(db: Path) -> None:
     assert "recall is by words" in run(db, "recall", "--help").stdout.replace("\n", " ")
 
 
-def core_alone(folder: Path) -> Path:
-    """The python of an environment holding the core and its dependencies but no plugin, as
-    the core wheel installed alone: a venv whose site-packages links to this one's entries,
-    every other semantic-memory distribution (and its editable path) left out."""
+def venv_like_this(folder: Path, leave_out: tuple[str, ...] = ()) -> Path:
+    """The `memory-mcp` of a new environment in `folder` holding what this one holds but the
+    semantic-memory distributions named in `leave_out` (`claude_code`; `*`: every one but the
+    core): a venv whose site-packages links to this one's entries, and its console script."""
     import sysconfig
     import venv
 
@@ -468,11 +468,18 @@ def core_alone(folder: Path) -> Path:
         "site-packages"
     for entry in ours.iterdir():
         name = entry.name.removeprefix("_editable_impl_")
-        if name.startswith("semantic_memory_") and not name.startswith("semantic_memory_core"):
+        dist = name.removeprefix("semantic_memory_") if name.startswith("semantic_memory_") \
+            else None
+        if dist is not None and not dist.startswith("core") and (
+                "*" in leave_out or any(dist.startswith(n) for n in leave_out)):
             continue
         if not (theirs / entry.name).exists():
             (theirs / entry.name).symlink_to(entry)
-    return folder / "bin" / "python"
+    script = folder / "bin" / "memory-mcp"
+    script.write_text(f"#!{folder / 'bin' / 'python'}\n"
+                      "from semantic_memory.entry import main\nmain()\n")
+    script.chmod(0o755)
+    return script
 
 
 def test_with_no_retrieval_channel_installed_every_report_says_so(tmp_path: Path) -> None:
@@ -482,7 +489,7 @@ def test_with_no_retrieval_channel_installed_every_report_says_so(tmp_path: Path
     import select
     import time
 
-    python = core_alone(tmp_path / "venv")
+    python = venv_like_this(tmp_path / "venv", ("*",)).with_name("python")  # the core alone
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
     env.update(MEMORY_DB_PATH=str(tmp_path / "m.db"), HOME=str(tmp_path), MEMORY_PORT="0")
 

@@ -636,26 +636,38 @@ def hook(harness: str, event: str, options: tuple[str, ...]) -> None:
     sys.exit(run_hook([harness, event, *options]))
 
 
-def _adapter(obj: Context, harness: str) -> Any:
+def _config_files(obj: Context, target: Any, uninstall: bool) -> tuple[Any, list[Any]]:
+    """(the harness's adapter, or None when it is not installed, the files to edit). Without
+    the adapter (its distribution uninstalled since) only uninstall runs: it takes out the
+    `memory-mcp hook HARNESS` entries it finds in the target's folder (`orphan_files`)."""
+    from .harness import install as inst
     from .harness.registry import all_adapters
 
     adapters = all_adapters(obj.settings)
-    if harness not in adapters:
-        known = ", ".join(sorted(adapters)) or "none installed"
-        raise click.ClickException(f"no harness adapter named {harness!r} (installed: {known})")
-    return adapters[harness]
+    if target.harness in adapters:
+        return adapters[target.harness], adapters[target.harness].config_files(target)
+    known = ", ".join(sorted(adapters)) or "none installed"
+    missing = f"no harness adapter named {target.harness!r} (installed: {known})"
+    files = inst.orphan_files(target) if uninstall else []
+    if not files:
+        where = f" and no `memory-mcp hook {target.harness}` entry in " \
+            f"{target.project_dir or target.home}'s config folders" if uninstall else ""
+        raise click.ClickException(missing + where)
+    click.echo(f"{missing}: taking out its `memory-mcp hook {target.harness}` entries only "
+               "(its MCP server entry, if any, stays)", err=True)
+    return None, files
 
 
 def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool,
                   uninstall: bool, mcp: str = "proxy") -> None:
     from .harness import install as inst
 
-    adapter = _adapter(obj, harness)
     if project is not None and not Path(project).is_dir():
         raise click.BadParameter(f"{project} is not a directory", param_hint="--project")
     target = inst.make_target(harness, obj.settings, project_dir=project, mcp=mcp)
+    adapter, files = _config_files(obj, target, uninstall)
     try:
-        changes = inst.plan(adapter.config_files(target), uninstall=uninstall)
+        changes = inst.plan(files, uninstall=uninstall)
     except inst.InstallError as exc:
         raise click.ClickException(str(exc)) from None
     verb = "uninstall" if uninstall else "install"

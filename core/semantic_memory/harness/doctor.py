@@ -3,7 +3,9 @@
 The service (reachable, and with the token the hooks send? which version, which embedder;
 a service that refuses the token counts as not reachable: `doctor` exits 1), then for each installed harness
 adapter: its binary, its hooks and MCP registration in the user and project configs, and the
-last success and last failure of each of its hooks (from the hook log).
+last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
+have run but whose adapter is not installed: every one of its hooks fails, and `uninstall`
+takes them out without the adapter.
 """
 
 from __future__ import annotations
@@ -118,6 +120,40 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
             "binary_name": binary, "scopes": scopes, "hooks": hooks}
 
 
+def orphan_reports(adapters: dict[str, Any], project_dir: Path | None,
+                   latest: dict[tuple[str, str], dict[str, dict[str, Any]]]
+                   ) -> list[dict[str, Any]]:
+    """Harnesses whose hooks are wired (in the home folder's or the project's config) or have
+    run (the hook log) but whose adapter is not installed: each of their hooks fails. Where
+    they are wired, and the command that takes them out."""
+    wired: dict[str, dict[str, list[str]]] = {}
+    home = Path.home()
+    for scope, folder in (("user", home), ("project", project_dir)):
+        if folder is None or (scope == "project" and folder.resolve() == home.resolve()):
+            continue  # doctor run in the home folder: its files are the user's
+        for harness, paths in install.wired_harnesses(folder).items():
+            wired.setdefault(harness, {})[scope] = [str(p) for p in paths]
+    names = sorted((set(wired) | {harness for harness, _ in latest}) - set(adapters))
+    return [{"harness": name, "wired": wired.get(name, {}),
+             "fix": _orphan_fix(name, list(wired.get(name, {})), project_dir),
+             "hooks": {event: seen for (harness, event), seen in sorted(latest.items())
+                       if harness == name}}
+            for name in names]
+
+
+def _orphan_fix(harness: str, scopes: list[str], project_dir: Path | None) -> str:
+    """The one line that says how to stop the failing hooks of a harness without adapter."""
+    commands = [f"`memory-mcp uninstall {harness}"
+                + (f" --project {project_dir}`" if scope == "project" else "`")
+                for scope in scopes]
+    if commands:
+        remove = f"{' and '.join(commands)} take{'s' if len(commands) == 1 else ''} them out"
+    else:  # seen in the hook log only: wired in a project other than this one
+        remove = (f"`memory-mcp uninstall {harness} --project DIR` in the project whose hooks "
+                  "ran takes them out")
+    return f"{remove}, or install its adapter again (semantic-memory-{harness})"
+
+
 def report(settings: Settings, adapters: dict[str, Any],
            project_dir: Path | None) -> dict[str, Any]:
     latest = outcomes.latest(settings)
@@ -128,6 +164,7 @@ def report(settings: Settings, adapters: dict[str, Any],
         "repository": repo_report(settings, project_dir),
         "harnesses": [harness_report(a, settings, project_dir, latest)
                       for _, a in sorted(adapters.items())],
+        "without_adapter": orphan_reports(adapters, project_dir, latest),
     }
 
 
@@ -235,14 +272,27 @@ def render(data: dict[str, Any]) -> str:
             parts += [f"{name}: {'yes' if present else 'no'}" for name, present in entries.items()
                       if not name.endswith(" hook")]
             lines.append(f"  {scope:8} {' · '.join(parts) or 'nothing installed'}")
-        if not harness["hooks"]:
-            lines.append("  no hook has run yet")
-        for event, seen in harness["hooks"].items():
-            for side in ("success", "failure"):
-                item = seen.get(side)
-                if item:
-                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.get("ts", 0)))
-                    detail = f" — {item['detail']}" if item.get("detail") else ""
-                    lines.append(f"  last {side:7} {event}: {when} {item.get('outcome')}"
-                                 f"{detail}")
+        lines += _hook_lines(harness["hooks"])
+    for orphan in data.get("without_adapter", []):
+        lines += ["", f"{orphan['harness']}  (NO ADAPTER INSTALLED: its hooks fail on every "
+                      "prompt)"]
+        for scope, paths in orphan["wired"].items():
+            lines.append(f"  {scope:8} hooks wired in {', '.join(paths)}")
+        lines.append(f"  fix: {orphan['fix']}")
+        lines += _hook_lines(orphan["hooks"])
     return "\n".join(lines)
+
+
+def _hook_lines(hooks: dict[str, dict[str, Any]]) -> list[str]:
+    """The last success and the last failure of each hook of a harness."""
+    if not hooks:
+        return ["  no hook has run yet"]
+    lines = []
+    for event, seen in hooks.items():
+        for side in ("success", "failure"):
+            item = seen.get(side)
+            if item:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.get("ts", 0)))
+                detail = f" — {item['detail']}" if item.get("detail") else ""
+                lines.append(f"  last {side:7} {event}: {when} {item.get('outcome')}{detail}")
+    return lines

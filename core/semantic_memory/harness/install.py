@@ -587,6 +587,89 @@ def status(files: list[ConfigFile]) -> dict[str, bool]:
     return out
 
 
+def _strings(node: Any) -> Iterator[str]:
+    """Every string in a parsed JSON or TOML document."""
+    if isinstance(node, str):
+        yield str(node)
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+# --- a harness whose adapter is gone ---------------------------------------------------------
+# Uninstalling an adapter's distribution leaves its hook entries in the harness's config, and
+# every hook then fails (no adapter for the harness). Without the adapter the core cannot know
+# its files, but it knows the commands it wrote: `memory-mcp hook HARNESS …`.
+
+#: A hook command install wrote, and the harness it runs.
+HOOK_COMMAND = re.compile(r"memory-mcp['\"]?\s+hook\s+([A-Za-z0-9][\w.-]*)")
+#: A config file larger than this is no harness's settings: not read.
+MAX_CONFIG_BYTES = 4_000_000
+
+
+def wired_harnesses(folder: Path) -> dict[str, list[Path]]:
+    """Harness name -> the files in `folder` (the home folder or a project's) whose hook
+    commands run `memory-mcp hook` for it: the JSON and TOML files right inside its hidden
+    folders, where the harnesses keep their settings (`.claude/settings.json`, a project's
+    `.claude/settings.local.json`, `.codex/hooks.json`, `.kimi-code/config.toml`)."""
+    found: dict[str, list[Path]] = {}
+    try:
+        hidden = sorted(p for p in folder.iterdir() if p.name.startswith(".") and p.is_dir())
+    except OSError:
+        return found
+    for sub in hidden:
+        try:
+            files = sorted(p for p in sub.iterdir() if p.suffix in (".json", ".toml"))
+        except OSError:
+            continue
+        for path in files:
+            try:
+                if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for harness in sorted(set(HOOK_COMMAND.findall(text))):
+                found.setdefault(harness, []).append(path)
+    return found
+
+
+def orphan_files(target: InstallTarget) -> list[ConfigFile]:
+    """What `uninstall` edits for a harness whose adapter is not installed: each file of the
+    target's folder (the project's, else the home folder) whose hook commands run it
+    (`wired_harnesses`), its edit taking out those hook entries and nothing else (an MCP
+    server entry stays: the core alone still serves it)."""
+    folder = target.project_dir or target.home
+    return [ConfigFile(path, "toml" if path.suffix == ".toml" else "jsonc",
+                       install=lambda doc: None,
+                       uninstall=partial(remove_hook_entries, target=target),
+                       installed=partial(_holds_hook_entries, target=target))
+            for path in wired_harnesses(folder).get(target.harness, [])]
+
+
+def remove_hook_entries(doc: Document, target: InstallTarget) -> None:
+    """Take out every hook entry running `target`'s harness, in either layout install writes:
+    the JSON one Claude Code and Codex share, or a TOML list of `[[hooks]]` tables (Kimi
+    Code's)."""
+    hooks = doc.get("hooks")
+    if isinstance(hooks, dict):
+        remove_command_hooks(doc, target)
+    elif isinstance(hooks, list):
+        mine = [e for e in hooks if isinstance(e, dict)
+                and target.is_our_command(e.get("command"))]
+        for entry in mine:
+            hooks.remove(entry)
+        if mine and not len(hooks):  # a `hooks = []` of the user's own stays
+            del doc["hooks"]
+
+
+def _holds_hook_entries(doc: Document, target: InstallTarget) -> dict[str, bool]:
+    return {"hook": any(target.is_our_command(text) for text in _strings(doc))}
+
+
 def claim_server(servers: Any, name: str, target: InstallTarget, path: Path) -> None:
     """Refuse to replace an MCP server entry called `name` that is not this service's."""
     existing = servers.get(name) if hasattr(servers, "get") else None
