@@ -658,6 +658,28 @@ def _config_files(obj: Context, target: Any, uninstall: bool) -> tuple[Any, list
     return None, files
 
 
+def _check_lasting(target: Any) -> None:
+    """Refuse to write hook commands that point into a cache (`uvx`, `pipx run`): they fail
+    once it is emptied; warn when they point into the temp folder."""
+    from .harness import install as inst
+
+    place = inst.transient_place(target.executable)
+    if place is None:
+        return
+    kind, folder = place
+    if kind == "temp":
+        click.echo(f"warning: memory-mcp runs from the temp folder {folder} "
+                   f"({target.executable}), which a reboot may empty: the hooks would then "
+                   "fail (`memory-mcp doctor` says so)", err=True)
+        return
+    raise click.ClickException(
+        f"memory-mcp runs from a cache ({target.executable}: uvx, `uv tool run` or `pipx "
+        "run`), which `uv cache clean` empties, and the hooks would then fail on every "
+        "prompt; install it to stay (`uv tool install semantic-memory-core --with "
+        f"semantic-memory-mcp`, docs/cli.md#install), then run `memory-mcp install "
+        f"{target.harness}` — nothing was changed")
+
+
 def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool,
                   uninstall: bool, mcp: str = "proxy") -> None:
     from .harness import install as inst
@@ -666,6 +688,8 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
         raise click.BadParameter(f"{project} is not a directory", param_hint="--project")
     target = inst.make_target(harness, obj.settings, project_dir=project, mcp=mcp)
     adapter, files = _config_files(obj, target, uninstall)
+    if not uninstall:
+        _check_lasting(target)
     try:
         changes = inst.plan(files, uninstall=uninstall)
     except inst.InstallError as exc:

@@ -2,8 +2,9 @@
 
 The service (reachable, and with the token the hooks send? which version, which embedder;
 a service that refuses the token counts as not reachable: `doctor` exits 1), then for each installed harness
-adapter: its binary, its hooks and MCP registration in the user and project configs, and the
-last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
+adapter: its binary, its hooks and MCP registration in the user and project configs (and a
+hook command's program that is gone: a cache emptied since), and the last success and last
+failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
 have run but whose adapter is not installed: every one of its hooks fails, and `uninstall`
 takes them out without the adapter.
 """
@@ -112,7 +113,10 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
         if scope == "project" and (paths == seen or not any(f.path.exists() for f in files)):
             continue  # a harness configured per user only, or nothing in this project
         seen = paths
-        scopes[scope] = {"files": paths, "entries": install.status(files)}
+        missing = [p for p in install.hook_programs(files, target) if not install.runs(p)]
+        scopes[scope] = {"files": paths, "entries": install.status(files), "missing": missing,
+                         "reinstall": f"memory-mcp install {adapter.name}"
+                                      + (f" --project {folder}" if folder else "")}
     hooks = {event: outcomes_ for (harness, event), outcomes_ in sorted(latest.items())
              if harness == adapter.name}
     binary = adapter.binary
@@ -272,6 +276,10 @@ def render(data: dict[str, Any]) -> str:
             parts += [f"{name}: {'yes' if present else 'no'}" for name, present in entries.items()
                       if not name.endswith(" hook")]
             lines.append(f"  {scope:8} {' · '.join(parts) or 'nothing installed'}")
+            for program in info["missing"]:
+                lines.append(f"  MISSING  {program}, which its hooks run: each fails (exit "
+                             f"127); run `{info['reinstall']}` again from a lasting install "
+                             "(docs/cli.md#install)")
         lines += _hook_lines(harness["hooks"])
     for orphan in data.get("without_adapter", []):
         lines += ["", f"{orphan['harness']}  (NO ADAPTER INSTALLED: its hooks fail on every "

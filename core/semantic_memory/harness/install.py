@@ -115,6 +115,30 @@ def make_target(harness: str, settings: Settings, *, project_dir: str | None = N
     )
 
 
+def transient_place(program: str) -> tuple[str, Path] | None:
+    """("cache", folder) when `program` lies in a cache, which empties without asking (`uvx`,
+    `uv tool run` and `pipx run` run from uv's or pipx's: `uv cache clean` removes it), ("temp",
+    folder) in the temp folder (a reboot may empty it), None in a place that lasts. A hook
+    command pointing there fails on every prompt once it is gone (exit 127)."""
+    import tempfile
+
+    if not os.path.isabs(program):  # found on PATH when the hook runs: wherever that is
+        return None
+    home = Path.home()
+    caches = [os.environ.get("UV_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"),
+              home / ".cache", home / "Library" / "Caches",
+              Path(os.environ.get("LOCALAPPDATA") or home) / "uv" / "cache",
+              os.environ.get("PIPX_HOME") and Path(os.environ["PIPX_HOME"]) / ".cache",
+              home / ".local" / "share" / "pipx" / ".cache", home / ".local" / "pipx" / ".cache"]
+    where = Path(os.path.realpath(program))
+    for kind, folders in (("cache", caches), ("temp", [tempfile.gettempdir()])):
+        for folder in filter(None, folders):
+            real = Path(os.path.realpath(folder))
+            if where.is_relative_to(real):
+                return kind, real
+    return None
+
+
 def entry_point_path() -> str:
     """The absolute path of the installed `memory-mcp` script (not `uv run`: a hook must start
     fast), beside this interpreter when it is there, else on PATH."""
@@ -585,6 +609,38 @@ def status(files: list[ConfigFile]) -> dict[str, bool]:
         for name, present in found.items():
             out[name] = out.get(name, False) or bool(present)
     return out
+
+
+def hook_programs(files: list[ConfigFile], target: InstallTarget) -> list[str]:
+    """The `memory-mcp` programs the files' hook commands for `target`'s harness run, as
+    written (`memory-mcp doctor` checks that each exists)."""
+    found: list[str] = []
+    for file in files:
+        try:
+            doc = load(file)[1]
+        except InstallError:
+            continue
+        for text in _strings(doc):
+            if not target.is_our_command(text):
+                continue
+            try:
+                words = shlex.split(text)
+            except ValueError:
+                continue
+            program = next((w for w in words if Path(w).name in ("memory-mcp",
+                                                                  "memory-mcp.exe")), None)
+            if program is not None and program not in found:
+                found.append(program)
+    return found
+
+
+def runs(program: str) -> bool:
+    """Whether `program` (a path, or a name looked up on PATH) is there to run."""
+    import shutil
+
+    if os.path.isabs(program):
+        return os.access(program, os.X_OK)
+    return shutil.which(program) is not None
 
 
 def _strings(node: Any) -> Iterator[str]:
