@@ -125,6 +125,17 @@ def test_a_second_request_with_an_id_in_flight_is_refused(service: Service) -> N
                          ) == {"jsonrpc": "2.0", "id": 7, "result": {}}
 
 
+def test_an_id_is_free_again_as_soon_as_its_answer_is_out(service: Service) -> None:
+    """A client that reuses one id for call after call sends the next request as soon as it
+    has the answer, while the SDK's handler may still be returning: the id counted as in
+    flight until then, and such a ping was refused as a duplicate now and then."""
+    with service.client() as client:
+        headers = open_session(client)
+        for _ in range(200):
+            answer = post(client, headers, {"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert answer.status_code == 200, answer.text
+
+
 # --- lines the SDK's stdio reader refuses ------------------------------------------------------
 
 

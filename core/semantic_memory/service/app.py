@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -254,13 +254,17 @@ class LazyMCP:
         if session is None and handshake_era(scope):
             await self.make_room()  # an `initialize` (`refusal`): it opens a session
         key = request_key(session, message)
-        if key is not None:
-            self.requests[key] = self.mcp.uncancellable(message)
-        try:
+        if key is None:
             await self.forward(scope, replaying(body, receive), send)
+            return
+        self.requests[key] = self.mcp.uncancellable(message)
+        try:
+            # Answered once its last byte goes out: a client may send its next request, with
+            # the same id, before the SDK's handler has returned.
+            await self.forward(scope, replaying(body, receive), send,
+                               answered=lambda: self.requests.pop(key, None))
         finally:
-            if key is not None:
-                self.requests.pop(key, None)
+            self.requests.pop(key, None)
 
     def refusal(self, scope: dict[str, Any], session: str | None,
                 message: dict[str, Any]) -> dict[str, Any] | None:
@@ -283,8 +287,10 @@ class LazyMCP:
                                 "id is still in flight in this session")
         return None
 
-    async def forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Pass a request to the SDK's app."""
+    async def forward(self, scope: dict[str, Any], receive: Any, send: Any,
+                      answered: Callable[[], Any] | None = None) -> None:
+        """Pass a request to the SDK's app; `answered` runs as its answer's last part goes
+        out."""
         started = finished = False
 
         async def tracked_send(message: dict[str, Any]) -> None:
@@ -292,6 +298,8 @@ class LazyMCP:
             started = started or message["type"] == "http.response.start"
             finished = finished or (message["type"] == "http.response.body"
                                     and not message.get("more_body", False))
+            if finished and answered is not None:
+                answered()
             await send(message)
 
         try:
