@@ -34,8 +34,6 @@ UID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: The channel that finds supersession candidates at ingest, and how many it returns.
 SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
-#: The channel that also finds them for a text holding CJK, which porter reads as one token.
-CJK_SUPERSEDE_CHANNEL = "trigram"
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
 
@@ -418,25 +416,26 @@ class Writer:
 
     def _candidates(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current memories of `memory`'s project and kind (itself left out) that may
-        restate it: the porter BM25 channel's best few for its text (and the trigram
-        channel's, for a text holding CJK), so a write costs one small search; without that
-        channel (PostgreSQL, whose full-text channel would cache corpus statistics from inside
-        this write), the newest memories of the project and kind containing its
-        `supersede.probe_word` (pg_trgm answers the ILIKE)."""
+        restate it: the porter BM25 channel's best few for its text, so a write costs one
+        small search; without that channel (PostgreSQL, whose full-text channel would cache
+        corpus statistics from inside this write), or for a text holding CJK (a run is one
+        token to porter), the newest memories of the project and kind containing its
+        `supersede.probe_word` (pg_trgm answers the ILIKE). Not the trigram channel: its
+        remembered phrase counts, taken inside this write, would steer later searches."""
         channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
         try:
+            found: list[Memory] = []
             if channel is not None:
                 filters = RecallFilters(project=memory.project, kind=memory.kind)
-                searched = [channel]
-                if supersede.has_cjk(memory.content):  # one token to porter: trigram reads it
-                    searched += [c for c in self.channels if c.name == CJK_SUPERSEDE_CHANNEL]
-                ids = {h.id for c in searched
-                       for h in c.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)}
-                found = list(self.store.load(conn, sorted(ids - {memory.id})).values())
-            else:
+                hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
+                found = list(self.store.load(
+                    conn, [h.id for h in hits if h.id != memory.id]).values())
+            if channel is None or supersede.has_cjk(memory.content):  # porter: one token
                 probe = supersede.probe_word(memory.content)
-                found = self.store.containing(conn, memory, probe, SUPERSEDE_CANDIDATES * 4
-                                              ) if probe else []
+                seen = {m.id for m in found}
+                found += [m for m in self.store.containing(
+                    conn, memory, probe, SUPERSEDE_CANDIDATES * 4) if m.id not in seen
+                          ] if probe else []
         except Exception as exc:  # a write never fails for a missed supersession
             log.warning("supersession: candidate search failed: %s", exc)
             return []
