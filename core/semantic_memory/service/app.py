@@ -32,7 +32,7 @@ from ..config import Settings
 from ..pipeline import MemoryEngine
 from . import browse, embed_queue, maintenance, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
-from .edges import BodyGuard, is_json
+from .edges import BodyGuard, header, is_json, read_body, replaying, with_media_type_lowered
 from .rest import EXCEPTION_HANDLERS, ROUTES
 
 log = logging.getLogger("semantic_memory.service")
@@ -77,25 +77,6 @@ SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_HEADER = b"mcp-protocol-version"
 
 
-async def read_body(receive: Any) -> bytes | None:
-    """A request's whole body (edges.BodyGuard bounds its size and time); None when the client
-    went away or the guard refused the body (413, 408: the guard answers then)."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def header(scope: dict[str, Any], name: bytes) -> str | None:
-    """A request header's value (the first, when repeated), or None."""
-    return next((value.decode("latin-1") for key, value in scope["headers"]
-                 if key.lower() == name), None)
-
-
 def request_key(session: str | None, message: Any) -> tuple[str, Any] | None:
     """`id_key` of a request; None for a notification or anything not JSON-RPC."""
     if not isinstance(message, dict) or "method" not in message:
@@ -123,27 +104,6 @@ def handshake_era(scope: dict[str, Any]) -> bool:
     return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
 
 
-def with_media_type_lowered(scope: dict[str, Any]) -> dict[str, Any]:
-    """`scope` with its Content-Type's media type in lower case: media types are
-    case-insensitive, and the SDK answered `APPLICATION/JSON` 415."""
-    headers = []
-    for name, value in scope["headers"]:
-        if name.lower() == b"content-type":
-            media, sep, parameters = value.partition(b";")
-            value = media.strip().lower() + sep + parameters
-        headers.append((name, value))
-    return {**scope, "headers": headers}
-
-
-def replaying(body: bytes, receive: Any) -> Any:
-    """`receive` for an app that reads the body again: `body` first, then the client's
-    further messages (its disconnect, which an event stream waits for)."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replay() -> dict[str, Any]:
-        return pending.pop() if pending else await receive()
-
-    return replay
 #: Sessions closed at the cap are logged together, at most once in this many seconds: clients
 #: that open a session per call and never close it made one log line each.
 EVICTION_LOG_S = 60.0

@@ -15,6 +15,8 @@ error looks like on the wire. One ASGI middleware, outermost, so REST and `/mcp`
   the SDK's JSON-RPC `{"error": {"code", "message"}}`, which MCP clients parse) and only a
   multi-line message (the SDK quotes pydantic dumps) is cut to its first line. So is the
   answer to a request a stopping server cuts off (503, not uvicorn's plain-text 500).
+- What reads a request before the app it is for (`/mcp` reads a body before the MCP SDK does,
+  then hands it on: `read_body`, `replaying`, `header`, `with_media_type_lowered`).
 """
 
 from __future__ import annotations
@@ -266,3 +268,48 @@ class Exchange:
                 if not message.get("more_body", False):
                     self.body_done = True
                     break
+
+
+# --- reading a request before the app it is for (app.LazyMCP) ------------------------------
+
+
+async def read_body(receive: Any) -> bytes | None:
+    """A request's whole body (BodyGuard bounds its size and time); None when the client
+    went away or the guard refused the body (413, 408: the guard answers then)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def header(scope: dict[str, Any], name: bytes) -> str | None:
+    """A request header's value (the first, when repeated), or None."""
+    return next((value.decode("latin-1") for key, value in scope["headers"]
+                 if key.lower() == name), None)
+
+
+def with_media_type_lowered(scope: dict[str, Any]) -> dict[str, Any]:
+    """`scope` with its Content-Type's media type in lower case: media types are
+    case-insensitive, and the SDK answered `APPLICATION/JSON` 415."""
+    headers = []
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            media, sep, parameters = value.partition(b";")
+            value = media.strip().lower() + sep + parameters
+        headers.append((name, value))
+    return {**scope, "headers": headers}
+
+
+def replaying(body: bytes, receive: Any) -> Any:
+    """`receive` for an app that reads the body again: `body` first, then the client's
+    further messages (its disconnect, which an event stream waits for)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replay
