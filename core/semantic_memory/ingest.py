@@ -430,12 +430,12 @@ class Writer:
                 hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
                 found = list(self.store.load(
                     conn, [h.id for h in hits if h.id != memory.id]).values())
-            if channel is None or supersede.has_cjk(memory.content):  # porter: one token
-                probe = supersede.probe_word(memory.content)
+            probe = supersede.probe_word(memory.content) if channel is None or \
+                supersede.has_cjk(memory.content) else None  # a CJK run: one token to porter
+            if probe:
                 seen = {m.id for m in found}
                 found += [m for m in self.store.containing(
-                    conn, memory, probe, SUPERSEDE_CANDIDATES * 4) if m.id not in seen
-                          ] if probe else []
+                    conn, memory, probe, SUPERSEDE_CANDIDATES * 4) if m.id not in seen]
         except Exception as exc:  # a write never fails for a missed supersession
             log.warning("supersession: candidate search failed: %s", exc)
             return []

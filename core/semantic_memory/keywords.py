@@ -79,8 +79,9 @@ _FUNCTION_WORDS: dict[str, tuple[str, str]] = {
 #: anyway, and an English query must not read as Portuguese for holding them.
 FUNCTION_WORDS = {lang: (frozenset(plain.split()) - STOPWORDS, frozenset(english.split()))
                   for lang, (plain, english) in _FUNCTION_WORDS.items()}
-#: Set aside by the relevance bar whatever the query's language.
-_ALWAYS_ASIDE = STOPWORDS.union(*(plain for plain, _ in FUNCTION_WORDS.values()))
+#: The other languages' function words that are no English word: set aside whatever the
+#: text's language (with English STOPWORDS, `content_words`).
+_FOREIGN_ASIDE = frozenset().union(*(plain for plain, _ in FUNCTION_WORDS.values()))
 
 
 def content_words(terms: list[str]) -> list[str]:
@@ -137,7 +138,7 @@ def foreign_function_words(present: set[str]) -> frozenset[str]:
     English words too ("die", "comment", "est") only in a text of that language: one holding
     two of its other function words, or one of them beside two such English-looking ones
     ("Où est la configuration des tests ?")."""
-    aside = _ALWAYS_ASIDE - STOPWORDS
+    aside = _FOREIGN_ASIDE
     for plain, english in FUNCTION_WORDS.values():
         own = len(present & plain)
         if english and (own >= 2 or (own and len(present & english) >= 2)):

@@ -124,10 +124,13 @@ class _Run:
     budget cut short before it was made can pick up where the watchdog stopped it."""
 
     def __init__(self, harness: str, event: str, settings: HookSettings, budget_end: float,
-                 offline: ServiceUnavailable | None, watchdog: Watchdog, debug: Any) -> None:
+                 service_url: tuple[str, str], offline: ServiceUnavailable | None,
+                 watchdog: Watchdog, debug: Any) -> None:
         self.harness, self.event, self.settings = harness, event, settings
         self.budget_end, self.offline, self.watchdog, self.debug = (
             budget_end, offline, watchdog, debug)
+        #: (URL, where it came from): `resolve_url`'s, read once per run.
+        self.service_url = service_url
         self.adapter: Any = None
         self.action: str | None = None
         self.payload: dict[str, Any] | None = None
@@ -161,7 +164,7 @@ class _Run:
         if writes_only and not self.writes():
             raise HookTimeout()
         if self.call is None:
-            url, origin = resolve_url(self.settings)
+            url, origin = self.service_url
             self.debug(f"service {url} ({origin})")
             self.service = ServiceClient(url, self.budget_end - EXIT_MARGIN_S,
                                          self.settings.plugin_token or self.settings.token,
@@ -228,9 +231,10 @@ def _run(argv: list[str], started: float) -> int:
     debug = _debugger(settings, harness, event)
     budget_end = started + settings.hook_budget_s
     output = ""
-    offline = _offline(settings)
+    service_url = resolve_url(settings)
+    offline = _offline(settings, service_url[0])
     watchdog = Watchdog(budget_end + WRITE_GRACE_S)
-    run = _Run(harness, event, settings, budget_end, offline, watchdog, debug)
+    run = _Run(harness, event, settings, budget_end, service_url, offline, watchdog, debug)
     armed = lite.HAS_ALARM  # POSIX; elsewhere the socket timeouts bound it
     if armed:
         previous = lite.signal(lite.SIGALRM, watchdog)
@@ -379,9 +383,10 @@ def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
     return None
 
 
-def _offline(settings: HookSettings) -> ServiceUnavailable | None:
-    """The error every request of this run raises at once while the hooks back off."""
-    state = backoff.active(beside_db(settings, "hooks.backoff.json"), resolve_url(settings)[0])
+def _offline(settings: HookSettings, url: str) -> ServiceUnavailable | None:
+    """The error every request of this run raises at once while the hooks back off from the
+    service at `url`."""
+    state = backoff.active(beside_db(settings, "hooks.backoff.json"), url)
     if state is None:
         return None
     until = time.strftime("%H:%M:%S", time.localtime(state.until))
