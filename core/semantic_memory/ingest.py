@@ -19,7 +19,8 @@ from . import supersede
 from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
-from .limits import MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from .limits import (MAX_FUTURE_S, MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG_CHARS,
+                     MAX_TAGS)
 from .lite import encodes
 from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, iso, now,
                      project_name)
@@ -83,6 +84,9 @@ def validate(memory: NewMemory, max_chars: int) -> None:
             raise InvalidMemory(f"{name}: expected unix seconds")
         if value is not None and not in_time_range(value):
             raise InvalidMemory(f"{name}: time out of range (1970 to year 9999)")
+        if value is not None and value > now() + MAX_FUTURE_S:
+            raise InvalidMemory(f"{name}: {iso(value)} is more than a day ahead of this "
+                                "machine's clock")
     if memory.uid is not None and (not isinstance(memory.uid, str) or not UID.match(memory.uid)):
         raise InvalidMemory("uid: expected 1..64 letters, digits, _ or -")
     if not isinstance(memory.forgotten, bool):
