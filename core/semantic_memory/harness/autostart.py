@@ -4,6 +4,8 @@ The service is spawned detached (its own session, so it outlives the hook and th
 process group) on an OS-assigned port (MEMORY_PORT=0) and found again through its discovery
 file. The hook waits for it only while its own budget lasts; a service that needs longer is
 found by the next hook. A lock file keeps concurrent session starts from spawning twice.
+The service's stderr goes to `service.log` beside the db, rotated as a service is spawned
+(`rotate_log`): a child's stdout is a file descriptor, which no logging handler can rotate.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from .urls import split_url
 #: A lock younger than this means another hook is starting the service.
 LOCK_FRESH_S = 20.0
 POLL_S = 0.02
+#: A service.log over this many bytes is moved to `service.log.1` (replacing the one before)
+#: as a service is spawned: the two stay within about twice this.
+LOG_MAX_BYTES = 5_000_000
 
 
 def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
@@ -59,10 +64,22 @@ def spawn(settings: Settings) -> subprocess.Popen[bytes]:
         env["MEMORY_PORT"] = "0"
     log_path = settings.resolved_db_path.with_name("service.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    rotate_log(log_path)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [entry_point_path(), "serve"], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True)
+
+
+def rotate_log(path: Path) -> None:
+    """Move `path` to `<path>.1` when it is over LOG_MAX_BYTES, so every autostart does not
+    append to one file forever. Only the spawning hook (it holds the lock) rotates; a service
+    still writing to the old file goes on writing to `.1`."""
+    try:
+        if path.stat().st_size > LOG_MAX_BYTES:
+            os.replace(path, path.with_name(f"{path.name}.1"))
+    except OSError:  # none yet, or it cannot be moved: appended to as before
+        pass
 
 
 def _lock_path(settings: Settings) -> Path:
