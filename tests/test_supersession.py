@@ -95,12 +95,27 @@ def test_a_setting_named_first_is_the_subject(old: str, new: str, label: bool) -
     assert supersedes(old, new) is label
 
 
+@pytest.mark.parametrize(("old", "new", "label"), [
+    ("Максимальный размер файла 10 МБ", "Максимальный размер файла теперь 20 МБ", True),
+    ("Таймаут запроса 30 секунд", "Таймаут запроса теперь 60 секунд", True),
+    ("The cache lasts 10 minutes", "The cache now lasts 20 minutes", True),
+    ("step 2 takes 5 minutes", "step 3 takes 5 minutes", False),  # still a series member
+    ("writer 5 item 3", "writer 6 item 3", False),
+])
+def test_a_number_before_a_unit_is_a_quantity_not_a_label(old: str, new: str,
+                                                          label: bool) -> None:
+    """Russian has no "is": in "размер файла 10 МБ" the number follows a plain noun and was
+    read as the 10th of a series, so no update of a size or a timeout was taken."""
+    assert supersedes(old, new) is label
+
+
 def test_the_rule_meets_its_figures_in_other_languages() -> None:
     report = json.loads(subprocess.run(
         [sys.executable, str(ROOT / "bench" / "supersession.py")], capture_output=True,
         text=True, timeout=120, check=True).stdout)["other_languages"]
-    # measured: 0.960 / 0.889 on the pairs written with the rule, 0.846 / 0.733 held out
-    # (0.857 / 0.444 and 0.857 / 0.400 before the rule read them)
+    # measured: 0.960 / 0.889 on the pairs written with the rule, 0.857 / 0.800 held out
+    # (0.857 / 0.444 and 0.857 / 0.400 before the rule read them; 0.846 / 0.733 on the held
+    # set before a number before a unit was a quantity)
     assert report["pairs_i18n"]["precision"] >= 0.9 and report["pairs_i18n"]["recall"] >= 0.8
     assert report["pairs_i18n_held"]["recall"] >= 0.6
 

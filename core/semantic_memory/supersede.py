@@ -57,6 +57,14 @@ beträgt lautet größe versión tamaño límite puerto porta porto versão tama
 dimensione taille délai vaut порт порту порта версия версии размер лимит таймаут составляет
 равен равна равно θύρα θύρας έκδοση μέγεθος όριο
 """.split())
+#: Units of measure: a bare number before one is a quantity, not a series label, whatever word
+#: comes before it ("размер файла 10 МБ", where Russian has no "is"; "retry after 30 seconds").
+UNITS = frozenset("""
+b kb mb gb tb kib mib gib tib byte bytes ms s sec secs second seconds min mins minute minutes
+h hr hrs hour hours d day days % px em rem pt dpi fps rpm hz khz mhz ghz cores threads
+кб мб гб тб байт байта мс сек секунд секунды секунду мин минут минуты минуту час часа часов
+дней дня день ядер ядра потоков
+""".split())
 #: Update markers of the languages `keywords.FUNCTION_WORDS` knows ("jetzt" is one of its
 #: German function words already).
 FOREIGN_MARKERS = frozenset("""
@@ -179,7 +187,8 @@ def _labels(text: str, reading: _Reading | None = None) -> frozenset[str]:
     reading = reading or _Reading.of(text)
     labels: set[str] = set()
     previous, labelled, previous_first, end = "", True, False, 0
-    for match in _TOKEN.finditer(text):
+    matches = list(_TOKEN.finditer(text))
+    for i, match in enumerate(matches):
         raw = match.group(0)
         first = end == 0 or bool(_SENTENCE_END.search(text[end - 1:match.start()]))
         end = match.end()
@@ -187,12 +196,18 @@ def _labels(text: str, reading: _Reading | None = None) -> frozenset[str]:
         if not token:
             continue
         ident = bool(_IDENT.fullmatch(token))
-        labelled = (ident or bool(_BARE_INT.fullmatch(token))) and not previous.endswith(":") \
+        number = bool(_BARE_INT.fullmatch(token)) and not _before_unit(matches[i + 1:i + 2])
+        labelled = (ident or number) and not previous.endswith(":") \
             and (labelled or _names_series(previous, previous_first and ident, reading))
         if labelled:
             labels.add(f"{previous.lower()} {token}")
         previous, previous_first = (raw if raw.endswith(":") else token), first
     return frozenset(labels)
+
+
+def _before_unit(following: list[re.Match[str]]) -> bool:
+    """Whether the token after a number (none, or one match) is a unit of measure."""
+    return bool(following) and following[0].group(0).rstrip(".,;:").lower() in UNITS
 
 
 def _names_series(word: str, sentence_start: bool, reading: _Reading) -> bool:
