@@ -40,6 +40,9 @@ QWEN3_INSTRUCT = "Given a web search query, retrieve relevant passages that answ
 #: Architectures whose embeddings are trained with Matryoshka representation learning.
 MRL_ARCHITECTURES = frozenset({"qwen3", "gemma-embedding"})
 MIN_MRL_DIM = 32
+#: The command that installs what this plugin runs models with (a dependency of the plugin, so
+#: missing only where it was left out, e.g. `uv sync --no-install-package llama-cpp-python`).
+INSTALL_LLAMA_CPP = "pip install llama-cpp-python"
 
 
 class EmbedderUnavailable(RuntimeError):
@@ -326,6 +329,9 @@ class LlamaCppEmbedder(Embedder):
             if os.getpid() not in pids:
                 return self._drop(llm), "nvidia-smi does not list this process (silent CPU run)"
             return llm, None
+        except ImportError:  # no llama.cpp at all: the CPU has none either (`_load_locked`)
+            self._drop(llm)
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure means: use the CPU
             return self._drop(llm), f"{type(exc).__name__}: {exc}"
 
@@ -357,6 +363,11 @@ class LlamaCppEmbedder(Embedder):
                 self._llm = self._build(gpu=False)
                 self.device = "cpu"
             self._eos = self._eos_token(self._llm)
+        except ImportError as exc:
+            self._llm = None
+            self.error = f"llama-cpp-python cannot be imported ({exc}): {INSTALL_LLAMA_CPP}"
+            log.error("embedder: %s; vector channel off (BM25-only)", self.error)
+            raise EmbedderUnavailable(self.error) from None
         except Exception as exc:  # noqa: BLE001
             self._llm = None
             self.error = f"model failed to load: {type(exc).__name__}: {exc}"
