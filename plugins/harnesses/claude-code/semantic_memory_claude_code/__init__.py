@@ -17,9 +17,13 @@ Hook facts (Claude Code 2.1.332, checked against the binary; tests/test_harness_
   the command holds this machine's path), user hooks in `~/.claude/settings.json`; MCP servers
   in `.mcp.json` (project) or `~/.claude.json` (user). `-p` runs refuse MCP tool calls that are
   not allowed, so install allows `mcp__memory` there too.
+- `CLAUDE_CONFIG_DIR` moves both user files: `$CLAUDE_CONFIG_DIR/settings.json` and
+  `$CLAUDE_CONFIG_DIR/.claude.json` (the binary's `getGlobalClaudeFile`).
 """
 
 from __future__ import annotations
+
+import os
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
 from semantic_memory.harness.adapter import additional_context, escape_tags
@@ -27,6 +31,7 @@ from semantic_memory.harness.transcript import text_of
 
 TYPE_CHECKING = False  # typing costs a hook process more than its own work
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
+    from pathlib import Path
     from typing import Any
 
     from semantic_memory.harness import ConfigFile, InstallTarget
@@ -35,6 +40,21 @@ SERVER = "memory"
 PERMISSION = f"mcp__{SERVER}"
 #: Claude Code parks additional context over 10,000 characters in a file.
 MAX_CONTEXT_CHARS = 9_500
+
+
+def config_home(target: InstallTarget) -> Path:
+    """Claude Code's user config folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude`."""
+    from pathlib import Path
+
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or target.home / ".claude")
+
+
+def global_file(target: InstallTarget) -> Path:
+    """Claude Code's user file of MCP servers and per-project state: `.claude.json` in
+    `$CLAUDE_CONFIG_DIR`, else in the home folder."""
+    from pathlib import Path
+
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or target.home) / ".claude.json"
 
 
 class ClaudeCodeAdapter(HarnessAdapter):
@@ -87,13 +107,13 @@ class ClaudeCodeAdapter(HarnessAdapter):
         # The server entry holds this machine's path to memory-mcp, so for a project it goes
         # where the hooks go: the personal config, never the committed `.mcp.json`. That is
         # Claude Code's "local" scope, `projects[<dir>].mcpServers` in ~/.claude.json.
-        mcp_file = target.home / ".claude.json"
+        mcp_file = global_file(target)
         scope: tuple[str, ...] = ()
         if target.project_dir is not None:
             settings = target.project_dir / ".claude" / "settings.local.json"
             scope = ("projects", str(target.project_dir))
         else:
-            settings = target.home / ".claude" / "settings.json"
+            settings = config_home(target) / "settings.json"
         events = [e for e in self.events if e != "PostToolUse" or target.tool_capture]
 
         def install_hooks(doc: dict[str, Any]) -> None:
@@ -159,7 +179,7 @@ class ClaudeCodeAdapter(HarnessAdapter):
 
         files = [ConfigFile(settings, "json", install_hooks, uninstall_hooks, hooks_installed),
                  ConfigFile(mcp_file, "json", install_mcp, uninstall_mcp, mcp_installed,
-                            owns_folder=False)]  # the home folder
+                            owns_folder=False)]  # the home folder, or the user's config folder
         if target.project_dir is not None:
             # Earlier installs put the server in the project's shared `.mcp.json`: take our
             # entry out of it (install and uninstall alike), and the file with it when that
