@@ -127,15 +127,16 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
 def orphan_reports(adapters: dict[str, Any], project_dir: Path | None,
                    latest: dict[tuple[str, str], dict[str, dict[str, Any]]]
                    ) -> list[dict[str, Any]]:
-    """Harnesses whose hooks are wired (in the home folder's or the project's config) or have
-    run (the hook log) but whose adapter is not installed: each of their hooks fails. Where
-    they are wired, and the command that takes them out."""
+    """Harnesses whose hooks are wired (in the user's config folders, those CLAUDE_CONFIG_DIR,
+    CODEX_HOME and KIMI_CODE_HOME name too, or the project's) or have run (the hook log) but
+    whose adapter is not installed: each of their hooks fails. Where they are wired, and the
+    command that takes them out."""
     wired: dict[str, dict[str, list[str]]] = {}
     home = Path.home()
     for scope, folder in (("user", home), ("project", project_dir)):
         if folder is None or (scope == "project" and folder.resolve() == home.resolve()):
             continue  # doctor run in the home folder: its files are the user's
-        for harness, paths in install.wired_harnesses(folder).items():
+        for harness, paths in install.wired_harnesses(folder, user=scope == "user").items():
             wired.setdefault(harness, {})[scope] = [str(p) for p in paths]
     names = sorted((set(wired) | {harness for harness, _ in latest}) - set(adapters))
     return [{"harness": name, "wired": wired.get(name, {}),

@@ -666,17 +666,35 @@ HOOK_COMMAND = re.compile(r"memory-mcp['\"]?\s+hook\s+([A-Za-z0-9][\w.-]*)")
 MAX_CONFIG_BYTES = 4_000_000
 
 
-def wired_harnesses(folder: Path) -> dict[str, list[Path]]:
-    """Harness name -> the files in `folder` (the home folder or a project's) whose hook
-    commands run `memory-mcp hook` for it: the JSON and TOML files right inside its hidden
-    folders, where the harnesses keep their settings (`.claude/settings.json`, a project's
-    `.claude/settings.local.json`, `.codex/hooks.json`, `.kimi-code/config.toml`)."""
-    found: dict[str, list[Path]] = {}
+#: The variables that move a harness's user config folder out of the home folder (where
+#: install then writes): the hooks of a harness whose adapter is gone are looked for there too.
+CONFIG_HOME_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME")
+
+
+def settings_folders(folder: Path, user: bool) -> list[Path]:
+    """Where the harnesses keep their settings: the hidden folders right inside `folder` (the
+    home folder or a project's) and, for the user's (`user`), the folders CONFIG_HOME_VARS
+    name, each once."""
     try:
-        hidden = sorted(p for p in folder.iterdir() if p.name.startswith(".") and p.is_dir())
+        found = sorted(p for p in folder.iterdir() if p.name.startswith(".") and p.is_dir())
     except OSError:
-        return found
-    for sub in hidden:
+        found = []
+    seen = {p.resolve() for p in found}
+    for value in (os.environ.get(name) for name in CONFIG_HOME_VARS) if user else ():
+        moved = Path(value) if value else None
+        if moved is not None and moved.is_dir() and moved.resolve() not in seen:
+            found.append(moved)
+            seen.add(moved.resolve())
+    return found
+
+
+def wired_harnesses(folder: Path, user: bool) -> dict[str, list[Path]]:
+    """Harness name -> the files whose hook commands run `memory-mcp hook` for it: the JSON and
+    TOML files right inside `settings_folders` of `folder` (the home folder, `user`, or a
+    project's), where the harnesses keep their settings (`.claude/settings.json`, a project's
+    `.claude/settings.local.json`, `$CODEX_HOME/hooks.json`, `$KIMI_CODE_HOME/config.toml`)."""
+    found: dict[str, list[Path]] = {}
+    for sub in settings_folders(folder, user):
         try:
             files = sorted(p for p in sub.iterdir() if p.suffix in (".json", ".toml"))
         except OSError:
@@ -695,15 +713,17 @@ def wired_harnesses(folder: Path) -> dict[str, list[Path]]:
 
 def orphan_files(target: InstallTarget) -> list[ConfigFile]:
     """What `uninstall` edits for a harness whose adapter is not installed: each file of the
-    target's folder (the project's, else the home folder) whose hook commands run it
-    (`wired_harnesses`), its edit taking out those hook entries and nothing else (an MCP
-    server entry stays: the core alone still serves it)."""
+    target's folders (the project's, else the user's: the home folder's and those
+    CONFIG_HOME_VARS name) whose hook commands run it (`wired_harnesses`), its edit taking out
+    those hook entries and nothing else (an MCP server entry stays: the core alone still
+    serves it)."""
     folder = target.project_dir or target.home
     return [ConfigFile(path, "toml" if path.suffix == ".toml" else "jsonc",
                        install=lambda doc: None,
                        uninstall=partial(remove_hook_entries, target=target),
                        installed=partial(_holds_hook_entries, target=target))
-            for path in wired_harnesses(folder).get(target.harness, [])]
+            for path in wired_harnesses(folder, user=target.project_dir is None).get(
+                target.harness, [])]
 
 
 def remove_hook_entries(doc: Document, target: InstallTarget) -> None:
