@@ -37,6 +37,10 @@ SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
+#: The sources of automatic capture, as the hooks and the opencode plugin write them (a
+#: flush of the turns compaction or the session's end drops; an allow-listed tool's output),
+#: spooled or not. Such an item never brings back a memory its user forgot (`_captured`).
+CAPTURED_SOURCES = frozenset({"compaction", "tool"})
 
 
 def validate(memory: NewMemory, max_chars: int) -> None:
@@ -118,6 +122,22 @@ def _place_in_sessions(store: MemoryStore, conn: Any, items: list[NewMemory],
             next_seq[item.session] = 0 if last is None else last + 1
         item.seq = next_seq[item.session]
         next_seq[item.session] += 1
+
+
+def _captured(item: NewMemory) -> bool:
+    """Whether `item` is automatic capture (CAPTURED_SOURCES), not a restored memory: a flush
+    sends the whole session again at every compaction and at its end, so a resumed session
+    re-sends what its user forgot meanwhile. Only an explicit store ("remember …",
+    memory_store, `memory-mcp store`) of that text is a person asking again."""
+    return item.uid is None and not item.forgotten and item.source in CAPTURED_SOURCES
+
+
+def _forgotten_duplicate(uid: str) -> IngestResult:
+    """The answer to captured text a forgotten memory holds: a duplicate of that memory, which
+    stays forgotten (its grace period is not restarted); the reason says so."""
+    return IngestResult("duplicate", uid=uid, reason=(
+        f"forgotten: memory {uid} holds this text and was forgotten; automatic capture does "
+        f"not store it again (`memory-mcp unforget {uid}` brings it back)"))
 
 
 def _times(item: NewMemory, ts: float) -> tuple[float, float]:
@@ -471,6 +491,9 @@ class Writer:
         ts = now()
         keys = [(item.project, content_hash(item.content)) for _, item in accepted]
         known = self.store.live_by_hash(conn, keys)  # (project, hash) -> (id, uid), live
+        captured = [key for (_, item), key in zip(accepted, keys, strict=True)
+                    if _captured(item) and key not in known]
+        forgotten = self.store.forgotten_by_hash(conn, captured) if captured else {}
         later: dict[tuple[str | None, str], str] = {}  # the same for items earlier in the batch
         refresh: list[int] = []
         rows: list[tuple[int, Memory]] = []
@@ -478,6 +501,9 @@ class Writer:
             # A forgotten memory being restored is not live: it neither dedups nor is deduped.
             uid = None if item.forgotten else (known[key][1] if key in known
                                                else later.get(key))
+            if uid is None and key in forgotten and _captured(item):
+                results[position] = _forgotten_duplicate(forgotten[key][1])
+                continue
             if uid is not None:
                 if key in known:
                     refresh.append(known[key][0])
@@ -505,6 +531,10 @@ class Writer:
         ts = now()
         key = (item.project, content_hash(item.content))
         existing = None if item.forgotten else self.store.live_by_hash(conn, [key]).get(key)
+        if existing is None and _captured(item):
+            forgotten = self.store.forgotten_by_hash(conn, [key]).get(key)
+            if forgotten is not None:
+                return _forgotten_duplicate(forgotten[1]), None
         # near-duplicates: channels with find_duplicate (e.g. vectors), when the texts also
         # have the same details (a changed number is an update, not a duplicate); a restored
         # memory (an import or migration of one already judged) is only checked for its exact

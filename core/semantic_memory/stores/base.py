@@ -202,12 +202,26 @@ class SQLMemoryStore:
         """(project, content hash) -> (id, uid) of the live memory of that project holding that
         text. Duplicates are per project, as recall's project filter is: the same text stored
         for two projects is two memories, each found in its own project."""
+        return self._by_hash(conn, keys, deleted=False)
+
+    def forgotten_by_hash(self, conn: Any, keys: list[tuple[str | None, str]]
+                          ) -> dict[tuple[str | None, str], tuple[int, str]]:
+        """`live_by_hash` among the forgotten memories not yet purged (the oldest one of a
+        text): what keeps a hook's flush of a resumed session from storing again what its
+        user forgot. SQLite seeks the hash index; PostgreSQL, whose hash index holds the live
+        memories only, reads the forgotten ones' partial index (those of the grace period)."""
+        return self._by_hash(conn, keys, deleted=True)
+
+    def _by_hash(self, conn: Any, keys: list[tuple[str | None, str]], deleted: bool
+                 ) -> dict[tuple[str | None, str], tuple[int, str]]:
+        # `deleted` written out, not a parameter: a partial index (PostgreSQL's live hashes,
+        # both stores' forgotten ids) serves only a query whose condition names its value.
         wanted = set(keys)
         found: dict[tuple[str | None, str], tuple[int, str]] = {}
         for chunk in chunks(list(dict.fromkeys(digest for _, digest in keys))):
             for project, digest, id_, uid in self._run(
-                conn, "SELECT project, content_hash, id, uid FROM memories WHERE deleted = 0 "
-                f"AND content_hash IN ({marks(chunk)}) ORDER BY id", chunk):
+                conn, f"SELECT project, content_hash, id, uid FROM memories WHERE deleted = "
+                f"{int(deleted)} AND content_hash IN ({marks(chunk)}) ORDER BY id", chunk):
                 if (project, digest) in wanted:
                     found.setdefault((project, digest), (id_, uid))
         return found
