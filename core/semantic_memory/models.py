@@ -52,7 +52,14 @@ def iso_exact(ts: float) -> str:
 
 
 #: A duration back from now ("30m", "24h", "7d", "2w"), in seconds per unit.
-_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_AGO = re.compile(r"([0-9]+(?:\.[0-9]+)?) *([smhdw])")
+#: Unix seconds as people write them: digits, maybe a fraction. Python's float() also reads
+#: "1_000", " 1000 ", "1e3", "nan", "inf" and other scripts' digits ("١٠٠٠"): odd spellings
+#: that are more likely a mistake than a time in 1970, so they are refused.
+_SECONDS = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+#: The characters of an ISO 8601 time: datetime.fromisoformat also takes any character
+#: between the date and the time ("2025-01-01_12").
+_ISO = re.compile(r"[0-9:.,+\-TWZ ]+")
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
@@ -62,8 +69,9 @@ class TimeOutOfRange(ValueError):
 
 def parse_time(value: str | float | int) -> float:
     """ISO 8601 (naive = UTC), unix seconds, or a duration back from now ("7d": a week ago;
-    s, m, h, d, w) -> unix seconds; ValueError for anything else, or a time outside 1970 to
-    year 9999."""
+    s, m, h, d, w) -> unix seconds; ValueError for anything else (a text with spaces around
+    it, a number spelt other than as digits with maybe a fraction, NaN, an infinity), or a
+    time outside 1970 to year 9999."""
     ts = _read_time(value)
     if not in_time_range(ts):
         raise TimeOutOfRange("time out of range (1970 to year 9999)")
@@ -74,16 +82,17 @@ def _read_time(value: str | float | int) -> float:
     if isinstance(value, bool):
         raise ValueError("a timestamp cannot be a boolean")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError("a timestamp must be a finite number")
         return float(value)
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    ago = _AGO.match(text.lower())
+    if _SECONDS.fullmatch(value):
+        return float(value)
+    ago = _AGO.fullmatch(value.lower())
     if ago:
         return time.time() - float(ago.group(1)) * _UNIT_S[ago.group(2)]
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if not _ISO.fullmatch(value) or value != value.strip():
+        raise ValueError(f"not ISO 8601: {value!r}")
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
