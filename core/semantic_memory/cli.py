@@ -23,7 +23,7 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
-from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
+from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time, project_name
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
@@ -237,7 +237,7 @@ def _read_stdin() -> str:
 @click.argument("content")
 @click.option("--kind", default="fact", show_default=True)
 @click.option("--source", default="cli", show_default=True)
-@click.option("--project")
+@click.option("--project", help="The project it belongs to ('' = a global memory).")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--replaces", metavar="UID", help="The uid of a memory this one replaces.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -249,8 +249,8 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
         content = _read_stdin()
     try:
         result = obj.engine.store_one(
-            NewMemory(content, kind=kind, source=source, project=project, tags=list(tags),
-                      replaces=replaces))
+            NewMemory(content, kind=kind, source=source, project=project_name(project) or None,
+                      tags=list(tags), replaces=replaces))
     except InvalidMemory as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -978,9 +978,12 @@ def _record(raw: bytes) -> NewMemory:
             raise ValueError(f"{name}: {exc}") from None
         except (ValueError, TypeError, AttributeError, OverflowError):
             raise ValueError(f"{name}: cannot read {value!r} as a time") from None
+    project = data.get("project")
+    if isinstance(project, str):  # "" (or blank): a global memory, as `store --project ""`
+        project = project_name(project) or None
     return NewMemory(
         content=data["content"], kind=data.get("kind", "fact"),
-        source=data.get("source", "import"), project=data.get("project"),
+        source=data.get("source", "import"), project=project,
         tags=data.get("tags", []), session=data.get("session"), uid=data.get("uid"),
         forgotten=data.get("forgotten", False), seq=data.get("seq"),
         superseded_by=data.get("superseded_by"), **times,

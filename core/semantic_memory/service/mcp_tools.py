@@ -30,7 +30,7 @@ from pydantic import Field, StrictBool, StrictInt
 from .. import __version__
 from ..errors import InvalidMemory, UnknownMemory
 from ..harness.repo_config import RepoConfig, load_repo_config, project_for
-from ..models import NewMemory, RecallFilters, TimeOutOfRange, parse_time
+from ..models import NewMemory, RecallFilters, TimeOutOfRange, parse_time, project_name
 from ..limits import (
     MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
@@ -335,8 +335,10 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None) -> Mem
             repo = workspace.require("capture", "not stored")
             if project is None:  # the agent's own project, "" included, wins
                 project = workspace.project(repo)
+        # "" (or blank) is a global memory, as everywhere else: "  " was refused
         result = await backend.store(NewMemory(content, kind=kind, source=source,
-                                               project=project or None, tags=list(tags or []),
+                                               project=project_name(project) or None,
+                                               tags=list(tags or []),
                                                replaces=replaces))
         if result["status"] == "rejected":
             # Also a log notification: a client shows those to its user, who may not read the

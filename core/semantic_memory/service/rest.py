@@ -34,6 +34,7 @@ from ..models import (
     RecallHit,
     TimeOutOfRange,
     parse_time,
+    project_name,
 )
 from ..ingest import edit_version, validate
 from ..pipeline import MemoryEngine, forgotten_record
@@ -141,8 +142,11 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
 
 
 def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
+    """An ingest item as the memory to store; ApiError 422 naming the bad field. A blank
+    `project` ("") is a global memory, as in PATCH, memory_store and `memory-mcp store`."""
     memory = NewMemory(content=item.content, kind=item.kind, source=item.source,
-                       project=item.project, tags=list(item.tags), session=item.session,
+                       project=project_name(item.project) or None, tags=list(item.tags),
+                       session=item.session,
                        created_at=parse_ts(item.created_at, f"{field}created_at"),
                        replaces=item.replaces)
     try:
