@@ -474,10 +474,9 @@ def stats(obj: Context, as_json: bool) -> None:
     if as_json:
         _echo_json(data)
         return
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console()
+    console = _console()
 
     def line(text: str) -> None:  # names and paths are shown as written, never as markup
         console.print(Text(strip_terminal_controls(text)))
@@ -928,10 +927,22 @@ def _add_row(table: Any, *cells: str) -> None:
     table.add_row(*(Text(strip_terminal_controls(cell)) for cell in cells))
 
 
-def _print(renderable: Any) -> None:
+#: The width of stdout when it is no terminal: wider than any row (rich's default there is
+#: 80 columns, which cut values such as `2026-12-06T21…` for a script or `grep` to read).
+PIPED_WIDTH = 100_000
+
+
+def _console() -> Any:
+    """A console on stdout: as wide as the terminal, or, piped or redirected, wide enough that
+    no value is cut or wrapped (a table is as wide as its longest values, no wider)."""
     from rich.console import Console
 
-    Console().print(renderable)
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
+def _print(renderable: Any) -> None:
+    _console().print(renderable)
 
 
 def progress_bar() -> Any:
