@@ -759,6 +759,10 @@ class MemoryEngine:
             except StoreError as exc:  # the purge is committed: report it, not only this
                 report.warning = f"the index merge and VACUUM were skipped: {one_line(exc)}"
                 log.warning("purge: %s", report.warning)
+            else:
+                report.warning = self.store.flush_journal()
+                if report.warning is not None:
+                    log.warning("purge: %s", report.warning)
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:

@@ -816,3 +816,10 @@ class SQLMemoryStore:
         """Tidy indexes after a bulk load, and with `vacuum` give back the space deletions
         left; returns what was optimised."""
         raise NotImplementedError
+
+    def flush_journal(self) -> str | None:
+        """After a purge: move what the store's own journal still holds from before it into
+        the store and empty the journal, so the text purged is in no file beside it (SQLite's
+        WAL). Returns why it could not, else None. A server's journal (PostgreSQL's WAL) is
+        the server's: nothing here."""
+        return None

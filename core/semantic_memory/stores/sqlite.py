@@ -280,6 +280,10 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
 
 #: Bytes a WAL file is cut back to when it restarts.
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
+#: How long `flush_journal` tries to cut the WAL while readers hold snapshots older than the
+#: last write (a recall in flight, in this process or another): each holds it off for
+#: milliseconds.
+FLUSH_JOURNAL_WAIT_S = 5.0
 
 
 class _Reader:
@@ -773,6 +777,37 @@ class SQLiteStore(SQLMemoryStore):
             with self._write_lock:
                 self._take_lock(self._writer, "VACUUM", deadline)
         return tables
+
+    def flush_journal(self) -> str | None:
+        """Copy the WAL into the db file and cut it to zero bytes (`wal_checkpoint(TRUNCATE)`),
+        after a purge: a WAL restarts from its start and keeps its old frames up to
+        WAL_SIZE_LIMIT, so the page images from before the purge, holding what it removed,
+        stayed in `memory.db-wal` for as long as the service ran. A reader on an older
+        snapshot blocks the cut: tried again, LOCK_TRY_MS at a time, for FLUSH_JOURNAL_WAIT_S.
+        Returns why it could not, else None."""
+        if not isinstance(self._target, Path):  # an immutable view: no WAL of its own
+            return None
+        deadline = time.monotonic() + FLUSH_JOURNAL_WAIT_S
+        with self._write_lock:
+            conn = self._writer
+            conn.execute(f"PRAGMA busy_timeout = {LOCK_TRY_MS}")
+            try:
+                while True:
+                    try:
+                        if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                            return None
+                    except sqlite3.OperationalError as exc:
+                        if (problem := self._problem(exc)) is not None:
+                            return problem
+                        if not _is_busy(exc):
+                            raise
+                    if time.monotonic() >= deadline:
+                        return (f"{self.path}-wal was not cut: another connection kept reading "
+                                f"an older state for {FLUSH_JOURNAL_WAIT_S:g} s; it may hold "
+                                "purged text until the next purge that removes something, or "
+                                "until the last process with the file open closes it")
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def size_bytes(self) -> int:
         return sum(
