@@ -104,6 +104,6 @@ def test_doctor_flags_a_hook_whose_program_is_gone(tmp_path: Path) -> None:
                          text=True, timeout=60)
     assert ran.returncode == 127
     doctor = memory_mcp(memory_mcp_command(), env, "doctor", cwd=repo).stdout
-    assert (f"  MISSING  {scratch[0]}, which its hooks run: each fails (exit 127); run "
-            f"`memory-mcp install claude-code --project {repo}` again from a lasting "
-            "install") in doctor, doctor
+    assert (f"  MISSING  {scratch[0]}, which the hooks in {repo / '.claude'}/"
+            "settings.local.json run: each fails (exit 127); run `memory-mcp install "
+            f"claude-code --project {repo}` again from a lasting install") in doctor, doctor

@@ -3,8 +3,8 @@
 The service (reachable, and with the token the hooks send? which version, which embedder;
 a service that refuses the token counts as not reachable: `doctor` exits 1), then for each installed harness
 adapter: its binary, its hooks and MCP registration in the user and project configs (and a
-hook command's program that is gone: a cache emptied since), and the last success and last
-failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
+program or plugin module they name that is gone: a venv deleted, a cache emptied since), and
+the last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
 have run but whose adapter is not installed: every one of its hooks fails, and `uninstall`
 takes them out without the adapter.
 """
@@ -113,7 +113,8 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
         if scope == "project" and (paths == seen or not any(f.path.exists() for f in files)):
             continue  # a harness configured per user only, or nothing in this project
         seen = paths
-        missing = [p for p in install.hook_programs(files, target) if not install.runs(p)]
+        missing = [{"program": named.program, "file": str(named.path), "kind": named.kind}
+                   for named in install.named_programs(files) if not named.present()]
         scopes[scope] = {"files": paths, "entries": install.status(files), "missing": missing,
                          "reinstall": f"memory-mcp install {adapter.name}"
                                       + (f" --project {folder}" if folder else "")}
@@ -277,10 +278,7 @@ def render(data: dict[str, Any]) -> str:
             parts += [f"{name}: {'yes' if present else 'no'}" for name, present in entries.items()
                       if not name.endswith(" hook")]
             lines.append(f"  {scope:8} {' · '.join(parts) or 'nothing installed'}")
-            for program in info["missing"]:
-                lines.append(f"  MISSING  {program}, which its hooks run: each fails (exit "
-                             f"127); run `{info['reinstall']}` again from a lasting install "
-                             "(docs/cli.md#install)")
+            lines += [_missing_line(item, info["reinstall"]) for item in info["missing"]]
         lines += _hook_lines(harness["hooks"])
     for orphan in data.get("without_adapter", []):
         lines += ["", f"{orphan['harness']}  (NO ADAPTER INSTALLED: its hooks fail on every "
@@ -290,6 +288,17 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"  fix: {orphan['fix']}")
         lines += _hook_lines(orphan["hooks"])
     return "\n".join(lines)
+
+
+def _missing_line(item: dict[str, str], reinstall: str) -> str:
+    """One line for a program or plugin module a harness config names that is gone (a venv
+    deleted, a cache emptied): what fails, and the command that writes the entries anew."""
+    file = item["file"]
+    what = {"hooks": f"which the hooks in {file} run: each fails (exit 127)",
+            "command": f"a command in {file}: the harness cannot start it",
+            "module": f"the plugin {file} loads: the harness cannot load it"}[item["kind"]]
+    return (f"  MISSING  {item['program']}, {what}; run `{reinstall}` again from a lasting "
+            "install (docs/cli.md#install)")
 
 
 def _hook_lines(hooks: dict[str, dict[str, Any]]) -> list[str]:

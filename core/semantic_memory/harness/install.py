@@ -25,6 +25,7 @@ import re
 import shlex
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -611,36 +612,77 @@ def status(files: list[ConfigFile]) -> dict[str, bool]:
     return out
 
 
-def hook_programs(files: list[ConfigFile], target: InstallTarget) -> list[str]:
-    """The `memory-mcp` programs the files' hook commands for `target`'s harness run, as
-    written (`memory-mcp doctor` checks that each exists)."""
-    found: list[str] = []
+@dataclass(frozen=True)
+class Named:
+    """A program or module an entry of ours in a config file names, as written there."""
+
+    program: str
+    path: Path  # the config file
+    #: "hooks" (a hook command runs it), "command" (an MCP server's or a plugin's command) or
+    #: "module" (a plugin file the harness loads: opencode's `file://` spec).
+    kind: str
+
+    def present(self) -> bool:
+        """Whether it is there: a module as a file, a program as one that can run."""
+        return Path(self.program).is_file() if self.kind == "module" else runs(self.program)
+
+
+def named_programs(files: list[ConfigFile]) -> list[Named]:
+    """The `memory-mcp` programs and plugin modules our entries in `files` name: those in
+    what uninstall takes out of each file (every file in order, as Codex's edits depend on
+    the one before), so another scope's entries in a shared file (`~/.claude.json`) and the
+    user's own are left out. `memory-mcp doctor` checks that each is there."""
+    found: list[Named] = []
     for file in files:
         try:
             doc = load(file)[1]
+            before = Counter(_names(doc))
+            _edit(file, doc, uninstall=True)
         except InstallError:
             continue
-        for text in _strings(doc):
-            if not target.is_our_command(text):
-                continue
-            try:
-                words = shlex.split(text)
-            except ValueError:
-                continue
-            program = next((w for w in words if Path(w).name in ("memory-mcp",
-                                                                  "memory-mcp.exe")), None)
-            if program is not None and program not in found:
-                found.append(program)
+        found += [Named(program, file.path, kind)
+                  for program, kind in before - Counter(_names(doc))]
     return found
 
 
+def _names(doc: Document) -> Iterator[tuple[str, str]]:
+    """(program or module, kind) for each `memory-mcp` word and `file://` URL in `doc`."""
+    from urllib.parse import unquote, urlparse
+
+    for text in _strings(doc):
+        if text.startswith("file://"):
+            yield unquote(urlparse(text).path), "module"
+            continue
+        if "memory-mcp" not in text:  # most strings: no need to split them
+            continue
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            continue
+        kind = "hooks" if HOOK_COMMAND.search(text) else "command"
+        for word in words:
+            if Path(word).name in ("memory-mcp", "memory-mcp.exe"):
+                yield word, kind
+
+
 def runs(program: str) -> bool:
-    """Whether `program` (a path, or a name looked up on PATH) is there to run."""
+    """Whether `program` (a path, or a name looked up on PATH) is there to run: an executable
+    file whose `#!` interpreter is there too (a venv's scripts outlive the Python it linked
+    to, and then fail as a missing one does)."""
     import shutil
 
-    if os.path.isabs(program):
-        return os.access(program, os.X_OK)
-    return shutil.which(program) is not None
+    path = program if os.path.isabs(program) else shutil.which(program)
+    if path is None or not os.access(path, os.X_OK):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return False
+    if not head.startswith(b"#!"):
+        return True  # a binary
+    words = head[2:].split(b"\n", 1)[0].split()
+    return not words or os.access(words[0], os.X_OK)
 
 
 def _strings(node: Any) -> Iterator[str]:
