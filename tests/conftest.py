@@ -6,10 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
+import os
+
 import pytest
 
 from semantic_memory.config import Settings
 from semantic_memory.pipeline import MemoryEngine
+
+#: Folders a developer's shell may move a harness's config (or XDG's) to: tests point HOME at a
+#: temp folder, and a hook, install or opencode run they start would still write there, into
+#: the developer's real config. A test that means one sets it itself.
+for _name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "KIMI_CODE_HOME", "XDG_CONFIG_HOME",
+              "XDG_DATA_HOME", "XDG_STATE_HOME"):
+    os.environ.pop(_name, None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
