@@ -43,10 +43,6 @@ function slice(text2, start, end = Infinity) {
   if (!SURROGATE.test(text2)) return text2.slice(start, end);
   return Array.from(text2).slice(start, end).join("");
 }
-function rfind(text2, sub) {
-  const unit = text2.lastIndexOf(sub);
-  return unit < 0 ? -1 : length(text2.slice(0, unit));
-}
 
 // src/records.ts
 var CAPTURE_CHARS = 2e3;
@@ -93,7 +89,102 @@ function pythonJson(value) {
 // src/settings.ts
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
+
+// src/private.ts
+var WS = "[ \\t\\r\\n\\f\\v]";
+var TAG = new RegExp(`<${WS}*(/?)${WS}*pr[i\u0130]vate(?=[ \\t\\r\\n\\f\\v/>])[^>]*>`, "gi");
+var TRAILING_WS = /[ \t\r\n\f\v]+$/;
+var OPENING = /[<\uff1c\ufe64]/;
+var NON_ASCII = /[^\x00-\x7f]/;
+var NON_ASCII_CHARS = /[^\x00-\x7f]/gu;
+var INVISIBLE = new RegExp("\\p{Default_Ignorable_Code_Point}|\\p{Cf}", "u");
+var LATIN_VARIANTS = { a: "\u1D00\u0251", e: "\u1D07", i: "\u026A\u0131", p: "\u1D18", r: "\u0280", t: "\u1D1B", v: "\u1D20" };
+var SCRIPT_LOOKALIKES = {
+  a: "\u0430\u03B1",
+  e: "\u0435\u03B5\u0454",
+  i: "\u0456\u03B9",
+  p: "\u0440\u03C1",
+  r: "\u0433",
+  t: "\u0442\u03C4",
+  v: "\u03BD\u0475"
+};
+function table(letters) {
+  return new Map(Object.entries(letters).flatMap(([latin, chars]) => [...chars].map((c) => [c, latin])));
+}
+var VARIANT_OF = table(LATIN_VARIANTS);
+var LOOKALIKE_OF = table(SCRIPT_LOOKALIKES);
+var VARIANT_CHARS = new RegExp(`[${Object.values(LATIN_VARIANTS).join("")}]`, "g");
+var SCRIPT_CHARS = new RegExp(`[${Object.values(SCRIPT_LOOKALIKES).join("")}]`, "g");
+var WORD = /[\p{L}\p{Nl}\p{No}]+/gu;
+var HAS_LATIN = /[a-zA-Z]/;
+var shown = /* @__PURE__ */ new Map();
+function readAs(char) {
+  let form = shown.get(char);
+  if (form === void 0) {
+    form = [...char.normalize("NFKC")].filter((c) => !INVISIBLE.test(c)).join("");
+    shown.set(char, form);
+  }
+  return form;
+}
+function visible(text2) {
+  let view = text2.replace(NON_ASCII_CHARS, readAs);
+  VARIANT_CHARS.lastIndex = 0;
+  if (VARIANT_CHARS.test(view)) view = view.replace(VARIANT_CHARS, (c) => VARIANT_OF.get(c) ?? c);
+  SCRIPT_CHARS.lastIndex = 0;
+  if (SCRIPT_CHARS.test(view)) {
+    view = view.replace(WORD, (word) => {
+      const folded = word.replace(SCRIPT_CHARS, (c) => LOOKALIKE_OF.get(c) ?? c);
+      return folded !== word && HAS_LATIN.test(word) ? folded : word;
+    });
+  }
+  return view;
+}
+function origins(text2) {
+  const found = [];
+  let done = 0;
+  for (const match of text2.matchAll(NON_ASCII_CHARS)) {
+    const at = match.index ?? 0;
+    for (let i = done; i < at; i++) found.push(i);
+    for (let n = readAs(match[0]).length; n > 0; n--) found.push(at);
+    done = at + match[0].length;
+  }
+  for (let i = done; i < text2.length; i++) found.push(i);
+  return found;
+}
+function keptSpans(view) {
+  const kept = [];
+  let depth = 0;
+  let position = 0;
+  let found = false;
+  for (const match of view.matchAll(TAG)) {
+    found = true;
+    const start = match.index ?? 0;
+    if (depth === 0) kept.push([position, start]);
+    position = start + match[0].length;
+    if (match[1]) depth = Math.max(depth - 1, 0);
+    else if (!match[0].slice(0, -1).replace(TRAILING_WS, "").endsWith("/")) depth += 1;
+  }
+  if (!found) return null;
+  if (depth === 0) kept.push([position, view.length]);
+  return kept;
+}
+function stripPrivate(text2) {
+  if (!OPENING.test(text2)) return text2;
+  const view = NON_ASCII.test(text2) ? visible(text2) : text2;
+  if (!view.toLowerCase().includes("vate")) return text2;
+  let kept = keptSpans(view);
+  if (kept === null) return text2;
+  if (view !== text2) {
+    const from = origins(text2);
+    const after = (i) => from[i] + ((text2.codePointAt(from[i]) ?? 0) > 65535 ? 2 : 1);
+    kept = kept.map(([start, end]) => [start ? after(start - 1) : 0, end < from.length ? from[end] : text2.length]);
+  }
+  return kept.map(([start, end]) => text2.slice(start, end)).join("");
+}
+
+// src/settings.ts
 var DEFAULT_DB = "~/.local/share/memory-mcp/memory.db";
+var MAX_PROJECT_CHARS = 256;
 var BadValue = class extends Error {
 };
 function text(raw) {
@@ -131,6 +222,14 @@ function backoffSeconds(raw) {
   }
   return Math.round(value * 1e3);
 }
+function projectName(raw) {
+  const name = strip(typeof raw === "string" ? raw : text(raw));
+  if (!name) return "";
+  if ([...name].length > MAX_PROJECT_CHARS) throw new BadValue(`must be 1..${MAX_PROJECT_CHARS} characters`);
+  if (/[\n\r\t\0]/.test(name)) throw new BadValue("must be one line (no newline, tab or NUL)");
+  if (stripPrivate(name) !== name) throw new BadValue("must not hold <private> text");
+  return name;
+}
 function toolNames(raw) {
   const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
   return new Set(names.map((name) => name.trim().toLowerCase()).filter(Boolean));
@@ -158,7 +257,7 @@ var FIELDS = {
   },
   autostart: { env: "MEMORY_PLUGIN_AUTOSTART", option: "autostart", parse: flag, fallback: false },
   debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
-  project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
+  project: { env: "MEMORY_PROJECT", option: "project", parse: projectName, fallback: "" },
   budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
   backoffMs: { env: "MEMORY_HOOK_BACKOFF_S", option: "backoffS", parse: backoffSeconds, fallback: 3e4 },
   dbPath: {
@@ -599,13 +698,13 @@ var WRAPPED = new RegExp(
 var FIRST_SENTENCE = new RegExp(`^[\\s\\S]*?(?:[.!?](?=[${SPACE}]|$)|[\u3002\uFF01\uFF1F]|$)`);
 var ASKING_WORDS = /* @__PURE__ */ new Set(["what", "which", "whether"]);
 var HAS_WORD = /[\p{L}\p{N}]/u;
-var WORD = /[\p{L}\p{N}]+/gu;
+var WORD2 = /[\p{L}\p{N}]+/gu;
 var NOT_CONVERSATION = new RegExp(
   "<(semantic-memory|system-reminder|command-name|command-message|command-args|local-command-stdout|local-command-stderr|local-command-caveat|hook_result|environment_context|user_instructions|skills_instructions)\\b[^>]*>[\\s\\S]*?</\\1\\s*>",
   "gi"
 );
 function clean(text2) {
-  return strip(text2.replace(NOT_CONVERSATION, ""));
+  return stripped(text2.replace(NOT_CONVERSATION, ""));
 }
 function unquote(text2) {
   for (; ; ) {
@@ -632,7 +731,7 @@ function asks(rest) {
   return opening !== void 0 && ASKING_WORDS.has(opening) && !rest.includes(":") && !rest.includes("\uFF1A");
 }
 function wordsOf(text2) {
-  return text2.toLowerCase().match(WORD) ?? [];
+  return text2.toLowerCase().match(WORD2) ?? [];
 }
 function newWords(text2, known) {
   return new Set(wordsOf(text2).filter((word) => !known.has(word))).size;
@@ -653,7 +752,7 @@ function exchanges(turns) {
       }
       const asked = remembered(text2);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(strip(unquote(text2)));
+      if (fact === null) user.push(stripped(unquote(text2)));
     } else if (fact === null || newWords(text2, fact) > ACK_WORDS) {
       reply.push(text2);
     }
@@ -692,15 +791,22 @@ function chunkExchange(user, reply, maxChars) {
   const lines = [...user ? [`User: ${user}`] : [], ...reply ? [`Assistant: ${reply}`] : []];
   const whole = lines.join("\n");
   if (length(whole) <= maxChars) return [whole];
-  let head = "";
-  if (user) {
-    let question = words(user).join(" ");
-    if (length(question) > HEAD_CHARS) question = rstrip(slice(question, 0, HEAD_CHARS - 1)) + "\u2026";
-    head = `(User asked: ${question})
-`;
-  }
+  const head = user ? `(User asked: ${question(user)})
+` : "";
   const [first, ...rest] = splitText(whole, maxChars - length(head));
   return first === void 0 ? [] : [first, ...rest.map((piece) => head + piece)];
+}
+function question(user) {
+  const taken = [];
+  let units = -1;
+  for (const [word] of user.matchAll(NON_SPACE)) {
+    taken.push(word);
+    units += 1 + word.length;
+    if (units > 2 * HEAD_CHARS) break;
+  }
+  const joined = taken.join(" ");
+  if (advance(joined, 0, HEAD_CHARS + 1, joined.length) < 0) return joined;
+  return rstrip(joined.slice(0, advance(joined, 0, HEAD_CHARS - 1, joined.length))) + "\u2026";
 }
 var BOUNDARIES = [
   ["\n\n"],
@@ -708,33 +814,61 @@ var BOUNDARIES = [
   [". ", "\u3002", "\uFF01", "\uFF1F"],
   [" "]
 ];
+var NON_SPACE = new RegExp(`[^${SPACE}]+`, "g");
+var SPACE_CHAR = new RegExp(`[${SPACE}]`);
+var SPACE_RUN = new RegExp(`[${SPACE}]*`, "y");
 function splitText(text2, limit) {
   limit = Math.max(limit, 1);
   const pieces = [];
-  let rest = strip(text2);
-  while (length(rest) > limit) {
-    const window = slice(rest, 0, limit + 1);
-    let cut = -1;
-    for (const level of BOUNDARIES) {
-      let boundary = "";
-      cut = -1;
-      for (const stop of level) {
-        const at = rfind(window, stop);
-        if (at > cut) [cut, boundary] = [at, stop];
-      }
-      if (cut > Math.floor(limit / 3)) {
-        cut += strip(boundary) ? rstrip(boundary).length : 0;
-        break;
-      }
-      cut = -1;
-    }
-    if (cut <= 0) cut = limit;
-    const piece = strip(slice(rest, 0, cut));
+  const end = trimmedEnd(text2, text2.length, 0);
+  let start = skipSpace(text2, 0, end);
+  for (; ; ) {
+    const windowEnd = advance(text2, start, limit + 1, end);
+    if (windowEnd < 0) break;
+    const cut = start + cutIn(text2.slice(start, windowEnd), limit);
+    const piece = text2.slice(start, trimmedEnd(text2, cut, start));
     if (piece) pieces.push(piece);
-    rest = strip(slice(rest, cut));
+    start = skipSpace(text2, cut, end);
   }
-  if (rest) pieces.push(rest);
+  if (start < end) pieces.push(text2.slice(start, end));
   return pieces;
+}
+function cutIn(window, limit) {
+  for (const level of BOUNDARIES) {
+    let at = -1;
+    let boundary = "";
+    for (const stop of level) {
+      const found = window.lastIndexOf(stop);
+      if (found > at) [at, boundary] = [found, stop];
+    }
+    if (at >= 0 && length(window.slice(0, at)) > Math.floor(limit / 3)) {
+      return at + (strip(boundary) ? rstrip(boundary).length : 0);
+    }
+  }
+  return advance(window, 0, limit, window.length);
+}
+function advance(text2, from, count, end) {
+  let at = from;
+  for (let seen = 0; seen < count; seen++) {
+    if (at >= end) return -1;
+    const unit = text2.charCodeAt(at);
+    const pair = unit >= 55296 && unit <= 56319 && at + 1 < end && (text2.charCodeAt(at + 1) & 64512) === 56320;
+    at += pair ? 2 : 1;
+  }
+  return at;
+}
+function stripped(text2) {
+  const end = trimmedEnd(text2, text2.length, 0);
+  return text2.slice(skipSpace(text2, 0, end), end);
+}
+function skipSpace(text2, from, end) {
+  SPACE_RUN.lastIndex = from;
+  SPACE_RUN.exec(text2);
+  return Math.min(SPACE_RUN.lastIndex, end);
+}
+function trimmedEnd(text2, end, floor) {
+  while (end > floor && SPACE_CHAR.test(text2.charAt(end - 1))) end--;
+  return end;
 }
 
 // src/messages.ts
@@ -791,98 +925,6 @@ function record(path, entry) {
   }
 }
 
-// src/private.ts
-var WS = "[ \\t\\r\\n\\f\\v]";
-var TAG = new RegExp(`<${WS}*(/?)${WS}*pr[i\u0130]vate(?=[ \\t\\r\\n\\f\\v/>])[^>]*>`, "gi");
-var TRAILING_WS = /[ \t\r\n\f\v]+$/;
-var OPENING = /[<\uff1c\ufe64]/;
-var NON_ASCII = /[^\x00-\x7f]/;
-var NON_ASCII_CHARS = /[^\x00-\x7f]/gu;
-var INVISIBLE = new RegExp("\\p{Default_Ignorable_Code_Point}|\\p{Cf}", "u");
-var LATIN_VARIANTS = { a: "\u1D00\u0251", e: "\u1D07", i: "\u026A\u0131", p: "\u1D18", r: "\u0280", t: "\u1D1B", v: "\u1D20" };
-var SCRIPT_LOOKALIKES = {
-  a: "\u0430\u03B1",
-  e: "\u0435\u03B5\u0454",
-  i: "\u0456\u03B9",
-  p: "\u0440\u03C1",
-  r: "\u0433",
-  t: "\u0442\u03C4",
-  v: "\u03BD\u0475"
-};
-function table(letters) {
-  return new Map(Object.entries(letters).flatMap(([latin, chars]) => [...chars].map((c) => [c, latin])));
-}
-var VARIANT_OF = table(LATIN_VARIANTS);
-var LOOKALIKE_OF = table(SCRIPT_LOOKALIKES);
-var VARIANT_CHARS = new RegExp(`[${Object.values(LATIN_VARIANTS).join("")}]`, "g");
-var SCRIPT_CHARS = new RegExp(`[${Object.values(SCRIPT_LOOKALIKES).join("")}]`, "g");
-var WORD2 = /[\p{L}\p{Nl}\p{No}]+/gu;
-var HAS_LATIN = /[a-zA-Z]/;
-var shown = /* @__PURE__ */ new Map();
-function readAs(char) {
-  let form = shown.get(char);
-  if (form === void 0) {
-    form = [...char.normalize("NFKC")].filter((c) => !INVISIBLE.test(c)).join("");
-    shown.set(char, form);
-  }
-  return form;
-}
-function visible(text2) {
-  let view = text2.replace(NON_ASCII_CHARS, readAs);
-  VARIANT_CHARS.lastIndex = 0;
-  if (VARIANT_CHARS.test(view)) view = view.replace(VARIANT_CHARS, (c) => VARIANT_OF.get(c) ?? c);
-  SCRIPT_CHARS.lastIndex = 0;
-  if (SCRIPT_CHARS.test(view)) {
-    view = view.replace(WORD2, (word) => {
-      const folded = word.replace(SCRIPT_CHARS, (c) => LOOKALIKE_OF.get(c) ?? c);
-      return folded !== word && HAS_LATIN.test(word) ? folded : word;
-    });
-  }
-  return view;
-}
-function origins(text2) {
-  const found = [];
-  let done = 0;
-  for (const match of text2.matchAll(NON_ASCII_CHARS)) {
-    const at = match.index ?? 0;
-    for (let i = done; i < at; i++) found.push(i);
-    for (let n = readAs(match[0]).length; n > 0; n--) found.push(at);
-    done = at + match[0].length;
-  }
-  for (let i = done; i < text2.length; i++) found.push(i);
-  return found;
-}
-function keptSpans(view) {
-  const kept = [];
-  let depth = 0;
-  let position = 0;
-  let found = false;
-  for (const match of view.matchAll(TAG)) {
-    found = true;
-    const start = match.index ?? 0;
-    if (depth === 0) kept.push([position, start]);
-    position = start + match[0].length;
-    if (match[1]) depth = Math.max(depth - 1, 0);
-    else if (!match[0].slice(0, -1).replace(TRAILING_WS, "").endsWith("/")) depth += 1;
-  }
-  if (!found) return null;
-  if (depth === 0) kept.push([position, view.length]);
-  return kept;
-}
-function stripPrivate(text2) {
-  if (!OPENING.test(text2)) return text2;
-  const view = NON_ASCII.test(text2) ? visible(text2) : text2;
-  if (!view.toLowerCase().includes("vate")) return text2;
-  let kept = keptSpans(view);
-  if (kept === null) return text2;
-  if (view !== text2) {
-    const from = origins(text2);
-    const after = (i) => from[i] + ((text2.codePointAt(from[i]) ?? 0) > 65535 ? 2 : 1);
-    kept = kept.map(([start, end]) => [start ? after(start - 1) : 0, end < from.length ? from[end] : text2.length]);
-  }
-  return kept.map(([start, end]) => text2.slice(start, end)).join("");
-}
-
 // src/project.ts
 import { readFileSync as readFileSync3, realpathSync, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
@@ -891,14 +933,19 @@ var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 function detectProject(cwd) {
   const start = resolvePath(cwd);
   const [top, gitDir] = findRepository(start);
-  if (gitDir !== null) {
+  if (top !== null && gitDir !== null) {
     const remote = remoteUrl(gitDir);
-    const named = remote ? normaliseRemote(remote) : "";
+    const named = remote ? normaliseRemote(fromTop(remote, top)) : "";
     if (strip(named)) return named;
   }
   const folder = top ?? start;
   const name = basename2(folder);
   return strip(name) ? name : strip(folder);
+}
+function fromTop(remote, top) {
+  const path = localPath(remote);
+  if (!path || isAbsolute(path) || path.startsWith("~")) return remote;
+  return resolve(top, path);
 }
 function resolvePath(path) {
   const expanded = path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
@@ -946,21 +993,93 @@ function remoteUrl(gitDir) {
     common = resolvePath(resolve(gitDir, pointer));
   } catch {
   }
+  const sections = readConfig(join4(common, "config"));
+  if (sections === null) return null;
+  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
+  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
+  for (const name of remotes) {
+    const url = gitValue((sections.get(name)?.get("url") ?? "").trim());
+    if (url) return rewritten(url, sections);
+  }
+  return null;
+}
+function readConfig(path) {
   let text2;
   try {
-    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync3(join4(common, "config")));
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync3(path));
   } catch {
     return null;
   }
   const sections = parseGitConfig(text2);
   if (sections === null) return null;
-  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
-  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
-  for (const name of remotes) {
-    const url = (sections.get(name)?.get("url") ?? "").trim();
-    if (url) return url;
+  const merged = /* @__PURE__ */ new Map();
+  for (const [name, options] of sections) {
+    const key = gitSection(name);
+    const kept = merged.get(key) ?? /* @__PURE__ */ new Map();
+    merged.set(key, kept);
+    for (const [option, value] of options) if (!kept.has(option)) kept.set(option, value);
   }
-  return null;
+  return merged;
+}
+function gitSection(header) {
+  const quote = header.indexOf('"');
+  if (quote >= 0) return `${strip(header.slice(0, quote)).toLowerCase()} "${header.slice(quote + 1)}`;
+  const name = strip(header).toLowerCase();
+  const dot = name.indexOf(".");
+  return dot >= 0 ? `${name.slice(0, dot)} "${name.slice(dot + 1)}"` : name;
+}
+var ESCAPES = { n: "\n", t: "	", b: "\b" };
+function gitValue(raw) {
+  if (!/["\\#;]/.test(raw)) return raw;
+  let out = "";
+  let gap = "";
+  let quoted = false;
+  let escaped = false;
+  for (const char of raw) {
+    if (escaped) {
+      out += gap + (ESCAPES[char] ?? char);
+      gap = "";
+      escaped = false;
+    } else if (char === "\\") {
+      escaped = true;
+    } else if (char === '"') {
+      out += gap;
+      gap = "";
+      quoted = !quoted;
+    } else if (quoted) {
+      out += char;
+    } else if (char === "#" || char === ";") {
+      break;
+    } else if (" 	\r\n".includes(char)) {
+      gap += " ";
+    } else {
+      out += gap + char;
+      gap = "";
+    }
+  }
+  return out;
+}
+function rewritten(url, sections) {
+  if (url.includes("://") || url.includes("@")) return url;
+  const rules = insteadOf(sections);
+  for (const config of userConfigs()) rules.push(...insteadOf(readConfig(config) ?? /* @__PURE__ */ new Map()));
+  let best = ["", ""];
+  for (const rule of rules) if (url.startsWith(rule[0]) && rule[0].length > best[0].length) best = rule;
+  return best[0] ? best[1] + url.slice(best[0].length) : url;
+}
+function insteadOf(sections) {
+  const rules = [];
+  for (const [name, options] of sections) {
+    const prefix = gitValue((options.get("insteadof") ?? "").trim());
+    if (prefix && name.startsWith('url "') && name.endsWith('"')) rules.push([prefix, name.slice(5, -1)]);
+  }
+  return rules;
+}
+function userConfigs() {
+  const configured = process.env["GIT_CONFIG_GLOBAL"];
+  if (configured) return [configured];
+  const xdg = process.env["XDG_CONFIG_HOME"] || join4(homedir2(), ".config");
+  return [join4(xdg, "git", "config"), join4(homedir2(), ".gitconfig")];
 }
 function parseGitConfig(text2) {
   const sections = /* @__PURE__ */ new Map();
@@ -1001,29 +1120,58 @@ function parseGitConfig(text2) {
   }
   return joined;
 }
-var CASELESS_HOSTS = /* @__PURE__ */ new Set(["github.com", "gitlab.com", "bitbucket.org"]);
+var CASELESS_HOSTS = ["github.com", "gitlab.com", "bitbucket.org", "dev.azure.com"];
+var HOST_ALIASES = {
+  "ssh.github.com": "github.com",
+  "altssh.gitlab.com": "gitlab.com",
+  "altssh.bitbucket.org": "bitbucket.org"
+};
+var AZURE_SSH_HOSTS = ["ssh.dev.azure.com", "vs-ssh.visualstudio.com"];
 function normaliseRemote(raw) {
   const url = raw.trim();
+  const local = localPath(url);
+  if (local !== null) return removeSuffix(local.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || local;
   let host;
   let path;
   const scheme = url.indexOf("://");
-  const scp = SCP_LIKE.exec(url);
   if (scheme >= 0) {
     const rest = url.slice(scheme + 3);
     const slash = rest.indexOf("/");
     const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
     path = slash >= 0 ? rest.slice(slash + 1) : "";
     host = netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0];
-  } else if (scp) {
-    host = scp[1];
-    path = scp[2];
   } else {
-    return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
+    const scp = SCP_LIKE.exec(url);
+    host = scp ? scp[1] : "";
+    path = scp ? scp[2] : url;
   }
   path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
   host = host.toLowerCase();
-  if (CASELESS_HOSTS.has(host)) path = path.toLowerCase();
-  return host ? `${host}/${path}` : path;
+  [host, path] = canonical(host, path) ?? [host, path];
+  return host && path ? `${host}/${path}` : host || path;
+}
+function localPath(url) {
+  if (url.startsWith("file://")) return url.slice("file://".length);
+  if (url.includes("://") || SCP_LIKE.test(url)) return null;
+  return url;
+}
+function canonical(lowerHost, path) {
+  let host = HOST_ALIASES[lowerHost] ?? lowerHost;
+  for (const known of CASELESS_HOSTS) if (host.startsWith(`${known}-`)) host = known;
+  let parts = path.split("/");
+  if (AZURE_SSH_HOSTS.includes(host) && parts.length === 4 && parts[0].toLowerCase() === "v3") {
+    host = "dev.azure.com";
+    parts = parts.slice(1);
+  } else if (host === "dev.azure.com" && parts.length === 4 && parts[2].toLowerCase() === "_git") {
+    parts.splice(2, 1);
+  } else if (host.endsWith(".visualstudio.com") && !AZURE_SSH_HOSTS.includes(host)) {
+    if (parts[0].toLowerCase() === "defaultcollection") parts = parts.slice(1);
+    if (parts.length !== 3 || parts[1].toLowerCase() !== "_git") return null;
+    parts = [removeSuffix(host, ".visualstudio.com"), parts[0], parts[2]];
+    host = "dev.azure.com";
+  }
+  if (!CASELESS_HOSTS.includes(host)) return null;
+  return [host, parts.join("/").toLowerCase()];
 }
 function removeSuffix(text2, suffix) {
   return text2.endsWith(suffix) ? text2.slice(0, -suffix.length) : text2;
@@ -1032,7 +1180,7 @@ function removeSuffix(text2, suffix) {
 // src/repoconfig.ts
 import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
 import { dirname as dirname6, isAbsolute as isAbsolute2, join as join5 } from "node:path";
-var MAX_PROJECT_CHARS = 256;
+var MAX_PROJECT_CHARS2 = 256;
 var FILE_NAME = ".semantic-memory.toml";
 var MAX_BYTES = 64 * 1024;
 var MAX_APPROVALS_BYTES = 4 * 1024 * 1024;
@@ -1127,13 +1275,13 @@ function parseRepoConfig(text2) {
     if (typeof value !== kind2) throw new Error(`${full} must be a ${kind2}`);
     if (full === "capture.enabled") config.capture = value;
     else if (full === "recall.enabled") config.recall = value;
-    else config.project = projectName(value.trim());
+    else config.project = projectName2(value.trim());
   });
   return config;
 }
-function projectName(name) {
+function projectName2(name) {
   if (!name) return null;
-  if ([...name].length > MAX_PROJECT_CHARS) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS} characters`);
+  if ([...name].length > MAX_PROJECT_CHARS2) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS2} characters`);
   if (/[\n\r\t\0]/.test(name)) throw new Error("project.name must be one line (no newline, tab or NUL)");
   if (stripPrivate(name) !== name) throw new Error("project.name must not hold <private> text");
   return name;

@@ -6,7 +6,7 @@
  * same memories and the service's exact-content dedup refreshes them instead of adding copies.
  */
 
-import { SPACE, length, rfind, rstrip, slice, strip, words } from "./text.js";
+import { SPACE, length, rstrip, strip } from "./text.js";
 
 /** Longest memory a flush writes, in characters. */
 export const CHUNK_CHARS = 1200;
@@ -65,7 +65,7 @@ const NOT_CONVERSATION = new RegExp(
 
 /** The conversation text without injected or harness-generated blocks. */
 export function clean(text: string): string {
-  return strip(text.replace(NOT_CONVERSATION, ""));
+  return stripped(text.replace(NOT_CONVERSATION, ""));
 }
 
 /**
@@ -148,7 +148,7 @@ export function exchanges(turns: Iterable<Turn>): [string, string][] {
       }
       const asked = remembered(text);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(strip(unquote(text)));
+      if (fact === null) user.push(stripped(unquote(text)));
     } else if (fact === null || newWords(text, fact) > ACK_WORDS) {
       reply.push(text);
     }
@@ -205,14 +205,27 @@ function chunkExchange(user: string, reply: string, maxChars: number): string[] 
   const lines = [...(user ? [`User: ${user}`] : []), ...(reply ? [`Assistant: ${reply}`] : [])];
   const whole = lines.join("\n");
   if (length(whole) <= maxChars) return [whole];
-  let head = "";
-  if (user) {
-    let question = words(user).join(" ");
-    if (length(question) > HEAD_CHARS) question = rstrip(slice(question, 0, HEAD_CHARS - 1)) + "…";
-    head = `(User asked: ${question})\n`;
-  }
+  const head = user ? `(User asked: ${question(user)})\n` : "";
   const [first, ...rest] = splitText(whole, maxChars - length(head));
   return first === undefined ? [] : [first, ...rest.map((piece) => head + piece)];
+}
+
+/**
+ * The question heading the later pieces of an exchange: the user's words joined by single
+ * spaces (`" ".join(user.split())`), cut to `HEAD_CHARS` with an ellipsis. Only the words that
+ * reach the head are taken: a prompt can be a pasted log of megabytes.
+ */
+function question(user: string): string {
+  const taken: string[] = [];
+  let units = -1; // of the taken words joined
+  for (const [word] of user.matchAll(NON_SPACE)) {
+    taken.push(word);
+    units += 1 + word.length;
+    if (units > 2 * HEAD_CHARS) break; // more than HEAD_CHARS characters, astral or not
+  }
+  const joined = taken.join(" ");
+  if (advance(joined, 0, HEAD_CHARS + 1, joined.length) < 0) return joined; // every word, and it fits
+  return rstrip(joined.slice(0, advance(joined, 0, HEAD_CHARS - 1, joined.length))) + "…";
 }
 
 /**
@@ -223,35 +236,91 @@ const BOUNDARIES: readonly (readonly string[])[] = [
   ["\n\n"], ["\n"], [". ", "\u3002", "\uff01", "\uff1f"], [" "],
 ];
 
+/** A word as `str.split()` sees it. */
+const NON_SPACE = new RegExp(`[^${SPACE}]+`, "g");
+/** One character Python's `str.isspace()` is true for (all of them are in the BMP). */
+const SPACE_CHAR = new RegExp(`[${SPACE}]`);
+/** The whitespace run starting at `lastIndex` (sticky: it never scans ahead). */
+const SPACE_RUN = new RegExp(`[${SPACE}]*`, "y");
+
 /**
  * Text cut into pieces of at most `limit` characters at the coarsest boundary that fits
- * (paragraph, line, sentence, word; a hard cut as the last resort).
+ * (paragraph, line, sentence, word; a hard cut as the last resort): transcript.py `split_text`,
+ * piece for piece. It walks one cursor through the text and looks only at the window of the
+ * next piece, so a pasted log of megabytes is cut in time linear in its length (slicing or
+ * counting the whole rest once per piece froze opencode for seconds: a flush runs in its
+ * process).
  */
 export function splitText(text: string, limit: number): string[] {
   limit = Math.max(limit, 1);
   const pieces: string[] = [];
-  let rest = strip(text);
-  while (length(rest) > limit) {
-    const window = slice(rest, 0, limit + 1);
-    let cut = -1;
-    for (const level of BOUNDARIES) {
-      let boundary = "";
-      cut = -1;
-      for (const stop of level) {
-        const at = rfind(window, stop);
-        if (at > cut) [cut, boundary] = [at, stop];
-      }
-      if (cut > Math.floor(limit / 3)) {
-        cut += strip(boundary) ? rstrip(boundary).length : 0;
-        break;
-      }
-      cut = -1;
-    }
-    if (cut <= 0) cut = limit;
-    const piece = strip(slice(rest, 0, cut));
+  const end = trimmedEnd(text, text.length, 0);
+  let start = skipSpace(text, 0, end);
+  for (;;) {
+    // The rest is text[start:end], stripped; it is cut while it holds more than `limit` characters.
+    const windowEnd = advance(text, start, limit + 1, end);
+    if (windowEnd < 0) break;
+    const cut = start + cutIn(text.slice(start, windowEnd), limit);
+    const piece = text.slice(start, trimmedEnd(text, cut, start));
     if (piece) pieces.push(piece);
-    rest = strip(slice(rest, cut));
+    start = skipSpace(text, cut, end);
   }
-  if (rest) pieces.push(rest);
+  if (start < end) pieces.push(text.slice(start, end));
   return pieces;
+}
+
+/**
+ * Where (in UTF-16 units) the piece starting `window` ends: after the latest stop of the
+ * coarsest level found past a third of `limit` (in characters; a sentence stop is kept with its
+ * piece), else `limit` characters in.
+ */
+function cutIn(window: string, limit: number): number {
+  for (const level of BOUNDARIES) {
+    let at = -1;
+    let boundary = "";
+    for (const stop of level) {
+      const found = window.lastIndexOf(stop);
+      if (found > at) [at, boundary] = [found, stop];
+    }
+    if (at >= 0 && length(window.slice(0, at)) > Math.floor(limit / 3)) {
+      return at + (strip(boundary) ? rstrip(boundary).length : 0);
+    }
+  }
+  return advance(window, 0, limit, window.length);
+}
+
+/** The index `count` characters (code points) after `from`, or -1 when `end` comes first. */
+function advance(text: string, from: number, count: number, end: number): number {
+  let at = from;
+  for (let seen = 0; seen < count; seen++) {
+    if (at >= end) return -1;
+    const unit = text.charCodeAt(at);
+    const pair = unit >= 0xd800 && unit <= 0xdbff && at + 1 < end &&
+      (text.charCodeAt(at + 1) & 0xfc00) === 0xdc00;
+    at += pair ? 2 : 1;
+  }
+  return at;
+}
+
+/**
+ * `text.strip()` in time linear in the text: text.ts `strip` is a regex whose `[…]+$` V8 retries
+ * at every character of a whitespace run (a pasted 80 kB of blanks took 17 s); a flush strips
+ * whole messages.
+ */
+function stripped(text: string): string {
+  const end = trimmedEnd(text, text.length, 0);
+  return text.slice(skipSpace(text, 0, end), end);
+}
+
+/** The index past the whitespace at `from` (not past `end`). */
+function skipSpace(text: string, from: number, end: number): number {
+  SPACE_RUN.lastIndex = from;
+  SPACE_RUN.exec(text);
+  return Math.min(SPACE_RUN.lastIndex, end);
+}
+
+/** `end` moved back over the whitespace before it (not before `floor`). */
+function trimmedEnd(text: string, end: number, floor: number): number {
+  while (end > floor && SPACE_CHAR.test(text.charAt(end - 1))) end--;
+  return end;
 }
