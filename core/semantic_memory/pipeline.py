@@ -741,7 +741,10 @@ class MemoryEngine:
         indexes and VACUUM when what went is at least `reclaim_share` of the rows (memories
         and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
         share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
-        the merge holds the write lock for seconds on a big store (~11 s at 1M memories)."""
+        the merge holds the write lock for seconds on a big store (~11 s at 1M memories);
+        there the store rewrites only the indexes small enough to cost little
+        (`store.scrub_indexes`), so that the words of what went leave them. Then the store's
+        journal is emptied (`store.flush_journal`: SQLite's WAL kept the text purged)."""
         counts = self.counts() if reclaim_share > 0 else None
         current = now()
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
@@ -752,17 +755,22 @@ class MemoryEngine:
         report = PurgeReport(forgotten, expired, reports, current_again=current_again)
         removed = report.soft_deleted + report.expired_artifacts + report.expired_injections
         rows = sum(counts.values()) if counts else 0
-        if removed and removed >= reclaim_share * rows:
-            try:
+        if not removed:
+            return report
+        reclaim = removed >= reclaim_share * rows
+        try:  # the purge is committed: a failure here is reported, not raised
+            if reclaim:
                 self.store.optimize(vacuum=True)
                 report.vacuumed = True
-            except StoreError as exc:  # the purge is committed: report it, not only this
-                report.warning = f"the index merge and VACUUM were skipped: {one_line(exc)}"
-                log.warning("purge: %s", report.warning)
-            else:
-                report.warning = self.store.flush_journal()
-                if report.warning is not None:
-                    log.warning("purge: %s", report.warning)
+            elif forgotten or expired:  # the words of the memories gone, where it is cheap
+                self.store.scrub_indexes()
+        except StoreError as exc:
+            what = "the index merge and VACUUM were" if reclaim else "the index rewrite was"
+            report.warning = f"{what} skipped: {one_line(exc)}"
+        else:
+            report.warning = self.store.flush_journal()
+        if report.warning is not None:
+            log.warning("purge: %s", report.warning)
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:

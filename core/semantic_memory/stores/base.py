@@ -817,6 +817,11 @@ class SQLMemoryStore:
         left; returns what was optimised."""
         raise NotImplementedError
 
+    def scrub_indexes(self) -> list[str]:
+        """After a purge that skipped `optimize`: rewrite the indexes that still hold words of
+        what it removed, where that costs little; returns those rewritten. None here."""
+        return []
+
     def flush_journal(self) -> str | None:
         """After a purge: move what the store's own journal still holds from before it into
         the store and empty the journal, so the text purged is in no file beside it (SQLite's
