@@ -9,6 +9,8 @@
 
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
+import { stripPrivate } from "./private.js";
+import { strip } from "./text.js";
 
 export interface Settings {
   /** The service URL; "" = the discovery file, else http://127.0.0.1:`port`. */
@@ -54,6 +56,8 @@ export interface SettingProblem {
 }
 
 const DEFAULT_DB = "~/.local/share/memory-mcp/memory.db";
+/** The longest project name the service takes (core/semantic_memory/limits.py). */
+const MAX_PROJECT_CHARS = 256;
 
 /** Each setting: its variable, its option key, how to read it, its default. */
 interface Field<T> {
@@ -107,6 +111,20 @@ function backoffSeconds(raw: unknown): number {
   return Math.round(value * 1000);
 }
 
+/**
+ * MEMORY_PROJECT without the blanks around it (as Python strips them), "" (detect it) when
+ * blank; a name the service refuses, as a repository file's `[project] name` is refused (harness/
+ * settings.py `project_setting`): every write would be refused. The reason never echoes it.
+ */
+function projectName(raw: unknown): string {
+  const name = strip(typeof raw === "string" ? raw : text(raw));
+  if (!name) return "";
+  if ([...name].length > MAX_PROJECT_CHARS) throw new BadValue(`must be 1..${MAX_PROJECT_CHARS} characters`);
+  if (/[\n\r\t\0]/.test(name)) throw new BadValue("must be one line (no newline, tab or NUL)");
+  if (stripPrivate(name) !== name) throw new BadValue("must not hold <private> text");
+  return name;
+}
+
 /** Comma-separated (or, as an option, a list of) tool names, case-insensitive. */
 function toolNames(raw: unknown): ReadonlySet<string> {
   const names = Array.isArray(raw) ? raw.map(text) : text(raw).split(",");
@@ -132,7 +150,7 @@ const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   },
   autostart: { env: "MEMORY_PLUGIN_AUTOSTART", option: "autostart", parse: flag, fallback: false },
   debug: { env: "MEMORY_PLUGIN_DEBUG", option: "debug", parse: flag, fallback: false },
-  project: { env: "MEMORY_PROJECT", option: "project", parse: text, fallback: "" },
+  project: { env: "MEMORY_PROJECT", option: "project", parse: projectName, fallback: "" },
   budgetMs: { env: "MEMORY_HOOK_BUDGET_S", option: "budgetS", parse: seconds, fallback: 1500 },
   backoffMs: { env: "MEMORY_HOOK_BACKOFF_S", option: "backoffS", parse: backoffSeconds, fallback: 30_000 },
   dbPath: {

@@ -94,6 +94,7 @@ class HookSettings:
             raw = source.get(variable)
             if raw:
                 values[name] = _parse(variable, raw, kind)
+        values["project"] = project_setting(str(values.get("project", "")))
         settings = cls(env, **values)
         settings.validate()
         others = sorted(f"{key}={value}" for key, value in source.items()
@@ -230,6 +231,27 @@ def discovery_file(settings: Settings | HookSettings) -> str | None:
         return os.path.expanduser(settings.discovery_file)
     db = os.path.expanduser(settings.db_path).rstrip("/") or "/"
     return beside_db(settings, os.path.basename(db) + ".server.json")
+
+
+def project_setting(raw: str) -> str:
+    """MEMORY_PROJECT without the blanks around it, "" (unset: the project is detected) when
+    blank, as the opencode plugin reads it; SettingsError for a name the service refuses, as
+    a repository file's `[project] name` is refused: every write would be refused and kept
+    in spool/rejected/. The reason never echoes the name (it may be private)."""
+    name = raw.strip()
+    if not name:
+        return ""
+    from ..limits import MAX_PROJECT_CHARS
+
+    if len(name) > MAX_PROJECT_CHARS:
+        raise SettingsError(f"MEMORY_PROJECT must be 1..{MAX_PROJECT_CHARS} characters")
+    if any(c in name for c in "\n\r\t\x00"):
+        raise SettingsError("MEMORY_PROJECT must be one line (no newline, tab or NUL)")
+    from ..private import has_private
+
+    if has_private(name):
+        raise SettingsError("MEMORY_PROJECT must not hold <private> text")
+    return name
 
 
 def _parse(name: str, raw: str, kind: str) -> object:
