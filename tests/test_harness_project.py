@@ -12,8 +12,6 @@ import pytest
 from harness_support import hook_env, hook_log, run_hook
 from test_service_support import Service, start_service
 
-from semantic_memory import models
-from semantic_memory.harness import project
 from semantic_memory.harness.project import detect_project, normalise_remote
 from semantic_memory.models import project_name
 
@@ -56,9 +54,15 @@ def test_a_named_repository_is_the_project_a_clone_detects() -> None:
         assert project_name(typed) == normalise_remote("https://github.com/Acme/App.git")
 
 
-def test_the_hook_and_the_service_know_the_same_hosts() -> None:
-    """`harness.project` keeps its own copy (a hook must not import `models`)."""
-    assert project.CASELESS_HOSTS == models.CASELESS_HOSTS
+@pytest.mark.parametrize("remote", [
+    "https://github.com/Acme/App.git", "git@gitlab.com-work:Team/Api.git", "/srv/git/lib.git",
+    "https://dev.azure.com/Org/Proj/_git/Repo", "git@git.acme.dev:Acme/App.git", "../rel.git/",
+    "ssh://git@ssh.github.com:443/acme/app", "file:///srv/git/lib.git"])
+def test_the_service_keeps_the_name_a_hook_sends(remote: str) -> None:
+    """What a hook names a clone (`remotes.normalise_remote`) is a name the service stores as
+    it is (`models.project_name`), and the remote typed in its place names it too."""
+    named = normalise_remote(remote)
+    assert project_name(named) == named == project_name(remote)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from . import remotes
 from .safety.terminal import strip_terminal_controls
 
 #: Kinds the docs name; any short identifier is accepted. Only `artifact` (tool captures)
@@ -98,25 +99,39 @@ def _read_time(value: str | float | int) -> float:
     return dt.timestamp()
 
 
-#: Code hosts whose owner and repository names are case-insensitive: `Acme/App` and
-#: `acme/app` are one repository there. (`harness.project` keeps its own copy: a hook must not
-#: import this module; tests/test_harness_project.py holds the two equal.)
-CASELESS_HOSTS = ("github.com", "gitlab.com", "bitbucket.org")
-
-
 def project_name(project: Any) -> Any:
     """A project name as stored and filtered by: without surrounding whitespace, so that
     "web " (a shell variable, a pasted name) is the project "web", not one no recall in "web"
     ever reaches; composed (NFC), so that a folder macOS names in decomposed form
-    ("cafe\u0301-app") is the project the user types ("café-app"); and a repository of a
-    CASELESS_HOSTS host lower-cased ("github.com/Acme/App" is "github.com/acme/app", as
-    `harness.project.normalise_remote` names every clone of it). Anything but a string is
-    left for validation to refuse."""
+    ("cafe\u0301-app") is the project the user types ("café-app"); a remote's address
+    (`https://github.com/acme/app.git`, `git@github.com:acme/app.git`, `…/app.git`) named as
+    the hooks name its clones (`remotes.normalise_remote`); a repository of a well-known host
+    named as its HTTPS clone ("GitHub.com/Acme/App" and "github.com-work/acme/app" are
+    "github.com/acme/app", `remotes.canonical_name`); and without a trailing slash, but for
+    an absolute path: that is a folder's own name (the root `/`, `/work/ /` for a folder
+    named with blanks, `harness.project.detect_project`). Anything but a string is left for
+    validation to refuse. A name it returns is its own name: one copied from a listing finds
+    its memories."""
     if not isinstance(project, str):
         return project
-    name = unicodedata.normalize("NFC", project.strip())
-    host, slash, _ = name.partition("/")
-    return name.lower() if slash and host.lower() in CASELESS_HOSTS else name
+    name = unicodedata.normalize("NFC", project)
+    for _ in range(8):  # each pass shortens a name or lowers its case: a few reach its own
+        named = _named_once(name)
+        if named == name:
+            break
+        name = named
+    return name
+
+
+def _named_once(name: str) -> str:
+    """One pass of `project_name`: a remote's address within a remote's address
+    (`file://https://…`) or a `.git` within a `.git` is named by the next."""
+    name = name.strip()
+    if remotes.looks_like_remote(name):
+        name = remotes.normalise_remote(name) or name  # not `https:///`: no project at all
+    elif not name.startswith("/"):
+        name = name.rstrip("/") or name
+    return remotes.canonical_name(name)
 
 
 def identifier(name: Any) -> Any:

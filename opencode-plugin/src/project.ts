@@ -1,9 +1,11 @@
 /**
- * Which project the agent works in, by the Python hooks' rule (harness/project.py), so that a
- * memory stored from opencode is recalled from Claude Code in the same repository and back:
- * the `origin` remote (else the first remote) normalised to `host/owner/repo`, else the
+ * Which project the agent works in, by the Python hooks' rule (harness/project.py, remotes.py),
+ * so that a memory stored from opencode is recalled from Claude Code in the same repository and
+ * back: the `origin` remote (else the first remote) normalised to `host/owner/repo`, else the
  * repository's top-level folder name, else the folder's own name. Read straight from `.git`
- * (worktrees and submodules included), without running git.
+ * (worktrees and submodules included), without running git, and taken as git takes it: section
+ * names in any case, a value's quotes and trailing comment, a shorthand's
+ * `url.<base>.insteadOf`, a relative local remote from the repository's top folder.
  */
 
 import { readFileSync, realpathSync, statSync } from "node:fs";
@@ -23,14 +25,25 @@ const SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 export function detectProject(cwd: string): string {
   const start = resolvePath(cwd);
   const [top, gitDir] = findRepository(start);
-  if (gitDir !== null) {
+  if (top !== null && gitDir !== null) {
     const remote = remoteUrl(gitDir);
-    const named = remote ? normaliseRemote(remote) : "";
+    const named = remote ? normaliseRemote(fromTop(remote, top)) : "";
     if (strip(named)) return named; // not `https:///`
   }
   const folder = top ?? start;
   const name = basename(folder);
   return strip(name) ? name : strip(folder);
+}
+
+/**
+ * A relative local remote (`../shared.git`) as the path git reads it as, from the repository's
+ * top folder: two unrelated repositories whose remotes are both `../shared.git` are two
+ * projects (project.py `_from_top`).
+ */
+function fromTop(remote: string, top: string): string {
+  const path = localPath(remote);
+  if (!path || isAbsolute(path) || path.startsWith("~")) return remote;
+  return resolve(top, path);
 }
 
 /** `Path(p).expanduser().resolve()`: absolute, symlinks resolved as far as the path exists. */
@@ -79,7 +92,8 @@ export function findRepository(start: string): [string | null, string | null] {
   }
 }
 
-/** The `origin` remote's URL (else the first remote's) from the repository's config. */
+/** The `origin` remote's URL (else the first remote's) from the repository's config, as git
+ * reads it. */
 export function remoteUrl(gitDir: string): string | null {
   let common = gitDir;
   try {
@@ -89,29 +103,120 @@ export function remoteUrl(gitDir: string): string | null {
   } catch {
     // not a worktree
   }
+  const sections = readConfig(join(common, "config"));
+  if (sections === null) return null;
+  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
+  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
+  for (const name of remotes) {
+    const url = gitValue((sections.get(name)?.get("url") ?? "").trim());
+    if (url) return rewritten(url, sections);
+  }
+  return null;
+}
+
+/** section -> key -> first value of a git config file, sections named as git names them
+ * (`gitSection`); null when it cannot be read (project.py `_read_config`). */
+function readConfig(path: string): Map<string, Map<string, string>> | null {
   let text: string;
   try {
     // Strict UTF-8, as Python reads it: a file that is not gives no remote.
-    text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(join(common, "config")));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(path));
   } catch {
     return null; // missing (Python's parser.read skips it) or not UTF-8
   }
   const sections = parseGitConfig(text);
   if (sections === null) return null;
-  const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
-  remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
-  for (const name of remotes) {
-    const url = (sections.get(name)?.get("url") ?? "").trim();
-    if (url) return url;
+  const merged = new Map<string, Map<string, string>>();
+  for (const [name, options] of sections) {
+    const key = gitSection(name);
+    const kept = merged.get(key) ?? new Map<string, string>();
+    merged.set(key, kept);
+    for (const [option, value] of options) if (!kept.has(option)) kept.set(option, value);
   }
-  return null;
+  return merged;
+}
+
+/** A section header as git reads it: the section's name in any case, a quoted subsection's as
+ * written, the old `remote.origin` form in lower case whole (project.py `_git_section`). */
+function gitSection(header: string): string {
+  const quote = header.indexOf('"');
+  if (quote >= 0) return `${strip(header.slice(0, quote)).toLowerCase()} "${header.slice(quote + 1)}`;
+  const name = strip(header).toLowerCase();
+  const dot = name.indexOf(".");
+  return dot >= 0 ? `${name.slice(0, dot)} "${name.slice(dot + 1)}"` : name;
+}
+
+const ESCAPES: Readonly<Record<string, string>> = { n: "\n", t: "\t", b: "\b" };
+
+/** A config value as git reads it: quotes gone, a `#` or `;` outside them starting a comment,
+ * backslash escapes read, each blank outside quotes a space between words and none at the end
+ * (project.py `git_value`). */
+export function gitValue(raw: string): string {
+  if (!/["\\#;]/.test(raw)) return raw;
+  let out = "";
+  let gap = "";
+  let quoted = false;
+  let escaped = false;
+  for (const char of raw) {
+    if (escaped) {
+      out += gap + (ESCAPES[char] ?? char);
+      gap = "";
+      escaped = false;
+    } else if (char === "\\") {
+      escaped = true;
+    } else if (char === '"') {
+      out += gap;
+      gap = "";
+      quoted = !quoted;
+    } else if (quoted) {
+      out += char;
+    } else if (char === "#" || char === ";") {
+      break;
+    } else if (" \t\r\n".includes(char)) {
+      gap += " ";
+    } else {
+      out += gap + char;
+      gap = "";
+    }
+  }
+  return out;
+}
+
+/** A shorthand remote (`gh:acme/app`) with the longest `url.<base>.insteadOf` prefix it starts
+ * with replaced by that base; the repository's config and the user's are read. A full URL is
+ * kept (project.py `_rewritten`). */
+function rewritten(url: string, sections: Map<string, Map<string, string>>): string {
+  if (url.includes("://") || url.includes("@")) return url;
+  const rules = insteadOf(sections);
+  for (const config of userConfigs()) rules.push(...insteadOf(readConfig(config) ?? new Map()));
+  let best: [string, string] = ["", ""];
+  for (const rule of rules) if (url.startsWith(rule[0]) && rule[0].length > best[0].length) best = rule;
+  return best[0] ? best[1] + url.slice(best[0].length) : url;
+}
+
+/** [prefix, base] of each `[url "<base>"] insteadOf = <prefix>` in a config. */
+function insteadOf(sections: Map<string, Map<string, string>>): [string, string][] {
+  const rules: [string, string][] = [];
+  for (const [name, options] of sections) {
+    const prefix = gitValue((options.get("insteadof") ?? "").trim());
+    if (prefix && name.startsWith('url "') && name.endsWith('"')) rules.push([prefix, name.slice(5, -1)]);
+  }
+  return rules;
+}
+
+/** The user's git config files: GIT_CONFIG_GLOBAL, else the XDG one and ~/.gitconfig. */
+function userConfigs(): string[] {
+  const configured = process.env["GIT_CONFIG_GLOBAL"];
+  if (configured) return [configured];
+  const xdg = process.env["XDG_CONFIG_HOME"] || join(homedir(), ".config");
+  return [join(xdg, "git", "config"), join(homedir(), ".gitconfig")];
 }
 
 /**
  * The sections of a git config file as Python's `configparser.RawConfigParser(strict=False)`
  * reads them (the Python rule reads it that way, so this must too): section names as
- * written, option names lower-cased, lines indented deeper than their option continuing its
- * value; null where configparser raises (an option before any section, a line that is
+ * written (`readConfig` names them as git does), option names lower-cased, lines indented
+ * deeper than their option continuing its value; null where configparser raises (an option before any section, a line that is
  * neither), so both sides fall back alike. A repeated option keeps its first value, its
  * continuation lines dropped, as project.py's reader keeps it: a remote with several `url`
  * lines (`git remote set-url --add`) is named by the first, the one git fetches from.
@@ -156,38 +261,75 @@ export function parseGitConfig(text: string): Map<string, Map<string, string>> |
   return joined;
 }
 
-/** Hosts whose owner and repository names are case-insensitive (project.py `CASELESS_HOSTS`). */
-const CASELESS_HOSTS = new Set(["github.com", "gitlab.com", "bitbucket.org"]);
+/** Hosts whose owner and repository names are case-insensitive (remotes.py `CASELESS_HOSTS`). */
+const CASELESS_HOSTS = ["github.com", "gitlab.com", "bitbucket.org", "dev.azure.com"];
+/** The hosts' own other names for their SSH service (remotes.py `HOST_ALIASES`). */
+const HOST_ALIASES: Readonly<Record<string, string>> = {
+  "ssh.github.com": "github.com", "altssh.gitlab.com": "gitlab.com", "altssh.bitbucket.org": "bitbucket.org",
+};
+/** Azure DevOps' SSH hosts, whose paths are `v3/org/project/repo`. */
+const AZURE_SSH_HOSTS = ["ssh.dev.azure.com", "vs-ssh.visualstudio.com"];
 
 /**
  * `host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
- * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); on a host whose
- * names are case-insensitive (CASELESS_HOSTS) in lower case, so `Acme/App` and `acme/app` agree
- * too. Other hosts' paths are kept as written (project.py `normalise_remote`).
+ * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); a well-known
+ * host alias named as its host (`canonical`); on a host whose names are case-insensitive
+ * (CASELESS_HOSTS) in lower case. Other hosts' paths are kept as written. A local remote (a
+ * path or a `file://` URL) is its path without `.git` (remotes.py `normalise_remote`).
  */
 export function normaliseRemote(raw: string): string {
   const url = raw.trim();
+  const local = localPath(url);
+  if (local !== null) return removeSuffix(local.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || local;
   let host: string;
   let path: string;
   const scheme = url.indexOf("://");
-  const scp = SCP_LIKE.exec(url);
   if (scheme >= 0) {
     const rest = url.slice(scheme + 3);
     const slash = rest.indexOf("/");
     const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
     path = slash >= 0 ? rest.slice(slash + 1) : "";
     host = (netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0]) as string;
-  } else if (scp) {
-    host = scp[1] as string;
-    path = scp[2] as string;
   } else {
-    // A local path remote.
-    return removeSuffix(url.replace(/\/+$/, ""), ".git").replace(/\/+$/, "") || url;
+    const scp = SCP_LIKE.exec(url); // scp-like, as it is not local
+    host = scp ? (scp[1] as string) : "";
+    path = scp ? (scp[2] as string) : url;
   }
   path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
   host = host.toLowerCase();
-  if (CASELESS_HOSTS.has(host)) path = path.toLowerCase();
-  return host ? `${host}/${path}` : path;
+  [host, path] = canonical(host, path) ?? [host, path];
+  return host && path ? `${host}/${path}` : host || path;
+}
+
+/** The path of a remote on this machine (a path, or a `file://` URL), else null. */
+function localPath(url: string): string | null {
+  if (url.startsWith("file://")) return url.slice("file://".length);
+  if (url.includes("://") || SCP_LIKE.test(url)) return null;
+  return url;
+}
+
+/**
+ * [host, path] of a repository on a well-known host, named as its HTTPS clone is, else null:
+ * a multi-account SSH alias (`github.com-work`), a host's SSH-over-443 name, Azure DevOps'
+ * three spellings of one repository (remotes.py `canonical`).
+ */
+function canonical(lowerHost: string, path: string): [string, string] | null {
+  let host = HOST_ALIASES[lowerHost] ?? lowerHost;
+  for (const known of CASELESS_HOSTS) if (host.startsWith(`${known}-`)) host = known;
+  let parts = path.split("/");
+  if (AZURE_SSH_HOSTS.includes(host) && parts.length === 4 && (parts[0] as string).toLowerCase() === "v3") {
+    host = "dev.azure.com";
+    parts = parts.slice(1);
+  } else if (host === "dev.azure.com" && parts.length === 4 && (parts[2] as string).toLowerCase() === "_git") {
+    parts.splice(2, 1);
+  } else if (host.endsWith(".visualstudio.com") && !AZURE_SSH_HOSTS.includes(host)) {
+    if ((parts[0] as string).toLowerCase() === "defaultcollection") parts = parts.slice(1);
+    if (parts.length !== 3 || (parts[1] as string).toLowerCase() !== "_git") return null;
+    parts = [removeSuffix(host, ".visualstudio.com"), parts[0] as string, parts[2] as string];
+    host = "dev.azure.com";
+  }
+  if (!CASELESS_HOSTS.includes(host)) return null;
+  return [host, parts.join("/").toLowerCase()];
 }
 
 function removeSuffix(text: string, suffix: string): string {

@@ -1,21 +1,30 @@
 """Which project an agent works in: its git repository, named so that every checkout of one
-repository gets the same name (its remote), else the repository's top-level folder name.
+repository gets the same name (its remote, `remotes.normalise_remote`), else the repository's
+top-level folder name.
 
 Read straight from `.git` (no `git` process: a hook has no time to spare), worktrees and
 submodules included. Every recall runs this, so it uses `os.path` and reads a plain git config
 itself: pathlib, `re` and `configparser` would cost the hook more than its own work. A config
 the small reader does not fully understand goes to `configparser`, so the result is its. Both
 keep the first value of an option given twice: a remote with several `url` lines (`git remote
-set-url --add`) is named by the first, the one git fetches from, not by a push mirror.
+set-url --add`) is named by the first, the one git fetches from, not by a push mirror. What
+they read is then taken as git takes it: section names in any case (`[Remote "origin"]`), a
+value's quotes and trailing comment (`url = "…" ; mirror`), a shorthand's
+`url.<base>.insteadOf`, and a relative local remote (`../shared.git`) from the repository's
+top folder. `include.path` is not followed: `[project] name` names such a repository.
 """
 
 from __future__ import annotations
 
 import os
 
+from ..remotes import local_path, normalise_remote, scp_like
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+
+__all__ = ["detect_project", "find_repository", "normalise_remote", "remote_url", "scp_like"]
 
 
 def detect_project(cwd: str | Path) -> str:
@@ -26,13 +35,23 @@ def detect_project(cwd: str | Path) -> str:
     is remembered there would be global."""
     start = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
     top, git_dir = _find_repository(start)
-    if git_dir is not None:
+    if top is not None and git_dir is not None:
         remote = remote_url(git_dir)
-        if remote and (named := normalise_remote(remote)).strip():  # not `https:///`
-            return named
+        if remote and (named := normalise_remote(_from_top(remote, top))).strip():
+            return named  # (not `https:///`)
     folder = top or start
     name = os.path.basename(folder)
     return name if name.strip() else folder.strip()
+
+
+def _from_top(remote: str, top: str) -> str:
+    """A relative local remote (`../shared.git`) as the path git reads it as, from the
+    repository's top folder: two unrelated repositories whose remotes are both
+    `../shared.git` are two projects, not one named `../shared`."""
+    path = local_path(remote)
+    if not path or os.path.isabs(path) or path.startswith("~"):
+        return remote
+    return os.path.normpath(os.path.join(top, path))
 
 
 def find_repository(start: Path) -> tuple[Path | None, Path | None]:
@@ -67,7 +86,8 @@ def _find_repository(start: str) -> tuple[str | None, str | None]:
 
 
 def remote_url(git_dir: str | Path) -> str | None:
-    """The `origin` remote's URL (else the first remote's) from the repository's config."""
+    """The `origin` remote's URL (else the first remote's) from the repository's config, as
+    git reads it."""
     common = os.fspath(git_dir)
     commondir = os.path.join(common, "commondir")  # worktrees keep their config in the main git dir
     if os.path.isfile(commondir):
@@ -76,7 +96,21 @@ def remote_url(git_dir: str | Path) -> str | None:
                 common = os.path.realpath(os.path.join(common, handle.read().strip()))
         except OSError:
             pass
-    config = os.path.join(common, "config")
+    sections = _read_config(os.path.join(common, "config"))
+    if sections is None:
+        return None
+    remotes = [s for s in sections if s.startswith('remote "')]
+    remotes.sort(key=lambda s: s != 'remote "origin"')
+    for section in remotes:
+        url = git_value(sections[section].get("url", "").strip())
+        if url:
+            return _rewritten(url, sections)
+    return None
+
+
+def _read_config(config: str) -> dict[str, dict[str, str]] | None:
+    """section -> {key: first value} of a git config file, sections named as git names them
+    (`_git_section`); None when it cannot be read."""
     try:
         with open(config, encoding="utf-8") as handle:  # universal newlines, as configparser
             sections = _plain_config(handle.read())
@@ -88,18 +122,99 @@ def remote_url(git_dir: str | Path) -> str | None:
         sections = _configparser_sections(config)
         if sections is None:
             return None
-    remotes = [s for s in sections if s.startswith('remote "')]
-    remotes.sort(key=lambda s: s != 'remote "origin"')
-    for section in remotes:
-        url = sections[section].get("url", "").strip()
-        if url:
-            return url
-    return None
+    merged: dict[str, dict[str, str]] = {}
+    for name, options in sections.items():
+        kept = merged.setdefault(_git_section(name), {})
+        for key, value in options.items():
+            kept.setdefault(key, value)
+    return merged
+
+
+def _git_section(header: str) -> str:
+    """A section header as git reads it: the section's name in any case, a quoted
+    subsection's as written (`Remote "origin"` is `remote "origin"`, not `remote "Origin"`),
+    the old `remote.origin` form in lower case whole."""
+    name, quote, subsection = header.partition('"')
+    if quote:
+        return f'{name.strip().lower()} "{subsection}'
+    name, dot, subsection = header.strip().lower().partition(".")
+    return f'{name} "{subsection}"' if dot else name
+
+
+#: What git reads a backslash and the character after it as, in a value.
+_ESCAPES = {"n": "\n", "t": "\t", "b": "\b"}
+
+
+def git_value(raw: str) -> str:
+    """A config value as git reads it: its double quotes gone (their text kept as written),
+    a `#` or `;` outside them starting a comment, a backslash escape read (`n`, `t`, `b`, or
+    the character itself), each blank outside them a space between words and none at the
+    end."""
+    if not any(c in raw for c in '"\\#;'):
+        return raw
+    out: list[str] = []
+    quoted = escaped = False
+    gap = ""
+    for char in raw:
+        if escaped:
+            out += [gap, _ESCAPES.get(char, char)]
+            gap, escaped = "", False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            out.append(gap)
+            gap, quoted = "", not quoted
+        elif quoted:
+            out.append(char)
+        elif char in "#;":
+            break
+        elif char in " \t\r\n":
+            gap += " "
+        else:
+            out += [gap, char]
+            gap = ""
+    return "".join(out)
+
+
+def _rewritten(url: str, sections: dict[str, dict[str, str]]) -> str:
+    """A shorthand remote (`gh:acme/app`) with the longest `url.<base>.insteadOf` prefix it
+    starts with replaced by that base, as git fetches it; the repository's config and the
+    user's are read. A full URL (`://`, `user@host:`) is kept: it already names its
+    repository, and a rewrite of it to a mirror would rename a project whose memories are
+    stored under its own name."""
+    if "://" in url or "@" in url:
+        return url
+    rules = _instead_of(sections)
+    for config in _user_configs():
+        rules += _instead_of(_read_config(config) or {})
+    prefix, base = max(((p, b) for p, b in rules if url.startswith(p)),
+                       key=lambda rule: len(rule[0]), default=("", ""))
+    return base + url[len(prefix):] if prefix else url
+
+
+def _instead_of(sections: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """(prefix, base) of each `[url "<base>"] insteadOf = <prefix>` in a config."""
+    rules = []
+    for name, options in sections.items():
+        prefix = git_value(options.get("insteadof", "").strip())
+        if prefix and name.startswith('url "') and name.endswith('"'):
+            rules.append((prefix, name[len('url "'):-1]))
+    return rules
+
+
+def _user_configs() -> list[str]:
+    """The user's git config files: GIT_CONFIG_GLOBAL, else the XDG one and ~/.gitconfig."""
+    configured = os.environ.get("GIT_CONFIG_GLOBAL")
+    if configured:
+        return [configured]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return [os.path.join(xdg, "git", "config"), os.path.expanduser("~/.gitconfig")]
 
 
 def _configparser_sections(config: str) -> dict[str, dict[str, str]] | None:
-    """section -> {key: value} as `configparser.RawConfigParser(strict=False)` reads the file,
-    the first value of an option given twice kept; None when it cannot."""
+    """section -> {key: value} of the keys read (`url`, `insteadof`) as
+    `configparser.RawConfigParser(strict=False)` reads the file, the first value of an
+    option given twice kept; None when it cannot."""
     import configparser
 
     parser = configparser.RawConfigParser(strict=False, dict_type=_FirstValues)
@@ -107,7 +222,7 @@ def _configparser_sections(config: str) -> dict[str, dict[str, str]] | None:
         parser.read(config, encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):
         return None
-    return {section: {"url": parser.get(section, "url", fallback="")}
+    return {section: {key: parser.get(section, key, fallback="") for key in ("url", "insteadof")}
             for section in parser.sections()}
 
 
@@ -170,56 +285,3 @@ def _plain_config(text: str) -> dict[str, dict[str, str]] | None:
         current.setdefault(key, value[cut + 1:].strip())
         option = True
     return sections
-
-
-#: Hosts whose owner and repository names are case-insensitive (`models.CASELESS_HOSTS`,
-#: which a hook must not import: its dataclasses and `re` cost more than this module's work).
-CASELESS_HOSTS = ("github.com", "gitlab.com", "bitbucket.org")
-
-
-def normalise_remote(url: str) -> str:
-    """`host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
-    repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); on a host
-    where names are case-insensitive (CASELESS_HOSTS) in lower case, so clones whose remotes
-    differ only in letter case agree too (https://github.com/Acme/App == github.com/acme/app).
-    Other hosts' paths are kept as written: a self-hosted server may tell cases apart."""
-    url = url.strip()
-    if "://" in url:
-        rest = url.split("://", 1)[1]
-        host, _, path = rest.partition("/")
-        host = host.rsplit("@", 1)[-1].split(":", 1)[0]  # credentials and port go
-    elif (match := scp_like(url)) is not None:
-        host, path = match
-    else:  # a local path remote
-        return url.rstrip("/").removesuffix(".git").rstrip("/") or url
-    path = path.strip("/").removesuffix(".git").rstrip("/")
-    host = host.lower()
-    if host in CASELESS_HOSTS:
-        path = path.lower()
-    return f"{host}/{path}" if host else path
-
-
-def scp_like(url: str) -> tuple[str, str] | None:
-    """(host, path) of an scp-like address (`git@host:owner/repo.git`), else None: the
-    pattern `^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$`, matched by hand (tests compare the two)."""
-    at = url.find("@")
-    if at > 0 and "/" not in url[:at]:
-        found = _host_and_path(url, at + 1)
-        if found is not None:
-            return found
-    return _host_and_path(url, 0)
-
-
-def _host_and_path(url: str, start: int) -> tuple[str, str] | None:
-    """`([^:/]+):(?!//)(.+)$` matched at `start`."""
-    end = start
-    while end < len(url) and url[end] not in ":/":
-        end += 1
-    if end == start or end == len(url) or url[end] != ":" or url.startswith("//", end + 1):
-        return None
-    rest = url[end + 1:]
-    if rest.endswith("\n"):  # `$` matches before a final newline
-        rest = rest[:-1]
-    if not rest or "\n" in rest:
-        return None
-    return url[start:end], rest

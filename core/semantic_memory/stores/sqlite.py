@@ -31,7 +31,7 @@ from .names import normalize_stored_names
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: The longest a write waits for the write lock, this process's writers and other processes'
 #: together.
 BUSY_TIMEOUT_MS = 60_000
@@ -264,6 +264,13 @@ def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
     normalize_stored_names(conn.execute)
 
 
+def _migrate_11_to_12(conn: sqlite3.Connection) -> None:
+    """v12 holds projects as ingest now names them (`models.project_name`): a remote's address
+    as its clones' name, a repository on a well-known host under an SSH alias as its HTTPS
+    clone's, no trailing slash."""
+    normalize_stored_names(conn.execute)
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     """(device, inode) of the file at `path`, or None when there is none."""
     try:
@@ -287,7 +294,7 @@ def _create_private(path: Path) -> None:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
     5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8, 8: _migrate_8_to_9,
-    9: _migrate_9_to_10, 10: _migrate_10_to_11}
+    9: _migrate_9_to_10, 10: _migrate_10_to_11, 11: _migrate_11_to_12}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

@@ -10,7 +10,7 @@ from typing import Any
 
 from semantic_memory.stores.names import normalize_stored_names
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 #: The advisory lock every write transaction takes (any constant shared by all services).
 WRITE_LOCK = 0x5E3A_17C0
 
@@ -303,6 +303,13 @@ def _migrate_11_to_12(conn: Any) -> None:
         drop, pgsql.SQL(VECTOR_KEY)))
 
 
+def _migrate_12_to_13(conn: Any) -> None:
+    """v13 holds projects as ingest now names them (`models.project_name`): a remote's address
+    as its clones' name, a repository on a well-known host under an SSH alias as its HTTPS
+    clone's, no trailing slash."""
+    normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
@@ -310,4 +317,4 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_
                                                  5: _migrate_5_to_6, 6: _migrate_6_to_7,
                                                  7: _migrate_7_to_8, 8: _migrate_8_to_9,
                                                  9: _migrate_9_to_10, 10: _migrate_10_to_11,
-                                                 11: _migrate_11_to_12}
+                                                 11: _migrate_11_to_12, 12: _migrate_12_to_13}
