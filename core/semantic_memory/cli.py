@@ -469,8 +469,13 @@ def list_(obj: Context, project: str | None, kind: str | None, source: str | Non
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
 def stats(obj: Context, as_json: bool) -> None:
-    """Counts, channels, telemetry and db size."""
+    """Counts, channels, telemetry, db size and the write spool."""
+    from .harness.doctor import spool_report
+
     data = obj.engine.stats()
+    # As this user finds the spool (doctor's look): a `blocked` reason says why it cannot
+    # replay what waits, which the counts alone never said.
+    data["spool"] = spool_report(obj.settings)
     if as_json:
         _echo_json(data)
         return
@@ -496,6 +501,18 @@ def stats(obj: Context, as_json: bool) -> None:
     line(f"injections: {inj['total']} ({inj['last_7_days']} in 7 days, {inj['chars']:,} chars)")
     line(f"recall: {_recall_line(data, obj.settings)}")
     line(f"secret ruleset: {_ruleset_line(data['secret_ruleset'])}")
+    line(f"spool: {_spool_line(data['spool'])}")
+
+
+def _spool_line(info: dict[str, Any]) -> str:
+    """`2 write(s) waiting, the oldest from 5 min ago; NOT REPLAYED: <why>`, or `empty`."""
+    text = (f"{info['pending']} write(s) waiting, the oldest from {_ago(info['oldest'])}"
+            if info["pending"] else "empty")
+    if info["rejected"]:
+        text += f"; {info['rejected']} refused by the service (`memory-mcp spool list`)"
+    if info["blocked"]:
+        text += f"; NOT REPLAYED: {info['blocked']}"
+    return text
 
 
 def _recall_line(data: dict[str, Any], settings: Settings) -> str:

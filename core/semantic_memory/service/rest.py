@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -169,11 +171,34 @@ def recall_item(hit: RecallHit, budget_chars: int) -> dict[str, Any]:
     return data
 
 
-def spool_state(settings: Settings) -> dict[str, Any]:
-    """The write spool at a glance: writes waiting, the oldest one's time, writes refused."""
+@dataclass
+class SpoolWatch:
+    """The write spool as the service's replay loop (spool_replay.run) found it at its last
+    look, every few seconds: what /health says of it without listing the folder itself."""
+
+    #: Writes waiting to be stored (after a replay, those another replayer holds too); None
+    #: while the folder cannot be listed.
+    pending: int | None = 0
+    #: Why the service cannot replay them (its user may not list or write the folder or read a
+    #: file, the store cannot take them), in the one line it logged; None while it can.
+    blocked: str | None = None
+
+
+#: By spool folder: the loop that replays a folder and the routes that report it share one.
+_SPOOL_WATCHES: dict[Path, SpoolWatch] = {}
+
+
+def spool_watch(settings: Settings) -> SpoolWatch:
+    """The watch of `settings`' spool folder (made on first use: nothing found yet)."""
+    return _SPOOL_WATCHES.setdefault(settings.spool_path, SpoolWatch())
+
+
+def spool_state(settings: Settings, blocked: str | None) -> dict[str, Any]:
+    """The write spool at a glance: writes waiting, the oldest one's time, writes refused, and
+    why the waiting ones cannot be replayed (`blocked`, None while they can)."""
     depth = spool.depth(settings.spool_path)
     return {"pending": depth.count, "oldest": depth.oldest, "rejected": depth.rejected,
-            "path": str(settings.spool_path)}
+            "path": str(settings.spool_path), "blocked": blocked}
 
 
 def engine_of(request: Request) -> MemoryEngine:
@@ -200,12 +225,14 @@ async def health(request: Request) -> JSONResponse:
         return JSONResponse(live)
     engine = engine_of(request)
     counts, embedder = await threads.health(lambda: (engine.counts(), engine.embedder_info()))
+    watch = spool_watch(request.app.state.settings)  # the replay loop's last look: no I/O here
     return JSONResponse({
         **live,
         "counts": counts,
         "channels": [{"name": c.name, "weight": engine.weights[c.name]} for c in engine.channels],
         "embedder": embedder,
         "device": (embedder or {}).get("device"),
+        "spool": {"pending": watch.pending, "blocked": watch.blocked},
     })
 
 
@@ -353,7 +380,7 @@ async def stats(request: Request) -> JSONResponse:
         data["vectorized"] = (data["embedder"] or {}).get("vectorized", 0)
         data["injections"] = engine.injection_summary()
         data["version"] = __version__
-        data["spool"] = spool_state(engine.settings)
+        data["spool"] = spool_state(engine.settings, spool_watch(engine.settings).blocked)
         return data
 
     return JSONResponse(await threads.read(work))

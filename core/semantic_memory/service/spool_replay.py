@@ -17,7 +17,7 @@ from ..config import Settings
 from ..errors import one_line
 from ..pipeline import MemoryEngine
 from .errors import ApiError
-from .rest import ingest_body
+from .rest import ingest_body, spool_watch
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -47,26 +47,32 @@ def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
 
 
 async def run(engine: MemoryEngine, settings: Settings) -> None:
-    """Drain the spool now and every SCAN_S seconds until cancelled. A replay that fails (a
-    full or failing disk) is logged in one line, once until its reason changes or a replay
-    works: it was a 39-line traceback every SCAN_S seconds for as long as the disk was full."""
+    """Drain the spool now and every SCAN_S seconds until cancelled, keeping what each look
+    found in the spool's watch (rest.SpoolWatch), which /health and /api/stats show. A replay
+    that fails (a full or failing disk, a folder or file this user may not use) is logged in
+    one line, once until its reason changes or a replay works: it was a 39-line traceback
+    every SCAN_S seconds for as long as the disk was full."""
     backoff.clear(settings.backoff_path)
     folder = settings.spool_path
-    failing: str | None = None
+    watch = spool_watch(settings)
     while True:
         try:
             # Release dead replayers' claims first: `pending` leaves claimed writes out, so a
             # spool holding nothing else (a hook or `spool replay` killed mid-write) would
             # never drain. A folder this user may not list or write is said (spool.Stuck), not
             # taken for an empty one or for writes another replayer holds.
-            if spool.release_stale(folder) or spool.pending(folder, strict=True):
-                await anyio.to_thread.run_sync(drain, engine, settings)
-            failing = None
+            released = spool.release_stale(folder)
+            watch.pending = None  # unknown until the folder is listed
+            waiting = spool.pending(folder, strict=True)
+            watch.pending = len(waiting)
+            if released or waiting:
+                watch.pending = (await anyio.to_thread.run_sync(drain, engine, settings)).left
+            watch.blocked = None
         except Exception as exc:  # noqa: BLE001 - a bad spool must not stop the service
             log.debug("spool: replay failed", exc_info=True)
             reason = str(exc) if isinstance(exc, spool.Stuck) else one_line(exc)
-            if reason != failing:
-                failing = reason
+            if reason != watch.blocked:
                 log.warning("spool: replay failed (%s); the writes stay queued and are "
-                            "tried again every %g s", failing, SCAN_S)
+                            "tried again every %g s", reason, SCAN_S)
+            watch.blocked = reason
         await anyio.sleep(SCAN_S)
