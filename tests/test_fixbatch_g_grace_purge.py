@@ -2,17 +2,17 @@
 of what it removes out of the SQLite file. It skips the index merge and VACUUM below a tenth of
 the rows, and so left the words in the FTS5 index's segments (a delete only adds markers, which
 hold the word too), the row's bytes in its page and freed pages as they were. Now the writer
-zeroes what it deletes (`secure_delete`), the purge rewrites each FTS5 index of at most
-SCRUB_INDEX_BLOCKS (bigger ones keep the words, unsearchable, until `memory-mcp purge`), and the
-WAL is cut."""
+zeroes what it deletes (`secure_delete`), the purge merges each FTS5 index into one segment a
+step at a time (SCRUB_STEP_PAGES a transaction, so no write waits for the whole rewrite), and
+the WAL is cut."""
 
 from __future__ import annotations
 
+import random
+import string
 import time
 from pathlib import Path
 
-import pytest
-import semantic_memory.stores.sqlite as sqlite_store
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import STARTUP_RECLAIM_SHARE, MemoryEngine
@@ -60,26 +60,41 @@ def test_the_services_grace_purge_leaves_no_word_of_it_in_the_file(tmp_path: Pat
     assert files_holding(tmp_path, WORD) == []
 
 
-def test_an_index_over_the_bound_keeps_the_words_until_a_purge_by_hand(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def random_notes(n: int, words_each: int) -> list[str]:
+    """`n` texts of `words_each` made-up words: a trigram index of many blocks, fast."""
+    rng = random.Random(5)
+    vocabulary = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 9)))
+                  for _ in range(5000)]
+    return [" ".join(rng.choice(vocabulary) for _ in range(words_each)) + f" {i}"
+            for i in range(n)]
+
+
+def test_a_big_index_is_merged_a_step_at_a_time_and_stays_whole(tmp_path: Path) -> None:
     engine = MemoryEngine(Settings(db_path=str(tmp_path / "memory.db"), plugins=PLUGINS,
                                    device="cpu"))
     try:
-        engine.ingest([NewMemory(f["content"], project="web") for f in fillers(40)])
+        notes = random_notes(9000, 36)
+        for start in range(0, len(notes), 1000):
+            engine.ingest([NewMemory(text, project="web") for text in notes[start:start + 1000]],
+                          batch_is_session=False)
         uid = engine.ingest([NewMemory("Customer Zyxwvutsrq Holdings pays late",
                                        project="web")])[0].uid
         assert uid is not None and engine.forget(uid)
-        monkeypatch.setattr(sqlite_store, "SCRUB_INDEX_BLOCKS", 0)  # every index is "big"
-        report = engine.purge(STARTUP_RECLAIM_SHARE, 0)
-        assert report.soft_deleted == 1 and not report.vacuumed
-        # what the docs say: the word stays in the porter index's blocks, found by nothing
         blocks = engine.store.read().execute(
-            "SELECT count(*) FROM memories_fts_data WHERE instr(lower(CAST(block AS TEXT)), "
-            "'zyxwvutsrq') > 0").fetchone()[0]
-        assert blocks > 0 and engine.recall("Zyxwvutsrq") == []
-        engine.ingest([NewMemory("one more to forget", project="web")])
-        engine.forget(engine.list(limit=1)[0].uid)
-        assert engine.purge().vacuumed  # `memory-mcp purge`: merged and VACUUMed
+            "SELECT count(*) FROM memories_fts_tri_data").fetchone()[0]
+        assert blocks > 2000  # ~8 MB: more than one step rewrites
+        report = engine.purge(STARTUP_RECLAIM_SHARE, 0)
+        assert report.soft_deleted == 1 and not report.vacuumed and report.warning is None
+        with engine.store.write() as conn:
+            for table in ("memories_fts", "memories_fts_tri"):
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+                # one segment, no delete markers: a merge of every segment finds nothing to do
+                # (FTS5 keeps the index's structure in its _data row 10)
+                structure = f"SELECT block FROM {table}_data WHERE id = 10"
+                before = conn.execute(structure).fetchone()
+                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', -1)")
+                assert conn.execute(structure).fetchone() == before, table
+        assert files_holding(tmp_path, WORD) == []
+        assert engine.recall(notes[4321], k=1)[0].memory.content == notes[4321]
     finally:
         engine.close()
-    assert files_holding(tmp_path, WORD) == []

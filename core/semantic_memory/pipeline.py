@@ -742,9 +742,9 @@ class MemoryEngine:
         and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
         share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
         the merge holds the write lock for seconds on a big store (~11 s at 1M memories);
-        there the store rewrites only the indexes small enough to cost little
-        (`store.scrub_indexes`), so that the words of what went leave them. Then the store's
-        journal is emptied (`store.flush_journal`: SQLite's WAL kept the text purged)."""
+        there the store merges its indexes a step at a time (`store.scrub_indexes`), so that
+        the words of what went leave them while writes go on. Then the store's journal is
+        emptied (`store.flush_journal`: SQLite's WAL kept the text purged)."""
         counts = self.counts() if reclaim_share > 0 else None
         current = now()
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
@@ -762,7 +762,7 @@ class MemoryEngine:
             if reclaim:
                 self.store.optimize(vacuum=True)
                 report.vacuumed = True
-            elif forgotten or expired:  # the words of the memories gone, where it is cheap
+            elif forgotten or expired:  # the words of the memories gone
                 self.store.scrub_indexes()
         except StoreError as exc:
             what = "the index merge and VACUUM were" if reclaim else "the index rewrite was"

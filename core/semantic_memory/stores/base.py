@@ -819,7 +819,8 @@ class SQLMemoryStore:
 
     def scrub_indexes(self) -> list[str]:
         """After a purge that skipped `optimize`: rewrite the indexes that still hold words of
-        what it removed, where that costs little; returns those rewritten. None here."""
+        what it removed, without holding a write for the whole rewrite; returns those
+        rewritten. None here."""
         return []
 
     def flush_journal(self) -> str | None:

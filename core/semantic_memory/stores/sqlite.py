@@ -154,20 +154,29 @@ def fts_tables(conn: sqlite3.Connection) -> list[str]:
         "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'").fetchall()]
 
 
-def merge_fts_indexes(conn: sqlite3.Connection, at_most_blocks: int | None = None
-                      ) -> list[str]:
-    """Merge FTS5 indexes into one segment each (FTS5 'optimize', in the caller's
-    transaction): every one, or with `at_most_blocks` those of at most that many blocks
-    (counted up to there only). Returns the tables merged."""
-    tables = []
-    for table in fts_tables(conn):
-        if at_most_blocks is not None and conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {table}_data LIMIT ?)",
-                (at_most_blocks + 1,)).fetchone()[0] > at_most_blocks:
-            continue
+def merge_fts_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Merge every FTS5 index in the db into one segment (FTS5 'optimize', in the caller's
+    transaction); returns the FTS5 tables."""
+    tables = fts_tables(conn)
+    for table in tables:
         conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-        tables.append(table)
     return tables
+
+
+#: FTS5 keeps an index's structure (its segments, and a merge under way) in this row of its
+#: `_data` table (FTS5_STRUCTURE_ROWID): a merge step that changed nothing left it as it was.
+_FTS_STRUCTURE_ROW = 10
+
+
+def merge_fts_step(conn: sqlite3.Connection, table: str, pages: int) -> bool:
+    """One step of merging FTS5 index `table` into one segment (`'merge', -pages`: every
+    segment, about `pages` pages written), in the caller's transaction. False once there was
+    nothing left to merge. Step by step, the index ends as 'optimize' leaves it, without
+    holding a transaction for the whole rewrite."""
+    structure = f"SELECT block FROM {table}_data WHERE id = {_FTS_STRUCTURE_ROW}"
+    before = conn.execute(structure).fetchone()
+    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-pages,))
+    return conn.execute(structure).fetchone() != before
 
 
 def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
@@ -303,12 +312,9 @@ WAL_SIZE_LIMIT = 16 * 1024 * 1024
 #: last write (a recall in flight, in this process or another): each holds it off for
 #: milliseconds.
 FLUSH_JOURNAL_WAIT_S = 5.0
-#: The largest FTS5 index (in blocks of ~4 KB: ~8 MB) a purge too small for the merge and
-#: VACUUM still rewrites (`scrub_indexes`): FTS5 keeps a deleted memory's words in its
-#: segments, with the delete's own markers, until a merge rewrites the oldest segment holding
-#: them (SQLite 3.40 has no FTS5 secure-delete). A rewrite costs ~0.05 s a MB (100k memories
-#: of bench/scale.py: porter's 5 MB in 0.3 s, trigram's 27 MB in 1.4 s), in the write lock.
-SCRUB_INDEX_BLOCKS = 2000
+#: Pages one step of `scrub_indexes` writes: ~0.2 s in the write lock (100k memories of
+#: bench/scale.py); other writes take the lock between steps.
+SCRUB_STEP_PAGES = 500
 
 
 class _Reader:
@@ -809,12 +815,22 @@ class SQLiteStore(SQLMemoryStore):
         return tables
 
     def scrub_indexes(self) -> list[str]:
-        """After a purge too small for the merge and VACUUM (the service's maintenance): rewrite
-        each FTS5 index of at most SCRUB_INDEX_BLOCKS, so that the words of what it removed
-        leave the file (secure_delete zeroes the blocks replaced). A bigger index keeps them,
-        unsearchable, until a merge: `memory-mcp purge`. Returns the tables rewritten."""
+        """After a purge too small for the merge and VACUUM (the service's maintenance): merge
+        each FTS5 index into one segment, a step of SCRUB_STEP_PAGES a transaction, so that the
+        words of what went leave the file. FTS5 keeps a deleted memory's words in its
+        segments, with the delete's own markers, until a merge rewrites all of them (SQLite
+        3.40 has no FTS5 secure-delete); secure_delete zeroes the blocks the merge replaces.
+        The whole rewrite costs what 'optimize' does (~0.05 s a MB of index: 100k memories'
+        porter index 5 MB, trigram 27 MB), but no write waits more than a step. Returns the
+        tables merged."""
         with self.write() as conn:
-            return merge_fts_indexes(conn, SCRUB_INDEX_BLOCKS)
+            tables = fts_tables(conn)
+        for table in tables:
+            while True:
+                with self.write() as conn:
+                    if not merge_fts_step(conn, table, SCRUB_STEP_PAGES):
+                        break
+        return tables
 
     def flush_journal(self) -> str | None:
         """Copy the WAL into the db file and cut it to zero bytes (`wal_checkpoint(TRUNCATE)`),
