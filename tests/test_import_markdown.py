@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -564,3 +565,39 @@ def test_a_markdown_export_is_written_a_project_at_a_time(
     assert written[0][0].read_text(encoding="utf-8") == (
         "<!-- semantic-memory-mcp export: project= -->\n# Memories without a project\n\n"
         f"## fact\n\n- The office wifi is guest-5g <!-- uid:{uid[6]} -->\n")
+
+
+@pytest.mark.sqlite_only
+def test_an_import_in_a_subfolder_or_another_clone_forgets_nothing_of_the_project(
+        tmp_path: Path, world: dict[str, Path]) -> None:
+    """A project's scope is keyed by its name, which every clone and worktree shares: `import
+    claude-code` in a monorepo's packages/foo read no CLAUDE.md there and forgot the root's,
+    and an import in a second clone forgot the first clone's auto-memory notes as files gone.
+    The project's files are read from the checkout's top folder, and a clone's import answers
+    only for its own auto-memory folder."""
+    db, home = tmp_path / "cli.db", world["home"]
+    sub = world["project"] / "packages" / "foo"
+    sub.mkdir(parents=True)
+    first = json.loads(cli(db, home, "import", "claude-code", "--json", cwd=world["project"]
+                           ).stdout)["totals"]
+    assert first["new"] == 10
+    inside = json.loads(cli(db, home, "import", "claude-code", "--json", cwd=sub).stdout)
+    assert inside["totals"]["forgotten"] == 0 and inside["totals"]["unchanged"] == 10
+    clone = tmp_path / "web-clone"
+    (clone / ".git").mkdir(parents=True)
+    shutil.copy(world["project"] / ".git" / "config", clone / ".git" / "config")
+    for name in ("CLAUDE.md", "CLAUDE.local.md"):
+        shutil.copy(world["project"] / name, clone / name)
+    own = claude_auto_memory_dir(clone.resolve())
+    own.mkdir(parents=True)
+    (own / "clone_note.md").write_text("The clone runs the e2e suite nightly\n", encoding="utf-8")
+    other = json.loads(cli(db, home, "import", "claude-code", "--json", cwd=clone).stdout)
+    # the first clone's auto-memory notes are not this clone's to judge
+    assert other["totals"]["forgotten"] == 0, other["files"]
+    assert other["totals"]["new"] == 1
+    # the first clone's own auto-memory file, deleted there, is forgotten by its own import
+    (world["auto"] / "no_mocks.md").unlink()
+    again = json.loads(cli(db, home, "import", "claude-code", "--json", cwd=world["project"]
+                           ).stdout)
+    gone = [f["path"] for f in again["files"] if f["forgotten"]]
+    assert len(gone) == 1 and gone[0].endswith("-web/memory/no_mocks.md (gone)"), gone

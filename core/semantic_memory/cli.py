@@ -1121,9 +1121,10 @@ def _is_markdown(path: str) -> bool:
 def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                      as_json: bool) -> None:
     """`import claude-code|codex|opencode|kimi-code|DIR`: markdown into memories."""
+    from .harness.project import find_repository
     from .harness.repo_config import approvals_file, load_repo_config, project_for
     from .importers import HARNESS_NAMES, ImportFailed, folder_files, harness_files, \
-        harness_scopes, iter_actions, note_file, run_import
+        harness_reads, harness_scopes, iter_actions, note_file, run_import
 
     root = Path(project_dir or ".").expanduser().resolve()
     if project_dir and not root.is_dir():
@@ -1132,8 +1133,11 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
     # the approvals beside this db (--db's, not the environment's), detected
     repo = load_repo_config(root, approvals_file(obj.settings))
     project = project_for(root, repo, obj.settings.project)
-    if path in HARNESS_NAMES:
-        files, scopes = harness_files(path, root, project), harness_scopes(path, project)
+    reads = None
+    if path in HARNESS_NAMES:  # a project's files are its checkout's top folder's
+        top = find_repository(root)[0] or root
+        files, scopes = harness_files(path, top, project), harness_scopes(path, project)
+        reads = harness_reads(path, top, project)
     elif _is_markdown(path):  # one notes file: as its folder's import takes it, the rest kept
         file = Path(path).expanduser().resolve()
         files, scopes = [note_file(file.parent, file, project if project_dir else None)], []
@@ -1142,7 +1146,7 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
         files = folder_files(folder, project if project_dir else None)
         scopes = [f"folder:{folder}"]
     try:
-        reports = run_import(obj.engine, files, scopes, dry_run=dry_run)
+        reports = run_import(obj.engine, files, scopes, dry_run=dry_run, reads=reads)
     except ImportFailed as exc:
         raise click.ClickException(str(exc)) from None
     totals = {key: sum(r.counts[key] for r in reports) for key in reports[0].counts} \

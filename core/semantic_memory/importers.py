@@ -25,7 +25,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import SpooledTemporaryFile
-from typing import IO, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator
 
 from .ingest import UID
 from .models import LOADED_BY, Memory, NewMemory, RecallFilters
@@ -145,6 +145,29 @@ def harness_scopes(harness: str, project: str | None) -> list[str]:
     return [f"{harness}:user", f"{shared}:project:{project}"]
 
 
+#: The files of a project `import claude-code` reads, besides the auto-memory folder.
+CLAUDE_PROJECT_FILES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md")
+#: Whether a memory's `path:` tag names a file this import reads (a scope's file it does not
+#: read is not gone from the scope).
+Reads = Callable[[str], bool]
+
+
+def harness_reads(harness: str, project_dir: Path, project: str | None) -> dict[str, Reads]:
+    """The scopes of `harness_scopes` that other checkouts share, with what this checkout's
+    import reads of them. A project's scope is keyed by its name, which every clone and
+    worktree shares, while Claude Code keeps an auto-memory folder per checkout: an import in
+    one clone must not forget the notes of another clone's folder as files gone."""
+    if harness != "claude-code":
+        return {}
+    own = {_tag("path", name) for name in CLAUDE_PROJECT_FILES}
+    folder = _label(claude_auto_memory_dir(project_dir), None)
+
+    def reads(tag: str) -> bool:
+        return tag in own or tag == _tag("path", f"{folder}/{tag.rsplit('/', 1)[-1]}")
+
+    return {f"claude-code:project:{project}": reads}
+
+
 def harness_files(harness: str, project_dir: Path, project: str | None) -> list[SourceFile]:
     """The existing files `import <harness>` reads, with their scope, kind and project."""
     files = [SourceFile(p, _label(p, None), f"{harness}:user", None, "preference", harness,
@@ -152,7 +175,7 @@ def harness_files(harness: str, project_dir: Path, project: str | None) -> list[
              for p in _user_agents_md(harness)]
     if harness == "claude-code":
         scope = f"claude-code:project:{project}"
-        for rel in ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md"):
+        for rel in CLAUDE_PROJECT_FILES:
             files.append(SourceFile(project_dir / rel, rel, scope, project, "preference",
                                     harness, loaded_by=(harness,)))
         auto = claude_auto_memory_dir(project_dir)
@@ -410,9 +433,11 @@ def _imported(engine: MemoryEngine) -> dict[str, Memory]:
 
 
 def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str], *,
-               dry_run: bool = False) -> list[FileReport]:
-    """Import `files`, forget what disappeared from `scopes`; one report per file (and one per
-    vanished file). Reads every file before writing anything: unreadable input changes nothing."""
+               dry_run: bool = False, reads: dict[str, Reads] | None = None
+               ) -> list[FileReport]:
+    """Import `files`, forget what disappeared from `scopes` (of a scope in `reads`, only the
+    files this import reads); one report per file (and one per vanished file). Reads every
+    file before writing anything: unreadable input changes nothing."""
     parsed = [(source, *sections_of(source)) for source in files]
     named: dict[str, str] = {}  # uid -> the file whose entry names it
     for source, sections, _ in parsed:
@@ -443,11 +468,14 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
                 _forget(engine, memory, report, dry_run)
     for scope in scopes:  # files gone from a scope take their memories along
         prefix = scope_prefix(scope)
+        read = (reads or {}).get(scope)
         vanished: dict[str, FileReport] = {}
         for base, memory in sorted(gone.items()):
             if base.startswith(prefix) and base[:len(prefix) + 10] not in seen_files:
-                label = next((t[5:] for t in memory.tags if t.startswith("path:")),
-                             base[:len(prefix) + 10])
+                tag = next((t for t in memory.tags if t.startswith("path:")), None)
+                if read is not None and tag is not None and not read(tag):
+                    continue  # another checkout's file
+                label = tag[5:] if tag is not None else base[:len(prefix) + 10]
                 report = vanished.setdefault(label, FileReport(f"{label} (gone)"))
                 _forget(engine, memory, report, dry_run)
         reports += vanished.values()
