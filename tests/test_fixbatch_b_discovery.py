@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from semantic_memory.harness.client import resolve_url
+from semantic_memory.harness.settings import HookSettings
 from semantic_memory.service.discovery import proc_start, read_discovery
 from test_service_support import Service, start_service
 
@@ -59,3 +61,15 @@ def test_a_service_takes_its_file_back_from_a_reused_pid(tmp_path: Path) -> None
             assert time.monotonic() < deadline, path.read_text()
             time.sleep(0.1)
         assert read_discovery(path)["url"] == svc.url
+
+
+def test_the_hooks_take_a_reused_pid_for_no_service(tmp_path: Path) -> None:
+    """The hooks read the discovery file with the service's own rule: they checked only that
+    the pid lived, and sent every prompt of a dead service's file to whatever held its port."""
+    with service_and_other_program(tmp_path) as (svc, other):
+        db = tmp_path / "memory.db"
+        settings = HookSettings.from_env({"MEMORY_DB_PATH": str(db), "MEMORY_PORT": "1"})
+        assert resolve_url(settings)[0] == svc.url
+        path = tmp_path / "memory.db.server.json"
+        path.write_text(json.dumps({**svc.info, "pid": other.pid}))
+        assert resolve_url(settings) == ("http://127.0.0.1:1", "MEMORY_PORT")

@@ -9,7 +9,6 @@ fifth of a hook's start-up (and `lite` skips even the socket module's enum class
 
 from __future__ import annotations
 
-import os
 import time
 
 from .. import lite
@@ -111,7 +110,7 @@ def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
         return settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL"
     path = discovery_file(settings)
     if path is not None:
-        info = read_discovery(path)
+        info = lite.read_discovery(path)
         if info and not info.get("stale") and isinstance(info.get("url"), str):
             return info["url"].rstrip("/"), f"discovery file {path}"
     return configured_url(settings)
@@ -124,22 +123,6 @@ def configured_url(settings: Settings | HookSettings) -> tuple[str, str]:
     if settings.port and settings.port != DEFAULT_PORT:
         return f"http://127.0.0.1:{settings.port}", "MEMORY_PORT"
     return DEFAULT_URL, "default"
-
-
-def read_discovery(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """`service.discovery.read_discovery`, without importing the service package (it imports
-    `config.py`): the published info, `stale: true` when its process is gone."""
-    try:
-        with open(path, "rb") as handle:
-            data = lite.try_loads(handle.read().decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    from ..lite import pid_alive
-
-    data["stale"] = not pid_alive(data.get("pid"))
-    return data
 
 
 class ServiceClient:

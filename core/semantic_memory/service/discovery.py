@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..lite import pid_alive
+from ..lite import proc_start, read_discovery
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
 #: Seconds between a service's looks at its discovery file (runner's `_keep_discovery`).
@@ -175,49 +175,3 @@ def retract(path: Path | None, pid: int | None = None) -> bool:
     except OSError:
         return False
     return True
-
-
-def read_discovery(path: str | Path) -> dict[str, Any] | None:
-    """The published info, with `stale: true` added when its process is gone or its pid
-    another program's now (`is_service`); None when the file is absent or unreadable."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    data["stale"] = not is_service(data)
-    return data
-
-
-def is_service(info: dict[str, Any]) -> bool:
-    """Whether the process a discovery file names is still the service that wrote it, not
-    another program the system gave its pid to since (a hard kill, a reboot): its start time
-    (`proc_start`, Linux) must be the one written. A file without it (an older release's, or
-    written where /proc is missing: macOS, Windows) can only tell whether the pid lives; a
-    command line would misjudge a service run inside another Python program. Reading /proc
-    costs microseconds: hooks can afford it."""
-    pid = info.get("pid")
-    if not isinstance(pid, int) or not pid_alive(pid):
-        return False
-    written = info.get("proc_start")
-    if not isinstance(written, int) or isinstance(written, bool):
-        return True
-    now = proc_start(pid)
-    return now is None or now == written
-
-
-def proc_start(pid: int) -> int | None:
-    """When process `pid` started, in clock ticks since boot (/proc/<pid>/stat's 22nd field):
-    with the pid, unique until the next boot. None without /proc or when unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The 2nd field, the program's name in parentheses, may hold spaces and ")".
-    fields = stat[stat.rfind(b")") + 2:].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
