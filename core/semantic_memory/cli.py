@@ -769,7 +769,7 @@ def uninstall(obj: Context, harness: str, project: str | None, dry_run: bool) ->
 
 
 @cli.command()
-@click.option("--project", type=click.Path(file_okay=False),
+@click.option("--project", type=click.Path(exists=True, file_okay=False),
               help="Also check this project's harness configs (default: the current folder).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_context
