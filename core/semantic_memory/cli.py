@@ -667,11 +667,24 @@ def _config_files(obj: Context, target: Any, uninstall: bool) -> tuple[Any, list
     files = inst.orphan_files(target) if uninstall else []
     if not files:
         where = f" and no `memory-mcp hook {target.harness}` entry in " \
-            f"{target.project_dir or target.home}'s config folders" if uninstall else ""
+            f"{_searched(target)}" if uninstall else ""
         raise click.ClickException(missing + where)
     click.echo(f"{missing}: taking out its `memory-mcp hook {target.harness}` entries only "
                "(its MCP server entry, if any, stays)", err=True)
     return None, files
+
+
+def _searched(target: Any) -> str:
+    """Where uninstall looked for an uninstalled adapter's hooks (`install.orphan_files`): a
+    project's config folders, or the user's, which CLAUDE_CONFIG_DIR, CODEX_HOME and
+    KIMI_CODE_HOME may move out of the home folder (each named as it is set, or unset)."""
+    from .harness import install as inst
+
+    if target.project_dir is not None:
+        return f"{target.project_dir}'s config folders"
+    named = [f"{name} ({os.environ.get(name) or 'unset'})" for name in inst.CONFIG_HOME_VARS]
+    return (f"{target.home}'s config folders or the folders "
+            f"{', '.join(named[:-1])} and {named[-1]} name")
 
 
 def _check_lasting(target: Any) -> None:
