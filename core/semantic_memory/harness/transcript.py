@@ -337,23 +337,26 @@ def flush_items(turns: Iterable[Turn], newest: int | None = None,
     `newest` at most are kept; one the limit cuts through goes whole. Counts are of the cut
     before the service's redaction (which can shift a cut). What the opencode plugin sends
     (transcript.ts `flushItems`), item for item."""
-    pairs = [(user, reply, _chunk_exchange(user, reply, max_chars))
+    # Counted, not cut: an exchange of many pieces goes whole, and the service cuts it.
+    pairs = [(user, reply, _piece_count(user, reply, max_chars))
              for user, reply in exchanges(turns)]
     first = 0
     if newest is not None:  # the newest exchanges whose memories make up `newest`
         first, count = len(pairs), 0
         while first and count < newest:
             first -= 1
-            count += len(pairs[first][2])
+            count += pairs[first][2]
     items: list[tuple[dict[str, Any], int]] = []
     seen: set[str] = set()
     for user, reply, pieces in pairs[first:]:
-        if len(pieces) > 1:
-            items.append(({"exchange": {"user": user, "reply": reply}}, len(pieces)))
-        elif len(pieces[0]) >= MIN_CHUNK_CHARS and pieces[0] not in seen:
-            seen.add(pieces[0])
-            items.append(({"content": pieces[0]}, 1))
-    older = _unique(chunk for _, _, pieces in pairs[:first] for chunk in pieces)
+        if pieces > 1:
+            items.append(({"exchange": {"user": user, "reply": reply}}, pieces))
+        elif len(memory := _exchange_text(user, reply)) >= MIN_CHUNK_CHARS \
+                and memory not in seen:
+            seen.add(memory)
+            items.append(({"content": memory}, 1))
+    older = _unique(chunk for user, reply, _ in pairs[:first]
+                    for chunk in _chunk_exchange(user, reply, max_chars))
     return items, len(older)
 
 
@@ -380,7 +383,7 @@ def memories_of(item: dict[str, Any], max_chars: int = CHUNK_CHARS) -> int:
     user, reply = exchange.get("user"), exchange.get("reply")
     if not isinstance(user, str) or not isinstance(reply, str):
         return 1
-    return len(_chunk_exchange(user, reply, max_chars))
+    return _piece_count(user, reply, max_chars)
 
 
 def exchange_chunks(user: str, reply: str, redact: Callable[[str], str],
@@ -414,14 +417,36 @@ def _chunk_exchange(user: str, reply: str, max_chars: int,
             return [whole]
         if user:  # the question that heads the pieces, as redacted
             user = whole.removeprefix("User: ").split("\nAssistant: ", 1)[0]
-    head = ""
-    if user:
-        question = " ".join(user.split())
-        if len(question) > HEAD_CHARS:
-            question = question[: HEAD_CHARS - 1].rstrip() + "…"
-        head = f"(User asked: {question})\n"
+    head = _head(user)
     pieces = split_text(whole, max_chars - len(head))
     return [pieces[0], *(head + p for p in pieces[1:])]
+
+
+def _piece_count(user: str, reply: str, max_chars: int) -> int:
+    """How many pieces `_chunk_exchange` cuts an exchange into before any redaction, without
+    copying one: a flush counts every exchange, and cuts none it sends whole."""
+    whole = _exchange_text(user, reply)
+    if len(whole) <= max_chars:
+        return 1
+    return sum(1 for _ in _spans(whole.strip(), max_chars - len(_head(user))))
+
+
+def _head(user: str) -> str:
+    """The line heading every piece of a long exchange after its first: its question."""
+    if not user:
+        return ""
+    # Only as much of the question as the head needs, its words joined by single spaces:
+    # a start's words are the whole's (the last maybe cut short), so they begin the same.
+    # Splitting the whole of a pasted log into words took half a second.
+    size = 4 * HEAD_CHARS
+    while True:
+        question = " ".join(user[:size].split())
+        if len(question) > HEAD_CHARS or size >= len(user):
+            break
+        size *= 4
+    if len(question) > HEAD_CHARS:
+        question = question[: HEAD_CHARS - 1].rstrip() + "…"
+    return f"(User asked: {question})\n"
 
 
 #: Where a piece may end, coarsest level first; within a level the latest stop wins. Chinese
@@ -433,24 +458,53 @@ _BOUNDARIES = (("\n\n",), ("\n",), (". ", "\u3002", "\uff01", "\uff1f"), (" ",))
 def split_text(text: str, limit: int) -> list[str]:
     """Cut text into pieces of at most `limit` characters at the coarsest boundary that
     fits (paragraph, line, sentence, word; a hard cut as the last resort)."""
+    text = text.strip()
+    return [text[start:stop] for start, stop in _spans(text, limit)]
+
+
+def _spans(text: str, limit: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of each piece `split_text` cuts a stripped `text` into, copying none of
+    it: a walk along the text, so a pasted log of megabytes costs time in proportion to its
+    length (re-slicing the rest after every piece took 4 s for 7 MB, past a hook's budget).
+    Each piece is stripped and starts past the whitespace the cut before it ended in."""
     limit = max(limit, 1)
-    pieces: list[str] = []
-    rest = text.strip()
-    while len(rest) > limit:
-        window = rest[: limit + 1]
+    start, end = 0, len(text)
+    while end - start > limit:
+        stop = start + limit + 1  # the window: the piece's most, and one character to cut at
         cut = -1
         for level in _BOUNDARIES:
-            cut, boundary = max((window.rfind(stop), stop) for stop in level)
+            found, boundary = max((text.rfind(stop_at, start, stop), stop_at)
+                                  for stop_at in level)
+            cut = found - start if found >= 0 else -1
             if cut > limit // 3:
                 cut += len(boundary.rstrip()) if boundary.strip() else 0
                 break
             cut = -1
         if cut <= 0:
             cut = limit
-        piece = rest[:cut].strip()
-        if piece:
-            pieces.append(piece)
-        rest = rest[cut:].strip()
-    if rest:
-        pieces.append(rest)
-    return pieces
+        piece_end = _strip_end(text, start, start + cut)
+        if piece_end > start:
+            yield start, piece_end
+        start = _strip_start(text, start + cut, end)
+    if start < end:
+        yield start, end
+
+
+def _strip_start(text: str, start: int, end: int) -> int:
+    """The first index from `start` (before `end`) that is not whitespace, as `str.strip`
+    reads it; `end` when there is none. Looked at a block at a time, each twice the one
+    before: a run of spaces can be long, and a Python loop per character is slow."""
+    size = 16
+    while start < end:
+        block = text[start : min(start + size, end)]
+        stripped = block.lstrip()
+        start += len(block) - len(stripped)
+        if stripped:
+            break
+        size *= 2
+    return start
+
+
+def _strip_end(text: str, start: int, stop: int) -> int:
+    """`stop` moved back past the whitespace before it, no further than `start`."""
+    return start + len(text[start:stop].rstrip())
