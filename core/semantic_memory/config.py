@@ -261,6 +261,8 @@ class Settings(SettingsSection):
         env = os.environ if env is None else env
         values = cls.values_from(env)
         values.update(overrides)
+        if values.get("project"):
+            values["project"] = _project_setting(str(values["project"]))
         if values.get("db_url_file") and not values.get("db_url"):
             values["db_url"] = _read_secret("MEMORY_DB_URL_FILE", str(values["db_url_file"]))
         settings = cls(env=env, **values)  # type: ignore[arg-type]
@@ -402,6 +404,19 @@ def _is_host_name(text: str) -> bool:
     except ValueError:
         pass
     return all(_LABEL.match(label) for label in text.rstrip(".").split("."))
+
+
+def _project_setting(raw: str) -> str:
+    """MEMORY_PROJECT as the hooks read it (`harness.settings.project_setting`, the rule's one
+    place): blank is unset (the workspace's project), and a name every write would be refused
+    for is a bad setting. `--stdio` and the proxy took "   " as a project and stored global
+    memories where the hooks stored the repository's."""
+    from .harness.settings import project_setting
+
+    try:
+        return project_setting(raw)
+    except ValueError as exc:  # SettingsError
+        raise ConfigError(str(exc)) from None
 
 
 def _read_secret(name: str, path: str) -> str:

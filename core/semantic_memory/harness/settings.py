@@ -237,7 +237,8 @@ def project_setting(raw: str) -> str:
     """MEMORY_PROJECT without the blanks around it, "" (unset: the project is detected) when
     blank, as the opencode plugin reads it; SettingsError for a name the service refuses, as
     a repository file's `[project] name` is refused: every write would be refused and kept
-    in spool/rejected/. The reason never echoes the name (it may be private)."""
+    in spool/rejected/. The reason never echoes the name (it may be private). The rule's one
+    place: `Settings.from_env` reads MEMORY_PROJECT through it too (`--stdio`, the proxy)."""
     name = raw.strip()
     if not name:
         return ""
