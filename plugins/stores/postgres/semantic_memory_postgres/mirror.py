@@ -12,8 +12,11 @@ indexed statement, usually empty). Every service keeps its own mirror and follow
 log, so another machine's write is searchable here at once. Never waited for: the mirror is
 built (and a long backlog applied) in a background thread while PostgreSQL's own searches
 answer; a mirror that cannot be read is dropped and built again the same way. Forgotten
-memories are kept without their text, so a forgotten secret leaves the mirror at the next
-search.
+memories are kept without their text, so a forgotten secret leaves the mirror's rows at the
+next search; its words stay in the FTS5 indexes' segments (unsearchable) as the store keeps
+the memory, until a purge: a sync that applies purges has the indexes merged in the
+background, a step at a time (`_scrub`), and the file's bytes zeroed as they are freed
+(secure_delete), so the purged words leave the file.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from semantic_memory.channels import Channel
 from semantic_memory.filelock import exclusive
-from semantic_memory.stores.sqlite import merge_fts_indexes, run_script
+from semantic_memory.stores.sqlite import (SCRUB_STEP_PAGES, fts_tables, merge_fts_indexes,
+                                           merge_fts_step, run_script)
 
 if TYPE_CHECKING:
     import psycopg
@@ -49,6 +54,8 @@ CATCH_UP_BATCH = 500
 #: Seconds a search waits for the mirror file another service is writing before PostgreSQL
 #: answers it instead.
 BUSY_TIMEOUT_S = 0.25
+#: How long a scrub tries to cut the mirror's WAL while searches hold older snapshots.
+CUT_WAL_S = 2.0
 
 LOCAL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mirror_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,6 +116,12 @@ class KeywordMirror:
         self._generation = 0  # bumped when the file is dropped: readers reopen
         self._last = 0  # the last change applied, as this process last read or wrote it
         self._worker: threading.Thread | None = None
+        #: The mirror's `scrub_due` mark as this process last read or wrote it: the change
+        #: number of the last sync that applied purges whose words the indexes still hold
+        #: (`_scrub`); None when none waits. Kept in the file, so that a scrub a process did
+        #: not finish (a one-off command applied the purge, or the service stopped) is done
+        #: by the next service to sync it.
+        self._scrub_due: str | None = None
 
     def bind(self, store: PostgresStore) -> None:
         """Called by each channel's `bind`; the first call names the file."""
@@ -186,6 +199,8 @@ class KeywordMirror:
         # Asked without the lock, so two channels' searches ask at once.
         numbered = conn.execute(_NUMBERED).fetchone()[0]
         if numbered == last:
+            if self._scrub_due is not None and self.build:  # one stopped short: again
+                self._start(self._catch_up)
             return True
         with self._lock:
             if self._writer is None:
@@ -199,7 +214,7 @@ class KeywordMirror:
                 if not _busy(exc):  # busy: another service is writing it; PostgreSQL answers
                     self._drop(f"cannot be written ({exc})")
                 return False
-        if not complete:
+        if not complete or (self._scrub_due is not None and self.build):
             self._start(self._catch_up)
         return complete
 
@@ -229,12 +244,15 @@ class KeywordMirror:
         assert writer is not None
         writer.execute("BEGIN IMMEDIATE")
         try:
-            last = int(writer.execute(
-                "SELECT value FROM mirror_meta WHERE key = 'last_change'").fetchone()[0])
+            meta = dict(writer.execute(
+                "SELECT key, value FROM mirror_meta WHERE key IN ('last_change', 'scrub_due')"))
+            last = int(meta["last_change"])
             rows = conn.execute(_CHANGES, (last, last, limit)).fetchall()
+            purged = False
             for _, memory_id, *columns in rows:
                 if columns[0] is None:  # purged
                     writer.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+                    purged = True
                     continue
                 writer.execute(_UPSERT, (memory_id, *columns))
                 # Only a changed text is indexed again (the FTS5 tables' update trigger).
@@ -244,22 +262,94 @@ class KeywordMirror:
                 last = rows[-1][0]
                 writer.execute("UPDATE mirror_meta SET value = ? WHERE key = 'last_change'",
                                (str(last),))
+            if purged:
+                meta["scrub_due"] = str(last)
+                writer.execute("INSERT OR REPLACE INTO mirror_meta (key, value) "
+                               "VALUES ('scrub_due', ?)", (meta["scrub_due"],))
             writer.execute("COMMIT")
         except BaseException:
             if writer.in_transaction:
                 writer.execute("ROLLBACK")
             raise
         self._last = last
+        self._scrub_due = meta.get("scrub_due")
         return len(rows) < limit
 
     def _catch_up(self) -> None:
         """A long backlog, applied in the background in batches small enough that a search
-        waiting for the lock meanwhile waits a few milliseconds."""
+        waiting for the lock meanwhile waits a few milliseconds; then `_scrub` if a purge was
+        applied (by this or by a search's sync)."""
         assert self._store is not None
         while True:  # the connection first: searches waiting for the lock hold theirs
             with self._store.snapshot() as pg, self._lock:
-                if self._writer is None or self._sync(pg, CATCH_UP_BATCH):
+                if self._writer is None:
                     return
+                if self._sync(pg, CATCH_UP_BATCH):
+                    break
+        while self.build and self._scrub_due is not None and self._scrub():
+            pass
+
+    def _scrub(self) -> bool:
+        """Take the words of the memories purged out of the file: merge each FTS5 index into
+        one segment (FTS5 keeps a deleted row's words, and the delete's own markers, until a
+        merge rewrites every segment), SCRUB_STEP_PAGES a step, each step a transaction under
+        `_lock` (searches read the mirror meanwhile; a sync waits a step at most); the writer
+        zeroes the blocks replaced (secure_delete). Then the mark is cleared, unless a sync
+        applied more purges meanwhile, and the WAL's old frames are cut. False when it could
+        not go on (another service is writing the file: the next search starts it again)."""
+        due = self._scrub_due
+        with self._lock:
+            if self._writer is None:
+                return False
+            tables = fts_tables(self._writer)
+        for table in [*tables, None]:  # None: the mark, once every index is merged
+            while True:
+                with self._lock:
+                    writer = self._writer
+                    if writer is None:
+                        return False
+                    try:
+                        writer.execute("BEGIN IMMEDIATE")
+                        if table is None:
+                            writer.execute("DELETE FROM mirror_meta WHERE key = 'scrub_due' "
+                                           "AND value = ?", (due,))
+                            more = False
+                        else:
+                            more = merge_fts_step(writer, table, SCRUB_STEP_PAGES)
+                        writer.execute("COMMIT")
+                    except sqlite3.Error as exc:
+                        if writer.in_transaction:
+                            writer.execute("ROLLBACK")
+                        if not _busy(exc):
+                            self._drop(f"cannot be written ({exc})")
+                        return False
+                    if table is None and self._scrub_due == due:
+                        self._scrub_due = None
+                if not more:
+                    break
+        self._cut_wal()
+        return True
+
+    def _cut_wal(self) -> None:
+        """`wal_checkpoint(TRUNCATE)` of the mirror, tried for CUT_WAL_S while searches hold
+        older snapshots (each for milliseconds); left as it is after that, until the next
+        scrub (one line in the log)."""
+        deadline = time.monotonic() + CUT_WAL_S
+        while True:
+            with self._lock:
+                if self._writer is None:
+                    return
+                try:
+                    if self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                        return
+                except sqlite3.Error as exc:
+                    if not _busy(exc):
+                        raise
+            if time.monotonic() >= deadline:
+                log.info("postgres: keyword mirror %s-wal not cut: searches kept reading an "
+                         "older state for %g s", self._path, CUT_WAL_S)
+                return
+            time.sleep(0.05)
 
     # --- the file ---------------------------------------------------------------------------
 
@@ -283,6 +373,7 @@ class KeywordMirror:
             return False
         self._writer = writer
         self._last = int(meta["last_change"])
+        self._scrub_due = meta.get("scrub_due")
         return True
 
     def _drop(self, why: str) -> None:
@@ -365,6 +456,8 @@ def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = NORMAL")  # a mirror lost to a power cut is built again
     if readonly:
         conn.execute("PRAGMA query_only = ON")
+    else:  # a purged row's text and the index blocks a merge replaces are zeroed where they lay
+        conn.execute("PRAGMA secure_delete = ON")
     return conn
 
 
