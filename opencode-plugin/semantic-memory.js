@@ -1512,6 +1512,9 @@ var HARNESS = "opencode";
 var HOOKS = {
   inject: "experimental.chat.system.transform",
   flush: "experimental.session.compacting",
+  /** Not hooks: the bus events after which the answered exchanges not yet stored are flushed. */
+  idle: "session.idle",
+  deleted: "session.deleted",
   remember: "chat.message",
   capture: "tool.execute.after",
   autostart: "autostart",
@@ -1677,7 +1680,11 @@ var MemoryPlugin = class {
     const state = this.state(sessionID);
     if (state.flushNext) {
       state.flushNext = false;
-      await this.flush(sessionID, state, messages);
+      for (const { info } of messages) {
+        state.heard.delete(info.id);
+        state.flushed.add(info.id);
+      }
+      await this.flush(HOOKS.flush, sessionID, this.contextKey(sessionID, state), messages);
       return;
     }
     const text2 = latestUserText(messages);
@@ -1705,17 +1712,35 @@ ${query}`;
   compacting(sessionID) {
     this.state(sessionID).flushNext = true;
   }
-  /** opencode's bus events: a finished compaction starts a new context. */
+  /**
+   * opencode's bus events: a finished compaction starts a new context; the conversation is
+   * heard from the message events, and what of it was answered is flushed when the session
+   * goes idle (after each agent turn) and when it is deleted, in the background (opencode does
+   * not wait for an event's handler; `dispose` and the exit guard do).
+   */
   event(type, properties) {
-    if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
+    if (type === "message.updated" || type === "message.part.updated") {
+      this.heardOf(properties);
+    } else if (type === "message.removed" && typeof properties["sessionID"] === "string") {
+      this.sessions.get(properties["sessionID"])?.heard.delete(String(properties["messageID"]));
+    } else if (type === HOOKS.idle && typeof properties["sessionID"] === "string") {
+      const sessionID = properties["sessionID"];
+      const state = this.sessions.get(sessionID);
+      if (state !== void 0 && !state.subagent) this.flushHeard(HOOKS.idle, sessionID, state, false);
+    } else if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
       const state = this.state(properties["sessionID"]);
       state.compactions += 1;
       state.added = [];
       state.recalled = null;
-    } else if (type === "session.deleted") {
+    } else if (type === HOOKS.deleted) {
       const info = properties["info"];
-      if (typeof info?.id === "string") this.sessions.delete(info.id);
+      const state = typeof info?.id === "string" ? this.sessions.get(info.id) : void 0;
+      if (typeof info?.id !== "string" || state === void 0) return;
+      this.sessions.delete(info.id);
+      if (!state.subagent) this.flushHeard(HOOKS.deleted, info.id, state, true);
     } else if (type === "session.created") {
+      const info = properties["info"];
+      if (typeof info?.id === "string" && typeof info.parentID === "string") this.state(info.id).subagent = true;
       this.autostart();
     }
   }
@@ -1723,7 +1748,7 @@ ${query}`;
   toolExecuted(tool, sessionID, args, output) {
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
-    const task = this.run(HOOKS.capture, key, async (action) => {
+    this.background(this.run(HOOKS.capture, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
       const answer = await action.write({
         content: stripPrivate(captureRecord({ name: tool, input: args, output: stripPrivate(output) })),
@@ -1734,9 +1759,42 @@ ${query}`;
       if (answer === null) action.done("spooled", `${tool} output (${action.spoolReason})`);
       else if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
       else action.done("stored", `${tool} output (${String(answer["status"])})`);
+    }));
+  }
+  /** A message event (`message.updated`, `message.part.updated`) kept for the next idle flush. */
+  heardOf(properties) {
+    const info = properties["info"];
+    const part = properties["part"];
+    const sessionID = info?.sessionID ?? part?.sessionID;
+    const messageID = info?.id ?? part?.messageID;
+    if (typeof sessionID !== "string" || typeof messageID !== "string") return;
+    if (part !== void 0 && part.type !== "text") return;
+    const state = this.state(sessionID);
+    if (state.subagent || state.flushed.has(messageID)) return;
+    let heard = state.heard.get(messageID);
+    if (heard === void 0) state.heard.set(messageID, heard = { info: null, parts: /* @__PURE__ */ new Map() });
+    if (info !== void 0) heard.info = info;
+    if (part !== void 0) heard.parts.set(part.id, part);
+  }
+  /**
+   * Flushes, in the background, what `state` heard and no flush took: the messages up to the
+   * last reply with text in it (`all`: every one, the session is gone), each taken once. With
+   * nothing new, nothing is sent or logged; what was stored already is answered a duplicate.
+   */
+  flushHeard(event, sessionID, state, all) {
+    const heard = [...state.heard];
+    let end = all ? heard.length : 0;
+    heard.forEach(([, { info, parts }], at) => {
+      if (info?.role === "assistant" && conversationText([...parts.values()]).trim()) end = at + 1;
     });
-    this.pending.add(task);
-    void task.finally(() => this.pending.delete(task));
+    if (end === 0) return;
+    const messages = [];
+    for (const [id, { info, parts }] of heard.slice(0, end)) {
+      state.heard.delete(id);
+      state.flushed.add(id);
+      if (info !== null) messages.push({ info, parts: [...parts.values()] });
+    }
+    this.background(this.flush(event, sessionID, this.contextKey(sessionID, state), messages));
   }
   /** Starts the service in the background when autostart is on and nothing answers. */
   autostart() {
@@ -1745,7 +1803,7 @@ ${query}`;
       this.starting = null;
     });
   }
-  /** Lets captures and a spool replay still in flight finish (within one budget) before opencode exits. */
+  /** Lets captures, flushes and a spool replay still in flight finish (within one budget) before opencode exits. */
   async dispose() {
     const deadline = new Promise((resolve2) => setTimeout(resolve2, this.settings.budgetMs).unref());
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
@@ -1839,9 +1897,9 @@ ${query}`;
       );
     });
   }
-  async flush(sessionID, state, messages) {
-    const key = this.contextKey(sessionID, state);
-    await this.run(HOOKS.flush, key, async (action) => {
+  /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
+  async flush(event, sessionID, key, messages) {
+    await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
       const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
@@ -1918,7 +1976,16 @@ ${query}`;
   state(sessionID) {
     let state = this.sessions.get(sessionID);
     if (state === void 0) {
-      state = { compactions: 0, prompt: null, recalled: null, added: [], flushNext: false };
+      state = {
+        compactions: 0,
+        prompt: null,
+        recalled: null,
+        added: [],
+        flushNext: false,
+        heard: /* @__PURE__ */ new Map(),
+        flushed: /* @__PURE__ */ new Set(),
+        subagent: false
+      };
     } else {
       this.sessions.delete(sessionID);
     }
@@ -1928,6 +1995,11 @@ ${query}`;
       if (oldest !== void 0) this.sessions.delete(oldest);
     }
     return state;
+  }
+  /** A task that runs on without holding opencode; `dispose` lets it finish (within a budget). */
+  background(task) {
+    this.pending.add(task);
+    void task.finally(() => this.pending.delete(task));
   }
   async post(action, path, body) {
     const answer = await action.service.post(path, body, action.deadline);

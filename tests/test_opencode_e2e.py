@@ -3,7 +3,8 @@ tests/harnesses/package.json), wired by `memory-mcp install opencode`, against a
 OpenAI-compatible model server on 127.0.0.1 (tests/model_mock.py) and a real `memory-mcp`
 service: a memory stored earlier reaches the model inside the wrapped block (and not the
 title generator); an allow-listed tool's output is captured; what a compaction summarises is
-flushed and comes back, in the same run and in a later one; "remember …" is stored; and with
+flushed and comes back, in the same run and in a later one; a run that ends without a
+compaction is stored when its session goes idle; "remember …" is stored; and with
 the service down or hung the run still succeeds, slower by at most the plugin's budget (and,
 once per back-off, the 0.5 s probe that tells a hung service from a slow one).
 
@@ -177,8 +178,9 @@ def test_recall_reaches_the_model_and_tool_output_is_captured(world: World) -> N
     with world.service.client() as http:  # type: ignore[union-attr]
         [report] = http.get("/api/injections").json()["items"]
     assert (report["harness"], report["hook"], report["uids"]) == ("opencode", INJECT, [uid])
-    assert [(e["event"], e["outcome"]) for e in world.log()] == [
-        (INJECT, "injected"), ("tool.execute.after", "stored")]
+    # The capture runs in the background: its line may come after the idle flush's.
+    assert sorted((e["event"], e["outcome"]) for e in world.log()) == sorted([
+        (INJECT, "injected"), ("tool.execute.after", "stored"), ("session.idle", "stored")])
 
     # "remember …" becomes a memory, and the model is told it is stored.
     world.opencode("remember that the deploy freeze starts on Fridays at noon")
@@ -219,6 +221,29 @@ def test_compaction_is_flushed_and_comes_back(world: World) -> None:
     assert events.count((INJECT, "injected")) == 2
 
 
+def test_a_run_that_ends_without_a_compaction_is_stored(world: World) -> None:
+    """`opencode run "…"`: a short session that never compacts. Its exchange is stored as the
+    session goes idle, before opencode exits (only a compaction stored anything before); a
+    later run of the session (`--continue`, a new process) adds its own exchange alone."""
+    world.mock.script({"text": REDIS})
+    world.opencode("why does the checkout integration test keep failing on CI?")
+    assert drained(world.tmp / "svc" / "spool")  # (had opencode exited first, spooled)
+    first = f"User: why does the checkout integration test keep failing on CI?\nAssistant: {REDIS}"
+    flushed = world.memories("compaction")
+    assert [m["content"] for m in flushed] == [first]
+    assert "harness:opencode" in flushed[0]["tags"] and flushed[0]["project"] == PROJECT
+    assert flushed[0]["session"].startswith("opencode:ses_")
+
+    world.mock.script({"text": "Pin the fixture to database 7 in tests/conftest.py."})
+    world.opencode("where do I pin the Redis fixture?", "--continue")
+    assert drained(world.tmp / "svc" / "spool")
+    assert sorted(m["content"] for m in world.memories("compaction")) == [
+        "User: where do I pin the Redis fixture?\n"
+        "Assistant: Pin the fixture to database 7 in tests/conftest.py.", first]
+    assert [(e["outcome"], e["detail"]) for e in world.log() if e["event"] == "session.idle"] == [
+        ("stored", "1 chunks: 1 new, 0 already stored, 0 refused")] * 2
+
+
 def test_quoted_prompts_recall_and_a_remembered_fact_is_injected_once(tmp_path: Path) -> None:
     """BM25 only: a quoted question recalls what its words find; a quoted "remember" is stored
     once: the compaction flush of its session leaves it out, and a later run's block holds it
@@ -246,7 +271,9 @@ def test_quoted_prompts_recall_and_a_remembered_fact_is_injected_once(tmp_path: 
                               {"text": "Noted."})
             world.opencode("why does the checkout integration test keep failing on CI?",
                            "--continue")
-            assert [m["content"] for m in world.memories("compaction")] == [
+            # (and the first run's exchange, stored as its session went idle)
+            assert sorted(m["content"] for m in world.memories("compaction")) == [
+                "User: which service holds our feature flags?\nAssistant: MOCK-REPLY",
                 "User: why does the checkout integration test keep failing on CI?\n"
                 f"Assistant: {REDIS}"]
             with service.client() as http:
@@ -296,7 +323,10 @@ def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None
         hung = timed(world, QUESTION)
     print(f"\nopencode run: {plain:.2f} s without the plugin, {down:.2f} s with the service "
           f"down, {hung:.2f} s with it hung (budget {budget} s)")
-    log = world.log()
+    # Each run's exchange, flushed as its session went idle, went to the spool at once.
+    flushes = [e for e in world.log() if e["event"] == "session.idle"]
+    log = [e for e in world.log() if e["event"] != "session.idle"]
+    assert [e["outcome"] for e in flushes] == ["spooled"] * 4, flushes
     backing_off = re.compile(r"backing off until \d\d:\d\d:\d\d, no request made")
     assert [(e["outcome"], backing_off.sub("backing off", e["detail"].split(" (")[0]))
             for e in log] == [
@@ -304,7 +334,7 @@ def test_a_dead_or_hung_service_costs_at_most_the_budget(tmp_path: Path) -> None
         ("timeout", f"{hung_url} did not answer within the budget"), ("timeout", "backing off")]
     # What the plugin itself waited: one budget when hung (its own clock), far less otherwise.
     assert budget * 1000 - 50 <= log[2]["ms"] < budget * 1000 + 500
-    assert all(e["ms"] < log[2]["ms"] / 5 for e in log[:2] + log[3:])
+    assert all(e["ms"] < log[2]["ms"] / 5 for e in log[:2] + log[3:] + flushes)
     # Wall clock against the run without the plugin, with room for a loaded machine (the
     # absolute figures are bench/opencode.py's).
     assert down < plain * 3 and hung < plain * 3
@@ -356,7 +386,9 @@ def down_then_back(world: World, tmp_path: Path) -> None:
     log = [(e["event"], e["outcome"]) for e in world.log()]
     assert log[:1] == [("chat.message", "spooled")]
     assert ("experimental.session.compacting", "spooled") in log
-    assert all(outcome in ("spooled", "service down") for _, outcome in log), log
+    # The idle flushes after them have nothing left: a fact and its acknowledgement, a
+    # compaction's summary and a short reply are not stored.
+    assert all(outcome in ("spooled", "service down", "skipped") for _, outcome in log), log
     assert len(list(spool_dir.glob("*.json"))) == 2
 
     world.service = start_service(tmp_path / "svc")  # drains the spool as it starts

@@ -5,7 +5,9 @@
  * - inject: for the agent's model calls, recall for the latest user message (`/recall`,
  *   relevant_only) and add what clears the service's relevance bar to the system prompt; each
  *   injection is reported (`/inject/report`) beside the model call, not before it.
- * - flush: the messages a compaction is about to summarise are stored (`source=compaction`).
+ * - flush: the messages a compaction is about to summarise are stored (`source=compaction`), and
+ *   so is each answered exchange when the session goes idle (the end of every agent turn: the
+ *   last one of a session that never compacts) or is deleted.
  * - remember: a user message starting with "remember" is stored as a `fact`.
  * - capture: an allow-listed tool's output is stored (`source=tool`, kind `artifact`).
  *
@@ -52,6 +54,9 @@ export const HARNESS = "opencode";
 export const HOOKS = {
   inject: "experimental.chat.system.transform",
   flush: "experimental.session.compacting",
+  /** Not hooks: the bus events after which the answered exchanges not yet stored are flushed. */
+  idle: "session.idle",
+  deleted: "session.deleted",
   remember: "chat.message",
   capture: "tool.execute.after",
   autostart: "autostart",
@@ -88,6 +93,24 @@ interface SessionState {
   added: string[];
   /** A compaction started: the next messages transform carries the messages it summarises. */
   flushNext: boolean;
+  /**
+   * The messages no flush has taken yet, as opencode's message events told them, by id in the
+   * order they began: what the next idle flush stores once they are answered.
+   */
+  heard: Map<string, HeardMessage>;
+  /** The ids of the messages a flush took: a late update of one does not bring it back. */
+  flushed: Set<string>;
+  /** A subagent's session (opencode's task tool): its prompt is the agent's, not the user's. */
+  subagent: boolean;
+}
+
+/** What opencode says of a message besides its parts (role, session, `summary`, …). */
+type MessageInfo = SessionMessage["info"];
+
+/** A message as its events told it so far: its info (once `message.updated` came) and text parts. */
+interface HeardMessage {
+  info: MessageInfo | null;
+  parts: Map<string, MessagePart>;
 }
 
 /** Where a write goes when the service cannot take it: the spool folder and its origin. */
@@ -267,7 +290,11 @@ export class MemoryPlugin {
     const state = this.state(sessionID);
     if (state.flushNext) {
       state.flushNext = false;
-      await this.flush(sessionID, state, messages);
+      for (const { info } of messages) {
+        state.heard.delete(info.id); // stored now: an idle flush has nothing more to say of them
+        state.flushed.add(info.id);
+      }
+      await this.flush(HOOKS.flush, sessionID, this.contextKey(sessionID, state), messages);
       return;
     }
     // After a compaction the prompt may be summarised away; the last one seen stays the query.
@@ -297,17 +324,35 @@ export class MemoryPlugin {
     this.state(sessionID).flushNext = true;
   }
 
-  /** opencode's bus events: a finished compaction starts a new context. */
+  /**
+   * opencode's bus events: a finished compaction starts a new context; the conversation is
+   * heard from the message events, and what of it was answered is flushed when the session
+   * goes idle (after each agent turn) and when it is deleted, in the background (opencode does
+   * not wait for an event's handler; `dispose` and the exit guard do).
+   */
   event(type: string, properties: Record<string, unknown>): void {
-    if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
+    if (type === "message.updated" || type === "message.part.updated") {
+      this.heardOf(properties);
+    } else if (type === "message.removed" && typeof properties["sessionID"] === "string") {
+      this.sessions.get(properties["sessionID"])?.heard.delete(String(properties["messageID"]));
+    } else if (type === HOOKS.idle && typeof properties["sessionID"] === "string") {
+      const sessionID = properties["sessionID"];
+      const state = this.sessions.get(sessionID);
+      if (state !== undefined && !state.subagent) this.flushHeard(HOOKS.idle, sessionID, state, false);
+    } else if (type === "session.compacted" && typeof properties["sessionID"] === "string") {
       const state = this.state(properties["sessionID"]);
       state.compactions += 1;
       state.added = [];
       state.recalled = null;
-    } else if (type === "session.deleted") {
+    } else if (type === HOOKS.deleted) {
       const info = properties["info"] as { id?: unknown } | undefined;
-      if (typeof info?.id === "string") this.sessions.delete(info.id);
+      const state = typeof info?.id === "string" ? this.sessions.get(info.id) : undefined;
+      if (typeof info?.id !== "string" || state === undefined) return;
+      this.sessions.delete(info.id);
+      if (!state.subagent) this.flushHeard(HOOKS.deleted, info.id, state, true);
     } else if (type === "session.created") {
+      const info = properties["info"] as { id?: unknown; parentID?: unknown } | undefined;
+      if (typeof info?.id === "string" && typeof info.parentID === "string") this.state(info.id).subagent = true;
       this.autostart();
     }
   }
@@ -316,7 +361,7 @@ export class MemoryPlugin {
   toolExecuted(tool: string, sessionID: string, args: unknown, output: string): void {
     if (!this.settings.toolCapture.has(tool.toLowerCase())) return;
     const key = this.contextKey(sessionID, this.state(sessionID));
-    const task = this.run(HOOKS.capture, key, async (action) => {
+    this.background(this.run(HOOKS.capture, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
       // The whole record (input gist and output): a private span may cross the cut.
       const answer = await action.write({
@@ -328,9 +373,45 @@ export class MemoryPlugin {
       if (answer === null) action.done("spooled", `${tool} output (${action.spoolReason})`);
       else if (answer["status"] === "rejected") action.done("refused", String(answer["reason"] ?? ""));
       else action.done("stored", `${tool} output (${String(answer["status"])})`);
+    }));
+  }
+
+  /** A message event (`message.updated`, `message.part.updated`) kept for the next idle flush. */
+  private heardOf(properties: Record<string, unknown>): void {
+    const info = properties["info"] as MessageInfo | undefined;
+    const part = properties["part"] as MessagePart | undefined;
+    const sessionID = info?.sessionID ?? part?.sessionID;
+    const messageID = info?.id ?? part?.messageID;
+    if (typeof sessionID !== "string" || typeof messageID !== "string") return;
+    if (part !== undefined && part.type !== "text") return; // only text is the conversation
+    const state = this.state(sessionID);
+    if (state.subagent || state.flushed.has(messageID)) return;
+    let heard = state.heard.get(messageID);
+    if (heard === undefined) state.heard.set(messageID, (heard = { info: null, parts: new Map() }));
+    if (info !== undefined) heard.info = info;
+    // Each update of a part carries its whole text so far: the latest is the part.
+    if (part !== undefined) heard.parts.set(part.id, part);
+  }
+
+  /**
+   * Flushes, in the background, what `state` heard and no flush took: the messages up to the
+   * last reply with text in it (`all`: every one, the session is gone), each taken once. With
+   * nothing new, nothing is sent or logged; what was stored already is answered a duplicate.
+   */
+  private flushHeard(event: string, sessionID: string, state: SessionState, all: boolean): void {
+    const heard = [...state.heard];
+    let end = all ? heard.length : 0;
+    heard.forEach(([, { info, parts }], at) => {
+      if (info?.role === "assistant" && conversationText([...parts.values()]).trim()) end = at + 1;
     });
-    this.pending.add(task);
-    void task.finally(() => this.pending.delete(task));
+    if (end === 0) return;
+    const messages: SessionMessage[] = [];
+    for (const [id, { info, parts }] of heard.slice(0, end)) {
+      state.heard.delete(id);
+      state.flushed.add(id);
+      if (info !== null) messages.push({ info, parts: [...parts.values()] });
+    }
+    this.background(this.flush(event, sessionID, this.contextKey(sessionID, state), messages));
   }
 
   /** Starts the service in the background when autostart is on and nothing answers. */
@@ -341,7 +422,7 @@ export class MemoryPlugin {
     });
   }
 
-  /** Lets captures and a spool replay still in flight finish (within one budget) before opencode exits. */
+  /** Lets captures, flushes and a spool replay still in flight finish (within one budget) before opencode exits. */
   async dispose(): Promise<void> {
     const deadline = new Promise((resolve) => setTimeout(resolve, this.settings.budgetMs).unref());
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
@@ -446,9 +527,9 @@ export class MemoryPlugin {
     });
   }
 
-  private async flush(sessionID: string, state: SessionState, messages: readonly SessionMessage[]): Promise<void> {
-    const key = this.contextKey(sessionID, state);
-    await this.run(HOOKS.flush, key, async (action) => {
+  /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
+  private async flush(event: string, sessionID: string, key: string, messages: readonly SessionMessage[]): Promise<void> {
+    await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
       const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
@@ -533,7 +614,10 @@ export class MemoryPlugin {
   private state(sessionID: string): SessionState {
     let state = this.sessions.get(sessionID);
     if (state === undefined) {
-      state = { compactions: 0, prompt: null, recalled: null, added: [], flushNext: false };
+      state = {
+        compactions: 0, prompt: null, recalled: null, added: [], flushNext: false,
+        heard: new Map(), flushed: new Set(), subagent: false,
+      };
     } else {
       this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
     }
@@ -543,6 +627,12 @@ export class MemoryPlugin {
       if (oldest !== undefined) this.sessions.delete(oldest);
     }
     return state;
+  }
+
+  /** A task that runs on without holding opencode; `dispose` lets it finish (within a budget). */
+  private background(task: Promise<void>): void {
+    this.pending.add(task);
+    void task.finally(() => this.pending.delete(task));
   }
 
   private async post(action: Action, path: string, body: unknown): Promise<Record<string, unknown>> {
