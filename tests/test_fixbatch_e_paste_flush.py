@@ -1,7 +1,7 @@
 """A compaction flush of a transcript holding one pasted log of megabytes keeps every exchange:
-cutting it costs time in proportion to its length (it was quadratic: past the budget, and
-again past the write grace, keeping nothing). Real hook processes, a real service, the real
-spool."""
+cutting it costs time in proportion to its length, and a budget that runs out mid-flush sends
+the run on offline into the spool instead of starting it again (which ran out of the write
+grace too and kept nothing). Real hook processes, a real service, the real spool."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness_support import hook_env, hook_log, run_hook, run_memory_mcp
+from harness_support import closed_port, hook_env, hook_log, run_hook, run_memory_mcp
 from semantic_memory import spool
+from semantic_memory.harness.runner import WRITE_GRACE_S
 from semantic_memory.harness.transcript import (
     CHUNK_CHARS,
     HEAD_CHARS,
@@ -40,6 +41,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
                         MEMORY_MAX_BODY_BYTES=str(64 * 1024 * 1024))
     yield svc
     svc.stop()
+
+
+def dead_url() -> str:
+    return f"http://127.0.0.1:{closed_port()}"
 
 
 def question(i: int) -> str:
@@ -110,6 +115,71 @@ def test_a_pasted_log_of_megabytes_loses_no_exchange(service: Service, tmp_path:
     # Measured by the hook from its own process start; the watchdog ends it at budget + grace.
     assert entry["ms"] < budget_s * 2.5 * 1000, entry
     assert_every_exchange_once(stored(service, "paste-default-budget"))
+
+
+def test_a_budget_spent_mid_flush_goes_on_into_the_spool(service: Service,
+                                                          tmp_path: Path) -> None:
+    """A budget about as long as reading and counting 7 MB of transcript: the watchdog fires
+    while the flush still reads or counts (the run goes on offline from there, its write
+    straight to the spool) or while its request waits on the service (the request is
+    spooled). Either way the write is in the spool inside the write grace, and the spool is
+    replayed once. It was stopped and made again from the start, and ran out of the grace."""
+    budget_s = 0.5
+    entry = flush(tmp_path, service, budget_s, "paste-short-budget")
+    assert entry["outcome"] == "spooled", entry
+    assert entry["ms"] < (budget_s + WRITE_GRACE_S) * 1.5 * 1000, entry
+    assert_every_exchange_once(stored(service, "paste-short-budget"))
+
+
+#: Loaded into the hook process (PYTHONPATH): notes each opening of the transcript, and holds
+#: up the SLOW_READ_AT-th for SLOW_READ_S (a read the machine starves past the hook's budget).
+SLOW_READ = """
+import os, sys, time
+_path, _log = os.environ["SLOW_READ_PATH"], os.environ["SLOW_READ_LOG"]
+_opened = [0]
+def _audit(event, args):
+    if event == "open" and args[0] == _path:
+        with open(_log, "a") as log:
+            log.write("open\\n")
+        _opened[0] += 1
+        if _opened[0] == int(os.environ["SLOW_READ_AT"]):
+            time.sleep(float(os.environ["SLOW_READ_S"]))
+sys.addaudithook(_audit)
+"""
+
+
+def test_a_flush_stopped_mid_read_reads_its_transcript_once(service: Service,
+                                                             tmp_path: Path) -> None:
+    """The budget runs out as the flush opens its transcript to read the turns (after it
+    counted the compaction markers and found the last): the run goes on from there, offline,
+    and spools what it read. It was stopped and started again from the beginning, reading
+    (and counting) the whole transcript a second time inside the write grace."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_READ)
+    transcript = tmp_path / "session.jsonl"
+    paste_transcript(transcript, paste_lines=10_000)
+    payload = {"session_id": "slow-read", "transcript_path": str(transcript),
+               "cwd": str(tmp_path), "hook_event_name": "PreCompact", "trigger": "auto"}
+
+    def opens(run: str, budget_s: float, slow_at: int = 0) -> tuple[int, dict]:
+        log = tmp_path / f"{run}.opens"
+        env = hook_env(tmp_path / run, dead_url(), MEMORY_HOOK_BUDGET_S=str(budget_s),
+                       PYTHONPATH=str(tmp_path / "site"), SLOW_READ_PATH=str(transcript),
+                       SLOW_READ_LOG=str(log), SLOW_READ_AT=str(slow_at),
+                       SLOW_READ_S=str(budget_s))
+        (tmp_path / run).mkdir()
+        assert run_hook("claude-code", "PreCompact", payload, env, timeout=60).returncode == 0
+        return len(log.read_text().splitlines()), hook_log(tmp_path / run)[-1]
+
+    once, entry = opens("ample", 30)  # one flush, start to end: how often it opens it
+    assert entry["outcome"] == "spooled", entry
+    budget_s = 1.0
+    count, entry = opens("starved", budget_s, slow_at=once)  # the last: reading the turns
+    assert entry["outcome"] == "spooled" and "before the write was made" in entry["detail"], entry
+    assert count == once, (count, once)
+    assert entry["ms"] < (budget_s + WRITE_GRACE_S) * 1.5 * 1000, entry
+    env = hook_env(tmp_path / "starved", service.url)
+    assert run_memory_mcp(env, "spool", "replay").startswith("replayed 2 write(s)")
 
 
 def test_split_text_cuts_as_it_always_did() -> None:

@@ -5,9 +5,11 @@ within MEMORY_HOOK_BUDGET_S and prints nothing but a well-formed answer for the 
 outcome goes to the hook log (`outcomes.py`) for `memory-mcp doctor`. A watchdog timer turns
 any wait that overruns the budget into a timeout, whatever it was waiting on. Writes are never
 dropped for it: one in flight goes to the spool, with every body of it not yet stored (a long
-flush's later batches), and one the hook had no time to make (a machine too loaded to start it
-in time) is made offline, into the spool, within WRITE_GRACE_S more. Spooling is never cut
-mid-file; it stops itself at the grace's end, and the log line then names what it did not write.
+flush's later batches), and one the hook had not made yet (a machine too loaded to start it in
+time, a transcript of megabytes still being read) is made offline, into the spool, within
+WRITE_GRACE_S more: the run carries on from where it was, so nothing it read is read or cut
+again. Spooling is never cut mid-file; it stops itself at the grace's end, and the log line then
+names what it did not write.
 A recalled block is printed before its injection report is posted: the report is a write, which
 a long writer holds back while the recall answers. A request that timed out starts the shared
 back-off only when the service answers no probe either (`client.answers`, up to PROBE_S, within
@@ -41,6 +43,7 @@ from .transcript import remembered
 # no typing, dataclasses, pathlib, pluggy or config.py; tests/test_hook_cpu.py holds it to that.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 #: Kept back from the budget for printing the answer and writing the log line.
@@ -73,7 +76,8 @@ class Watchdog:
     then (the code it unwinds clears `call.pending` and `service.waiting` on the way out). A
     write that is not waiting on the network (being spooled, its answer being read, between
     two batches) is let finish: cut short, a spool file would be half a write, and the spooling
-    ends by itself at `limit` (`HookCall.write_until`)."""
+    ends by itself at `limit` (`HookCall.write_until`). A run that has yet to make its write
+    and waits on nothing (reading a long transcript) is let go on offline (`carry_on`)."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit  # time.monotonic(): the budget's end plus its write grace
@@ -81,6 +85,9 @@ class Watchdog:
         self.service: ServiceClient | None = None
         self.in_flight: list[dict[str, Any]] | None = None
         self.waiting = False
+        #: Asked, at the budget's end, whether the run goes on offline instead of stopping
+        #: (`_Run.carry_on`); None: it stops.
+        self.carry_on: Callable[[], bool] | None = None
         #: False once the run is being wound up: a late or deferred alarm then does nothing
         #: (raised there, it would end the hook before it logs its outcome).
         self.active = True
@@ -96,6 +103,8 @@ class Watchdog:
                 return
             self.in_flight = list(call.pending)
         self.waiting = service is not None and service.waiting
+        if not self.waiting and self.carry_on is not None and self.carry_on():
+            return
         raise HookTimeout()
 
 
@@ -138,18 +147,22 @@ class _Run:
         self.call: HookCall | None = None
         #: Why another adapter for this harness was refused (`registry`), for the log line.
         self.conflict = ""
+        #: Set once the budget ran out before the write was made: the run goes on offline,
+        #: only to make its write (`carry_on`).
+        self.late = False
+        watchdog.carry_on = self.carry_on
 
-    def handle(self, writes_only: bool = False) -> str:
-        """Run the hook; what it prints. `writes_only`: stop (HookTimeout) unless it writes.
+    def handle(self) -> str:
+        """Run the hook; what it prints. A `late` run stops (HookTimeout) unless it writes.
         Anything the adapter prints goes to stderr: the harness reads stdout as the answer
         (`_print` alone writes there)."""
         stdout, sys.stdout = sys.stdout, sys.stderr
         try:
-            return self._handle(writes_only)
+            return self._handle()
         finally:
             sys.stdout = stdout
 
-    def _handle(self, writes_only: bool) -> str:
+    def _handle(self) -> str:
         if self.adapter is None:
             conflicts: list[str] = []
             adapter = find_adapter(self.harness, self.settings, conflicts)
@@ -161,7 +174,7 @@ class _Run:
         self.action = self.adapter.events.get(self.event)
         if self.payload is None:
             self.payload = read_payload()
-        if writes_only and not self.writes():
+        if self.late and not self.writes():
             raise HookTimeout()
         if self.call is None:
             url, origin = self.service_url
@@ -189,18 +202,36 @@ class _Run:
         return self.payload is None or \
             remembered(self.adapter.prompt(self.payload) or "") is not None
 
-    def finish_offline(self, spent: str) -> str:
-        """The budget ran out before this run's write was made (a machine too loaded to even
-        start the hook in time): make it now, straight to the spool, within WRITE_GRACE_S
-        past the budget. Content that only exists in this hook's input is not dropped for
-        being late; the harness's own timeout (2x the budget, `install`) leaves the room."""
+    def carry_on(self) -> bool:
+        """The budget ran out while this run waited on nothing: a run that may still write
+        (`writes`) goes on offline from where it is, its write straight to the spool, until
+        WRITE_GRACE_S past the budget (True). Stopped and made again (`finish_offline`), a
+        flush would read and count its transcript twice: a pasted log of megabytes then ran
+        out of the grace too, and nothing of it, or of the exchanges after it, was kept.
+        False (stop it) for a run that writes nothing, and at the grace's end."""
+        if self.late or not self.writes():
+            return False
+        self.go_offline(_spent(self.settings))
+        lite.setitimer(lite.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
+        return True
+
+    def go_offline(self, spent: str) -> None:
+        """Every later request of this run fails at once, as late: its write is spooled."""
+        self.late = True
         self.offline = ServiceTimeout(f"{spent} before the write was made")
         if self.service is not None:
             self.service.offline = self.offline
+
+    def finish_offline(self, spent: str) -> str:
+        """The budget ran out before this run's write was made, while it waited on the
+        service: make it now, straight to the spool, within WRITE_GRACE_S past the budget.
+        Content that only exists in this hook's input is not dropped for being late; the
+        harness's own timeout (2x the budget, `install`) leaves the room."""
+        self.go_offline(spent)
         self.watchdog.active = True
         lite.setitimer(lite.ITIMER_REAL, max(self.watchdog.limit - time.monotonic(), 0.001))
         try:
-            return self.handle(writes_only=True)
+            return self.handle()
         finally:
             self.watchdog.active = False
 
@@ -337,13 +368,18 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     """(what to print, the outcome) of a run the watchdog stopped: a write it was making is
     spooled, one it had not made yet is made offline (`_Run.finish_offline`); anything else
     is a timeout."""
-    spent = f"budget of {settings.hook_budget_s} s spent"
+    spent = _spent(settings)
     if run.service is not None and run.watchdog.waiting:
         run.service.failure = ServiceTimeout(f"{run.service.url} did not answer within the "
                                              "budget")
     saved = _saved(run, spent)
     if saved is not None:
         return "", saved
+    work = "remember" if run.action == "prompt" and run.writes() else _work(run.action)
+    if run.late and run.writes():  # it went on offline, and the grace ran out too
+        return "", {"outcome": "timeout", "detail": f"{spent}, and its write grace of "
+                                                    f"{WRITE_GRACE_S} s before the write was "
+                                                    f"made ({work})"}
     if lite.HAS_ALARM and run.writes():
         try:
             output = run.finish_offline(spent)
@@ -357,8 +393,12 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
         else:
             assert run.call is not None
             return output, {"outcome": run.call.outcome, "detail": run.call.detail}
-    work = "remember" if run.action == "prompt" and run.writes() else _work(run.action)
     return "", {"outcome": "timeout", "detail": f"{spent} ({work})"}
+
+
+def _spent(settings: HookSettings) -> str:
+    """What the log line says first of a run the budget ran out on."""
+    return f"budget of {settings.hook_budget_s} s spent"
 
 
 def _saved(run: _Run, spent: str) -> dict[str, Any] | None:
