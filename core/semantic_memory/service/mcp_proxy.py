@@ -277,7 +277,10 @@ class RestBackend:
 
 
 def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
-    fields = {"project": filters.project, "kind": filters.kind, "source": filters.source,
+    """The filters as /recall's body and /api/memories' query take them (`project: ""`: the
+    global memories alone)."""
+    project = "" if filters.global_only else filters.project
+    fields = {"project": project, "kind": filters.kind, "source": filters.source,
               "since": filters.since, "include_superseded": filters.include_superseded or None}
     return {name: value for name, value in fields.items() if value is not None}
 

@@ -143,6 +143,15 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
                        field) from None
 
 
+def read_filters(project: str | None, **others: Any) -> RecallFilters:
+    """The filters of a read (/recall, /api/memories, /api/search and the MCP tools
+    memory_recall and memory_list): a blank `project` ("") is the global memories alone
+    (those without a project), as `--project ''` is in the CLI; it was refused there."""
+    if project is not None and not project.strip():
+        return RecallFilters(global_only=True, **others)
+    return RecallFilters(project=project, **others)
+
+
 def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
     """An ingest item as the memory to store; ApiError 422 naming the bad field. A blank
     `project` ("") is a global memory, as in PATCH, memory_store and `memory-mcp store`."""
@@ -353,9 +362,9 @@ async def recall(request: Request) -> JSONResponse:
     req = parse_model("RecallRequest", await read_json(request))
     harness = asking_harness(request)
     engine = engine_of(request)
-    filters = RecallFilters(project=req.project, kind=req.kind, source=req.source,
-                            since=parse_ts(req.since, "since"),
-                            include_superseded=req.include_superseded)
+    filters = read_filters(req.project, kind=req.kind, source=req.source,
+                           since=parse_ts(req.since, "since"),
+                           include_superseded=req.include_superseded)
 
     def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_agent_context(req.session, harness)
@@ -388,9 +397,9 @@ async def stats(request: Request) -> JSONResponse:
 
 async def list_memories(request: Request) -> JSONResponse:
     q = parse_query("MemoriesQuery", request)
-    filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
-                            since=parse_ts(q.since, "since"),
-                            include_superseded=q.include_superseded)
+    filters = read_filters(q.project, kind=q.kind, source=q.source,
+                           since=parse_ts(q.since, "since"),
+                           include_superseded=q.include_superseded)
     engine = engine_of(request)
 
     def work() -> tuple[list[dict[str, Any]], int]:
@@ -405,9 +414,9 @@ async def search(request: Request) -> JSONResponse:
     and its rank in each channel that found it (`ranks`): why it was recalled. The content is
     the stored text, unclipped, as `/api/memories` shows it."""
     q = parse_query("SearchQuery", request)
-    filters = RecallFilters(project=q.project, kind=q.kind, source=q.source,
-                            since=parse_ts(q.since, "since"),
-                            include_superseded=q.include_superseded)
+    filters = read_filters(q.project, kind=q.kind, source=q.source,
+                           since=parse_ts(q.since, "since"),
+                           include_superseded=q.include_superseded)
     engine = engine_of(request)
     # One more than the page shows, to know whether a next page exists.
     wanted = min(q.offset + q.limit + 1, schemas().MAX_SEARCH_RESULTS)

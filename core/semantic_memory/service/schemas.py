@@ -28,6 +28,9 @@ MAX_SEARCH_RESULTS = MAX_RECALL_K
 
 Model = TypeVar("Model", bound=BaseModel)
 Short = Annotated[str, Field(min_length=1, max_length=MAX_PROJECT_CHARS)]
+#: A read's project filter: "" (or blank) means the global memories alone, those without a
+#: project, as the CLI's `--project ''` does (`rest.read_filters`).
+ProjectFilter = Annotated[str, Field(max_length=MAX_PROJECT_CHARS)]
 Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
 #: A name a report may leave out: "" says the same as leaving it out (`{}` was taken where
 #: `"harness": ""` was refused).
@@ -102,7 +105,7 @@ class IngestBatch(_Body):
 class RecallRequest(_Body):
     query: str = Field(max_length=MAX_QUERY_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_RECALL_K, validation_alias=AliasChoices("k", "limit"))
-    project: Short | None = None
+    project: ProjectFilter | None = None
     kind: Short | None = None
     source: Short | None = None
     since: Timestamp | None = None
@@ -136,7 +139,7 @@ class _Query(BaseModel):
 
 
 class MemoriesQuery(_Query):
-    project: Short | None = None
+    project: ProjectFilter | None = None
     kind: Short | None = None
     source: Short | None = None
     since: str | None = Field(default=None, max_length=64)
@@ -157,7 +160,7 @@ class SearchQuery(_Query):
     memories, so `offset + limit` stays within them."""
 
     q: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    project: Short | None = None
+    project: ProjectFilter | None = None
     kind: Short | None = None
     source: Short | None = None
     since: str | None = Field(default=None, max_length=64)
