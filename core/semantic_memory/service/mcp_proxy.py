@@ -296,8 +296,11 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
 
     _setup_logging()
     # The agent starts the proxy in its working folder: that repository's file binds the
-    # tools, and names the project of what they store, as it does for the hooks.
-    mcp = build_tools(RestBackend(settings), Workspace(os.getcwd(), settings.project, approvals_file(settings)))
+    # tools, and names the project of what they store, as it does for the hooks. Its
+    # instructions do not name that project (`mcp_tools.instructions`, as `--stdio`'s do):
+    # mcp_front.py answers `initialize` from one cache for every folder.
+    workspace = Workspace(os.getcwd(), settings.project, approvals_file(settings))
+    mcp = build_tools(RestBackend(settings), workspace)
     on_ready()
     # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
     anyio.run(partial(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"),

@@ -18,6 +18,7 @@ token-gated HTTP maintenance routes, where prompt injection cannot reach it.
 
 # No `from __future__ import annotations`: the SDK evaluates tool signatures, and memory_store's
 # annotations use a local (the configured content limit).
+import json
 import logging
 from typing import Annotated, Any, Protocol
 
@@ -286,19 +287,36 @@ def advice(stats: dict[str, Any]) -> list[str]:
     return out
 
 
+def instructions(workspace: Workspace | None) -> str:
+    """INSTRUCTIONS, and for a server an agent started in its folder the project the hooks use
+    there, as it is at start: what memory_store files a memory under when `project` is left
+    out, and what memory_recall's `project` takes to keep to this project (left out, it
+    searches every project). The name is quoted: it is the repository's text."""
+    project = workspace.project(workspace.repo()) if workspace is not None else None
+    if not project:
+        return INSTRUCTIONS
+    return (f"{INSTRUCTIONS} This workspace's project is "
+            f"{json.dumps(project, ensure_ascii=False)}: memory_store files a memory under it "
+            "when you leave `project` out, as the hooks file this session's memories; pass it "
+            "as memory_recall's `project` to search this project's memories and the global "
+            "ones only.")
+
+
 def build_mcp(engine: MemoryEngine, workspace: Workspace | None = None) -> MCPServer:
     """The MCP server of `--stdio` and of the HTTP service: the tools over `engine`, plus
-    resources, a prompt and completion (mcp_browse.py)."""
-    mcp = build_tools(EngineBackend(engine), workspace)
+    resources, a prompt and completion (mcp_browse.py); the server instructions name the
+    workspace's project (`instructions`)."""
+    mcp = build_tools(EngineBackend(engine), workspace, instructions(workspace))
     register_browsing(mcp, engine, workspace)
     return mcp
 
 
-def build_tools(backend: ToolBackend, workspace: Workspace | None = None) -> MemoryMCP:
+def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
+                server_instructions: str = INSTRUCTIONS) -> MemoryMCP:
     """An MCPServer with the six memory tools, each a call to `backend`; bound by
     `workspace`'s repository file when the server runs in one (None: the HTTP service, which
     serves every folder)."""
-    mcp = MemoryMCP("semantic-memory", version=__version__, instructions=INSTRUCTIONS,
+    mcp = MemoryMCP("semantic-memory", version=__version__, instructions=server_instructions,
                     log_level="WARNING")
     max_chars = backend.max_content_chars
 
@@ -317,10 +335,12 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None) -> Mem
             "What it is: preference, decision, fact (permanent), artifact (expires), note, "
             "summary, or another short identifier."))] = "fact",
         project: Annotated[str | None, Field(max_length=MAX_PROJECT_CHARS, description=(
-            "Project it belongs to (e.g. the repository name). Omitted: the project of the "
-            "repository this server runs in, when it runs in one (`memory-mcp proxy`, "
-            "`--stdio`), else none. An empty string: a global memory, which every project's "
-            "recall brings when it matches."))] = None,
+            "Usually omit it: the memory then goes under this workspace's project, named as "
+            "the hooks name it (a server started in the agent's folder, `memory-mcp proxy` or "
+            "`--stdio`, fills it in; one serving every folder stores none), where the hooks "
+            "recall it. Give a name only for another project, as memory_list shows it; an "
+            "empty string: a global memory, which every project's recall brings when it "
+            "matches."))] = None,
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
                         Field(max_length=MAX_TAGS, description="Optional short tags.")] = None,
         source: Annotated[Identifier, Field(description=(
