@@ -771,9 +771,10 @@ class SQLMemoryStore:
         before it: their `updated_at`), live artifacts last updated before `artifact_cutoff`
         and injection reports before `injection_cutoff` (None: keep); what the memories gone
         had replaced is current again, in the same transaction (`clear_dangling_supersessions`,
-        as a forget does). Returns the three counts and how many memories are current again.
-        `on_delete(conn, ids)` hears of the memories about to go, in the same transaction
-        (their ids may be reused: channels drop what they derived from them)."""
+        as a forget does), and the injection reports that named them lose their uids and
+        prompt (`_unreport`). Returns the three counts and how many memories are current
+        again. `on_delete(conn, ids)` hears of the memories about to go, in the same
+        transaction (their ids may be reused: channels drop what they derived from them)."""
         # The forgotten are read from their partial index `memories_forgotten`: `+updated_at`
         # is no column SQLite may seek an index with, so it does not walk `memories_updated`
         # over every memory older than the cutoff instead (2 s at 1M memories, in the write
@@ -782,15 +783,15 @@ class SQLMemoryStore:
         if forgotten_cutoff is not None:
             gone, gone_params = gone + " AND +updated_at < ?", [forgotten_cutoff]
         with self.write() as conn:
-            if on_delete is not None:
-                ids = [r[0] for r in self._run(conn, f"SELECT id FROM memories WHERE {gone}",
-                                               gone_params)]
-                if artifact_cutoff is not None:
-                    ids += [r[0] for r in self._run(
-                        conn, "SELECT id FROM memories WHERE kind = ? AND updated_at < ? "
-                              "AND deleted = 0", (EXPIRING_KIND, artifact_cutoff))]
-                if ids:
-                    on_delete(conn, ids)
+            rows = self._run(conn, f"SELECT id, uid FROM memories WHERE {gone}",
+                             gone_params).fetchall()
+            if artifact_cutoff is not None:
+                rows += self._run(conn, "SELECT id, uid FROM memories WHERE kind = ? AND "
+                                        "updated_at < ? AND deleted = 0",
+                                  (EXPIRING_KIND, artifact_cutoff)).fetchall()
+            if rows and on_delete is not None:
+                on_delete(conn, [id_ for id_, _ in rows])
+            self._unreport(conn, [uid for _, uid in rows])
             forgotten = self._run(conn, f"DELETE FROM memories WHERE {gone}",
                                   gone_params).rowcount
             artifacts = injections = 0
@@ -803,6 +804,24 @@ class SQLMemoryStore:
                                        (injection_cutoff,)).rowcount
             current = self.clear_dangling_supersessions(conn)
         return forgotten, artifacts, injections, current
+
+    def _unreport(self, conn: Any, uids: list[str]) -> None:
+        """Take memories being purged out of the injection reports that name them (inside the
+        purge's transaction): their uids leave each report, and its `query`, the prompt they
+        were recalled for, is blanked (NULL); the report stays, with its time, harness and
+        size, in the telemetry. Before, a report kept the prompt and the purged uid for as
+        long as MEMORY_TTL_INJECTION_DAYS."""
+        purged = set(uids)
+        for chunk in chunks(uids):
+            reports = self._run(
+                conn, "SELECT id, uids FROM injections WHERE id IN (SELECT injection_id FROM "
+                      f"injection_items WHERE uid IN ({marks(chunk)}))", chunk).fetchall()
+            for id_, named in reports:
+                kept = [uid for uid in json.loads(named) if uid not in purged]
+                self._run(conn, "UPDATE injections SET query = NULL, uids = ? WHERE id = ?",
+                          (json.dumps(kept), id_))
+            self._run(conn, f"DELETE FROM injection_items WHERE uid IN ({marks(chunk)})",
+                      chunk)
 
     def retention(self, own: Retention) -> Retention:
         """The periods maintenance keeps things for on this store, given a service's `own`
