@@ -17,18 +17,26 @@ import { performance } from "node:perf_hooks";
 
 // src/text.ts
 var SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-var LEADING = new RegExp(`^[${SPACE}]+`);
-var TRAILING = new RegExp(`[${SPACE}]+$`);
+var SPACE_CHAR = new RegExp(`[${SPACE}]`);
 var RUNS = new RegExp(`[${SPACE}]+`);
 var SURROGATE = /[\ud800-\udfff]/;
 function strip(text2) {
-  return rstrip(lstrip(text2));
+  const end = spaceStart(text2, text2.length, 0);
+  return text2.slice(spaceEnd(text2, 0, end), end);
 }
 function lstrip(text2) {
-  return text2.replace(LEADING, "");
+  return text2.slice(spaceEnd(text2, 0, text2.length));
 }
 function rstrip(text2) {
-  return text2.replace(TRAILING, "");
+  return text2.slice(0, spaceStart(text2, text2.length, 0));
+}
+function spaceEnd(text2, from, end) {
+  while (from < end && SPACE_CHAR.test(text2.charAt(from))) from++;
+  return from;
+}
+function spaceStart(text2, end, floor) {
+  while (end > floor && SPACE_CHAR.test(text2.charAt(end - 1))) end--;
+  return end;
 }
 function words(text2) {
   return text2.split(RUNS).filter(Boolean);
@@ -704,7 +712,7 @@ var NOT_CONVERSATION = new RegExp(
   "gi"
 );
 function clean(text2) {
-  return stripped(text2.replace(NOT_CONVERSATION, ""));
+  return strip(text2.replace(NOT_CONVERSATION, ""));
 }
 function unquote(text2) {
   for (; ; ) {
@@ -752,7 +760,7 @@ function exchanges(turns) {
       }
       const asked = remembered(text2);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(stripped(unquote(text2)));
+      if (fact === null) user.push(strip(unquote(text2)));
     } else if (fact === null || newWords(text2, fact) > ACK_WORDS) {
       reply.push(text2);
     }
@@ -815,20 +823,18 @@ var BOUNDARIES = [
   [" "]
 ];
 var NON_SPACE = new RegExp(`[^${SPACE}]+`, "g");
-var SPACE_CHAR = new RegExp(`[${SPACE}]`);
-var SPACE_RUN = new RegExp(`[${SPACE}]*`, "y");
 function splitText(text2, limit) {
   limit = Math.max(limit, 1);
   const pieces = [];
-  const end = trimmedEnd(text2, text2.length, 0);
-  let start = skipSpace(text2, 0, end);
+  const end = spaceStart(text2, text2.length, 0);
+  let start = spaceEnd(text2, 0, end);
   for (; ; ) {
     const windowEnd = advance(text2, start, limit + 1, end);
     if (windowEnd < 0) break;
     const cut = start + cutIn(text2.slice(start, windowEnd), limit);
-    const piece = text2.slice(start, trimmedEnd(text2, cut, start));
+    const piece = text2.slice(start, spaceStart(text2, cut, start));
     if (piece) pieces.push(piece);
-    start = skipSpace(text2, cut, end);
+    start = spaceEnd(text2, cut, end);
   }
   if (start < end) pieces.push(text2.slice(start, end));
   return pieces;
@@ -856,19 +862,6 @@ function advance(text2, from, count, end) {
     at += pair ? 2 : 1;
   }
   return at;
-}
-function stripped(text2) {
-  const end = trimmedEnd(text2, text2.length, 0);
-  return text2.slice(skipSpace(text2, 0, end), end);
-}
-function skipSpace(text2, from, end) {
-  SPACE_RUN.lastIndex = from;
-  SPACE_RUN.exec(text2);
-  return Math.min(SPACE_RUN.lastIndex, end);
-}
-function trimmedEnd(text2, end, floor) {
-  while (end > floor && SPACE_CHAR.test(text2.charAt(end - 1))) end--;
-  return end;
 }
 
 // src/messages.ts

@@ -6,7 +6,7 @@
  * same memories and the service's exact-content dedup refreshes them instead of adding copies.
  */
 
-import { SPACE, length, rstrip, strip } from "./text.js";
+import { SPACE, length, rstrip, spaceEnd, spaceStart, strip } from "./text.js";
 
 /** Longest memory a flush writes, in characters. */
 export const CHUNK_CHARS = 1200;
@@ -65,7 +65,7 @@ const NOT_CONVERSATION = new RegExp(
 
 /** The conversation text without injected or harness-generated blocks. */
 export function clean(text: string): string {
-  return stripped(text.replace(NOT_CONVERSATION, ""));
+  return strip(text.replace(NOT_CONVERSATION, ""));
 }
 
 /**
@@ -148,7 +148,7 @@ export function exchanges(turns: Iterable<Turn>): [string, string][] {
       }
       const asked = remembered(text);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(stripped(unquote(text)));
+      if (fact === null) user.push(strip(unquote(text)));
     } else if (fact === null || newWords(text, fact) > ACK_WORDS) {
       reply.push(text);
     }
@@ -238,10 +238,6 @@ const BOUNDARIES: readonly (readonly string[])[] = [
 
 /** A word as `str.split()` sees it. */
 const NON_SPACE = new RegExp(`[^${SPACE}]+`, "g");
-/** One character Python's `str.isspace()` is true for (all of them are in the BMP). */
-const SPACE_CHAR = new RegExp(`[${SPACE}]`);
-/** The whitespace run starting at `lastIndex` (sticky: it never scans ahead). */
-const SPACE_RUN = new RegExp(`[${SPACE}]*`, "y");
 
 /**
  * Text cut into pieces of at most `limit` characters at the coarsest boundary that fits
@@ -254,16 +250,16 @@ const SPACE_RUN = new RegExp(`[${SPACE}]*`, "y");
 export function splitText(text: string, limit: number): string[] {
   limit = Math.max(limit, 1);
   const pieces: string[] = [];
-  const end = trimmedEnd(text, text.length, 0);
-  let start = skipSpace(text, 0, end);
+  const end = spaceStart(text, text.length, 0);
+  let start = spaceEnd(text, 0, end);
   for (;;) {
     // The rest is text[start:end], stripped; it is cut while it holds more than `limit` characters.
     const windowEnd = advance(text, start, limit + 1, end);
     if (windowEnd < 0) break;
     const cut = start + cutIn(text.slice(start, windowEnd), limit);
-    const piece = text.slice(start, trimmedEnd(text, cut, start));
+    const piece = text.slice(start, spaceStart(text, cut, start));
     if (piece) pieces.push(piece);
-    start = skipSpace(text, cut, end);
+    start = spaceEnd(text, cut, end);
   }
   if (start < end) pieces.push(text.slice(start, end));
   return pieces;
@@ -300,27 +296,4 @@ function advance(text: string, from: number, count: number, end: number): number
     at += pair ? 2 : 1;
   }
   return at;
-}
-
-/**
- * `text.strip()` in time linear in the text: text.ts `strip` is a regex whose `[…]+$` V8 retries
- * at every character of a whitespace run (a pasted 80 kB of blanks took 17 s); a flush strips
- * whole messages.
- */
-function stripped(text: string): string {
-  const end = trimmedEnd(text, text.length, 0);
-  return text.slice(skipSpace(text, 0, end), end);
-}
-
-/** The index past the whitespace at `from` (not past `end`). */
-function skipSpace(text: string, from: number, end: number): number {
-  SPACE_RUN.lastIndex = from;
-  SPACE_RUN.exec(text);
-  return Math.min(SPACE_RUN.lastIndex, end);
-}
-
-/** `end` moved back over the whitespace before it (not before `floor`). */
-function trimmedEnd(text: string, end: number, floor: number): number {
-  while (end > floor && SPACE_CHAR.test(text.charAt(end - 1))) end--;
-  return end;
 }
