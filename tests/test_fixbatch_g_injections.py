@@ -1,6 +1,8 @@
 """Injection reports after a forget: once a memory is purged, the reports that named it lose its
 uid and their `query` (the user's prompt it was recalled for); before, they kept both for as long
-as MEMORY_TTL_INJECTION_DAYS (90 days). The report stays, with its time, harness and size. On
+as MEMORY_TTL_INJECTION_DAYS (90 days). The report stays, with its time, harness and size. And
+while a memory waits forgotten, the most-injected list (/api/stats, /api/injections' summary)
+shows it without its text (`content` null), as it showed a purged one; it showed the text. On
 both stores, through the real service."""
 
 from __future__ import annotations
@@ -63,3 +65,25 @@ def test_a_purge_takes_the_memory_and_its_prompt_out_of_the_injection_reports(
     if store_kind == "sqlite":
         for f in tmp_path.glob("memory.db*"):
             assert b"zyxwvutsrq" not in f.read_bytes().lower(), f.name
+
+
+def test_the_most_injected_list_shows_no_forgotten_text(tmp_path: Path, store_kind: str) -> None:
+    service = service_for(tmp_path, store_kind)
+    try:
+        with service.client() as http:
+            uid = http.post("/ingest", json={
+                "content": "Jane Roe signs the Zyxwvutsrq Holdings invoices"}).json()["uid"]
+            http.post("/inject/report", json={"hook": "h", "query": "q", "uids": [uid]})
+
+            def top() -> list[dict[str, Any]]:
+                stats = http.get("/api/stats").json()["injections"]["top_memories"]
+                assert http.get("/api/injections").json()["summary"]["top_memories"] == stats
+                return stats
+
+            assert top()[0]["content"].startswith("Jane Roe")
+            assert http.delete(f"/api/memories/{uid}").status_code == 200
+            assert top() == [{"uid": uid, "injections": 1, "content": None}]
+            assert http.post(f"/api/memories/{uid}/unforget").status_code == 200
+            assert top()[0]["content"].startswith("Jane Roe")
+    finally:
+        service.stop()

@@ -721,13 +721,15 @@ class SQLMemoryStore:
                   "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50")}
 
     def top_injected(self, conn: Any, top: int) -> list[tuple[str, int, str | None]]:
-        """(uid, injections, content or None once purged) of the most-injected memories: the
-        items counted per uid in their index alone, and only the top ones joined to their
-        memory (joining every item first read a memory per item: 0.9 s for 500k items)."""
+        """(uid, injections, content; None once forgotten or purged) of the most-injected
+        memories: the items counted per uid in their index alone, and only the top ones joined
+        to their memory (joining every item first read a memory per item: 0.9 s for 500k
+        items). A forgotten memory's text is shown nowhere else until it is taken back."""
         return [(u, int(n), c) for u, n, c in self._run(
             conn, "SELECT t.uid, t.n, m.content FROM (SELECT uid, count(*) AS n "
                   "FROM injection_items GROUP BY uid ORDER BY n DESC, uid LIMIT ?) AS t "
-                  "LEFT JOIN memories m ON m.uid = t.uid ORDER BY t.n DESC, t.uid", (top,))]
+                  "LEFT JOIN memories m ON m.uid = t.uid AND m.deleted = 0 "
+                  "ORDER BY t.n DESC, t.uid", (top,))]
 
     def injections_per_day(self, conn: Any, start: float) -> dict[str, tuple[int, int]]:
         """"YYYY-MM-DD" (UTC) -> (injections, characters) since `start`."""
