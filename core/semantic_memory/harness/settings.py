@@ -234,25 +234,14 @@ def discovery_file(settings: Settings | HookSettings) -> str | None:
 
 
 def project_setting(raw: str) -> str:
-    """MEMORY_PROJECT without the blanks around it, "" (unset: the project is detected) when
-    blank, as the opencode plugin reads it; SettingsError for a name the service refuses, as
-    a repository file's `[project] name` is refused: every write would be refused and kept
-    in spool/rejected/. The reason never echoes the name (it may be private). The rule's one
-    place: `Settings.from_env` reads MEMORY_PROJECT through it too (`--stdio`, the proxy)."""
-    name = raw.strip()
-    if not name:
-        return ""
-    from ..limits import MAX_PROJECT_CHARS
+    """MEMORY_PROJECT by the rule the service reads it by too (`project_setting.py`): blank is
+    unset; SettingsError for a name every write would be refused for."""
+    from ..project_setting import read_project_setting
 
-    if len(name) > MAX_PROJECT_CHARS:
-        raise SettingsError(f"MEMORY_PROJECT must be 1..{MAX_PROJECT_CHARS} characters")
-    if any(c in name for c in "\n\r\t\x00"):
-        raise SettingsError("MEMORY_PROJECT must be one line (no newline, tab or NUL)")
-    from ..private import has_private
-
-    if has_private(name):
-        raise SettingsError("MEMORY_PROJECT must not hold <private> text")
-    return name
+    try:
+        return read_project_setting(raw)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
 
 
 def _parse(name: str, raw: str, kind: str) -> object:
