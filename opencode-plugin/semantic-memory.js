@@ -735,7 +735,7 @@ function remembered(prompt) {
 function asks(rest) {
   const first = rstrip(FIRST_SENTENCE.exec(rest)?.[0] ?? "");
   if (first.endsWith("?") || first.endsWith("\uFF1F")) return true;
-  const opening = wordsOf(rest.slice(0, 40))[0];
+  const opening = wordsOf(slice(rest, 0, 40))[0];
   return opening !== void 0 && ASKING_WORDS.has(opening) && !rest.includes(":") && !rest.includes("\uFF1A");
 }
 function wordsOf(text2) {

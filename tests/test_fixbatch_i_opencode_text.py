@@ -112,3 +112,23 @@ def test_a_prompt_with_long_blank_runs_reads_as_python_reads_it() -> None:
                "process.stdout.write(JSON.stringify(cases.map((p) => "
                "[plugin.unquote(p), plugin.remembered(p)])));", json.dumps(prompts))
     assert got == [[unquote(p), remembered(p)] for p in prompts]
+
+
+def test_asks_reads_the_first_40_characters_as_python_does() -> None:
+    """Whether a "remember" prompt asks (`remember which port we chose` is no fact) looks at
+    the first word of its first 40 characters: code points, as Python counts, not UTF-16
+    units, which an emoji counts twice. 🙂 × 20 then `which`: Python sees `which` (asks, not
+    stored), UTF-16 saw only the emoji (stored); 🙂 × 17, two blanks, `whatever`: UTF-16 saw
+    `what` (asks, not stored), Python `whatever` (stored)."""
+    from semantic_memory.harness.transcript import remembered
+
+    prompts = ["remember " + "🙂" * 20 + " which port we chose",
+               "remember " + "🙂" * 17 + "  whatever happens, never force-push main",
+               "remember " + "🧪" * 19 + " whether the cache is warm",
+               "remember " + "é" * 3 + "🙂" * 15 + " what port we chose", "remember which port"]
+    expected = [remembered(p) for p in prompts]
+    assert expected[0] is None and expected[1] is not None
+    assert node("import { readFileSync } from 'node:fs';\n"
+                "const cases = JSON.parse(readFileSync(0, 'utf8'));\n"
+                "process.stdout.write(JSON.stringify(cases.map((p) => plugin.remembered(p))));",
+                json.dumps(prompts)) == expected

@@ -6,7 +6,7 @@
  * same memories and the service's exact-content dedup refreshes them instead of adding copies.
  */
 
-import { SPACE, length, rstrip, spaceEnd, spaceStart, strip } from "./text.js";
+import { SPACE, length, rstrip, slice, spaceEnd, spaceStart, strip } from "./text.js";
 
 /** Longest memory a flush writes, in characters. */
 export const CHUNK_CHARS = 1200;
@@ -111,7 +111,7 @@ export function remembered(prompt: string): string | null {
 function asks(rest: string): boolean {
   const first = rstrip(FIRST_SENTENCE.exec(rest)?.[0] ?? "");
   if (first.endsWith("?") || first.endsWith("\uff1f")) return true;
-  const opening = wordsOf(rest.slice(0, 40))[0];
+  const opening = wordsOf(slice(rest, 0, 40))[0]; // code points: `rest[:40]`
   return opening !== undefined && ASKING_WORDS.has(opening) && !rest.includes(":") &&
     !rest.includes("\uff1a");
 }
