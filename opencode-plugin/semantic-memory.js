@@ -379,7 +379,15 @@ function readDiscovery(path) {
   }
   if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
   const info = data;
-  return { ...info, stale: !pidAlive(info["pid"]) };
+  return { ...info, stale: !isService(info) };
+}
+function isService(info) {
+  const pid = info["pid"];
+  if (!pidAlive(pid)) return false;
+  const written = info["proc_start"];
+  if (typeof written !== "number" || !Number.isInteger(written)) return true;
+  const started = procStart(pid);
+  return started === null || started === written;
 }
 function pidAlive(pid) {
   if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return false;
@@ -389,6 +397,16 @@ function pidAlive(pid) {
   } catch (error) {
     return error.code === "EPERM";
   }
+}
+function procStart(pid) {
+  let stat;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return null;
+  }
+  const field = stat.slice(stat.lastIndexOf(")") + 2).trim().split(/\s+/)[19];
+  return field !== void 0 && /^\d+$/.test(field) ? Number(field) : null;
 }
 function answers(url, token, deadline = now() + PROBE_MS) {
   const remaining = Math.floor(deadline - now());

@@ -81,7 +81,9 @@ export function resolveUrl(settings: Settings): { url: string; origin: string } 
 export interface Discovery {
   url?: unknown;
   pid?: unknown;
-  /** The process that wrote the file is gone (a hard-killed service leaves it behind). */
+  /** When the service's process started (`procStart`); absent from older releases' files. */
+  proc_start?: unknown;
+  /** The process that wrote the file is gone, or its pid is another program's now (`isService`). */
   stale: boolean;
 }
 
@@ -95,10 +97,26 @@ export function readDiscovery(path: string): Discovery | null {
   }
   if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
   const info = data as Record<string, unknown>;
-  return { ...info, stale: !pidAlive(info["pid"]) };
+  return { ...info, stale: !isService(info) };
 }
 
-export function pidAlive(pid: unknown): boolean {
+/**
+ * Whether the process a discovery file names is still the service that wrote it, not another
+ * program the system gave its pid to since (a hard kill, a reboot): its start time
+ * (`proc_start`, Linux) must be the one written (lite.py `is_service`, the hooks' and the
+ * service's rule). A file without it (an older release's, or written where /proc is missing)
+ * can only tell whether the pid lives.
+ */
+export function isService(info: Record<string, unknown>): boolean {
+  const pid = info["pid"];
+  if (!pidAlive(pid)) return false;
+  const written = info["proc_start"];
+  if (typeof written !== "number" || !Number.isInteger(written)) return true;
+  const started = procStart(pid);
+  return started === null || started === written;
+}
+
+export function pidAlive(pid: unknown): pid is number {
   if (typeof pid !== "number" || !Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
@@ -106,6 +124,23 @@ export function pidAlive(pid: unknown): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM"; // alive, someone else's
   }
+}
+
+/**
+ * When process `pid` started, in clock ticks since boot (/proc/<pid>/stat's 22nd field): with
+ * the pid, unique until the next boot (lite.py `proc_start`). Null without /proc (macOS,
+ * Windows) or when unreadable.
+ */
+export function procStart(pid: number): number | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return null;
+  }
+  // The 2nd field, the program's name in parentheses, may hold spaces and ")".
+  const field = stat.slice(stat.lastIndexOf(")") + 2).trim().split(/\s+/)[19];
+  return field !== undefined && /^\d+$/.test(field) ? Number(field) : null;
 }
 
 /**
