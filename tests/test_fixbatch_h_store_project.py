@@ -12,8 +12,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from semantic_memory.service.mcp_front import CACHE_NAME
 from test_fixbatch_d_project_setting import clone
 from test_service_mcp import call
+from test_service_mcp_proxy import proxy_session
 from test_service_support import Service, http_session, start_service, stdio_session
 
 PROJECT = "github.com/acme/shop"
@@ -59,3 +61,25 @@ def test_stdio_names_the_workspaces_project_for_recall(service: Service, tmp_pat
     assert [item["uid"] for item in recalled["items"]] == [stored["uid"]]
     with service.client() as client:
         assert client.get(f"/api/memories/{stored['uid']}").json()["project"] == PROJECT
+
+
+def test_the_proxy_names_each_folders_project_cached_or_not(service: Service,
+                                                             tmp_path: Path) -> None:
+    """`memory-mcp proxy`, the server `install` registers, named no project: its front answers
+    `initialize` from one cache for every folder. Each folder's answer names its own, the
+    first (the SDK's) and a later one (the cache's) alike."""
+    shop = clone(tmp_path / "shop")
+    other = tmp_path / "notes"
+    other.mkdir()
+
+    async def instructions(cwd: Path) -> str | None:
+        async with proxy_session(tmp_path / "proxy", service.url, cwd=cwd) as session:
+            return session.instructions
+
+    first, cached = anyio.run(instructions, shop), anyio.run(instructions, shop)
+    elsewhere = anyio.run(instructions, other)
+    assert (tmp_path / "proxy" / CACHE_NAME).exists()
+    for answer in (first, cached):
+        assert answer is not None and f'This workspace\'s project is "{PROJECT}"' in answer
+    assert elsewhere is not None and PROJECT not in elsewhere
+    assert 'This workspace\'s project is "notes"' in elsewhere

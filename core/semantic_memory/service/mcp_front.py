@@ -83,8 +83,11 @@ class Cache:
     """The SDK's answers to `initialize` (per protocol version asked for) and to the LISTS (per
     protocol version agreed on)."""
 
-    def __init__(self, path: Path, key: str) -> None:
+    def __init__(self, path: Path, key: str, instructions: str | None = None) -> None:
         self.path, self.key = path, key
+        #: This folder's server instructions (they name its project): one cache serves every
+        #: folder, so a cached `initialize` answer carries them in place of its own.
+        self.instructions = instructions
         self.data: dict[str, Any] = {"key": key, "initialize": {}, "lists": {}}
         try:
             data = json.loads(path.read_bytes())
@@ -99,7 +102,10 @@ class Cache:
         """The cached result for this request in a session of `version`, or None."""
         params = message.get("params") or {}
         if message.get("method") == "initialize":
-            return self.data["initialize"].get(str(params.get("protocolVersion")))
+            found = self.data["initialize"].get(str(params.get("protocolVersion")))
+            if isinstance(found, dict) and self.instructions is not None:
+                return {**found, "instructions": self.instructions}
+            return found
         if message.get("method") in LISTS and version and not params.get("cursor"):
             return self.data["lists"].get(f"{version} {message['method']}")
         return None
@@ -222,6 +228,17 @@ class Front:
                 self.unanswered.pop(key, None)
 
 
+def workspace_instructions(settings: Settings) -> str:
+    """The server instructions for the folder the agent started the proxy in: they name the
+    project the hooks use there (`instructions.instructions_for`)."""
+    from ..harness.repo_config import approvals_file, load_repo_config, project_for
+    from .instructions import instructions_for
+
+    cwd = os.getcwd()
+    return instructions_for(project_for(cwd, load_repo_config(cwd, approvals_file(settings)),
+                                        settings.project or None))
+
+
 def run_sdk(settings: Settings, front: Front) -> None:
     """The SDK server over the pipes (in its thread; the heavy imports happen here). Should it
     fail, the process ends: an agent waiting on an answer sees its server gone, not a hang."""
@@ -239,7 +256,8 @@ def run_sdk(settings: Settings, front: Front) -> None:
 def serve(settings: Settings) -> int:
     """Serve the agent on stdin/stdout until it closes stdin."""
     wire_in, wire_out = claim_stdio()
-    cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
+    cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings),
+                  workspace_instructions(settings))
     front = Front(wire_in, wire_out, cache)
     threading.Thread(target=run_sdk, args=(settings, front), daemon=True).start()
     relay = threading.Thread(target=front.from_sdk, daemon=True)

@@ -291,16 +291,15 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
     runs this in a thread and relays the agent's messages), the calls read by then answered
     within `eof_wait_s`; `on_ready` once it serves."""
     from ..harness.repo_config import approvals_file
-    from .mcp_tools import Workspace, build_tools
+    from .mcp_tools import Workspace, build_tools, instructions
     from .runner import _setup_logging
 
     _setup_logging()
     # The agent starts the proxy in its working folder: that repository's file binds the
-    # tools, and names the project of what they store, as it does for the hooks. Its
-    # instructions do not name that project (`mcp_tools.instructions`, as `--stdio`'s do):
-    # mcp_front.py answers `initialize` from one cache for every folder.
+    # tools, and names the project of what they store, as it does for the hooks; the
+    # instructions name it (mcp_front.py puts this folder's into a cached answer too).
     workspace = Workspace(os.getcwd(), settings.project, approvals_file(settings))
-    mcp = build_tools(RestBackend(settings), workspace)
+    mcp = build_tools(RestBackend(settings), workspace, instructions(workspace))
     on_ready()
     # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
     anyio.run(partial(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"),
