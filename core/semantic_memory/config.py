@@ -221,6 +221,9 @@ class Settings(SettingsSection):
     # A hit goes into a hook's injection only when a channel vouches for it: the IDF-weighted
     # share of the query a keyword hit contains (0..1), or a vector hit's cosine floor.
     inject_min_coverage: float = field(default=0.5, metadata=within(0, 1))
+    # A vector hit's cosine floor for injecting (never below the recall floor); -1 = the
+    # recall floor (bench/relevance.py --knob cosine measures it).
+    inject_min_cosine: float = field(default=-1.0, metadata=within(0, 1, also=-1))
     # Slow clients: seconds a request's headers may take, and the open connections allowed
     # (in all, and from one address); over a cap the slowest waiting connection is closed.
     header_timeout_s: float = field(default=10.0, metadata=within(0, 3600, open_low=True))

@@ -55,6 +55,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     store: MemoryStore | None = None
     #: MEMORY_RECALL_MIN_COSINE: < 0 means the model's own floor.
     configured_floor: float = -1.0
+    #: MEMORY_INJECT_MIN_COSINE: < 0 means the recall floor.
+    configured_inject_floor: float = -1.0
     #: MEMORY_DEDUP_SIM: a new memory this close (cosine) to a live one of its project merges
     #: into it; outside (0, 1] near-duplicate merging is off.
     dedup_sim: float = 0.98
@@ -74,6 +76,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
 
     def __init__(self, settings: Any) -> None:
         self.configured_floor = float(settings.recall_min_cosine)
+        self.configured_inject_floor = float(settings.inject_min_cosine)
         self.dedup_sim = float(settings.dedup_sim)
         #: ((embedder, model, query), vector) of the last query embedded (`_query_vector`).
         self._last_query: tuple[tuple[int, str | None, str], Any] | None = None
@@ -133,11 +136,18 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         return [ChannelHit(id=i, score=s, signals={"cosine": s}, weak=floor > 0 and s < floor)
                 for i, s in scored]
 
+    def inject_floor(self) -> float:
+        """The cosine a hit needs for this channel to vouch for it (what a hook injects):
+        MEMORY_INJECT_MIN_COSINE, never below the recall floor (-1: that floor). Apart from
+        it because a model's recall floor is where unrelated texts land: near texts of
+        another subject (two chats, two code stores) clear it, and were injected."""
+        return max(self.configured_inject_floor, self.cosine_floor())
+
     def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
-        """Hits at least as similar as the cosine floor: the bar for injecting."""
+        """Hits at least as similar as the injection floor: the bar for injecting."""
         if not self.active:
             return set()
-        floor = self.cosine_floor()
+        floor = self.inject_floor()
         return {h.memory.id for h in hits if h.signals.get("cosine", -2.0) >= floor}
 
     def describe_embedder(self) -> dict[str, Any]:
