@@ -6,7 +6,7 @@ import { randomBytes as randomBytes2 } from "node:crypto";
 
 // src/autostart.ts
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { dirname as dirname2, join as join2 } from "node:path";
 
 // src/client.ts
@@ -561,6 +561,7 @@ var ServiceClient = class {
 
 // src/autostart.ts
 var LOCK_FRESH_MS = 2e4;
+var LOG_MAX_BYTES = 5e6;
 var LISTENING = "MEMORY_MCP_LISTENING ";
 var POLL_MS = 50;
 async function startService(settings, waitMs) {
@@ -593,6 +594,7 @@ function spawnService(settings, deadline) {
   }
   const logPath = join2(dirname2(settings.dbPath), "service.log");
   mkdirSync(dirname2(logPath), { recursive: true });
+  rotateLog(logPath);
   const log = openSync(logPath, "a", 384);
   return new Promise((resolve2, reject2) => {
     let settled = false;
@@ -634,6 +636,12 @@ function spawnService(settings, deadline) {
     });
   });
 }
+function rotateLog(path) {
+  try {
+    if (statSync(path).size > LOG_MAX_BYTES) renameSync(path, `${path}.1`);
+  } catch {
+  }
+}
 function takeLock(path) {
   mkdirSync(dirname2(path), { recursive: true });
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -658,7 +666,7 @@ function sleep(ms) {
 }
 
 // src/backoff.ts
-import { mkdirSync as mkdirSync2, readFileSync as readFileSync2, renameSync, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
+import { mkdirSync as mkdirSync2, readFileSync as readFileSync2, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
 import { basename, dirname as dirname3, join as join3 } from "node:path";
 function activeBackOff(path, url, nowS = Date.now() / 1e3) {
   const data = readState(path);
@@ -681,7 +689,7 @@ function startBackOff(path, url, ms, outcome, detail) {
   try {
     mkdirSync2(dirname3(path), { recursive: true, mode: 448 });
     writeFileSync(tmp, data, { encoding: "utf8", mode: 384 });
-    renameSync(tmp, path);
+    renameSync2(tmp, path);
   } catch {
     try {
       unlinkSync2(tmp);
@@ -915,7 +923,7 @@ function isAgentTurn(system) {
 }
 
 // src/outcomes.ts
-import { closeSync as closeSync2, mkdirSync as mkdirSync3, openSync as openSync2, renameSync as renameSync2, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
+import { closeSync as closeSync2, mkdirSync as mkdirSync3, openSync as openSync2, renameSync as renameSync3, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
 import { dirname as dirname4 } from "node:path";
 var MAX_LOG_BYTES = 1e6;
 function record(path, entry) {
@@ -923,7 +931,7 @@ function record(path, entry) {
   try {
     mkdirSync3(dirname4(path), { recursive: true });
     try {
-      if (statSync2(path).size > MAX_LOG_BYTES) renameSync2(path, `${path}.1`);
+      if (statSync2(path).size > MAX_LOG_BYTES) renameSync3(path, `${path}.1`);
     } catch {
     }
     const fd = openSync2(path, "a", 384);
@@ -1317,7 +1325,7 @@ import {
   openSync as openSync3,
   readdirSync,
   readFileSync as readFileSync5,
-  renameSync as renameSync3,
+  renameSync as renameSync4,
   unlinkSync as unlinkSync3,
   utimesSync,
   writeFileSync as writeFileSync2,
@@ -1366,7 +1374,7 @@ function appendSpool(folder, path, body, origin = {}) {
     } finally {
       closeSync3(fd);
     }
-    renameSync3(tmp, final);
+    renameSync4(tmp, final);
   } catch (error) {
     try {
       unlinkSync3(tmp);
@@ -1412,7 +1420,7 @@ async function replaySpool(folder, send, until) {
     if (!until()) break;
     const claimed = join6(folder, `${name}${CLAIM}${process.pid}`);
     try {
-      renameSync3(join6(folder, name), claimed);
+      renameSync4(join6(folder, name), claimed);
       utimesSync(claimed, /* @__PURE__ */ new Date(), /* @__PURE__ */ new Date());
     } catch (error) {
       if (errorCode(error) === "ENOENT") continue;
@@ -1493,7 +1501,7 @@ function errorCode(error) {
 }
 function putBack(folder, name, claimed) {
   try {
-    renameSync3(claimed, join6(folder, name));
+    renameSync4(claimed, join6(folder, name));
   } catch {
   }
 }
@@ -1502,7 +1510,7 @@ function reject(folder, name, claimed, reason, record2) {
   try {
     mkdirSync4(join6(folder, REJECTED), { recursive: true, mode: 448 });
     if (record2 === null) {
-      renameSync3(claimed, target);
+      renameSync4(claimed, target);
       return;
     }
     const tmp = join6(folder, REJECTED, `.${name}.tmp`);
@@ -1511,7 +1519,7 @@ function reject(folder, name, claimed, reason, record2) {
       rejected: slice(reason, 0, 500),
       rejected_at: Math.round(Date.now()) / 1e3
     }), { mode: 384 });
-    renameSync3(tmp, target);
+    renameSync4(tmp, target);
     unlinkSync3(claimed);
   } catch {
     putBack(folder, name, claimed);

@@ -2,12 +2,13 @@
  * MEMORY_PLUGIN_AUTOSTART=1: when no service answers, start `memory-mcp serve` on a port the
  * OS picks (MEMORY_PORT=0) and read where it listens from its `MEMORY_MCP_LISTENING {json}`
  * line. Like the Python hooks' autostart (harness/autostart.py) the service runs detached (it
- * outlives opencode), logs to `service.log` beside the db, and a lock file beside the db keeps
- * two starters (this plugin, a hook of another harness) from spawning two services.
+ * outlives opencode), logs to `service.log` beside the db (rotated as a service is spawned:
+ * `rotateLog`), and a lock file beside the db keeps two starters (this plugin, a hook of another
+ * harness) from spawning two services.
  */
 
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 import { ServiceClient, ServiceUnavailable, now, resolveUrl } from "./client.js";
@@ -15,6 +16,11 @@ import type { Settings } from "./settings.js";
 
 /** A lock younger than this means another process is starting the service. */
 export const LOCK_FRESH_MS = 20_000;
+/**
+ * A service.log over this many bytes is moved to `service.log.1` (replacing the one before) as
+ * a service is spawned (autostart.py LOG_MAX_BYTES): the two stay within about twice this.
+ */
+export const LOG_MAX_BYTES = 5_000_000;
 const LISTENING = "MEMORY_MCP_LISTENING ";
 const POLL_MS = 50;
 
@@ -60,6 +66,7 @@ function spawnService(settings: Settings, deadline: number): Promise<string> {
   }
   const logPath = join(dirname(settings.dbPath), "service.log");
   mkdirSync(dirname(logPath), { recursive: true });
+  rotateLog(logPath);
   const log = openSync(logPath, "a", 0o600);
   return new Promise((resolve, reject) => {
     let settled = false;
@@ -101,6 +108,20 @@ function spawnService(settings: Settings, deadline: number): Promise<string> {
       }
     });
   });
+}
+
+/**
+ * Move `path` to `<path>.1` when it is over LOG_MAX_BYTES, so every autostart does not append to
+ * one file forever (autostart.py `rotate_log`): the service's stderr is a file descriptor, which
+ * it cannot rotate itself. Only the spawning starter (it holds the lock) rotates; a service
+ * still writing to the old file goes on writing to `.1`.
+ */
+function rotateLog(path: string): void {
+  try {
+    if (statSync(path).size > LOG_MAX_BYTES) renameSync(path, `${path}.1`);
+  } catch {
+    // none yet, or it cannot be moved: appended to as before
+  }
 }
 
 /** True when this process may spawn (no other starter took the lock within LOCK_FRESH_MS). */
