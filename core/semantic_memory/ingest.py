@@ -41,6 +41,16 @@ SUPERSEDE_MAX_CHARS = 500
 #: flush of the turns compaction or the session's end drops; an allow-listed tool's output),
 #: spooled or not. Such an item never brings back a memory its user forgot (`_captured`).
 CAPTURED_SOURCES = frozenset({"compaction", "tool"})
+#: The source of a flush (the hooks' and the opencode plugin's). An exchange flushed while
+#: its answer is still being written (Claude Code's PreCompact may fire mid-turn, and again
+#: once the turn ends, with no compaction between) is flushed again, grown, by the next flush:
+#: the grown copy replaces the shorter one (`grows`). Not tool captures: two calls of a tool
+#: whose output grew (a log read twice) are two events.
+FLUSH_SOURCE = "compaction"
+#: How many of its session's latest current flush memories a new one is compared with: the
+#: shorter copy of a grown exchange is the newest of them (every memory of a re-flush before
+#: it is a duplicate). Read from the (session, seq) index, so a write costs one small query.
+GROWTH_WINDOW = 4
 
 
 def validate(memory: NewMemory, max_chars: int) -> None:
@@ -130,6 +140,23 @@ def _captured(item: NewMemory) -> bool:
     re-sends what its user forgot meanwhile. Only an explicit store ("remember …",
     memory_store, `memory-mcp store`) of that text is a person asking again."""
     return item.uid is None and not item.forgotten and item.source in CAPTURED_SOURCES
+
+
+def _flat(text: str) -> str:
+    """`text` with every run of whitespace one space: a transcript's reply blocks are joined
+    with blank lines, and a piece of a cut exchange ends where the cut was."""
+    return " ".join(text.split())
+
+
+def grows(older: Memory, newer: Memory | NewMemory) -> bool:
+    """Whether `newer` is a later flush of the exchange `older` holds, grown: both flushed
+    (FLUSH_SOURCE) in one session, project and kind, and `newer`'s text (whitespace aside)
+    starts with all of `older`'s and goes on after a word. The grown piece of an exchange cut
+    into pieces starts with its shorter copy too: the pieces before it are cut alike."""
+    return (newer.source == FLUSH_SOURCE == older.source and newer.session is not None
+            and (older.session, older.project, older.kind)
+            == (newer.session, newer.project, newer.kind)
+            and _flat(newer.content).startswith(_flat(older.content) + " "))
 
 
 def _forgotten_duplicate(uid: str) -> IngestResult:
@@ -385,10 +412,23 @@ class Writer:
                 and memory.kind in supersede.SUPERSEDABLE_KINDS \
                 and len(memory.content) <= SUPERSEDE_MAX_CHARS:
             replaced.update((m.id, m.uid) for m in self._restated(conn, memory))
+        if rule and memory is not None and not memory.deleted and memory.source == FLUSH_SOURCE:
+            replaced.update((m.id, m.uid) for m in self._outgrown(conn, memory))
         if replaced:
             self.store.supersede(conn, list(replaced), uid)
         uids = ([revived] if revived else []) + list(replaced.values())
         return replace(result, supersedes=uids) if uids else result
+
+    def _outgrown(self, conn: Any, memory: Memory) -> list[Memory]:
+        """The current memories among the GROWTH_WINDOW before flush memory `memory` in its
+        session (of its source and kind) that it grew (`grows`): shorter flushes of the same
+        exchange, which it replaces whatever MEMORY_SUPERSEDE says (two copies of one
+        exchange are no value that changed). One indexed query, earlier side first."""
+        filters = RecallFilters(source=memory.source, kind=memory.kind)
+        near = self.store.adjacent(conn, [memory], GROWTH_WINDOW, filters).get(memory.id, [])
+        return [m for _, m in near
+                if m.seq is not None and memory.seq is not None and m.seq < memory.seq
+                and grows(m, memory)]
 
     def _revive(self, conn: Any, item: NewMemory, uid: str) -> str | None:
         """`item` restated memory `uid` (word for word, or a near-duplicate with the same
@@ -549,8 +589,10 @@ class Writer:
                     continue
                 if dup_id is not None:
                     found = self.store.load(conn, [dup_id]).get(dup_id)
-                    if found is not None and supersede.same_details(found.content,
-                                                                    item.content):
+                    # a grown flush of an exchange is close to its shorter copy: it replaces
+                    # that copy (`_outgrown`), merged into it what was added would be lost
+                    if found is not None and not grows(found, item) \
+                            and supersede.same_details(found.content, item.content):
                         existing = (found.id, found.uid)
                         break
         if existing is None:
@@ -793,6 +835,8 @@ class Writer:
         older = self.store.load(conn, [dup]).get(dup)
         if older is None or not supersede.same_details(older.content, memory.content):
             return
+        if grows(older, memory) or grows(memory, older):  # one exchange flushed twice:
+            return  # the longer replaced the shorter at ingest (`_outgrown`), nothing is lost
         self.store.merge_duplicate(conn, memory.id, dup, now())
         log.info("forgot memory %s (near-duplicate of %s)", memory.uid, older.uid)
 
