@@ -85,6 +85,7 @@ class CachedEmbedder(Embedder):
     model_id = property(lambda self: self.inner.model_id)  # type: ignore[assignment]
     dim = property(lambda self: self.inner.dim)  # type: ignore[assignment]
     cosine_floor = property(lambda self: self.inner.cosine_floor)  # type: ignore[assignment]
+    inject_floor = property(lambda self: self.inner.inject_floor)  # type: ignore[assignment]
     fusion_weight = property(lambda self: self.inner.fusion_weight)  # type: ignore[assignment]
     fusion_share = property(lambda self: self.inner.fusion_share)  # type: ignore[assignment]
     neighbour_gap = property(lambda self: self.inner.neighbour_gap)  # type: ignore[assignment]

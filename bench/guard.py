@@ -57,7 +57,8 @@ CODING_UNITS = ("coding-dev/project", "coding-dev/none")
 SETTINGS = {f.name for f in fields(Settings)}
 #: Settings the channels copy when they are built (the cosine floor, the coverage bar, ...):
 #: a variant swaps the engine's settings in place, so these would silently measure the defaults.
-BUILT_IN = {"recall_min_cosine", "dedup_sim", "inject_min_coverage", "query_feedback"}
+BUILT_IN = {"recall_min_cosine", "inject_min_cosine", "dedup_sim", "inject_min_coverage",
+            "query_feedback"}
 
 
 def code_fingerprint() -> str:

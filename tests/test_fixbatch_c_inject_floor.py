@@ -40,8 +40,14 @@ def test_the_injection_floor_withholds_near_misses_and_leaves_recall_alone(
     assert sorted(recalled["-1"]) == sorted(NEAR)  # both clear the recall floor
     assert recalled["0.45"] == recalled["-1"]  # recall is the same either way
 
-    at_recall_floor = cli(db, minilm_path, "recall", PROMPT, "--block", "2000")
+    at_recall_floor = cli(db, minilm_path, "recall", PROMPT, "--block", "2000",
+                          MEMORY_INJECT_MIN_COSINE="0.25")
     assert all(content in at_recall_floor.stdout for content in NEAR), at_recall_floor.stderr
+    # unset, the floor is MiniLM's own (0.35, the llama-cpp plugin's INJECT_FLOORS)
+    by_default = cli(db, minilm_path, "recall", PROMPT, "--block", "2000")
+    at_model_floor = cli(db, minilm_path, "recall", PROMPT, "--block", "2000",
+                         MEMORY_INJECT_MIN_COSINE="0.35")
+    assert by_default.stdout == at_model_floor.stdout != at_recall_floor.stdout
     withheld = cli(db, minilm_path, "recall", PROMPT, "--block", "2000",
                    MEMORY_INJECT_MIN_COSINE="0.45")
     assert withheld.returncode == 0 and withheld.stdout == ""

@@ -353,7 +353,8 @@ def test_a_project_recall_with_global_memories_embeds_its_query_once(
     """It searches twice (the project's memories, then the global ones) with one query: the
     model, the dear part with a real embedder, runs once."""
     hybrid.store_one(NewMemory("The web app is deployed to Vercel from main", project="web"))
-    shared = hybrid.store_one(NewMemory("Deployments always need a changelog entry")).uid
+    shared = hybrid.store_one(NewMemory("Deploying the web app always needs a changelog entry")
+                              ).uid
     embedder = vector_of(hybrid).embedder
     calls: list[str] = []
     real = embedder.embed_query

@@ -38,6 +38,9 @@ class Embedder(ABC):
     neighbour_gap: float = 1.0
     #: Vector-only hits below this cosine are weak (dropped) and never injected; 0 = off.
     cosine_floor: float = 0.45
+    #: Vector hits below this cosine are not injected by a hook (recall keeps them);
+    #: < 0 = `cosine_floor`. MEMORY_INJECT_MIN_COSINE overrides it.
+    inject_floor: float = -1.0
 
     #: A stable tag of the model (vectors are stored with it); None when none is configured.
     #: An attribute or a property.
@@ -91,7 +94,8 @@ def check_embedder(obj: Any) -> str | None:
     for problem in (range_problem("fusion_weight", obj.fusion_weight),
                     range_problem("fusion_share", obj.fusion_share, 1.0),
                     range_problem("neighbour_gap", obj.neighbour_gap),
-                    range_problem("cosine_floor", obj.cosine_floor, 1.0, low=-1.0)):
+                    range_problem("cosine_floor", obj.cosine_floor, 1.0, low=-1.0),
+                    range_problem("inject_floor", obj.inject_floor, 1.0, low=-1.0)):
         if problem:  # the vector channel's weight, share, gap and floor: checked as a channel's
             return f"{where}: {problem}"
     return None

@@ -55,7 +55,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     store: MemoryStore | None = None
     #: MEMORY_RECALL_MIN_COSINE: < 0 means the model's own floor.
     configured_floor: float = -1.0
-    #: MEMORY_INJECT_MIN_COSINE: < 0 means the recall floor.
+    #: MEMORY_INJECT_MIN_COSINE: < 0 means the model's injection floor.
     configured_inject_floor: float = -1.0
     #: MEMORY_DEDUP_SIM: a new memory this close (cosine) to a live one of its project merges
     #: into it; outside (0, 1] near-duplicate merging is off.
@@ -141,7 +141,10 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         MEMORY_INJECT_MIN_COSINE, never below the recall floor (-1: that floor). Apart from
         it because a model's recall floor is where unrelated texts land: near texts of
         another subject (two chats, two code stores) clear it, and were injected."""
-        return max(self.configured_inject_floor, self.cosine_floor())
+        floor = self.configured_inject_floor
+        if floor < 0 and self.embedder is not None:
+            floor = self.embedder.inject_floor
+        return max(floor, self.cosine_floor())
 
     def relevant(self, conn: Any, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits at least as similar as the injection floor: the bar for injecting."""

@@ -96,6 +96,10 @@ DEFAULT_NEIGHBOUR_GAP = 1.0
 #: LoCoMo recall while 0.45 cuts R@50 by 2 points; MiniLM unrelated ~0.0-0.1).
 COSINE_FLOORS = {"qwen3": 0.45, "gemma-embedding": 0.35, "bert": 0.25}
 DEFAULT_COSINE_FLOOR = 0.3
+#: Default injection floor (MEMORY_INJECT_MIN_COSINE) per architecture, where it is above the
+#: cosine floor: MiniLM's recall floor let near texts of another subject into hook injections
+#: (bench/relevance.py --knob cosine, docs/benchmarks.md); others are not measured: their floor.
+INJECT_FLOORS = {"bert": 0.35}
 
 
 def _override(value: str | None, default: str) -> str:
@@ -274,6 +278,13 @@ class LlamaCppEmbedder(Embedder):
         """Default MEMORY_RECALL_MIN_COSINE for this model (see COSINE_FLOORS)."""
         arch = self.gguf.architecture if self.gguf else ""
         return COSINE_FLOORS.get(arch, DEFAULT_COSINE_FLOOR)
+
+    @property
+    def inject_floor(self) -> float:
+        """Default MEMORY_INJECT_MIN_COSINE for this model (see INJECT_FLOORS; -1: the
+        cosine floor)."""
+        arch = self.gguf.architecture if self.gguf else ""
+        return INJECT_FLOORS.get(arch, -1.0)
 
     @property
     def model_id(self) -> str | None:
