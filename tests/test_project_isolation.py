@@ -321,7 +321,8 @@ def test_what_memory_store_says_of_an_omitted_project_is_what_stdio_does(tmp_pat
             return tools["memory_store"].input_schema["properties"]["project"]["description"]
 
     described = anyio.run(main)
-    assert "(`memory-mcp proxy`, `--stdio`)" in described, described
+    assert "(a server started in the agent's folder, `memory-mcp proxy` or `--stdio`, fills it in" \
+        in described, described
     docs = (Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text()
     [row] = [line for line in docs.splitlines() if line.startswith("| `memory_store` |")]
     assert "through `memory-mcp proxy` and `--stdio`, the project of the repository" in row

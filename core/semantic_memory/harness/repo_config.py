@@ -285,19 +285,10 @@ def parse(path: Path, text: str) -> RepoConfig:
 
 
 def _project_name(name: str) -> str:
-    """`name`, or ValueError for one the service would refuse (`ingest.validate`): a file
-    that names the project wrongly would only fill spool/rejected/, and a private one would
-    land in the hook log. The reason never echoes the name."""
-    from ..limits import MAX_PROJECT_CHARS
-    from ..private import has_private
+    """`name`, or ValueError for one the service would refuse (`project_setting`)."""
+    from ..project_setting import checked_project_name
 
-    if not 0 < len(name) <= MAX_PROJECT_CHARS:
-        raise ValueError(f"project.name must be 1..{MAX_PROJECT_CHARS} characters")
-    if any(c in name for c in "\n\r\t\x00"):
-        raise ValueError("project.name must be one line (no newline, tab or NUL)")
-    if has_private(name):
-        raise ValueError("project.name must not hold <private> text")
-    return name
+    return checked_project_name(name, "project.name")
 
 
 #: Every table and key the file may hold. Anything else (`[capure]`, `enable`, `[Capture]`)
