@@ -720,7 +720,13 @@ function forUrl(data, url) {
 var CHUNK_CHARS = 1200;
 var MIN_CHUNK_CHARS = 40;
 var HEAD_CHARS = 160;
+var MAX_FUTURE_S = 86400;
 var ACK_WORDS = 20;
+function transcriptTime(value) {
+  if (typeof value !== "number") return void 0;
+  const seconds2 = value / 1e3;
+  return seconds2 >= 0 && seconds2 <= Date.now() / 1e3 + MAX_FUTURE_S ? seconds2 : void 0;
+}
 var SEPARATOR = `[${SPACE}:,.\u2013\u2014\uFF1A\uFF0C\u3001-]`;
 var REMEMBER = new RegExp(
   `^[${SPACE}]*(?:(?:remember|merke?[${SPACE}]+dir|retiens|souviens-toi|recuerda|lembre-se|lembra-te|ricorda|\u0437\u0430\u043F\u043E\u043C\u043D\u0438)(?![\\p{L}\\p{N}_])|(?:\u8BB0\u4F4F|\u8A18\u4F4F|\u899A\u3048\u3066(?:\u304A\u3044\u3066|\u304A\u3051|\u304F\u3060\u3055\u3044)?|\uAE30\uC5B5\uD574(?:[${SPACE}]*(?:\uC918|\uB46C|\uC8FC\uC138\uC694|\uB450\uC138\uC694))?)(?=${SEPARATOR}))${SEPARATOR}*(?:(?:that|que|dass|che|\u0447\u0442\u043E)(?:${SEPARATOR}+|$))?(?<rest>[\\s\\S]*)$`,
@@ -774,24 +780,34 @@ function exchanges(turns) {
   const out = [];
   let user = [];
   let reply = [];
+  let at;
   let fact = null;
+  const close = () => {
+    out.push([user.join("\n\n"), reply.join("\n\n"), at]);
+  };
   for (const turn of turns) {
     const text2 = clean(turn.text);
     if (!text2) continue;
     if (turn.role === "user") {
       if (reply.length) {
-        out.push([user.join("\n\n"), reply.join("\n\n")]);
+        close();
         user = [];
         reply = [];
       }
       const asked = remembered(text2);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(strip(unquote(text2)));
-    } else if (fact === null || newWords(text2, fact) > ACK_WORDS) {
+      if (fact === null) {
+        if (!user.length) at = turn.at;
+        user.push(strip(unquote(text2)));
+      }
+      continue;
+    }
+    if (fact === null || newWords(text2, fact) > ACK_WORDS) {
+      if (!user.length && !reply.length) at = turn.at;
       reply.push(text2);
     }
   }
-  if (user.length || reply.length) out.push([user.join("\n\n"), reply.join("\n\n")]);
+  if (user.length || reply.length) close();
   return out;
 }
 function chunkTurns(turns, maxChars = CHUNK_CHARS) {
@@ -806,18 +822,19 @@ function chunkTurns(turns, maxChars = CHUNK_CHARS) {
 function flushItems(turns, newest = Infinity, maxChars = CHUNK_CHARS) {
   const out = [];
   const seen = /* @__PURE__ */ new Set();
-  const pairs = exchanges(turns).map(([user, reply]) => ({ user, reply, pieces: chunkExchange(user, reply, maxChars) }));
+  const pairs = exchanges(turns).map(([user, reply, at]) => ({ user, reply, at, pieces: chunkExchange(user, reply, maxChars) }));
   let first = pairs.length;
   for (let count = 0; first > 0 && count < newest; ) count += pairs[--first]?.pieces.length ?? 0;
-  for (const { user, reply, pieces } of pairs.slice(first)) {
+  for (const { user, reply, at, pieces } of pairs.slice(first)) {
+    const dated = at === void 0 ? {} : { created_at: at };
     if (pieces.length > 1) {
-      out.push([{ exchange: { user, reply } }, pieces.length]);
+      out.push([{ exchange: { user, reply }, ...dated }, pieces.length]);
       continue;
     }
     const [chunk] = pieces;
     if (chunk === void 0 || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
     seen.add(chunk);
-    out.push([{ content: chunk }, 1]);
+    out.push([{ content: chunk, ...dated }, 1]);
   }
   return out;
 }
@@ -1920,7 +1937,7 @@ ${query}`;
   async flush(event, sessionID, key, messages) {
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
+      const turns = datedTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       const items = flushItems(turns, FLUSH_MAX);
       if (!items.length) {
@@ -2183,6 +2200,9 @@ ${query}`;
 `);
   }
 };
+function datedTurns(messages) {
+  return messages.flatMap((message) => messageTurns([message]).map((turn) => ({ ...turn, at: transcriptTime(message.info.time?.created) })));
+}
 function blockUids(answer) {
   if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);
   const items = Array.isArray(answer["items"]) ? answer["items"] : [];

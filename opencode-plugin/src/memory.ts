@@ -47,7 +47,7 @@ import { loadRepoConfig, repoWarning, type RepoConfig } from "./repoconfig.js";
 import { approvalsPath, backoffPath, hookLogPath, spoolPath, type Settings, type SettingProblem } from "./settings.js";
 import { SpoolRefused, SpoolRetry, SpoolStuck, appendSpool, pendingSpool, replaySpool, stampCreatedAt } from "./spool.js";
 import { length, slice, strip } from "./text.js";
-import { flushItems, remembered, unquote, type FlushItem } from "./transcript.js";
+import { flushItems, remembered, transcriptTime, unquote, type FlushItem, type Turn } from "./transcript.js";
 
 export const HARNESS = "opencode";
 /** The opencode hooks, by action: the `event` of hook log lines and injection reports. */
@@ -531,7 +531,7 @@ export class MemoryPlugin {
   private async flush(event: string, sessionID: string, key: string, messages: readonly SessionMessage[]): Promise<void> {
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = messageTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
+      const turns = datedTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       // A long exchange goes whole: the service redacts it before it cuts it (flushItems).
@@ -820,6 +820,15 @@ export class MemoryPlugin {
   private debug(event: string, message: string): void {
     if (this.settings.debug) this.write(`memory-mcp ${HARNESS} ${event}: ${message}\n`);
   }
+}
+
+/**
+ * The messages as conversation turns (`messageTurns`), each dated by its message's
+ * `time.created`: an exchange is stored with the time it began, not the time it was flushed.
+ */
+function datedTurns(messages: readonly SessionMessage[]): Turn[] {
+  return messages.flatMap((message) =>
+    messageTurns([message]).map((turn) => ({ ...turn, at: transcriptTime(message.info.time?.created) })));
 }
 
 /** The uids of the memories in the block (the budget may leave some recalled ones out). */

@@ -14,6 +14,8 @@ export const CHUNK_CHARS = 1200;
 export const MIN_CHUNK_CHARS = 40;
 /** The question heading the later pieces of a long exchange. */
 export const HEAD_CHARS = 160;
+/** How far ahead of this machine's clock a time may be before the service refuses it (limits.py MAX_FUTURE_S). */
+const MAX_FUTURE_S = 86_400;
 
 /** A reply to a "remember" prompt with at most this many words that are not the fact's is only its acknowledgement. */
 export const ACK_WORDS = 20;
@@ -21,6 +23,20 @@ export const ACK_WORDS = 20;
 export interface Turn {
   role: "user" | "assistant";
   text: string;
+  /** When it was written, in unix seconds (`transcriptTime`); none when the harness said none. */
+  at?: number | undefined;
+}
+
+/**
+ * A message's time in unix seconds, from milliseconds since the epoch (opencode's
+ * `time.created`); undefined when it is not a number, before 1970, or more than a day ahead of
+ * this machine's clock: the service refuses such a memory, so its exchange is dated when it is
+ * stored instead (transcript.py `transcript_time`).
+ */
+export function transcriptTime(value: unknown): number | undefined {
+  if (typeof value !== "number") return undefined;
+  const seconds = value / 1000;
+  return seconds >= 0 && seconds <= Date.now() / 1000 + MAX_FUTURE_S ? seconds : undefined;
 }
 
 /** What may stand between "remember" and the fact (and after "that"): spaces and separators. */
@@ -127,33 +143,44 @@ function newWords(text: string, known: ReadonlySet<string>): number {
 }
 
 /**
- * [user text, assistant text] per exchange; replies before any user message form their own. A
+ * [user text, assistant text, time] per exchange; replies before any user message form their
+ * own. The time is its first user turn's (`Turn.at`; without a user text, its first reply's). A
  * prompt's wrapping quotes go (`unquote`). A "remember …" prompt was stored as a fact when it was
  * made: it is left out, and so are the replies that only acknowledge it (`ACK_WORDS`); a longer
- * reply to it is an exchange of its own.
+ * reply to it is an exchange of its own (transcript.py `exchanges`).
  */
-export function exchanges(turns: Iterable<Turn>): [string, string][] {
-  const out: [string, string][] = [];
+export function exchanges(turns: Iterable<Turn>): [string, string, number | undefined][] {
+  const out: [string, string, number | undefined][] = [];
   let user: string[] = [];
   let reply: string[] = [];
+  let at: number | undefined;
   let fact: Set<string> | null = null; // the words of the latest prompt's fact, if it was one
+  const close = (): void => {
+    out.push([user.join("\n\n"), reply.join("\n\n"), at]);
+  };
   for (const turn of turns) {
     const text = clean(turn.text);
     if (!text) continue;
     if (turn.role === "user") {
       if (reply.length) {
-        out.push([user.join("\n\n"), reply.join("\n\n")]);
+        close();
         user = [];
         reply = [];
       }
       const asked = remembered(text);
       fact = asked === null ? null : new Set(wordsOf(asked));
-      if (fact === null) user.push(strip(unquote(text)));
-    } else if (fact === null || newWords(text, fact) > ACK_WORDS) {
+      if (fact === null) {
+        if (!user.length) at = turn.at;
+        user.push(strip(unquote(text)));
+      }
+      continue;
+    }
+    if (fact === null || newWords(text, fact) > ACK_WORDS) {
+      if (!user.length && !reply.length) at = turn.at;
       reply.push(text);
     }
   }
-  if (user.length || reply.length) out.push([user.join("\n\n"), reply.join("\n\n")]);
+  if (user.length || reply.length) close();
   return out;
 }
 
@@ -171,8 +198,11 @@ export function chunkTurns(turns: Iterable<Turn>, maxChars = CHUNK_CHARS): strin
   return [...chunks];
 }
 
-/** What a flush sends for one exchange: the memory itself, or the whole exchange for the service to cut. */
-export type FlushItem = { content: string } | { exchange: { user: string; reply: string } };
+/**
+ * What a flush sends for one exchange: the memory itself, or the whole exchange for the service
+ * to cut; `created_at` (unix seconds) when the conversation said when it began.
+ */
+export type FlushItem = ({ content: string } | { exchange: { user: string; reply: string } }) & { created_at?: number };
 
 /**
  * The /ingest batch items a flush sends for these turns, oldest first, with how many memories
@@ -180,23 +210,25 @@ export type FlushItem = { content: string } | { exchange: { user: string; reply:
  * the service redacts it before it cuts it as `chunkExchange` does (the plugin cannot run the
  * service's secret rules, and a cut through a secret leaves halves that each pass them). The
  * newest exchanges whose memories make up `newest` at most are kept, and one cut by that limit
- * goes whole. The memories stored are those of `chunkTurns`, redacted as the Python hooks'.
+ * goes whole. Each is dated by its first user turn (`created_at`, none when the conversation said
+ * no time). The memories stored are those of `chunkTurns`, redacted as the Python hooks'.
  */
 export function flushItems(turns: Iterable<Turn>, newest = Infinity, maxChars = CHUNK_CHARS): [FlushItem, number][] {
   const out: [FlushItem, number][] = [];
   const seen = new Set<string>();
-  const pairs = exchanges(turns).map(([user, reply]) => ({ user, reply, pieces: chunkExchange(user, reply, maxChars) }));
+  const pairs = exchanges(turns).map(([user, reply, at]) => ({ user, reply, at, pieces: chunkExchange(user, reply, maxChars) }));
   let first = pairs.length;
   for (let count = 0; first > 0 && count < newest; ) count += pairs[--first]?.pieces.length ?? 0;
-  for (const { user, reply, pieces } of pairs.slice(first)) {
+  for (const { user, reply, at, pieces } of pairs.slice(first)) {
+    const dated = at === undefined ? {} : { created_at: at }; // else the service's clock
     if (pieces.length > 1) {
-      out.push([{ exchange: { user, reply } }, pieces.length]);
+      out.push([{ exchange: { user, reply }, ...dated }, pieces.length]);
       continue;
     }
     const [chunk] = pieces;
     if (chunk === undefined || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
     seen.add(chunk);
-    out.push([{ content: chunk }, 1]);
+    out.push([{ content: chunk, ...dated }, 1]);
   }
   return out;
 }

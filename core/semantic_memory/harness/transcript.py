@@ -6,11 +6,14 @@ exchange is split at paragraph, line, sentence or word boundaries, each later pi
 the question it answers (by the service, after its secret redaction: a flush sends such an
 exchange whole, `flush_items`). Chunking is deterministic, so a second compaction of the same
 turns produces the same memories and the store's hash dedup refreshes them instead of adding
-copies.
+copies. Each exchange is dated by its first user turn (`Turn.at`, the transcript's own time).
 """
 
 from __future__ import annotations
 
+import time
+
+from ..limits import MAX_FUTURE_S
 from ..lite import loads_input
 
 # No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
@@ -97,13 +100,16 @@ def __getattr__(name: str) -> Any:
 
 
 class Turn:
-    """One conversation turn: `role` ("user" or "assistant") and `text`. Immutable."""
+    """One conversation turn: `role` ("user" or "assistant"), `text`, and `at`, when the
+    harness wrote it (unix seconds, from the transcript: `transcript_time`; None when it says
+    none). Immutable."""
 
-    __slots__ = ("role", "text")
+    __slots__ = ("role", "text", "at")
 
-    def __init__(self, role: str, text: str) -> None:
+    def __init__(self, role: str, text: str, at: float | None = None) -> None:
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "text", text)
+        object.__setattr__(self, "at", at)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"cannot assign to field {name!r}")
@@ -114,13 +120,41 @@ class Turn:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return (self.role, self.text) == (other.role, other.text)  # type: ignore[attr-defined]
+        return (self.role, self.text, self.at) == (
+            other.role, other.text, other.at)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((self.role, self.text))
+        return hash((self.role, self.text, self.at))
 
     def __repr__(self) -> str:
-        return f"Turn(role={self.role!r}, text={self.text!r})"
+        return f"Turn(role={self.role!r}, text={self.text!r}, at={self.at!r})"
+
+
+def transcript_time(value: Any) -> float | None:
+    """A transcript line's time as unix seconds: an ISO 8601 string (Claude Code's and Codex's
+    `timestamp`, UTC unless it has an offset) or milliseconds since the epoch (Kimi Code's
+    `time`, opencode's `time.created`). None when it is neither, before 1970, or more than a
+    day ahead of this machine's clock (MAX_FUTURE_S): the service refuses such a memory
+    (422), so its exchange is dated when it is stored instead."""
+    if isinstance(value, str):
+        from datetime import UTC, datetime
+
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            seconds = value / 1000
+        except OverflowError:  # an integer past any float
+            return None
+    else:
+        return None
+    # NaN fails both comparisons.
+    return seconds if 0 <= seconds <= time.time() + MAX_FUTURE_S else None
 
 
 def clean(text: str) -> str:
@@ -290,31 +324,42 @@ def last_user_text(turns: Iterable[Turn]) -> str | None:
     return found
 
 
-def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str]]:
-    """(user text, assistant text) per exchange; assistant text before any user message
-    forms an exchange of its own. A prompt's wrapping quotes go (`unquote`). A "remember …"
-    prompt was stored as a fact when it was made: it is left out, and so are the replies that
-    only acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own."""
-    out: list[tuple[str, str]] = []
+def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
+    """(user text, assistant text, time) per exchange; assistant text before any user message
+    forms an exchange of its own. The time is its first user turn's (`Turn.at`; without a user
+    text, its first reply's). A prompt's wrapping quotes go (`unquote`). A "remember …" prompt
+    was stored as a fact when it was made: it is left out, and so are the replies that only
+    acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own."""
+    out: list[tuple[str, str, float | None]] = []
     user: list[str] = []
     reply: list[str] = []
+    at: float | None = None
     fact: set[str] | None = None  # the words of the latest prompt's fact, if it was one
+
+    def close() -> None:
+        out.append(("\n\n".join(user), "\n\n".join(reply), at))
+
     for turn in turns:
         text = clean(turn.text)
         if not text:
             continue
         if turn.role == "user":
             if reply:
-                out.append(("\n\n".join(user), "\n\n".join(reply)))
+                close()
                 user, reply = [], []
             asked = remembered(text)
             fact = None if asked is None else set(_words(asked))
             if fact is None:
+                if not user:
+                    at = turn.at
                 user.append(unquote(text).strip())
-        elif fact is None or len(set(_words(text)) - fact) > ACK_WORDS:
+            continue
+        if fact is None or len(set(_words(text)) - fact) > ACK_WORDS:
+            if not user and not reply:
+                at = turn.at
             reply.append(text)
     if user or reply:
-        out.append(("\n\n".join(user), "\n\n".join(reply)))
+        close()
     return out
 
 
@@ -333,29 +378,31 @@ def flush_items(turns: Iterable[Turn], newest: int | None = None,
     service redacts it before it cuts it as `exchange_chunks` does, since a cut through a
     secret (a private key's lines, "the password is" | "Hunter2…") leaves halves that each
     pass its redaction of one memory. Any other exchange is its memory (`{"content": …}`),
-    each once, none shorter than MIN_CHUNK_CHARS. The newest exchanges whose memories make up
-    `newest` at most are kept; one the limit cuts through goes whole. Counts are of the cut
-    before the service's redaction (which can shift a cut). What the opencode plugin sends
-    (transcript.ts `flushItems`), item for item."""
+    each once, none shorter than MIN_CHUNK_CHARS, dated by its first user turn (`created_at`;
+    none when the transcript gave no time, and the service dates it when it stores it). The
+    newest exchanges whose memories make up `newest` at most are kept; one the limit cuts
+    through goes whole. Counts are of the cut before the service's redaction (which can shift
+    a cut). What the opencode plugin sends (transcript.ts `flushItems`), item for item."""
     # Counted, not cut: an exchange of many pieces goes whole, and the service cuts it.
-    pairs = [(user, reply, _piece_count(user, reply, max_chars))
-             for user, reply in exchanges(turns)]
+    pairs = [(user, reply, at, _piece_count(user, reply, max_chars))
+             for user, reply, at in exchanges(turns)]
     first = 0
     if newest is not None:  # the newest exchanges whose memories make up `newest`
         first, count = len(pairs), 0
         while first and count < newest:
             first -= 1
-            count += pairs[first][2]
+            count += pairs[first][3]
     items: list[tuple[dict[str, Any], int]] = []
     seen: set[str] = set()
-    for user, reply, pieces in pairs[first:]:
+    for user, reply, at, pieces in pairs[first:]:
+        dated = {} if at is None else {"created_at": at}  # else the service's clock
         if pieces > 1:
-            items.append(({"exchange": {"user": user, "reply": reply}}, pieces))
+            items.append(({"exchange": {"user": user, "reply": reply}, **dated}, pieces))
         elif len(memory := _exchange_text(user, reply)) >= MIN_CHUNK_CHARS \
                 and memory not in seen:
             seen.add(memory)
-            items.append(({"content": memory}, 1))
-    older = _unique(chunk for user, reply, _ in pairs[:first]
+            items.append(({"content": memory, **dated}, 1))
+    older = _unique(chunk for user, reply, _, _ in pairs[:first]
                     for chunk in _chunk_exchange(user, reply, max_chars))
     return items, len(older)
 

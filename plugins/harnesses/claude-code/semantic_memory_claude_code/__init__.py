@@ -27,7 +27,7 @@ import os
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
 from semantic_memory.harness.adapter import additional_context, escape_tags
-from semantic_memory.harness.transcript import text_of
+from semantic_memory.harness.transcript import text_of, transcript_time
 
 TYPE_CHECKING = False  # typing costs a hook process more than its own work
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
@@ -84,7 +84,9 @@ class ClaudeCodeAdapter(HarnessAdapter):
         if not isinstance(message, dict):
             return None
         text = text_of(message.get("content"))  # tool calls and results are not turns
-        return Turn(kind, text) if text.strip() else None
+        if not text.strip():
+            return None
+        return Turn(kind, text, transcript_time(entry.get("timestamp")))  # ISO 8601, UTC
 
     # --- writing -----------------------------------------------------------------------------
 

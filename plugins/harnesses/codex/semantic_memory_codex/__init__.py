@@ -26,7 +26,7 @@ import os
 
 from semantic_memory.harness import HarnessAdapter, HookCall, Turn, hookimpl
 from semantic_memory.harness.adapter import additional_context, escape_tags
-from semantic_memory.harness.transcript import text_of
+from semantic_memory.harness.transcript import text_of, transcript_time
 
 # typing, pathlib, json and hashlib cost a hook process more than its own work: the install
 # side imports them where it uses them.
@@ -122,7 +122,10 @@ class CodexAdapter(HarnessAdapter):
         if (item.get("metadata") or {}).get("compaction_output"):
             return None  # the compaction's own summary
         text = text_of(item.get("content"), ("input_text", "output_text", "text"))
-        return Turn(item["role"], text) if text.strip() else None
+        if not text.strip():
+            return None
+        # The line's time (ISO 8601, UTC), not the payload's.
+        return Turn(item["role"], text, transcript_time(entry.get("timestamp")))
 
     # --- writing -----------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ import os
 
 from semantic_memory.harness import HarnessAdapter, Turn, hookimpl
 from semantic_memory.lite import sha256_hex
-from semantic_memory.harness.transcript import read_jsonl, text_of
+from semantic_memory.harness.transcript import read_jsonl, text_of, transcript_time
 
 # typing, pathlib and re cost a hook process more than its own work: the hook path uses
 # os.path, the install side imports what it needs where it uses it.
@@ -104,6 +104,11 @@ def wire_path(payload: dict[str, Any]) -> str | None:
     return None
 
 
+def _time(entry: dict[str, Any]) -> float | None:
+    """When Kimi Code wrote a wire line: its `time`, milliseconds since the epoch."""
+    return transcript_time(entry.get("time"))
+
+
 class KimiCodeAdapter(HarnessAdapter):
     name = "kimi-code"
     binary = "kimi"
@@ -129,13 +134,13 @@ class KimiCodeAdapter(HarnessAdapter):
             origin = message.get("origin") or {}
             if message.get("role") == "user" and origin.get("kind") == "user":
                 text = text_of(message.get("content"))
-                return Turn("user", text) if text.strip() else None
+                return Turn("user", text, _time(entry)) if text.strip() else None
         elif kind == "context.append_loop_event":  # answers, a text part per step
             event = entry.get("event") or {}
             part = event.get("part") or {}
             if event.get("type") == "content.part" and part.get("type") == "text" \
                     and isinstance(part.get("text"), str) and part["text"].strip():
-                return Turn("assistant", part["text"])
+                return Turn("assistant", part["text"], _time(entry))
         return None
 
     # --- installing --------------------------------------------------------------------------
