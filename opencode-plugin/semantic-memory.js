@@ -720,8 +720,89 @@ function forUrl(data, url) {
 var CHUNK_CHARS = 1200;
 var MIN_CHUNK_CHARS = 40;
 var HEAD_CHARS = 160;
+var ACK_REPLY_WORDS = 12;
 var MAX_FUTURE_S = 86400;
 var ACK_WORDS = 20;
+var ACKNOWLEDGEMENTS = /* @__PURE__ */ new Set([
+  "ok",
+  "okay",
+  "okey",
+  "k",
+  "kk",
+  "thanks",
+  "thank you",
+  "thank you very much",
+  "thanks a lot",
+  "thanks so much",
+  "thanks very much",
+  "many thanks",
+  "thx",
+  "ty",
+  "tysm",
+  "cheers",
+  "y",
+  "yes",
+  "yep",
+  "yeah",
+  "yup",
+  "sure",
+  "please",
+  "continue",
+  "go on",
+  "go ahead",
+  "carry on",
+  "keep going",
+  "proceed",
+  "do it",
+  "go for it",
+  "ship it",
+  "lgtm",
+  "looks good",
+  "sounds good",
+  "all good",
+  "great",
+  "nice",
+  "cool",
+  "perfect",
+  "good",
+  "awesome",
+  "excellent",
+  "fine",
+  "alright",
+  "all right",
+  "got it",
+  "works for me",
+  "that works",
+  "makes sense",
+  "nice work",
+  "good job",
+  "great job",
+  "well done",
+  "no problem",
+  "np",
+  "done",
+  "hi",
+  "hello",
+  "hey",
+  "danke",
+  "danke sch\xF6n",
+  "merci",
+  "merci beaucoup",
+  "gracias",
+  "grazie",
+  "obrigado",
+  "obrigada",
+  "\u0441\u043F\u0430\u0441\u0438\u0431\u043E",
+  "\u8C22\u8C22",
+  "\u597D\u7684",
+  "\u3042\u308A\u304C\u3068\u3046",
+  "\u3042\u308A\u304C\u3068\u3046\u3054\u3056\u3044\u307E\u3059",
+  "\u4E86\u89E3",
+  "\uAC10\uC0AC\uD569\uB2C8\uB2E4"
+]);
+var ACK_PHRASE_WORDS = Math.max(...[...ACKNOWLEDGEMENTS].map((phrase) => phrase.split(" ").length));
+var ACK_EMOJI = ["\u{1F44D}", "\u{1F44C}", "\u{1F64F}", "\u2705", "\u{1F389}", "\u{1F4AF}", "\u{1F680}", "\u{1F64C}", "\u{1F44F}"];
+var ACK_CHARS = 80;
 function transcriptTime(value) {
   if (typeof value !== "number") return void 0;
   const seconds2 = value / 1e3;
@@ -783,7 +864,8 @@ function exchanges(turns) {
   let at;
   let fact = null;
   const close = () => {
-    out.push([user.join("\n\n"), reply.join("\n\n"), at]);
+    const [asked, answer] = [user.join("\n\n"), reply.join("\n\n")];
+    if (!trivial(asked, answer)) out.push([asked, answer, at]);
   };
   for (const turn of turns) {
     const text2 = clean(turn.text);
@@ -810,11 +892,35 @@ function exchanges(turns) {
   if (user.length || reply.length) close();
   return out;
 }
+function trivial(user, reply) {
+  if (!acknowledges(user)) return false;
+  let count = 0;
+  for (const _ of reply.matchAll(NON_SPACE)) if (++count > ACK_REPLY_WORDS) return false;
+  return true;
+}
+function acknowledges(text2) {
+  if (text2.length > 2 * ACK_CHARS || length(text2) > ACK_CHARS) return false;
+  if (text2.includes("?") || text2.includes("\uFF1F")) return false;
+  const words2 = wordsOf(text2);
+  if (!words2.length) return ACK_EMOJI.some((emoji) => text2.includes(emoji));
+  const ends = /* @__PURE__ */ new Set([0]);
+  for (let start = 0; start < words2.length; start++) {
+    if (!ends.has(start)) continue;
+    for (let size = 1; size <= ACK_PHRASE_WORDS && start + size <= words2.length; size++) {
+      if (ACKNOWLEDGEMENTS.has(words2.slice(start, start + size).join(" "))) ends.add(start + size);
+    }
+  }
+  return ends.has(words2.length);
+}
+function worth(user, reply, memory) {
+  return Boolean(user && reply) || length(memory) >= MIN_CHUNK_CHARS;
+}
 function chunkTurns(turns, maxChars = CHUNK_CHARS) {
   const chunks = /* @__PURE__ */ new Set();
   for (const [user, reply] of exchanges(turns)) {
-    for (const chunk of chunkExchange(user, reply, maxChars)) {
-      if (length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
+    const pieces = chunkExchange(user, reply, maxChars);
+    for (const chunk of pieces) {
+      if (pieces.length === 1 ? worth(user, reply, chunk) : length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
     }
   }
   return [...chunks];
@@ -832,7 +938,7 @@ function flushItems(turns, newest = Infinity, maxChars = CHUNK_CHARS) {
       continue;
     }
     const [chunk] = pieces;
-    if (chunk === void 0 || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
+    if (chunk === void 0 || !worth(user, reply, chunk) || seen.has(chunk)) continue;
     seen.add(chunk);
     out.push([{ content: chunk, ...dated }, 1]);
   }

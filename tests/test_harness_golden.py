@@ -541,3 +541,41 @@ def test_example_compaction(agent_of: Any) -> None:
     expected = block(agent.project, (memory["uid"], "note", BACKUPS))
     assert agent.prompt("Where do the nightly backups go?").stdout == expected + "\n"
     assert agent.outcome() == injected(expected)
+
+
+# --- what a flush leaves out --------------------------------------------------------------------
+
+
+def exchange_lines(harness: str, session: str, user: str, reply: str) -> list[dict[str, Any]]:
+    """One exchange as each harness writes it into its transcript."""
+    if harness == "codex":
+        return [codex_message("user", user), codex_message("assistant", reply)]
+    if harness == "kimi-code":
+        return kimi_turn(user, reply)
+    return [{"type": "user", "sessionId": session, "message": {"role": "user", "content": user}},
+            {"type": "assistant", "sessionId": session, "message": {
+                "role": "assistant", "content": [{"type": "text", "text": reply}]}}]
+
+
+@pytest.mark.parametrize(("harness", "fixture"), [
+    ("claude-code", "claude-code.jsonl"), ("codex", "codex-rollout.jsonl"),
+    ("kimi-code", "kimi-code-wire.jsonl")])
+def test_a_flush_leaves_out_exchanges_that_only_acknowledge(
+        agent_of: Any, harness: str, fixture: str) -> None:
+    """"thanks!" / "You're welcome! …" and the like are not memories; a short question's
+    short answer is, and so is an acknowledgement whose reply says something."""
+    agent = agent_of(harness)
+    agent.write_transcript(fixture, lines=1)  # the session's first line: no turn yet
+    substantial = ("Continuing: the 14 call sites of UserService now use AccountService, and "
+                   "the whole test suite passes again.")
+    for user, reply in [("thanks!", "You're welcome! Let me know if you need anything else."),
+                        ("ok", "Great, I'll proceed with the next step then."),
+                        ("which port?", "5432"),
+                        ("continue", "Continuing with the refactor now."),
+                        ("LGTM 👍", "Thanks! I've committed the change and pushed it."),
+                        ("continue", substantial)]:
+        agent.append(*exchange_lines(harness, agent.session, user, reply))
+    assert agent.hook("SessionEnd", reason="other").stdout == ""
+    assert agent.outcome() == ("stored", "2 chunks: 2 new, 0 already stored, 0 refused")
+    assert [m["content"] for m in agent.memories("compaction")] == [
+        "User: which port?\nAssistant: 5432", f"User: continue\nAssistant: {substantial}"]

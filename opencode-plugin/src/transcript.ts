@@ -14,11 +14,38 @@ export const CHUNK_CHARS = 1200;
 export const MIN_CHUNK_CHARS = 40;
 /** The question heading the later pieces of a long exchange. */
 export const HEAD_CHARS = 160;
+/** A reply of at most this many words to a user message that only acknowledges is not worth a memory. */
+export const ACK_REPLY_WORDS = 12;
 /** How far ahead of this machine's clock a time may be before the service refuses it (limits.py MAX_FUTURE_S). */
 const MAX_FUTURE_S = 86_400;
 
 /** A reply to a "remember" prompt with at most this many words that are not the fact's is only its acknowledgement. */
 export const ACK_WORDS = 20;
+
+/**
+ * What a user message that only acknowledges, greets or waves the agent on says (its words
+ * lowercased, punctuation and emoji aside): one of these, or several in a row ("ok thanks", "yes,
+ * go ahead!"). transcript.py ACKNOWLEDGEMENTS, the same list.
+ */
+export const ACKNOWLEDGEMENTS: ReadonlySet<string> = new Set([
+  "ok", "okay", "okey", "k", "kk", "thanks", "thank you", "thank you very much",
+  "thanks a lot", "thanks so much", "thanks very much", "many thanks", "thx", "ty", "tysm",
+  "cheers", "y", "yes", "yep", "yeah", "yup", "sure", "please", "continue", "go on",
+  "go ahead", "carry on", "keep going", "proceed", "do it", "go for it", "ship it", "lgtm",
+  "looks good", "sounds good", "all good", "great", "nice", "cool", "perfect", "good",
+  "awesome", "excellent", "fine", "alright", "all right", "got it", "works for me",
+  "that works", "makes sense", "nice work", "good job", "great job", "well done",
+  "no problem", "np", "done", "hi", "hello", "hey",
+  "danke", "danke schön", "merci", "merci beaucoup", "gracias", "grazie", "obrigado",
+  "obrigada", "спасибо", "谢谢", "好的", "ありがとう", "ありがとうございます", "了解",
+  "감사합니다",
+]);
+/** The longest acknowledgement phrase, in words. */
+const ACK_PHRASE_WORDS = Math.max(...[...ACKNOWLEDGEMENTS].map((phrase) => phrase.split(" ").length));
+/** An acknowledgement with no words at all ("👍", "🙏🎉"). */
+const ACK_EMOJI = ["\u{1f44d}", "\u{1f44c}", "\u{1f64f}", "\u2705", "\u{1f389}", "\u{1f4af}", "\u{1f680}", "\u{1f64c}", "\u{1f44f}"];
+/** Longer user text is never looked at as an acknowledgement. */
+const ACK_CHARS = 80;
 
 export interface Turn {
   role: "user" | "assistant";
@@ -147,7 +174,8 @@ function newWords(text: string, known: ReadonlySet<string>): number {
  * own. The time is its first user turn's (`Turn.at`; without a user text, its first reply's). A
  * prompt's wrapping quotes go (`unquote`). A "remember …" prompt was stored as a fact when it was
  * made: it is left out, and so are the replies that only acknowledge it (`ACK_WORDS`); a longer
- * reply to it is an exchange of its own (transcript.py `exchanges`).
+ * reply to it is an exchange of its own. An exchange whose user text only acknowledges and whose
+ * reply is short (`trivial`) is left out (transcript.py `exchanges`).
  */
 export function exchanges(turns: Iterable<Turn>): [string, string, number | undefined][] {
   const out: [string, string, number | undefined][] = [];
@@ -156,7 +184,8 @@ export function exchanges(turns: Iterable<Turn>): [string, string, number | unde
   let at: number | undefined;
   let fact: Set<string> | null = null; // the words of the latest prompt's fact, if it was one
   const close = (): void => {
-    out.push([user.join("\n\n"), reply.join("\n\n"), at]);
+    const [asked, answer] = [user.join("\n\n"), reply.join("\n\n")];
+    if (!trivial(asked, answer)) out.push([asked, answer, at]);
   };
   for (const turn of turns) {
     const text = clean(turn.text);
@@ -185,14 +214,56 @@ export function exchanges(turns: Iterable<Turn>): [string, string, number | unde
 }
 
 /**
+ * Whether an exchange is not worth a memory: its user text only acknowledges (`acknowledges`)
+ * and its reply has at most ACK_REPLY_WORDS words. A short question keeps its short answer.
+ */
+export function trivial(user: string, reply: string): boolean {
+  if (!acknowledges(user)) return false;
+  let count = 0;
+  for (const _ of reply.matchAll(NON_SPACE)) if (++count > ACK_REPLY_WORDS) return false;
+  return true;
+}
+
+/**
+ * Whether a user message only acknowledges or waves the agent on: its words, lowercased, are
+ * ACKNOWLEDGEMENTS phrases one after another, or it has no words and an acknowledging emoji.
+ * A `?` makes it a question (transcript.py `acknowledges`).
+ */
+export function acknowledges(text: string): boolean {
+  // A pasted log is not counted through: past twice the limit in UTF-16 units it is past it in characters.
+  if (text.length > 2 * ACK_CHARS || length(text) > ACK_CHARS) return false;
+  if (text.includes("?") || text.includes("\uff1f")) return false;
+  const words = wordsOf(text);
+  if (!words.length) return ACK_EMOJI.some((emoji) => text.includes(emoji));
+  const ends = new Set([0]); // how many words a run of phrases can cover
+  for (let start = 0; start < words.length; start++) {
+    if (!ends.has(start)) continue;
+    for (let size = 1; size <= ACK_PHRASE_WORDS && start + size <= words.length; size++) {
+      if (ACKNOWLEDGEMENTS.has(words.slice(start, start + size).join(" "))) ends.add(start + size);
+    }
+  }
+  return ends.has(words.length);
+}
+
+/**
+ * Whether a whole exchange is a memory: one with a question and its answer is, however short
+ * ("which port?" / "5432"), one with either alone when it has MIN_CHUNK_CHARS (transcript.py
+ * `_worth`).
+ */
+function worth(user: string, reply: string, memory: string): boolean {
+  return Boolean(user && reply) || length(memory) >= MIN_CHUNK_CHARS;
+}
+
+/**
  * The memories a flush stores for these turns, oldest first, without repeats (and without what
  * "remember" prompts stored already: `exchanges`).
  */
 export function chunkTurns(turns: Iterable<Turn>, maxChars = CHUNK_CHARS): string[] {
   const chunks = new Set<string>();
   for (const [user, reply] of exchanges(turns)) {
-    for (const chunk of chunkExchange(user, reply, maxChars)) {
-      if (length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
+    const pieces = chunkExchange(user, reply, maxChars);
+    for (const chunk of pieces) {
+      if (pieces.length === 1 ? worth(user, reply, chunk) : length(chunk) >= MIN_CHUNK_CHARS) chunks.add(chunk);
     }
   }
   return [...chunks];
@@ -226,7 +297,7 @@ export function flushItems(turns: Iterable<Turn>, newest = Infinity, maxChars = 
       continue;
     }
     const [chunk] = pieces;
-    if (chunk === undefined || length(chunk) < MIN_CHUNK_CHARS || seen.has(chunk)) continue;
+    if (chunk === undefined || !worth(user, reply, chunk) || seen.has(chunk)) continue;
     seen.add(chunk);
     out.push([{ content: chunk, ...dated }, 1]);
   }

@@ -6,7 +6,8 @@ exchange is split at paragraph, line, sentence or word boundaries, each later pi
 the question it answers (by the service, after its secret redaction: a flush sends such an
 exchange whole, `flush_items`). Chunking is deterministic, so a second compaction of the same
 turns produces the same memories and the store's hash dedup refreshes them instead of adding
-copies. Each exchange is dated by its first user turn (`Turn.at`, the transcript's own time).
+copies. Each exchange is dated by its first user turn (`Turn.at`, the transcript's own time);
+an exchange that only acknowledges (`acknowledges`) is not stored.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ CHUNK_CHARS = 1_200
 MIN_CHUNK_CHARS = 40
 #: The question heading the later pieces of a long exchange.
 HEAD_CHARS = 160
+#: A reply of at most this many words (`str.split`) to a user message that only acknowledges
+#: ("ok", "thanks!", "lgtm") is not worth a memory: "You're welcome! Let me know if you need
+#: anything else." is 10, "Great, I'll proceed with the next step then." 8. A reply with
+#: something in it ("Continuing: the 14 call sites of UserService now use AccountService, and
+#: the tests pass.") is longer, and a question of any length keeps its answer.
+ACK_REPLY_WORDS = 12
 
 # Blocks a harness or this project put into the conversation that are not the conversation:
 # injected memories (never store them again), reminders, slash-command wrappers, hook output,
@@ -63,6 +70,29 @@ _REMEMBER_HEADS = ("remember", "merk", "retiens", "souviens", "recuerda", "lembr
 #: A reply to a "remember" prompt with at most this many words that are not the fact's is only
 #: its acknowledgement ("Noted.", "Got it: the freeze starts Fridays at noon."): not stored.
 ACK_WORDS = 20
+
+#: What a user message that only acknowledges, greets or waves the agent on says (its words
+#: lowercased, punctuation and emoji aside): one of these, or several in a row ("ok thanks",
+#: "yes, go ahead!"). transcript.ts ACKNOWLEDGEMENTS is the same list.
+ACKNOWLEDGEMENTS = frozenset((
+    "ok", "okay", "okey", "k", "kk", "thanks", "thank you", "thank you very much",
+    "thanks a lot", "thanks so much", "thanks very much", "many thanks", "thx", "ty", "tysm",
+    "cheers", "y", "yes", "yep", "yeah", "yup", "sure", "please", "continue", "go on",
+    "go ahead", "carry on", "keep going", "proceed", "do it", "go for it", "ship it", "lgtm",
+    "looks good", "sounds good", "all good", "great", "nice", "cool", "perfect", "good",
+    "awesome", "excellent", "fine", "alright", "all right", "got it", "works for me",
+    "that works", "makes sense", "nice work", "good job", "great job", "well done",
+    "no problem", "np", "done", "hi", "hello", "hey",
+    "danke", "danke schön", "merci", "merci beaucoup", "gracias", "grazie", "obrigado",
+    "obrigada", "спасибо", "谢谢", "好的", "ありがとう", "ありがとうございます", "了解",
+    "감사합니다"))
+#: The longest acknowledgement phrase, in words.
+_ACK_PHRASE_WORDS = max(len(phrase.split()) for phrase in ACKNOWLEDGEMENTS)
+#: An acknowledgement with no words at all ("👍", "🙏🎉").
+_ACK_EMOJI = ("\U0001f44d", "\U0001f44c", "\U0001f64f", "\u2705", "\U0001f389", "\U0001f4af",
+              "\U0001f680", "\U0001f64c", "\U0001f44f")
+#: Longer user text is never looked at as an acknowledgement.
+_ACK_CHARS = 80
 
 # A whole text in double quotes: how `opencode run` passes an argument holding a space
 # (`"` + the argument with each `"` written `\"` + `"`), or quotes a user typed around it
@@ -329,7 +359,9 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
     forms an exchange of its own. The time is its first user turn's (`Turn.at`; without a user
     text, its first reply's). A prompt's wrapping quotes go (`unquote`). A "remember …" prompt
     was stored as a fact when it was made: it is left out, and so are the replies that only
-    acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own."""
+    acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own. An exchange
+    whose user text only acknowledges and whose reply is short (`trivial`: "thanks!" /
+    "You're welcome!") is left out."""
     out: list[tuple[str, str, float | None]] = []
     user: list[str] = []
     reply: list[str] = []
@@ -337,7 +369,9 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
     fact: set[str] | None = None  # the words of the latest prompt's fact, if it was one
 
     def close() -> None:
-        out.append(("\n\n".join(user), "\n\n".join(reply), at))
+        asked, answer = "\n\n".join(user), "\n\n".join(reply)
+        if not trivial(asked, answer):
+            out.append((asked, answer, at))
 
     for turn in turns:
         text = clean(turn.text)
@@ -363,6 +397,32 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
     return out
 
 
+def trivial(user: str, reply: str) -> bool:
+    """Whether an exchange is not worth a memory: its user text only acknowledges
+    (`acknowledges`) and its reply has at most ACK_REPLY_WORDS words ("ok" / "Great, I'll
+    proceed with the next step then."). A short question keeps its short answer."""
+    return acknowledges(user) and len(reply.split(None, ACK_REPLY_WORDS)) <= ACK_REPLY_WORDS
+
+
+def acknowledges(text: str) -> bool:
+    """Whether a user message only acknowledges or waves the agent on: its words, lowercased,
+    are ACKNOWLEDGEMENTS phrases one after another ("ok", "Thanks!", "yes, go ahead", "LGTM
+    👍"), or it has no words and an acknowledging emoji ("👍"). Punctuation and emoji aside;
+    a `?` makes it a question, never an acknowledgement."""
+    if len(text) > _ACK_CHARS or "?" in text or "\uff1f" in text:
+        return False
+    words = _words(text)
+    if not words:
+        return any(emoji in text for emoji in _ACK_EMOJI)
+    ends = {0}  # how many words a run of phrases can cover
+    for start in range(len(words)):
+        if start in ends:
+            ends.update(start + size for size in range(1, _ACK_PHRASE_WORDS + 1)
+                        if " ".join(words[start : start + size]) in ACKNOWLEDGEMENTS
+                        and start + size <= len(words))
+    return len(words) in ends
+
+
 def chunk_turns(turns: Iterable[Turn], max_chars: int = CHUNK_CHARS) -> list[str]:
     """The memories a flush stores for these turns, oldest first, without repeats (and
     without what "remember" prompts stored already: `exchanges`), before any redaction."""
@@ -378,11 +438,12 @@ def flush_items(turns: Iterable[Turn], newest: int | None = None,
     service redacts it before it cuts it as `exchange_chunks` does, since a cut through a
     secret (a private key's lines, "the password is" | "Hunter2…") leaves halves that each
     pass its redaction of one memory. Any other exchange is its memory (`{"content": …}`),
-    each once, none shorter than MIN_CHUNK_CHARS, dated by its first user turn (`created_at`;
-    none when the transcript gave no time, and the service dates it when it stores it). The
-    newest exchanges whose memories make up `newest` at most are kept; one the limit cuts
-    through goes whole. Counts are of the cut before the service's redaction (which can shift
-    a cut). What the opencode plugin sends (transcript.ts `flushItems`), item for item."""
+    each once (`_worth`: a question and its answer however short, else MIN_CHUNK_CHARS), dated
+    by its first user turn (`created_at`; none when the transcript gave no time, and the
+    service dates it when it stores it). The newest exchanges whose memories make up
+    `newest` at most are kept; one the limit cuts through goes whole. Counts are of the cut
+    before the service's redaction (which can shift a cut). What the opencode plugin sends
+    (transcript.ts `flushItems`), item for item."""
     # Counted, not cut: an exchange of many pieces goes whole, and the service cuts it.
     pairs = [(user, reply, at, _piece_count(user, reply, max_chars))
              for user, reply, at in exchanges(turns)]
@@ -398,13 +459,27 @@ def flush_items(turns: Iterable[Turn], newest: int | None = None,
         dated = {} if at is None else {"created_at": at}  # else the service's clock
         if pieces > 1:
             items.append(({"exchange": {"user": user, "reply": reply}, **dated}, pieces))
-        elif len(memory := _exchange_text(user, reply)) >= MIN_CHUNK_CHARS \
-                and memory not in seen:
+        elif _worth(user, reply, memory := _exchange_text(user, reply)) and memory not in seen:
             seen.add(memory)
             items.append(({"content": memory, **dated}, 1))
-    older = _unique(chunk for user, reply, _, _ in pairs[:first]
-                    for chunk in _chunk_exchange(user, reply, max_chars))
+    older = dict.fromkeys(chunk for user, reply, _, pieces in pairs[:first]
+                          for chunk in _memories(user, reply, pieces, max_chars))
     return items, len(older)
+
+
+def _worth(user: str, reply: str, memory: str) -> bool:
+    """Whether a whole exchange is a memory: one with a question and its answer is, however
+    short ("which port?" / "5432"; `trivial` took out those that only acknowledge); one with
+    either alone when it has MIN_CHUNK_CHARS ("Assistant: Done." is not)."""
+    return bool(user and reply) or len(memory) >= MIN_CHUNK_CHARS
+
+
+def _memories(user: str, reply: str, pieces: int, max_chars: int) -> list[str]:
+    """The memories of one exchange of `pieces` pieces, before any redaction."""
+    if pieces > 1:
+        return _unique(_chunk_exchange(user, reply, max_chars))
+    memory = _exchange_text(user, reply)
+    return [memory] if _worth(user, reply, memory) else []
 
 
 def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
@@ -414,11 +489,11 @@ def flush_chunks(turns: Iterable[Turn], newest: int | None = None,
     exchange item cut as `exchange_chunks` cuts it, after `redact`, the service's redaction;
     without one, as it stands), and how many older ones `newest` left out."""
     items, left_out = flush_items(turns, newest, max_chars)
-    chunks = _unique(
+    chunks = dict.fromkeys(
         chunk for item, _ in items
-        for chunk in ([item["content"]] if "content" in item else _chunk_exchange(
-            item["exchange"]["user"], item["exchange"]["reply"], max_chars, redact)))
-    return chunks, left_out
+        for chunk in ([item["content"]] if "content" in item else _unique(_chunk_exchange(
+            item["exchange"]["user"], item["exchange"]["reply"], max_chars, redact))))
+    return list(chunks), left_out
 
 
 def memories_of(item: dict[str, Any], max_chars: int = CHUNK_CHARS) -> int:
