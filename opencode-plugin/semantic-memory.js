@@ -720,6 +720,7 @@ function forUrl(data, url) {
 var CHUNK_CHARS = 1200;
 var MIN_CHUNK_CHARS = 40;
 var HEAD_CHARS = 160;
+var MESSAGE_CHARS = 32e3;
 var ACK_REPLY_WORDS = 12;
 var MAX_FUTURE_S = 86400;
 var ACK_WORDS = 20;
@@ -868,7 +869,7 @@ function exchanges(turns) {
     if (!trivial(asked, answer)) out.push([asked, answer, at]);
   };
   for (const turn of turns) {
-    const text2 = clean(turn.text);
+    let text2 = clean(turn.text);
     if (!text2) continue;
     if (turn.role === "user") {
       if (reply.length) {
@@ -880,10 +881,11 @@ function exchanges(turns) {
       fact = asked === null ? null : new Set(wordsOf(asked));
       if (fact === null) {
         if (!user.length) at = turn.at;
-        user.push(strip(unquote(text2)));
+        user.push(capped(strip(unquote(text2))));
       }
       continue;
     }
+    text2 = capped(text2);
     if (fact === null || newWords(text2, fact) > ACK_WORDS) {
       if (!user.length && !reply.length) at = turn.at;
       reply.push(text2);
@@ -891,6 +893,17 @@ function exchanges(turns) {
   }
   if (user.length || reply.length) close();
   return out;
+}
+function capped(text2) {
+  if (text2.length <= MESSAGE_CHARS) return text2;
+  const size = length(text2);
+  if (size <= MESSAGE_CHARS) return text2;
+  const half = Math.floor(MESSAGE_CHARS / 2);
+  const head = text2.slice(0, advance(text2, 0, half, text2.length));
+  const tail = text2.slice(advance(text2, 0, size - half, text2.length));
+  return `${rstrip(head)}
+[\u2026 ${size - MESSAGE_CHARS} characters left out \u2026]
+${lstrip(tail)}`;
 }
 function trivial(user, reply) {
   if (!acknowledges(user)) return false;

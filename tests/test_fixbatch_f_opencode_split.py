@@ -67,7 +67,8 @@ def test_a_flush_of_a_pasted_log_stores_the_python_memories() -> None:
                      "process.stdout.write(JSON.stringify(plugin.flushItems(turns)));",
                      json.dumps([{"role": t.role, "text": t.text} for t in turns]))
         assert items == [[item, count] for item, count in flush_items(turns)[0]]
-        assert isinstance(items, list) and len(items) == 1 and items[0][1] > 20
+        # Many pieces, of the head and tail each message keeps (MESSAGE_CHARS).
+        assert isinstance(items, list) and len(items) == 1 and items[0][1] > 10
 
 
 def test_cutting_grows_linearly_with_the_text() -> None:

@@ -6,7 +6,7 @@
  * same memories and the service's exact-content dedup refreshes them instead of adding copies.
  */
 
-import { SPACE, length, rstrip, slice, spaceEnd, spaceStart, strip } from "./text.js";
+import { SPACE, length, lstrip, rstrip, slice, spaceEnd, spaceStart, strip } from "./text.js";
 
 /** Longest memory a flush writes, in characters. */
 export const CHUNK_CHARS = 1200;
@@ -14,6 +14,13 @@ export const CHUNK_CHARS = 1200;
 export const MIN_CHUNK_CHARS = 40;
 /** The question heading the later pieces of a long exchange. */
 export const HEAD_CHARS = 160;
+/**
+ * Longest message (one user message, one reply) a flush keeps whole, in characters; a longer one
+ * keeps its head and tail around `[… N characters left out …]` (transcript.py MESSAGE_CHARS: a
+ * pasted log made thousands of memories of noise, and over the service's body limit its whole
+ * exchange was refused).
+ */
+export const MESSAGE_CHARS = 32_000;
 /** A reply of at most this many words to a user message that only acknowledges is not worth a memory. */
 export const ACK_REPLY_WORDS = 12;
 /** How far ahead of this machine's clock a time may be before the service refuses it (limits.py MAX_FUTURE_S). */
@@ -172,10 +179,11 @@ function newWords(text: string, known: ReadonlySet<string>): number {
 /**
  * [user text, assistant text, time] per exchange; replies before any user message form their
  * own. The time is its first user turn's (`Turn.at`; without a user text, its first reply's). A
- * prompt's wrapping quotes go (`unquote`). A "remember …" prompt was stored as a fact when it was
- * made: it is left out, and so are the replies that only acknowledge it (`ACK_WORDS`); a longer
- * reply to it is an exchange of its own. An exchange whose user text only acknowledges and whose
- * reply is short (`trivial`) is left out (transcript.py `exchanges`).
+ * prompt's wrapping quotes go (`unquote`); each message is cut to MESSAGE_CHARS (`capped`). A
+ * "remember …" prompt was stored as a fact when it was made: it is left out, and so are the
+ * replies that only acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its
+ * own. An exchange whose user text only acknowledges and whose reply is short (`trivial`) is
+ * left out (transcript.py `exchanges`).
  */
 export function exchanges(turns: Iterable<Turn>): [string, string, number | undefined][] {
   const out: [string, string, number | undefined][] = [];
@@ -188,7 +196,7 @@ export function exchanges(turns: Iterable<Turn>): [string, string, number | unde
     if (!trivial(asked, answer)) out.push([asked, answer, at]);
   };
   for (const turn of turns) {
-    const text = clean(turn.text);
+    let text = clean(turn.text);
     if (!text) continue;
     if (turn.role === "user") {
       if (reply.length) {
@@ -200,10 +208,11 @@ export function exchanges(turns: Iterable<Turn>): [string, string, number | unde
       fact = asked === null ? null : new Set(wordsOf(asked));
       if (fact === null) {
         if (!user.length) at = turn.at;
-        user.push(strip(unquote(text)));
+        user.push(capped(strip(unquote(text))));
       }
       continue;
     }
+    text = capped(text);
     if (fact === null || newWords(text, fact) > ACK_WORDS) {
       if (!user.length && !reply.length) at = turn.at;
       reply.push(text);
@@ -211,6 +220,21 @@ export function exchanges(turns: Iterable<Turn>): [string, string, number | unde
   }
   if (user.length || reply.length) close();
   return out;
+}
+
+/**
+ * A message as a flush keeps it: whole up to MESSAGE_CHARS characters, else its head and tail,
+ * half of that each, around `[… N characters left out …]` (transcript.py `capped`). Linear in
+ * the text: a pasted log can be megabytes.
+ */
+export function capped(text: string): string {
+  if (text.length <= MESSAGE_CHARS) return text; // never more characters than UTF-16 units
+  const size = length(text);
+  if (size <= MESSAGE_CHARS) return text;
+  const half = Math.floor(MESSAGE_CHARS / 2);
+  const head = text.slice(0, advance(text, 0, half, text.length));
+  const tail = text.slice(advance(text, 0, size - half, text.length));
+  return `${rstrip(head)}\n[… ${size - MESSAGE_CHARS} characters left out …]\n${lstrip(tail)}`;
 }
 
 /**

@@ -7,7 +7,8 @@ the question it answers (by the service, after its secret redaction: a flush sen
 exchange whole, `flush_items`). Chunking is deterministic, so a second compaction of the same
 turns produces the same memories and the store's hash dedup refreshes them instead of adding
 copies. Each exchange is dated by its first user turn (`Turn.at`, the transcript's own time);
-an exchange that only acknowledges (`acknowledges`) is not stored.
+an exchange that only acknowledges (`acknowledges`) is not stored, and each message is cut to
+MESSAGE_CHARS, head and tail, before any of this.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ CHUNK_CHARS = 1_200
 MIN_CHUNK_CHARS = 40
 #: The question heading the later pieces of a long exchange.
 HEAD_CHARS = 160
+#: Longest message (one user message, one reply) a flush keeps whole, in characters; a longer
+#: one keeps its head and tail, half of this each, around `[… N characters left out …]`.
+#: About 8,000 tokens: a long write-up of the agent's stays whole, while past it the message
+#: is a pasted log or file, whose head (what was run) and tail (where it failed) are what is
+#: worth recalling; a 7 MB paste made ~6,000 memories of log noise, and over the service's
+#: MEMORY_MAX_BODY_BYTES (4 MiB) its whole exchange was refused. An exchange is then at most
+#: ~55 pieces, and a flush request of FLUSH_BATCH (500) pieces stays far under that limit.
+MESSAGE_CHARS = 32_000
 #: A reply of at most this many words (`str.split`) to a user message that only acknowledges
 #: ("ok", "thanks!", "lgtm") is not worth a memory: "You're welcome! Let me know if you need
 #: anything else." is 10, "Great, I'll proceed with the next step then." 8. A reply with
@@ -357,11 +366,11 @@ def last_user_text(turns: Iterable[Turn]) -> str | None:
 def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
     """(user text, assistant text, time) per exchange; assistant text before any user message
     forms an exchange of its own. The time is its first user turn's (`Turn.at`; without a user
-    text, its first reply's). A prompt's wrapping quotes go (`unquote`). A "remember …" prompt
-    was stored as a fact when it was made: it is left out, and so are the replies that only
-    acknowledge it (`ACK_WORDS`); a longer reply to it is an exchange of its own. An exchange
-    whose user text only acknowledges and whose reply is short (`trivial`: "thanks!" /
-    "You're welcome!") is left out."""
+    text, its first reply's). A prompt's wrapping quotes go (`unquote`); each message is cut to
+    MESSAGE_CHARS (`capped`). A "remember …" prompt was stored as a fact when it was made: it
+    is left out, and so are the replies that only acknowledge it (`ACK_WORDS`); a longer reply
+    to it is an exchange of its own. An exchange whose user text only acknowledges and whose
+    reply is short (`trivial`: "thanks!" / "You're welcome!") is left out."""
     out: list[tuple[str, str, float | None]] = []
     user: list[str] = []
     reply: list[str] = []
@@ -386,8 +395,9 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
             if fact is None:
                 if not user:
                     at = turn.at
-                user.append(unquote(text).strip())
+                user.append(capped(unquote(text).strip()))
             continue
+        text = capped(text)
         if fact is None or len(set(_words(text)) - fact) > ACK_WORDS:
             if not user and not reply:
                 at = turn.at
@@ -395,6 +405,17 @@ def exchanges(turns: Iterable[Turn]) -> list[tuple[str, str, float | None]]:
     if user or reply:
         close()
     return out
+
+
+def capped(text: str) -> str:
+    """A message as a flush keeps it: whole up to MESSAGE_CHARS, else its head and tail, half
+    of that each, around `[… N characters left out …]` (N: how much longer it was), as a
+    tool's capture record keeps a long output (adapter.py `capture_record`)."""
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    half = MESSAGE_CHARS // 2
+    return f"{text[:half].rstrip()}\n[… {len(text) - MESSAGE_CHARS} characters left out …]\n" \
+           f"{text[-half:].lstrip()}"
 
 
 def trivial(user: str, reply: str) -> bool:
