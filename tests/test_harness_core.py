@@ -270,7 +270,9 @@ def test_a_flush_request_holds_flush_batch_chunks_an_exchange_counting_its_piece
     same chunks sent one by one would; an exchange of more pieces goes alone. The hook log
     counts the pieces."""
     turns = [turn for i in range(300) for turn in long_exchange(i)]
-    turns += long_exchange(300, repeat=15_000)  # more pieces than FLUSH_BATCH
+    # More pieces than FLUSH_BATCH: a reply of many messages (a flush cuts each one to
+    # MESSAGE_CHARS, so one message alone makes some 30 pieces at most).
+    turns += [long_exchange(300)[0], *(long_exchange(300, repeat=600)[1:] * 25)]
     turns += [turn for i in range(5) for turn in short_exchange(i)]
     items = flush_items(turns)[0]
     assert items[300][1] > FLUSH_BATCH

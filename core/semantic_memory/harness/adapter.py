@@ -546,7 +546,8 @@ class HarnessAdapter:
             return
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
-        turns = [Turn(turn.role, strip_private(turn.text)) for turn in turns]
+        # Each turn keeps its time: an exchange is dated by its first user turn (flush_items).
+        turns = [Turn(turn.role, strip_private(turn.text), turn.at) for turn in turns]
         # A long exchange goes whole: the service redacts it before it cuts it (flush_items).
         items, left_out = flush_items(turns, FLUSH_MAX)
         if not items:
