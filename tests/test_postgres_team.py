@@ -18,6 +18,7 @@ from test_service_support import Service, memory_mcp_command, service_env, start
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory_postgres.schema import SCHEMA_VERSION
 
 TEXTS = ["Rotate the database credentials every ninety days.",
          "The office plants need watering on Mondays.",
@@ -119,7 +120,7 @@ def test_a_v11_vector_table_is_keyed_by_model_on_upgrade(tmp_path: Path, minilm_
     alice = engine(tmp_path, url, minilm_path, "alice")
     bob = engine(tmp_path, url, qwen3_path, "bob")
     try:
-        assert alice.store.schema_version == 12
+        assert alice.store.schema_version == SCHEMA_VERSION  # every later step ran too
         with psycopg.connect(url) as conn:
             key = conn.execute(
                 "SELECT array_agg(a.attname ORDER BY k.n) FROM pg_index i "
