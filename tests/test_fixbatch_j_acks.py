@@ -22,9 +22,10 @@ TRIVIAL = [("thanks!", "You're welcome! Let me know if you need anything else.")
            ("ok", "Great, I'll proceed with the next step then."),
            ("continue", "Continuing with the refactor now."),
            ("lgtm", "Thanks! I've committed the change and pushed it.")]
-#: Exchanges that stay: a short question's short answer, and an acknowledgement whose reply
-#: says something.
+#: Exchanges that stay: a short question's short answer, a confirmation's short report of what
+#: was done, and an acknowledgement whose reply says something.
 KEPT = [("which port?", "5432"),
+        ("yes", "Dropped the users table and re-ran the migration."),
         ("continue", "Continuing: the 14 call sites of UserService now use AccountService, "
                      "the old class is deleted and the whole test suite passes again.")]
 
@@ -38,9 +39,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 
 def test_acknowledgements_and_what_is_not_one() -> None:
     for ack in ("ok", "OK.", "thanks!", "Thank you very much!", "lgtm 👍", "👍", "ty",
-                "yes, go ahead", "Continue please", "k", "Спасибо!", "谢谢！", "sounds good"):
+                "lgtm, continue", "Continue, thanks", "k", "Спасибо!", "谢谢！", "sounds good"):
         assert acknowledges(ack), ack
-    for other in ("which port?", "ok?", "no", "fix it", "yes, but use port 5433",
+    for other in ("which port?", "ok?", "no", "fix it", "yes, but use port 5433", "yes",
+                  "go ahead", "y", "sure, do it", "please",
                   "continue with the payments module", "thanks, now rename UserService",
                   "okthanks", "", "?", "ok " * 40):
         assert not acknowledges(other), other
@@ -59,11 +61,11 @@ def test_a_hook_flush_leaves_out_exchanges_that_only_acknowledge(service: Servic
         "User: Why does the checkout test fail on CI?\n"
         "Assistant: The Redis fixture flushes keys between workers.",
         *(f"User: {user}\nAssistant: {reply}" for user, reply in KEPT)]
-    assert hook_log(tmp_path)[-1]["detail"].startswith("3 chunks: 3 new")
+    assert hook_log(tmp_path)[-1]["detail"].startswith("4 chunks: 4 new")
 
 
 def test_the_plugin_leaves_out_what_the_hooks_leave_out() -> None:
-    acks = ["ok", "thanks!", "lgtm 👍", "👍", "yes, go ahead", "ok?", "continue", "谢谢！",
+    acks = ["ok", "thanks!", "lgtm 👍", "👍", "yes, go ahead", "lgtm, continue", "ok?", "continue", "谢谢！",
             "which port?", "no"]
     replies = ["Done.", "5432", "You're welcome! Let me know if you need anything else.",
                "one two three four five six seven eight nine ten eleven twelve",

@@ -32,13 +32,13 @@ export const ACK_WORDS = 20;
 /**
  * What a user message that only acknowledges, greets or waves the agent on says (its words
  * lowercased, punctuation and emoji aside): one of these, or several in a row ("ok thanks", "yes,
- * go ahead!"). transcript.py ACKNOWLEDGEMENTS, the same list.
+ * continue!"); not a confirmation ("yes", "go ahead"), whose short reply is what was done.
+ * transcript.py ACKNOWLEDGEMENTS, the same list.
  */
 export const ACKNOWLEDGEMENTS: ReadonlySet<string> = new Set([
   "ok", "okay", "okey", "k", "kk", "thanks", "thank you", "thank you very much",
   "thanks a lot", "thanks so much", "thanks very much", "many thanks", "thx", "ty", "tysm",
-  "cheers", "y", "yes", "yep", "yeah", "yup", "sure", "please", "continue", "go on",
-  "go ahead", "carry on", "keep going", "proceed", "do it", "go for it", "ship it", "lgtm",
+  "cheers", "continue", "go on", "carry on", "keep going", "lgtm",
   "looks good", "sounds good", "all good", "great", "nice", "cool", "perfect", "good",
   "awesome", "excellent", "fine", "alright", "all right", "got it", "works for me",
   "that works", "makes sense", "nice work", "good job", "great job", "well done",
