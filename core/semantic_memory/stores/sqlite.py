@@ -881,7 +881,21 @@ class SQLiteStore(SQLMemoryStore):
                     reader.conn.close()
             self._readers.clear()
         with self._write_lock:
+            if isinstance(self._target, Path):
+                self._cut_journal()
             self._writer.close()
+
+    def _cut_journal(self) -> None:
+        """At close, the WAL copied into the db file and cut to zero bytes, in one try of
+        LOCK_TRY_MS: SQLite removes the WAL when the process's last connection closes, and
+        another live thread's reader stays open to the process's end, so a stopped service
+        left its last writes (after a purge, what the purge's cut had emptied) in
+        `memory.db-wal`. A reader in the middle of a query leaves it as it is."""
+        try:
+            self._writer.execute(f"PRAGMA busy_timeout = {LOCK_TRY_MS}")
+            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:  # read-only, closed already, busy: the WAL stays as it is
+            pass
 
 
 @hookimpl
