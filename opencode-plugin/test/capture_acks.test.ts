@@ -5,25 +5,16 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { acknowledges } from "../src/transcript.js";
-import { MARCH_10, Session } from "./capture_support.js";
-import { removeDir, startService, type Service } from "./support.js";
+import { MARCH_10, Session, suiteService } from "./capture_support.js";
 
 describe("acknowledgements", () => {
-  let service: Service;
-
-  before(async () => {
-    service = await startService();
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(service.dir);
-  });
+  const service = suiteService();
 
   test("an exchange that only acknowledges is left out; a short question's answer is kept", async () => {
-    const s = new Session(service);
+    const s = new Session(service());
     for (const [user, reply] of [
       ["thanks!", "You're welcome! Let me know if you need anything else."],
       ["ok", "Great, I'll proceed with the next step then."],

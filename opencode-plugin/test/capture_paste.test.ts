@@ -4,25 +4,16 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { MESSAGE_CHARS, capped } from "../src/transcript.js";
-import { Session } from "./capture_support.js";
-import { removeDir, startService, type Service } from "./support.js";
+import { Session, suiteService } from "./capture_support.js";
 
 describe("a pasted message", () => {
-  let service: Service;
-
-  before(async () => {
-    service = await startService();
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(service.dir);
-  });
+  const service = suiteService();
 
   test("a pasted log of megabytes is stored as its head and tail", async () => {
-    const s = new Session(service);
+    const s = new Session(service());
     const log = Array.from({ length: 60_000 }, (_, i) => `ERROR worker-${i % 8} PASTEWORD peer reset reading body #${i}\n`).join("");
     const prompt = `why does the worker keep dying?\n${log}`;
     s.say("user", prompt);

@@ -7,9 +7,24 @@
 import { join } from "node:path";
 
 import { MemoryPlugin } from "../src/memory.js";
-import { memories, settingsFor, type Service } from "./support.js";
+import { after, before } from "node:test";
+
+import { memories, removeDir, settingsFor, startService, type Service } from "./support.js";
 
 export const DAY_MS = 86_400_000;
+
+/** A real service for the enclosing `describe`, started before its tests and removed after. */
+export function suiteService(): () => Service {
+  let service: Service;
+  before(async () => {
+    service = await startService();
+  });
+  after(async () => {
+    await service.stop();
+    removeDir(service.dir);
+  });
+  return () => service;
+}
 /** 2025-03-10T08:00:01Z in milliseconds, as opencode's `time.created`. */
 export const MARCH_10 = Date.UTC(2025, 2, 10, 8, 0, 1);
 
