@@ -23,7 +23,8 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
-from .models import NewMemory, RecallFilters, TimeOutOfRange, parse_time, project_name
+from .models import (Holdings, NewMemory, RecallFilters, TimeOutOfRange, folded, parse_time,
+                     project_name)
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
@@ -542,11 +543,71 @@ def _ruleset_line(info: dict[str, str]) -> str:
 
 
 @cli.command()
+@click.option("--matching", metavar="TEXT",
+              help="Instead: hard-delete every copy of TEXT (case-insensitive) the store and the "
+                   "spool keep: memories live, superseded or forgotten, earlier versions, "
+                   "injection prompts, spooled writes.")
+@click.option("--project", help='With --matching: only this project ("" = the global ones).')
+@click.option("--dry-run", is_flag=True, help="With --matching: list what holds TEXT; "
+                                               "delete nothing.")
+@click.option("--yes", is_flag=True, help="With --matching: confirm the deletion.")
 @pass_context
-def purge(obj: Context) -> None:
+def purge(obj: Context, matching: str | None, project: str | None, dry_run: bool,
+          yes: bool) -> None:
     """Hard-delete every forgotten memory (grace period or not), expire artifacts and
-    telemetry, VACUUM if needed; prints what went (`soft_deleted`: the forgotten ones)."""
-    _echo_json(obj.engine.purge().to_dict())
+    telemetry, VACUUM if needed; prints what went (`soft_deleted`: the forgotten ones).
+    With --matching TEXT: every copy of TEXT instead, and nothing else."""
+    if matching is None:
+        if project is not None or dry_run or yes:
+            raise click.UsageError("--project, --dry-run and --yes go with --matching TEXT")
+        _echo_json(obj.engine.purge().to_dict())
+        return
+    _purge_matching(obj, matching, project, dry_run, yes)
+
+
+def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
+                    yes: bool) -> None:
+    """`purge --matching TEXT`: list what holds TEXT, then, confirmed, delete it for good
+    from the store and the spool (a replay would store a spooled copy again)."""
+    from . import spool as queue
+
+    if not text.strip():
+        raise click.UsageError("--matching needs a text that is not blank")
+    needle, scope = folded(text), None if project is None else project_name(project.strip())
+
+    def spooled(item: dict[str, Any]) -> bool:
+        if scope is not None and project_name(str(item.get("project") or "").strip()) != scope:
+            return False
+        tags = item.get("tags")
+        return any(needle in folded(str(text)) for text in
+                   [item.get("content", ""), *(tags if isinstance(tags, list) else [])])
+
+    found = obj.engine.holding(text, project)
+    waiting = queue.scrub(obj.settings.spool_path, spooled, dry_run=True)
+    if not yes:
+        _show_holdings(found, waiting, text)
+        if dry_run or not (found or waiting):
+            return
+        raise click.UsageError("this deletes them for good (no `unforget`); add --yes to "
+                               "confirm")
+    report = obj.engine.purge_matching(found, text).to_dict()
+    report["spooled"] = queue.scrub(obj.settings.spool_path, spooled)
+    _echo_json(report)
+
+
+def _show_holdings(found: Holdings, spooled: int, text: str) -> None:
+    """The memories that hold a text, and a line counting every place it is kept."""
+    if found.memories:
+        table = _table("uid", "state", "kind", "project", "content")
+        for m in found.memories:
+            state = "forgotten" if m.deleted else "superseded" if m.superseded_by else "live"
+            _add_row(table, m.uid, state, m.kind, m.project or "",
+                     m.content[:100].replace("\n", " "))
+        _print(table)
+    places = [f"{len(found.memories)} memories", f"{len(found.revisions)} earlier versions of "
+              "other memories", f"{len(found.reports)} injection prompts",
+              f"{spooled} spooled memories"]
+    click.echo(f"{', '.join(places[:-1])} and {places[-1]} hold {text!r}", err=True)
 
 
 def _open_channels(obj: Context, pm: PluginManager

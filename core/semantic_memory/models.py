@@ -314,6 +314,26 @@ class InjectionBlock:
     uids: list[str] = field(default_factory=list)
 
 
+def folded(text: str) -> str:
+    """`text` as a search for it everywhere compares it: NFKC-normalised and case-folded."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@dataclass
+class Holdings:
+    """Where a text is stored (`memory-mcp purge --matching`): the memories whose content or
+    tags hold it, the earlier versions (revisions) of other memories that hold it, by
+    revision id with the uid of their memory, and the injection reports whose prompt holds
+    it, by report id."""
+
+    memories: list[Memory] = field(default_factory=list)
+    revisions: dict[int, str] = field(default_factory=dict)
+    reports: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.memories or self.revisions or self.reports)
+
+
 @dataclass
 class RecallHit:
     """A fused result: the memory, its fused score and its 1-based rank in each channel."""

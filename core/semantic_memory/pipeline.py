@@ -20,6 +20,7 @@ from .ingest import SUPERSEDE_MAX_CHARS, UID, UpdateResult, Writer
 from .retrieval import Searcher
 from .limits import MAX_RECALL_K, MAX_TAG_CHARS
 from .models import (
+    Holdings,
     IngestResult,
     InjectionBlock,
     Memory,
@@ -177,6 +178,22 @@ class PurgeReport:
         if self.warning is None:
             out.pop("warning")
         return out
+
+
+@dataclass
+class MatchPurgeReport:
+    """What `MemoryEngine.purge_matching` removed (`memory-mcp purge --matching`)."""
+
+    memories: int = 0
+    revisions: int = 0
+    prompts: int = 0  # injection reports whose prompt was blanked
+    #: Memories current again: a memory purged had replaced them.
+    current_again: int = 0
+    #: Why the index rewrite after it was skipped: what went is gone all the same.
+    warning: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "warning" or v is not None}
 
 
 class MemoryEngine:
@@ -771,6 +788,33 @@ class MemoryEngine:
             report.warning = self.store.flush_journal()
         if report.warning is not None:
             log.warning("purge: %s", report.warning)
+        return report
+
+    def holding(self, text: str, project: str | None = None) -> Holdings:
+        """Every place the store keeps `text`, case-insensitive (`store.holding`);
+        `project=""`: the global ones only."""
+        if project is not None and not project.strip():
+            return self.store.holding(text, global_only=True)
+        return self.store.holding(text, project_name(project))
+
+    def purge_matching(self, found: Holdings, text: str) -> MatchPurgeReport:
+        """Hard-delete what `holding(text)` found (`store.purge_holdings`): the channels drop
+        what they derived from the memories, the full-text indexes are merged a step at a
+        time so that their words leave them (`store.scrub_indexes`) and the journal is
+        emptied (`store.flush_journal`), as after `purge`."""
+        report = MatchPurgeReport(*self.store.purge_holdings(found, text,
+                                                              self.writer.forget_ids))
+        if not (report.memories or report.revisions or report.prompts):
+            return report
+        log.info("purged %d memories, %d earlier versions and %d injection prompts holding a "
+                 "text", report.memories, report.revisions, report.prompts)
+        try:
+            if report.memories:
+                self.store.scrub_indexes()
+        except StoreError as exc:
+            report.warning = f"the index rewrite was skipped: {one_line(exc)}"
+        else:
+            report.warning = self.store.flush_journal()
         return report
 
     def startup_maintenance(self) -> PurgeReport | None:

@@ -412,3 +412,49 @@ def clear(folder: Path, rejected_too: bool = False) -> int:
         except OSError:
             continue
     return count
+
+
+def scrub(folder: Path, holds: Callable[[dict[str, Any]], bool], dry_run: bool = False
+          ) -> int:
+    """Take every memory `holds` says yes to out of the queued writes and the refused ones
+    (`memory-mcp purge --matching`: a replay would store it again): a write left with none is
+    deleted, another rewritten under its own name (its place in the queue stays). Each is
+    claimed while it is read and rewritten, so a replayer never sends it half done; one a
+    replayer holds now is passed over. Returns how many memories went (would go: `dry_run`)."""
+    count = 0
+    for file in pending(folder) + pending(folder / REJECTED):
+        claimed = file if dry_run else claim(file)
+        if claimed is None:
+            continue
+        record = read(claimed)
+        items = record["body"].get("items") if record is not None else None
+        if record is None or not isinstance(items, list):  # not a write this can read
+            if not dry_run:
+                _put_back(claimed)
+            continue
+        kept = [item for item in items if not (isinstance(item, dict) and holds(item))]
+        count += len(items) - len(kept)
+        if dry_run:
+            continue
+        if len(kept) == len(items):
+            _put_back(claimed)
+        elif not kept:
+            claimed.unlink()
+        else:
+            _rewrite(claimed, {**record, "body": {**record["body"], "items": kept}})
+    return count
+
+
+def _rewrite(claimed: Path, record: dict[str, Any]) -> None:
+    """Put `record` back in place of the claimed write, fsync'd and renamed into place."""
+    tmp = claimed.with_name("." + _original(claimed).name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(dumps(record).encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, _original(claimed))
+    claimed.unlink()

@@ -21,7 +21,7 @@ from .base import Retention, StoreError
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..models import Memory, RecallFilters
+    from ..models import Holdings, Memory, RecallFilters
 
 __all__ = ["MemoryStore", "Retention", "StoreError", "StoreKind", "check_store_kind",
            "open_store", "redact_url", "scheme_of", "scrub_secrets", "store_url"]
@@ -115,6 +115,12 @@ class MemoryStore(Protocol):
     def purge(self, artifact_cutoff: float | None, injection_cutoff: float | None,
               on_delete: Callable[[Any, list[int]], None] | None = None,
               forgotten_cutoff: float | None = None) -> tuple[int, int, int, int]: ...
+    # where a text is kept, and its hard deletion (`memory-mcp purge --matching`)
+    def holding(self, text: str, project: str | None = None, global_only: bool = False
+                ) -> Holdings: ...
+    def purge_holdings(self, found: Holdings, text: str,
+                       on_delete: Callable[[Any, list[int]], None] | None = None
+                       ) -> tuple[int, int, int, int]: ...
     def optimize(self, vacuum: bool = False) -> list[str]: ...
     def scrub_indexes(self) -> list[str]: ...
     def flush_journal(self) -> str | None: ...

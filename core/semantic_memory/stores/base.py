@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..models import EXPIRING_KIND, Memory, RecallFilters
+from ..models import EXPIRING_KIND, Holdings, Memory, RecallFilters, folded
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -90,6 +90,21 @@ def _value_conditions(where: str, include_superseded: bool) -> str | None:
     if where == head:
         return ""
     return where[len(head) + 5:] if where.startswith(head + " AND ") else None
+
+
+def _scope(alias: str, project: str | None, global_only: bool) -> tuple[str, list[Any]]:
+    """The condition on `{alias}.project` that keeps one project (None: every one), or with
+    `global_only` the rows of none."""
+    if global_only:
+        return f"{alias}.project IS NULL", []
+    if project is not None:
+        return f"{alias}.project = ?", [project]
+    return "", []
+
+
+def _holds(needle: str, content: str, tags: str) -> bool:
+    """Whether a row's content or its tags (their JSON text) hold `needle` (`folded`)."""
+    return needle in folded(content) or (tags != "[]" and needle in folded(tags))
 
 
 def chunks(values: list[Any]) -> Iterator[list[Any]]:
@@ -824,6 +839,91 @@ class SQLMemoryStore:
                           (json.dumps(kept), id_))
             self._run(conn, f"DELETE FROM injection_items WHERE uid IN ({marks(chunk)})",
                       chunk)
+
+    def holding(self, text: str, project: str | None = None, global_only: bool = False
+                ) -> Holdings:
+        """Every place this store keeps `text` (case-insensitive, `folded`): memories, live,
+        superseded or forgotten, whose content or tags hold it; earlier versions of the other
+        memories that hold it; injection reports whose prompt holds it. Of `project` only, or
+        with `global_only` of none. A scan of every row, a page at a time in one snapshot:
+        rare, by hand, and exact where a full-text index would miss a part of a word."""
+        needle = folded(text)
+        where, params = _scope("m", project, global_only)
+        found = Holdings()
+        with self.snapshot() as conn:
+            ids = [id_ for id_, content, tags in self._pages(
+                conn, "m.id, m.content, m.tags FROM memories m", where, params)
+                if _holds(needle, content, tags)]
+            for chunk in chunks(ids):
+                found.memories += self.load(conn, chunk).values()
+            held = set(ids)
+            found.revisions = {id_: uid for id_, uid, memory_id, content, tags in self._pages(
+                conn, "r.id, m.uid, m.id, r.content, r.tags FROM memory_revisions r "
+                      "JOIN memories m ON m.id = r.memory_id", where, params, key="r.id")
+                if memory_id not in held and _holds(needle, content, tags)}
+            where, params = _scope("i", project, global_only)
+            found.reports = [id_ for id_, query in self._pages(
+                conn, "i.id, i.query FROM injections i",
+                " AND ".join(filter(None, ["i.query IS NOT NULL", where])), params, key="i.id")
+                if needle in folded(query)]
+        found.memories.sort(key=lambda m: m.id)
+        return found
+
+    def _pages(self, conn: Any, select: str, where: str, params: list[Any],
+               key: str = "m.id") -> Iterator[tuple[Any, ...]]:
+        """Every row of `SELECT {select} WHERE {where}`, in pages of `key` order (the first
+        column) so that no page holds more than a few MB of text."""
+        last = 0
+        while True:
+            rows = self._run(conn, f"SELECT {select} WHERE {key} > ?"
+                                   + (f" AND {where}" if where else "")
+                                   + f" ORDER BY {key} LIMIT 2000", [last, *params]).fetchall()
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1][0]
+
+    def purge_holdings(self, found: Holdings, text: str,
+                       on_delete: Callable[[Any, list[int]], None] | None = None
+                       ) -> tuple[int, int, int, int]:
+        """Hard-delete what `holding(text)` found, in one transaction: the memories (and their
+        revisions; the reports that named them lose uid and prompt, as in `purge`), the
+        revisions, and the prompt of the reports (blanked; the report stays in the telemetry).
+        Each is checked again inside the transaction: one edited since no longer holding
+        `text` stays. Returns how many memories, revisions and prompts went, and how many
+        memories are current again (one purged had replaced them)."""
+        needle = folded(text)
+        with self.write() as conn:
+            ids = [id_ for chunk in chunks([m.id for m in found.memories])
+                   for id_, content, tags in self._run(
+                       conn, f"SELECT id, content, tags FROM memories WHERE id IN "
+                             f"({marks(chunk)})", chunk).fetchall()
+                   if _holds(needle, content, tags)]
+            revisions = [id_ for chunk in chunks(list(found.revisions))
+                         for id_, content, tags in self._run(
+                             conn, f"SELECT id, content, tags FROM memory_revisions WHERE id "
+                                   f"IN ({marks(chunk)})", chunk).fetchall()
+                         if _holds(needle, content, tags)]
+            reports = [id_ for chunk in chunks(found.reports)
+                       for id_, query in self._run(
+                           conn, f"SELECT id, query FROM injections WHERE id IN "
+                                 f"({marks(chunk)}) AND query IS NOT NULL", chunk).fetchall()
+                       if needle in folded(query)]
+            if ids:
+                if on_delete is not None:
+                    on_delete(conn, ids)
+                gone = set(ids)
+                self._unreport(conn, [m.uid for m in found.memories if m.id in gone])
+            for chunk in chunks(ids):
+                self._run(conn, f"DELETE FROM memories WHERE id IN ({marks(chunk)})", chunk)
+            for chunk in chunks(revisions):
+                self._run(conn, f"DELETE FROM memory_revisions WHERE id IN ({marks(chunk)})",
+                          chunk)
+            for chunk in chunks(reports):
+                self._run(conn, f"UPDATE injections SET query = NULL WHERE id IN "
+                                f"({marks(chunk)})", chunk)
+            current = self.clear_dangling_supersessions(conn) if ids else 0
+        return len(ids), len(revisions), len(reports), current
 
     def retention(self, own: Retention) -> Retention:
         """The periods maintenance keeps things for on this store, given a service's `own`
