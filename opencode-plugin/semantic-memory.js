@@ -2133,9 +2133,11 @@ ${query}`;
       this.sessions.delete(sessionID);
     }
     this.sessions.set(sessionID, state);
-    if (this.sessions.size > MAX_SESSIONS) {
-      const oldest = this.sessions.keys().next().value;
-      if (oldest !== void 0) this.sessions.delete(oldest);
+    const oldest = this.sessions.size > MAX_SESSIONS ? this.sessions.entries().next().value : void 0;
+    if (oldest !== void 0) {
+      const [oldestID, oldestState] = oldest;
+      this.sessions.delete(oldestID);
+      if (!oldestState.subagent) this.flushHeard(HOOKS.idle, oldestID, oldestState, true);
     }
     return state;
   }

@@ -622,9 +622,12 @@ export class MemoryPlugin {
       this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
     }
     this.sessions.set(sessionID, state);
-    if (this.sessions.size > MAX_SESSIONS) {
-      const oldest = this.sessions.keys().next().value;
-      if (oldest !== undefined) this.sessions.delete(oldest);
+    const oldest = this.sessions.size > MAX_SESSIONS ? this.sessions.entries().next().value : undefined;
+    if (oldest !== undefined) {
+      const [oldestID, oldestState] = oldest;
+      this.sessions.delete(oldestID);
+      // What it heard and no flush took would go with its state: flushed now, as at a delete.
+      if (!oldestState.subagent) this.flushHeard(HOOKS.idle, oldestID, oldestState, true);
     }
     return state;
   }

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { MemoryPlugin } from "../src/memory.js";
+import { MAX_SESSIONS, MemoryPlugin } from "../src/memory.js";
 import type { SessionMessage } from "../src/messages.js";
 import {
   fakeService,
@@ -150,6 +150,18 @@ describe("idle and deleted sessions", () => {
     assert.deepEqual(await storedFor(child), []);
     assert.deepEqual(flushLog(session), [["session.deleted", "stored", "1 chunks: 1 new, 0 already stored, 0 refused"]]);
     assert.deepEqual(flushLog(child), []);
+  });
+
+  test("a session pushed out of the tracked ones by newer sessions has its exchanges stored first", async () => {
+    const session = new Events(plugin());
+    const [asked, answer] = ["which node version does CI pin?", "CI pins Node 20.19 through the .nvmrc file at the repository root."];
+    session.say("user", asked);
+    session.say("assistant", answer); // answered, but the session never goes idle
+    // as many newer sessions, each heard from (an unanswered prompt: nothing of theirs is stored)
+    for (let i = 0; i < MAX_SESSIONS; i++) new Events(session.plugin).say("user", "still thinking");
+    await session.plugin.dispose();
+    assert.deepEqual(await storedFor(session), [`User: ${asked}\nAssistant: ${answer}`]);
+    assert.deepEqual(flushLog(session), [["session.idle", "stored", "1 chunks: 1 new, 0 already stored, 0 refused"]]);
   });
 
   test("repeated idles cost one request for what is new and none otherwise", async () => {
