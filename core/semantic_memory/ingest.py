@@ -39,7 +39,8 @@ SUPERSEDE_CANDIDATES = 5
 SUPERSEDE_MAX_CHARS = 500
 #: The sources of automatic capture, as the hooks and the opencode plugin write them (a
 #: flush of the turns compaction or the session's end drops; an allow-listed tool's output),
-#: spooled or not. Such an item never brings back a memory its user forgot (`_captured`).
+#: spooled or not. Such an item never brings back a memory its user forgot, nor once purged
+#: (`_captured`).
 CAPTURED_SOURCES = frozenset({"compaction", "tool"})
 #: The source of a flush (the hooks' and the opencode plugin's). An exchange flushed while
 #: its answer is still being written (Claude Code's PreCompact may fire mid-turn, and again
@@ -165,6 +166,14 @@ def _forgotten_duplicate(uid: str) -> IngestResult:
     return IngestResult("duplicate", uid=uid, reason=(
         f"forgotten: memory {uid} holds this text and was forgotten; automatic capture does "
         f"not store it again (`memory-mcp unforget {uid}` brings it back)"))
+
+
+def _purged_duplicate() -> IngestResult:
+    """The answer to captured text a purge removed from the project (`store.purged_by_hash`):
+    a duplicate of no memory any more; the reason says so."""
+    return IngestResult("duplicate", reason=(
+        "purged: a memory of this project held this text and was purged; automatic capture "
+        "does not store it again (an explicit store does)"))
 
 
 def _times(item: NewMemory, ts: float) -> tuple[float, float]:
@@ -395,7 +404,7 @@ class Writer:
         replaced memory brings it back (`_revive`). A restored memory (it has a uid) keeps its
         recorded state instead. Returns `result` naming the memories it superseded."""
         uid = result.uid
-        if uid is None:  # rejected
+        if uid is None:  # rejected, or captured text a purge removed (`_purged_duplicate`)
             return result
         if item.uid is not None:
             if memory is not None and item.superseded_by:
@@ -534,6 +543,8 @@ class Writer:
         captured = [key for (_, item), key in zip(accepted, keys, strict=True)
                     if _captured(item) and key not in known]
         forgotten = self.store.forgotten_by_hash(conn, captured) if captured else {}
+        unheld = [key for key in captured if key not in forgotten]
+        purged = self.store.purged_by_hash(conn, unheld) if unheld else set()
         later: dict[tuple[str | None, str], str] = {}  # the same for items earlier in the batch
         refresh: list[int] = []
         rows: list[tuple[int, Memory]] = []
@@ -543,6 +554,9 @@ class Writer:
                                                else later.get(key))
             if uid is None and key in forgotten and _captured(item):
                 results[position] = _forgotten_duplicate(forgotten[key][1])
+                continue
+            if uid is None and key in purged and _captured(item):
+                results[position] = _purged_duplicate()
                 continue
             if uid is not None:
                 if key in known:
@@ -575,6 +589,8 @@ class Writer:
             forgotten = self.store.forgotten_by_hash(conn, [key]).get(key)
             if forgotten is not None:
                 return _forgotten_duplicate(forgotten[1]), None
+            if self.store.purged_by_hash(conn, [key]):
+                return _purged_duplicate(), None
         # near-duplicates: channels with find_duplicate (e.g. vectors), when the texts also
         # have the same details (a changed number is an update, not a duplicate); a restored
         # memory (an import or migration of one already judged) is only checked for its exact

@@ -2,7 +2,8 @@
 that everything arrived.
 
 Memories keep their uid, timestamps (to the microsecond), forgotten state, session and place,
-supersession and earlier versions (edits); injection reports keep their memories; vectors are copied with their model tags from a channel
+supersession and earlier versions (edits); injection reports keep their memories; the tombstones
+of purged texts (hashes) come along; vectors are copied with their model tags from a channel
 that exports them to one that imports them (nothing is embedded again: a vector of the model the
 target is configured with serves at once, others wait for `memory-mcp backfill`). The target
 must be empty, so that the counts after the copy say whether anything was lost.
@@ -69,6 +70,26 @@ def _copy_revisions(source: MemoryEngine, target: MemoryEngine,
         if row["uid"] in refused:
             continue
         rows.append(_cleaned_revision(row))
+        if len(rows) >= BATCH:
+            flush()
+    flush()
+    return counts
+
+
+def _copy_purged(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
+    """Copy the tombstones of purged texts (hashes, no text: `store.export_purged`), so that
+    the target's automatic capture does not store again what was purged at the source;
+    returns how many were exported and are in the target."""
+    counts = {"exported": 0, "copied": 0}
+    rows: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        counts["exported"] += len(rows)
+        counts["copied"] += target.store.restore_purged(rows) if rows else 0
+        rows.clear()
+
+    for row in source.store.export_purged():
+        rows.append(row)
         if len(rows) >= BATCH:
             flush()
     flush()
@@ -149,13 +170,14 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
     target.store.restore_injections(reports)
     revisions = _copy_revisions(source, target, set(refused))
     vectors = _copy_vectors(source, target)
+    purged = _copy_purged(source, target)
     target.store.optimize()
     expected["revisions"] = revisions["exported"]
     copied = target.counts() | {"superseded": _superseded(target),
                                 "revisions": revisions["copied"]}
     result = {"source": source.store.location, "target": target.store.location,
               "expected": expected, "copied": copied, "verified": copied == expected,
-              "vectors": vectors}
+              "vectors": vectors, "purged_texts": purged}
     if refused:
         result["refused"] = {"count": len(refused),
                              "first": [f"{uid}: {why}" for uid, why in list(refused.items())[:20]]}
@@ -166,6 +188,9 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
     elif vectors["copied"] != vectors["exported"]:
         raise MigrationError(f"vectors: {vectors['exported']} exported, "
                              f"{vectors['copied']} stored")
+    if purged["copied"] != purged["exported"]:
+        raise MigrationError(f"purged texts: {purged['exported']} exported, "
+                             f"{purged['copied']} stored")
     if copied != expected:
         raise MigrationError(f"counts differ after the copy: expected {expected}, "
                              f"copied {copied}")

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..models import EXPIRING_KIND, Holdings, Memory, RecallFilters, folded
+from ..models import EXPIRING_KIND, Holdings, Memory, RecallFilters, folded, now
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -226,6 +226,22 @@ class SQLMemoryStore:
         user forgot. SQLite seeks the hash index; PostgreSQL, whose hash index holds the live
         memories only, reads the forgotten ones' partial index (those of the grace period)."""
         return self._by_hash(conn, keys, deleted=True)
+
+    def purged_by_hash(self, conn: Any, keys: list[tuple[str | None, str]]
+                       ) -> set[tuple[str | None, str]]:
+        """Those of `keys` with a tombstone (`_bury`): a purge removed a memory of that
+        project holding that text. What keeps a hook's flush of a resumed session from
+        storing again what its user forgot once the memory is gone, as `forgotten_by_hash`
+        does before."""
+        wanted = {(project or "", digest): (project, digest) for project, digest in keys}
+        found: set[tuple[str | None, str]] = set()
+        for chunk in chunks(list(dict.fromkeys(digest for _, digest in keys))):
+            for project, digest in self._run(
+                    conn, f"SELECT project, content_hash FROM purged_texts WHERE content_hash "
+                          f"IN ({marks(chunk)})", chunk):
+                if (project, digest) in wanted:
+                    found.add(wanted[(project, digest)])
+        return found
 
     def _by_hash(self, conn: Any, keys: list[tuple[str | None, str]], deleted: bool
                  ) -> dict[tuple[str | None, str], tuple[int, str]]:
@@ -809,6 +825,7 @@ class SQLMemoryStore:
             if rows and on_delete is not None:
                 on_delete(conn, [id_ for id_, _ in rows])
             self._unreport(conn, [uid for _, uid in rows])
+            self._bury(conn, gone, gone_params)
             forgotten = self._run(conn, f"DELETE FROM memories WHERE {gone}",
                                   gone_params).rowcount
             artifacts = injections = 0
@@ -821,6 +838,43 @@ class SQLMemoryStore:
                                        (injection_cutoff,)).rowcount
             current = self.clear_dangling_supersessions(conn)
         return forgotten, artifacts, injections, current
+
+    def _bury(self, conn: Any, where: str, params: list[Any]) -> None:
+        """Record the (project, content hash) of the memories `where` picks, about to be
+        hard-deleted in this transaction, in `purged_texts` (a tombstone: the hash, never the
+        text; kept for good, its time the latest purge's): automatic capture does not store
+        such a text again (`purged_by_hash`). DISTINCT: PostgreSQL refuses an upsert that
+        touches one row twice."""
+        self._run(conn, "INSERT INTO purged_texts (project, content_hash, purged_at) "
+                        "SELECT DISTINCT coalesce(project, ''), content_hash, ? FROM memories "
+                        f"WHERE {where} ON CONFLICT (content_hash, project) "
+                        "DO UPDATE SET purged_at = excluded.purged_at", [now(), *params])
+
+    def export_purged(self) -> Iterator[dict[str, Any]]:
+        """Every tombstone (`_bury`) as `{"project", "content_hash", "purged_at"}` (project
+        None for the global memories'), what `restore_purged` takes (a migration)."""
+        last = ("", "")
+        while True:
+            rows = self._run(self.read(), "SELECT content_hash, project, purged_at FROM "
+                                          "purged_texts WHERE (content_hash, project) > (?, ?) "
+                                          "ORDER BY content_hash, project LIMIT 1000",
+                             last).fetchall()
+            if not rows:
+                return
+            yield from ({"project": project or None, "content_hash": digest, "purged_at": ts}
+                        for digest, project, ts in rows)
+            last = (rows[-1][0], rows[-1][1])
+
+    def restore_purged(self, rows: list[dict[str, Any]]) -> int:
+        """Add exported tombstones (a migration) in one transaction; returns how many the
+        store holds of them now."""
+        with self.write() as conn:
+            for row in rows:
+                self._run(conn, "INSERT INTO purged_texts (project, content_hash, purged_at) "
+                                "VALUES (?, ?, ?) ON CONFLICT (content_hash, project) DO NOTHING",
+                          (row["project"] or "", row["content_hash"], row["purged_at"]))
+            return len(self.purged_by_hash(conn, [(row["project"], row["content_hash"])
+                                                  for row in rows]))
 
     def _unreport(self, conn: Any, uids: list[str]) -> None:
         """Take memories being purged out of the injection reports that name them (inside the
@@ -915,6 +969,7 @@ class SQLMemoryStore:
                 gone = set(ids)
                 self._unreport(conn, [m.uid for m in found.memories if m.id in gone])
             for chunk in chunks(ids):
+                self._bury(conn, f"id IN ({marks(chunk)})", chunk)
                 self._run(conn, f"DELETE FROM memories WHERE id IN ({marks(chunk)})", chunk)
             for chunk in chunks(revisions):
                 self._run(conn, f"DELETE FROM memory_revisions WHERE id IN ({marks(chunk)})",

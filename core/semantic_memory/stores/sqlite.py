@@ -31,7 +31,7 @@ from .names import normalize_stored_names
 if TYPE_CHECKING:
     from ..config import Settings
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 #: The longest a write waits for the write lock, this process's writers and other processes'
 #: together.
 BUSY_TIMEOUT_MS = 60_000
@@ -130,6 +130,20 @@ VALUE_INDEXES = {"project": "memories_project_updated", "kind": "memories_kind",
 NARROW_PROBE = 10_000
 
 SCHEMA += PAGE_INDEXES
+
+#: A tombstone per text a purge removed from a project (schema v13; `SQLMemoryStore._bury`):
+#: the hash of the whole text (`content_hash`), never the text, kept for good. Keyed by hash
+#: first: ingest seeks the hashes of a batch (`purged_by_hash`); a global memory's project
+#: is ''.
+PURGED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS purged_texts (
+    project TEXT NOT NULL DEFAULT '',
+    content_hash TEXT NOT NULL,
+    purged_at REAL NOT NULL,
+    PRIMARY KEY (content_hash, project)
+) WITHOUT ROWID;
+"""
+SCHEMA += PURGED_SCHEMA
 
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -280,6 +294,13 @@ def _migrate_11_to_12(conn: sqlite3.Connection) -> None:
     normalize_stored_names(conn.execute)
 
 
+def _migrate_12_to_13(conn: sqlite3.Connection) -> None:
+    """v13 records what a purge removed (`PURGED_SCHEMA`), so that a hook's flush of a resumed
+    session does not store it again. Nothing purged before it is known: the table starts
+    empty."""
+    run_script(conn, PURGED_SCHEMA)
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     """(device, inode) of the file at `path`, or None when there is none."""
     try:
@@ -303,7 +324,7 @@ def _create_private(path: Path) -> None:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4, 4: _migrate_4_to_5,
     5: _migrate_5_to_6, 6: _migrate_6_to_7, 7: _migrate_7_to_8, 8: _migrate_8_to_9,
-    9: _migrate_9_to_10, 10: _migrate_10_to_11, 11: _migrate_11_to_12}
+    9: _migrate_9_to_10, 10: _migrate_10_to_11, 11: _migrate_11_to_12, 12: _migrate_12_to_13}
 
 
 #: Bytes a WAL file is cut back to when it restarts.

@@ -10,7 +10,7 @@ from typing import Any
 
 from semantic_memory.stores.names import normalize_stored_names
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 #: The advisory lock every write transaction takes (any constant shared by all services).
 WRITE_LOCK = 0x5E3A_17C0
 
@@ -92,6 +92,18 @@ CREATE INDEX IF NOT EXISTS memories_kind ON memories(kind, updated_at);
 CREATE INDEX IF NOT EXISTS memories_source ON memories(source, updated_at);
 """
 SCHEMA += PAGE_INDEXES
+
+#: A tombstone per text a purge removed from a project, as the SQLite store's `PURGED_SCHEMA`
+#: (schema v14): the hash of the whole text, never the text, kept for good.
+PURGED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS purged_texts (
+    project TEXT NOT NULL DEFAULT '',
+    content_hash TEXT NOT NULL,
+    purged_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (content_hash, project)
+);
+"""
+SCHEMA += PURGED_SCHEMA
 
 #: The change log a keyword mirror follows (`mirror.py`): every insert or change of what a
 #: search reads takes the next `change_seq`, and a hard delete leaves its id in
@@ -310,6 +322,12 @@ def _migrate_12_to_13(conn: Any) -> None:
     normalize_stored_names(lambda sql, params: conn.execute(sql.replace("?", "%s"), params))
 
 
+def _migrate_13_to_14(conn: Any) -> None:
+    """v14 records what a purge removed (`PURGED_SCHEMA`), so that a hook's flush of a resumed
+    session does not store it again; the table starts empty."""
+    conn.execute(PURGED_SCHEMA)
+
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1 (inside the store's write transaction,
 #: under its lock), as `stores/sqlite.py` does for SQLite files.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3,
@@ -317,4 +335,5 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _migrate_1_to_2, 2: _migrate_
                                                  5: _migrate_5_to_6, 6: _migrate_6_to_7,
                                                  7: _migrate_7_to_8, 8: _migrate_8_to_9,
                                                  9: _migrate_9_to_10, 10: _migrate_10_to_11,
-                                                 11: _migrate_11_to_12, 12: _migrate_12_to_13}
+                                                 11: _migrate_11_to_12, 12: _migrate_12_to_13,
+                                                 13: _migrate_13_to_14}
