@@ -10,10 +10,72 @@ import { closeSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, write
 import { dirname as dirname2, join as join2 } from "node:path";
 
 // src/client.ts
-import { readFileSync } from "node:fs";
+import { readFileSync as readFileSync2 } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import { connect } from "node:net";
 import { performance } from "node:perf_hooks";
+
+// src/peer.ts
+import { readFileSync } from "node:fs";
+import { isIPv4 } from "node:net";
+import { endianness } from "node:os";
+var ROOT = 0;
+function trusted(uid) {
+  if (uid === null || typeof process.getuid !== "function") return true;
+  return uid === process.getuid() || uid === ROOT;
+}
+function owner(own, remote) {
+  const [mine, theirs] = [plain(own.address), plain(remote.address)];
+  if (!loopback(mine) || !loopback(theirs)) return null;
+  const wanted = /* @__PURE__ */ new Set([`${entry(mine, own.port)} ${entry(theirs, remote.port)}`]);
+  if (isIPv4(mine) && isIPv4(theirs)) {
+    wanted.add(`${entry(mine, own.port, true)} ${entry(theirs, remote.port, true)}`);
+  }
+  for (const table2 of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text2;
+    try {
+      text2 = readFileSync(table2, "ascii");
+    } catch {
+      continue;
+    }
+    for (const line of text2.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields.length > 7 && wanted.has(`${fields[1]} ${fields[2]}`)) return Number(fields[7]);
+    }
+  }
+  return null;
+}
+function plain(address) {
+  const host = address.split("%")[0] ?? "";
+  return host.startsWith("::ffff:") && host.includes(".") ? host.slice(7) : host;
+}
+function loopback(host) {
+  return host.startsWith("127.") || host === "::1";
+}
+function entry(host, port, mapped = false) {
+  let bytes;
+  if (isIPv4(host)) {
+    bytes = host.split(".").map(Number);
+    if (mapped) bytes = [...new Array(10).fill(0), 255, 255, ...bytes];
+  } else {
+    bytes = ipv6Bytes(host);
+  }
+  const little = endianness() === "LE";
+  let hex = "";
+  for (let i = 0; i < bytes.length; i += 4) {
+    const word = bytes.slice(i, i + 4);
+    for (const byte of little ? word.reverse() : word) hex += byte.toString(16).padStart(2, "0");
+  }
+  return `${hex.toUpperCase()}:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+}
+function ipv6Bytes(host) {
+  const [head = "", tail = ""] = host.split("::");
+  const groups = (part) => part ? part.split(":").map((g) => parseInt(g, 16)) : [];
+  const [front, back] = [groups(head), host.includes("::") ? groups(tail) : []];
+  const all = [...front, ...new Array(8 - front.length - back.length).fill(0), ...back];
+  return all.flatMap((group) => [group >> 8, group & 255]);
+}
 
 // src/text.ts
 var SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
@@ -353,6 +415,33 @@ var ServiceFailed = class extends ServiceUnavailable {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
   }
 };
+var ServiceForeign = class extends ServiceUnavailable {
+  constructor(url, uid) {
+    super(
+      "service down",
+      `${url} is another user's (uid ${uid}): nothing was sent to it; start your own service (MEMORY_PLUGIN_AUTOSTART=1 starts one on a free port, or \`MEMORY_PORT=0 memory-mcp serve\`)`
+    );
+    this.uid = uid;
+  }
+  uid;
+};
+function ownConnection(url) {
+  return (options) => {
+    const socket = connect(options);
+    socket.once("connect", () => {
+      const uid = owner(
+        { address: socket.remoteAddress ?? "", port: socket.remotePort ?? 0 },
+        { address: socket.localAddress ?? "", port: socket.localPort ?? 0 }
+      );
+      if (uid !== null && !trusted(uid)) socket.destroy(new ServiceForeign(url, uid));
+    });
+    return socket;
+  };
+}
+function requestOptions(target, url, method, headers) {
+  if (target.protocol === "http:") return { method, headers, createConnection: ownConnection(url) };
+  return { method, headers, agent: false };
+}
 function now() {
   return performance.now();
 }
@@ -373,7 +462,7 @@ function resolveUrl(settings) {
 function readDiscovery(path) {
   let data;
   try {
-    data = JSON.parse(readFileSync(path, "utf8"));
+    data = JSON.parse(readFileSync2(path, "utf8"));
   } catch {
     return null;
   }
@@ -401,7 +490,7 @@ function pidAlive(pid) {
 function procStart(pid) {
   let stat;
   try {
-    stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    stat = readFileSync2(`/proc/${pid}/stat`, "latin1");
   } catch {
     return null;
   }
@@ -421,7 +510,7 @@ function answers(url, token, deadline = now() + PROBE_MS) {
   if (token) headers["Authorization"] = `Bearer ${token}`;
   const transport = target.protocol === "https:" ? https : http;
   return new Promise((resolve2) => {
-    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
+    const req = transport.request(target, requestOptions(target, url, "HEAD", headers), (res) => {
       res.resume();
       clearTimeout(timer);
       resolve2(true);
@@ -511,7 +600,7 @@ var ServiceClient = class {
         if (error) reject2(error);
         else resolve2(value);
       };
-      const req = transport.request(target, { method, headers, agent: false }, (res) => {
+      const req = transport.request(target, requestOptions(target, this.url, method, headers), (res) => {
         const chunks = [];
         res.on("data", (chunk) => chunks.push(chunk));
         res.on("error", (error) => settle(this.failure(error)));
@@ -548,6 +637,7 @@ var ServiceClient = class {
     });
   }
   failure(error) {
+    if (error instanceof ServiceUnavailable) return error;
     const code = error.code;
     if (code === "ECONNREFUSED") {
       return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);
@@ -666,7 +756,7 @@ function sleep(ms) {
 }
 
 // src/backoff.ts
-import { mkdirSync as mkdirSync2, readFileSync as readFileSync2, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
+import { mkdirSync as mkdirSync2, readFileSync as readFileSync3, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
 import { basename, dirname as dirname3, join as join3 } from "node:path";
 function activeBackOff(path, url, nowS = Date.now() / 1e3) {
   const data = readState(path);
@@ -706,7 +796,7 @@ function clearBackOff(path, url) {
 }
 function readState(path) {
   try {
-    const data = JSON.parse(readFileSync2(path, "utf8"));
+    const data = JSON.parse(readFileSync3(path, "utf8"));
     return typeof data === "object" && data !== null && !Array.isArray(data) ? data : null;
   } catch {
     return null;
@@ -1050,8 +1140,8 @@ function isAgentTurn(system) {
 import { closeSync as closeSync2, mkdirSync as mkdirSync3, openSync as openSync2, renameSync as renameSync3, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
 import { dirname as dirname4 } from "node:path";
 var MAX_LOG_BYTES = 1e6;
-function record(path, entry) {
-  const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry }) + "\n";
+function record(path, entry2) {
+  const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry2 }) + "\n";
   try {
     mkdirSync3(dirname4(path), { recursive: true });
     try {
@@ -1069,7 +1159,7 @@ function record(path, entry) {
 }
 
 // src/project.ts
-import { readFileSync as readFileSync3, realpathSync, statSync as statSync3 } from "node:fs";
+import { readFileSync as readFileSync4, realpathSync, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
 var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
@@ -1116,7 +1206,7 @@ function findRepository(start) {
     if (found === "file") {
       let text2;
       try {
-        text2 = readFileSync3(dotGit, "utf8").trim();
+        text2 = readFileSync4(dotGit, "utf8").trim();
       } catch {
         return [folder, null];
       }
@@ -1132,7 +1222,7 @@ function findRepository(start) {
 function remoteUrl(gitDir) {
   let common = gitDir;
   try {
-    const pointer = readFileSync3(join4(gitDir, "commondir"), "utf8").trim();
+    const pointer = readFileSync4(join4(gitDir, "commondir"), "utf8").trim();
     common = resolvePath(resolve(gitDir, pointer));
   } catch {
   }
@@ -1149,7 +1239,7 @@ function remoteUrl(gitDir) {
 function readConfig(path) {
   let text2;
   try {
-    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync3(path));
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync4(path));
   } catch {
     return null;
   }
@@ -1321,7 +1411,7 @@ function removeSuffix(text2, suffix) {
 }
 
 // src/repoconfig.ts
-import { readFileSync as readFileSync4, statSync as statSync4 } from "node:fs";
+import { readFileSync as readFileSync5, statSync as statSync4 } from "node:fs";
 import { dirname as dirname6, isAbsolute as isAbsolute2, join as join5 } from "node:path";
 var MAX_PROJECT_CHARS2 = 256;
 var FILE_NAME = ".semantic-memory.toml";
@@ -1345,7 +1435,7 @@ function loadRepoConfig(cwd, approvals = null) {
   try {
     path = configPath(cwd);
     if (!statSync4(path, { throwIfNoEntry: false })?.isFile()) return { ...DEFAULTS };
-    raw = readFileSync4(path);
+    raw = readFileSync5(path);
   } catch (error) {
     return { ...DEFAULTS, path: join5(cwd, FILE_NAME), capture: false, error: error.message };
   }
@@ -1372,7 +1462,7 @@ function allowedNames(approvals) {
   const names = /* @__PURE__ */ new Map();
   if (!isAbsolute2(approvals)) return names;
   try {
-    const raw = readFileSync4(approvals);
+    const raw = readFileSync5(approvals);
     if (raw.length > MAX_APPROVALS_BYTES) return names;
     const data = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
     const entries = typeof data === "object" && data !== null && !Array.isArray(data) ? data["allowed"] : null;
@@ -1448,7 +1538,7 @@ import {
   mkdirSync as mkdirSync4,
   openSync as openSync3,
   readdirSync,
-  readFileSync as readFileSync5,
+  readFileSync as readFileSync6,
   renameSync as renameSync4,
   unlinkSync as unlinkSync3,
   utimesSync,
@@ -1611,7 +1701,7 @@ function refusedItems(body, answer) {
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
 }
 function readRecord(path) {
-  const text2 = readFileSync5(path, "utf8");
+  const text2 = readFileSync6(path, "utf8");
   try {
     const record2 = JSON.parse(text2);
     const valid = typeof record2 === "object" && record2 !== null && typeof record2.path === "string" && typeof record2.body === "object" && record2.body !== null && !Array.isArray(record2.body);

@@ -8,8 +8,10 @@
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import { connect, type NetConnectOpts, type Socket } from "node:net";
 import { performance } from "node:perf_hooks";
 
+import { owner, trusted } from "./peer.js";
 import { isObject } from "./records.js";
 import { discoveryPath, type Settings } from "./settings.js";
 
@@ -51,6 +53,50 @@ export class ServiceFailed extends ServiceUnavailable {
   get retryable(): boolean {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
   }
+}
+
+/**
+ * Another OS user's process listens at the service's address (client.py ServiceForeign):
+ * nothing was sent to it. For this user it is as if no service were up: writes go to the
+ * spool, and autostart starts this user's own on a free port.
+ */
+export class ServiceForeign extends ServiceUnavailable {
+  constructor(url: string, readonly uid: number) {
+    super(
+      "service down",
+      `${url} is another user's (uid ${uid}): nothing was sent to it; start your own service ` +
+        "(MEMORY_PLUGIN_AUTOSTART=1 starts one on a free port, or `MEMORY_PORT=0 memory-mcp serve`)",
+    );
+  }
+}
+
+/**
+ * `createConnection` for node:http: a plain connection that is destroyed, before the request
+ * is written to it, when another user's process holds its other end (peer.ts). Its
+ * `connect` listener is the socket's first, so it runs before the request's queued write.
+ */
+function ownConnection(url: string): (options: object) => Socket {
+  return (options) => {
+    const socket = connect(options as NetConnectOpts);
+    socket.once("connect", () => {
+      const uid = owner(
+        { address: socket.remoteAddress ?? "", port: socket.remotePort ?? 0 },
+        { address: socket.localAddress ?? "", port: socket.localPort ?? 0 },
+      );
+      if (uid !== null && !trusted(uid)) socket.destroy(new ServiceForeign(url, uid));
+    });
+    return socket;
+  };
+}
+
+/**
+ * node:http request options for `target`: a plain connection `ownConnection` checks (with no
+ * agent, node:http uses it as it is), else `agent: false`. Either way no pooled socket
+ * outlives the call (and keeps the process alive).
+ */
+function requestOptions(target: URL, url: string, method: string, headers: Record<string, string>): http.RequestOptions {
+  if (target.protocol === "http:") return { method, headers, createConnection: ownConnection(url) };
+  return { method, headers, agent: false };
 }
 
 /** A monotonic clock in milliseconds: deadlines are `now() + budget`. */
@@ -164,7 +210,7 @@ export function answers(url: string, token: string, deadline: number = now() + P
   if (token) headers["Authorization"] = `Bearer ${token}`;
   const transport = target.protocol === "https:" ? https : http;
   return new Promise((resolve) => {
-    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
+    const req = transport.request(target, requestOptions(target, url, "HEAD", headers), (res) => {
       res.resume(); // the answer is all that counts (a HEAD has no body)
       clearTimeout(timer);
       resolve(true);
@@ -259,8 +305,7 @@ export class ServiceClient {
         if (error) reject(error);
         else resolve(value);
       };
-      // `agent: false`: no pooled socket outlives the call (and keeps the process alive).
-      const req = transport.request(target, { method, headers, agent: false }, (res) => {
+      const req = transport.request(target, requestOptions(target, this.url, method, headers), (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (chunk: Buffer) => chunks.push(chunk));
         res.on("error", (error) => settle(this.failure(error)));
@@ -300,6 +345,7 @@ export class ServiceClient {
   }
 
   private failure(error: Error): ServiceUnavailable {
+    if (error instanceof ServiceUnavailable) return error; // ownConnection's ServiceForeign
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ECONNREFUSED") {
       return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from .. import lite
+from .. import lite, peer
 from .settings import discovery_file
 from .urls import ServiceURL, split_url
 
@@ -38,6 +38,27 @@ class ServiceUnavailable(Exception):
 
 class ServiceDown(ServiceUnavailable):
     outcome = "service down"
+
+
+class ServiceForeign(ServiceDown):
+    """Another OS user's process listens at the service's address (`peer.owner`): nothing is
+    sent to it, neither a write, a prompt nor the token. For this user it is as if no service
+    were up: writes go to the spool, and autostart starts this user's own on a free port."""
+
+    def __init__(self, url: str, uid: int) -> None:
+        super().__init__(f"{url} is another user's ({_user_name(uid)}): nothing was sent to it; "
+                         "start your own service (MEMORY_PLUGIN_AUTOSTART=1 starts one on a "
+                         "free port, or `MEMORY_PORT=0 memory-mcp serve`)")
+        self.uid = uid
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 class ServiceTimeout(ServiceUnavailable):
@@ -211,6 +232,7 @@ class ServiceClient:
                     server_hostname=parts.host)
             else:
                 sock = lite.connect(host, parts.port, timeout)
+                _check_owner(sock, self.url)
             try:
                 sock.sendall(request)
                 raw = _read_all(sock, deadline)
@@ -231,6 +253,17 @@ class ServiceClient:
             raise ServiceUnavailable(f"{self.url} answered HTTP {status} without the service's "
                                      "JSON: not the memory service")
         return answer
+
+
+def _check_owner(sock: Any, url: str) -> None:
+    """ServiceForeign (the socket closed) when another user's process holds the other end of
+    this loopback connection: on a machine several people use, a service left on the default
+    port by one would otherwise take the others' writes and token, and answer their prompts
+    with its user's memories."""
+    uid = peer.owner(sock.getpeername()[:2], sock.getsockname()[:2])
+    if uid is not None and not peer.trusted(uid):
+        sock.close()
+        raise ServiceForeign(url, uid)
 
 
 def _read_all(sock: Any, deadline: float) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from httptools import HttpParserCallbackError, HttpParserError
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from .. import peer
 from ..config import Settings
 from .edges import error_body, one_line
 
@@ -32,6 +34,20 @@ RESERVED_FDS = 100
 
 
 class JSONErrorHttpToolsProtocol(HttpToolsProtocol):
+    def send_error(self, status: int, message: str, close: bool = True) -> None:
+        """Answer `{"error": message}` with `status` straight on the socket, and close it
+        (`close=False`: end only the answer's side, and let the client close)."""
+        start, body = error_body(status, message, [(b"connection", b"close")])
+        content = [STATUS_LINE[status]]
+        for name, value in [*self.server_state.default_headers, *start["headers"]]:
+            content += [name, b": ", value, b"\r\n"]
+        content += [b"\r\n", body["body"]]
+        self.transport.write(b"".join(content))
+        if close:
+            self.transport.close()
+        elif self.transport.can_write_eof():
+            self.transport.write_eof()
+
     def send_400_response(self, msg: str) -> None:
         # uvicorn calls this inside `except httptools.HttpParserError`: the parser's own reason
         # ("Invalid method encountered", …) is the more useful message.
@@ -43,14 +59,8 @@ class JSONErrorHttpToolsProtocol(HttpToolsProtocol):
             cause = reason.__context__
             reason = cause if isinstance(cause, HttpParserError) else None
         detail = one_line(str(reason), 400) if reason is not None and str(reason) else ""
-        message = f"invalid HTTP request: {detail}" if detail else "invalid HTTP request"
-        start, body = error_body(400, message, [(b"connection", b"close")])
-        content = [STATUS_LINE[400]]
-        for name, value in [*self.server_state.default_headers, *start["headers"]]:
-            content += [name, b": ", value, b"\r\n"]
-        content += [b"\r\n", body["body"]]
-        self.transport.write(b"".join(content))
-        self.transport.close()
+        self.send_error(400, f"invalid HTTP request: {detail}" if detail
+                        else "invalid HTTP request")
 
 
 class GuardedProtocol(JSONErrorHttpToolsProtocol):
@@ -71,7 +81,30 @@ class GuardedProtocol(JSONErrorHttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         self._waiting_since = time.monotonic()
         self._arm_header_timer()
-        self._enforce_caps()
+        self._refused = self._refuse_other_users()
+        if not self._refused:
+            self._enforce_caps()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._refused:  # a refused connection's request is read and dropped
+            super().data_received(data)
+
+    def _refuse_other_users(self) -> bool:
+        """Answer 403 to a loopback connection another OS user's process opened, before any
+        byte of its request is read: on a machine several people use, each one's memories
+        are theirs (`peer.owner`; root and an owner the kernel does not tell are let in). The
+        request is then read and dropped until the client closes (or the header timeout
+        does): closing with it unread would reset the connection, and the answer with it."""
+        uid = peer.owner(self.client, self.server) if self.client and self.server else None
+        if uid is None or peer.trusted(uid):
+            return False
+        _note("refusal", "refused a connection from another user's process (uid %d): this "
+                         "service serves only its own user (and root)", uid)
+        self.send_error(403, f"this service holds another user's memories (it runs as uid "
+                             f"{os.getuid()}, the connection is uid {uid}'s): start your own "
+                             "(MEMORY_PORT=0 memory-mcp serve, or MEMORY_PLUGIN_AUTOSTART=1)",
+                        close=False)
+        return True
 
     def _arm_header_timer(self) -> None:
         self._waiting_since = time.monotonic()
@@ -120,22 +153,22 @@ class GuardedProtocol(JSONErrorHttpToolsProtocol):
         slow = [c for c in group if c is not self and c.awaiting_headers
                 and not c.transport.is_closing()]
         victim = min(slow, key=lambda c: c._waiting_since) if slow else self
-        _note_cap(what)
+        _note("cap", "too many open %s: closing the slowest (a client holding connections open "
+                    "without sending its requests?)", what)
         victim._stop_header_timer()
         victim.transport.close()
 
 
-_last_cap_note = 0.0
+#: When each kind of `_note` was last logged.
+_last_notes: dict[str, float] = {}
 
 
-def _note_cap(what: str) -> None:
-    """One log line per minute at most while a cap is being hit."""
-    global _last_cap_note
+def _note(kind: str, message: str, *args: object) -> None:
+    """One log line per minute at most of each kind, while the thing it tells of goes on."""
     now = time.monotonic()
-    if now - _last_cap_note >= 60:
-        _last_cap_note = now
-        log.warning("too many open %s: closing the slowest (a client holding connections "
-                    "open without sending its requests?)", what)
+    if now - _last_notes.get(kind, -60.0) >= 60:
+        _last_notes[kind] = now
+        log.warning(message, *args)
 
 
 def guarded_protocol(settings: Settings) -> type[GuardedProtocol]:
