@@ -80,6 +80,22 @@ def test_spool_replay_without_a_service_names_the_reason(tmp_path: Path) -> None
     assert not spool.pending(folder)
 
 
+def test_spool_replay_says_why_the_service_did_not_take_the_writes(tmp_path: Path) -> None:
+    """A service that answers, and refuses for now (a token this user lacks): `spool replay`
+    named no reason; it names the service's answer."""
+    service = start(tmp_path / "svc", "serve", MEMORY_TOKEN="the-services-token-0123456789")
+    try:
+        spooled = spool.append(tmp_path / "spool", "/ingest", {"content": FACT})
+        replayed = run_cli(tmp_path, "spool", "replay", MEMORY_PLUGIN_URL=service.url)
+        assert replayed.returncode == 1 and "Traceback" not in replayed.stderr
+        assert replayed.stdout.strip() == (
+            f"replayed 0 write(s) into the service at {service.url}; 1 still waiting (HTTP "
+            "401: a valid Bearer token is required)"), replayed.stdout
+        assert spool.pending(tmp_path / "spool") == [spooled]
+    finally:
+        service.stop()
+
+
 def test_a_spool_this_user_may_not_list_is_said_not_taken_for_empty(tmp_path: Path) -> None:
     folder = tmp_path / "spool"
     spool.append(folder, "/ingest", {"content": FACT})

@@ -127,6 +127,15 @@ def test_spooled_copies_go_and_the_rest_of_their_write_replays(tmp_path: Path) -
         "Exchange: the CI cache key now includes the lockfile hash"]
 
 
+def test_a_captured_copy_of_a_purged_text_is_not_stored_again(tmp_path: Path) -> None:
+    text = f"The {WORD} cache lives in /var/cache/zyx"
+    assert cli(tmp_path, "store", text, "--source", "compaction").returncode == 0
+    assert cli(tmp_path, "purge", "--matching", WORD, "--yes").returncode == 0
+    again = cli(tmp_path, "store", text, "--source", "compaction")
+    assert again.returncode == 0 and again.stdout.startswith("duplicate: purged: "), again
+    assert cli(tmp_path, "store", text).stdout.startswith("new ")  # a person asked again
+
+
 def test_a_project_scope_and_bad_input(tmp_path: Path) -> None:
     for content, project in ((f"{WORD} in web", "web"), (f"{WORD} in api", "api"),
                              (f"{WORD} everywhere", None)):

@@ -260,6 +260,8 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
             sys.exit(1)
     elif result.status == "rejected":
         raise click.ClickException(f"rejected: {result.reason}")
+    elif result.uid is None:  # a duplicate of nothing live: its reason says of what
+        click.echo(f"{result.status}: {result.reason}")
     else:
         click.echo(f"{result.status} {result.uid}" + (
             f" (supersedes {', '.join(result.supersedes)}: `memory-mcp unsupersede UID` undoes "
@@ -977,7 +979,8 @@ def spool_replay(obj: Context) -> None:
         raise click.ClickException(f"{exc}; {waiting} write(s) still waiting") from None
     click.echo(f"replayed {done.sent} write(s) into {where}"
                + (f"; {done.rejected} refused (`memory-mcp spool list`)" if done.rejected else "")
-               + (f"; {done.left} still waiting" if done.left else ""))
+               + (f"; {done.left} still waiting" if done.left else "")
+               + (f" ({done.why})" if done.left and done.why else ""))
     if done.left:
         sys.exit(1)
 

@@ -78,11 +78,11 @@ class Depth(tuple):  # (count, oldest, rejected): a NamedTuple without importing
     rejected = property(lambda self: self[2])
 
 
-class Replayed(tuple):  # (sent, rejected, left)
-    __slots__ = ()
-
-    def __new__(cls, sent: int, rejected: int, left: int) -> Replayed:
-        return tuple.__new__(cls, (sent, rejected, left))
+class Replayed(tuple):  # (sent, rejected, left); `why`: what stopped it, when the service did
+    def __new__(cls, sent: int, rejected: int, left: int, why: str | None = None) -> Replayed:
+        replayed = tuple.__new__(cls, (sent, rejected, left))
+        replayed.why = why  # the Retry's reason ("HTTP 401: …"): `spool replay` says it
+        return replayed
 
     sent = property(lambda self: self[0])
     rejected = property(lambda self: self[1])
@@ -316,9 +316,9 @@ def replay(folder: Path, send: Callable[[str, dict[str, Any]], Any],
             _reject(claimed, str(exc), record)
             rejected += 1
             continue
-        except Retry:
+        except Retry as exc:
             _put_back(claimed)
-            return Replayed(sent, rejected, len(files) - index)
+            return Replayed(sent, rejected, len(files) - index, str(exc) or None)
         except BaseException:  # a bug, a timeout, the hook's watchdog: it stays queued
             _put_back(claimed)
             raise
