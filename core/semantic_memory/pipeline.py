@@ -67,6 +67,11 @@ STATS_REUSE_S = 30.0
 #: Below it FTS5's own automerge keeps up: recall after 2,000 to 50,000 new memories in 1M was
 #: as fast unmerged as merged, after 100,000 ~20% slower (docs/benchmarks.md, Scale).
 MERGE_SHARE = 0.1
+#: How far back the service's first maintenance run looks for names an older release wrote
+#: (`_normalize_recent_names`), and how much each later run looks back past the one before (a
+#: write in flight as the last run began).
+NAMES_FIRST_WINDOW_S = 7 * 86_400.0
+NAMES_OVERLAP_S = 60.0
 #: The service's start-up purge merges the indexes and VACUUMs only when what it removed is at
 #: least this share of the rows (`memory-mcp purge` always does): ~11 s of write lock at 1M
 #: memories, for one forgotten memory as for many.
@@ -198,6 +203,10 @@ class MatchPurgeReport:
 
 class MemoryEngine:
     """One open store with its plugins. Thread-safe; share one per process."""
+
+    #: Until when the maintenance has checked the names of written rows
+    #: (`_normalize_recent_names`); None before its first run.
+    _names_checked_at: float | None = None
 
     def __init__(
         self,
@@ -817,6 +826,21 @@ class MemoryEngine:
             report.warning = self.store.flush_journal()
         return report
 
+    def _normalize_recent_names(self) -> None:
+        """Rewrite the projects, kinds and sources of the rows written since the last run (the
+        first run: NAMES_FIRST_WINDOW_S back) as ingest writes them. A process of an older
+        release left running across an upgrade (an agent session's `--stdio` server, which no
+        discovery file names) goes on writing names as it did ("GitHub.com/Acme/App/"), which
+        no filter finds; the schema step that rewrote the older rows ran once. One range of
+        the `updated_at` index a run."""
+        start = now()
+        since = self._names_checked_at if self._names_checked_at is not None \
+            else start - NAMES_FIRST_WINDOW_S
+        if self.store.normalize_names(since):
+            log.info("maintenance: rewrote the project, kind or source names of memories "
+                     "written by an older release's process as this release writes them")
+        self._names_checked_at = start - NAMES_OVERLAP_S
+
     def startup_maintenance(self) -> PurgeReport | None:
         """The routine a service runs at its start and every MEMORY_MAINTENANCE_INTERVAL_S
         when MEMORY_MAINTENANCE_ON_START is on: the TTLs applied and a purge of the memories
@@ -824,6 +848,7 @@ class MemoryEngine:
         then) that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went."""
         if not self.settings.maintenance_on_start:
             return None
+        self._normalize_recent_names()
         grace = self.settings.forget_grace_days
         report = self.purge(STARTUP_RECLAIM_SHARE, grace)
         kept = self.counts()["forgotten"] if grace > 0 else 0

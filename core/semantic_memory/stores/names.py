@@ -26,13 +26,31 @@ Execute = Callable[[str, Sequence[Any]], Any]
 TABLES = ("memories", "memory_revisions")
 
 
-def normalize_stored_names(execute: Execute) -> None:
-    """Rewrite every stored project, kind and source as ingest now writes it."""
-    projects = _renamed(execute, "project", TABLES, lambda p: project_name(p) or None)
+#: The column of each table that says when a row was last written.
+WRITTEN = {"memories": "updated_at", "memory_revisions": "replaced_at"}
+
+
+def normalize_stored_names(execute: Execute, since: float | None = None) -> bool:
+    """Rewrite every stored project, kind and source as ingest now writes it; with `since`,
+    every one that a row written since then holds (the service's maintenance: a process of an
+    older release, left running across the upgrade, writes names as it did). Returns whether
+    anything was rewritten."""
+    projects = _renamed(execute, "project", TABLES, lambda p: project_name(p) or None, since)
     _forget_new_twins(execute, projects)
     _rename(execute, "project", TABLES, projects)
-    _rename(execute, "kind", TABLES, _renamed(execute, "kind", TABLES, identifier))
-    _rename(execute, "source", TABLES[:1], _renamed(execute, "source", TABLES[:1], identifier))
+    kinds = _renamed(execute, "kind", TABLES, identifier, since)
+    _rename(execute, "kind", TABLES, kinds)
+    sources = _renamed(execute, "source", TABLES[:1], identifier, since)
+    _rename(execute, "source", TABLES[:1], sources)
+    return bool(projects or kinds or sources)
+
+
+def stale_names(execute: Execute, since: float) -> bool:
+    """Whether a row written since `since` holds a name `normalize_stored_names` would rewrite:
+    reads only, so that a store with none is looked at without its write lock."""
+    return any(_renamed(execute, column, tables, normalize, since) for column, tables, normalize
+               in (("project", TABLES, lambda p: project_name(p) or None),
+                   ("kind", TABLES, identifier), ("source", TABLES[:1], identifier)))
 
 
 def _rename(execute: Execute, column: str, tables: tuple[str, ...],
@@ -43,10 +61,18 @@ def _rename(execute: Execute, column: str, tables: tuple[str, ...],
 
 
 def _renamed(execute: Execute, column: str, tables: tuple[str, ...],
-             normalize: Callable[[str], str | None]) -> dict[str, str | None]:
-    """Stored values of `column` in `tables` that normalize to something else."""
-    values = {row[0] for table in tables for row in execute(
-        f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL", ()).fetchall()}
+             normalize: Callable[[str], str | None], since: float | None
+             ) -> dict[str, str | None]:
+    """Stored values of `column` in `tables` (in rows written since `since`) that normalize to
+    something else."""
+    if since is None:
+        values = {row[0] for table in tables for row in execute(
+            f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL", ()).fetchall()}
+    else:  # the column as an expression: SQLite walks the range of the time's index, not
+        # the whole of the column's (1.6 s at 1M memories, for none written in the hour)
+        values = {row[0] for table in tables for row in execute(
+            f"SELECT DISTINCT coalesce({column}, '') FROM {table} "
+            f"WHERE {WRITTEN[table]} >= ?", (since,)).fetchall()} - {""}
     return {v: new for v in values if (new := normalize(v)) != v}
 
 

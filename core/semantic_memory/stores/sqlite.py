@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..models import Memory, RecallFilters
 from ..hookspecs import hookimpl
 from .base import SQLMemoryStore, StoreError, content_hash, memory_row
-from .names import normalize_stored_names
+from .names import normalize_stored_names, stale_names
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -834,6 +834,16 @@ class SQLiteStore(SQLMemoryStore):
             with self._write_lock:
                 self._take_lock(self._writer, "VACUUM", deadline)
         return tables
+
+    def normalize_names(self, since: float) -> bool:
+        """The names the rows written since `since` hold, as ingest writes them
+        (`names.normalize_stored_names`: what an older release's process left running across
+        an upgrade writes); whether any was rewritten."""
+        with self.snapshot() as conn:  # most runs find none: no write lock for them
+            if not stale_names(conn.execute, since):
+                return False
+        with self.write() as conn:
+            return normalize_stored_names(conn.execute, since)
 
     def scrub_indexes(self) -> list[str]:
         """After a purge too small for the merge and VACUUM (the service's maintenance): merge

@@ -23,6 +23,7 @@ from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolTimeout
 from semantic_memory.models import Memory, RecallFilters
 from semantic_memory.stores import StoreError, redact_url, scrub_secrets
+from semantic_memory.stores.names import normalize_stored_names, stale_names
 from semantic_memory.stores.base import (
     MEMORY_COLUMNS_OF_M,
     Retention,
@@ -558,6 +559,15 @@ class PostgresStore(SQLMemoryStore):
         return {day: (int(count), int(chars)) for day, count, chars in conn.execute(
             "SELECT to_char(to_timestamp(ts) AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*), "
             "coalesce(sum(chars), 0) FROM injections WHERE ts >= %s GROUP BY 1", (start,))}
+
+    def normalize_names(self, since: float) -> bool:
+        """As SQLiteStore.normalize_names: the names of the rows written since `since`."""
+        with self.snapshot() as conn:  # most runs find none: no write lock for them
+            if not stale_names(lambda sql, params: self._run(conn, sql, params), since):
+                return False
+        with self.write() as conn:
+            return normalize_stored_names(lambda sql, params: self._run(conn, sql, params),
+                                          since)
 
     def retention(self, own: Retention) -> Retention:
         """The longest grace and TTLs any service of this store announced, `own` included:
