@@ -377,12 +377,24 @@ class HarnessAdapter:
 
     def compacted_turns(self, payload: dict[str, Any]) -> list[Turn]:
         """The turns a compaction is about to summarise: those after the transcript's last
-        compaction marker (the earlier ones were flushed by that compaction)."""
+        compaction marker (the earlier ones were flushed by that compaction). When that
+        compaction came in the middle of a turn (Claude Code compacts as the context fills,
+        between two tool calls), the rest of the reply follows the marker and its question
+        precedes it: the question heads the turns again, or the reply's rest would be stored
+        as an answer to nothing."""
         path, marker = self.transcript_path(payload), self.compaction_marker
         if path is None or not marker:
             return self.turns(payload)
         start = last_line_offset(path, marker)
-        return [turn for entry in read_jsonl(path, start) if (turn := self.transcript_turn(entry))]
+        turns = [turn for entry in read_jsonl(path, start)
+                 if (turn := self.transcript_turn(entry))]
+        if start and turns and turns[0].role != "user":
+            question = next((turn for entry in read_jsonl_reversed(path, end=start)
+                             if (turn := self.transcript_turn(entry)) is not None
+                             and turn.role == "user" and clean(turn.text)), None)
+            if question is not None:
+                turns.insert(0, question)
+        return turns
 
     def last_user_message(self, payload: dict[str, Any]) -> str | None:
         """The session's latest user message, read from the transcript's end."""

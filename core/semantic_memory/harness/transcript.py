@@ -268,11 +268,13 @@ def read_jsonl(path: str | Path, start: int = 0) -> Iterator[dict[str, Any]]:
                 yield item
 
 
-def read_jsonl_reversed(path: str | Path, block: int = 1 << 16) -> Iterator[dict[str, Any]]:
+def read_jsonl_reversed(path: str | Path, block: int = 1 << 16, end: int | None = None
+                        ) -> Iterator[dict[str, Any]]:
     """The JSON objects of a JSON-lines file, last first, reading only as far back as the
-    caller iterates (a session's last message is near the end of a long transcript)."""
+    caller iterates (a session's last message is near the end of a long transcript); with
+    `end`, those of the lines before that byte offset (a line's start)."""
     with open(path, "rb") as handle:
-        position = handle.seek(0, 2)
+        position = handle.seek(0, 2) if end is None else end
         rest = b""
         while position > 0:
             step = min(block, position)
