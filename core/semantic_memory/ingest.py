@@ -25,6 +25,7 @@ from .lite import encodes
 from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, iso, now,
                      project_name)
 from .plugins import PluginManager
+from .sources import CAPTURED_SOURCES, FLUSH_SOURCE
 from .stores import MemoryStore
 from .stores.base import content_hash
 
@@ -37,17 +38,6 @@ SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
-#: The sources of automatic capture, as the hooks and the opencode plugin write them (a
-#: flush of the turns compaction or the session's end drops; an allow-listed tool's output),
-#: spooled or not. Such an item never brings back a memory its user forgot, nor once purged
-#: (`_captured`).
-CAPTURED_SOURCES = frozenset({"compaction", "tool"})
-#: The source of a flush (the hooks' and the opencode plugin's). An exchange flushed while
-#: its answer is still being written (Claude Code's PreCompact may fire mid-turn, and again
-#: once the turn ends, with no compaction between) is flushed again, grown, by the next flush:
-#: the grown copy replaces the shorter one (`grows`). Not tool captures: two calls of a tool
-#: whose output grew (a log read twice) are two events.
-FLUSH_SOURCE = "compaction"
 #: How many of its session's latest current flush memories a new one is compared with: the
 #: shorter copy of a grown exchange is the newest of them (every memory of a re-flush before
 #: it is a duplicate). Read from the (session, seq) index, so a write costs one small query.
@@ -153,7 +143,9 @@ def grows(older: Memory, newer: Memory | NewMemory) -> bool:
     """Whether `newer` is a later flush of the exchange `older` holds, grown: both flushed
     (FLUSH_SOURCE) in one session, project and kind, and `newer`'s text (whitespace aside)
     starts with all of `older`'s and goes on after a word. The grown piece of an exchange cut
-    into pieces starts with its shorter copy too: the pieces before it are cut alike."""
+    into pieces starts with its shorter copy too: the pieces before it are cut alike. (Claude
+    Code's PreCompact may fire mid-turn, then again once the turn ends.) Not tool captures:
+    two calls of a tool whose output grew (a log read twice) are two events."""
     return (newer.source == FLUSH_SOURCE == older.source and newer.session is not None
             and (older.session, older.project, older.kind)
             == (newer.session, newer.project, newer.kind)

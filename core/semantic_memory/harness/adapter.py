@@ -20,6 +20,7 @@ import time
 
 from ..lite import dumps
 from ..private import strip_private
+from ..sources import FLUSH_SOURCE, TOOL_SOURCE
 from ..tag_chars import LESS_THAN
 from .client import ServiceFailed, ServiceUnavailable, retryable
 from .settings import beside_db
@@ -579,7 +580,7 @@ class HarnessAdapter:
             batches[-1].append((item, pieces))
             size += pieces
         fields = call.memory_fields()
-        bodies = [{"items": [{**item, "kind": "note", "source": "compaction", **fields}
+        bodies = [{"items": [{**item, "kind": "note", "source": FLUSH_SOURCE, **fields}
                              for item, _ in batch]} for batch in batches]
         counts = {"new": 0, "duplicate": 0, "rejected": 0, "spooled": 0}
         kept, why = 0, ""  # exchange items refused as items, and the first reason
@@ -618,7 +619,8 @@ class HarnessAdapter:
         # The whole record (input gist and output): a private span may cross the cut.
         record = strip_private(capture_record(ToolCall(tool.name, tool.input,
                                                        strip_private(tool.output))))
-        answer = call.write({"content": record, "kind": "artifact", "source": "tool", **fields})
+        answer = call.write({"content": record, "kind": "artifact", "source": TOOL_SOURCE,
+                             **fields})
         if call.unwritten:
             call.done("error", f"{tool.name} output, {call.shortfall()}")
         elif answer is None:

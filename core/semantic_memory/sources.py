@@ -1,0 +1,13 @@
+"""The `source` values automatic capture writes, in one place for the service (`ingest`) and
+the hooks that write them (`harness/adapter.py`; the opencode plugin's memory.ts writes the
+same strings). Constants only: hook processes import it.
+"""
+
+#: A flush of the turns a compaction or the session's end drops (the hooks' and the opencode
+#: plugin's).
+FLUSH_SOURCE = "compaction"
+#: An allow-listed tool's output (PostToolUse, opencode's `tool.execute.after`).
+TOOL_SOURCE = "tool"
+#: The sources of automatic capture, spooled or not: such an item never brings back a memory
+#: its user forgot, nor one purged (`ingest._captured`).
+CAPTURED_SOURCES = frozenset({FLUSH_SOURCE, TOOL_SOURCE})
