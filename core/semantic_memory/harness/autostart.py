@@ -6,6 +6,8 @@ file. The hook waits for it only while its own budget lasts; a service that need
 found by the next hook. A lock file keeps concurrent session starts from spawning twice.
 The service's stderr goes to `service.log` beside the db, rotated as a service is spawned
 (`rotate_log`): a child's stdout is a file descriptor, which no logging handler can rotate.
+A fresh user's first session start may be what makes the data folder: it is made 0700 and the
+log 0600 (the log quotes what the service was given), whatever the umask.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
     if path is None and not settings.plugin_url:
         raise ServiceDown("service down; autostart needs the discovery file "
                           "(MEMORY_DISCOVERY_FILE is off)")
+    settings.make_data_folder()  # the lock and the log go there
     if _take_lock(_lock_path(settings)):
         spawn(settings)
     while service.remaining() > POLL_S:
@@ -55,7 +58,8 @@ def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
 
 
 def spawn(settings: Settings) -> subprocess.Popen[bytes]:
-    """Start `memory-mcp serve` detached, its log beside the db file."""
+    """Start `memory-mcp serve` detached, its log beside the db file (in the folder
+    `ensure_running` made)."""
     env = dict(os.environ)
     if settings.plugin_url:  # the user named the address: serve there
         parts = split_url(settings.plugin_url)
@@ -63,12 +67,15 @@ def spawn(settings: Settings) -> subprocess.Popen[bytes]:
     else:
         env["MEMORY_PORT"] = "0"
     log_path = settings.resolved_db_path.with_name("service.log")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
-    with open(log_path, "ab") as log:
+    # 0600 when made here: open(..., "ab") gave the umask's 0644.
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
         return subprocess.Popen(
             [entry_point_path(), "serve"], env=env, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True, close_fds=True)
+    finally:
+        os.close(log)  # the child has its own copy
 
 
 def rotate_log(path: Path) -> None:
@@ -88,7 +95,6 @@ def _lock_path(settings: Settings) -> Path:
 
 def _take_lock(path: Path) -> bool:
     """True when this hook may spawn (no other spawned within LOCK_FRESH_S)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

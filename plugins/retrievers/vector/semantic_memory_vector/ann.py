@@ -95,6 +95,20 @@ def folder_of(db_path: str) -> Path:
     return Path(f"{db_path}.vectors")
 
 
+def _make_folder(folder: Path) -> None:
+    """`<db>.vectors/` for its owner only (0700), as the data folder beside it, whatever the
+    umask: its files are a quantized copy of every memory's embedding. One made by an
+    earlier release keeps its mode."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def _create_private(path: Path) -> None:
+    """Make `path` an empty file 0600 (or empty the one there), so that what is written over
+    it keeps that mode: usearch's `save` and `write_text` create their files with the
+    umask's (0644)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+
+
 def read_stamp(folder: Path) -> Stamp | None:
     try:
         data = json.loads((folder / "stamp.json").read_text())
@@ -214,7 +228,7 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
     from usearch.index import Index
 
     folder = folder_of(db_path)
-    folder.mkdir(exist_ok=True)
+    _make_folder(folder)
     conn = sqlite3.connect(db_path, check_same_thread=False)
     try:
         conn.execute("BEGIN")  # one snapshot for the whole build (WAL: writers go on)
@@ -259,6 +273,7 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
         conn.close()
     name = f"index-{secrets.token_hex(6)}.usearch"
     tmp = folder / f"{name}.tmp"
+    _create_private(tmp)
     index.save(str(tmp))
     os.replace(tmp, folder / name)
     stamp = Stamp(model=model, dim=dim, dtype=dtype, count=len(index), seq=seq,
@@ -267,6 +282,7 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
                   size=(folder / name).stat().st_size, crc=file_crc(folder / name),
                   removed=removed)
     tmp_stamp = folder / f"stamp.json.{secrets.token_hex(4)}"
+    _create_private(tmp_stamp)
     tmp_stamp.write_text(json.dumps(asdict(stamp)))
     os.replace(tmp_stamp, folder / "stamp.json")
     for old in folder.glob("index-*.usearch*"):  # mapped elsewhere? POSIX keeps the inode
@@ -576,7 +592,7 @@ class AnnManager:
             return
 
         def run() -> None:
-            self.folder.mkdir(exist_ok=True)
+            _make_folder(self.folder)
             with exclusive(self.folder / "build.lock") as held:
                 if not held:
                     return  # another process builds; its stamp will be picked up
