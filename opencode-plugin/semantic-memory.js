@@ -683,7 +683,7 @@ function spawnService(settings, deadline) {
     env["MEMORY_PORT"] = "0";
   }
   const logPath = join2(dirname2(settings.dbPath), "service.log");
-  mkdirSync(dirname2(logPath), { recursive: true });
+  mkdirSync(dirname2(logPath), { recursive: true, mode: 448 });
   rotateLog(logPath);
   const log = openSync(logPath, "a", 384);
   return new Promise((resolve2, reject2) => {
@@ -733,7 +733,7 @@ function rotateLog(path) {
   }
 }
 function takeLock(path) {
-  mkdirSync(dirname2(path), { recursive: true });
+  mkdirSync(dirname2(path), { recursive: true, mode: 448 });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, "wx", 384);
@@ -1143,7 +1143,7 @@ var MAX_LOG_BYTES = 1e6;
 function record(path, entry2) {
   const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry2 }) + "\n";
   try {
-    mkdirSync3(dirname4(path), { recursive: true });
+    mkdirSync3(dirname4(path), { recursive: true, mode: 448 });
     try {
       if (statSync2(path).size > MAX_LOG_BYTES) renameSync3(path, `${path}.1`);
     } catch {

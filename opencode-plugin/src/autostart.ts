@@ -65,7 +65,7 @@ function spawnService(settings: Settings, deadline: number): Promise<string> {
     env["MEMORY_PORT"] = "0";
   }
   const logPath = join(dirname(settings.dbPath), "service.log");
-  mkdirSync(dirname(logPath), { recursive: true });
+  mkdirSync(dirname(logPath), { recursive: true, mode: 0o700 }); // as takeLock makes it
   rotateLog(logPath);
   const log = openSync(logPath, "a", 0o600);
   return new Promise((resolve, reject) => {
@@ -126,7 +126,9 @@ function rotateLog(path: string): void {
 
 /** True when this process may spawn (no other starter took the lock within LOCK_FRESH_MS). */
 export function takeLock(path: string): boolean {
-  mkdirSync(dirname(path), { recursive: true });
+  // A fresh user's first start may make the data folder: its owner's only, whatever the umask
+  // (the log beside the lock quotes what the service was given).
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, "wx", 0o600);

@@ -37,7 +37,7 @@ export interface OutcomeEntry {
 export function record(path: string, entry: OutcomeEntry): void {
   const line = JSON.stringify({ ts: Math.round(Date.now()) / 1000, ...entry }) + "\n";
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 }); // the data folder: its owner's
     try {
       if (statSync(path).size > MAX_LOG_BYTES) renameSync(path, `${path}.1`);
     } catch {
