@@ -12,6 +12,7 @@ takes them out without the adapter.
 from __future__ import annotations
 
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from . import install, outcomes
 from .client import (
     ServiceClient,
     ServiceFailed,
+    ServiceForeign,
     ServiceTimeout,
     ServiceUnavailable,
+    _user_name,
     resolve_url,
 )
 from .repo_config import approvals_file, load_repo_config, project_for
@@ -36,7 +39,8 @@ TOKEN_PROBE = "/api/memories?limit=1"
 
 def service_report(settings: Settings) -> dict[str, Any]:
     url, origin = resolve_url(settings)
-    report: dict[str, Any] = {"url": url, "from": origin, "reachable": False}
+    report: dict[str, Any] = {"url": url, "from": origin, "reachable": False,
+                              "autostart": settings.plugin_autostart}
     try:
         split_url(url)
     except ValueError:  # hooks refuse this MEMORY_PLUGIN_URL (HookSettings): say so
@@ -48,9 +52,15 @@ def service_report(settings: Settings) -> dict[str, Any]:
     try:
         health = client.get("/health")
     except ServiceUnavailable as exc:
-        report["error"] = f"{exc.outcome}: {exc}"
-        # Hung (something holds the port and does not answer) needs other advice than down.
-        report["state"] = "hung" if isinstance(exc, ServiceTimeout) else "down"
+        report["state"] = state = unreachable_state(exc, url)
+        if isinstance(exc, ServiceForeign):  # its message's advice is the hooks'
+            report["owner"] = _user_name(exc.uid)
+            report["error"] = (f"another user's process listens there ({report['owner']}); "
+                               "nothing was sent to it")
+        elif state == "held":  # never "service down": starting one would not help
+            report["error"] = f"another program listens there ({exc})"
+        else:
+            report["error"] = f"{exc.outcome}: {exc}"
         return report
     # /health needs no token: a service that wants one answers it all the same, and then
     # refuses every hook's recall (401) while their writes pile up in the spool.
@@ -81,6 +91,31 @@ def service_report(settings: Settings) -> dict[str, Any]:
     report.update(reachable=True, version=health.get("version"), counts=health.get("counts"),
                   channels=channels, embedder=described)
     return report
+
+
+def unreachable_state(exc: ServiceUnavailable, url: str) -> str:
+    """Why /health got no answer from the service, each with its own advice: "other user"
+    (another OS user's process listens there: nothing was sent to it), "hung" (something
+    takes the connection and does not answer in time), "held" (something takes it and is not
+    the service: it closed the connection, or answered what the service never does: starting
+    a service would only fail to bind), else "down" (nothing listens: start it)."""
+    if isinstance(exc, ServiceForeign):
+        return "other user"
+    if isinstance(exc, ServiceTimeout):
+        return "hung"
+    if isinstance(exc, ServiceFailed) and not exc.foreign:
+        return "down"  # the service's own error answer
+    return "held" if _listening(url) else "down"
+
+
+def _listening(url: str) -> bool:
+    """Whether something accepts a TCP connection at `url`'s address (nothing is sent)."""
+    try:
+        parts = split_url(url)
+        socket.create_connection((parts.host, parts.port), HEALTH_TIMEOUT_S).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def token_problem(url: str, token: str) -> str | None:
@@ -221,23 +256,45 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
 
 def _unreachable_advice(service: dict[str, Any]) -> list[str]:
     """What to do: start the service when nothing listens; find the process that holds the
-    port when something accepts connections there but does not answer (starting another
-    service would only fail to bind)."""
-    if service.get("state") == "invalid":
+    port when something else accepts connections there (starting another service on that
+    port would only fail to bind); start one's own when another user's holds it. Never
+    "set MEMORY_PLUGIN_AUTOSTART=1" where doctor runs with it set."""
+    state = service.get("state")
+    if state == "invalid":
         return []
-    if service.get("state") in ("token missing", "token refused"):
+    if state in ("token missing", "token refused"):
         return ["          set MEMORY_TOKEN (or MEMORY_PLUGIN_TOKEN) to the service's token "
                 "where the hooks and agents run (and where doctor runs)"]
-    if service.get("state") != "hung":
-        return ["          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)"]
     try:
         port: int | str = split_url(service["url"]).port
     except ValueError:
         port = "PORT"
-    return [f"          something listens on port {port} but does not answer within "
-            f"{HEALTH_TIMEOUT_S:g} s (a hung service?)",
-            f"          find it with `ss -ltnp 'sport = :{port}'` or `lsof -i :{port}`, "
-            "end it, then start `memory-mcp`"]
+    autostart = service.get("autostart")
+    if state == "other user":
+        start = ("MEMORY_PLUGIN_AUTOSTART is on: the next session start starts one on a free "
+                 "port" if autostart else "MEMORY_PLUGIN_AUTOSTART=1 starts one on a free port")
+        return [f"          port {port} is held by another user's process "
+                f"({service.get('owner')}): this user's hooks do not use it; start your own: "
+                f"{start} (or `MEMORY_PORT=0 memory-mcp`)"]
+    find = f"find it with `ss -ltnp 'sport = :{port}'` or `lsof -i :{port}`"
+    if state == "held":
+        other = ("point MEMORY_PLUGIN_URL at a free port N and start `MEMORY_PORT=N memory-mcp`"
+                 if service.get("from") == "MEMORY_PLUGIN_URL" else
+                 "run the service on another port: `MEMORY_PORT=0 memory-mcp` (the hooks find "
+                 "it through its discovery file), or MEMORY_PORT=N for the service and "
+                 "MEMORY_PLUGIN_URL=http://127.0.0.1:N where the hooks run")
+        return [f"          port {port} is held by another program, not the memory service: "
+                f"{find}",
+                f"          end it, or {other}"]
+    if state == "hung":
+        return [f"          something listens on port {port} but does not answer within "
+                f"{HEALTH_TIMEOUT_S:g} s (a hung service?)",
+                f"          {find}, end it, then start `memory-mcp`"]
+    if autostart:
+        return ["          start it with `memory-mcp` (MEMORY_PLUGIN_AUTOSTART is on here: "
+                "the next session start starts one; `service.log` beside the db says why "
+                "one did not)"]
+    return ["          start it with `memory-mcp` (or set MEMORY_PLUGIN_AUTOSTART=1)"]
 
 
 def render(data: dict[str, Any]) -> str:
