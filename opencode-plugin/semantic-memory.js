@@ -10,10 +10,11 @@ import { closeSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, write
 import { dirname as dirname2, join as join2 } from "node:path";
 
 // src/client.ts
-import { readFileSync as readFileSync2 } from "node:fs";
+import { readFileSync as readFileSync2, realpathSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { connect } from "node:net";
+import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 
 // src/peer.ts
@@ -449,7 +450,7 @@ function resolveUrl(settings) {
   if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
   const path = discoveryPath(settings);
   if (path !== null) {
-    const info = readDiscovery(path);
+    const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
       return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
     }
@@ -459,7 +460,7 @@ function resolveUrl(settings) {
   }
   return { url: DEFAULT_URL, origin: "default" };
 }
-function readDiscovery(path) {
+function readDiscovery(path, db = null) {
   let data;
   try {
     data = JSON.parse(readFileSync2(path, "utf8"));
@@ -468,7 +469,19 @@ function readDiscovery(path) {
   }
   if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
   const info = data;
-  return { ...info, stale: !isService(info) };
+  return { ...info, stale: !isService(info) || db !== null && !serves(info, db) };
+}
+function serves(info, db) {
+  const published = info["db_path"];
+  if (typeof published !== "string") return true;
+  return realPath(expandHome(published)) === realPath(expandHome(db));
+}
+function realPath(path) {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolvePath(path);
+  }
 }
 function isService(info) {
   const pid = info["pid"];
@@ -1159,12 +1172,12 @@ function record(path, entry2) {
 }
 
 // src/project.ts
-import { readFileSync as readFileSync4, realpathSync, statSync as statSync3 } from "node:fs";
+import { readFileSync as readFileSync4, realpathSync as realpathSync2, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
 var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 function detectProject(cwd) {
-  const start = resolvePath(cwd);
+  const start = resolvePath2(cwd);
   const [top, gitDir] = findRepository(start);
   if (top !== null && gitDir !== null) {
     const remote = remoteUrl(gitDir);
@@ -1180,14 +1193,14 @@ function fromTop(remote, top) {
   if (!path || isAbsolute(path) || path.startsWith("~")) return remote;
   return resolve(top, path);
 }
-function resolvePath(path) {
+function resolvePath2(path) {
   const expanded = path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
   const absolute = resolve(expanded);
   try {
-    return realpathSync(absolute);
+    return realpathSync2(absolute);
   } catch {
     const parent = dirname5(absolute);
-    return parent === absolute ? absolute : join4(resolvePath(parent), basename2(absolute));
+    return parent === absolute ? absolute : join4(resolvePath2(parent), basename2(absolute));
   }
 }
 function kind(path) {
@@ -1212,7 +1225,7 @@ function findRepository(start) {
       }
       if (text2.startsWith("gitdir:")) {
         const target = text2.slice("gitdir:".length).trim();
-        return [folder, resolvePath(isAbsolute(target) ? target : join4(folder, target))];
+        return [folder, resolvePath2(isAbsolute(target) ? target : join4(folder, target))];
       }
       return [folder, null];
     }
@@ -1223,7 +1236,7 @@ function remoteUrl(gitDir) {
   let common = gitDir;
   try {
     const pointer = readFileSync4(join4(gitDir, "commondir"), "utf8").trim();
-    common = resolvePath(resolve(gitDir, pointer));
+    common = resolvePath2(resolve(gitDir, pointer));
   } catch {
   }
   const sections = readConfig(join4(common, "config"));
@@ -1425,7 +1438,7 @@ var KEYS = {
 };
 var TABLES = /* @__PURE__ */ new Set(["capture", "recall", "project"]);
 function configPath(cwd) {
-  const start = resolvePath(cwd);
+  const start = resolvePath2(cwd);
   const [top] = findRepository(start);
   return join5(top ?? start, FILE_NAME);
 }

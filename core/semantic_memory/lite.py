@@ -277,10 +277,12 @@ def pid_alive(pid: object) -> bool:
     return True
 
 
-def read_discovery(path: str | PathLike[str]) -> dict[str, Any] | None:
+def read_discovery(path: str | PathLike[str], db: str | PathLike[str] | None = None
+                   ) -> dict[str, Any] | None:
     """A service's discovery file, with `stale: true` added when its process is gone or its
-    pid another program's now (`is_service`); None when the file is absent or unreadable.
-    The service and the hooks read it alike."""
+    pid another program's now (`is_service`), or, given `db`, when it serves another db
+    (`serves`: a data folder copied with its discovery file names the original's service);
+    None when the file is absent or unreadable. The service and the hooks read it alike."""
     try:
         with open(path, "rb") as handle:
             data = try_loads(handle.read().decode("utf-8"))
@@ -288,8 +290,23 @@ def read_discovery(path: str | PathLike[str]) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    data["stale"] = not is_service(data)
+    data["stale"] = not is_service(data) or (db is not None and not serves(data, db))
     return data
+
+
+def serves(info: dict[str, Any], db: str | PathLike[str]) -> bool:
+    """Whether the service a discovery file names serves `db` (its `db_path`; a file without
+    one, an older release's, is taken for this db's)."""
+    import os
+
+    published = info.get("db_path")
+    if not isinstance(published, str):
+        return True
+    try:
+        return os.path.realpath(os.path.expanduser(published)) == \
+            os.path.realpath(os.path.expanduser(db))
+    except (OSError, ValueError):
+        return published == os.fspath(db)
 
 
 def is_service(info: dict[str, Any]) -> bool:

@@ -5,15 +5,16 @@
  * same under Bun, which runs opencode, and under Node, which runs the tests).
  */
 
-import { readFileSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { connect, type NetConnectOpts, type Socket } from "node:net";
+import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 
 import { owner, trusted } from "./peer.js";
 import { isObject } from "./records.js";
-import { discoveryPath, type Settings } from "./settings.js";
+import { discoveryPath, expandHome, type Settings } from "./settings.js";
 
 export const DEFAULT_PORT = 8765;
 export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
@@ -113,7 +114,9 @@ export function resolveUrl(settings: Settings): { url: string; origin: string } 
   if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
   const path = discoveryPath(settings);
   if (path !== null) {
-    const info = readDiscovery(path);
+    // A data folder copied with its discovery file names the original's service: not this
+    // db's (unless MEMORY_DISCOVERY_FILE names one several services share).
+    const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
       return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
     }
@@ -133,8 +136,11 @@ export interface Discovery {
   stale: boolean;
 }
 
-/** The service's discovery file (service/discovery.py); null when absent or unreadable. */
-export function readDiscovery(path: string): Discovery | null {
+/**
+ * The service's discovery file (service/discovery.py); null when absent or unreadable. Given
+ * `db`, a file naming a service of another db is stale too (lite.py `read_discovery`).
+ */
+export function readDiscovery(path: string, db: string | null = null): Discovery | null {
   let data: unknown;
   try {
     data = JSON.parse(readFileSync(path, "utf8"));
@@ -143,7 +149,25 @@ export function readDiscovery(path: string): Discovery | null {
   }
   if (typeof data !== "object" || data === null || Array.isArray(data)) return null;
   const info = data as Record<string, unknown>;
-  return { ...info, stale: !isService(info) };
+  return { ...info, stale: !isService(info) || (db !== null && !serves(info, db)) };
+}
+
+/**
+ * Whether the service a discovery file names serves `db` (its `db_path`; a file without one,
+ * an older release's, is taken for this db's) (lite.py `serves`).
+ */
+export function serves(info: Record<string, unknown>, db: string): boolean {
+  const published = info["db_path"];
+  if (typeof published !== "string") return true;
+  return realPath(expandHome(published)) === realPath(expandHome(db));
+}
+
+function realPath(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolvePath(path); // not there (yet): compared as written, made absolute
+  }
 }
 
 /**

@@ -131,7 +131,7 @@ function toolNames(raw: unknown): ReadonlySet<string> {
   return new Set(names.map((name) => name.trim().toLowerCase()).filter(Boolean));
 }
 
-function expandHome(path: string): string {
+export function expandHome(path: string): string {
   return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
 }
 

@@ -40,11 +40,17 @@ describe("discovery file", () => {
       const path = `${db}.server.json`;
       const settings = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "1" }).settings;
       assert.equal(typeof written["proc_start"], "number");
+      // As copied with its data folder: it names the original db's service, not this db's.
       writeFileSync(path, JSON.stringify(written));
       assert.equal(readDiscovery(path)?.stale, false);
+      assert.equal(readDiscovery(path, db)?.stale, true);
+      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT" });
+      // This db's service (its db_path is this db).
+      writeFileSync(path, JSON.stringify({ ...written, db_path: db }));
+      assert.equal(readDiscovery(path, db)?.stale, false);
       assert.deepEqual(resolveUrl(settings), { url: service.url.replace(/\/+$/, ""), origin: `discovery file ${path}` });
       // A service killed hard, its pid now another program's: alive, but not the service.
-      writeFileSync(path, JSON.stringify({ ...written, pid: other.pid }));
+      writeFileSync(path, JSON.stringify({ ...written, db_path: db, pid: other.pid }));
       assert.equal(readDiscovery(path)?.stale, true);
       assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT" });
       // An older release wrote no start time (nor does a system without /proc): only whether the pid lives.

@@ -9,6 +9,7 @@ fifth of a hook's start-up (and `lite` skips even the socket module's enum class
 
 from __future__ import annotations
 
+import os
 import time
 
 from .. import lite, peer
@@ -131,7 +132,10 @@ def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
         return settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL"
     path = discovery_file(settings)
     if path is not None:
-        info = lite.read_discovery(path)
+        # A data folder copied with its discovery file names the original's service: not
+        # this db's (unless MEMORY_DISCOVERY_FILE names one several services share).
+        info = lite.read_discovery(path, None if settings.discovery_file
+                                   else os.path.expanduser(settings.db_path))
         if info and not info.get("stale") and isinstance(info.get("url"), str):
             return info["url"].rstrip("/"), f"discovery file {path}"
     return configured_url(settings)

@@ -121,7 +121,7 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
     def started(server: Any) -> None:
         host, port = sock.getsockname()[:2]
         info = listening_info(settings, settings.host or host, port)
-        if (other := other_owner(settings.discovery_path)) is not None:
+        if (other := other_owner(settings)) is not None:
             log.warning("another service (pid %s, %s) serves this db too; this one takes the "
                         "discovery file over, and the other takes it back if this one stops",
                         other.get("pid"), other.get("url"))
