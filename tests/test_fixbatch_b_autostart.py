@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from harness_support import closed_port, hook_env, hook_log, run_hook
@@ -45,3 +47,35 @@ def test_autostart_appends_to_a_service_log_under_its_limit(tmp_path: Path) -> N
         assert not (tmp_path / "service.log.1").exists()
     finally:
         os.kill(discovery["pid"], signal.SIGTERM)
+
+
+def test_autostart_starts_its_own_service_beside_another_programs_server(tmp_path: Path) -> None:
+    """Another program's HTTP server on the service's port (a dev server on 8765): the hook
+    found no memory service there and started none; now one starts on a free port."""
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = b"<html>a dev server</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = hook_env(tmp_path, None, MEMORY_PORT=str(server.server_address[1]),
+                   MEMORY_PLUGIN_AUTOSTART="1", MEMORY_HOOK_BUDGET_S="20", MEMORY_DEVICE="cpu")
+    discovery = tmp_path / "memory.db.server.json"
+    try:
+        run = run_hook("example", "session-start", {"session": "s", "cwd": str(tmp_path)}, env)
+        assert run.returncode == 0, run.stderr
+        own = json.loads(discovery.read_text())
+        assert own["url"] != f"http://127.0.0.1:{server.server_address[1]}"
+        assert hook_log(tmp_path)[-1]["outcome"] == "skipped", hook_log(tmp_path)[-1]
+    finally:
+        server.shutdown()
+        if discovery.exists():
+            os.kill(json.loads(discovery.read_text())["pid"], signal.SIGTERM)

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from ..config import Settings
-from .client import ServiceClient, ServiceDown, resolve_url
+from .client import (ServiceClient, ServiceDown, ServiceFailed, ServiceTimeout,
+                     ServiceUnavailable, resolve_url)
 from .install import entry_point_path
 from .urls import split_url
 
@@ -31,11 +32,19 @@ LOG_MAX_BYTES = 5_000_000
 
 
 def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
-    """`service` if it answers; else a client for a service started now, or ServiceDown."""
+    """`service` if it answers; else a client for a service started now, or ServiceDown.
+    Started too where something else holds the service's address (another program's HTTP
+    server, another user's process): the new service listens on a free port, found through
+    its discovery file. Not for the service's own refusal (a token) nor a hung service."""
     try:
         service.get("/health")
         return service
-    except ServiceDown:
+    except ServiceFailed as exc:
+        if not exc.foreign:
+            raise
+    except ServiceTimeout:
+        raise
+    except ServiceUnavailable:  # down, another user's, or not the memory service
         pass
     path = settings.discovery_path
     if path is None and not settings.plugin_url:

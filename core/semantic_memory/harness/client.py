@@ -47,13 +47,14 @@ class ServiceForeign(ServiceDown):
     were up: writes go to the spool, and autostart starts this user's own on a free port."""
 
     def __init__(self, url: str, uid: int) -> None:
-        super().__init__(f"{url} is another user's ({_user_name(uid)}): nothing was sent to it; "
+        super().__init__(f"{url} is another user's ({user_name(uid)}): nothing was sent to it; "
                          "start your own service (MEMORY_PLUGIN_AUTOSTART=1 starts one on a "
                          "free port, or `MEMORY_PORT=0 memory-mcp serve`)")
         self.uid = uid
 
 
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
+    """`name, uid N` of an OS user (`uid N` where the name is unknown)."""
     try:
         import pwd
 

@@ -26,7 +26,7 @@ from .client import (
     ServiceForeign,
     ServiceTimeout,
     ServiceUnavailable,
-    _user_name,
+    user_name,
     resolve_url,
 )
 from .repo_config import approvals_file, load_repo_config, project_for
@@ -54,7 +54,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
     except ServiceUnavailable as exc:
         report["state"] = state = unreachable_state(exc, url)
         if isinstance(exc, ServiceForeign):  # its message's advice is the hooks'
-            report["owner"] = _user_name(exc.uid)
+            report["owner"] = user_name(exc.uid)
             report["error"] = (f"another user's process listens there ({report['owner']}); "
                                "nothing was sent to it")
         elif state == "held":  # never "service down": starting one would not help
