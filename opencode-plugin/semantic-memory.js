@@ -401,11 +401,13 @@ var ServiceUnavailable = class extends Error {
   outcome;
 };
 var ServiceFailed = class extends ServiceUnavailable {
-  constructor(status, message) {
+  constructor(status, message, foreign = false) {
     super("error", `HTTP ${status}: ${message}`);
     this.status = status;
+    this.foreign = foreign;
   }
   status;
+  foreign;
   /**
    * Whether a write that met this answer is worth replaying later: auth (a token being
    * rotated), a request timeout, overload, a server-side failure, or a 404/405 (the service
@@ -414,6 +416,11 @@ var ServiceFailed = class extends ServiceUnavailable {
    */
   get retryable() {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
+  }
+};
+var NotTheService = class extends ServiceUnavailable {
+  constructor(message) {
+    super("error", message);
   }
 };
 var ServiceForeign = class extends ServiceUnavailable {
@@ -628,14 +635,9 @@ var ServiceClient = class {
           const status = res.statusCode ?? 0;
           if (status >= 400) {
             const message = answer?.error;
-            settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
+            settle(new ServiceFailed(status, String(message ?? raw.slice(-200)), typeof message !== "string"));
           } else if (!isObject(answer)) {
-            settle(
-              new ServiceUnavailable(
-                "error",
-                `${this.url} answered HTTP ${status} without the service's JSON: not the memory service`
-              )
-            );
+            settle(new NotTheService(`${this.url} answered HTTP ${status} without the service's JSON: not the memory service`));
           } else {
             settle(null, answer);
           }
@@ -2371,7 +2373,7 @@ ${query}`;
       await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
       return;
     } catch (error) {
-      if (!(error instanceof ServiceUnavailable) || error.outcome !== "service down") return;
+      if (!startable(error)) return;
     }
     try {
       const started = await startService(this.settings, START_WAIT_MS);
@@ -2419,6 +2421,10 @@ function blockUids(answer) {
   if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);
   const items = Array.isArray(answer["items"]) ? answer["items"] : [];
   return items.flatMap((item) => typeof item?.uid === "string" ? [item.uid] : []);
+}
+function startable(error) {
+  if (error instanceof ServiceFailed) return error.foreign;
+  return error instanceof NotTheService || error instanceof ServiceUnavailable && error.outcome === "service down";
 }
 
 // src/index.ts

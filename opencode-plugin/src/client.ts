@@ -36,11 +36,15 @@ export class ServiceUnavailable extends Error {
   }
 }
 
-/** The service answered with an error status (the request reached it). */
+/**
+ * An error status reached the caller. `foreign`: the answer was not the service's JSON error
+ * (`{"error": "…"}`, every error it sends): another server answered there (client.py).
+ */
 export class ServiceFailed extends ServiceUnavailable {
   constructor(
     readonly status: number,
     message: string,
+    readonly foreign = false,
   ) {
     super("error", `HTTP ${status}: ${message}`);
   }
@@ -53,6 +57,13 @@ export class ServiceFailed extends ServiceUnavailable {
    */
   get retryable(): boolean {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
+  }
+}
+
+/** Something other than the memory service answered at its address (a web page, a 204). */
+export class NotTheService extends ServiceUnavailable {
+  constructor(message: string) {
+    super("error", message);
   }
 }
 
@@ -344,16 +355,11 @@ export class ServiceClient {
           const status = res.statusCode ?? 0;
           if (status >= 400) {
             const message = (answer as { error?: unknown } | null)?.error;
-            settle(new ServiceFailed(status, String(message ?? raw.slice(-200))));
+            settle(new ServiceFailed(status, String(message ?? raw.slice(-200)), typeof message !== "string"));
           } else if (!isObject(answer)) {
             // Every route answers an object: a web page or an empty 204 is something else on
             // the port, and a write it "took" must be spooled (client.py does the same).
-            settle(
-              new ServiceUnavailable(
-                "error",
-                `${this.url} answered HTTP ${status} without the service's JSON: not the memory service`,
-              ),
-            );
+            settle(new NotTheService(`${this.url} answered HTTP ${status} without the service's JSON: not the memory service`));
           } else {
             settle(null, answer);
           }

@@ -29,7 +29,7 @@ import { randomBytes } from "node:crypto";
 
 import { startService } from "./autostart.js";
 import { activeBackOff, clearBackOff, startBackOff } from "./backoff.js";
-import { ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl } from "./client.js";
+import { NotTheService, ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl } from "./client.js";
 import {
   conversationText,
   isAgentTurn,
@@ -781,7 +781,7 @@ export class MemoryPlugin {
       await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
       return;
     } catch (error) {
-      if (!(error instanceof ServiceUnavailable) || error.outcome !== "service down") return;
+      if (!startable(error)) return;
     }
     try {
       const started = await startService(this.settings, START_WAIT_MS);
@@ -839,4 +839,14 @@ function blockUids(answer: Record<string, unknown>): string[] {
   if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);
   const items = Array.isArray(answer["items"]) ? answer["items"] : [];
   return items.flatMap((item) => (typeof item?.uid === "string" ? [item.uid] : []));
+}
+
+/**
+ * Whether autostart starts this user's service after `error` (autostart.py `ensure_running`):
+ * nothing listens, another user's process or another program's server holds the address (the
+ * new service listens on a free port). Not the service's own refusal (a token) nor a hung one.
+ */
+function startable(error: unknown): boolean {
+  if (error instanceof ServiceFailed) return error.foreign;
+  return error instanceof NotTheService || (error instanceof ServiceUnavailable && error.outcome === "service down");
 }

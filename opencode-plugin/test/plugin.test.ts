@@ -7,6 +7,8 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
@@ -437,6 +439,34 @@ describe("autostart", () => {
       assert.equal(line?.["outcome"], "stored");
       assert.match(line?.["detail"], new RegExp(`; autostart: (started|found) the service at ${info.url}$`));
     } finally {
+      if (pid !== null) process.kill(pid, "SIGTERM");
+      await waitGone(pid);
+      removeDir(dir);
+    }
+  });
+});
+
+describe("autostart beside another program's server", () => {
+  test("a web page on the service's port: autostart starts the service on a free port", async () => {
+    const dir = tempDir();
+    const db = join(dir, "memory.db");
+    const page = http.createServer((_, res) => res.writeHead(200, { "Content-Type": "text/html" }).end("<html>a dev server</html>"));
+    await new Promise<void>((resolve) => page.listen(0, "127.0.0.1", resolve));
+    const port = (page.address() as AddressInfo).port;
+    let pid: number | null = null;
+    try {
+      const env = cleanEnv({ MEMORY_DB_PATH: db, MEMORY_PORT: String(port), MEMORY_PLUGIN_AUTOSTART: "1", MEMORY_DEVICE: "cpu" });
+      const settings = settingsFor(env, { command: memoryMcpBin(), project: PROJECT, budgetS: 20 });
+      const memory = new MemoryPlugin(settings, dir, [], () => undefined);
+      memory.autostart();
+      await new Session(memory).prompt("remember that a dev server holds the port");
+      const info = JSON.parse(readFileSync(`${db}.server.json`, "utf8")) as { url: string; pid: number };
+      pid = info.pid;
+      assert.notEqual(info.url, `http://127.0.0.1:${port}`);
+      const [fact] = await memories(info.url, "chat");
+      assert.equal(fact.content, "a dev server holds the port");
+    } finally {
+      page.close();
       if (pid !== null) process.kill(pid, "SIGTERM");
       await waitGone(pid);
       removeDir(dir);
