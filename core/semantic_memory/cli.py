@@ -1349,6 +1349,47 @@ def migrate(obj: Context, target: str) -> None:
     _echo_json(result)
 
 
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@pass_context
+def backup(obj: Context, file: str) -> None:
+    """Copy the SQLite store to FILE, consistent while the service runs and writes: written
+    beside FILE, checked, then renamed into place (0600). `restore FILE` puts it back."""
+    from .backup import BackupError, backup as copy_store, store_path
+
+    try:
+        copy = copy_store(store_path(obj.settings, "backup"), Path(file))
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {file}: {exc.strerror or exc}") from None
+    click.echo(f"backed up {copy.memories} memories to {copy.path} ({_mb(copy.size)}, "
+               "checked)")
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@pass_context
+def restore(obj: Context, file: str) -> None:
+    """Replace the SQLite store with a copy of the backup FILE, the service stopped: the
+    current db is kept as memory.db.before-restore, its -wal and -shm are removed."""
+    from .backup import BackupError, restore as put_back, store_path
+
+    try:
+        db = store_path(obj.settings, "restore")
+        copy, kept = put_back(obj.settings, db, Path(file))
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot restore {file}: {exc.strerror or exc}") from None
+    click.echo(f"restored {copy.memories} memories from {file} into {copy.path}"
+               + (f"; the earlier store is kept as {kept}" if kept else ""))
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
+
+
 def add_plugin_commands(pm: PluginManager, group: click.Group) -> None:
     """Each plugin's `register_commands` on its own: one that raises is refused in one line
     and whatever it added is taken back; a command that would replace a core command, or one
