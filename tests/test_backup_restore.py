@@ -200,6 +200,15 @@ def test_restore_refuses_what_is_not_a_store_it_can_read(tmp_path: Path) -> None
     assert numbers_in(db) == {1}
 
 
+def test_export_onto_the_stores_own_files_is_refused_and_the_db_kept(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    assert cli(db, "store", text(7)).returncode == 0
+    (tmp_path / "alias.db").symlink_to(db)
+    for target in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), tmp_path / "alias.db"):
+        one_line_error(cli(db, "export", "-o", str(target)), "the store's own file")
+    assert integrity(db) == "ok" and recalls(db, 7)
+
+
 def test_backup_and_restore_of_a_postgresql_store_point_to_pg_dump(tmp_path: Path) -> None:
     """Refused before any connection: nothing of the store is read."""
     url = "postgresql://memory@127.0.0.1:1/nowhere"

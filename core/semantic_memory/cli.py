@@ -1256,6 +1256,13 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
 def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str | None) -> None:
     """Export memories as JSON lines (the format `import` reads; a round trip keeps uids,
     timestamps and, with --include-deleted, forgotten memories), or as markdown."""
+    if output != "-":  # a JSON-lines file renamed over the db would replace every memory
+        from .backup import sqlite_file, store_file_named
+
+        db = sqlite_file(obj.settings)
+        if db is not None and (own := store_file_named(output, db)) is not None:
+            raise click.ClickException(f"{output} is the store's own file {own.name}: "
+                                       "export to another file")
     engine = obj.engine
     if markdown_dir is not None:
         from .importers import export_markdown
