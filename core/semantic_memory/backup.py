@@ -80,12 +80,9 @@ def serving(settings: Settings, db: Path) -> str | None:
     a running process and this db; one without `db_path`, an older release's, counts), else
     None."""
     path = settings.discovery_path
-    found = read_discovery(path) if path is not None else None
-    if found is None or found["stale"]:
+    found = read_discovery(path, db) if path is not None else None
+    if found is None or found["stale"]:  # stale too: another db's (`lite.serves`)
         return None
-    published = found.get("db_path")
-    if isinstance(published, str) and os.path.realpath(published) != os.path.realpath(db):
-        return None  # a MEMORY_DISCOVERY_FILE that another db's service shares
     return (f"{db} is served by a running service (pid {found.get('pid')}, {found.get('url')}"
             "): stop it, restore, then start it again")
 

@@ -1389,7 +1389,8 @@ def restore(obj: Context, file: str) -> None:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot restore {file}: {exc.strerror or exc}") from None
-    click.echo(f"restored {copy.memories} memories from {file} into {copy.path}"
+    click.echo(f"restored {copy.memories} memor{'y' if copy.memories == 1 else 'ies'} from "
+               f"{file} into {copy.path}"
                + (f"; the earlier store is kept as {kept}" if kept else ""))
 
 
