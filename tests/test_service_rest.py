@@ -510,6 +510,23 @@ def test_inject_report_and_injections(http: httpx2.Client) -> None:
     assert summary["chars"] >= 1360 and summary["approx_tokens"] == summary["chars"] // 4
 
 
+def test_injections_of_the_global_context_and_of_a_project_as_typed(
+        http: httpx2.Client) -> None:
+    """`project=""` means "outside any project" here too, as on every other read (it was
+    refused with a 422), and a project is matched as typed ("filters-inj " finds
+    "filters-inj"), as the other filters match it."""
+    uid = ingest(http, "Injection filter target memory")["uid"]
+    for project in ("filters-inj", None):
+        http.post("/inject/report", json={"harness": "kimi-code", "hook": "UserPromptSubmit",
+                                          "project": project, "uids": [uid], "chars": 10})
+    outside = http.get("/api/injections", params={"project": "", "harness": "kimi-code"})
+    assert outside.status_code == 200, outside.text
+    assert [r["project"] for r in outside.json()["items"]] == [None]
+    typed = http.get("/api/injections", params={"project": "filters-inj ",
+                                                "harness": "kimi-code"}).json()["items"]
+    assert [r["project"] for r in typed] == ["filters-inj"]
+
+
 def test_a_report_takes_an_empty_name_as_none_as_it_takes_a_missing_one(
         http: httpx2.Client) -> None:
     """`{}` was taken and `"harness": ""` refused: the same report, two answers."""

@@ -677,8 +677,12 @@ class MemoryEngine:
         self, *, harness: str | None = None, project: str | None = None,
         limit: int = 50, offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Injection telemetry rows, newest first."""
-        return [to_api(r) for r in self.store.injections(harness, project, limit, offset)]
+        """Injection telemetry rows, newest first; `project=""`: those made outside any
+        project (as every other filter reads a blank project)."""
+        blank = project is not None and not project.strip()
+        rows = self.store.injections(harness, None if blank else project_name(project), limit,
+                                     offset, global_only=blank)
+        return [to_api(r) for r in rows]
 
     def memory_injections(self, uid: str, limit: int = 50, offset: int = 0
                           ) -> tuple[list[dict[str, Any]], int]:

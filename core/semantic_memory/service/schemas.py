@@ -150,7 +150,7 @@ class MemoriesQuery(_Query):
 
 class InjectionsQuery(_Query):
     harness: Short | None = None
-    project: Short | None = None
+    project: ProjectFilter | None = None  # "": the injections made outside any project
     limit: int = Field(default=50, ge=0, le=MAX_PAGE)
     offset: int = Field(default=0, ge=0, le=10**9)
 

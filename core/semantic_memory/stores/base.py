@@ -702,14 +702,17 @@ class SQLMemoryStore:
             self.read(), "SELECT DISTINCT i.uid FROM injections s JOIN injection_items i "
                          "ON i.injection_id = s.id WHERE s.session = ?", (session,))}
 
-    def injections(self, harness: str | None, project: str | None, limit: int, offset: int
-                   ) -> list[dict[str, Any]]:
-        """Injection rows, newest first."""
+    def injections(self, harness: str | None, project: str | None, limit: int, offset: int,
+                   global_only: bool = False) -> list[dict[str, Any]]:
+        """Injection rows, newest first; of `harness` and `project` only, or with
+        `global_only` those made outside any project."""
         clauses, params = ["1 = 1"], []
         for column, value in (("harness", harness), ("project", project)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if global_only:
+            clauses.append("project IS NULL")
         rows = self._run(self.read(), f"SELECT {INJECTION_COLUMNS} FROM injections "
                                       f"WHERE {' AND '.join(clauses)} "
                                       "ORDER BY ts DESC, id DESC LIMIT ? OFFSET ?",
