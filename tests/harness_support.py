@@ -71,6 +71,27 @@ def hook_log(tmp: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def add_turn(transcript: Path, question: str, answer: str) -> None:
+    """One Claude Code exchange appended to its transcript, as the agent writes it."""
+    with transcript.open("a") as out:
+        out.write(json.dumps({"type": "user", "message": {"role": "user", "content": question}})
+                  + "\n")
+        out.write(json.dumps({"type": "assistant", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": answer}]}}) + "\n")
+
+
+def session_end(tmp: Path, url: str, transcript: Path) -> dict[str, Any]:
+    """Claude Code's SessionEnd hook for session `s1` of repository `repo` (in `tmp`); its
+    hook-log line."""
+    payload = {"session_id": "s1", "cwd": str(tmp / "repo"), "transcript_path": str(transcript),
+               "reason": "exit"}
+    # 10 s: the first write to a new PostgreSQL database, on a loaded machine
+    done = run_hook("claude-code", "SessionEnd", payload,
+                    hook_env(tmp, url, MEMORY_HOOK_BUDGET_S="10"), timeout=60)
+    assert done.returncode == 0, done.stderr
+    return hook_log(tmp)[-1]
+
+
 def closed_port() -> int:
     """A port nothing listens on (bound, then closed): a service that is down."""
     with socket.socket() as sock:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import closed_port, hook_env, hook_log, run_hook
+from harness_support import add_turn, closed_port, hook_env, session_end
 from old_schemas import as_written_at
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -40,25 +40,6 @@ def store_env(store_kind: str) -> dict[str, str]:
 
         return {"MEMORY_DB_URL": pg.new_database()}
     return {"MEMORY_PLUGINS": "bm25_porter,bm25_trigram"}
-
-
-def add_turn(transcript: Path, question: str, answer: str) -> None:
-    """One Claude Code exchange appended to its transcript, as the agent writes it."""
-    with transcript.open("a") as out:
-        out.write(json.dumps({"type": "user", "message": {"role": "user", "content": question}})
-                  + "\n")
-        out.write(json.dumps({"type": "assistant", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": answer}]}}) + "\n")
-
-
-def session_end(tmp: Path, url: str, transcript: Path) -> dict[str, Any]:
-    """Claude Code's SessionEnd hook for session `s1` of repository `repo`; its log line."""
-    payload = {"session_id": "s1", "cwd": str(tmp / "repo"), "transcript_path": str(transcript),
-               "reason": "exit"}
-    done = run_hook("claude-code", "SessionEnd", payload,
-                    hook_env(tmp, url, MEMORY_HOOK_BUDGET_S="10"), timeout=60)
-    assert done.returncode == 0, done.stderr
-    return hook_log(tmp)[-1]
 
 
 def cli(tmp: Path, store: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
