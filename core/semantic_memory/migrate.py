@@ -7,6 +7,9 @@ of purged texts (hashes) come along; vectors are copied with their model tags fr
 that exports them to one that imports them (nothing is embedded again: a vector of the model the
 target is configured with serves at once, others wait for `memory-mcp backfill`). The target
 must be empty, so that the counts after the copy say whether anything was lost.
+
+Everything is read from one snapshot of the source, so a service writing to it meanwhile
+changes neither the counts nor the copy.
 """
 
 from __future__ import annotations
@@ -141,6 +144,15 @@ def migrate(source: MemoryEngine, target: MemoryEngine,
     if any(before.values()):
         raise MigrationError(f"the target {target.store.location} is not empty ({before}); "
                              "migrate into a new database")
+    with source.store.snapshot():
+        return _copy_state(source, target, progress)
+
+
+def _copy_state(source: MemoryEngine, target: MemoryEngine,
+                progress: Callable[[int], None] | None) -> dict[str, Any]:
+    """The copy into the empty `target`, from one snapshot of the source (the caller's): a
+    service writing to it meanwhile changes neither the counts expected nor what is copied.
+    (SQLite: every read of this thread joins the snapshot's transaction.)"""
     expected = source.counts() | {"superseded": _superseded(source)}
     refused: dict[str, str] = {}  # uid -> the filters' reason
     batch: list[NewMemory] = []
