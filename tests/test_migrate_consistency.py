@@ -1,15 +1,20 @@
-"""`memory-mcp migrate` while the service writes.
+"""`memory-mcp migrate` while the service writes, and into a disk that fills up.
 
-A QA pass found the documented "copy everything" failing while the service took writes: the
-counts were read in one transaction and the rows in others, so a good copy ended with "counts
-differ" (exit 1), and the retry was refused as not empty. The copy now reads one snapshot of
-the source. Everything here runs the real CLI, the real service and a real PostgreSQL server.
+A QA pass found the documented "copy everything" failing two ways: while the service took
+writes, the counts were read in one transaction and the rows in others, so a good copy ended
+with "counts differ" (exit 1), and the retry was refused as not empty; and a copy into a full
+disk left a half-filled SQLite file that opened as a normal store, so "free some, then try
+again" was refused too. The copy now reads one snapshot of the source; a SQLite target is
+filled from a verified copy beside it in one transaction, so a failure leaves it as it was.
+Everything here runs the real CLI, the real service and a real PostgreSQL server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,6 +26,7 @@ import pg
 from test_service_support import Service, start_service
 
 from semantic_memory.config import Settings
+from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
 PLUGINS = "bm25_porter,bm25_trigram,postgres"
@@ -120,3 +126,83 @@ def test_migrate_to_postgres_while_the_service_writes_copies_one_consistent_stat
         assert copy.counts()["memories"] == summary["copied"]["memories"] >= 3000
     finally:
         copy.close()
+
+
+def _file_size_limit(size: int) -> Callable[[], None]:
+    """A preexec_fn: no file the command writes may pass `size` bytes (EFBIG past it), as a
+    disk that fills up at that point would refuse them."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return limit
+
+
+def test_a_migrate_that_runs_out_of_room_leaves_nothing_half_written(tmp_path: Path) -> None:
+    """Used to leave the first batches in the target, a store that opened as a normal one
+    (stats showed nothing wrong), and refuse the retry as not empty."""
+    source = MemoryEngine(Settings(db_path=str(tmp_path / "src.db"), plugins=PLUGINS))
+    source.ingest([NewMemory(f"Note {i}: the {'alpha bravo charlie delta echo'[i % 20:]} "
+                             f"subsystem owns ticket T{i:05d} " + "detail " * 40, project="qa")
+                   for i in range(4000)], batch_is_session=False)
+    source.close()
+    folder = tmp_path / "small"
+    folder.mkdir()
+    target = folder / "t.db"
+    full = cli(str(tmp_path / "src.db"), "migrate", "--to", str(target),
+               preexec_fn=_file_size_limit(2_000_000))
+    assert full.returncode == 1, (full.stdout, full.stderr)
+    assert full.stderr.strip().count("\n") == 0 and "Traceback" not in full.stderr, full.stderr
+    assert "nothing was written" in full.stderr, full.stderr
+    # nothing beside it (no partial copy), and the target holds no memory
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith("t.db")) == []
+    if target.exists():
+        with sqlite3.connect(target) as conn:
+            assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+    # "try again" with room: accepted, and whole
+    again = cli(str(tmp_path / "src.db"), "migrate", "--to", str(target))
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["verified"] and summary["copied"]["memories"] == 4000
+
+
+def test_a_migrate_into_postgres_that_fails_midway_says_what_to_do(tmp_path: Path) -> None:
+    """A PostgreSQL target is written in place: a server that goes away midway leaves part of
+    the copy there. The one-line error says how to start again, and so does the next migrate's
+    refusal."""
+    source = MemoryEngine(Settings(db_path=str(tmp_path / "src.db"), plugins=PLUGINS))
+    source.ingest([NewMemory(text(i), project="qa") for i in range(20_000)],
+                  batch_is_session=False)
+    source.close()
+    server = pg.ExtraServer()
+    url = server.url
+    try:
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+        environment.update(MEMORY_DEVICE="cpu", MEMORY_PLUGINS=PLUGINS)
+        proc = subprocess.Popen([sys.executable, "-m", "semantic_memory", "--db",
+                                 str(tmp_path / "src.db"), "migrate", "--to", url],
+                                env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        while proc.poll() is None and not _memories_in(url):
+            time.sleep(0.05)
+        server.stop()
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 1, stderr
+        # (the connection pool may log its own line before it: the last one is the answer)
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("Error: ") and "Traceback" not in stderr, stderr
+        assert "drop and recreate" in last, stderr
+        server.start()
+        again = cli(str(tmp_path / "src.db"), "migrate", "--to", url)
+        assert again.returncode == 1 and "is not empty" in again.stderr, again.stderr
+        assert "drop and recreate" in again.stderr, again.stderr
+    finally:
+        server.stop()
+
+
+def _memories_in(url: str) -> int:
+    """How many memories the database at `url` holds (0 before the schema is there)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None:
+            return 0
+        return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])

@@ -9,17 +9,30 @@ target is configured with serves at once, others wait for `memory-mcp backfill`)
 must be empty, so that the counts after the copy say whether anything was lost.
 
 Everything is read from one snapshot of the source, so a service writing to it meanwhile
-changes neither the counts nor the copy.
+changes neither the counts nor the copy. A SQLite target is filled from a copy made and
+verified beside it, in one transaction: a copy that fails (a full disk) leaves it as it was. A
+PostgreSQL target is written in place; a copy that fails there says to drop and recreate it.
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Callable
+from contextlib import closing
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from .channels import TransfersVectors
+from .errors import one_line
 from .models import Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine, as_stored
+from .stores import StoreError
+from .stores.sqlite import SQLiteStore
 
 BATCH = 1_000
 
@@ -133,26 +146,101 @@ def _import(target: MemoryEngine, importer: TransfersVectors | None, rows: list[
         return int(importer.import_vectors(conn, rows))
 
 
+#: What to do with a store that a failed copy left part of (written in place: PostgreSQL).
+START_AGAIN = "drop and recreate it (docs/postgres.md#setup-for-a-team), then migrate again"
+
+
 def migrate(source: MemoryEngine, target: MemoryEngine,
             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Copy every memory and injection report of `source` into the empty `target`; returns
     the counts of both and `verified`. Every memory goes through the target's filters, as an
     import would: one they refuse whole (nothing but a secret, by today's rules) is listed in
     `refused` and not expected. Raises MigrationError when the target is not empty or the
-    counts differ after the copy."""
+    copy failed or did not arrive whole: a SQLite target is then as it was, another may hold
+    part of the copy (the message says what to do)."""
     before = target.counts()
     if any(before.values()):
+        advice = ("migrate into a new file" if isinstance(target.store, SQLiteStore) else
+                  f"migrate into a new database, or if a failed migrate left this: {START_AGAIN}")
         raise MigrationError(f"the target {target.store.location} is not empty ({before}); "
-                             "migrate into a new database")
+                             + advice)
+    if isinstance(target.store, SQLiteStore):
+        return _copy_through_file(source, target, target.store.path, progress)
+    try:
+        return _copy(source, target, progress)
+    except Exception as exc:  # noqa: BLE001 - a server gone, a full disk, counts that differ
+        raise MigrationError(f"{_why(exc)}; the target may now hold part of the copy: "
+                             f"{START_AGAIN}") from None
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong, in one line: a store's or this module's own words as they are (they
+    are written for the user), any other exception with its type."""
+    if isinstance(exc, (StoreError, MigrationError)):
+        return " ".join(str(exc).split())
+    return one_line(exc)
+
+
+def _copy_through_file(source: MemoryEngine, target: MemoryEngine, file: Path,
+                       progress: Callable[[int], None] | None) -> dict[str, Any]:
+    """Copy into a new SQLite file beside the target's (same disk, same plugins), verify it
+    there, then copy its pages into the target in one transaction (SQLite's backup): a copy
+    that fails anywhere (a full disk, counts that differ, Ctrl-C) leaves the target as it was
+    and removes the new file. Not renamed over the target: `target` stays open, and in use."""
+    path = Path(os.path.realpath(file))  # through a link, as SQLite opens it
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".migrating",
+                                    dir=path.parent)
+    except OSError as exc:
+        raise MigrationError(f"cannot create a file beside {path}: {exc.strerror or exc}; "
+                             "nothing was written to it") from None
+    os.close(fd)
+    staged = Path(name)
+    try:
+        copy = MemoryEngine(replace(target.settings, db_url=f"sqlite:///{staged}"),
+                            plugin_manager=target.pm)
+        try:
+            result = _copy(source, copy, progress)
+        finally:
+            copy.close()
+        _fill(path, staged)
+    except Exception as exc:  # noqa: BLE001 - whatever it was, the target is as it was
+        raise MigrationError(f"the copy failed ({_why(exc)}); nothing was written to "
+                             f"{path}") from None
+    finally:
+        _remove_with_companions(staged)
+    return result | {"target": target.store.location}
+
+
+def _fill(path: Path, staged: Path) -> None:
+    """Every page of the verified copy `staged` into the empty SQLite file `path`, in one
+    write transaction (the target's own connections see it at their next read)."""
+    with closing(sqlite3.connect(staged)) as copy, \
+            closing(sqlite3.connect(path, timeout=30)) as into:
+        copy.backup(into)
+
+
+def _remove_with_companions(staged: Path) -> None:
+    """The copy and whatever SQLite and the channels made beside it (its -wal and -shm, a
+    vector index folder): every path whose name starts with its own."""
+    for found in staged.parent.glob(glob.escape(staged.name) + "*"):
+        if found.is_dir() and not found.is_symlink():
+            shutil.rmtree(found, ignore_errors=True)
+        else:
+            found.unlink(missing_ok=True)
+
+
+def _copy(source: MemoryEngine, target: MemoryEngine,
+          progress: Callable[[int], None] | None) -> dict[str, Any]:
+    """The copy into the empty `target`, from one snapshot of the source: a service writing
+    to it meanwhile changes neither the counts expected nor what is copied. (SQLite: every
+    read of this thread joins the snapshot's transaction.)"""
     with source.store.snapshot():
         return _copy_state(source, target, progress)
 
 
 def _copy_state(source: MemoryEngine, target: MemoryEngine,
                 progress: Callable[[int], None] | None) -> dict[str, Any]:
-    """The copy into the empty `target`, from one snapshot of the source (the caller's): a
-    service writing to it meanwhile changes neither the counts expected nor what is copied.
-    (SQLite: every read of this thread joins the snapshot's transaction.)"""
     expected = source.counts() | {"superseded": _superseded(source)}
     refused: dict[str, str] = {}  # uid -> the filters' reason
     batch: list[NewMemory] = []
