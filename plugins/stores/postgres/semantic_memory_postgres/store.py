@@ -437,9 +437,12 @@ class PostgresStore(SQLMemoryStore):
         """Whether this thread is inside a write transaction (`write`)."""
         return getattr(self._local, "write", None) is not None
 
-    def read(self) -> _PooledReads:
-        """Single statements, each on a pooled connection (autocommit)."""
-        return self._reads
+    def read(self) -> _PooledReads | psycopg.Connection:
+        """Inside this thread's `snapshot()`, its transaction: every statement sees that one
+        state, as SQLite's reader does (a `migrate` counts and copies one state while the
+        service writes). Else single statements, each on a pooled connection (autocommit)."""
+        current = getattr(self._local, "snapshot", None)
+        return current if current is not None else self._reads
 
     @contextmanager
     def snapshot(self) -> Iterator[psycopg.Connection]:
