@@ -17,10 +17,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from test_service_support import Service, start_service
+from test_service_support import Service, Writer, start_service
 
 PLUGINS = "bm25_porter,bm25_trigram"
 
@@ -69,29 +68,12 @@ def one_line_error(result: subprocess.CompletedProcess[str], words: str) -> None
     assert words in result.stderr, result.stderr
 
 
-class Writer(threading.Thread):
-    """Posts /ingest one memory at a time, numbered from `start`, until stopped."""
-
-    def __init__(self, service: Service, start: int) -> None:
-        super().__init__(daemon=True)
-        self.service, self.next = service, start
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        with self.service.client() as http:
-            while not self.stopping.is_set():
-                answer = http.post("/ingest", json={"content": text(self.next),
-                                                    "project": "qa"})
-                assert answer.json()["status"] == "new", answer.text
-                self.next += 1
-
-
 def test_a_backup_taken_while_the_service_writes_is_whole_and_consistent(tmp_path: Path) -> None:
     service = start_service(tmp_path / "s", MEMORY_PLUGINS=PLUGINS)
     db = tmp_path / "s" / "memory.db"
     try:
         write(service, range(200))
-        writer = Writer(service, 200)
+        writer = Writer(service, 200, text)
         writer.start()
         copies = []
         for round_ in range(3):

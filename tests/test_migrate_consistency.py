@@ -17,13 +17,12 @@ import resource
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pg
-from test_service_support import Service, start_service
+from test_service_support import Writer, start_service
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory
@@ -45,29 +44,6 @@ def text(i: int) -> str:
     return f"Memory number {i}: the zebracorn deployment uses port {10000 + i} for shard w{i}x"
 
 
-class Writer(threading.Thread):
-    """Posts /ingest one memory at a time, numbered from `start`, until stopped."""
-
-    def __init__(self, service: Service, start: int) -> None:
-        super().__init__(daemon=True)
-        self.service, self.start_at, self.next = service, start, start
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        with self.service.client() as http:
-            while not self.stopping.is_set():
-                answer = http.post("/ingest", json={"content": text(self.next),
-                                                    "project": "qa"})
-                assert answer.json()["status"] == "new", answer.text
-                self.next += 1
-
-    def wait_for(self, writes: int) -> None:
-        """Until `writes` more memories were stored (the writer is under way)."""
-        goal = self.next + writes
-        while self.next < goal and self.is_alive():
-            time.sleep(0.01)
-
-
 def _migrate_while_writing(tmp_path: Path, target: str, source_url: str | None = None
                            ) -> tuple[dict, int]:
     """Migrate the service's store (its SQLite file, or `source_url`) to `target` while a
@@ -75,7 +51,7 @@ def _migrate_while_writing(tmp_path: Path, target: str, source_url: str | None =
     and how many the writer stored while the migrate ran."""
     service = start_service(tmp_path / "s", MEMORY_PLUGINS=PLUGINS,
                             **({"MEMORY_DB_URL": source_url} if source_url else {}))
-    writer = Writer(service, 100_000)
+    writer = Writer(service, 100_000, text)
     try:
         with service.client() as http:
             for start in range(0, 3000, 500):

@@ -12,8 +12,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,3 +160,27 @@ async def stdio_session(tmp: Path, logging_callback: LoggingFnT | None = None,
                                      logging_callback=logging_callback) as session:
                 await session.initialize()
                 yield session
+
+
+class Writer(threading.Thread):
+    """Posts /ingest to `service`, one memory at a time (`text(n)`, n counting from `start`,
+    project "qa"), until stopped: writes going on while a test's command runs."""
+
+    def __init__(self, service: Service, start: int, text: Callable[[int], str]) -> None:
+        super().__init__(daemon=True)
+        self.service, self.next, self.text = service, start, text
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        with self.service.client() as http:
+            while not self.stopping.is_set():
+                answer = http.post("/ingest", json={"content": self.text(self.next),
+                                                    "project": "qa"})
+                assert answer.json()["status"] == "new", answer.text
+                self.next += 1
+
+    def wait_for(self, writes: int) -> None:
+        """Until `writes` more memories were stored (the writer is under way)."""
+        goal = self.next + writes
+        while self.next < goal and self.is_alive():
+            time.sleep(0.01)
