@@ -29,6 +29,7 @@ from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
 from .stores import StoreError, scheme_of, store_url
+from .stores.sqlite import sqlite_problem
 
 IMPORT_BATCH = 2_000
 #: The largest LIMIT / OFFSET a store takes (a signed 64-bit integer).
@@ -1493,18 +1494,5 @@ def main() -> None:
         click.echo(f"Error: {' '.join(str(exc).split()) or type(exc).__name__}", err=True)
         sys.exit(1)
     except sqlite3.DatabaseError as exc:  # found mid-command: a damaged file, a full disk
-        click.echo(f"Error: {_sqlite_problem(exc)}", err=True)
+        click.echo(f"Error: {sqlite_problem(exc)}", err=True)
         sys.exit(1)
-
-
-def _sqlite_problem(exc: sqlite3.DatabaseError) -> str:
-    """A SQLite error met mid-command, in one line: the integrity hint only for a damaged
-    file, never for a full disk or a failing write, which it would send restoring a backup."""
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # an extended code's primary
-    if code == sqlite3.SQLITE_FULL:
-        return f"no space left on the store's disk ({exc}): free some, then run it again"
-    if isinstance(exc, sqlite3.OperationalError) and code not in (sqlite3.SQLITE_CORRUPT,
-                                                                 sqlite3.SQLITE_NOTADB):
-        return f"the store failed ({exc})"
-    return (f"the store cannot be read ({one_line(exc)}); check it with `sqlite3 FILE "
-            "'PRAGMA integrity_check'`, or restore a backup")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..models import (
 from ..ingest import edit_version, validate
 from ..pipeline import MemoryEngine, forgotten_record
 from ..stores import StoreError
+from ..stores.sqlite import damaged, sqlite_problem
 from . import fastparse, threads
 from .auth import bearer_ok
 from .errors import ApiError
@@ -635,6 +637,17 @@ async def store_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": str(exc)}, status_code=503)
 
 
+async def sqlite_error(request: Request, exc: Exception) -> JSONResponse:
+    """A damaged SQLite file (a backup copied over the live db, a disk fault) or a full disk
+    met mid-request: 503 with the CLI's one line (what to run), not a 500 and a traceback."""
+    assert isinstance(exc, sqlite3.DatabaseError)
+    if not (damaged(exc) or sqlite3.SQLITE_FULL == (exc.sqlite_errorcode or 0) & 0xFF):
+        return await unexpected_error(request, exc)
+    problem = sqlite_problem(exc)
+    log.warning("%s %s: %s", request.method, request.url.path, problem)
+    return JSONResponse({"error": problem}, status_code=503)
+
+
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return JSONResponse({"error": "internal error (see the service log)"}, status_code=500)
@@ -644,5 +657,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Any]] = {
     ApiError: api_error,
     HTTPException: http_error,
     StoreError: store_error,
+    sqlite3.DatabaseError: sqlite_error,
     Exception: unexpected_error,
 }

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import one_line
 from ..models import Memory, RecallFilters
 from ..hookspecs import hookimpl
 from .base import SQLMemoryStore, StoreError, content_hash, memory_row
@@ -299,6 +300,26 @@ def _migrate_12_to_13(conn: sqlite3.Connection) -> None:
     session does not store it again. Nothing purged before it is known: the table starts
     empty."""
     run_script(conn, PURGED_SCHEMA)
+
+
+def sqlite_problem(exc: sqlite3.DatabaseError) -> str:
+    """A SQLite error met mid-command or mid-request, in one line (the CLI's exit line, the
+    service's 503): the integrity hint only for a damaged file, never for a full disk or a
+    failing write, which it would send restoring a backup."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # an extended code's primary
+    if code == sqlite3.SQLITE_FULL:
+        return f"no space left on the store's disk ({exc}): free some, then run it again"
+    if not damaged(exc):
+        return f"the store failed ({exc})"
+    return (f"the store cannot be read ({one_line(exc)}); check it with `sqlite3 FILE "
+            "'PRAGMA integrity_check'`, or `memory-mcp restore BACKUP`")
+
+
+def damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether the error says the file is damaged (or not a database), not that a statement
+    or the disk failed."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
