@@ -182,6 +182,29 @@ def test_restore_refuses_what_is_not_a_store_it_can_read(tmp_path: Path) -> None
     assert numbers_in(db) == {1}
 
 
+def test_restore_says_what_is_wrong_with_a_url_a_device_or_a_full_disk(tmp_path: Path) -> None:
+    """A URL was read as a folder path ("no file postgresql:/x@/y"), a device as no file, and
+    a disk that could not take the copy blamed the backup ("not a store that can be
+    restored")."""
+    db = tmp_path / "memory.db"
+    for i in range(30):
+        assert cli(db, "store", text(i) + " " + "padding " * 300).returncode == 0
+    backup = tmp_path / "backup.db"
+    assert cli(db, "backup", str(backup)).returncode == 0
+    one_line_error(cli(db, "restore", "postgresql://x@/y"), "is a URL")
+    one_line_error(cli(db, "restore", "/dev/null"), "/dev/null is not a regular file")
+    before = db.read_bytes()
+    # the copy beside the db may not grow past 100 kB: the disk, not the backup, refuses
+    limited = subprocess.run(
+        ["prlimit", f"--fsize={100_000}", sys.executable, "-m", "semantic_memory", "restore",
+         str(backup)], env={**{k: v for k, v in os.environ.items()
+                               if not k.startswith("MEMORY_")},
+                            "MEMORY_DB_PATH": str(db), "MEMORY_PLUGINS": PLUGINS},
+        capture_output=True, text=True, timeout=120)
+    one_line_error(limited, "cannot write the copy beside")
+    assert db.read_bytes() == before and numbers_in(db) == set(range(30))
+
+
 def test_export_onto_the_stores_own_files_is_refused_and_the_db_kept(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
     assert cli(db, "store", text(7)).returncode == 0

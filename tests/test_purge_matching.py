@@ -136,6 +136,80 @@ def test_a_captured_copy_of_a_purged_text_is_not_stored_again(tmp_path: Path) ->
     assert cli(tmp_path, "store", text).stdout.startswith("new ")  # a person asked again
 
 
+def test_a_spooled_remember_and_a_spooled_exchange_go_too(tmp_path: Path) -> None:
+    """A "remember" (and the proxy's memory_store) spools one memory as the whole body, a
+    flush spools `exchange` items: both were passed over, and a replay stored them again."""
+    folder = tmp_path / "spool"
+    spool.append(folder, "/ingest", {"content": f"Customer {WORD} owes 4k", "source": "chat"},
+                 harness="claude-code", event="UserPromptSubmit")
+    spool.append(folder, "/ingest", {"items": [
+        {"exchange": {"user": f"who is {WORD.lower()}?", "reply": "A customer since 2019."},
+         "source": "compaction"},
+        {"exchange": {"user": "which port do we use?", "reply": "We use port 5432 for the "
+                      "database."}, "source": "compaction"}]},
+        harness="claude-code", event="SessionEnd")
+    listed = cli(tmp_path, "purge", "--matching", WORD, "--dry-run")
+    assert "2 spooled memories" in listed.stderr, listed.stderr
+    purged = cli(tmp_path, "purge", "--matching", WORD, "--yes")
+    assert json.loads(purged.stdout)["spooled"] == 2
+    assert files_holding(tmp_path) == []
+    assert cli(tmp_path, "spool", "replay").returncode == 0
+    stored = json.loads(cli(tmp_path, "list", "--json").stdout)
+    assert [m["content"] for m in stored] == [
+        "User: which port do we use?\nAssistant: We use port 5432 for the database."]
+
+
+def test_purging_the_middle_of_a_chain_leaves_the_oldest_superseded(tmp_path: Path) -> None:
+    """A replaced by B, B by C; B holds the text: A used to come back current beside C."""
+    engine = MemoryEngine(Settings.from_env({}, db_path=str(tmp_path / "memory.db"),
+                                            device="cpu"))
+    try:
+        first = engine.ingest([NewMemory("The staging database is staging-db-1",
+                                         kind="decision")])[0].uid
+        middle = engine.ingest([NewMemory(f"The staging database is {WORD}-db-2",
+                                          kind="decision", replaces=first)])[0].uid
+        last = engine.ingest([NewMemory("The staging database is staging-db-3",
+                                        kind="decision", replaces=middle)])[0].uid
+        report = engine.purge_matching(engine.holding(WORD), WORD)
+        assert (report.memories, report.current_again) == (1, 0)
+        assert engine.store.get(first).superseded_by == last
+        assert [h.memory.uid for h in engine.recall("staging database", k=5)] == [last]
+    finally:
+        engine.close()
+
+
+def test_text_cut_between_two_pieces_of_a_long_exchange_is_found(tmp_path: Path) -> None:
+    """A long flushed exchange is stored in pieces; a name the cut fell inside ("…Zorblax" |
+    "Industries…") was in neither piece alone, and stayed in both."""
+    from semantic_memory.harness.transcript import exchange_chunks
+
+    # no sentence end, line or paragraph break: the cut falls between two words
+    filler = " ".join(f"step{i}" for i in range(300))
+    user, reply = "What happened with the vendor?", f"{filler} we signed with Zorblax Industries"
+    for size in range(len(filler), len(filler) + 200):
+        pieces = exchange_chunks(user, reply + " and more" * 30, lambda t: t, size)
+        if any(p.endswith("Zorblax") for p in pieces):
+            break
+    else:
+        raise AssertionError("no cut fell between the two words")
+    engine = MemoryEngine(Settings.from_env({}, db_path=str(tmp_path / "memory.db"),
+                                            device="cpu"))
+    try:
+        engine.ingest([NewMemory(p, kind="note", source="compaction", session="s1")
+                       for p in pieces], batch_is_session=True)
+        found = engine.holding("zorblax industries")
+        assert len(found.memories) == 2 and len(found.across) == 2
+        assert engine.purge_matching(found, "zorblax industries").memories == 2
+        assert not engine.holding("zorblax")
+    finally:
+        engine.close()
+
+
+def test_a_turkish_capital_i_is_found_by_its_lower_case(tmp_path: Path) -> None:
+    assert cli(tmp_path, "store", "The İstanbul office opens at nine").returncode == 0
+    assert "1 memories" in cli(tmp_path, "purge", "--matching", "istanbul", "--dry-run").stderr
+
+
 def test_a_project_scope_and_bad_input(tmp_path: Path) -> None:
     for content, project in ((f"{WORD} in web", "web"), (f"{WORD} in api", "api"),
                              (f"{WORD} everywhere", None)):

@@ -39,6 +39,9 @@ from .stores.sqlite import SCHEMA_VERSION, path_of
 
 #: The files SQLite keeps beside a db in WAL mode.
 SIDE_FILES = ("-wal", "-shm")
+#: SQLite's codes for a write the disk refused (full, a file size limit, a failing disk).
+WRITE_FAILURES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_WRITE,
+                            sqlite3.SQLITE_IOERR_FSYNC, sqlite3.SQLITE_IOERR_TRUNCATE})
 #: What `restore` renames the current db to (its `-wal`, when it could not be checkpointed,
 #: goes along as `memory.db.before-restore-wal`, which SQLite pairs with it).
 BEFORE_RESTORE = ".before-restore"
@@ -137,6 +140,8 @@ def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | No
     if (own := store_file_named(source, db)) is not None:
         raise BackupError(f"{source} is the store's own file {own.name}: restore from a "
                           "backup")
+    if source.exists() and not source.is_file():
+        raise BackupError(f"{source} is not a regular file: restore takes a backup file")
     if not source.is_file():
         raise BackupError(f"no file {source}")
     kept = db.with_name(db.name + BEFORE_RESTORE)
@@ -165,6 +170,9 @@ def _copy_in(source: Path, temp: Path) -> Copy:
             _check_schema(conn, source)
             conn.execute("VACUUM INTO ?", (str(temp),))
     except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", None) in WRITE_FAILURES:  # the copy, not FILE
+            raise BackupError(f"cannot write the copy beside {temp.parent}/ ({exc}): free "
+                              "some space there, then restore again") from None
         raise BackupError(f"{source} is not a store that can be restored: {exc}") from None
     # A file of unknown history: the full check, indexes against their tables too.
     return _checked(temp, "integrity_check", str(source))

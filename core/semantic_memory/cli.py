@@ -579,11 +579,16 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
     needle, scope = folded(text), None if project is None else project_name(project.strip())
 
     def spooled(item: dict[str, Any]) -> bool:
+        """Whether a spooled memory holds the text: its content or tags, or, a flushed
+        exchange, its question or reply (or both as stored: "User: …\nAssistant: …")."""
         if scope is not None and project_name(str(item.get("project") or "").strip()) != scope:
             return False
-        tags = item.get("tags")
-        return any(needle in folded(str(text)) for text in
-                   [item.get("content", ""), *(tags if isinstance(tags, list) else [])])
+        tags, exchange = item.get("tags"), item.get("exchange")
+        texts = [item.get("content", ""), *(tags if isinstance(tags, list) else [])]
+        if isinstance(exchange, dict):
+            asked, reply = str(exchange.get("user", "")), str(exchange.get("reply", ""))
+            texts += [asked, reply, f"User: {asked}\nAssistant: {reply}"]
+        return any(needle in folded(str(text)) for text in texts)
 
     found = obj.engine.holding(text, project)
     waiting = queue.scrub(obj.settings.spool_path, spooled, dry_run=True)
@@ -1383,6 +1388,9 @@ def restore(obj: Context, file: str) -> None:
     current db is kept as memory.db.before-restore, its -wal and -shm are removed."""
     from .backup import BackupError, restore as put_back, store_path
 
+    if "://" in file:  # a Path would make "postgresql://…" a folder's name
+        raise click.ClickException(f"{file} is a URL: restore takes a backup file of a "
+                                   "SQLite store (`memory-mcp backup FILE` makes one)")
     try:
         db = store_path(obj.settings, "restore")
         copy, kept = put_back(obj.settings, db, Path(file))

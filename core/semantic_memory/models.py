@@ -315,8 +315,10 @@ class InjectionBlock:
 
 
 def folded(text: str) -> str:
-    """`text` as a search for it everywhere compares it: NFKC-normalised and case-folded."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    """`text` as a search for it everywhere compares it: NFKC-normalised and case-folded,
+    without the dot above that case-folding leaves of a Turkish "İ" ("İstanbul" is found by
+    "istanbul")."""
+    return unicodedata.normalize("NFKC", text).casefold().replace("\u0307", "")
 
 
 @dataclass
@@ -329,6 +331,9 @@ class Holdings:
     memories: list[Memory] = field(default_factory=list)
     revisions: dict[int, str] = field(default_factory=dict)
     reports: list[int] = field(default_factory=list)
+    #: The ids of the memories that hold the text only together: two pieces of one long
+    #: exchange, the text cut between them.
+    across: set[int] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.memories or self.revisions or self.reports)

@@ -427,9 +427,19 @@ def scrub(folder: Path, holds: Callable[[dict[str, Any]], bool], dry_run: bool =
         if claimed is None:
             continue
         record = read(claimed)
-        items = record["body"].get("items") if record is not None else None
-        if record is None or not isinstance(items, list):  # not a write this can read
+        if record is None:  # not a write this can read: it stays for a person to see
             if not dry_run:
+                _put_back(claimed)
+            continue
+        items = record["body"].get("items")
+        if not isinstance(items, list):  # one memory (a "remember", the proxy's store)
+            gone = holds(record["body"])
+            count += gone
+            if dry_run:
+                continue
+            if gone:
+                claimed.unlink()
+            else:
                 _put_back(claimed)
             continue
         kept = [item for item in items if not (isinstance(item, dict) and holds(item))]

@@ -17,6 +17,7 @@ import time
 
 from ..limits import MAX_FUTURE_S
 from ..lite import loads_input
+from ..sources import PIECE_HEAD
 
 # No re, typing, dataclasses or pathlib at import: a hook process imports this module, and
 # most prompts need none of the patterns below (each is compiled on first use, behind a
@@ -592,7 +593,7 @@ def _head(user: str) -> str:
         size *= 4
     if len(question) > HEAD_CHARS:
         question = question[: HEAD_CHARS - 1].rstrip() + "…"
-    return f"(User asked: {question})\n"
+    return f"{PIECE_HEAD}{question})\n"
 
 
 #: Where a piece may end, coarsest level first; within a level the latest stop wins. Chinese

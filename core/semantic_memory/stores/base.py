@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from ..models import EXPIRING_KIND, Holdings, Memory, RecallFilters, folded, now
+from ..sources import PIECE_HEAD
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -105,6 +106,17 @@ def _scope(alias: str, project: str | None, global_only: bool) -> tuple[str, lis
 def _holds(needle: str, content: str, tags: str) -> bool:
     """Whether a row's content or its tags (their JSON text) hold `needle` (`folded`)."""
     return needle in folded(content) or (tags != "[]" and needle in folded(tags))
+
+
+def _across(needle: str, earlier: str, later: str) -> bool:
+    """Whether `needle` (`folded`) runs across the cut between two pieces of one long
+    exchange: `later` a piece after the first, headed by its question (PIECE_HEAD), the
+    blank at the cut dropped (or none there: a word cut for want of one)."""
+    if not later.startswith(PIECE_HEAD) or "\n" not in later:
+        return False
+    size = len(needle)
+    tail, head = folded(earlier[-size:]), folded(later.split("\n", 1)[1][:size])
+    return needle in f"{tail} {head}" or needle in tail + head
 
 
 def chunks(values: list[Any]) -> Iterator[list[Any]]:
@@ -879,6 +891,24 @@ class SQLMemoryStore:
             return len(self.purged_by_hash(conn, [(row["project"], row["content_hash"])
                                                   for row in rows]))
 
+    def _splice(self, conn: Any, ids: list[int], uids: set[str]) -> None:
+        """Before the memories `ids` (uids `uids`) go: what one of them had superseded is
+        superseded by what superseded it (its newest version past those going too), so that
+        purging the middle of a chain (A replaced by B, B by C) leaves A superseded by C, not
+        current beside it. What one that was current had superseded is current again
+        (`clear_dangling_supersessions`, after the delete)."""
+        newer = {uid: by for chunk in chunks(ids) for uid, by in self._run(
+            conn, f"SELECT uid, superseded_by FROM memories WHERE id IN ({marks(chunk)})",
+            chunk).fetchall()}
+        for uid in uids:
+            heir, seen = newer.get(uid), {uid}
+            while heir in uids and heir not in seen:
+                seen.add(heir)
+                heir = newer.get(heir)
+            if heir is not None and heir not in uids:
+                self._run(conn, "UPDATE memories SET superseded_by = ? WHERE superseded_by = ?",
+                          (heir, uid))
+
     def _unreport(self, conn: Any, uids: list[str]) -> None:
         """Take memories being purged out of the injection reports that name them (inside the
         purge's transaction): their uids leave each report, and its `query`, the prompt they
@@ -908,12 +938,20 @@ class SQLMemoryStore:
         where, params = _scope("m", project, global_only)
         found = Holdings()
         with self.snapshot() as conn:
-            ids = [id_ for id_, content, tags in self._pages(
-                conn, "m.id, m.content, m.tags FROM memories m", where, params)
-                if _holds(needle, content, tags)]
+            held: dict[int, None] = {}  # in scan order
+            before: tuple[int, str, str | None] | None = None  # the row before: a piece?
+            for id_, content, tags, session in self._pages(
+                    conn, "m.id, m.content, m.tags, m.session FROM memories m", where, params):
+                if _holds(needle, content, tags):
+                    held[id_] = None
+                elif before is not None and session is not None and before[2] == session \
+                        and _across(needle, before[1], content):
+                    held.update({before[0]: None, id_: None})
+                    found.across.update((before[0], id_))
+                before = (id_, content, session)
+            ids = list(held)
             for chunk in chunks(ids):
                 found.memories += self.load(conn, chunk).values()
-            held = set(ids)
             found.revisions = {id_: uid for id_, uid, memory_id, content, tags in self._pages(
                 conn, "r.id, m.uid, m.id, r.content, r.tags FROM memory_revisions r "
                       "JOIN memories m ON m.id = r.memory_id", where, params, key="r.id")
@@ -951,11 +989,13 @@ class SQLMemoryStore:
         memories are current again (one purged had replaced them)."""
         needle = folded(text)
         with self.write() as conn:
+            # a piece held for text cut across it and its neighbour goes as it was found
+            as_found = {m.id: m.content for m in found.memories if m.id in found.across}
             ids = [id_ for chunk in chunks([m.id for m in found.memories])
                    for id_, content, tags in self._run(
                        conn, f"SELECT id, content, tags FROM memories WHERE id IN "
                              f"({marks(chunk)})", chunk).fetchall()
-                   if _holds(needle, content, tags)]
+                   if _holds(needle, content, tags) or as_found.get(id_) == content]
             revisions = [id_ for chunk in chunks(list(found.revisions))
                          for id_, content, tags in self._run(
                              conn, f"SELECT id, content, tags FROM memory_revisions WHERE id "
@@ -970,7 +1010,9 @@ class SQLMemoryStore:
                 if on_delete is not None:
                     on_delete(conn, ids)
                 gone = set(ids)
-                self._unreport(conn, [m.uid for m in found.memories if m.id in gone])
+                uids = [m.uid for m in found.memories if m.id in gone]
+                self._unreport(conn, uids)
+                self._splice(conn, ids, set(uids))
             for chunk in chunks(ids):
                 self._bury(conn, f"id IN ({marks(chunk)})", chunk)
                 self._run(conn, f"DELETE FROM memories WHERE id IN ({marks(chunk)})", chunk)
