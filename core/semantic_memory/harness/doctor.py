@@ -26,8 +26,8 @@ from .client import (
     ServiceForeign,
     ServiceTimeout,
     ServiceUnavailable,
-    user_name,
     resolve_url,
+    user_name,
 )
 from .repo_config import approvals_file, load_repo_config, project_for
 from .urls import split_url
