@@ -433,22 +433,26 @@ var ServiceForeign = class extends ServiceUnavailable {
   }
   uid;
 };
-function ownConnection(url) {
-  return (options) => {
-    const socket = connect(options);
+function ownerCheck(target, url, deadline) {
+  if (target.protocol !== "http:") return Promise.resolve();
+  return new Promise((resolve2, reject2) => {
+    const socket = connect({ host: target.hostname.replace(/^\[|\]$/g, ""), port: Number(target.port || 80) });
+    const done = (error) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (error) reject2(error);
+      else resolve2();
+    };
+    const timer = setTimeout(() => done(), Math.max(1, Math.floor(deadline - now())));
+    socket.once("error", () => done());
     socket.once("connect", () => {
       const uid = owner(
         { address: socket.remoteAddress ?? "", port: socket.remotePort ?? 0 },
         { address: socket.localAddress ?? "", port: socket.localPort ?? 0 }
       );
-      if (uid !== null && !trusted(uid)) socket.destroy(new ServiceForeign(url, uid));
+      done(uid !== null && !trusted(uid) ? new ServiceForeign(url, uid) : void 0);
     });
-    return socket;
-  };
-}
-function requestOptions(target, url, method, headers) {
-  if (target.protocol === "http:") return { method, headers, createConnection: ownConnection(url) };
-  return { method, headers, agent: false };
+  });
 }
 function now() {
   return performance.now();
@@ -529,8 +533,8 @@ function answers(url, token, deadline = now() + PROBE_MS) {
   const headers = { Connection: "close", "X-Memory-Harness": "opencode" };
   if (token) headers["Authorization"] = `Bearer ${token}`;
   const transport = target.protocol === "https:" ? https : http;
-  return new Promise((resolve2) => {
-    const req = transport.request(target, requestOptions(target, url, "HEAD", headers), (res) => {
+  const probe = () => new Promise((resolve2) => {
+    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
       res.resume();
       clearTimeout(timer);
       resolve2(true);
@@ -545,6 +549,7 @@ function answers(url, token, deadline = now() + PROBE_MS) {
     });
     req.end();
   });
+  return ownerCheck(target, url, deadline).then(probe, () => false);
 }
 var ServiceClient = class {
   /**
@@ -611,7 +616,7 @@ var ServiceClient = class {
     if (body !== void 0) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
     const transport = target.protocol === "https:" ? https : http;
-    return new Promise((resolve2, reject2) => {
+    const request = () => new Promise((resolve2, reject2) => {
       let settled = false;
       const settle = (error, value) => {
         if (settled) return;
@@ -620,7 +625,7 @@ var ServiceClient = class {
         if (error) reject2(error);
         else resolve2(value);
       };
-      const req = transport.request(target, requestOptions(target, this.url, method, headers), (res) => {
+      const req = transport.request(target, { method, headers, agent: false }, (res) => {
         const chunks = [];
         res.on("data", (chunk) => chunks.push(chunk));
         res.on("error", (error) => settle(this.failure(error)));
@@ -650,9 +655,9 @@ var ServiceClient = class {
       req.on("error", (error) => settle(this.failure(error)));
       req.end(data);
     });
+    return ownerCheck(target, this.url, deadline).then(request);
   }
   failure(error) {
-    if (error instanceof ServiceUnavailable) return error;
     const code = error.code;
     if (code === "ECONNREFUSED") {
       return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);

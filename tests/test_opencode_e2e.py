@@ -414,3 +414,29 @@ def down_then_back(world: World, tmp_path: Path) -> None:
         assert len([m for m in world.memories("chat") if "deploy freeze" in m["content"]]) == 1
     finally:
         world.service.stop()
+
+
+def test_another_users_process_on_the_port_is_sent_nothing(tmp_path: Path) -> None:
+    """Inside the real opencode (its Bun runtime, not Node): a process another OS user left on
+    the service's address is given neither the "remember" nor the prompt nor the token; the
+    write waits in the spool for this user's own service (tests/test_other_users.py)."""
+    from test_other_users import squatter, stop_squatter
+
+    squatting, port = squatter()
+    received = -1
+    try:
+        with ModelMock(aside=title_call) as mock:
+            world = World(tmp_path, None, mock, MEMORY_PLUGIN_URL=f"http://127.0.0.1:{port}",
+                          MEMORY_TOKEN="alice-secret-0123456789")
+            world.memory_mcp("install", "opencode", "--project", str(world.project),
+                             "--mcp", "none")
+            opencode_quoted(world, "remember that the staging DB_PASSWORD lives in vault")
+            [remember] = [e for e in world.log() if e["event"] == "chat.message"]
+            assert remember["outcome"] == "spooled", remember
+            assert "another user's (uid 65534)" in remember["detail"], remember
+            assert list((tmp_path / "svc" / "spool").glob("*.json"))
+            assert all("IMPORTANT SYSTEM NOTE" not in json.dumps(r["body"])
+                       for r in mock.requests)
+    finally:
+        received = stop_squatter(squatting)
+    assert received == 0

@@ -8,7 +8,7 @@
 import { readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { connect, type NetConnectOpts, type Socket } from "node:net";
+import { connect } from "node:net";
 import { resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 
@@ -83,32 +83,32 @@ export class ServiceForeign extends ServiceUnavailable {
 }
 
 /**
- * `createConnection` for node:http: a plain connection that is destroyed, before the request
- * is written to it, when another user's process holds its other end (peer.ts). Its
- * `connect` listener is the socket's first, so it runs before the request's queued write.
+ * Rejects with ServiceForeign when another OS user's process holds `target`'s address
+ * (peer.ts), else resolves: asked on a connection of its own that sends nothing, before the
+ * request's. (node:http's `createConnection` would check the request's own connection, but
+ * Bun, which runs opencode, does not take it.) A connection that fails or takes past
+ * `deadline` resolves: the request meets the same and reports it.
  */
-function ownConnection(url: string): (options: object) => Socket {
-  return (options) => {
-    const socket = connect(options as NetConnectOpts);
+function ownerCheck(target: URL, url: string, deadline: number): Promise<void> {
+  if (target.protocol !== "http:") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: target.hostname.replace(/^\[|\]$/g, ""), port: Number(target.port || 80) });
+    const done = (error?: ServiceForeign): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (error) reject(error);
+      else resolve();
+    };
+    const timer = setTimeout(() => done(), Math.max(1, Math.floor(deadline - now())));
+    socket.once("error", () => done());
     socket.once("connect", () => {
       const uid = owner(
         { address: socket.remoteAddress ?? "", port: socket.remotePort ?? 0 },
         { address: socket.localAddress ?? "", port: socket.localPort ?? 0 },
       );
-      if (uid !== null && !trusted(uid)) socket.destroy(new ServiceForeign(url, uid));
+      done(uid !== null && !trusted(uid) ? new ServiceForeign(url, uid) : undefined);
     });
-    return socket;
-  };
-}
-
-/**
- * node:http request options for `target`: a plain connection `ownConnection` checks (with no
- * agent, node:http uses it as it is), else `agent: false`. Either way no pooled socket
- * outlives the call (and keeps the process alive).
- */
-function requestOptions(target: URL, url: string, method: string, headers: Record<string, string>): http.RequestOptions {
-  if (target.protocol === "http:") return { method, headers, createConnection: ownConnection(url) };
-  return { method, headers, agent: false };
+  });
 }
 
 /** A monotonic clock in milliseconds: deadlines are `now() + budget`. */
@@ -244,8 +244,8 @@ export function answers(url: string, token: string, deadline: number = now() + P
   const headers: Record<string, string> = { Connection: "close", "X-Memory-Harness": "opencode" };
   if (token) headers["Authorization"] = `Bearer ${token}`;
   const transport = target.protocol === "https:" ? https : http;
-  return new Promise((resolve) => {
-    const req = transport.request(target, requestOptions(target, url, "HEAD", headers), (res) => {
+  const probe = (): Promise<boolean> => new Promise((resolve) => {
+    const req = transport.request(target, { method: "HEAD", headers, agent: false }, (res) => {
       res.resume(); // the answer is all that counts (a HEAD has no body)
       clearTimeout(timer);
       resolve(true);
@@ -260,6 +260,7 @@ export function answers(url: string, token: string, deadline: number = now() + P
     });
     req.end();
   });
+  return ownerCheck(target, url, deadline).then(probe, () => false);
 }
 
 export class ServiceClient {
@@ -331,7 +332,7 @@ export class ServiceClient {
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
     const transport = target.protocol === "https:" ? https : http;
 
-    return new Promise((resolve, reject) => {
+    const request = (): Promise<unknown> => new Promise((resolve, reject) => {
       let settled = false;
       const settle = (error: ServiceUnavailable | null, value?: unknown): void => {
         if (settled) return;
@@ -340,7 +341,8 @@ export class ServiceClient {
         if (error) reject(error);
         else resolve(value);
       };
-      const req = transport.request(target, requestOptions(target, this.url, method, headers), (res) => {
+      // `agent: false`: no pooled socket outlives the call (and keeps the process alive).
+      const req = transport.request(target, { method, headers, agent: false }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (chunk: Buffer) => chunks.push(chunk));
         res.on("error", (error) => settle(this.failure(error)));
@@ -372,10 +374,10 @@ export class ServiceClient {
       req.on("error", (error) => settle(this.failure(error)));
       req.end(data);
     });
+    return ownerCheck(target, this.url, deadline).then(request);
   }
 
   private failure(error: Error): ServiceUnavailable {
-    if (error instanceof ServiceUnavailable) return error; // ownConnection's ServiceForeign
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ECONNREFUSED") {
       return new ServiceUnavailable("service down", `nothing listens at ${this.url} (Connection refused)`);

@@ -303,7 +303,8 @@ describe("fail-open", () => {
       const first = now() - started;
       // The recall, then the probe that tells hung from slow (unanswered too): the back-off.
       assert.ok(first >= 290 + PROBE_MS && first < 1300, `took ${first} ms`);
-      assert.equal(hung.connections(), 2);
+      // Each after a connection that only asks whose process listens there (client.ts ownerCheck).
+      assert.equal(hung.connections(), 4);
       await session.prompt("and the production database?");
       started = now();
       await session.modelCall();
@@ -316,7 +317,7 @@ describe("fail-open", () => {
       const log = hookLog(dir);
       assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout", "spooled"]);
       assert.ok(log[0]?.["ms"] < 700, "the hook log counts the action's own time, not the probe");
-      assert.equal(hung.connections(), 2, "nothing more reached it");
+      assert.equal(hung.connections(), 4, "nothing more reached it");
       assert.equal(log[0]?.["detail"], `${hung.url} did not answer within the budget (recall)`);
       assert.match(log[1]?.["detail"], /^backing off until .*, no request made \(the last try: .* did not answer within the budget\) \(recall\)$/);
       assert.equal(readdirSync(join(dir, "spool")).length, 1);
