@@ -72,7 +72,7 @@ def _ask(family: int, own: tuple[str, int], remote: tuple[str, int]) -> int | No
     header = pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
     link = _socket.socket(_AF_NETLINK, _socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG)
     try:
-        link.settimeout(1.0)
+        link.settimeout(0.1)  # the kernel answers at once; never hold a hook or the loop
         link.send(header + request)
         answer = link.recv(8192)
     finally:
