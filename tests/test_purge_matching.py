@@ -205,6 +205,13 @@ def test_text_cut_between_two_pieces_of_a_long_exchange_is_found(tmp_path: Path)
         engine.close()
 
 
+def test_a_dry_run_deletes_nothing_even_with_yes(tmp_path: Path) -> None:
+    assert cli(tmp_path, "store", f"{WORD} renewed for a year").returncode == 0
+    listed = cli(tmp_path, "purge", "--matching", WORD, "--dry-run", "--yes")
+    assert listed.returncode == 0 and "1 memories" in listed.stderr, listed
+    assert json.loads(cli(tmp_path, "list", "--json").stdout)  # still there
+
+
 def test_a_turkish_capital_i_is_found_by_its_lower_case(tmp_path: Path) -> None:
     assert cli(tmp_path, "store", "The İstanbul office opens at nine").returncode == 0
     assert "1 memories" in cli(tmp_path, "purge", "--matching", "istanbul", "--dry-run").stderr

@@ -585,14 +585,14 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
             return False
         tags, exchange = item.get("tags"), item.get("exchange")
         texts = [item.get("content", ""), *(tags if isinstance(tags, list) else [])]
-        if isinstance(exchange, dict):
-            asked, reply = str(exchange.get("user", "")), str(exchange.get("reply", ""))
-            texts += [asked, reply, f"User: {asked}\nAssistant: {reply}"]
+        if isinstance(exchange, dict):  # as stored, which holds the question and the reply
+            texts.append(f"User: {exchange.get('user', '')}\nAssistant: "
+                         f"{exchange.get('reply', '')}")
         return any(needle in folded(str(text)) for text in texts)
 
     found = obj.engine.holding(text, project)
-    waiting = queue.scrub(obj.settings.spool_path, spooled, dry_run=True)
-    if not yes:
+    if dry_run or not yes:  # a dry run deletes nothing, --yes or not
+        waiting = queue.scrub(obj.settings.spool_path, spooled, dry_run=True)
         _show_holdings(found, waiting, text)
         if dry_run or not (found or waiting):
             return
