@@ -21,7 +21,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
@@ -74,41 +74,32 @@ def _copy_revisions(source: MemoryEngine, target: MemoryEngine,
                     refused: set[str]) -> dict[str, int]:
     """Copy every memory's earlier versions (edits), cleaned; returns how many were exported
     (leaving out those of `refused` memories, which have none to go to) and stored."""
-    counts = {"exported": 0, "copied": 0}
-    rows: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        counts["exported"] += len(rows)
-        counts["copied"] += target.store.restore_revisions(rows) if rows else 0
-        rows.clear()
-
-    for row in source.store.export_revisions():
-        if row["uid"] in refused:
-            continue
-        rows.append(_cleaned_revision(row))
-        if len(rows) >= BATCH:
-            flush()
-    flush()
-    return counts
+    return _in_batches((_cleaned_revision(row) for row in source.store.export_revisions()
+                        if row["uid"] not in refused), target.store.restore_revisions)
 
 
 def _copy_purged(source: MemoryEngine, target: MemoryEngine) -> dict[str, int]:
     """Copy the tombstones of purged texts (hashes, no text: `store.export_purged`), so that
     the target's automatic capture does not store again what was purged at the source;
     returns how many were exported and are in the target."""
+    return _in_batches(source.store.export_purged(), target.store.restore_purged)
+
+
+def _in_batches(rows: Iterable[dict[str, Any]], restore: Callable[[list[dict[str, Any]]], int]
+                ) -> dict[str, int]:
+    """`restore` the rows BATCH at a time; how many there were (`exported`) and how many it
+    says it stored (`copied`)."""
     counts = {"exported": 0, "copied": 0}
-    rows: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        counts["exported"] += len(rows)
-        counts["copied"] += target.store.restore_purged(rows) if rows else 0
-        rows.clear()
-
-    for row in source.store.export_purged():
-        rows.append(row)
-        if len(rows) >= BATCH:
-            flush()
-    flush()
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            counts["exported"] += len(batch)
+            counts["copied"] += restore(batch)
+            batch = []
+    if batch:
+        counts["exported"] += len(batch)
+        counts["copied"] += restore(batch)
     return counts
 
 
