@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Settings
-from .lite import read_discovery
+from .service.discovery import other_owner
 from .stores import scheme_of, store_url
 from .stores.sqlite import SCHEMA_VERSION, path_of
 
@@ -82,9 +82,8 @@ def serving(settings: Settings, db: Path) -> str | None:
     """Why `db` cannot be restored now: a live service serves it (its discovery file names
     a running process and this db; one without `db_path`, an older release's, counts), else
     None."""
-    path = settings.discovery_path
-    found = read_discovery(path, db) if path is not None else None
-    if found is None or found["stale"]:  # stale too: another db's (`lite.serves`)
+    found = other_owner(settings, db)
+    if found is None:
         return None
     return (f"{db} is served by a running service (pid {found.get('pid')}, {found.get('url')}"
             "): stop it, restore, then start it again")

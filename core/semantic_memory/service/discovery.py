@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..lite import proc_start, read_discovery, serves
+from ..lite import proc_start, read_discovery
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
 #: Seconds between a service's looks at its discovery file (runner's `_keep_discovery`).
@@ -107,20 +107,15 @@ def _log() -> Any:
     return logging.getLogger("semantic_memory.service")
 
 
-def other_owner(settings: Settings) -> dict[str, Any] | None:
-    """The live process, not this one, that the discovery file names serving this db
-    (another service on the same db), else None."""
+def other_owner(settings: Settings, db: Path | None = None) -> dict[str, Any] | None:
+    """The live process, not this one, that the discovery file names serving `db` (these
+    settings' db file by default; `lite.serves`: a file that names another db, copied with
+    its folder or shared through MEMORY_DISCOVERY_FILE, is not this db's), else None."""
     path = settings.discovery_path
-    found = read_discovery(path, own_db(settings)) if path is not None else None
+    found = read_discovery(path, db or settings.resolved_db_path) if path is not None else None
     if found is None or found["stale"] or found.get("pid") == os.getpid():
         return None
     return found
-
-
-def own_db(settings: Settings) -> Path | None:
-    """The db a discovery file must name to be this service's (`lite.serves`), None when
-    MEMORY_DISCOVERY_FILE names one that services of several dbs may share."""
-    return None if settings.discovery_file else settings.resolved_db_path
 
 
 def upgrade_refusal(settings: Settings, location: str) -> str | None:
@@ -132,7 +127,7 @@ def upgrade_refusal(settings: Settings, location: str) -> str | None:
     no filter of this release finds them. Only a service on this machine, publishing where
     these settings look, can be seen."""
     found = other_owner(settings)
-    if found is None or not serves(found, settings.resolved_db_path):
+    if found is None:
         return None
     return (f"{location} is served by a running service (pid {found.get('pid')}) of an older "
             "release: stop it (or restart it with this release), then try again")
