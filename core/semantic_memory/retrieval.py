@@ -39,6 +39,10 @@ log = logging.getLogger("semantic_memory")
 ID_LIMIT = 2**63
 
 
+class BrokenAnswer(Exception):
+    """A channel's search answered against the contract (what `_bad_hits` says)."""
+
+
 def _bad_hits(found: Any) -> str | None:
     """Why a channel's search did not answer as the contract says (None when it did): a list
     of ChannelHit, each with an int id a store can hold, a finite numeric score and signals
@@ -75,8 +79,8 @@ class Evidence:
     weak: dict[int, set[str]] = field(default_factory=dict)
     confidence: float | None = None
     answered: list[Channel] = field(default_factory=list)
-    #: channel -> why its search failed (raised, or answered against the contract)
-    failed: dict[str, str] = field(default_factory=dict)
+    #: channel -> why its search failed (what it raised, or a BrokenAnswer)
+    failed: dict[str, Exception] = field(default_factory=dict)
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -147,13 +151,20 @@ class Searcher:
             evidence.add(channel, self._search_at_once(
                 [channel], conn, query, depth, filters, deadline, evidence.failed)[channel.name])
         evidence.answered = [c for c in expensive if c.name in evidence.rankings]
+        if evidence.failed and not any(evidence.rankings.values()):
+            # A damaged store is not one broken channel: "nothing matched" would hide it
+            # behind an empty answer (a CJK-only channel answers every other query empty).
+            for exc in evidence.failed.values():
+                if (words := self.store.damage(exc)) is not None:
+                    raise StoreError(words) from exc
         if evidence.failed and not evidence.rankings:
             # Not "nothing matched": nothing could be searched (e.g. the store refused every
             # channel's query). One broken channel is left out; all of them is the store's
             # error, said as such.
             raise StoreError("recall failed: every channel's search failed ("
-                             + "; ".join(f"{n}: {why}" for n, why in evidence.failed.items())
-                             + ")")
+                             + "; ".join(f"{n}: {one_line(why)}"
+                                         for n, why in evidence.failed.items())
+                             + ")") from next(iter(evidence.failed.values()))
         return evidence
 
     def fuse(self, evidence: Evidence, depth: int) -> tuple[list[Fused], bool]:
@@ -212,7 +223,7 @@ class Searcher:
 
     def _search(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, str],
+        failed: dict[str, Exception],
     ) -> list[ChannelHit] | None:
         """One channel's hits; None when it fails, said in `failed` (one broken channel must
         not take recall down). Keeps a smoothed search time per channel (`recall` plans with it), and whether
@@ -222,15 +233,15 @@ class Searcher:
         try:
             found = channel.search(conn, query, depth, filters)
         except Exception as exc:  # noqa: BLE001
-            failed[channel.name] = one_line(exc)
+            failed[channel.name] = exc
             log.warning("channel %s: search failed (%s); recall goes on without it",
-                        channel.name, failed[channel.name])
+                        channel.name, one_line(exc))
             return None
         else:
             problem = _bad_hits(found)
             if problem is None:
                 return found
-            failed[channel.name] = problem[:300]
+            failed[channel.name] = BrokenAnswer(problem[:300])
             log.warning("channel %s: search %s; recall goes on without it",
                         channel.name, failed[channel.name])
             return None
@@ -255,7 +266,7 @@ class Searcher:
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
-        filters: RecallFilters, deadline: float, failed: dict[str, str],
+        filters: RecallFilters, deadline: float, failed: dict[str, Exception],
     ) -> dict[str, list[ChannelHit] | None]:
         """Every channel's hits (None: no answer), searched at the same time, each on its own
         read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
@@ -313,7 +324,7 @@ class Searcher:
 
     def _search_beside(
         self, channel: Channel, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, str],
+        failed: dict[str, Exception],
     ) -> tuple[bool, list[ChannelHit] | None]:
         """(whether the store spared a snapshot, the channel's hits in it)."""
         with self.store.spare_snapshot() as conn:

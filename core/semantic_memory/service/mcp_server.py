@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 
 from ..lite import loads_input
 from ..stores import StoreError
+from ..stores.sqlite import damaged, sqlite_problem
 from .mcp_logging import ClientLog
 from .schemas import field_path
 
@@ -365,6 +367,8 @@ class MemoryMCP(MCPServer):
             cause = exc.__cause__
             if isinstance(cause, StoreError):  # the store is down: say so, in one line
                 raise ToolError(str(cause)) from None
+            if isinstance(cause, sqlite3.DatabaseError) and damaged(cause):  # what to run
+                raise ToolError(sqlite_problem(cause)) from None
             if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
                 raise
             # `from cause` keeps the SDK's log line (field names only) working.

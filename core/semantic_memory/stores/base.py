@@ -193,6 +193,11 @@ class SQLMemoryStore:
     def snapshot(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
 
+    def damage(self, exc: BaseException) -> str | None:
+        """What to do when `exc`, met by a query, says the store itself is damaged (not a
+        statement or one channel failing); None when it does not, or the engine cannot tell."""
+        return None
+
     @contextmanager
     def spare_snapshot(self) -> Iterator[Any | None]:
         """A snapshot for a channel searching beside the recall's own, on another thread

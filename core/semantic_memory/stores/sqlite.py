@@ -922,6 +922,11 @@ class SQLiteStore(SQLMemoryStore):
             if p.exists()
         )
 
+    def damage(self, exc: BaseException) -> str | None:
+        if isinstance(exc, sqlite3.DatabaseError) and damaged(exc):
+            return sqlite_problem(exc)
+        return None
+
     def close(self) -> None:
         """Close the writer and the readers of this thread and of ended ones. Another live
         thread's reader closes with that thread: closed under a query it is still running
