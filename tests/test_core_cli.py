@@ -153,7 +153,7 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "semantic_memory", "stats"],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 2
-    assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as a int"
+    assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as an int"
 
 
 def test_an_import_line_superseded_by_no_live_memory_is_current(db: Path, tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_a_bad_value_in_a_plugins_section_exits_as_a_core_one(db: Path) -> None:
             done = subprocess.run([sys.executable, "-m", "semantic_memory", *args],
                                   capture_output=True, text=True, env=env, timeout=60)
             assert done.returncode == 2, (name, args, done.stderr)
-            assert done.stderr == f"Error: {name}: cannot use 'many' as a int\n"
+            assert done.stderr == f"Error: {name}: cannot use 'many' as an int\n"
 
 
 def test_migrate_to_a_file_path_is_a_sqlite_file_where_the_user_is(tmp_path: Path) -> None:

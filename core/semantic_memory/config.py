@@ -450,5 +450,6 @@ def _parse(name: str, raw: str, type_name: object) -> object:
         if kind == "float":
             return float(raw)
     except ValueError:
-        raise ConfigError(f"{name}: cannot use {raw!r} as a {kind}") from None
+        article = "an" if kind == "int" else "a"
+        raise ConfigError(f"{name}: cannot use {raw!r} as {article} {kind}") from None
     return raw

@@ -259,5 +259,6 @@ def _parse(name: str, raw: str, kind: str) -> object:
         if kind == "float":
             return float(raw)
     except ValueError:
-        raise SettingsError(f"{name}: cannot use {raw!r} as a {kind}") from None
+        article = "an" if kind == "int" else "a"
+        raise SettingsError(f"{name}: cannot use {raw!r} as {article} {kind}") from None
     return raw
