@@ -10,6 +10,7 @@ store the commonest terms are left out of the OR (`fts5.bounded_search`). With q
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from semantic_memory.stores.fts5 import (
     bounded_search,
     create_fts_table,
     feedback_words,
+    fts_phrase,
     fts_terms,
     idf_coverage,
     idf_weights,
@@ -47,6 +49,19 @@ PREFIX_MIN = 4
 #: Chosen on LoCoMo dev without neighbours by leave-one-conversation-out on R@10
 #: (docs/retrieval.md#query-feedback).
 FEEDBACK_HITS, FEEDBACK_WORDS, FEEDBACK_WEIGHT = 2, 8, 0.3
+#: The English stopwords as one text, tokenized as the index tokenizes: a query word that
+#: matches it is one the stemmer folds into a stopword (`folds_into_stopword`).
+_STOPWORD_TEXT = " ".join(sorted(STOPWORDS))
+_STOPWORD_MATCHER = TextMatcher(TOKENIZE)
+
+
+@functools.lru_cache(maxsize=4096)
+def folds_into_stopword(word: str) -> bool:
+    """Whether the index's stemmer makes `word` (lower-cased, as `keywords.words` gives it)
+    a stopword: "one" and "ones" -> "on", "others" -> "other", "wills" -> "will", "ups" ->
+    "up", "res" -> "re". Such a word matches every memory holding the stopword, so "which
+    one?" found "on" in almost every memory and vouched for five of them."""
+    return bool(_STOPWORD_MATCHER.matching([fts_phrase(word)], {0: _STOPWORD_TEXT})[0])
 
 
 class PorterChannel(Channel, Confident):
@@ -115,9 +130,11 @@ class PorterChannel(Channel, Confident):
 
     @staticmethod
     def content_terms(query: str) -> list[str]:
-        """What the relevance bar weighs: the query's words but function words, English and
-        those of de, fr, es, pt, it and ru (`keywords.content_words`)."""
-        return bar_terms(query)
+        """What the relevance bar weighs (`keywords.bar_terms`: the query's words but function
+        words, English and those of de, fr, es, pt, it and ru, and what pasted output says
+        about where), less the words the stemmer folds into a stopword
+        (`folds_into_stopword`). PostgreSQL's full-text channel weighs the same words."""
+        return [t for t in bar_terms(query) if not folds_into_stopword(t)]
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
@@ -133,8 +150,9 @@ class PorterChannel(Channel, Confident):
         (`keywords.starts_a_part`): the index holds `getUserAccountBalance` as one word, so
         what the trigram channel found for "AccountBalance" never cleared the bar. Function
         words are set aside (`content_terms`): one no memory holds weighed most of all ("Wie
-        starten wir den Server neu?" missed the bar). A query of function words alone ("why?", "do it", "wie
-        geht's?") vouches for nothing: a memory holding "why" is no answer to it, and its
+        starten wir den Server neu?" missed the bar), and one the stemmer makes a stopword
+        ("one" -> "on") is held by almost every memory. A query of function words alone
+        ("why?", "do it", "which one?", "wie geht's?") vouches for nothing: a memory holding "why" is no answer to it, and its
         session's neighbours came along with it."""
         terms = self.content_terms(query)
         if not terms:

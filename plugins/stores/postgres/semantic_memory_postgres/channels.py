@@ -69,7 +69,6 @@ from semantic_memory.keywords import (
     MAX_QUERY_TERMS,
     STOPWORDS,
     UNSPACED,
-    bar_terms,
     bm25_idf,
     part_starts,
     trigram_terms,
@@ -555,16 +554,18 @@ class PgFullTextChannel(_IdfChannel, Confident):
     def relevant(self, conn: psycopg.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query, IDF-weighted (a term
         no memory has weighs as one a single memory has); coverage goes into the signals. As
-        the porter channel: the query's function words, and what pasted output says about
-        where (addresses, line numbers), are set aside first (`keywords.bar_terms`): "wie",
-        "wir", "den", which no memory holds, weighed most of all; and a term of PREFIX_MIN+
-        letters also matches where a part of an identifier starts with it (the index holds
-        `getUserAccountBalance` as one lexeme, so "AccountBalance" matched nothing)."""
+        the porter channel: the query's function words, what pasted output says about where
+        (addresses, line numbers) and the words porter folds into a stopword ("one" -> "on")
+        are set aside first (`PorterChannel.content_terms`, so the same words are judged
+        whether or not the keyword mirror answers): "wie", "wir", "den", which no memory holds,
+        weighed most of all; and a term of PREFIX_MIN+ letters also matches where a part of an
+        identifier starts with it (the index holds `getUserAccountBalance` as one lexeme, so
+        "AccountBalance" matched nothing)."""
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
                                     follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
-        content = bar_terms(query)
+        content = self.local.content_terms(query)
         terms = self._terms(conn, " ".join(content)) if content else []
         if not terms or not hits:
             return set()
