@@ -5,6 +5,7 @@ name (`users.py`), on a real engine over SQLite and over PostgreSQL (`both_store
 from __future__ import annotations
 
 import pytest
+from semantic_memory.keywords import file_names
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory_bm25_porter import PorterChannel, folds_into_stopword
@@ -50,3 +51,50 @@ def test_which_one_injects_nothing(engine: MemoryEngine) -> None:
         assert injected(engine, prompt, "infra") == [], prompt
     assert injected(engine, "which worker runs the migrations?", "infra") == [
         "Only one worker runs the database migrations; the other ones wait for the lock"]
+
+
+def test_file_names_in_a_query() -> None:
+    """`users.py` is the name "users" and the extension "py", which the bar counts only beside
+    the name; dotted code that is no file name is no file name."""
+    assert file_names("users.py") == {"py": {"users"}}
+    assert file_names("where is next.config.js?") == {"js": {"config"}}
+    assert file_names("see api/repositories/users.py:57.") == {"py": {"users"}}
+    assert file_names("users.py and deps.py, Cargo.lock") == {"py": {"users", "deps"},
+                                                              "lock": {"cargo"}}
+    for code in ("os.path.join", "res.json()", "console.log", "process.env.NODE_ENV",
+                 ".py files", "py", "version 3.11"):
+        assert file_names(code) == {}, code
+
+
+def test_a_file_name_injects_its_file_not_its_extension(engine: MemoryEngine) -> None:
+    """`users.py` injected every memory naming some other Python file: "py" carried half of
+    the query's weight, and the bar is 0.5. The file's own memory is still injected, and a
+    memory naming the file's kind beside the query's other words still counts it."""
+    store(engine, "api",
+          "get_user_by_email in api/repositories/users.py lowercases the email first",
+          "The database session comes from get_db_session() in api/deps.py",
+          "Settings are loaded by pydantic BaseSettings in api/config.py",
+          "Celery tasks are declared in api/tasks/mail.py and api/tasks/reports.py",
+          "parse_iso8601 in api/utils/dates.py accepts a trailing Z",
+          # "users"* also matches these: "user" weighs no more than "py" on a code store
+          "The userId claim is read from the access token",
+          "Rate limits are counted per user and per IP",
+          "The admin user is seeded by the bootstrap script",
+          "Every request logs its user-agent string",
+          "userProfile responses are cached for a minute",
+          "Deleted users are anonymised after 30 days")
+    store(engine, "cli",
+          "The HTTP client sets the agent header in src/http/client.rs",
+          "tokio's main macro is only on src/main.rs",
+          "Progress bars are drawn by indicatif in src/progress.rs",
+          "Config parsing lives in src/config.rs with serde")
+    assert injected(engine, "users.py", "api") == [
+        "get_user_by_email in api/repositories/users.py lowercases the email first"]
+    assert injected(engine, "client.rs", "cli") == [
+        "The HTTP client sets the agent header in src/http/client.rs"]
+    assert injected(engine, "what does deps.py provide?", "api") == [
+        "The database session comes from get_db_session() in api/deps.py"]
+    store(engine, "web", "tsconfig.json includes src/**/*.ts and excludes dist",
+          "The tsconfig paths alias @/ maps to src/")
+    assert injected(engine, "which files does tsconfig.json include?", "web")[:1] == [
+        "tsconfig.json includes src/**/*.ts and excludes dist"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Mapping
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -107,6 +108,46 @@ _WHERE = re.compile(
 def where_words(text: str) -> set[str]:
     """The words of `text` (as `words` gives them) that say where, not what (`_WHERE`)."""
     return {w.lower() for match in _WHERE.finditer(text) for w in match.groups() if w}
+
+
+#: Extensions of the files a coding agent talks about (`file_names`). Listed rather than
+#: guessed from the shape `name.ext`, which dotted code shares (`os.path`, `Path.resolve`,
+#: `process.env`, `console.log`).
+FILE_EXTENSIONS = frozenset("""py pyi pyx ipynb rs go rb java kt kts scala swift c h cc cpp cxx
+    hpp hh cs fs php js jsx mjs cjs ts tsx mts cts vue svelte astro html htm css scss sass less
+    json jsonc json5 yaml yml toml ini cfg conf properties xml md mdx rst txt csv tsv sql
+    graphql gql proto sh bash zsh fish ps1 bat tf tfvars hcl nix lua dart ex exs erl hrl hs
+    elm clj cljs jl zig sol lock tpl j2 gradle cmake mk""".split())
+#: `name.ext`, any path before it; not a call (`res.json()`) nor the middle of a longer dotted
+#: name or word. Groups: the word before the extension, the extension.
+_FILE_NAME = re.compile(r"(?<![\w-])(?:[\w-]+\.)*?([\w-]*\w)\.([a-z0-9]+)(?![\w(-]|\.\w)",
+                        re.IGNORECASE)
+
+
+def file_names(text: str) -> dict[str, set[str]]:
+    """Per extension (FILE_EXTENSIONS) that ends a file name in `text`, the last words of
+    those names before it, all as `words` gives them: `users.py` {"py": {"users"}},
+    `next.config.js` {"js": {"config"}}."""
+    found: dict[str, set[str]] = {}
+    for match in _FILE_NAME.finditer(text):
+        ext = match.group(2).lower()
+        if ext in FILE_EXTENSIONS and (name := words(match.group(1))):
+            found.setdefault(ext, set()).add(name[-1])
+    return found
+
+
+def hold_extensions_with_names(query: str, position: Mapping[str, int],
+                               matched: list[set[int]]) -> None:
+    """For the relevance bar, in place: a file name's extension is held only by the texts
+    that hold its name too (`matched[position[word]]`: the ids of the texts holding a query
+    word). `users.py` is the words "users" and "py", and on a code store "py" (in every memory
+    naming a Python file) weighed as much as "users" (stemmed "user"*, in userId and
+    user-agent too), so a memory naming deps.py cleared the bar of 0.5 on "py" alone. An
+    extension still weighs (a memory holding `tsconfig.json` covers "tsconfig" and "json")."""
+    for ext, names in file_names(query).items():
+        needed = [matched[position[n]] for n in names if n in position and n != ext]
+        if ext in position and needed:
+            matched[position[ext]] &= set().union(*needed)
 
 
 #: A query with this many content words besides its numbers is judged without the numbers:

@@ -19,6 +19,7 @@ from semantic_memory.keywords import (
     STOPWORDS,
     bar_terms,
     coverages,
+    hold_extensions_with_names,
     identifier_parts,
     part_starts,
     words,
@@ -151,9 +152,11 @@ class PorterChannel(Channel, Confident):
         what the trigram channel found for "AccountBalance" never cleared the bar. Function
         words are set aside (`content_terms`): one no memory holds weighed most of all ("Wie
         starten wir den Server neu?" missed the bar), and one the stemmer makes a stopword
-        ("one" -> "on") is held by almost every memory. A query of function words alone
-        ("why?", "do it", "which one?", "wie geht's?") vouches for nothing: a memory holding "why" is no answer to it, and its
-        session's neighbours came along with it."""
+        ("one" -> "on") is held by almost every memory. A file name's extension counts only
+        where its name is held too (`keywords.hold_extensions_with_names`). A query of
+        function words alone ("why?", "do it", "which one?", "wie geht's?") vouches for
+        nothing: a memory holding "why" is no answer to it, and its session's neighbours came
+        along with it."""
         terms = self.content_terms(query)
         if not terms:
             for hit in hits:
@@ -165,6 +168,8 @@ class PorterChannel(Channel, Confident):
         matched = self.matcher.matching(phrases, texts)
         for ids, parts in zip(matched, part_starts(terms, texts, PREFIX_MIN), strict=False):
             ids |= parts
+        hold_extensions_with_names(query, {t: i for i, t in enumerate(terms[:len(matched)])},
+                                   matched)
         coverage = coverages(weights, matched, list(texts))
         for hit in hits:
             hit.signals["coverage"] = coverage[hit.memory.id]

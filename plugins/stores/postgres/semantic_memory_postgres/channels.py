@@ -70,6 +70,8 @@ from semantic_memory.keywords import (
     STOPWORDS,
     UNSPACED,
     bm25_idf,
+    file_names,
+    hold_extensions_with_names,
     part_starts,
     trigram_terms,
     words,
@@ -572,16 +574,25 @@ class PgFullTextChannel(_IdfChannel, Confident):
         weights, _ = self._weights(conn, terms, min_df=1)
         matched = self._matches(conn, terms, [h.memory.id for h in hits])
         texts = {h.memory.id: h.memory.content for h in hits}
-        parts = part_starts([t.lexeme for t in terms], texts, PREFIX_MIN)
+        held = part_starts([t.lexeme for t in terms], texts, PREFIX_MIN)
+        for i, ids in enumerate(held):
+            ids |= {m for m, found in matched.items() if found[i]}
+        if file_names(query):
+            hold_extensions_with_names(query, self._positions(conn, content, terms), held)
         out = set()
         for hit in hits:
-            found = matched.get(hit.memory.id, [False] * len(terms))
-            found = [m or hit.memory.id in p for m, p in zip(found, parts, strict=True)]
-            coverage = _coverage(weights, found)
+            coverage = _coverage(weights, [hit.memory.id in ids for ids in held])
             hit.signals["coverage"] = coverage
             if coverage >= self.min_coverage:
                 out.add(hit.memory.id)
         return out
+
+    def _positions(self, conn: psycopg.Connection, content: list[str], terms: list[Term]
+                   ) -> dict[str, int]:
+        """Per query word, the index of its lexeme among `terms` (a stopword has none)."""
+        index = {t.lexeme: i for i, t in enumerate(terms)}
+        return {word: index[lexemes[0][0]] for word in content
+                if (lexemes := self.lexemes(conn, word)) and lexemes[0][0] in index}
 
 
 # --- substrings ---------------------------------------------------------------------------------
