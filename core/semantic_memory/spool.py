@@ -19,7 +19,8 @@ added) when the service refused it as invalid: nothing is dropped silently. A cl
 to the queue (`release_stale`) once its replayer died: at once when no process with the pid in
 its name exists on this machine (a killed hook, CLI or service can never finish it), and when
 it is older than CLAIM_STALE_S whatever the pid (the pid may live on in an unrelated process).
-The service releases claims at every look, even when nothing else is queued, and a replay
+A claim in `rejected/` (`purge --matching` claims the refused writes it scrubs) goes back
+there the same way. The service releases claims at every look, even when nothing else is queued, and a replay
 counts the claims still held as `left`: a claimed write is waiting, not stored.
 
 Hook processes import this module: standard library only, nothing heavy.
@@ -217,18 +218,12 @@ def _claims(folder: Path) -> list[Path]:
         return []
 
 
-def _owner_gone(claimed: Path) -> bool:
-    """Whether the replayer named in `claimed` surely died: no process has its pid. Only "no
-    such process" says so; a live pid (the replayer at work, or an unrelated process that
-    reused the pid) or any doubt leaves the claim to the age rule, so a write a live replayer
-    is sending is never sent twice. POSIX only: on Windows os.kill(pid, 0) is not a probe."""
-    if os.name != "posix":
-        return False
-    try:
-        pid = int(claimed.name.rsplit(CLAIM, 1)[1])
-    except (IndexError, ValueError):
-        return False
-    if pid <= 0:  # 0 and negatives name process groups, not a replayer
+def process_gone(pid: int) -> bool:
+    """Whether no process has `pid` on this machine, so what it named as its own (a claim, a
+    temporary file) will never be finished. Only "no such process" says so; a live pid (the
+    owner at work, or an unrelated process that reused the pid) or any doubt says no. POSIX
+    only: on Windows os.kill(pid, 0) is not a probe."""
+    if os.name != "posix" or pid <= 0:  # 0 and negatives name process groups
         return False
     try:
         os.kill(pid, 0)
@@ -239,19 +234,41 @@ def _owner_gone(claimed: Path) -> bool:
     return False
 
 
+def _claim_pid(name: str) -> int | None:
+    tail = name.rsplit(CLAIM, 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _orphans(directory: Path, now: float) -> list[tuple[Path, Path]]:
+    """The claims in `directory` whose replayer died (no process has their pid, or they are
+    older than CLAIM_STALE_S whatever the pid: it may live on in an unrelated process), each
+    with the queue name it goes back to. A claim a live replayer holds is not one: the write
+    it is sending is never sent twice."""
+    found = []
+    for claimed in _claims(directory):
+        pid = _claim_pid(claimed.name)
+        try:
+            fresh = now - claimed.stat().st_mtime < CLAIM_STALE_S
+        except OSError:  # put back or finished meanwhile
+            continue
+        if fresh and (pid is None or not process_gone(pid)):
+            continue
+        found.append((claimed, _original(claimed)))
+    return found
+
+
 def release_stale(folder: Path, now: float | None = None) -> int:
-    """Put back the claims of replayers that died (their pid is gone, or the claim is older
-    than CLAIM_STALE_S); returns how many."""
+    """Put back the claims of replayers that died, in the queue and in `rejected/` (a killed
+    `purge --matching` leaves its claim there too); returns how many."""
     now = time.time() if now is None else now
     count = 0
-    for claimed in _claims(folder):
-        try:
-            if now - claimed.stat().st_mtime < CLAIM_STALE_S and not _owner_gone(claimed):
+    for directory in (folder, folder / REJECTED):
+        for claimed, home in _orphans(directory, now):
+            try:
+                os.replace(claimed, home)
+            except OSError:
                 continue
-            os.replace(claimed, _original(claimed))
             count += 1
-        except OSError:
-            continue
     return count
 
 
@@ -387,9 +404,13 @@ def _reject(claimed: Path, reason: str, record: dict[str, Any] | None = None) ->
             os.replace(claimed, target)
             return
         record = {**record, "rejected": reason[:500], "rejected_at": round(time.time(), 3)}
-        tmp = target.with_name("." + target.name + ".tmp")
-        tmp.write_text(dumps(record), encoding="utf-8")
-        os.replace(tmp, target)
+        tmp = _temp_name(target.parent, target.name)
+        try:
+            tmp.write_text(dumps(record), encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
         claimed.unlink()
     except OSError:
         _put_back(claimed)
@@ -419,52 +440,86 @@ def scrub(folder: Path, holds: Callable[[dict[str, Any]], bool], dry_run: bool =
     """Take every memory `holds` says yes to out of the queued writes and the refused ones
     (`memory-mcp purge --matching`: a replay would store it again): a write left with none is
     deleted, another rewritten under its own name (its place in the queue stays). Each is
-    claimed while it is read and rewritten, so a replayer never sends it half done; one a
-    replayer holds now is passed over. Returns how many memories went (would go: `dry_run`)."""
+    claimed while it is read and rewritten, so a replayer never sends it half done; one a live
+    replayer holds now is passed over. What a dead process left is covered too: a killed
+    replayer's or scrub's claim first goes back to the queue (a dry run reads it where it is),
+    so a purge run again after an interrupted one finds every copy. Interrupted itself (Ctrl-C,
+    an error), a scrub puts the write it holds back; killed, it leaves the claim to the next
+    `release_stale`, holding the write either as it was or scrubbed, never the old text over a
+    scrubbed copy. Returns how many memories went (would go: `dry_run`)."""
+    directories = (folder, folder / REJECTED)
+    if dry_run:
+        now = time.time()
+        left = [claimed for d in directories for claimed, _ in _orphans(d, now)]
+        return sum(_scrub_one(file, holds, dry_run=True)
+                   for file in [*pending(folder), *pending(folder / REJECTED), *left])
+    release_stale(folder)
     count = 0
-    for file in pending(folder) + pending(folder / REJECTED):
-        claimed = file if dry_run else claim(file)
+    for file in [*pending(folder), *pending(folder / REJECTED)]:
+        claimed = claim(file)
         if claimed is None:
             continue
-        record = read(claimed)
-        if record is None:  # not a write this can read: it stays for a person to see
-            if not dry_run:
-                _put_back(claimed)
-            continue
-        items = record["body"].get("items")
-        if not isinstance(items, list):  # one memory (a "remember", the proxy's store)
-            gone = holds(record["body"])
-            count += gone
-            if dry_run:
-                continue
-            if gone:
-                claimed.unlink()
-            else:
-                _put_back(claimed)
-            continue
-        kept = [item for item in items if not (isinstance(item, dict) and holds(item))]
-        count += len(items) - len(kept)
-        if dry_run:
-            continue
-        if len(kept) == len(items):
+        try:
+            count += _scrub_one(claimed, holds)
+        except BaseException:  # Ctrl-C, a full disk: the write goes back as it stands
             _put_back(claimed)
-        elif not kept:
-            claimed.unlink()
-        else:
-            _rewrite(claimed, {**record, "body": {**record["body"], "items": kept}})
+            raise
     return count
 
 
+def _scrub_one(file: Path, holds: Callable[[dict[str, Any]], bool], dry_run: bool = False
+               ) -> int:
+    """Take what `holds` says yes to out of the write `file` (claimed by this process, unless
+    `dry_run`, which changes nothing) and let it go; returns how many memories go."""
+    record = read(file)
+    if record is None:  # not a write this can read: it stays for a person to see
+        if not dry_run:
+            _put_back(file)
+        return 0
+    items = record["body"].get("items")
+    if not isinstance(items, list):  # one memory (a "remember", the proxy's store)
+        gone = bool(holds(record["body"]))
+        if not dry_run:
+            if gone:
+                file.unlink()
+            else:
+                _put_back(file)
+        return int(gone)
+    kept = [item for item in items if not (isinstance(item, dict) and holds(item))]
+    if not dry_run:
+        if len(kept) == len(items):
+            _put_back(file)
+        elif not kept:
+            file.unlink()
+        else:
+            _rewrite(file, {**record, "body": {**record["body"], "items": kept}})
+    return len(items) - len(kept)
+
+
 def _rewrite(claimed: Path, record: dict[str, Any]) -> None:
-    """Put `record` back in place of the claimed write, fsync'd and renamed into place."""
-    tmp = claimed.with_name("." + _original(claimed).name + ".tmp")
+    """Put `record` back in place of the claimed write: written beside it (fsync'd), renamed
+    over the claim, and only then the claim renamed back into the queue. Killed between the
+    two renames, the claim `release_stale` puts back is the scrubbed copy; the other order
+    left the old text in the claim, to be put back over the scrubbed file."""
+    tmp = _temp_name(claimed.parent, _original(claimed).name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(dumps(record).encode("utf-8"))
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, _original(claimed))
-    claimed.unlink()
+        try:
+            view = memoryview(dumps(record).encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, claimed)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(claimed, _original(claimed))
+
+
+def _temp_name(directory: Path, name: str) -> Path:
+    """Where this process writes the new copy of the write `name` (scrubbed, or refused with
+    its reason) before renaming it into place: `.<name>.<pid>.tmp`, the pid saying whose it
+    is."""
+    return directory / f".{name}.{os.getpid()}.tmp"
