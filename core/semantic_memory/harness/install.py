@@ -215,7 +215,7 @@ def parse(file: ConfigFile, text: str | None) -> Document:
     """The document `text` holds (None: no file); InstallError when it cannot be parsed."""
     try:
         if file.format in ("json", "jsonc"):
-            if not text or not text.strip():
+            if _holds_nothing(file, text):
                 doc = {}
             else:
                 doc = json.loads(text) if file.format == "json" else jsonc.loads(text)
@@ -232,6 +232,19 @@ def parse(file: ConfigFile, text: str | None) -> Document:
     return doc
 
 
+def _holds_nothing(file: ConfigFile, text: str | None) -> bool:
+    """A JSON file that holds no value: none, blank, or (JSONC) only comments (a config
+    commented out). Install reads it as `{}`."""
+    if not text or not text.strip():
+        return True
+    if file.format != "jsonc":
+        return False
+    try:  # an object after the comments is the whole document only when they are all it holds
+        return jsonc.loads(text + "\n{}") == {}
+    except jsonc.JSONCError:
+        return False
+
+
 def dump(file: ConfigFile, doc: Document, before: str | None = None) -> str:
     """The file's new text, `before` edited in place: JSON (with comments or without) keeps its
     comments, layout, key order and final newline; TOML its layout (tomlkit)."""
@@ -241,6 +254,9 @@ def dump(file: ConfigFile, doc: Document, before: str | None = None) -> str:
 def render(file: ConfigFile, doc: Document, before: str | None) -> tuple[str, bool]:
     """(the new text, whether it is `before` edited in place rather than written anew)."""
     if file.format in ("json", "jsonc"):
+        if before and before.strip() and _holds_nothing(file, before):
+            # Only comments: they stay, above the object (the install's backup has the file).
+            return before + ("" if before.endswith("\n") else "\n") + jsonc.dump(doc), True
         edited = jsonc.edit(before or "", doc)
         return (edited, True) if edited is not None else (jsonc.dump(doc), not (before or "").strip())
     import tomlkit
@@ -250,7 +266,9 @@ def render(file: ConfigFile, doc: Document, before: str | None) -> tuple[str, bo
 
 def tidy_toml(before: str, after: str) -> str:
     """tomlkit's edit with a table's separation made reversible: a table added after other
-    text gets one blank line before its header; where tables go, no doubled blank line and no
+    text gets one blank line before its header, and so does a header that added lines now
+    come right before (tomlkit puts a table added to a super table, as Codex's
+    `[hooks.state."…"]`, before the next table); where tables go, no doubled blank line and no
     blank last line is left behind (the blank line install put before them)."""
     import difflib
 
@@ -263,8 +281,11 @@ def tidy_toml(before: str, after: str) -> str:
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     out: list[str] = []
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    inserted = False  # the last lines written were added
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag in ("equal", "replace"):
+            if inserted and _is_header(new[j1]) and out[-1].strip():
+                out.append(_newline_of(out[-1]))
             out += new[j1:j2]
         elif tag == "insert":
             for line in new[j1:j2]:
@@ -275,6 +296,7 @@ def tidy_toml(before: str, after: str) -> str:
             following = old[i2] if i2 < len(old) else None
             if out and not out[-1].strip() and (following is None or not following.strip()):
                 out.pop()  # the blank line before the removed table
+        inserted = tag == "insert"
     return "".join(out)
 
 
@@ -292,7 +314,10 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
     """The changes install (or uninstall) would make; files it leaves equal are not listed.
     Installing again over an installed file edits it in place (our entries stay where they
     are) when uninstall then gives back what it leaves of the file now (`_uninstalled`), and
-    otherwise edits that instead, as a first install would."""
+    otherwise edits that instead, as a first install would. Files that already are what that
+    writes are left as they are: install run on its own result changes nothing, even where an
+    adapter's edit takes a TOML table out and adds it again (tomlkit lays a re-added table out
+    with other blank lines around it)."""
     befores = [load(file)[0] for file in files]
     if uninstall:
         changes, texts = _changes(files, befores, befores, uninstall=True)
@@ -300,8 +325,10 @@ def plan(files: list[ConfigFile], uninstall: bool = False) -> list[Change]:
         return changes
     bases = _uninstalled(files, befores)
     changes, texts = _changes(files, befores, befores)
-    if bases != befores and _undone(files, texts) != bases:
-        changes, texts = _changes(files, befores, bases)
+    if bases != befores:
+        anew, anew_texts = _changes(files, befores, bases)
+        if not anew or _undone(files, texts) != bases:
+            changes, texts = anew, anew_texts
     _keep_backups(files, texts, changes, bases)
     return changes
 

@@ -195,15 +195,20 @@ class CodexAdapter(HarnessAdapter):
                 del state[old]
             for old, new in moved.items():
                 state[new] = entries[old]
+            wanted = {key: digest for key, (digest, ours) in after.items()
+                      if ours and installing}
             for key, (_, ours) in before.items():  # our old entries go
-                if ours and key in state and key not in moved.values():
+                if ours and key in state and key not in moved.values() and key not in wanted:
                     del state[key]
+            # An entry that already says exactly this stays untouched, not taken out and added
+            # again: tomlkit writes a table it re-adds with other blank lines around it, so
+            # installing again would change the file each time.
+            for key, digest in wanted.items():
+                if state.get(key) != {"trusted_hash": digest}:
+                    entry = tomlkit.table()
+                    entry["trusted_hash"] = digest
+                    state[key] = entry
             if installing:
-                for key, (digest, ours) in after.items():
-                    if ours:
-                        entry = tomlkit.table()
-                        entry["trusted_hash"] = digest
-                        state[key] = entry
                 if target.mcp != "none":
                     servers = _table(doc, "mcp_servers")
                     claim_server(servers, SERVER, target, config_path)
