@@ -863,3 +863,18 @@ def test_claude_project_install_moves_our_server_out_of_the_shared_mcp_json(
     assert claude_server(tmp_path, "project")["command"] == MEMORY_MCP
     ok(env, "uninstall", "claude-code", "--project", str(tmp_path / "project"))
     assert not (tmp_path / "home/.claude.json").exists()  # install created it: gone again
+
+
+def test_the_example_adapter_takes_away_the_file_it_created(tmp_path: Path) -> None:
+    """The worked example's uninstall left `{"hooks": {}}` in a file install had created; it
+    empties what it emptied, so the file and its folder go, as for the shipped harnesses."""
+    env = cli_env(tmp_path)
+    ok(env, "install", "example")
+    hooks = tmp_path / "home" / ".example-agent" / "hooks.json"
+    assert json.loads(hooks.read_text())["hooks"]
+    ok(env, "uninstall", "example")
+    assert not hooks.exists() and not hooks.parent.exists()
+    kept = write(hooks, {"hooks": {"other": "their-tool --run"}, "theme": "dark"})
+    ok(env, "install", "example")
+    ok(env, "uninstall", "example")
+    assert hooks.read_bytes() == kept  # the user's file, given back byte for byte

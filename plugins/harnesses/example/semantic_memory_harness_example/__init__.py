@@ -59,9 +59,11 @@ class ExampleAdapter(HarnessAdapter):
 
         def uninstall(doc: dict[str, Any]) -> None:
             hooks = doc.get("hooks", {})
-            for event in list(hooks):
-                if target.is_our_command(hooks[event]):
-                    del hooks[event]
+            ours = [event for event in hooks if target.is_our_command(hooks[event])]
+            for event in ours:
+                del hooks[event]
+            if ours and not hooks:  # emptied by us: a file install created then goes too
+                del doc["hooks"]
 
         def installed(doc: dict[str, Any]) -> dict[str, bool]:
             hooks = doc.get("hooks", {})
