@@ -50,6 +50,7 @@ from semantic_memory.pipeline import MemoryEngine  # noqa: E402
 K = 5
 BARS = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 OFF_TOPIC_CODE = BENCH / "data" / "off_topic_code.json"
+GENERIC_PROMPTS = BENCH / "data" / "generic_prompts.json"
 METRICS = ("r5", "injects", "off_injects")
 
 
@@ -87,9 +88,10 @@ def measure(engine: MemoryEngine, data: list[Conversation]) -> dict[str, dict[st
     return out
 
 
-def measure_code(engine: MemoryEngine, data: coding.Dataset, prompts: list[str]
-                 ) -> dict[str, float]:
-    """The coding set's dev questions on topic, the off-topic prompts in every dev repo."""
+def measure_code(engine: MemoryEngine, data: coding.Dataset, prompts: list[str],
+                 generic: list[str]) -> dict[str, float]:
+    """The coding set's dev questions on topic, the off-topic and the generic prompts in
+    every dev repo."""
     ids: dict[tuple[str, str], set[str]] = {}
     for m in data.memories:
         ids.setdefault((m.project, m.content), set()).add(m.id)
@@ -102,10 +104,12 @@ def measure_code(engine: MemoryEngine, data: coding.Dataset, prompts: list[str]
         injects.append(bool(hits))
     repos = sorted({q.project for q in data.questions})
     off = [bool(injected(engine, p, repo)) for p in prompts for repo in repos]
+    chat = [bool(injected(engine, p, repo)) for p in generic for repo in repos]
     return {"r5": round(100 * statistics.fmean(r5), 1),
             "injects": round(100 * statistics.fmean(injects), 1),
             "off_injects": round(100 * statistics.fmean(off), 1),
-            "questions": len(r5), "off_topic_pairs": len(off)}
+            "generic_injects": round(100 * statistics.fmean(chat), 1),
+            "questions": len(r5), "off_topic_pairs": len(off), "generic_pairs": len(chat)}
 
 
 def pooled(per: dict[str, dict[str, float]], keep: set[str]) -> dict[str, float]:
@@ -160,6 +164,7 @@ def main() -> None:
     data = load()
     code = coding.load("dev")
     prompts = json.loads(OFF_TOPIC_CODE.read_text(encoding="utf-8"))["prompts"]
+    generic = json.loads(GENERIC_PROMPTS.read_text(encoding="utf-8"))["prompts"]
     with tempfile.TemporaryDirectory(prefix="relevance-bench-") as tmp:
         Path(tmp, "coding").mkdir()
         chat, repo = engines(args.plugins, args.model, args.threads, tmp, data, code)
@@ -168,7 +173,7 @@ def main() -> None:
             set_bar(chat, args.knob, bar)
             set_bar(repo, args.knob, bar)
             per_bar[bar] = measure(chat, data)
-            code_bar[bar] = measure_code(repo, code, prompts)
+            code_bar[bar] = measure_code(repo, code, prompts, generic)
             print(f"bar {bar}: {pooled(per_bar[bar], {c.sample_id for c in data})} "
                   f"code {code_bar[bar]}", file=sys.stderr, flush=True)
     everyone = {c.sample_id for c in data}

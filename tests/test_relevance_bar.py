@@ -98,3 +98,25 @@ def test_a_file_name_injects_its_file_not_its_extension(engine: MemoryEngine) ->
           "The tsconfig paths alias @/ maps to src/")
     assert injected(engine, "which files does tsconfig.json include?", "web")[:1] == [
         "tsconfig.json includes src/**/*.ts and excludes dist"]
+
+
+def test_a_prompt_of_one_common_word_injects_nothing(engine: MemoryEngine) -> None:
+    """"fix it", "run it again": one content word, so every memory holding it covered all of
+    the query and up to five were injected. One content word now vouches only where it is no
+    commoner than ONE_WORD_MIN_IDF allows; a rare one still does, and so does a longer
+    question about the same memories."""
+    store(engine, "web",
+          "Fixed the hydration mismatch by moving Date.now() into a useEffect",
+          "Fix for the flaky checkout test: mark it test.slow()",
+          "Run the unit tests with pnpm vitest run",
+          "Run Playwright with pnpm test:e2e; fix snapshots with --update",
+          "Storybook runs on port 6006",
+          "The env var NEXT_PUBLIC_API_BASE_URL has no trailing slash",
+          "Tailwind's brand-500 colour is #4F46E5",
+          "Named exports only, except for pages")
+    for prompt in ("fix it", "fix that", "run it again", "please run it"):
+        hits = engine.recall(prompt, 5, RecallFilters(project="web"), relevant_only=True)
+        assert hits == [], (prompt, [(h.memory.content, h.signals, h.ranks) for h in hits])
+    assert injected(engine, "storybook", "web") == ["Storybook runs on port 6006"]
+    assert injected(engine, "how did we fix the hydration mismatch?", "web")[:1] == [
+        "Fixed the hydration mismatch by moving Date.now() into a useEffect"]

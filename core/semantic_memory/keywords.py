@@ -160,6 +160,17 @@ def hold_extensions_with_names(query: str, position: Mapping[str, int],
 NUMBERS_ASIDE_FROM = 5
 
 
+#: A query of one content word ("fix it", "run it again", "what's next?") vouches only for a
+#: word of at least this BM25 IDF (in at most about 1 in 7 memories), or one that a single
+#: memory holds (on a store of ten memories or fewer no word reaches it): every memory holding
+#: its word covers all of it, so on a code store a common word vouched for five memories.
+#: Coding set dev, 70 generic prompts in its 9 repositories (bench/data/generic_prompts.json):
+#: 50.8% of the pairs injected something with no floor, 46.5 at 1.5, 33.2 at 2.0, 28.3 at 2.5;
+#: its questions (r5 56.9, injects 77.4) and LoCoMo dev at the 0.5 bar (48.3 / 72.5 / 12.0)
+#: moved at none of these but 2.5 (LoCoMo r5 48.2). docs/harnesses.md#the-relevance-bar.
+ONE_WORD_MIN_IDF = 2.0
+
+
 def bar_terms(query: str) -> list[str]:
     """What the relevance bar weighs: the query's content words (`content_words`) less what
     pasted output says about where (`where_words`), and less its numbers when

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from semantic_memory.keywords import (
+    ONE_WORD_MIN_IDF,
     STOPWORDS,
     bar_terms,
     coverages,
@@ -34,6 +35,7 @@ from semantic_memory.stores.fts5 import (
     fts_terms,
     idf_coverage,
     idf_weights,
+    whole_span,
 )
 from semantic_memory.channels import Channel, Confident
 from semantic_memory.config import Settings
@@ -68,6 +70,7 @@ def folds_into_stopword(word: str) -> bool:
 class PorterChannel(Channel, Confident):
     name = "porter"
     stores = ("sqlite",)  # an FTS5 index in the db file
+    search_on_caller_thread = True  # an FTS5 query over its own index: bounded, no hang
     weight = 1.0
 
     def __init__(self, min_coverage: float = Settings.inject_min_coverage,
@@ -153,10 +156,12 @@ class PorterChannel(Channel, Confident):
         words are set aside (`content_terms`): one no memory holds weighed most of all ("Wie
         starten wir den Server neu?" missed the bar), and one the stemmer makes a stopword
         ("one" -> "on") is held by almost every memory. A file name's extension counts only
-        where its name is held too (`keywords.hold_extensions_with_names`). A query of
-        function words alone ("why?", "do it", "which one?", "wie geht's?") vouches for
-        nothing: a memory holding "why" is no answer to it, and its session's neighbours came
-        along with it."""
+        where its name is held too (`keywords.hold_extensions_with_names`). A query of one
+        content word vouches only for a word no commoner than ONE_WORD_MIN_IDF says, or one a
+        single memory holds (a store of a few memories), since every memory holding "fix"
+        covers all of "fix it". A query of function words alone
+        ("why?", "do it", "which one?", "wie geht's?") vouches for nothing: a memory holding
+        "why" is no answer to it, and its session's neighbours came along with it."""
         terms = self.content_terms(query)
         if not terms:
             for hit in hits:
@@ -164,6 +169,11 @@ class PorterChannel(Channel, Confident):
             return set()
         phrases = self.spelled(terms, query)
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
+        if (len(terms) == 1 and weights[0] < ONE_WORD_MIN_IDF
+                and self.counts.count(conn, TABLE, phrases[0], 2, whole_span(conn)) > 1):
+            for hit in hits:
+                hit.signals["coverage"] = 0.0
+            return set()
         texts = {h.memory.id: h.memory.content for h in hits}
         matched = self.matcher.matching(phrases, texts)
         for ids, parts in zip(matched, part_starts(terms, texts, PREFIX_MIN), strict=False):

@@ -67,6 +67,7 @@ from semantic_memory.keywords import (
     MATCH_BUDGET,
     MATCH_BUDGET_MAX_FACTOR,
     MAX_QUERY_TERMS,
+    ONE_WORD_MIN_IDF,
     STOPWORDS,
     UNSPACED,
     bm25_idf,
@@ -571,7 +572,11 @@ class PgFullTextChannel(_IdfChannel, Confident):
         terms = self._terms(conn, " ".join(content)) if content else []
         if not terms or not hits:
             return set()
-        weights, _ = self._weights(conn, terms, min_df=1)
+        weights, counts = self._weights(conn, terms, min_df=1)
+        if len(content) == 1 and weights[0] < ONE_WORD_MIN_IDF and counts[0] > 1:  # as porter
+            for hit in hits:
+                hit.signals["coverage"] = 0.0
+            return set()
         matched = self._matches(conn, terms, [h.memory.id for h in hits])
         texts = {h.memory.id: h.memory.content for h in hits}
         held = part_starts([t.lexeme for t in terms], texts, PREFIX_MIN)
