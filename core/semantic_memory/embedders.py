@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import lru_cache
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,30 @@ def check_embedder(obj: Any) -> str | None:
         if problem:  # the vector channel's weight, share, gap and floor: checked as a channel's
             return f"{where}: {problem}"
     return None
+
+
+def origin(embedder: Embedder) -> str:
+    """How a message names an embedder: `embedder qa-hash of plugin qa_hash (qa-hash-embedder
+    0.1)`, the plugin and distribution being those of the installed entry point whose module
+    holds its class (as `plugin NAME (DIST VERSION)` in every other plugin message); just
+    `embedder qa-hash` for one registered in-process (a test's, a script's)."""
+    return f"embedder {embedder.name}{_installed_by(type(embedder).__module__)}"
+
+
+@lru_cache(maxsize=16)
+def _installed_by(module: str) -> str:
+    """` of plugin NAME (DIST VERSION)` for the entry point that loads `module` or a package
+    above it, "" when none does. Read once per module: only messages ask."""
+    from importlib.metadata import entry_points
+
+    # the group plugins.py loads (imported from there, it would close a circle through
+    # hookspecs, which names this module's Embedder)
+    for point in entry_points(group="semantic_memory"):
+        if module == point.module or module.startswith(f"{point.module}."):
+            dist = point.dist
+            return f" of plugin {point.name}" + (f" ({dist.name} {dist.version})"
+                                                 if dist is not None else "")
+    return ""
 
 
 def choose_embedder(embedders: list[Embedder], name: str = "") -> tuple[Embedder | None, str | None]:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .channels import Backfills, Channel, Deferrable, Prepares, TransfersVectors
+from .embedders import origin
+from .errors import one_line
 from .models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 
 if TYPE_CHECKING:
@@ -35,6 +37,11 @@ log = logging.getLogger("semantic_memory.vector")
 BACKFILL_CHUNK = 64
 #: Rows per page when `export_vectors` walks a store.
 EXPORT_PAGE = 500
+
+
+class BadQueryVector(ValueError):
+    """The embedder's query vector cannot be searched with; the message says what it answered
+    instead (it follows the embedder's name)."""
 
 
 class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVectors):
@@ -119,6 +126,13 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             return self.embedder.error or "embedder unavailable"
         return None
 
+    def _embedder_origin(self) -> str:
+        """How this channel's log lines name what failed: the channel, then the embedder with
+        its plugin and distribution (`vector: embedder qa-hash of plugin qa_hash (qa-hash-embedder
+        0.1)`): an embedding failure is the embedder's, whoever installed it."""
+        assert self.embedder is not None
+        return f"{self.name}: {origin(self.embedder)}"
+
     def tag(self) -> tuple[str, int]:
         """(model id, dim) of the configured embedder: the vectors this channel searches."""
         assert self.embedder is not None
@@ -201,7 +215,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                                 len(memories))
         except Exception as exc:  # noqa: BLE001 - a failed embed leaves a gap the queue fills
             log.warning("%s: embedding %d memories failed (%s); they stay keyword-only until "
-                        "backfill", self.name, len(memories), exc)
+                        "backfill", self._embedder_origin(), len(memories), one_line(exc))
             return [None] * len(memories)
 
     def checked(self, vecs: Any, n: int) -> list[Any]:
@@ -220,13 +234,14 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             rows = None
         if rows is None or rows.shape != (n, dim):
             got = f"shape {rows.shape}" if rows is not None else type(vecs).__name__
-            log.warning("%s: the embedder answered %s for %d texts, not (%d, %d); they stay "
-                        "keyword-only until backfill", self.name, got, n, n, dim)
+            log.warning("%s answered %s for %d texts, not (%d, %d); they stay keyword-only "
+                        "until backfill", self._embedder_origin(), got, n, n, dim)
             return [None] * n
         finite = np.isfinite(rows).all(axis=1)
         if not finite.all():
-            log.warning("%s: the embedder answered NaN or infinity for %d of %d texts; those "
-                        "stay keyword-only until backfill", self.name, int((~finite).sum()), n)
+            log.warning("%s answered NaN or infinity for %d of %d texts; those stay "
+                        "keyword-only until backfill", self._embedder_origin(),
+                        int((~finite).sum()), n)
         return [row if ok else None for row, ok in zip(rows, finite.tolist())]
 
     def find_duplicate(self, conn: Any, memory: NewMemory, prepared: Any) -> int | None:
@@ -261,8 +276,11 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         try:
             qvec = self._query_vector(query)
         except Exception as exc:  # noqa: BLE001 - recall carries on with the other channels
-            log.warning("%s: query embedding failed (%s); keyword-only for this recall",
-                        self.name, exc)
+            if isinstance(exc, BadQueryVector):
+                log.warning("%s %s; keyword-only for this recall", self._embedder_origin(), exc)
+            else:
+                log.warning("%s: query embedding failed (%s); keyword-only for this recall",
+                            self._embedder_origin(), one_line(exc))
             return []
         return self.hits(self.nearest(conn, qvec, k, filters))
 
@@ -276,11 +294,20 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             return last[1]
         import numpy as np
 
-        vec = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        answer = self.embedder.embed_query(query)
         dim = self.tag()[1]
-        if vec.shape != (dim,) or not np.isfinite(vec).all():  # not a cosine: no ranking
-            raise ValueError(f"the embedder answered a query vector of shape {vec.shape}, "
-                             f"not ({dim},) finite floats")
+        try:  # None reads as a NaN of shape (), a str does not read: say what came instead
+            vec = None if answer is None else np.asarray(answer, dtype=np.float32)
+        except (TypeError, ValueError):
+            vec = None
+        if vec is None or vec.ndim == 0:
+            got = "None" if answer is None else type(answer).__name__
+            raise BadQueryVector(f"answered {got}, not a query vector of {dim} floats")
+        if vec.shape != (dim,):  # not a cosine: no ranking
+            raise BadQueryVector(f"answered a query vector of shape {vec.shape}, not ({dim},)")
+        if not np.isfinite(vec).all():
+            raise BadQueryVector(f"answered a query vector of {dim} floats holding NaN or "
+                                 "infinity")
         self._last_query = (key, vec)
         return vec
 
@@ -363,9 +390,10 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             try:
                 vecs = self.embedder.embed_documents([c for _, c in chunk])
             except Exception as exc:  # noqa: BLE001
-                log.error("%s: backfill embedding failed: %s", self.name, exc)
+                reason = f"{origin(self.embedder)} raised {one_line(exc)}"
+                log.error("%s: backfill embedding failed: %s", self.name, reason)
                 return {"embedded": done, "failed": failed + len(chunk), "total": total,
-                        "reason": str(exc)}
+                        "reason": reason}
             made = [(i, text, v) for (i, text), v in zip(chunk, self.checked(vecs, len(chunk)))
                     if v is not None]
             failed += len(chunk) - len(made)

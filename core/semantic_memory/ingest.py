@@ -227,9 +227,12 @@ class UpdateResult:
 
 
 def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
-    """Every `filter_ingest` on `item`, in pluggy's order. A filter refuses with `Rejected`
-    (or `InvalidMemory`); one that raises anything else refuses the memory too, in one line
-    naming it: filters enforce hygiene, so nothing is stored unfiltered (fail closed)."""
+    """Every `filter_ingest` on a `validate`d `item`, in pluggy's order. A filter refuses with
+    `Rejected` (or `InvalidMemory`); one that raises anything else refuses the memory too, in
+    one line naming it: filters enforce hygiene, so nothing is stored unfiltered (fail
+    closed). The memory is validated again after each filter, so one that edits it into
+    something no store takes (content None, tags a str, nothing left) is named in the reason,
+    not the user's text."""
     for plugin, call in pm.calls("filter_ingest", memory=item, settings=settings):
         try:
             call()
@@ -238,6 +241,13 @@ def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
         except Exception as exc:  # noqa: BLE001 - refused, never stored unfiltered
             reason = (f"plugin {pm.origin(plugin)}: filter_ingest failed ({one_line(exc)}); "
                       "refused rather than stored unfiltered")
+            log.warning("%s", reason)
+            raise Rejected(reason) from None
+        try:
+            validate(item, settings.max_content_chars)
+        except InvalidMemory as exc:
+            reason = (f"plugin {pm.origin(plugin)}: filter_ingest left the memory invalid "
+                      f"({exc}); refused")
             log.warning("%s", reason)
             raise Rejected(reason) from None
 
@@ -284,8 +294,7 @@ class Writer:
         results: list[IngestResult] = [IngestResult("rejected")] * len(items)
         for position, item in enumerate(items):
             try:
-                run_filters(self.pm, item, self.settings)
-                validate(item, self.settings.max_content_chars)  # a filter may have emptied it
+                run_filters(self.pm, item, self.settings)  # validates what each filter left
             except (Rejected, InvalidMemory) as exc:
                 results[position] = IngestResult("rejected", reason=str(exc))
                 continue
@@ -642,8 +651,7 @@ class Writer:
         item = _edited(current, content, kind, tags, project)
         validate(item, self.settings.max_content_chars)
         try:
-            run_filters(self.pm, item, self.settings)
-            validate(item, self.settings.max_content_chars)  # a filter may have emptied it
+            run_filters(self.pm, item, self.settings)  # validates what each filter left
         except (Rejected, InvalidMemory) as exc:
             return UpdateResult("rejected", current, reason=str(exc))
         if item.content != current.content and item.content.strip() == current.content.strip():

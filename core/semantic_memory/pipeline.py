@@ -112,8 +112,10 @@ def _hit_problem(hit: Any) -> str:
     return f"left memory {hit.memory.uid} with score {score}, not a finite number"
 
 
-def _block_problem(block: Any) -> str | None:
-    """Why a `format_injection` answer cannot be injected (None when it can)."""
+def _block_problem(block: Any, budget_chars: int) -> str | None:
+    """Why a `format_injection` answer cannot be injected (None when it can): the wrong type,
+    or a text longer than the `budget_chars` it was given (a caller sized its prompt by it: a
+    hook would drop the whole block, and say nothing relevant was found)."""
     if not isinstance(block, InjectionBlock):
         return f"answered {type(block).__name__}, not an InjectionBlock"
     if not isinstance(block.text, str):
@@ -121,6 +123,9 @@ def _block_problem(block: Any) -> str | None:
     if not isinstance(block.uids, list) or not all(isinstance(u, str) for u in block.uids):
         return (f"answered an InjectionBlock whose uids are {type(block.uids).__name__}, "
                 "not a list of str")
+    if len(block.text) > budget_chars:
+        return (f"answered a block of {len(block.text)} characters, over its budget of "
+                f"{budget_chars}")
     return None
 
 
@@ -520,8 +525,9 @@ class MemoryEngine:
         """The ready-to-inject block for these hits (empty when nothing fits) with the uids it
         holds, never holding two near-duplicates (`neardup.distinct`): whatever formats it, a
         block does not spend its budget on the same fact twice. The first `format_injection`
-        answering an InjectionBlock wins; one that raises or answers anything else is skipped
-        in one line naming it (the core's own formatter, last in line, answers then)."""
+        answering an InjectionBlock within `budget_chars` wins; one that raises, answers
+        anything else or a longer block is skipped in one line naming it (the core's own
+        formatter, last in line, answers then)."""
         distinct = neardup.distinct(hits)
         for plugin, call in self.pm.calls("format_injection", query=query, hits=distinct,
                                           budget_chars=budget_chars):
@@ -533,7 +539,7 @@ class MemoryEngine:
                 continue
             if block is None:  # passes
                 continue
-            problem = _block_problem(block)
+            problem = _block_problem(block, budget_chars)
             if problem is None:
                 return block
             log.warning("plugin %s: format_injection %s; skipped", self.pm.origin(plugin),

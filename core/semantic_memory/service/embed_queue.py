@@ -8,17 +8,26 @@ what they have not indexed, BATCH memories at a time in a thread of the write la
 memories other processes wrote (a CLI import). The queue is the store itself (live memories
 without a vector of the model), so it survives a restart and resumes. Recall uses a vector as
 soon as it is written; until then a memory is found by its words.
+
+Each batch runs on a daemon thread of its own, not a worker thread the event loop waits for: an
+embedder that hangs holds that thread alone, never the service's shutdown nor the process's
+exit. A stopping service gives the batch in hand STOP_GRACE_S to end, then leaves it with one
+line naming the embedder; nothing acknowledged is lost (its memories are stored, and get their
+vectors from the next start's catch-up or `memory-mcp backfill`, as after any failed embedding).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from concurrent.futures import Future
 
 import anyio
 
 from ..config import Settings
+from ..embedders import origin
 from ..pipeline import MemoryEngine
-from . import threads
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -28,6 +37,11 @@ BATCH = 32
 RESCAN_S = 30.0
 #: Seconds to wait after a failed step (a model error) before trying again.
 RETRY_S = 10.0
+#: Seconds a stopping service waits for the batch in hand (its vectors written) before it
+#: leaves the batch to its thread (after uvicorn's 3 s for the requests in flight).
+STOP_GRACE_S = 2.0
+#: How often the queue looks whether its batch's thread has ended.
+POLL_S = 0.05
 
 
 async def run(engine: MemoryEngine, settings: Settings) -> None:
@@ -43,8 +57,37 @@ async def run(engine: MemoryEngine, settings: Settings) -> None:
                 await anyio.sleep(0.2)
         writer.queued.clear()
         try:
-            while await threads.write(writer.catch_up, BATCH):
+            while await step(engine):
                 await anyio.sleep(0)  # let a cancellation in between two batches
         except Exception as exc:  # noqa: BLE001 - the queue stays; the service keeps serving
             log.warning("embedding queue: %s; retrying in %.0f s", exc, RETRY_S)
             await anyio.sleep(RETRY_S)
+
+
+async def step(engine: MemoryEngine) -> int:
+    """One `catch_up` batch on a daemon thread; what it returns. Cancelled, it waits
+    STOP_GRACE_S more for the batch, then leaves it running with one line (module docstring)."""
+    done: Future[int] = Future()
+
+    def embed() -> None:
+        try:
+            done.set_result(engine.writer.catch_up(BATCH))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            done.set_exception(exc)
+
+    started = time.monotonic()
+    threading.Thread(target=embed, name="embedding queue", daemon=True).start()
+    try:
+        while not done.done():
+            await anyio.sleep(POLL_S)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE_S):
+            while not done.done():
+                await anyio.sleep(POLL_S)
+        if not done.done():
+            busy = origin(engine.embedder) if engine.embedder is not None else "the embedder"
+            log.warning("embedding queue: %s still busy at shutdown (a batch of up to %d "
+                        "memories, for %.0f s); left: those memories are stored and get their "
+                        "vectors at the next start", busy, BATCH, time.monotonic() - started)
+        raise
+    return done.result()
