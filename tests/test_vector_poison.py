@@ -80,8 +80,8 @@ def test_a_batch_of_the_wrong_shape_or_a_nan_row_is_not_stored_and_backfill_mend
             first = eng.store_one(NewMemory("zephyr builds are flaky"))
         assert first.status == "new" and missing(eng) == 1
         assert [r.getMessage() for r in caplog.records] == [
-            "vector: the embedder answered shape (1, 29) for 1 texts, not (1, 26); they stay "
-            "keyword-only until backfill"]
+            "vector: embedder letters answered shape (1, 29) for 1 texts, not (1, 26); they "
+            "stay keyword-only until backfill"]
         embedder.mode = "nan"
         eng.ingest([NewMemory("a poison pill"), NewMemory("quartz clocks tick")])
         assert missing(eng) == 2  # the NaN row alone failed
