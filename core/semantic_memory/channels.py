@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .fusion import range_problem
 from .models import PLUGIN_NAME, ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
@@ -55,6 +55,12 @@ class Channel(ABC):
     fusion_share: float | None = None
     #: An expensive channel's neighbour gap when it answers; None: 1. The model's, likewise.
     neighbour_gap: float | None = None
+    #: True only for a search bounded by the store's own work (the project's FTS5 channels: a
+    #: query over their index in the db file, no model, network or lock of their own): the
+    #: service may run it on the recall's own thread, a thread hop cheaper, where no deadline
+    #: can stop it. Default False: in the service every search of the channel runs on a
+    #: worker held to the recall's deadline, so one that hangs holds that thread, not recalls.
+    search_on_caller_thread: ClassVar[bool] = False
 
     @property
     def active(self) -> bool:
@@ -184,6 +190,9 @@ def check_channel(obj: Any) -> str | None:
     if not isinstance(obj.name, str) or not PLUGIN_NAME.match(obj.name):
         return (f"{type(obj).__name__} has no valid name (got {obj.name!r}; a name is 1 to 64 "
                 "letters, digits, _ . : -, starting with a letter or digit)")
+    if type(obj.search_on_caller_thread) is not bool:
+        return (f"channel {obj.name!r}: search_on_caller_thread must be True or False, not "
+                f"{obj.search_on_caller_thread!r}")
     for problem in (range_problem("weight", obj.weight),
                     range_problem("score_weight", obj.score_weight, optional=True),
                     range_problem("fusion_share", obj.fusion_share, 1.0, optional=True),

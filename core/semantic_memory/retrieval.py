@@ -12,8 +12,12 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any
 
 from .channels import Channel, Confident
@@ -37,6 +41,45 @@ log = logging.getLogger("semantic_memory")
 
 #: Memory ids are 64-bit signed integers in both stores (SQLite INTEGER, PostgreSQL bigint).
 ID_LIMIT = 2**63
+#: How far a hit's score may exceed the one listed before it, as a share of that score (of 1
+#: for a score under 1): float noise, as a channel ranking by a rounded score (ties newer
+#: first) has.
+ORDER_SLACK = 1e-6
+#: A search that answered within its deadline but took this share of it is logged (a channel
+#: that is one slow day from being left out), at most once a SLOW_LOG_EVERY_S per channel.
+SLOW_SHARE = 0.75
+SLOW_LOG_EVERY_S = 60.0
+
+#: When the caller of the recalls made in this context must have its answer, less the time
+#: the service needs after the searches (a `time.monotonic()` value; None: no such limit).
+_caller_until: ContextVar[float | None] = ContextVar("semantic_memory_caller_until",
+                                                     default=None)
+
+
+@contextmanager
+def searches_until(at: float | None) -> Iterator[None]:
+    """Within: the channel searches of every recall end by `at` (`time.monotonic()`) at the
+    latest, as MEMORY_CHANNEL_TIMEOUT_S holds them, whichever comes first: what the service
+    sets from a hook's remaining budget (X-Memory-Wait-Ms), so a slow channel is left out in
+    time for the others' answer to arrive. None: MEMORY_CHANNEL_TIMEOUT_S alone."""
+    token = _caller_until.set(at)
+    try:
+        yield
+    finally:
+        _caller_until.reset(token)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a recall's channel searches must have answered (`at`, a `time.monotonic()` value;
+    inf: never), and what set it, for log lines (`2 s (MEMORY_CHANNEL_TIMEOUT_S)`)."""
+
+    at: float
+    seconds: float
+    why: str
+
+    def __str__(self) -> str:
+        return f"{round(self.seconds, 2):g} s ({self.why})"
 
 
 class BrokenAnswer(Exception):
@@ -46,10 +89,11 @@ class BrokenAnswer(Exception):
 def _bad_hits(found: Any) -> str | None:
     """Why a channel's search did not answer as the contract says (None when it did): a list
     of ChannelHit, each with an int id a store can hold, a finite numeric score and signals
-    mapping names to finite numbers."""
+    mapping names to finite numbers, best first (no score above the one before it)."""
     if not isinstance(found, list):
         return f"answered {type(found).__name__}, not a list of ChannelHit"
-    for hit in found:
+    before = 0.0
+    for rank, hit in enumerate(found):
         if not isinstance(hit, ChannelHit):
             return f"answered a {type(hit).__name__} in its list, not a ChannelHit"
         if type(hit.id) is not int:  # a bool or numpy's int: not bindable
@@ -58,6 +102,12 @@ def _bad_hits(found: Any) -> str | None:
             return f"answered a hit with id {hit.id}, outside the stores' 64-bit integers"
         if not finite_number(hit.score):
             return f"answered a hit with score {hit.score!r}, not a finite number"
+        if rank and hit.score > before + ORDER_SLACK * max(1.0, abs(before)):
+            # Refused, not sorted: which of the order and the scores is the channel's
+            # ranking cannot be told (RRF fuses the order, score fusion the scores).
+            return (f"answered hit {rank + 1} with score {hit.score!r} above hit {rank}'s "
+                    f"{before!r}: best first, list order must agree with score")
+        before = hit.score
         signals = hit.signals
         if signals and (not isinstance(signals, dict) or not all(
                 isinstance(k, str) and finite_number(v) for k, v in signals.items())):
@@ -111,8 +161,9 @@ class Evidence:
 class Searcher:
     """The search stage: one per engine. It keeps a smoothed search time per channel (to plan
     which runs on the caller's thread) and the threads the others run on, and in the service
-    holds every search to MEMORY_CHANNEL_TIMEOUT_S: a channel that has not answered by then is
-    left out of the recall, and out of the recalls after it until that search ends."""
+    holds every search to the recall's deadline (MEMORY_CHANNEL_TIMEOUT_S, or less when the
+    caller can wait less: `searches_until`): a channel that has not answered by then is left
+    out of the recall, and out of the recalls after it until that search ends."""
 
     def __init__(self, store: MemoryStore, settings: Settings, channels: list[Channel],
                  weights: dict[str, float], score_weights: dict[str, float]) -> None:
@@ -122,16 +173,21 @@ class Searcher:
         self._pool_lock = threading.Lock()
         self._cost: dict[str, float] = {}  # channel -> smoothed seconds per search
         # Who may search on the caller's thread, where nothing can stop waiting for it: a
-        # channel that has answered within the deadline and never overrun it.
+        # channel that declares its search bounded (`Channel.search_on_caller_thread`), has
+        # answered within the deadline and never overran it.
         self._proven: set[str] = set()
         self._overran: set[str] = set()
         self._late: set[str] = set()  # a search past its deadline is still running
+        # channel -> {search number: start} of its searches running on a caller's thread
+        self._here: dict[str, dict[int, float]] = {}
+        self._here_lock = threading.Lock()
+        self._numbers = count()
+        self._slow_logged: dict[str, float] = {}  # channel -> when its last "slow" line went
 
     def search(self, conn: Any, query: str, depth: int, filters: RecallFilters) -> Evidence:
         """Every active channel's best `depth` for `query`: the cheap ones at once, then the
         expensive ones unless the keyword fast path says the cheap ones are sure enough."""
-        timeout = self._timeout()
-        deadline = time.monotonic() + timeout if timeout > 0 else math.inf
+        deadline = self._deadline()
         live = [c for c in self.channels if c.active]
         cheap = [c for c in live if not c.expensive]
         expensive = [c for c in live if c.expensive]
@@ -223,13 +279,15 @@ class Searcher:
 
     def _search(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, Exception],
+        failed: dict[str, Exception], deadline: Deadline, here: bool = False,
     ) -> list[ChannelHit] | None:
         """One channel's hits; None when it fails, said in `failed` (one broken channel must
-        not take recall down). Keeps a smoothed search time per channel (`recall` plans with it), and whether
-        the channel keeps within the deadline (only then may it search on the caller's
-        thread)."""
+        not take recall down). Keeps a smoothed search time per channel (`recall` plans with
+        it), and whether the channel keeps within MEMORY_CHANNEL_TIMEOUT_S (only then may it
+        search on the caller's thread: `here`); a search that took most of its deadline is
+        logged, as is one on the caller's thread that overran it."""
         start = time.perf_counter()
+        allowed = deadline.at - time.monotonic()
         try:
             found = channel.search(conn, query, depth, filters)
         except Exception as exc:  # noqa: BLE001
@@ -248,15 +306,35 @@ class Searcher:
         finally:
             took = time.perf_counter() - start
             self._cost[channel.name] = 0.8 * self._cost.get(channel.name, took) + 0.2 * took
-            timeout = self._timeout()
-            if timeout > 0 and took > timeout:
-                self._overran.add(channel.name)
-                self._proven.discard(channel.name)
-            elif channel.name not in self._overran:
-                self._proven.add(channel.name)
+            self._judge(channel.name, took, allowed, deadline, here)
             if self.settings.trace_hooks:  # MEMORY_TRACE_HOOKS covers channel calls too
                 sys.stderr.write(f"channel {channel.name}.search(k={depth}) "
                                  f"{took * 1000:.1f} ms\n")
+
+    def _judge(self, name: str, took: float, allowed: float, deadline: Deadline,
+               here: bool) -> None:
+        """What a search's time says: whether the channel may search on the caller's thread
+        (it kept within MEMORY_CHANNEL_TIMEOUT_S, and always has), and the log line for one
+        that took most of its deadline (at most one a SLOW_LOG_EVERY_S), or overran it on the
+        caller's thread (a worker's overrun is `_await`'s line)."""
+        timeout = self._timeout()
+        if timeout > 0 and took > timeout:
+            if here and name not in self._overran:
+                log.warning("channel %s: search on the recall's own thread took %.2g s, past "
+                            "%g s (MEMORY_CHANNEL_TIMEOUT_S); it searches on a worker thread "
+                            "held to the deadline from now on", name, took, timeout)
+            self._overran.add(name)
+            self._proven.discard(name)
+        elif name not in self._overran:
+            self._proven.add(name)
+        if deadline.at == math.inf or not SLOW_SHARE * allowed <= took <= allowed:
+            return
+        now = time.monotonic()
+        if now - self._slow_logged.get(name, -math.inf) >= SLOW_LOG_EVERY_S:
+            self._slow_logged[name] = now
+            log.warning("channel %s: search took %.2g s of the %.2g s it had (%s): slow; "
+                        "past it the recall goes on without it", name, took, allowed,
+                        deadline.why)
 
     def _timeout(self) -> float:
         """MEMORY_CHANNEL_TIMEOUT_S where an agent waits on the answer (the service, HTTP or
@@ -264,73 +342,120 @@ class Searcher:
         search may load a model (seconds for a large one) that a limit would leave out."""
         return self.settings.channel_timeout_s if self.settings.serving else 0.0
 
+    def _deadline(self) -> Deadline:
+        """This search's deadline: MEMORY_CHANNEL_TIMEOUT_S from now (in the service), or what
+        the caller can still wait (`searches_until`) where that comes first."""
+        now, timeout = time.monotonic(), self._timeout()
+        until = _caller_until.get()
+        if until is not None and (timeout <= 0 or until < now + timeout):
+            return Deadline(until, max(0.0, until - now),
+                            "what its caller could still wait, X-Memory-Wait-Ms")
+        if timeout > 0:
+            return Deadline(now + timeout, timeout, "MEMORY_CHANNEL_TIMEOUT_S")
+        return Deadline(math.inf, math.inf, "no limit")
+
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
-        filters: RecallFilters, deadline: float, failed: dict[str, Exception],
+        filters: RecallFilters, deadline: Deadline, failed: dict[str, Exception],
     ) -> dict[str, list[ChannelHit] | None]:
         """Every channel's hits (None: no answer), searched at the same time, each on its own
         read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
-        own process). This thread takes the slowest proven channel so far and the workers
-        the others: measured ~0.7 ms better at 100k memories than the other way round, as each
-        thread's page cache keeps serving the same index, and ~0.6 ms better than every
-        channel on a worker. A channel the store has no spare snapshot for (a busy connection
-        pool) searches here afterwards, on the caller's connection. A channel still running a
-        search that overran is not asked again until that search ends; none is asked once
-        the channels searched before (the cheap ones, for an expensive one) took the deadline,
-        and the log line says so."""
+        own process). This thread takes the slowest channel it may search itself
+        (`_bounded`) and the workers the others, held to the deadline: measured ~0.7 ms
+        better at 100k memories than the other way round, as each thread's page cache keeps
+        serving the same index, and ~0.6 ms better than every channel on a worker (2 to 7 ms
+        on a busy 2-core machine). A channel the store has no spare snapshot for (a busy
+        connection pool) searches here afterwards, on the caller's connection. A channel
+        still running a search that overran is not asked again until that search ends; none
+        is asked once the channels searched before (the cheap ones, for an expensive one)
+        took the deadline, and the log line says so, but for those it may search itself
+        (milliseconds, one after another here: a project's recall still brings its global
+        memories)."""
         found: dict[str, list[ChannelHit] | None] = {c.name: None for c in channels}
         runnable = [c for c in channels if c.name not in self._late]
-        if runnable and time.monotonic() >= deadline:  # channels searched before took it all
+        bounded = self._bounded(runnable)
+        if runnable and time.monotonic() >= deadline.at:  # channels searched before took it
             for channel in runnable:
-                log.warning("channel %s: not searched: the channels searched before it took "
-                            "the recall's %g s (MEMORY_CHANNEL_TIMEOUT_S); recall goes on "
-                            "without it", channel.name, self.settings.channel_timeout_s)
+                if channel in bounded:  # milliseconds: a project's recall keeps its globals
+                    found[channel.name] = self._search_here(channel, conn, query, depth,
+                                                            filters, failed, deadline)
+                else:
+                    log.warning("channel %s: not searched: the channels searched before it "
+                                "took the recall's %s; recall goes on without it",
+                                channel.name, deadline)
             return found
-        here = max((c for c in runnable if c.name in self._proven),
-                   key=lambda c: self._cost.get(c.name, 0.0), default=None)
-        tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters, failed))
+        here = max(bounded, key=lambda c: self._cost.get(c.name, 0.0), default=None)
+        tasks = [(c, self._pool().submit(self._search_beside, c, query, depth, filters,
+                                         failed, deadline))
                  for c in runnable if c is not here]
         if here is not None:
-            found[here.name] = self._search(here, conn, query, depth, filters, failed)
+            found[here.name] = self._search_here(here, conn, query, depth, filters, failed,
+                                                 deadline)
         for channel, task in tasks:
             answer = self._await(channel, task, deadline)
             if answer is not None:
                 spared, hits = answer
                 found[channel.name] = hits if spared else self._search(
-                    channel, conn, query, depth, filters, failed)
+                    channel, conn, query, depth, filters, failed, deadline)
         return found
 
-    def _await(self, channel: Channel, task: Task, deadline: float
+    def _bounded(self, runnable: list[Channel]) -> list[Channel]:
+        """The channels this thread may search itself: those that declare their search
+        bounded (`Channel.search_on_caller_thread`; never a third party's by default), have
+        answered within MEMORY_CHANNEL_TIMEOUT_S and never overran it, and have no search on
+        another recall's thread running past it (one stuck there: this recall asks a worker,
+        held to the deadline). The slowest of them searches here, the others on workers."""
+        timeout, now = self._timeout(), time.monotonic()
+        with self._here_lock:
+            stuck = {name for name, starts in self._here.items()
+                     if timeout > 0 and starts and now - min(starts.values()) > timeout}
+        return [c for c in runnable if c.search_on_caller_thread and c.name in self._proven
+                and c.name not in stuck]
+
+    def _search_here(
+        self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
+        failed: dict[str, Exception], deadline: Deadline,
+    ) -> list[ChannelHit] | None:
+        """`_search` on the caller's thread, seen by concurrent recalls while it runs."""
+        number = next(self._numbers)
+        with self._here_lock:
+            self._here.setdefault(channel.name, {})[number] = time.monotonic()
+        try:
+            return self._search(channel, conn, query, depth, filters, failed, deadline,
+                                here=True)
+        finally:
+            with self._here_lock:
+                self._here[channel.name].pop(number, None)
+
+    def _await(self, channel: Channel, task: Task, deadline: Deadline
                ) -> tuple[bool, list[ChannelHit] | None] | None:
         """A worker's answer for `channel` by the deadline, else None (one log line)."""
-        timeout = None if deadline == math.inf else max(0.0, deadline - time.monotonic())
+        timeout = None if deadline.at == math.inf else max(0.0, deadline.at - time.monotonic())
         try:
             return task.future.result(timeout=timeout)
         except FutureTimeout:
             pass
         if task.future.cancel():  # never started: every worker was busy
-            log.warning("channel %s: no thread was free to search within %g s "
-                        "(MEMORY_CHANNEL_TIMEOUT_S); recall goes on without it",
-                        channel.name, self.settings.channel_timeout_s)
+            log.warning("channel %s: no thread was free to search within the recall's %s; "
+                        "recall goes on without it", channel.name, deadline)
             return None
         if not self._pool().write_off(task):  # it ended just now
             return task.future.result()
         self._late.add(channel.name)
         task.future.add_done_callback(lambda _: self._late.discard(channel.name))
-        log.warning("channel %s: search took longer than %g s (MEMORY_CHANNEL_TIMEOUT_S); "
-                    "recall goes on without it until that search ends", channel.name,
-                    self.settings.channel_timeout_s)
+        log.warning("channel %s: search took longer than %s; recall goes on without it until "
+                    "that search ends", channel.name, deadline)
         return None
 
     def _search_beside(
         self, channel: Channel, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, Exception],
+        failed: dict[str, Exception], deadline: Deadline,
     ) -> tuple[bool, list[ChannelHit] | None]:
         """(whether the store spared a snapshot, the channel's hits in it)."""
         with self.store.spare_snapshot() as conn:
             if conn is None:
                 return False, None
-            return True, self._search(channel, conn, query, depth, filters, failed)
+            return True, self._search(channel, conn, query, depth, filters, failed, deadline)
 
     def _pool(self) -> DaemonPool:
         """Threads for channel searches beyond the caller's own (one per CPU, made once)."""

@@ -29,6 +29,8 @@ DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 #: How long the probe after a timed-out request waits (`answers`): a service that answers
 #: nothing within this, not even a request that needs no store work, is hung.
 PROBE_S = 0.5
+#: The most X-Memory-Wait-Ms says (a day: the service takes 8 digits at most).
+WAIT_MAX_S = 86_400
 
 
 class ServiceUnavailable(Exception):
@@ -223,6 +225,9 @@ class ServiceClient:
             head.append(f"Authorization: Bearer {self.token}")
         if self.harness:
             head.append(f"X-Memory-Harness: {self.harness}")
+        # What is left of the budget: the service's recall leaves out a channel slower than
+        # that (less a margin for its own work), so the others' answer still arrives in time.
+        head.append(f"X-Memory-Wait-Ms: {int(min(timeout, WAIT_MAX_S) * 1000)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
         try:
             # An ASCII host goes as bytes: a str host makes getaddrinfo import the IDNA codec.

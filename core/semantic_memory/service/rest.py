@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..models import (
 )
 from ..ingest import edit_version, validate
 from ..pipeline import MemoryEngine, forgotten_record
+from ..retrieval import searches_until
 from ..stores import StoreError
 from ..stores.sqlite import damaged, sqlite_problem
 from . import fastparse, threads
@@ -360,7 +362,32 @@ def asking_harness(request: Request) -> str | None:
     return name
 
 
+#: How long the caller can still wait for the answer, in whole milliseconds (`memory-mcp hook`
+#: sends what is left of its budget): the recall's channel searches end by then, less
+#: ANSWER_MARGIN_S, where that comes before MEMORY_CHANNEL_TIMEOUT_S. A header, as above.
+WAIT_HEADER = "x-memory-wait-ms"
+#: What a recall keeps back of its caller's wait for the work after the searches (fusion, the
+#: memories, relevance, the block) and the answer's way back; half the wait when it is shorter.
+ANSWER_MARGIN_S = 0.2
+#: The longest wait the header can say (digits): a day, far past any channel deadline.
+MAX_WAIT_DIGITS = 8
+
+
+def searches_end(request: Request, arrived: float) -> float | None:
+    """When the recall's searches must end for its caller (`time.monotonic()`), from the
+    X-Memory-Wait-Ms the request arrived (`arrived`) with; None when it says none."""
+    raw = request.headers.get(WAIT_HEADER)
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= MAX_WAIT_DIGITS):
+        raise ApiError(422, f"{WAIT_HEADER}: expected whole milliseconds (digits), not "
+                       f"{raw[:20]!r}", field=WAIT_HEADER)
+    wait = int(raw) / 1000
+    return arrived + wait - min(ANSWER_MARGIN_S, wait / 2)
+
+
 async def recall(request: Request) -> JSONResponse:
+    until = searches_end(request, time.monotonic())
     req = parse_model("RecallRequest", await read_json(request))
     harness = asking_harness(request)
     engine = engine_of(request)
@@ -370,8 +397,9 @@ async def recall(request: Request) -> JSONResponse:
 
     def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_agent_context(req.session, harness)
-        hits = engine.recall(req.query, req.k, filters, exclude=exclude,
-                             relevant_only=req.relevant_only, with_global=req.with_global)
+        with searches_until(until):
+            hits = engine.recall(req.query, req.k, filters, exclude=exclude,
+                                 relevant_only=req.relevant_only, with_global=req.with_global)
         return ([recall_item(h, req.budget_chars) for h in hits],
                 engine.injection(req.query, hits, req.budget_chars))
 

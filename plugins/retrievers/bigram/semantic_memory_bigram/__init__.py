@@ -180,6 +180,7 @@ def drain(conn: sqlite3.Connection) -> int:
 class BigramChannel(Channel, Confident):
     name = "bigram"
     stores = ("sqlite",)  # an FTS5 index in the db file
+    search_on_caller_thread = True  # an FTS5 query over its own index: bounded, no hang
     #: Porter's weight. It answers only queries with CJK text, so no weight can move an
     #: English, German or Thai result. On CJK queries it is the precise channel (recall@5 96.9
     #: alone vs porter 24.0, trigram 50.0 on bench/multilingual.py), so it should count as much

@@ -40,6 +40,7 @@ TABLE = "memories_fts_tri"
 class TrigramChannel(Channel):
     name = "trigram"
     stores = ("sqlite",)  # an FTS5 index in the db file
+    search_on_caller_thread = True  # an FTS5 query over its own index: bounded, no hang
     #: On spaced text every trigram query term is also a porter term, matched more loosely
     #: ("tim" inside "time"), so at equal weight RRF lets this noisier copy outvote porter
     #: (LoCoMo dev R@10 60.9 fused vs 61.3 porter alone). At 0.15 it breaks porter's near-ties
