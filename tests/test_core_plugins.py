@@ -187,6 +187,8 @@ def test_cheap_channels_search_at_the_same_time(settings: Settings) -> None:
     threads: dict[str, int] = {}
 
     class Meeting(ReverseChannel):
+        search_on_caller_thread = True  # a bounded SQLite search, as the built-in ones
+
         def search(self, conn, query, k, filters):
             threads[self.name] = threading.get_ident()
             barrier.wait()
