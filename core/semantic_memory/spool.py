@@ -20,8 +20,11 @@ to the queue (`release_stale`) once its replayer died: at once when no process w
 its name exists on this machine (a killed hook, CLI or service can never finish it), and when
 it is older than CLAIM_STALE_S whatever the pid (the pid may live on in an unrelated process).
 A claim in `rejected/` (`purge --matching` claims the refused writes it scrubs) goes back
-there the same way. The service releases claims at every look, even when nothing else is queued, and a replay
-counts the claims still held as `left`: a claimed write is waiting, not stored.
+there the same way. By the same rule a writer's `.<name>.tmp` (the pid is in `<name>`) that
+a killed hook left whole joins the queue as `<name>.json`, replayed like any other, and a
+half-written one is removed: it held a write unseen by any list, replay or purge. The
+service releases claims at every look, even when nothing else is queued, and a replay counts
+the claims still held as `left`: a claimed write is waiting, not stored.
 
 Hook processes import this module: standard library only, nothing heavy.
 """
@@ -44,6 +47,8 @@ if TYPE_CHECKING:
 VERSION = 1
 SUFFIX = ".json"
 CLAIM = ".claim-"
+#: A file being written (`.<name>.tmp`), renamed into place once whole.
+TEMP = ".tmp"
 REJECTED = "rejected"
 #: A claim this old belongs to a replayer that died: the write goes back to the queue.
 CLAIM_STALE_S = 120.0
@@ -111,7 +116,7 @@ def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str 
         os.makedirs(os.path.dirname(os.path.abspath(os.fspath(folder))), mode=0o700,
                     exist_ok=True)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    tmp = os.path.join(directory, f".{name}.tmp")
+    tmp = os.path.join(directory, f".{name}{TEMP}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         try:
@@ -239,36 +244,82 @@ def _claim_pid(name: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
-def _orphans(directory: Path, now: float) -> list[tuple[Path, Path]]:
-    """The claims in `directory` whose replayer died (no process has their pid, or they are
-    older than CLAIM_STALE_S whatever the pid: it may live on in an unrelated process), each
-    with the queue name it goes back to. A claim a live replayer holds is not one: the write
-    it is sending is never sent twice."""
-    found = []
-    for claimed in _claims(directory):
-        pid = _claim_pid(claimed.name)
+def _temp_owner(name: str) -> tuple[int | None, str | None] | None:
+    """Whose temporary file `name` is, from its name: (the pid of the process writing it, None
+    where the name does not say; the queue name it was to take when it is a write being
+    spooled, else None), or None when it is no temporary file of the spool's."""
+    if not (name.startswith(".") and name.endswith(TEMP)):
+        return None
+    stem = name[1:-len(TEMP)]
+    if stem.endswith(SUFFIX):  # `.<name>.json.tmp`: an earlier release's copy, the opencode
+        return None, None      # plugin's refused write: no pid
+    head, _, pid = stem.rpartition(".")
+    if head.endswith(SUFFIX) and pid.isdigit():  # `_temp_name`: a scrubbed or refused copy
+        return int(pid), None
+    parts = stem.split("-")
+    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():  # `append`'s
+        return int(parts[1]), stem + SUFFIX
+    return None
+
+
+def _orphans(directory: Path, now: float) -> list[tuple[Path, Path | None]]:
+    """What processes that died left in `directory`, each with where it goes.
+
+    - A claim whose replayer is gone goes back to its queue name. A claim a live replayer holds
+      is not one: the write it is sending is never sent twice.
+    - A temporary file whose writer is gone: a write being spooled that is whole (it parses:
+      the writer was killed between its last write and its rename, the bytes are in the file)
+      takes the queue name its writer was renaming it to, so it is replayed, and only once
+      (one of two renames to one name wins; the service dedups by content besides). Any other
+      (half written, or the copy a scrub or a refusal was writing: its write is still in its
+      claim) is removed: None.
+
+    Gone: no process has the pid in its name, or the file is older than CLAIM_STALE_S whatever
+    the pid (it may live on in an unrelated process; a hook writes its file in milliseconds)."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if CLAIM in e.name or e.name.endswith(TEMP)]
+    except OSError:
+        return []
+    found: list[tuple[Path, Path | None]] = []
+    for name in names:
+        path = directory / name
+        temp = None if CLAIM in name else _temp_owner(name)
+        if CLAIM not in name and temp is None:
+            continue
+        pid = _claim_pid(name) if temp is None else temp[0]
         try:
-            fresh = now - claimed.stat().st_mtime < CLAIM_STALE_S
+            fresh = now - path.stat().st_mtime < CLAIM_STALE_S
         except OSError:  # put back or finished meanwhile
             continue
         if fresh and (pid is None or not process_gone(pid)):
             continue
-        found.append((claimed, _original(claimed)))
+        if temp is None:
+            found.append((path, _original(path)))
+        else:
+            queued = temp[1]
+            found.append((path, directory / queued if queued and read(path) else None))
     return found
 
 
 def release_stale(folder: Path, now: float | None = None) -> int:
-    """Put back the claims of replayers that died, in the queue and in `rejected/` (a killed
-    `purge --matching` leaves its claim there too); returns how many."""
+    """Settle what dead processes left in the spool and in `rejected/` (`_orphans`): their
+    claims go back to the queue, a whole write a killed hook was spooling joins it, other
+    temporary files go. Returns how many writes went back to the queue."""
     now = time.time() if now is None else now
     count = 0
     for directory in (folder, folder / REJECTED):
-        for claimed, home in _orphans(directory, now):
+        for left, home in _orphans(directory, now):
             try:
-                os.replace(claimed, home)
-            except OSError:
+                if home is None:
+                    left.unlink()
+                    continue
+                os.replace(left, home)
+            except OSError:  # settled by another process meanwhile
                 continue
             count += 1
+            if TEMP in left.name:
+                _sync_folder(directory)
     return count
 
 
@@ -417,13 +468,18 @@ def _reject(claimed: Path, reason: str, record: dict[str, Any] | None = None) ->
 
 
 def records(folder: Path) -> Iterator[tuple[Path, dict[str, Any] | None]]:
-    """Each queued write and its record (None when unreadable), oldest first."""
+    """Each queued write and its record (None when unreadable), oldest first, once what dead
+    processes left is settled (`release_stale`): a write a killed hook was spooling is
+    listed."""
+    release_stale(folder)
     for file in pending(folder):
         yield file, read(file)
 
 
 def clear(folder: Path, rejected_too: bool = False) -> int:
-    """Delete the queued writes (and the rejected ones); returns how many went."""
+    """Delete the queued writes (and the rejected ones); returns how many went. What dead
+    processes left is settled first, so their writes go too."""
+    release_stale(folder)
     files = pending(folder) + (pending(folder / REJECTED) if rejected_too else [])
     count = 0
     for file in files:
@@ -450,7 +506,7 @@ def scrub(folder: Path, holds: Callable[[dict[str, Any]], bool], dry_run: bool =
     directories = (folder, folder / REJECTED)
     if dry_run:
         now = time.time()
-        left = [claimed for d in directories for claimed, _ in _orphans(d, now)]
+        left = [file for d in directories for file, home in _orphans(d, now) if home]
         return sum(_scrub_one(file, holds, dry_run=True)
                    for file in [*pending(folder), *pending(folder / REJECTED), *left])
     release_stale(folder)
@@ -522,4 +578,4 @@ def _temp_name(directory: Path, name: str) -> Path:
     """Where this process writes the new copy of the write `name` (scrubbed, or refused with
     its reason) before renaming it into place: `.<name>.<pid>.tmp`, the pid saying whose it
     is."""
-    return directory / f".{name}.{os.getpid()}.tmp"
+    return directory / f".{name}.{os.getpid()}{TEMP}"
