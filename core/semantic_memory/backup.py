@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .config import Settings
 from .service.discovery import other_owner
+from .spool import process_gone
 from .stores import scheme_of, store_url
 from .stores.sqlite import SCHEMA_VERSION, path_of
 
@@ -45,6 +46,11 @@ WRITE_FAILURES = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_WRITE,
 #: What `restore` renames the current db to (its `-wal`, when it could not be checkpointed,
 #: goes along as `memory.db.before-restore-wal`, which SQLite pairs with it).
 BEFORE_RESTORE = ".before-restore"
+#: A copy being written beside FILE untouched this long is a dead process's, whatever its pid
+#: says (the pid may live on in an unrelated process): VACUUM INTO writes it all along.
+LEFTOVER_STALE_S = 3600.0
+#: The characters of an earlier release's random temporary names (`tempfile.mkstemp`).
+_MKSTEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class BackupError(Exception):
@@ -54,11 +60,21 @@ class BackupError(Exception):
 @dataclass(frozen=True)
 class Copy:
     """A checked copy of a store: where it is, its memories (forgotten ones included) and
-    size."""
+    size; `cleared`: the copies killed backups or restores had left beside it, removed."""
 
     path: Path
     memories: int
     size: int
+    cleared: tuple[Path, ...] = ()
+
+    @property
+    def cleared_note(self) -> str | None:
+        """The line that says what was cleared (None when nothing was)."""
+        if not self.cleared:
+            return None
+        names = ", ".join(p.name for p in self.cleared)
+        return (f"removed {len(self.cleared)} unfinished copy(ies) of the store that a killed "
+                f"backup or restore left in {self.path.parent}: {names}")
 
 
 def sqlite_file(settings: Settings) -> Path | None:
@@ -112,6 +128,7 @@ def backup(db: Path, target: Path) -> Copy:
     destination = Path(os.path.realpath(target))
     if destination.is_dir():
         raise BackupError(f"{target} is a folder: give a file name")
+    cleared = clear_leftovers(destination)
     with _temp_beside(destination) as temp:
         try:
             with closing(sqlite3.connect(db, timeout=60)) as source:
@@ -127,7 +144,7 @@ def backup(db: Path, target: Path) -> Copy:
         _sync(temp)
         os.replace(temp, destination)
         _sync(destination.parent)
-    return Copy(destination, copy.memories, copy.size)
+    return Copy(destination, copy.memories, copy.size, cleared)
 
 
 def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | None]:
@@ -149,6 +166,7 @@ def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | No
             raise BackupError(f"{earlier} is there from an earlier restore: move it away (or "
                               "delete it), then restore again")
     db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cleared = clear_leftovers(db)
     with _temp_beside(db) as temp:
         copy = _copy_in(source, temp)
         if db.exists():
@@ -157,7 +175,7 @@ def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | No
             Path(f"{db}{side}").unlink(missing_ok=True)
         os.replace(temp, db)
         _sync(db.parent)
-    return Copy(db, copy.memories, copy.size), kept if kept.exists() else None
+    return Copy(db, copy.memories, copy.size, cleared), kept if kept.exists() else None
 
 
 def _copy_in(source: Path, temp: Path) -> Copy:
@@ -225,18 +243,63 @@ def _set_aside(db: Path, kept: Path) -> None:
 @contextmanager
 def _temp_beside(target: Path) -> Iterator[Path]:
     """An empty file (0600: it will hold every memory) beside `target`, on its file system so
-    that a rename puts it in place; removed unless renamed. VACUUM INTO takes an empty file."""
+    that a rename puts it in place; removed unless renamed. VACUUM INTO takes an empty file.
+    Named `.<target>.<pid>.tmp`: killed (no `finally` runs), this process leaves a file whose
+    name says it is dead, which the next backup or restore removes (`clear_leftovers`)."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                     | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except OSError as exc:
         raise BackupError(f"cannot write beside {target}: {exc.strerror or exc}") from None
     os.close(fd)
-    temp = Path(name)
     try:
         yield temp
     finally:
-        for leftover in (temp, *(Path(f"{temp}{side}") for side in ("-journal", *SIDE_FILES))):
+        for leftover in _with_side_files(temp):
             leftover.unlink(missing_ok=True)
+
+
+def _with_side_files(temp: Path) -> list[Path]:
+    """A copy and the files SQLite may keep beside it while writing it."""
+    return [temp, *(Path(f"{temp}{side}") for side in ("-journal", *SIDE_FILES))]
+
+
+def clear_leftovers(target: Path, now: float | None = None) -> tuple[Path, ...]:
+    """Remove the copies killed backups or restores left beside `target` (`.<target>.<pid>.tmp`
+    whose pid no process has, or any such copy untouched for LEFTOVER_STALE_S, an earlier
+    release's randomly named ones included), with their journals: each is a hidden copy of
+    every memory, purged ones included. Returns the copies removed. A copy a live backup is
+    writing is left alone."""
+    now = time.time() if now is None else now
+    prefix = f".{target.name}."
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return ()
+    # Each copy once, by its own name, also where only its journal is left.
+    copies = sorted({name[:name.rindex(".tmp") + 4] for name in names
+                     if name.startswith(prefix) and ".tmp" in name[len(prefix):]})
+    removed = []
+    for name in copies:
+        tag = name[len(prefix):-len(".tmp")]
+        pid = int(tag) if tag.isdigit() else None
+        if pid is None and not (len(tag) == 8 and set(tag) <= _MKSTEMP_CHARS):
+            continue
+        files = [f for f in _with_side_files(target.parent / name) if f.name in names]
+        if not files:  # `.tmp` inside some other name
+            continue
+        # This process's own pid on a copy it has not made yet: a dead earlier process's.
+        dead = pid is not None and (pid == os.getpid() or process_gone(pid))
+        try:
+            if not dead and now - max(f.lstat().st_mtime for f in files) < LEFTOVER_STALE_S:
+                continue
+            for file in files:
+                file.unlink(missing_ok=True)
+        except OSError:  # removed by another backup meanwhile, or not ours to remove
+            continue
+        removed.append(target.parent / name)
+    return tuple(removed)
 
 
 def _sync(path: Path) -> None:
