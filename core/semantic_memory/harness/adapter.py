@@ -23,6 +23,7 @@ from ..private import strip_private
 from ..sources import FLUSH_SOURCE, TOOL_SOURCE
 from ..tag_chars import LESS_THAN
 from .client import ServiceFailed, ServiceUnavailable, retryable
+from .project import harness_path
 from .settings import beside_db
 from .transcript import (
     Turn,
@@ -150,7 +151,11 @@ class HookCall:
         if self._project is _UNSET:
             from .repo_config import project_for
 
-            self._project = project_for(self.cwd, self.repo, self.settings.project)
+            try:
+                self._project = project_for(self.cwd, self.repo, self.settings.project)
+            except (OSError, ValueError) as exc:  # a NUL in `cwd`: the write keeps a project
+                self.warning = f"project not detected for {self.cwd!r}: {exc}"
+                self._project = os.path.basename(self.cwd.rstrip(os.sep)) or self.cwd
         return self._project
 
     @project.setter
@@ -362,7 +367,10 @@ class HarnessAdapter:
         """The session's transcript file (JSON lines), if the harness keeps one: a path
         `open` takes (a string here: pathlib costs a hook more than reading the file)."""
         value = payload.get("transcript_path")
-        return value if isinstance(value, str) and value and os.path.isfile(value) else None
+        if not isinstance(value, str) or not value:
+            return None
+        path = harness_path(value)  # UTF-8 text, whatever this process's locale
+        return path if os.path.isfile(path) else None
 
     def transcript_turn(self, entry: dict[str, Any]) -> Turn | None:
         """One transcript line as a conversation turn; None for everything else (tool calls,

@@ -24,7 +24,69 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["detect_project", "find_repository", "normalise_remote", "remote_url", "scp_like"]
+__all__ = ["as_text", "deleted_folder", "detect_project", "find_repository", "harness_path",
+           "hook_folder", "normalise_remote", "remote_url", "scp_like", "working_folder"]
+
+
+def harness_path(value: str) -> str:
+    """A path a harness sent in its JSON input (`cwd`, `transcript_path`), as this process
+    must spell it to reach that file. JSON is UTF-8, and harnesses write paths as UTF-8
+    text; Python encodes a str path with the locale's codec, so under a locale that is not
+    UTF-8 (`LC_ALL=en_US.ISO-8859-1`, or ASCII with UTF-8 mode off) `/src/café` named other
+    bytes, another (missing) folder, and `/src/项目` could not be encoded at all. Its UTF-8
+    bytes are what the harness meant; `value` itself is kept when only it exists."""
+    try:
+        meant = os.fsdecode(value.encode("utf-8", "surrogateescape"))
+    except UnicodeError:  # cannot happen for a str; never let a path cost a hook its write
+        return value
+    if meant != value and not os.path.exists(meant) and os.path.exists(value):
+        return value
+    return meant
+
+
+def as_text(name: str) -> str:
+    """A name read from the file system (a folder's, for a project name) as the text a
+    UTF-8 locale reads: its bytes decoded as UTF-8, whatever this process's locale decoded
+    them as (`café` read as `cafÃ©` under ISO-8859-1, as `caf\udcc3\udca9` under ASCII).
+    Bytes that are not UTF-8 stay as the locale read them."""
+    try:
+        return os.fsencode(name).decode("utf-8")
+    except UnicodeError:
+        return name
+
+
+def working_folder() -> str | None:
+    """This process's current folder; None when it no longer exists (deleted under it)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def hook_folder(cwd: str | None) -> str:
+    """The folder a hook run is for: its input's `cwd` (`harness_path`), else this process's
+    current folder, else the one deleted under it (`deleted_folder`), else the root (named
+    by its path, as `detect_project` names it): never an error, so a hook always has a
+    project to file its write under."""
+    if cwd:
+        return harness_path(cwd)
+    return working_folder() or deleted_folder() or os.sep
+
+
+def deleted_folder() -> str | None:
+    """Where the current folder was, once it was deleted: Linux's `/proc/self/cwd` link
+    (`PATH (deleted)`), else `$PWD` when it names a folder that is gone; None when neither
+    tells. A hook in such a folder still files what it stores under that folder's project."""
+    try:
+        link = os.readlink("/proc/self/cwd")
+    except OSError:
+        link = ""
+    if link.endswith(" (deleted)") and os.path.isabs(link):
+        return link[:-len(" (deleted)")]
+    pwd = os.environ.get("PWD", "")
+    if os.path.isabs(pwd) and not os.path.exists(pwd):
+        return pwd
+    return None
 
 
 def detect_project(cwd: str | Path) -> str:
@@ -39,7 +101,7 @@ def detect_project(cwd: str | Path) -> str:
         remote = remote_url(git_dir)
         if remote and (named := normalise_remote(_from_top(remote, top))).strip():
             return named  # (not `https:///`)
-    folder = top or start
+    folder = as_text(top or start)  # the name a UTF-8 locale gives it, whatever this one's
     name = os.path.basename(folder)
     return name if name.strip() else folder.strip()
 
@@ -51,7 +113,7 @@ def _from_top(remote: str, top: str) -> str:
     path = local_path(remote)
     if not path or os.path.isabs(path) or path.startswith("~"):
         return remote
-    return os.path.normpath(os.path.join(top, path))
+    return os.path.normpath(os.path.join(as_text(top), path))  # both as text, as `path` is
 
 
 def find_repository(start: Path) -> tuple[Path | None, Path | None]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from .project import _find_repository
+from .project import _find_repository, as_text
 
 # No dataclasses, typing or pathlib at import: every hook run asks for this file, and most
 # repositories have none (pathlib is imported only when one exists).
@@ -139,21 +139,23 @@ def _config_file(cwd: str | Path) -> str:
 
 def load_repo_config(cwd: str | Path, approvals: str | None = None) -> RepoConfig:
     """The settings for `cwd`, the file's project name only if the user allowed it in
-    `approvals` (default: `approvals_file()`); never raises."""
+    `approvals` (default: `approvals_file()`); never raises. Only a file that is there and
+    cannot be read is `unreadable`: a folder that cannot be resolved (deleted, a path with a
+    NUL) has no file, as a folder outside any repository has none."""
     try:
         file = _config_file(cwd)
-        if not os.path.isfile(file):
-            return RepoConfig()
-        from pathlib import Path
+    except (OSError, ValueError):  # `realpath(".")` of a deleted folder; no file is there
+        return RepoConfig()
+    if not os.path.isfile(file):
+        return RepoConfig()
+    from pathlib import Path
 
-        path = Path(file)
+    path = Path(file)
+    try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_BYTES + 1)
     except OSError as exc:
-        from pathlib import Path
-
-        return RepoConfig(path=Path(cwd) / FILE_NAME, capture=False,
-                          error=exc.strerror or str(exc))
+        return RepoConfig(path=path, capture=False, error=exc.strerror or str(exc))
     if len(raw) > MAX_BYTES:
         return RepoConfig(path=path, capture=False, error=f"larger than {MAX_BYTES} bytes")
     try:
@@ -176,7 +178,13 @@ def _allowed(config: RepoConfig, cwd: str | Path, approvals: str | None) -> bool
         names = read_approvals(approvals_file() if approvals is None else approvals)
     except ValueError:  # a broken approvals file allows nothing
         return False
-    return names.get(str(config.path)) == config.project
+    return names.get(_key(config.path)) == config.project
+
+
+def _key(path: str | Path | None) -> str:
+    """A file's key in the approvals: its path as a UTF-8 locale reads it (`as_text`), so an
+    approval holds under every locale."""
+    return as_text(str(path))
 
 
 def approvals_file(settings: Settings | HookSettings | None = None) -> str:
@@ -249,10 +257,10 @@ def allow(cwd: str | Path, approvals: str) -> str:
         raise ValueError(f"{config.path} names no project: nothing to allow")
     names = read_approvals(approvals)
     if config.project is not None:
-        why = "allowed before" if names.get(str(config.path)) == config.project else \
+        why = "allowed before" if names.get(_key(config.path)) == config.project else \
             "the detected name, which needs no approval"
         return f"{config.path}: project name {config.project!r} is already in use ({why})"
-    names[str(config.path)] = config.ignored
+    names[_key(config.path)] = config.ignored
     write_approvals(approvals, names)
     return f"allowed {config.path} to name the project {config.ignored!r} (in {approvals}; " \
            "a new name needs a new allow, `memory-mcp allow --revoke` takes it back)"
@@ -263,7 +271,7 @@ def revoke(cwd: str | Path, approvals: str) -> str:
     that says what was removed. ValueError/OSError as `allow`."""
     path = str(config_path(cwd))
     names = read_approvals(approvals)
-    name = names.pop(path, None)
+    name = names.pop(_key(path), None)
     if name is None:
         return f"{path} was not allowed: nothing to revoke"
     write_approvals(approvals, names)

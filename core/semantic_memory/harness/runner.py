@@ -35,6 +35,7 @@ from .client import (
     resolve_url,
     spool_sender,
 )
+from .project import hook_folder
 from .registry import find_adapter
 from .settings import TOOL_CAPTURE_OPTION, HookSettings, beside_db
 from .transcript import remembered
@@ -52,8 +53,9 @@ EXIT_MARGIN_S = 0.05
 #: budget left over after it.
 REPLAY_S = 0.5
 REPLAY_MARGIN_S = 0.1
-#: Largest hook input read from stdin.
+#: Largest hook input read from stdin, and the most read at a time.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
 #: How long past the budget a write may take, well inside the harness's own timeout (2x the
 #: budget, `install`): a write being spooled is not cut short (the watchdog fires again every
 #: DEFER_S instead; no spool file is started past the grace, `HookCall.spool_all`), and one the
@@ -69,6 +71,11 @@ REPORT_S = 0.5
 class HookTimeout(BaseException):
     """Raised by the watchdog when the budget is spent (BaseException: nothing catches it
     on the way out)."""
+
+
+class NoInput(Exception):
+    """The hook was started with no input to read: stdin closed (`<&-`) or a terminal. The
+    run is `skipped: no hook input`, never a wait for input that will not come."""
 
 
 class Watchdog:
@@ -126,6 +133,9 @@ def main(argv: list[str], started: float | None = None) -> int:
         return _run(argv, process_started() if started is None else started)
     except HookTimeout:  # the watchdog fired just as the run was finishing
         return 0
+    except Exception as exc:  # noqa: BLE001 - a bug past the run's own fail-open handling
+        _stderr(f"memory-mcp hook: {type(exc).__name__}: {exc}")
+        return 0
 
 
 class _Run:
@@ -150,6 +160,9 @@ class _Run:
         #: Set once the budget ran out before the write was made: the run goes on offline,
         #: only to make its write (`carry_on`).
         self.late = False
+        #: True while the hook waits for its input's first byte: a harness that never writes
+        #: it gave no input, and there is no write to make for it (`writes`).
+        self.awaiting_input = False
         watchdog.carry_on = self.carry_on
 
     def handle(self) -> str:
@@ -173,7 +186,7 @@ class _Run:
             self.adapter = adapter
         self.action = self.adapter.events.get(self.event)
         if self.payload is None:
-            self.payload = read_payload()
+            self.payload = self.read_payload()
         if self.late and not self.writes():
             raise HookTimeout()
         if self.call is None:
@@ -185,17 +198,28 @@ class _Run:
             self.watchdog.service = self.service
             payload, adapter = self.payload, self.adapter
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
-                                 cwd=adapter.cwd(payload) or ".",
+                                 cwd=hook_folder(adapter.cwd(payload)),
                                  session=adapter.context_key(payload),
                                  agent_session=adapter.session_id(payload), debug=self.debug,
                                  write_until=self.watchdog.limit)
             self.watchdog.call = self.call
         return self.adapter.handle(self.call)
 
+    def read_payload(self) -> dict[str, Any]:
+        """`read_payload`, noting while no byte of the input has come (`awaiting_input`)."""
+        self.awaiting_input = True  # kept if the budget runs out first: `_timed_out` reads it
+        payload = read_payload(self)
+        self.awaiting_input = False
+        return payload
+
     def writes(self) -> bool:
         """Whether this run stores something (a compaction flush, a tool capture, a "remember"
-        prompt); True as long as that is not known yet."""
-        if self.adapter is None or self.action in ("compact", "tool"):
+        prompt); True as long as that is not known yet, unless no input has come."""
+        if self.adapter is None:
+            return True
+        if self.awaiting_input:
+            return False
+        if self.action in ("compact", "tool"):
             return True
         if self.action != "prompt":
             return False
@@ -240,8 +264,8 @@ def _run(argv: list[str], started: float) -> int:
     # A tool hook's command carries the tools install was told to capture.
     option = argv[2] if len(argv) == 3 else ""
     if len(argv) not in (2, 3) or (option and not option.startswith(TOOL_CAPTURE_OPTION)):
-        sys.stderr.write("usage: memory-mcp hook <harness> <event> [--tool-capture=TOOLS] "
-                         "(hook JSON on stdin)\n")
+        _stderr("usage: memory-mcp hook <harness> <event> [--tool-capture=TOOLS] "
+                "(hook JSON on stdin)")
         return 0
     harness, event = argv[:2]
     entry: dict[str, Any] = {"harness": harness, "event": event}
@@ -250,7 +274,7 @@ def _run(argv: list[str], started: float) -> int:
         if not settings.tool_capture():  # the tools named where the agent runs win
             settings.plugin_tool_capture = option.removeprefix(TOOL_CAPTURE_OPTION)
     except ValueError as exc:  # SettingsError, or config.ConfigError for another variable
-        sys.stderr.write(f"memory-mcp hook: {exc}\n")
+        _stderr(f"memory-mcp hook: {exc}")
         # Harnesses hide stderr: the hook log (beside the db, as far as it can be told) says
         # why every hook does nothing. Never beside a relative one: that is the agent's repo.
         db_path = os.path.expanduser(os.environ.get("MEMORY_DB_PATH", ""))
@@ -281,6 +305,10 @@ def _run(argv: list[str], started: float) -> int:
         watchdog.active = False
         output, outcome = _timed_out(run, settings)
         entry.update(outcome)
+    except NoInput as exc:
+        watchdog.active = False
+        output = ""
+        entry.update(outcome="skipped", detail=f"no hook input ({exc})")
     except ServiceUnavailable as exc:
         watchdog.active = False
         output = ""
@@ -319,7 +347,7 @@ def _run(argv: list[str], started: float) -> int:
     if service is not None and offline is None:
         _after_contact(settings, service, entry, budget_end, replay=not writes_wait)
     if call is not None and call.lost:  # the log may be on the same full disk: say it here
-        sys.stderr.write(f"memory-mcp hook {harness} {event}: {call.shortfall()}\n")
+        _stderr(f"memory-mcp hook {harness} {event}: {call.shortfall()}")
     outcomes.record(settings, entry)
     return 0
 
@@ -369,6 +397,9 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     spooled, one it had not made yet is made offline (`_Run.finish_offline`); anything else
     is a timeout."""
     spent = _spent(settings)
+    if run.awaiting_input:  # stdin left open, never written: no write was lost
+        return "", {"outcome": "timeout", "detail": f"{spent} waiting for the hook input "
+                                                    "(none came)"}
     if run.service is not None and run.watchdog.waiting:
         run.service.failure = ServiceTimeout(f"{run.service.url} did not answer within the "
                                              "budget")
@@ -487,10 +518,30 @@ def _work(action: str | None) -> str:
     return "recall" if action in ("prompt", "session_start") else action or "starting"
 
 
-def read_payload() -> dict[str, Any]:
+def read_payload(run: _Run | None = None) -> dict[str, Any]:
     """The hook input: a JSON object on stdin (empty input = an empty object), as valid
-    Unicode (`lite.loads_input`): everything downstream encodes it without a failure."""
-    raw = sys.stdin.buffer.read(MAX_INPUT_BYTES)
+    Unicode (`lite.loads_input`): everything downstream encodes it without a failure.
+    NoInput when stdin is closed or a terminal (no harness writes there: a person ran it);
+    `run.awaiting_input` is cleared once the first bytes come."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise NoInput("stdin is closed")
+    try:
+        if stream.isatty():
+            raise NoInput("stdin is a terminal")
+    except ValueError:  # closed
+        raise NoInput("stdin is closed") from None
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_INPUT_BYTES:
+        chunk = stream.read1(min(READ_CHUNK, MAX_INPUT_BYTES - size))
+        if not chunk:
+            break
+        if run is not None:
+            run.awaiting_input = False
+        chunks.append(chunk)
+        size += len(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     data = lite.loads_input(raw)
@@ -500,6 +551,17 @@ def read_payload() -> dict[str, Any]:
 
 
 def _debugger(settings: HookSettings, harness: str, event: str) -> Any:
+    """MEMORY_PLUGIN_DEBUG's writer: a line on stderr per step, or nothing."""
     if not settings.plugin_debug:
         return lambda message: None
-    return lambda message: sys.stderr.write(f"memory-mcp hook {harness} {event}: {message}\n")
+    return lambda message: _stderr(f"memory-mcp hook {harness} {event}: {message}")
+
+
+def _stderr(line: str) -> None:
+    """A line on stderr, if it can be written: a harness may start the hook with stderr
+    closed (`2>&-`), and a diagnostic must never cost the hook its write or its exit code."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # None, a closed or broken stream
+        pass
