@@ -19,6 +19,10 @@ from typing import Any, BinaryIO, Iterator
 import click
 
 from .channels import Channel, check_channel, skip_reason
+from .cli_io import FolderGone, ReaderGone, add_row as _add_row, flush_stdout, here, \
+    print_table as _print, reader_gone, stdin_bytes, stdout_text, table as _table
+from .cli_io import console as _console
+from .harness.project import working_folder
 from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
@@ -112,6 +116,12 @@ class TextGroup(click.Group):
     command_class = TextCommand
     group_class = type
 
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # not click's answer to it (exit code 1): `main` ends quietly
+            raise ReaderGone() from None
+
 
 def _settings(db: str | None) -> Settings:
     try:
@@ -203,6 +213,16 @@ def serve(obj: Context, stdio: bool, host: str | None = None, port: int | None =
 
     settings = replace(obj.settings, **{k: v for k, v in (("host", host), ("port", port))
                                         if v is not None})
+    if stdio:  # an agent starts it: its wire, and a folder to read the workspace from
+        from .service.stdio import StdioClosed, check_stdio, settle_workspace
+
+        try:
+            check_stdio()
+            settings, note = settle_workspace(settings)
+        except (StdioClosed, ValueError) as exc:
+            raise BadSettings(str(exc)) from None
+        if note is not None:
+            click.echo(f"memory-mcp: {note}", err=True)
     if not obj.plugin_manager().implementations("register_channels"):  # the core alone
         click.echo(f"memory-mcp: {no_channel_reason(settings)}: recall finds nothing",
                    err=True)
@@ -223,16 +243,16 @@ def proxy(obj: Context) -> None:
     """Serve the MCP tools over stdin/stdout, each call forwarded to the running service
     (what `install` registers): answers at once, and within MEMORY_MCP_PROXY_TIMEOUT_S when
     the service is down or hung (a memory_store is then spooled)."""
-    from .service.mcp_front import serve
+    from .service.mcp_front import run
 
-    serve(obj.settings)  # the store is never opened here: the service has it
+    sys.exit(run(obj.settings))  # the store is never opened here: the service has it
 
 
 def _read_stdin() -> str:
     """Standard input as text, without the byte order mark Windows tools write first (REST
     and `import` drop it too); bytes that are not UTF-8 become surrogates, which the store's
     check refuses in one line."""
-    return sys.stdin.buffer.read().decode("utf-8-sig", "surrogateescape")
+    return stdin_bytes().read().decode("utf-8-sig", "surrogateescape")
 
 
 @cli.command()
@@ -862,7 +882,7 @@ def doctor(obj: Context, project: str | None, as_json: bool) -> None:
     from .harness.registry import all_adapters
 
     data = doc.report(obj.settings, all_adapters(obj.settings),
-                      Path(project or ".").resolve())
+                      Path(project).resolve() if project else here())
     data["plugin_problems"] = diagnose(obj)
     if as_json:
         _echo_json(data)
@@ -888,6 +908,8 @@ def allow(obj: Context, folder: str, revoke: bool) -> None:
     from .harness import repo_config
 
     approvals = repo_config.approvals_file(obj.settings)
+    if not os.path.isabs(folder):
+        here()  # a folder deleted under the shell: one line, not "unreadable"
     try:
         done = (repo_config.revoke if revoke else repo_config.allow)(folder, approvals)
     except (OSError, ValueError) as exc:
@@ -1009,42 +1031,6 @@ def spool_clear(obj: Context, rejected_too: bool, yes: bool) -> None:
     click.echo(f"deleted {queue.clear(folder, rejected_too)} spooled write(s)")
 
 
-# rich is imported where it is used: it would add ~50 ms to every start, the service's too.
-def _table(*columns: str) -> Any:
-    """A borderless table; a narrow terminal squeezes every column but `uid`, which must stay
-    whole to be copied into `forget` or `update`."""
-    from rich.table import Column, Table
-
-    return Table(*(Column(name, no_wrap=True, min_width=16) if name == "uid" else name
-                   for name in columns), box=None)
-
-
-def _add_row(table: Any, *cells: str) -> None:
-    """A row of stored, untrusted text: shown as written, never read as rich markup (`[/i]`
-    in a memory raised MarkupError) nor sent to the terminal as control sequences."""
-    from rich.text import Text
-
-    table.add_row(*(Text(strip_terminal_controls(cell)) for cell in cells))
-
-
-#: The width of stdout when it is no terminal: wider than any row (rich's default there is
-#: 80 columns, which cut values such as `2026-12-06T21…` for a script or `grep` to read).
-PIPED_WIDTH = 100_000
-
-
-def _console() -> Any:
-    """A console on stdout: as wide as the terminal, or, piped or redirected, wide enough that
-    no value is cut or wrapped (a table is as wide as its longest values, no wider)."""
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
-
-
-def _print(renderable: Any) -> None:
-    _console().print(renderable)
-
-
 def progress_bar() -> Any:
     """A transient progress bar on stderr (`with progress_bar() as p: p.add_task(...)`);
     plugin commands use it too."""
@@ -1104,7 +1090,7 @@ def _record(raw: bytes) -> NewMemory:
 @contextmanager
 def _open_input(path: str) -> Iterator[BinaryIO]:
     if path == "-":
-        yield sys.stdin.buffer
+        yield stdin_bytes()
     else:
         with open(path, "rb") as handle:
             yield handle
@@ -1209,7 +1195,7 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
     from .importers import HARNESS_NAMES, ImportFailed, folder_files, harness_files, \
         harness_reads, harness_scopes, iter_actions, note_file, run_import
 
-    root = Path(project_dir or ".").expanduser().resolve()
+    root = Path(project_dir).expanduser().resolve() if project_dir else here()
     if project_dir and not root.is_dir():
         raise click.ClickException(f"--project: no folder {project_dir}")
     # the name the hooks and `doctor` use: MEMORY_PROJECT, the repository file's if allowed in
@@ -1294,6 +1280,8 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
             for record in engine.export(include_deleted):
                 handle.write(to_json(record) + "\n")
                 progress.advance(task)
+    except BrokenPipeError:
+        raise  # the reader went away (`| head -1`): `main` ends quietly
     except OSError as exc:
         raise click.ClickException(f"cannot write {'standard output' if output == '-' else output}"
                                    f": {exc.strerror or exc}") from None
@@ -1306,8 +1294,9 @@ def _open_output(path: str) -> Iterator[Any]:
     and renamed over it once whole, so a failed or interrupted export leaves the earlier one
     (often the last good backup) as it was."""
     if path == "-":
-        yield sys.stdout
-        sys.stdout.flush()
+        stdout = stdout_text()
+        yield stdout
+        stdout.flush()
         return
     target = Path(os.path.realpath(path))  # through a link, as open() would write
     if target.is_dir():
@@ -1497,7 +1486,19 @@ def main() -> None:
         click.echo(f"Warning: {pm.unmet_allowlist}", err=True)
     add_plugin_commands(pm, cli)
     try:
-        cli(obj=pm)
+        try:
+            cli(obj=pm)
+        except SystemExit:
+            flush_stdout()  # what is still buffered: a reader gone now ends quietly too
+            raise
+    except ReaderGone:  # `| head -1`: every command stops here, exit code 0, no message
+        reader_gone()
+        sys.exit(0)
+    except FileNotFoundError:  # a relative path, read in a folder deleted under the shell
+        if working_folder() is not None:
+            raise
+        click.echo(f"Error: {FolderGone().message}", err=True)
+        sys.exit(FolderGone.exit_code)
     except StoreError as exc:  # locked out, read-only, a full disk, a server gone: its words
         click.echo(f"Error: {' '.join(str(exc).split()) or type(exc).__name__}", err=True)
         sys.exit(1)

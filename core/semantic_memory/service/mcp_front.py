@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 from .. import __version__
 from ..config import Settings
-from .stdio import claim_stdio
+from .stdio import StdioClosed, check_stdio, claim_stdio, settle_workspace
 
 CACHE_NAME = "mcp-proxy.cache.json"
 #: The listings an agent asks for before its first turn: the proxy's are fixed (it registers
@@ -234,9 +234,13 @@ def workspace_instructions(settings: Settings) -> str:
     from ..harness.repo_config import approvals_file, load_repo_config, project_for
     from .instructions import instructions_for
 
-    cwd = os.getcwd()
-    return instructions_for(project_for(cwd, load_repo_config(cwd, approvals_file(settings)),
-                                        settings.project or None))
+    try:
+        cwd = os.getcwd()
+        project = project_for(cwd, load_repo_config(cwd, approvals_file(settings)),
+                              settings.project or None)
+    except (OSError, ValueError):  # the folder is gone (`stdio.settle_workspace` moves off it)
+        project = settings.project or None
+    return instructions_for(project)
 
 
 def run_sdk(settings: Settings, front: Front) -> None:
@@ -286,6 +290,29 @@ def main() -> int:
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
-        sys.stderr.write(f"memory-mcp proxy: {exc}\n")
+        _say(f"memory-mcp proxy: {exc}")
         return 2
+    return run(settings)
+
+
+def run(settings: Settings) -> int:
+    """`serve`, once the process can: its stdin and stdout open (else one line, exit code 2),
+    and a folder to read the workspace from (`stdio.settle_workspace`)."""
+    try:
+        check_stdio()
+        settings, note = settle_workspace(settings)
+    except (ValueError, StdioClosed) as exc:
+        _say(f"memory-mcp proxy: {exc}")
+        return 2
+    if note is not None:
+        _say(f"memory-mcp proxy: {note}")
     return serve(settings)
+
+
+def _say(line: str) -> None:
+    """A line on stderr, the agent's MCP log; nothing when stderr is closed too."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):  # None, a closed or broken stream
+        pass
