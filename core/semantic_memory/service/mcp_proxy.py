@@ -4,7 +4,8 @@ The MCP server `memory-mcp install` registers by default. It answers `initialize
 `tools/list` itself, without contacting the service (the tools, schemas and descriptions are
 mcp_tools.py's, built over `RestBackend` here; mcp_front.py answers those two from the SDK's
 cached answers while the SDK loads), and forwards each tool call to the service's REST API
-(/ingest, /recall, /api/memories, /api/stats; PATCH /api/memories/{uid} for memory_update)
+(/ingest, /recall, /api/memories, /api/stats; PATCH /api/memories/{uid} for memory_update,
+DELETE for memory_forget, GET for the workspace's checks and what memory_store's result says)
 within MEMORY_MCP_PROXY_TIMEOUT_S. So a service that is down or hung costs a tool call that bound
 at most, never the agent's start-up: an agent waits for its MCP servers' tool lists before its
 first turn, and an HTTP registration at a hung service held opencode ~60 s.
@@ -27,7 +28,8 @@ run. It serves the tools only, not mcp_browse.py's resources and prompt.
 The agent starts the proxy in its working folder, and that repository's `.semantic-memory.toml`
 binds the tools as it binds the hooks (mcp_tools.Workspace): capture off, memory_store and
 memory_update refuse, naming the file; recall off, memory_recall and memory_list do; a
-memory_store without a project is stored under the project the hooks would use.
+memory_store without a project is stored under the project the hooks would use; and the writes
+stay in that project and the global memories (`Workspace.confine`).
 """
 
 from __future__ import annotations
@@ -115,13 +117,25 @@ def _stats(answer: dict[str, Any]) -> bool:
     return isinstance(answer.get("memories"), int) and isinstance(answer.get("by_kind"), dict)
 
 
-def _brief(item: dict[str, Any]) -> dict[str, Any]:
-    item.pop("deleted", None)
-    return item
+def _memory(answer: dict[str, Any]) -> bool:
+    return isinstance(answer.get("uid"), str) and isinstance(answer.get("content"), str) \
+        and isinstance(answer.get("version"), str)
+
+
+def _forgot(uid: str) -> Shape:
+    def shape(answer: dict[str, Any]) -> bool:
+        current = answer.get("current_again", [])
+        return answer.get("forgotten") == uid and isinstance(current, list) \
+            and all(isinstance(u, str) for u in current)
+    return shape
 
 
 class RestBackend:
     """The tools' calls as REST requests to the running service, each bounded in time."""
+
+    #: The proxy serves no resources: the browse page shows a memory whole.
+    whole_text = ("ask for fewer memories to see more of each; the user can read one whole on "
+                  "the browse page (the service's `/#memory/UID`)")
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -190,6 +204,15 @@ class RestBackend:
 
     # --- the tools' calls --------------------------------------------------------------------
 
+    async def get(self, uid: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", f"/api/memories/{quote(uid, safe='')}", None,
+                                      _memory)
+        except ServiceUnavailable as exc:
+            if _refused(exc) and exc.status == 404:  # none, or a forgotten one
+                return None
+            raise ToolError(_failed(exc)) from None
+
     async def store(self, memory: NewMemory) -> dict[str, Any]:
         # <private> text is removed here too: a spooled body must not hold it either.
         content = strip_private(memory.content)
@@ -235,15 +258,17 @@ class RestBackend:
         body: dict[str, Any] = {"query": query, "k": k, "budget_chars": budget_chars}
         body.update(_filter_fields(filters))
         answer = await self.answer("POST", "/recall", body, _recalled)
-        items = [_brief(item) for item in answer["items"]]
+        items = answer["items"]
         out: dict[str, Any] = {"count": len(items), "items": items}
         if block:
             out["block"] = answer["block"]
         return out, None
 
     async def update(self, uid: str, content: str | None, kind: str | None,
-                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
-        fields = {"content": content, "kind": kind, "tags": tags, "project": project}
+                     tags: list[str] | None, project: str | None,
+                     if_version: str | None = None) -> dict[str, Any]:
+        fields = {"content": content, "kind": kind, "tags": tags, "project": project,
+                  "if_version": if_version}
         body = {name: value for name, value in fields.items() if value is not None}
         try:
             answer = await self.request("PATCH", f"/api/memories/{quote(uid, safe='')}", body,
@@ -254,23 +279,23 @@ class RestBackend:
                 raise ToolError(prefix + _reason(exc)) from None
             raise ToolError(_failed(exc)) from None
         status = answer.pop("status")
-        return {"status": status, "uid": answer["uid"], "memory": _brief(answer)}
+        return {"status": status, "uid": answer["uid"], "memory": answer}
 
-    async def forget(self, uid: str) -> bool:
+    async def forget(self, uid: str) -> list[str] | None:
         try:
-            await self.request("DELETE", f"/api/memories/{quote(uid, safe='')}", None,
-                               lambda answer: answer.get("forgotten") == uid)
+            answer = await self.request("DELETE", f"/api/memories/{quote(uid, safe='')}", None,
+                                        _forgot(uid))
         except ServiceUnavailable as exc:
             if _refused(exc) and exc.status == 404:
-                return False
+                return None
             raise ToolError(_failed(exc)) from None
-        return True
+        return answer.get("current_again", [])
 
     async def list(self, filters: RecallFilters, limit: int, offset: int
                    ) -> tuple[list[dict[str, Any]], int]:
         query = urlencode({**_filter_fields(filters), "limit": limit, "offset": offset})
         answer = await self.answer("GET", f"/api/memories?{query}", None, _page)
-        return [_brief(item) for item in answer["items"]], answer["total"]
+        return answer["items"], answer["total"]
 
     async def stats(self) -> dict[str, Any]:
         return await self.answer("GET", "/api/stats", None, _stats)

@@ -10,15 +10,22 @@ numbers and flags are strict, as REST's bodies are (`"k": "5"` is refused, not r
 bad call comes back as a tool error (`is_error`) with a one-line reason naming the argument
 (`invalid arguments for memory_recall: k: Input should be less than or equal to 200`), an unknown
 argument included, and the session goes on.
-A server an agent starts in its working folder (`memory-mcp proxy`) obeys that repository's
-`.semantic-memory.toml` as the hooks do (`Workspace`); the HTTP service serves every folder.
+A server an agent starts in its working folder (`memory-mcp proxy`, `--stdio`) obeys that
+repository's `.semantic-memory.toml` as the hooks do, and writes only to its project and the
+global memories (`Workspace`); the HTTP service's /mcp serves every folder.
+Every result is bounded (`fit`: MAX_RESULT_CHARS of compact JSON, mcp_server.py) and shows a
+memory's text cleaned as the injection block cleans it (`shown`), whichever tool shows it.
 Bulk destruction (purge, TTL, VACUUM) is deliberately not a tool: it lives in the CLI and the
 token-gated HTTP maintenance routes, where prompt injection cannot reach it.
 """
 
 # No `from __future__ import annotations`: the SDK evaluates tool signatures, and memory_store's
 # annotations use a local (the configured content limit).
+import json
 import logging
+import re
+import shlex
+from collections import Counter
 from typing import Annotated, Any, Protocol
 
 import anyio
@@ -28,6 +35,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, StrictBool, StrictInt
 
 from .. import __version__
+from ..config import Settings
+from ..default_plugins.injection import clip, sanitize
 from ..errors import InvalidMemory, UnknownMemory
 from ..harness.repo_config import RepoConfig, load_repo_config, project_for
 from ..models import NewMemory, RecallFilters, TimeOutOfRange, parse_time, project_name
@@ -39,18 +48,30 @@ from ..limits import (
     MAX_TAGS,
     MAX_UID_CHARS,
 )
+from ..ingest import edit_version
 from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
 from . import threads
-from .instructions import INSTRUCTIONS, instructions_for
-from .mcp_browse import register_browsing
+from .instructions import instructions_for
+from .mcp_browse import MEMORY_TEMPLATE, RECENT_BUDGET, register_browsing
 from .mcp_logging import embedder_fallback
-from .mcp_server import MemoryMCP
+from .mcp_server import MemoryMCP, json_text
 from .rest import read_filters, recall_item
 
 log = logging.getLogger("semantic_memory.service")
 
 MAX_LIST = 100
 MAX_BUDGET = 20_000
+#: The most characters of JSON one tool result takes (memory_recall's `block`, which its
+#: `budget_chars` bounds, comes on top): the resources' bound (mcp_browse.RECENT_BUDGET).
+#: Clients cut or refuse more (Claude Code near 25k tokens; the SDK's HTTP client fails on an
+#: event over 1 MiB), and the model's context pays for every character.
+MAX_RESULT_CHARS = RECENT_BUDGET
+#: What a tool shows of a memory, in this order; the pipeline's own fields (scores, ranks,
+#: signals, session, seq, created_at) are nothing a model acts on. `project` null: global.
+ITEM_FIELDS = ("uid", "content", "truncated", "content_chars", "kind", "project", "tags",
+               "source", "updated_at", "superseded_by")
+#: Projects memory_stats names in `by_project` (the most memories first).
+MAX_STATS_PROJECTS = 50
 
 #: What each tool's description tells the model: when to call it, not only what it does.
 STORE_DESCRIPTION = (
@@ -117,9 +138,128 @@ def _since(value: str | None) -> float | None:
                         "back from now (7d)") from None
 
 
-def _brief(data: dict[str, Any]) -> dict[str, Any]:
-    data.pop("deleted", None)
-    return data
+def shown(memory: dict[str, Any]) -> dict[str, Any]:
+    """A memory as every tool shows it: its content cleaned as the injection block cleans it
+    (wrapper tags neutralised, `rest.recall_item`'s rule: a stored `</memory>` reads the same
+    in memory_recall, memory_list and memory_update), with ITEM_FIELDS only, empty ones left
+    out but `project` (null: a global memory)."""
+    out: dict[str, Any] = {}
+    for name in ITEM_FIELDS:
+        value = memory.get(name)
+        if name == "content":
+            value = sanitize(value or "")
+        if (value is None and name != "project") or value == []:
+            continue
+        out[name] = value
+    return out
+
+
+def _json_chars(text: str) -> int:
+    """What `text` adds to a result's JSON, quotes aside."""
+    return len(json.dumps(text, ensure_ascii=False)) - 2
+
+
+def _cut(content: str, chars: int) -> str:
+    """`content` clipped (`…`, at a character boundary) to at most `chars` characters of JSON."""
+    limit = chars
+    while limit > 0:
+        text = clip(content, limit)
+        over = _json_chars(text) - chars
+        if over <= 0:
+            return text
+        limit -= over  # quotes, backslashes and newlines take two characters in JSON
+    return ""
+
+
+#: The marker a cut item gains, counted before the cut (`content_chars` at its widest).
+_CUT_MARK = len(json_text({"truncated": True, "content_chars": 10**7})) - 1
+
+
+def fit(result: dict[str, Any], items: list[dict[str, Any]], whole: str,
+        limit: int = MAX_RESULT_CHARS) -> dict[str, Any]:
+    """`result`, which holds `items` (`shown` memories), within `limit` characters of compact
+    JSON: each content cut to its share of what the other fields leave (a short one leaves the
+    rest of its share to the others), marked `"truncated": true` with its full length in
+    `content_chars`, and a `note` saying so and where the whole text is (`whole`; also for
+    items cut before, to a recall's `budget_chars`). Items whose other fields alone do not
+    fit (100 memories of 32 long tags) are left out, last first, and the note says how many.
+    `result` is changed in place and returned."""
+    note_chars = len(json_text({"note": _note(len(items), len(items), 10**7, whole)}))
+    if len(json_text(result)) + note_chars <= limit:
+        if cut := sum(1 for item in items if item.get("truncated")):
+            result["note"] = _note(cut, len(items), 0, whole)
+        return result
+    contents = [item["content"] for item in items]
+    for item in items:
+        item["content"] = ""
+    reserved = note_chars + _CUT_MARK * len(items)
+    kept = len(items)
+    while kept and len(json_text(result)) + reserved > limit:
+        kept -= 1
+        items.pop()  # the list `result` holds
+        reserved -= _CUT_MARK
+    budget = max(0, limit - len(json_text(result)) - reserved)
+    costs = [_json_chars(c) for c in contents[:kept]]
+    shares = [0] * kept
+    for n, i in enumerate(sorted(range(kept), key=costs.__getitem__)):
+        shares[i] = min(costs[i], budget // (kept - n))
+        budget -= shares[i]
+    for item, content, cost, share in zip(items, contents, costs, shares):
+        item["content"] = content if cost <= share else _cut(content, share)
+        if cost > share:
+            item["truncated"] = True
+            item["content_chars"] = item.get("content_chars", len(content))
+    cut = sum(1 for item in items if item.get("truncated"))
+    result["note"] = _note(cut, kept, len(contents) - kept, whole)
+    return result
+
+
+def _note(cut: int, shown_count: int, left_out: int, whole: str) -> str:
+    text = (f"{cut} of {shown_count} memories are cut to fit (`truncated`, whole length in "
+            f"`content_chars`): {whole}")
+    if left_out:
+        text += (f"; {left_out} more did not fit in {MAX_RESULT_CHARS:,} characters: ask for "
+                 "fewer, or page on with `offset`")
+    return text
+
+
+#: A `[REDACTED:<kind>]` marker (safety/redaction.py writes them).
+_REDACTED = re.compile(r"\[REDACTED:([\w.-]{1,80})\]")
+
+
+def redacted_kinds(sent: str, stored: str) -> list[str]:
+    """The kinds of secret the store redacted: its markers in `stored` that `sent` did not
+    hold already."""
+    found = Counter(_REDACTED.findall(stored)) - Counter(_REDACTED.findall(sent))
+    return sorted(found)
+
+
+def undo_forget(uid: str, settings: Settings) -> str:
+    """How a person takes the forget of `uid` back, and until when."""
+    if settings.forget_purged_after_s is None:
+        until = "until a `memory-mcp purge`"
+    else:
+        until = (f"within {settings.forget_grace_days} days (MEMORY_FORGET_GRACE_DAYS; a "
+                 "`memory-mcp purge` ends that sooner)")
+    return f"the user can take it back with `memory-mcp unforget {uid}` {until}"
+
+
+def slim_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """memory_stats' figures without what a model cannot use: days without an injection, null
+    fields of a channel, and past MAX_STATS_PROJECTS projects (the rest counted)."""
+    injections = stats.get("injections")
+    if isinstance(injections, dict) and isinstance(injections.get("per_day"), list):
+        injections["per_day"] = [d for d in injections["per_day"]
+                                 if not isinstance(d, dict) or d.get("count")]
+    if isinstance(stats.get("channels"), list):
+        stats["channels"] = [{k: v for k, v in c.items() if v is not None}
+                             if isinstance(c, dict) else c for c in stats["channels"]]
+    projects = stats.get("by_project")
+    if isinstance(projects, dict) and len(projects) > MAX_STATS_PROJECTS:
+        top = sorted(projects.items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0)
+        stats["by_project"] = dict(top[:MAX_STATS_PROJECTS])
+        stats["projects_not_named"] = len(projects) - MAX_STATS_PROJECTS
+    return stats
 
 
 class ToolBackend(Protocol):
@@ -127,10 +267,18 @@ class ToolBackend(Protocol):
     HTTP service's /mcp) or the running service's REST API (`memory-mcp proxy`,
     mcp_proxy.py). A method that cannot answer raises ToolError with a one-line reason."""
 
+    #: The settings the tools read (the content limit, the forget grace period).
+    settings: Settings
     #: The largest memory_store content the schema accepts (MEMORY_MAX_CONTENT_CHARS).
     max_content_chars: int
     #: "keyword" or "hybrid": picks memory_recall's description.
     recall_mode: str
+    #: Where the whole text of a memory a result cut is (`fit`'s note).
+    whole_text: str
+
+    async def get(self, uid: str) -> dict[str, Any] | None:
+        """Live memory `uid` (`Memory.to_dict()`'s fields and its `version`, what an edit's
+        `if_version` names), or None when there is none."""
 
     async def store(self, memory: NewMemory) -> dict[str, Any]:
         """What became of it: `{"status": "new" | "duplicate" | "rejected", "uid", "reason"}`,
@@ -143,12 +291,15 @@ class ToolBackend(Protocol):
         `budget_chars`), the block of at most `budget_chars` when `block`."""
 
     async def update(self, uid: str, content: str | None, kind: str | None,
-                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
+                     tags: list[str] | None, project: str | None,
+                     if_version: str | None = None) -> dict[str, Any]:
         """`{"status": "updated" | "unchanged", "uid", "memory"}`; ToolError with the reason
-        when the uid is unknown or the edit is refused (nothing changed then)."""
+        when the uid is unknown or the edit is refused, or the memory changed since
+        `if_version` (nothing changed then)."""
 
-    async def forget(self, uid: str) -> bool:
-        """Whether a live memory `uid` was there (and is forgotten now)."""
+    async def forget(self, uid: str) -> list[str] | None:
+        """Forget live memory `uid`: the uids of the older memories it had superseded, current
+        again (usually none); None when no live memory `uid` was there."""
 
     async def list(self, filters: RecallFilters, limit: int, offset: int
                    ) -> tuple[list[dict[str, Any]], int]:
@@ -162,13 +313,24 @@ class EngineBackend:
     """The tools over a MemoryEngine in this process (its calls run in worker threads, the
     writes in their own lane, as the REST routes': threads.py)."""
 
+    #: `--stdio` and /mcp serve the resources (mcp_browse.py).
+    whole_text = (f"read one whole as the resource {MEMORY_TEMPLATE}, or ask for fewer "
+                  "memories to see more of each")
+
     def __init__(self, engine: MemoryEngine) -> None:
         self.engine = engine
+        self.settings = engine.settings
         self.max_content_chars = engine.settings.max_content_chars
 
     @property
     def recall_mode(self) -> str:
         return self.engine.recall_mode
+
+    async def get(self, uid: str) -> dict[str, Any] | None:
+        memory = await threads.read(self.engine.get, uid)
+        if memory is None or memory.deleted:
+            return None
+        return memory.to_dict() | {"version": edit_version(memory)}
 
     async def store(self, memory: NewMemory) -> dict[str, Any]:
         try:
@@ -184,7 +346,7 @@ class EngineBackend:
         def work() -> tuple[dict[str, Any], str | None]:
             hits = engine.recall(query, k, filters)
             out: dict[str, Any] = {"count": len(hits), "items": [
-                _brief(recall_item(h, budget_chars)) for h in hits]}
+                recall_item(h, budget_chars) for h in hits]}
             if block:
                 out["block"] = engine.injection_block(query, hits, budget_chars)
             # Checked after the recall: a model that fails to load does so on first use.
@@ -193,26 +355,27 @@ class EngineBackend:
         return await anyio.to_thread.run_sync(work)
 
     async def update(self, uid: str, content: str | None, kind: str | None,
-                     tags: list[str] | None, project: str | None) -> dict[str, Any]:
+                     tags: list[str] | None, project: str | None,
+                     if_version: str | None = None) -> dict[str, Any]:
         def work() -> dict[str, Any]:
             return self.engine.update(uid, content=content, kind=kind, tags=tags,
-                                      project=project).to_dict()
+                                      project=project, if_version=if_version).to_dict()
 
         try:
             result = await threads.write(work)
         except (UnknownMemory, InvalidMemory) as exc:
             raise ToolError(str(exc)) from None
-        if result["status"] in ("rejected", "duplicate"):
+        if result["status"] in ("rejected", "duplicate", "conflict"):
             raise ToolError(f"not updated: {result['reason']}")
         return result
 
-    async def forget(self, uid: str) -> bool:
-        return await threads.write(self.engine.forget, uid)
+    async def forget(self, uid: str) -> list[str] | None:
+        return await threads.write(self.engine.forget_memory, uid)
 
     async def list(self, filters: RecallFilters, limit: int, offset: int
                    ) -> tuple[list[dict[str, Any]], int]:
         def work() -> tuple[list[dict[str, Any]], int]:
-            return ([_brief(m.to_dict()) for m in self.engine.list(filters, limit, offset)],
+            return ([m.to_dict() for m in self.engine.list(filters, limit, offset)],
                     self.engine.count(filters))
 
         return await anyio.to_thread.run_sync(work)
@@ -229,7 +392,7 @@ class Workspace:
     completion: mcp_browse.py), and a memory_store (and the `recall` prompt) without a project
     gets the project the hooks would give it (`repo_config.project_for`). Both are read at
     each call, as each hook run reads them: a file committed or pulled mid-session counts from
-    the next call."""
+    the next call. Its writes stay in that project and the global memories (`confine`)."""
 
     def __init__(self, cwd: str, configured_project: str | None, approvals: str) -> None:
         self.cwd = cwd
@@ -260,6 +423,24 @@ class Workspace:
 
     def project(self, repo: RepoConfig) -> str | None:
         return project_for(self.cwd, repo, self.configured_project)
+
+    def confine(self, repo: RepoConfig, project: str | None, refused: str, person: str
+                ) -> None:
+        """ToolError when `project` (a memory's, or the one a write names) is a project other
+        than this workspace's: a server started in a repository writes there and to the
+        global memories (None, "") only, so that text the agent reads in it (a cloned README,
+        a tool's output: a prompt injection) cannot plant, change, move or remove another
+        project's memories, as the approval of a repository's `[project] name` keeps its
+        hooks from doing (docs/security.md). `refused` starts the one-line reason, `person`
+        is the command a person runs instead."""
+        named = project_name(project) if project else None
+        own = project_name(self.project(repo))
+        if not named or named == own:
+            return
+        raise ToolError(f"{refused}: this server runs in the project {own!r} and writes only "
+                        f"to it and to global memories, not to {named!r} (so that a "
+                        f"repository's text cannot change another project's memories); a "
+                        f"person can: `{person}`")
 
 
 def advice(stats: dict[str, Any]) -> list[str]:
@@ -295,21 +476,38 @@ def build_mcp(engine: MemoryEngine, workspace: Workspace | None = None) -> MCPSe
 
 
 def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
-                server_instructions: str = INSTRUCTIONS) -> MemoryMCP:
+                server_instructions: str | None = None) -> MemoryMCP:
     """An MCPServer with the six memory tools, each a call to `backend`; bound by
     `workspace`'s repository file when the server runs in one (None: the HTTP service, which
     serves every folder)."""
+    if server_instructions is None:
+        server_instructions = instructions_for(None)
     mcp = MemoryMCP("semantic-memory", version=__version__, instructions=server_instructions,
                     log_level="WARNING")
     max_chars = backend.max_content_chars
-
     def require(what: str, refused: str) -> None:
         if workspace is not None:
             workspace.require(what, refused)
 
+    async def confined(uid: str, refused: str, person: str) -> dict[str, Any] | None:
+        """Memory `uid` for a write of a workspace-bound server, refused (ToolError) when it
+        belongs to another project (`Workspace.confine`); None without a workspace, or when
+        no live memory has that uid (the write itself says so)."""
+        if workspace is None:
+            return None
+        repo = workspace.require("capture", refused)
+        memory = await backend.get(uid)
+        if memory is not None:
+            workspace.confine(repo, memory.get("project"), refused, person)
+        return memory
+
+    # Not destructive: `replaces` hides the older memory from recall but keeps it (history;
+    # `memory-mcp unsupersede` brings it back), and a workspace-bound server replaces only
+    # its project's. Marked destructive, every store would wait on the user's approval.
     @mcp.tool(description=STORE_DESCRIPTION,
               annotations=ToolAnnotations(title="Store a memory", read_only_hint=False,
-                                          destructive_hint=False, idempotent_hint=True))
+                                          destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
     async def memory_store(
         content: Annotated[str, Field(min_length=1, max_length=max_chars, description=(
             "The memory itself: one self-contained fact, decision or preference, written so it "
@@ -320,10 +518,11 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         project: Annotated[str | None, Field(max_length=MAX_PROJECT_CHARS, description=(
             "Usually omit it: the memory then goes under this workspace's project, named as "
             "the hooks name it (a server started in the agent's folder, `memory-mcp proxy` or "
-            "`--stdio`, fills it in; one serving every folder stores none), where the hooks "
-            "recall it. Give a name only for another project, as memory_list shows it; an "
-            "empty string: a global memory, which every project's recall brings when it "
-            "matches."))] = None,
+            "`--stdio`, fills it in, and stores nowhere else; one serving every folder, whose "
+            "instructions name no project, does not: there, give the project as memory_list "
+            "shows it, or the memory is global), where the hooks recall it. An empty string: "
+            "a global memory, which every project's recall brings when it matches. The "
+            "result says where it went."))] = None,
         tags: Annotated[list[Annotated[str, Field(min_length=1, max_length=MAX_TAG_CHARS)]] | None,
                         Field(max_length=MAX_TAGS, description="Optional short tags.")] = None,
         source: Annotated[Identifier, Field(description=(
@@ -334,25 +533,50 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Store a memory for later sessions. Exact duplicates are not stored twice: the existing
-        entry is refreshed and its uid returned with status "duplicate"."""
+        entry is refreshed and its uid returned with status "duplicate". The result names the
+        project it went under (null: global) and the kinds of secret redacted from it."""
         if workspace is not None:
             repo = workspace.require("capture", "not stored")
             if project is None:  # the agent's own project, "" included, wins
                 project = workspace.project(repo)
+            workspace.confine(repo, project, "not stored",
+                              f"memory-mcp store --project {shlex.quote(project)} CONTENT")
+            if replaces is not None:
+                await confined(replaces, "not stored: replaces",
+                               f"memory-mcp store --replaces {shlex.quote(replaces)} CONTENT")
         # "" (or blank) is a global memory, as everywhere else: "  " was refused
-        result = await backend.store(NewMemory(content, kind=kind, source=source,
-                                               project=project_name(project) or None,
-                                               tags=list(tags or []),
-                                               replaces=replaces))
+        memory = NewMemory(content, kind=kind, source=source,
+                           project=project_name(project) or None, tags=list(tags or []),
+                           replaces=replaces)
+        sent, filed_under = memory.content, memory.project  # the ingest filters edit `memory`
+        result = await backend.store(memory)
         if result["status"] == "rejected":
             # Also a log notification: a client shows those to its user, who may not read the
             # model's tool results.
             await mcp.client_log.send(ctx, "warning", f"memory not stored: {result['reason']}")
             raise ToolError(f"not stored: {result['reason']}")
-        return result
+        return await filed(result, sent, filed_under)
+
+    async def filed(result: dict[str, Any], sent: str, project: str | None) -> dict[str, Any]:
+        """A store's result naming where the memory went (`project`, null: global) and the
+        kinds of secret redacted from it, as the store holds it (a duplicate: the memory it
+        duplicates); as sent when the store cannot be asked (a spooled write)."""
+        stored = None
+        if isinstance(result.get("uid"), str):
+            try:
+                stored = await backend.get(result["uid"])
+            except ToolError:  # the write is done: its result must not turn into an error
+                stored = None
+        out = {"status": result["status"], "uid": result.get("uid"),
+               "project": (stored or {}).get("project", project)}
+        if stored is not None and (kinds := redacted_kinds(sent, stored["content"])):
+            out["redacted"] = kinds
+        out.update((k, v) for k, v in result.items() if k not in out and v is not None)
+        return {k: v for k, v in out.items() if v is not None or k == "project"}
 
     @mcp.tool(description=RECALL_DESCRIPTION[backend.recall_mode],
-              annotations=ToolAnnotations(title="Recall memories", read_only_hint=True))
+              annotations=ToolAnnotations(title="Recall memories", read_only_hint=True,
+                                          open_world_hint=False))
     async def memory_recall(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
             "What you need to know, in natural language or keywords."))],
@@ -365,7 +589,8 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         since: Since = None,
         budget_chars: Annotated[StrictInt | None, Field(ge=0, le=MAX_BUDGET, description=(
             "Also return a ready-to-inject text block of at most this many characters; each "
-            "item's content is then cut to it too."))] = None,
+            "item's content is then cut to it too. Without it the items share "
+            f"{MAX_RESULT_CHARS:,} characters."))] = None,
         include_superseded: Annotated[StrictBool, Field(description=(
             "Also memories a newer one replaced (history); by default only the newest."))
         ] = False,
@@ -377,18 +602,26 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         filters = read_filters(project, kind=kind, since=_since(since),
                                include_superseded=include_superseded)
         # Items are cut to the block's budget, as /recall cuts them; with no block asked for,
-        # to the content limit, which keeps them whole (the proxy's /recall needs a budget).
+        # to the whole result's bound, which no item can exceed anyway (`fit` shares it).
         out, warning = await backend.recall(
             query, k, filters,
-            budget_chars if budget_chars is not None else backend.max_content_chars,
+            budget_chars if budget_chars is not None else MAX_RESULT_CHARS,
             block=budget_chars is not None)
         if warning:
             await mcp.client_log.send(ctx, "warning", warning)
-        return out
+        block = out.pop("block", None)
+        items = [shown(item) for item in out.pop("items")]
+        result = fit({"count": len(items), "items": items}, items, backend.whole_text)
+        if block is not None:  # bounded by the budget the model asked for
+            result["block"] = block
+        return result
 
+    # Destructive: the new text replaces what recall finds, and `project` moves the memory
+    # (the old version is kept as a revision, but no tool reaches it).
     @mcp.tool(description=UPDATE_DESCRIPTION,
               annotations=ToolAnnotations(title="Edit a memory", read_only_hint=False,
-                                          destructive_hint=False, idempotent_hint=True))
+                                          destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
     async def memory_update(
         uid: Annotated[str, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
             "The uid of the memory to edit (from memory_recall or memory_list)."))],
@@ -408,24 +641,42 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         if content is None and kind is None and tags is None and project is None:
             raise ToolError("nothing to change: give content, kind, tags or project")
         require("capture", "not updated")
-        return await backend.update(uid, content, kind, None if tags is None else list(tags),
-                                    project)
+        version = None
+        if workspace is not None:
+            memory = await confined(uid, "not updated", f"memory-mcp update {shlex.quote(uid)} …")
+            if project is not None:
+                workspace.confine(workspace.repo(), project, "not updated",
+                                  f"memory-mcp update {shlex.quote(uid)} --project "
+                                  f"{shlex.quote(project)}")
+            # the edit is made only to the memory as checked (one moved meanwhile: refused)
+            version = memory["version"] if memory is not None else None
+        result = await backend.update(uid, content, kind, None if tags is None else list(tags),
+                                      project, if_version=version)
+        memory = shown(result["memory"])
+        out = {"status": result["status"], "uid": result["uid"], "memory": memory}
+        return fit(out, [memory], backend.whole_text)
 
     @mcp.tool(description=FORGET_DESCRIPTION,
               annotations=ToolAnnotations(title="Forget one memory", read_only_hint=False,
-                                          destructive_hint=True, idempotent_hint=True))
+                                          destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
     async def memory_forget(
         uid: Annotated[str, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
             "The uid of the memory to forget (from memory_recall or memory_list)."))],
     ) -> dict[str, Any]:
         """Forget one memory the user no longer wants kept. Only single entries can be forgotten
-        here; bulk clean-up is an operator task outside MCP."""
-        if not await backend.forget(uid):
+        here; bulk clean-up is an operator task outside MCP. The result names the older
+        memories it had replaced, which recall returns again, and how the user takes it back."""
+        await confined(uid, "not forgotten", f"memory-mcp forget {shlex.quote(uid)}")
+        current_again = await backend.forget(uid)
+        if current_again is None:
             raise ToolError(f"no live memory with uid {uid!r}")
-        return {"forgotten": uid}
+        return {"forgotten": uid, "current_again": current_again,
+                "undo": undo_forget(uid, backend.settings)}
 
     @mcp.tool(description=LIST_DESCRIPTION,
-              annotations=ToolAnnotations(title="List memories", read_only_hint=True))
+              annotations=ToolAnnotations(title="List memories", read_only_hint=True,
+                                          open_world_hint=False))
     async def memory_list(
         project: Annotated[Project | None, Field(description=(
             "Only this project; an empty string: only the global memories (those without a "
@@ -439,16 +690,19 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         """Browse stored memories, most recently updated first."""
         require("recall", "nothing listed")
         filters = read_filters(project, kind=kind, source=source, since=_since(since))
-        items, total = await backend.list(filters, limit, offset)
-        return {"items": items, "total": total, "limit": limit, "offset": offset}
+        found, total = await backend.list(filters, limit, offset)
+        items = [shown(item) for item in found]
+        return fit({"items": items, "total": total, "limit": limit, "offset": offset}, items,
+                   backend.whole_text)
 
     @mcp.tool(description=STATS_DESCRIPTION,
-              annotations=ToolAnnotations(title="Memory statistics", read_only_hint=True))
+              annotations=ToolAnnotations(title="Memory statistics", read_only_hint=True,
+                                          open_world_hint=False))
     async def memory_stats() -> dict[str, Any]:
         """Counts by kind, source and project, retrieval channels, embedder, injection telemetry
         and db size, with maintenance recommendations for the user."""
         data = await backend.stats()
         data["recommendations"] = advice(data)
-        return data
+        return slim_stats(data)
 
     return mcp
