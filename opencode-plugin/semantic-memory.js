@@ -393,6 +393,7 @@ function discoveryPath(settings) {
 var DEFAULT_PORT = 8765;
 var DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
 var PROBE_MS = 500;
+var WAIT_MAX_MS = 864e5;
 var ServiceUnavailable = class extends Error {
   constructor(outcome, message) {
     super(message);
@@ -611,7 +612,10 @@ var ServiceClient = class {
       Connection: "close",
       "Content-Length": String(data.length),
       // The service leaves out of opencode's recall what opencode loads itself (AGENTS.md).
-      "X-Memory-Harness": "opencode"
+      "X-Memory-Harness": "opencode",
+      // What is left of the budget: the service's recall leaves out a channel slower than
+      // that (less a margin for its own work), so the others' answer still arrives in time.
+      "X-Memory-Wait-Ms": String(Math.min(remaining, WAIT_MAX_MS))
     };
     if (body !== void 0) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;

@@ -23,6 +23,8 @@ export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
  * that answers nothing within this, not even a request that needs no store work, is hung.
  */
 export const PROBE_MS = 500;
+/** The most X-Memory-Wait-Ms says (a day: the service takes 8 digits at most), as client.py. */
+const WAIT_MAX_MS = 86_400_000;
 
 /** The outcomes that mean the service could not be used (harness/outcomes.py FAILURES). */
 export type FailureOutcome = "service down" | "timeout" | "error";
@@ -327,6 +329,9 @@ export class ServiceClient {
       "Content-Length": String(data.length),
       // The service leaves out of opencode's recall what opencode loads itself (AGENTS.md).
       "X-Memory-Harness": "opencode",
+      // What is left of the budget: the service's recall leaves out a channel slower than
+      // that (less a margin for its own work), so the others' answer still arrives in time.
+      "X-Memory-Wait-Ms": String(Math.min(remaining, WAIT_MAX_MS)),
     };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;

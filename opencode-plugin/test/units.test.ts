@@ -92,6 +92,24 @@ describe("client", () => {
     assert.equal(error.message, "HTTP 500: kaputt");
   });
 
+  test("a request says how long it can still wait (X-Memory-Wait-Ms), as client.py", async () => {
+    const waits: string[] = [];
+    const server = http.createServer((req, res) => {
+      waits.push(String(req.headers["x-memory-wait-ms"]));
+      res.writeHead(200, { "Content-Type": "application/json" }).end('{"ok": true}');
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      await new ServiceClient(url, "").post("/recall", {}, now() + 1000);
+      assert.equal(waits.length, 1);
+      const wait = Number(waits[0]);
+      assert.ok(Number.isInteger(wait) && wait > 0 && wait <= 1000, waits[0]);
+    } finally {
+      await new Promise<void>((done) => server.close(() => done()));
+    }
+  });
+
   test("nothing listening is 'service down', at once", async () => {
     const url = `http://127.0.0.1:${await closedPort()}`;
     const started = now();
