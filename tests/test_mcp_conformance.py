@@ -228,7 +228,7 @@ def test_a_cancelled_write_over_stdio_is_answered(tmp_path: Path) -> None:
     same: the agent was told nothing of a memory that is stored. It is answered now."""
     proc = subprocess.Popen([*memory_mcp_command(), "--stdio"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path,
-                            env=service_env(tmp_path))
+                            env=service_env(tmp_path, MEMORY_PROJECT="cancelled-stdio"))
     watchdog = threading.Timer(60, proc.kill)  # an unanswered call fails the test, no hang
     watchdog.start()
     assert proc.stdin and proc.stdout

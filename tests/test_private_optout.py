@@ -499,7 +499,8 @@ def test_the_repositorys_file_binds_the_stdio_servers_tools_too(tmp_path: Path) 
 def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_path: Path) -> None:
     """A memory_store without a project is stored under the project a hook run in the same
     folder uses (the detected remote here; the file's name; MEMORY_PROJECT over both), not as
-    a global memory; the agent's own project wins, and `""` stores a global one."""
+    a global memory; `""` stores a global one, and another project is refused (the server
+    writes only to its own: tests/test_mcp_workspace_writes.py)."""
     cwd = repository(tmp_path / "web", None, remote="git@github.com:Acme/web.git")
     run_hook("example", "prompt", {"session": "s-proj", "cwd": str(cwd),
                                    "prompt": "remember that the web repo pins node 22"},
@@ -518,7 +519,8 @@ def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_pat
             return client.get(f"/api/memories/{uid}").json()["project"]
 
     assert stored_under("the web repo deploys on Fridays") == hooked["project"]
-    assert stored_under("the web repo's owner is Ana", project="team/ana") == "team/ana"
+    assert stored_under("the web repo's owner is Ana", project=hooked["project"]) \
+        == hooked["project"]
     assert stored_under("Ana prefers tabs everywhere", project="") is None
     (cwd.parent / ".semantic-memory.toml").write_text('[project]\nname = "acme/pinned"\n')
     # Another project than the detected one: ignored until the user allows the file (the

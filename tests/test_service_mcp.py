@@ -77,7 +77,7 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     uid = stored["uid"]
     dup = await call(session, "memory_store", {
         "content": f"The {project} team deploys with Argo CD every Tuesday", "project": project})
-    assert dup == {"status": "duplicate", "uid": uid}
+    assert dup == {"status": "duplicate", "uid": uid, "project": project}
 
     recalled = await call(session, "memory_recall", {
         "query": "when does the team deploy", "project": project, "k": 3, "budget_chars": 600})
@@ -111,7 +111,8 @@ async def exercise_every_tool(session: ClientSession, project: str) -> None:
     assert again["status"] == "unchanged"
 
     forgotten = await call(session, "memory_forget", {"uid": uid})
-    assert forgotten == {"forgotten": uid}
+    assert forgotten["forgotten"] == uid and forgotten["current_again"] == []
+    assert f"memory-mcp unforget {uid}" in forgotten["undo"]
     assert "no live memory" in await call_error(session, "memory_forget", {"uid": uid})
     assert (await call(session, "memory_recall", {"query": "Argo CD Tuesday",
                                                   "project": project}))["items"] == []
@@ -193,7 +194,7 @@ def test_http_without_token_cannot_connect(service: Service) -> None:
 
 def test_stdio_client_lists_and_calls_every_tool(tmp_path: Path) -> None:
     async def main() -> None:
-        async with stdio_session(tmp_path) as session:
+        async with stdio_session(tmp_path, MEMORY_PROJECT="stdio") as session:
             await exercise_every_tool(session, "stdio")
             await bad_calls_keep_the_session(session)
 

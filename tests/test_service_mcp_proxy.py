@@ -75,7 +75,7 @@ def test_proxy_serves_the_services_tools(service: Service) -> None:
     """Every tool works through the proxy, and tools/list is the service's own, field for
     field (names, descriptions, schemas, annotations)."""
     async def main() -> None:
-        async with proxy_session(service.tmp, service.url) as session:
+        async with proxy_session(service.tmp, service.url, MEMORY_PROJECT="proxied") as session:
             await exercise_every_tool(session, "proxied")
             await bad_calls_keep_the_session(session)
             proxied = (await session.list_tools()).tools
@@ -129,7 +129,7 @@ def test_a_store_while_the_service_is_down_lands_once_it_is_back(tmp_path: Path)
     down = f"http://127.0.0.1:{closed_port()}"
 
     async def while_down() -> None:
-        async with proxy_session(db_dir, down) as session:
+        async with proxy_session(db_dir, down, MEMORY_PROJECT="billing") as session:
             answer = await call(session, "memory_store", {"content": FACT, "project": "billing"})
             assert answer["status"] == "spooled"
             assert "stored once the service is back" in answer["reason"]
@@ -146,7 +146,7 @@ def test_a_store_while_the_service_is_down_lands_once_it_is_back(tmp_path: Path)
     service = start_service(db_dir)  # the same db: it drains the spool at start
     try:
         async def once_back() -> None:
-            async with proxy_session(db_dir, service.url) as session:
+            async with proxy_session(db_dir, service.url, MEMORY_PROJECT="billing") as session:
                 for _ in range(100):  # the replay runs beside the service's start
                     found = await call(session, "memory_recall", {"query": "billing webhooks"})
                     if found["items"]:
@@ -155,7 +155,8 @@ def test_a_store_while_the_service_is_down_lands_once_it_is_back(tmp_path: Path)
                 assert [i["content"] for i in found["items"]] == [FACT]
                 again = await call(session, "memory_store", {"content": FACT,
                                                               "project": "billing"})
-                assert again == {"status": "duplicate", "uid": found["items"][0]["uid"]}
+                assert again == {"status": "duplicate", "uid": found["items"][0]["uid"],
+                                 "project": "billing"}
                 listed = await call(session, "memory_list", {"project": "billing"})
                 assert listed["total"] == 1
 
@@ -376,7 +377,8 @@ def test_a_store_behind_a_long_writer_is_spooled_without_a_back_off(service: Ser
                          ).json()["status"] == "new"
 
     async def main() -> None:
-        async with proxy_session(tmp_path, service.url, MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
+        async with proxy_session(tmp_path, service.url, MEMORY_PROJECT=project,
+                                 MEMORY_MCP_PROXY_TIMEOUT_S=str(BOUND_S)
                                  ) as session:
             with write_lock_held(service.tmp / "memory.db"):
                 stored = await call(session, "memory_store", {
@@ -437,7 +439,8 @@ def test_a_lone_surrogate_in_a_call_is_answered(server: str, service: Service,
                 "params": {"name": name, "arguments": {**arguments, "project": project}}}
 
     answers = exchange([*memory_mcp_command(), server], service_env(
-        tmp_path, MEMORY_PLUGIN_URL=service.url, MEMORY_DB_PATH=str(service.tmp / "memory.db")),
+        tmp_path, MEMORY_PLUGIN_URL=service.url, MEMORY_DB_PATH=str(service.tmp / "memory.db"),
+        MEMORY_PROJECT=project),
         [initialize, {"jsonrpc": "2.0", "method": "notifications/initialized"},
          tool(2, "memory_store", content="half emoji \ud83d here in the heron notes"),
          tool(3, "memory_recall", query="heron \ud800 notes"),
@@ -488,7 +491,8 @@ def test_a_store_sent_just_before_stdin_closes_is_not_lost(up: bool, service: Se
     url = service.url if up else f"http://127.0.0.1:{closed_port()}"
     answers = send_and_close(
         [*memory_mcp_command(), "proxy"],
-        service_env(tmp_path, MEMORY_PLUGIN_URL=url, MEMORY_MCP_PROXY_TIMEOUT_S="30"),
+        service_env(tmp_path, MEMORY_PLUGIN_URL=url, MEMORY_MCP_PROXY_TIMEOUT_S="30",
+                    MEMORY_PROJECT=project),
         [INITIALIZE, INITIALIZED, store_call(1, content, project)], tmp_path)
     status = answers[1]["result"]["structuredContent"]["status"]
     with service.client() as client:
@@ -508,7 +512,8 @@ def test_stdio_answers_what_it_read_before_stdin_closed(tmp_path: Path) -> None:
     project = "stdio-eof"
     stores = [store_call(i, f"The osprey queue drains shard {i} first", project)
               for i in range(1, 5)]
-    answers = send_and_close([*memory_mcp_command(), "--stdio"], service_env(tmp_path),
+    answers = send_and_close([*memory_mcp_command(), "--stdio"],
+                             service_env(tmp_path, MEMORY_PROJECT=project),
                              [INITIALIZE, INITIALIZED, *stores], tmp_path)
     assert {i: answers[i]["result"]["structuredContent"]["status"] for i in range(1, 5)} == {
         i: "new" for i in range(1, 5)}
@@ -564,7 +569,7 @@ def test_another_server_at_the_url_is_not_the_memory_service(what: str, tmp_path
     content = "The plover service pins its TLS roots in the image"
 
     async def main(url: str) -> None:
-        async with proxy_session(tmp_path, url) as session:
+        async with proxy_session(tmp_path, url, MEMORY_PROJECT="x") as session:
             stored = await call(session, "memory_store", {"content": content, "project": "x"})
             assert stored["status"] == "spooled", stored
             for name, args in [("memory_recall", {"query": "plover"}), ("memory_list", {}),
