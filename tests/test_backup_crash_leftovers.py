@@ -80,6 +80,9 @@ def test_the_copy_a_killed_backup_left_is_removed_by_the_next(tmp_path: Path) ->
     again = run_cli(tmp_path, "backup", str(target))
     assert again.returncode == 0, again.stderr
     assert target.is_file()
+    assert again.stderr.startswith("removed 2 unfinished copy(ies) of the store that a killed "
+                                   f"backup or restore left in {tmp_path}: "), again.stderr
+    assert left in again.stderr and ".bk.db.x371m98m.tmp" in again.stderr
     assert hidden(tmp_path) == sorted([fresh.name, live.name])
     assert not old.exists() and not old_journal.exists()
 

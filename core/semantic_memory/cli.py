@@ -1367,6 +1367,8 @@ def backup(obj: Context, file: str) -> None:
         raise click.ClickException(f"cannot write {file}: {exc.strerror or exc}") from None
     click.echo(f"backed up {copy.memories} memories to {copy.path} ({_mb(copy.size)}, "
                "checked)")
+    if copy.cleared_note:
+        click.echo(copy.cleared_note, err=True)
 
 
 @cli.command()
@@ -1390,6 +1392,8 @@ def restore(obj: Context, file: str) -> None:
     click.echo(f"restored {copy.memories} memor{'y' if copy.memories == 1 else 'ies'} from "
                f"{file} into {copy.path}"
                + (f"; the earlier store is kept as {kept}" if kept else ""))
+    if copy.cleared_note:
+        click.echo(copy.cleared_note, err=True)
 
 
 def _mb(size: int) -> str:
