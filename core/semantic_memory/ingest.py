@@ -10,9 +10,10 @@ import json
 import logging
 import re
 import secrets
+import shlex
 import sys
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from . import supersede
@@ -42,6 +43,9 @@ SUPERSEDE_MAX_CHARS = 500
 #: shorter copy of a grown exchange is the newest of them (every memory of a re-flush before
 #: it is a duplicate). Read from the (session, seq) index, so a write costs one small query.
 GROWTH_WINDOW = 4
+#: The kind a write has when its caller names none (NewMemory's default, every interface's):
+#: a duplicate does not report it as a kind it left unapplied (`_not_applied`).
+DEFAULT_KIND = next(f.default for f in fields(NewMemory) if f.name == "kind")
 
 
 def validate(memory: NewMemory, max_chars: int) -> None:
@@ -166,6 +170,32 @@ def _purged_duplicate() -> IngestResult:
     return IngestResult("duplicate", reason=(
         "purged: a memory of this project held this text and was purged; automatic capture "
         "does not store it again (an explicit store does)"))
+
+
+def _not_applied(result: IngestResult, item: NewMemory, held: Memory | None) -> IngestResult:
+    """`result`, a duplicate of memory `held`, saying which of `item`'s kind and tags the
+    memory does not have: a duplicate only refreshes the memory (so a plain store of known
+    text, whose kind is the default, never rewrites what a person chose), and the caller
+    must not believe it tagged it. The reason names the update that applies them. The default
+    kind is no request: re-storing a decision's text without a kind says nothing of it."""
+    if held is None or held.deleted:
+        return result
+    missing: dict[str, Any] = {}
+    if item.kind not in (held.kind, DEFAULT_KIND):
+        missing["kind"] = item.kind
+    if tags := sorted(set(item.tags) - set(held.tags)):
+        missing["tags"] = tags
+    if not missing:
+        return result
+    kind = missing.get("kind", held.kind)
+    union = sorted(set(held.tags) | set(tags))
+    command = " ".join(["memory-mcp update", held.uid, "--kind", shlex.quote(kind),
+                        *(f"--tag {shlex.quote(t)}" for t in union)])
+    asked = " and ".join(f"{name} {value!r}" for name, value in missing.items())
+    return replace(result, not_applied=missing, reason=(
+        f"not applied: {asked}; memory {held.uid} already holds this text, as kind "
+        f"{held.kind!r} with tags {held.tags}, and a duplicate only refreshes it: update it "
+        f"to apply them (memory_update, or `{command}`)"))
 
 
 def _times(item: NewMemory, ts: float) -> tuple[float, float]:
@@ -387,13 +417,18 @@ class Writer:
                             len(ids), one_line(exc))
 
     def check_replaces(self, item: NewMemory) -> None:
-        """`replaces` must name a live memory: a typo must not pass silently."""
+        """`replaces` must name a live memory (a typo must not pass silently) of the new
+        memory's project, global for global (`supersede.cross_project`): raises InvalidMemory
+        in one line, before anything is written."""
         if item.replaces is None:
             return
         found = self.store.get(item.replaces) if isinstance(item.replaces, str) and \
             UID.match(item.replaces) else None
         if found is None or found.deleted:
             raise InvalidMemory(f"replaces: no live memory with uid {str(item.replaces)[:80]!r}")
+        refusal = supersede.cross_project(found.uid, found.project, item.project or None)
+        if refusal is not None:
+            raise InvalidMemory(refusal)
 
     def _supersede(self, conn: Any, item: NewMemory, memory: Memory | None,
                    result: IngestResult, rule: bool = True) -> IngestResult:
@@ -416,7 +451,8 @@ class Writer:
         replaced: dict[int, str] = {}  # id -> uid
         if item.replaces and item.replaces != uid:
             old = self.store.live_by_uid(conn, item.replaces)
-            if old is not None:
+            # of its project (`check_replaces`), also if it moved since that check
+            if old is not None and old.project == item.project:
                 replaced[old.id] = old.uid
         if rule and memory is not None and self.settings.supersede and not memory.deleted \
                 and memory.kind in supersede.SUPERSEDABLE_KINDS \
@@ -548,6 +584,7 @@ class Writer:
         purged = self.store.purged_by_hash(conn, unheld) if unheld else set()
         later: dict[tuple[str | None, str], str] = {}  # the same for items earlier in the batch
         refresh: list[int] = []
+        duplicates: list[tuple[int, NewMemory]] = []  # answered `duplicate` of a live memory
         rows: list[tuple[int, Memory]] = []
         for (position, item), key in zip(accepted, keys, strict=True):
             # A forgotten memory being restored is not live: it neither dedups nor is deduped.
@@ -563,6 +600,7 @@ class Writer:
                 if key in known:
                     refresh.append(known[key][0])
                 results[position] = IngestResult("duplicate", uid=uid)
+                duplicates.append((position, item))
                 continue
             row = _new_row(item, item.uid or secrets.token_hex(8), ts)
             if not item.forgotten:
@@ -577,6 +615,12 @@ class Writer:
             else:  # another writer stored the same text first (a shared store)
                 refresh.append(memory.id)
         self.store.touch(conn, refresh, ts)
+        if duplicates:  # one query for the batch's duplicates of memories stored before it
+            held = {m.uid: m for m in self.store.load(conn, [i for i, _ in known.values()])
+                    .values()} | {m.uid: m for m in inserted}
+            for position, item in duplicates:
+                results[position] = _not_applied(results[position], item,
+                                                 held.get(results[position].uid or ""))
         return inserted
 
     def _insert_or_refresh(
@@ -608,7 +652,8 @@ class Writer:
                     found = self.store.load(conn, [dup_id]).get(dup_id)
                     # a grown flush of an exchange is close to its shorter copy: it replaces
                     # that copy (`_outgrown`), merged into it what was added would be lost
-                    if found is not None and not grows(found, item) \
+                    if found is not None and found.project == item.project \
+                            and not grows(found, item) \
                             and supersede.same_details(found.content, item.content):
                         existing = (found.id, found.uid)
                         break
@@ -619,7 +664,8 @@ class Writer:
                 return IngestResult("new", uid=memory.uid), memory
             existing = (memory.id, memory.uid)  # another writer stored it first
         self.store.touch(conn, [existing[0]], ts)
-        return IngestResult("duplicate", uid=existing[1]), None
+        held = self.store.load(conn, [existing[0]]).get(existing[0])
+        return _not_applied(IngestResult("duplicate", uid=existing[1]), item, held), None
 
     def update(self, uid: str, *, content: str | None = None, kind: str | None = None,
                tags: list[str] | None = None, project: str | None = None,
@@ -849,7 +895,8 @@ class Writer:
         if dup is None or dup == memory.id:
             return
         older = self.store.load(conn, [dup]).get(dup)
-        if older is None or not supersede.same_details(older.content, memory.content):
+        if older is None or older.project != memory.project \
+                or not supersede.same_details(older.content, memory.content):
             return
         if grows(older, memory) or grows(memory, older):  # one exchange flushed twice:
             return  # the longer replaced the shorter at ingest (`_outgrown`), nothing is lost

@@ -219,7 +219,8 @@ class Memory:
 
 @dataclass
 class IngestResult:
-    """Outcome of one ingest: `new`, `duplicate` (existing entry refreshed) or `rejected`."""
+    """Outcome of one ingest: `new`, `duplicate` (existing entry refreshed, nothing else
+    changed) or `rejected`."""
 
     status: str
     uid: str | None = None
@@ -227,6 +228,10 @@ class IngestResult:
     #: The uids of the memories this write superseded (`replaces`, or restated with changed
     #: details): they leave recall, and the caller should know.
     supersedes: list[str] | None = None
+    #: A `duplicate` of a memory whose kind or tags differ from this write's: what the write
+    #: asked for and did not get (`kind`, the `tags` the memory lacks). A duplicate only
+    #: refreshes the memory; `reason` says how to apply them (an update).
+    not_applied: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -365,3 +365,18 @@ def supersedes(old: str, new: str, *, cosine: float | None = None,
                rule: Rule = DEFAULT_RULE) -> bool:
     """Does `new` restate `old` with changed details? (Kind and project are the caller's.)"""
     return rule.supersedes(signals(old, new), cosine)
+
+
+def cross_project(uid: str, replaced: str | None, new: str | None) -> str | None:
+    """Why a memory of project `new` may not replace memory `uid` of project `replaced` (None:
+    global), in one short line (a proxy passes on 200 characters of an error) saying what to
+    do instead; None when both are of one project, or both global. A replacement filed
+    elsewhere hides the memory from its own project's recall (a global one from every
+    project's) while only the new project recalls the correction: `replaces`, like the rule,
+    links memories of one project only."""
+    if replaced == new:
+        return None
+    there = "as a global memory" if replaced is None else f"in project {replaced!r}"
+    return (f"replaces: memory {uid} is {'global' if replaced is None else there}, not "
+            f"{'global' if new is None else repr(new)}: store the new text {there} instead, "
+            f"or forget {uid}")
