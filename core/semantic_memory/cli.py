@@ -540,14 +540,15 @@ def _spool_line(info: dict[str, Any]) -> str:
 
 
 def _recall_line(data: dict[str, Any], settings: Settings) -> str:
-    """How recall works, and what holds it back: no channel at all; a configured model that
-    cannot be used is named with its reason; memories without a vector of the model are
-    counted."""
+    """How recall works, and what holds it back: no channel at all; an embedder that is off
+    is named with its reason (refused, unknown, MEMORY_EMBEDDER=off, a model that cannot be
+    used), as `stats --json` and `backfill` say it; the setup hint only where none is set up;
+    memories without a vector of the model are counted."""
     if not data["channels"]:
         return f"finds nothing: {no_channel_reason(settings, data['skipped_channels'])}"
     embedder = data.get("embedder") or {}
     if data["recall_mode"] == "keyword":
-        if embedder.get("model_path") and embedder.get("reason"):
+        if embedder.get("reason") and not _no_embedder_set_up(embedder):
             return f"by words only: the embedder is off ({embedder['reason']})"
         return f"by words only. {KEYWORD_MODE_NOTE}"
     missing = int(embedder.get("missing") or 0)
@@ -555,6 +556,15 @@ def _recall_line(data: dict[str, Any], settings: Settings) -> str:
         return (f"by words, and by meaning for {data['memories'] - missing} of "
                 f"{data['memories']} memories: `memory-mcp backfill` embeds the rest")
     return "by words and meaning (keyword channels + embedder)"
+
+
+def _no_embedder_set_up(embedder: dict[str, Any]) -> bool:
+    """Whether the vector channel is off only because no embedder was set up: none installed,
+    or one whose `info()` names a model path and it is empty (llama-cpp without
+    MEMORY_MODEL_PATH): the setup hint, not a reason, says what to do."""
+    if embedder.get("reason") == "no embedder plugin installed":
+        return True
+    return "model_path" in embedder and not embedder["model_path"]
 
 
 def _ruleset_line(info: dict[str, str]) -> str:

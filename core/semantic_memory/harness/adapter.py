@@ -91,6 +91,34 @@ class ToolCall:
 _UNSET = object()
 
 
+class AdapterReads:
+    """What the adapter's own methods said in one hook run, each asked once, and which one
+    runs now. The runner's watchdog and its timeout path read only these answers, never the
+    adapter again: a method that hangs (a plugin's `prompt` waiting on something) was asked
+    three times, once more inside the signal handler, and a 1.5 s hook ran for 16 s. `running`
+    names the method the budget ran out in, for the hook log; it stays set when the method
+    raised or was stopped."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Any] = {}
+        self.running: str | None = None
+
+    def ask(self, method: str, read: Callable[..., Any], *args: Any, once: bool = True) -> Any:
+        """`read(*args)`, the adapter's `method`; its first answer again when `once`."""
+        if once and method in self.answers:
+            return self.answers[method]
+        self.running = method
+        value = read(*args)
+        self.running = None
+        if once:
+            self.answers[method] = value
+        return value
+
+    def said(self, method: str) -> Any:
+        """What `method` answered; `_UNSET` when it has not (yet)."""
+        return self.answers.get(method, _UNSET)
+
+
 class HookCall:
     """One run of a hook: the harness's input, and what an adapter needs to answer it.
 
@@ -110,8 +138,10 @@ class HookCall:
                  debug: Callable[[str], None] = lambda message: None, outcome: str = "skipped",
                  detail: str = "", pending: list[dict[str, Any]] | None = None,
                  spooled: int = 0, spool_reason: str = "", warning: str = "",
-                 write_until: float | None = None) -> None:
+                 write_until: float | None = None, reads: AdapterReads | None = None) -> None:
         self.harness, self.event, self.payload = harness, event, payload
+        #: The adapter's answers to this run's input (the runner asks `prompt` first).
+        self.reads = reads if reads is not None else AdapterReads()
         self.settings, self.service, self.cwd = settings, service, cwd
         #: The agent's context (`<session>+n` after n compactions; see `context_key`).
         self.session = session
@@ -430,6 +460,10 @@ class HarnessAdapter:
         `wrapper_tags` escaped). An override escapes them too (`escape_tags`)."""
         return escape_tags(text, self.wrapper_tags)
 
+    def _output(self, call: HookCall, text: str) -> str:
+        """`context_output`, noted as running (`AdapterReads`) while it does."""
+        return call.reads.ask("context_output", self.context_output, call, text, once=False)
+
     # --- the actions ------------------------------------------------------------------------
 
     def on_session_start(self, call: HookCall) -> str:
@@ -440,14 +474,14 @@ class HarnessAdapter:
         if not self.context_at_session_start:
             call.done("skipped", f"{self.name} takes no context at session start")
             return ""
-        query = self.last_user_message(call.payload)
+        query = call.reads.ask("last_user_message", self.last_user_message, call.payload)
         if not query:
             call.done("skipped", "no earlier user message to recall for")
             return ""
         return self.inject(call, query)
 
     def on_prompt(self, call: HookCall) -> str:
-        prompt = self.prompt(call.payload)
+        prompt = call.reads.ask("prompt", self.prompt, call.payload)
         if not prompt or not prompt.strip():
             call.done("skipped", "empty prompt")
             return ""
@@ -458,11 +492,12 @@ class HarnessAdapter:
 
     def on_compact(self, call: HookCall) -> str:
         if not call.opted_out("capture"):  # before the transcript is read
-            self.flush(call, self.compacted_turns(call.payload))
+            self.flush(call, call.reads.ask("compacted_turns", self.compacted_turns,
+                                            call.payload))
         return ""  # compaction hooks have no context to add
 
     def on_tool(self, call: HookCall) -> str:
-        tool = self.tool_call(call.payload)
+        tool = call.reads.ask("tool_call", self.tool_call, call.payload)
         if tool is None:
             call.done("skipped", "no tool call in the hook input")
         elif tool.name.lower() not in (names := call.settings.tool_capture()):
@@ -493,8 +528,9 @@ class HarnessAdapter:
             "query": query, "k": settings.plugin_limit, "project": call.project,
             "budget_chars": budget, "session": call.session, "relevant_only": True})
         if answer is None:
-            call.done("skipped", f"the block stays over the harness's {self.max_context_chars} "
-                                 "chars once its tags are escaped; nothing injected")
+            call.done("skipped", f"block over cap: the block stays over the harness's "
+                                 f"{self.max_context_chars} chars once its tags are escaped "
+                                 f"({CAP_RETRIES} shorter asks); nothing injected")
             return ""
         block = answer.get("block") or ""
         if not block:
@@ -508,7 +544,7 @@ class HarnessAdapter:
                        "query": query, "uids": uids, "chars": len(block),
                        "session": call.session}
         call.done("injected", f"{len(uids)} memories, {len(block)} chars")
-        return self.context_output(call, block)
+        return self._output(call, block)
 
     def _recall_within_cap(self, call: HookCall, request: dict[str, Any]
                            ) -> dict[str, Any] | None:
@@ -516,7 +552,10 @@ class HarnessAdapter:
         (`max_context_chars`) once the harness's tags are escaped; None when it is still over
         after CAP_RETRIES asks. Escaping lengthens the block (`&lt;` for `<`), and past the
         cap the harness cuts it, closing tags and all, with every memory reported as injected:
-        each ask is for a block shorter by the overflow (fewer or shorter memories)."""
+        each ask is for a block shorter by the overflow (fewer or shorter memories). A shorter
+        ask answered with no block at all, after a block over the cap, is None too: the
+        memories were relevant, only too long (a formatter that ignores `budget_chars`), and
+        the log says so, not "nothing relevant"."""
         answer = call.service.post("/recall", request)
         if self.max_context_chars is None:
             return answer
@@ -524,7 +563,7 @@ class HarnessAdapter:
             block = answer.get("block") or ""
             over = len(escape_tags(block, self.wrapper_tags)) - self.max_context_chars
             if over <= 0:
-                return answer
+                return answer if block or not retry else None
             if retry < CAP_RETRIES:
                 request = request | {"budget_chars": max(0, request["budget_chars"] - over)}
                 answer = call.service.post("/recall", request)
@@ -542,19 +581,19 @@ class HarnessAdapter:
             "content": content, "kind": "fact", "source": "chat", **call.memory_fields()})
         if call.unwritten:  # the service cannot take it and the spool cannot keep it
             call.done("error", f"remember: {call.shortfall()}")
-            return self.context_output(
+            return self._output(
                 call, f"semantic-memory could NOT store this ({call.lost or 'no time left'}); "
                       "it is not remembered.")
         if answer is None:
             call.done("spooled", f"remembered in the spool ({call.spool_reason})")
-            return self.context_output(
+            return self._output(
                 call, "semantic-memory will store this as a memory as soon as its service is "
                       "back; it does not need to be stored again.")
         if answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
             return ""
         call.done("stored", f"remembered ({answer.get('status')} {answer.get('uid')})")
-        return self.context_output(
+        return self._output(
             call, f"semantic-memory stored this as a memory (uid {answer.get('uid')}); "
                   "it does not need to be stored again.")
 

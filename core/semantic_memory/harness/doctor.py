@@ -5,8 +5,9 @@ a service that refuses the token counts as not reachable: `doctor` exits 1), the
 adapter: its binary, its hooks and MCP registration in the user and project configs (and a
 program or plugin module they name that is gone: a venv deleted, a cache emptied since), and
 the last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
-have run but whose adapter is not installed: every one of its hooks fails, and `uninstall`
-takes them out without the adapter.
+have run but that has no adapter (not installed, or installed and refused: its distribution
+and the reason named): every one of its hooks fails, and `uninstall` takes them out without
+the adapter.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from .. import backoff, spool
 from ..config import Settings
-from . import install, outcomes
+from . import install, outcomes, registry
 from .client import (
     ServiceClient,
     ServiceFailed,
@@ -161,12 +162,13 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
 
 
 def orphan_reports(adapters: dict[str, Any], project_dir: Path | None,
-                   latest: dict[tuple[str, str], dict[str, dict[str, Any]]]
-                   ) -> list[dict[str, Any]]:
+                   latest: dict[tuple[str, str], dict[str, dict[str, Any]]],
+                   settings: Settings | None = None) -> list[dict[str, Any]]:
     """Harnesses whose hooks are wired (in the user's config folders, those CLAUDE_CONFIG_DIR,
     CODEX_HOME and KIMI_CODE_HOME name too, or the project's) or have run (the hook log) but
-    whose adapter is not installed: each of their hooks fails. Where they are wired, and the
-    command that takes them out."""
+    that have no adapter: each of their hooks fails. Where they are wired, the command that
+    takes them out, and (`refused`) why an adapter that is installed was refused, naming its
+    distribution: reinstalling a package by a guessed name does not help there."""
     wired: dict[str, dict[str, list[str]]] = {}
     home = Path.home()
     for scope, folder in (("user", home), ("project", project_dir)):
@@ -175,15 +177,19 @@ def orphan_reports(adapters: dict[str, Any], project_dir: Path | None,
         for harness, paths in install.wired_harnesses(folder, user=scope == "user").items():
             wired.setdefault(harness, {})[scope] = [str(p) for p in paths]
     names = sorted((set(wired) | {harness for harness, _ in latest}) - set(adapters))
-    return [{"harness": name, "wired": wired.get(name, {}),
-             "fix": _orphan_fix(name, list(wired.get(name, {})), project_dir),
+    refused = {name: registry.refused_adapter(name, settings) if settings else None
+               for name in names}
+    return [{"harness": name, "wired": wired.get(name, {}), "refused": refused[name],
+             "fix": _orphan_fix(name, list(wired.get(name, {})), project_dir, refused[name]),
              "hooks": {event: seen for (harness, event), seen in sorted(latest.items())
                        if harness == name}}
             for name in names]
 
 
-def _orphan_fix(harness: str, scopes: list[str], project_dir: Path | None) -> str:
-    """The one line that says how to stop the failing hooks of a harness without adapter."""
+def _orphan_fix(harness: str, scopes: list[str], project_dir: Path | None,
+                refused: str | None = None) -> str:
+    """The one line that says how to stop the failing hooks of a harness without adapter:
+    take them out, or mend the adapter that was refused, else install one."""
     commands = [f"`memory-mcp uninstall {harness}"
                 + (f" --project {project_dir}`" if scope == "project" else "`")
                 for scope in scopes]
@@ -192,6 +198,8 @@ def _orphan_fix(harness: str, scopes: list[str], project_dir: Path | None) -> st
     else:  # seen in the hook log only: wired in a project other than this one
         remove = (f"`memory-mcp uninstall {harness} --project DIR` in the project whose hooks "
                   "ran takes them out")
+    if refused:
+        return f"{remove}, or repair or update the adapter installed for it, refused: {refused}"
     return f"{remove}, or install its adapter again (semantic-memory-{harness})"
 
 
@@ -205,7 +213,7 @@ def report(settings: Settings, adapters: dict[str, Any],
         "repository": repo_report(settings, project_dir),
         "harnesses": [harness_report(a, settings, project_dir, latest)
                       for _, a in sorted(adapters.items())],
-        "without_adapter": orphan_reports(adapters, project_dir, latest),
+        "without_adapter": orphan_reports(adapters, project_dir, latest, settings),
     }
 
 
@@ -338,8 +346,8 @@ def render(data: dict[str, Any]) -> str:
             lines += [_missing_line(item, info["reinstall"]) for item in info["missing"]]
         lines += _hook_lines(harness["hooks"])
     for orphan in data.get("without_adapter", []):
-        lines += ["", f"{orphan['harness']}  (NO ADAPTER INSTALLED: its hooks fail on every "
-                      "prompt)"]
+        state = ("ADAPTER REFUSED" if orphan.get("refused") else "NO ADAPTER INSTALLED")
+        lines += ["", f"{orphan['harness']}  ({state}: its hooks fail on every prompt)"]
         for scope, paths in orphan["wired"].items():
             lines.append(f"  {scope:8} hooks wired in {', '.join(paths)}")
         lines.append(f"  fix: {orphan['fix']}")

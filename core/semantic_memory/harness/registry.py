@@ -6,8 +6,9 @@ hook; what it found is kept in `hooks.adapters.json` beside the db until an impo
 changes), imports only the `semantic_memory` entry points named like the harness
 (`claude_code` for `claude-code`) and calls their `register_harnesses` directly: adapters
 mark it with `semantic_memory.harness.hookimpl`, which is pluggy's marker without importing
-pluggy. Only when none of them registers the harness are all plugins loaded through the
-plugin manager.
+pluggy. Only when none of them registers the harness, and none failed trying (an import
+error, a raising `register_harnesses`, an object that is no adapter: one line naming it), are
+all plugins loaded through the plugin manager.
 
 One harness name, one adapter: when a second distribution registers a name already taken,
 it is refused with one line naming both, and the first one registered keeps the name
@@ -22,6 +23,7 @@ import sys
 
 from ..errors import one_line
 from ..lite import dumps, try_loads
+from .adapter import HarnessAdapter
 from .settings import beside_db
 
 TYPE_CHECKING = False
@@ -67,7 +69,6 @@ def all_adapters(settings: Settings | HookSettings,
     """Every installed adapter by harness name (the plugin manager every command uses). A
     refused duplicate goes to `conflicts`, or as one line to stderr when none is given."""
     from ..plugins import build_plugin_manager
-    from .adapter import HarnessAdapter
 
     pm = build_plugin_manager(settings.full() if hasattr(settings, "full") else settings)
     distributions = pm.distributions
@@ -115,13 +116,33 @@ def find_adapter(name: str, settings: Settings | HookSettings,
     lines = [] if conflicts is None else conflicts
     allow = settings.plugin_allowlist()
     cache = beside_db(settings, "hooks.adapters.json")
+    known = len(lines)
     found = _registered(_cached_entry_points(name, cache), allow, lines)
     if found is None:  # a stale cache naming a module gone: look again
         found = _registered(_cached_entry_points(name, cache, fresh=True), allow, lines) or []
     adapter = _keep_first(found, lines).get(name)
-    if adapter is not None:
+    if adapter is not None or len(lines) > known:
+        # The plugin named like the harness is its adapter, and it was refused: loading every
+        # plugin would only meet it again, and cost the hook more than its whole budget.
         return adapter
     return all_adapters(settings, lines).get(name)
+
+
+def refused_adapter(name: str, settings: Settings | HookSettings) -> str | None:
+    """Why the installed plugin named like harness `name` gives no adapter for it, in one
+    line naming its distribution (for `doctor`); None when no such plugin is installed."""
+    allow = settings.plugin_allowlist()
+    entry_points = [ep for ep in _named_entry_points(name) if allow is None or ep[0] in allow]
+    if not entry_points:
+        return None
+    lines: list[str] = []
+    adapters = _keep_first(_registered(entry_points, None, lines) or [], lines)
+    if name in adapters:
+        return None
+    if lines:
+        return "; ".join(lines)
+    sources = ", ".join(f"{dist} (plugin {ep_name})" for ep_name, _, dist in entry_points)
+    return f"{sources}: registers no adapter named {name!r}"
 
 
 def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None,
@@ -158,7 +179,12 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
             lines.append(f"{source}: not loaded: {one_line(exc)}")
         finally:
             sys.stdout = stdout
-        found.extend((adapter, source) for adapter in registered)
+        for adapter in registered:
+            if isinstance(adapter, HarnessAdapter):
+                found.append((adapter, source))
+            else:
+                lines.append(f"{source}: {type(adapter).__name__} is not a "
+                             "semantic_memory.harness.HarnessAdapter; refused")
     return found
 
 

@@ -14,6 +14,9 @@ A recalled block is printed before its injection report is posted: the report is
 a long writer holds back while the recall answers. A request that timed out starts the shared
 back-off only when the service answers no probe either (`client.answers`, up to PROBE_S, within
 the same grace): a hung service, not a slow one.
+The adapter's readers (`prompt`, `cwd`, …) are asked once each (`AdapterReads`): the watchdog
+and the timeout path read their answers and never call the adapter, whose method may be what
+hangs; a run stopped inside one names it (and the plugin's module) in its log line.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 
 from .. import backoff, lite
 from . import outcomes
-from .adapter import HookCall
+from .adapter import AdapterReads, HookCall
 from .client import (
     PROBE_S,
     ServiceClient,
@@ -157,6 +160,9 @@ class _Run:
         self.call: HookCall | None = None
         #: Why another adapter for this harness was refused (`registry`), for the log line.
         self.conflict = ""
+        #: The adapter's answers to this input, each asked once: the watchdog and the timeout
+        #: path read them and never call the adapter (its method may be what hangs).
+        self.reads = AdapterReads()
         #: Set once the budget ran out before the write was made: the run goes on offline,
         #: only to make its write (`carry_on`).
         self.late = False
@@ -181,12 +187,15 @@ class _Run:
             adapter = find_adapter(self.harness, self.settings, conflicts)
             self.conflict = "; ".join(conflicts)
             if adapter is None:
-                raise LookupError(f"no harness adapter named {self.harness!r} is installed "
+                raise LookupError(f"no harness adapter named {self.harness!r}: "
+                                  f"{self.conflict or 'none is installed'} "
                                   "(see `memory-mcp doctor`)")
             self.adapter = adapter
         self.action = self.adapter.events.get(self.event)
         if self.payload is None:
             self.payload = self.read_payload()
+        if self.action == "prompt":  # `writes` needs it; `on_prompt` gets this answer
+            self.reads.ask("prompt", self.adapter.prompt, self.payload)
         if self.late and not self.writes():
             raise HookTimeout()
         if self.call is None:
@@ -196,12 +205,13 @@ class _Run:
                                          self.settings.plugin_token or self.settings.token,
                                          self.offline, harness=self.adapter.name)
             self.watchdog.service = self.service
-            payload, adapter = self.payload, self.adapter
+            payload, adapter, ask = self.payload, self.adapter, self.reads.ask
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
-                                 cwd=hook_folder(adapter.cwd(payload)),
-                                 session=adapter.context_key(payload),
-                                 agent_session=adapter.session_id(payload), debug=self.debug,
-                                 write_until=self.watchdog.limit)
+                                 cwd=hook_folder(ask("cwd", adapter.cwd, payload)),
+                                 session=ask("context_key", adapter.context_key, payload),
+                                 agent_session=ask("session_id", adapter.session_id, payload),
+                                 debug=self.debug, write_until=self.watchdog.limit,
+                                 reads=self.reads)
             self.watchdog.call = self.call
         return self.adapter.handle(self.call)
 
@@ -214,7 +224,8 @@ class _Run:
 
     def writes(self) -> bool:
         """Whether this run stores something (a compaction flush, a tool capture, a "remember"
-        prompt); True as long as that is not known yet, unless no input has come."""
+        prompt); True as long as that is not known yet, unless no input has come. Called from
+        the watchdog: it reads what the adapter said (`reads`), never asks it."""
         if self.adapter is None:
             return True
         if self.awaiting_input:
@@ -223,8 +234,18 @@ class _Run:
             return True
         if self.action != "prompt":
             return False
-        return self.payload is None or \
-            remembered(self.adapter.prompt(self.payload) or "") is not None
+        if "prompt" not in self.reads.answers:  # not read yet, or being read
+            return True
+        prompt = self.reads.answers["prompt"]
+        return isinstance(prompt, str) and remembered(prompt) is not None
+
+    def stuck_in(self) -> str | None:
+        """The adapter method the budget ran out in (its log line names it, and the plugin's
+        module); None when it ran out elsewhere, waiting on the service included."""
+        method = self.reads.running
+        if method is None or self.watchdog.waiting:
+            return None
+        return f"the {self.harness} adapter's {method}() ({type(self.adapter).__module__})"
 
     def carry_on(self) -> bool:
         """The budget ran out while this run waited on nothing: a run that may still write
@@ -406,6 +427,10 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     saved = _saved(run, spent)
     if saved is not None:
         return "", saved
+    stuck = run.stuck_in()
+    if stuck is not None:  # never asked again here: it is what overran
+        grace = f", and its write grace of {WRITE_GRACE_S} s," if run.late else ""
+        return "", {"outcome": "timeout", "detail": f"{spent}{grace} in {stuck}"}
     work = "remember" if run.action == "prompt" and run.writes() else _work(run.action)
     if run.late and run.writes():  # it went on offline, and the grace ran out too
         return "", {"outcome": "timeout", "detail": f"{spent}, and its write grace of "
