@@ -89,14 +89,15 @@ def test_a_workspace_bound_server_writes_only_to_its_project_and_global(
                     "content": PLANTED, "project": OTHER, "kind": "preference"}),
                 "store (normalised name)": await call_error(session, "memory_store", {
                     "content": PLANTED, "project": f"https://{OTHER}.git "}),
-                "replaces": await call_error(session, "memory_store", {
-                    "content": "The runbook moved to the wiki", "replaces": theirs}),
                 "update": await call_error(session, "memory_update", {
                     "uid": theirs, "content": PLANTED}),
                 "move in": await call_error(session, "memory_update", {
                     "uid": theirs, "project": OWN}),
                 "forget": await call_error(session, "memory_forget", {"uid": theirs}),
             }
+            # the memory a store replaces must be of the new one's project (ingest's rule)
+            replaced = await call_error(session, "memory_store", {
+                "content": "The runbook moved to the wiki", "replaces": theirs})
             own = await call(session, "memory_store", {
                 "content": f"cool-tool builds with make {tmp_path.name}"})
             refused["move out"] = await call_error(session, "memory_update", {
@@ -118,13 +119,16 @@ def test_a_workspace_bound_server_writes_only_to_its_project_and_global(
             }
             allowed["forget own"] = await call(session, "memory_forget", {
                 "uid": allowed["named own"]["uid"]})
-            return {"refused": refused, "allowed": allowed}
+            return {"refused": refused, "allowed": allowed, "replaced": replaced}
 
     result = anyio.run(main)
     for what, message in result["refused"].items():
         assert "\n" not in message, (what, message)
         assert "writes only to it and to global memories" in message, (what, message)
         assert "a person can: `memory-mcp " in message, (what, message)
+    assert (f"replaces: memory {theirs} is in project '{OTHER}', not '{OWN}': store the new "
+            f"text in project '{OTHER}' instead, or forget {theirs}") in result["replaced"], \
+        result["replaced"]
     assert "not stored: this server runs in the project " in result["refused"]["store"]
     assert "`memory-mcp store --project github.com/acme/payments CONTENT`" \
         in result["refused"]["store"]

@@ -290,8 +290,9 @@ def _read_all(sock: Any, deadline: float) -> bytes:
         chunks.append(chunk)
 
 
-#: The longest part of an error body a ServiceFailed message keeps.
-MAX_ERROR_CHARS = 200
+#: The longest part of an error body a ServiceFailed message keeps: above the 300 characters
+#: the service cuts its own messages to (service/edges.py), so they arrive whole.
+MAX_ERROR_CHARS = 400
 
 
 def _failure(status: int, answer: Any, content: bytes) -> ServiceFailed:

@@ -528,8 +528,9 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         source: Annotated[Identifier, Field(description=(
             "Where it came from: chat (default), compaction, tool, …"))] = "chat",
         replaces: Annotated[str | None, Field(min_length=1, max_length=MAX_UID_CHARS, description=(
-            "The uid of a memory this one replaces (an outdated fact, a reversed decision): "
-            "recall then returns only the new one."))] = None,
+            "The uid of a memory this one replaces (an outdated fact, a reversed decision), "
+            "of the same project (a global one for a global memory): recall then returns "
+            "only the new one."))] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Store a memory for later sessions. Exact duplicates are not stored twice: the existing
@@ -539,11 +540,11 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
             repo = workspace.require("capture", "not stored")
             if project is None:  # the agent's own project, "" included, wins
                 project = workspace.project(repo)
+            # `replaces` needs no look-up (none while the service is down, when the store is
+            # spooled): the memory it names must be of the new one's project, which is
+            # confined here (ingest's `check_replaces`).
             workspace.confine(repo, project, "not stored",
                               f"memory-mcp store --project {shlex.quote(project)} CONTENT")
-            if replaces is not None:
-                await confined(replaces, "not stored: replaces",
-                               f"memory-mcp store --replaces {shlex.quote(replaces)} CONTENT")
         # "" (or blank) is a global memory, as everywhere else: "  " was refused
         memory = NewMemory(content, kind=kind, source=source,
                            project=project_name(project) or None, tags=list(tags or []),
