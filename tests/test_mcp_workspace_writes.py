@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from harness_support import closed_port
 from mcp.client.session import ClientSession
 from test_service_mcp import call, call_error
 from test_service_mcp_proxy import proxy_session
@@ -156,3 +157,37 @@ def test_the_http_endpoint_serves_every_folder_and_writes_anywhere(service: Serv
 
     stored = anyio.run(main)
     assert stored["status"] == "new" and stored["project"] == OTHER
+
+
+def test_a_replacing_store_is_spooled_while_the_service_is_down(tmp_path: Path) -> None:
+    """The proxy looked the replaced memory up to confine it, and with the service down that
+    look-up refused the store ("service unavailable") instead of spooling it. Ingest keeps a
+    replacement to the new memory's project, so the spooled store, replayed, supersedes the
+    workspace's own memory and nothing else."""
+    service = start_service(tmp_path)
+    try:
+        with service.client() as http:
+            old = http.post("/ingest", json={"content": "cool-tool builds with make",
+                                             "project": OWN}).json()["uid"]
+    finally:
+        service.stop()
+    down = f"http://127.0.0.1:{closed_port()}"
+
+    async def while_down() -> dict[str, Any]:
+        async with proxy_session(tmp_path, down, MEMORY_PROJECT=OWN) as session:
+            return await call(session, "memory_store", {
+                "content": "cool-tool builds with just", "replaces": old})
+
+    answer = anyio.run(while_down)
+    assert answer["status"] == "spooled", answer
+    service = start_service(tmp_path)  # the same db: it drains the spool at start
+    try:
+        with service.client() as http:
+            for _ in range(100):
+                if http.get(f"/api/memories/{old}").json().get("superseded_by"):
+                    break
+                anyio.run(anyio.sleep, 0.2)
+            replaced = http.get(f"/api/memories/{old}").json()
+    finally:
+        service.stop()
+    assert replaced["superseded_by"], replaced
