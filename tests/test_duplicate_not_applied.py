@@ -206,3 +206,8 @@ def test_cli_store_json_says_it(tmp_path: Path) -> None:
     again = store("--kind", "preference", "--tag", "tooling")
     assert (again["status"], again["uid"]) == ("duplicate", first)
     assert again["not_applied"] == {"kind": "preference", "tags": ["tooling"]}
+    plain = subprocess.run([*memory_mcp_command(), "store", PNPM, "--kind", "decision"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and plain.stdout == f"duplicate {first}\n", plain
+    assert plain.stderr.startswith("not applied: kind 'decision'"), plain.stderr
+    assert f"memory-mcp update {first} --kind decision" in plain.stderr, plain.stderr

@@ -287,6 +287,8 @@ def store(obj: Context, content: str, kind: str, source: str, project: str | Non
         click.echo(f"{result.status} {result.uid}" + (
             f" (supersedes {', '.join(result.supersedes)}: `memory-mcp unsupersede UID` undoes "
             "it)" if result.supersedes else ""))
+        if result.not_applied:  # a duplicate's kind or tags the caller asked for: not set
+            click.echo(result.reason, err=True)
 
 
 @cli.command()
