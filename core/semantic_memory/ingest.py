@@ -177,8 +177,9 @@ def _not_applied(result: IngestResult, item: NewMemory, held: Memory | None) -> 
     memory does not have: a duplicate only refreshes the memory (so a plain store of known
     text, whose kind is the default, never rewrites what a person chose), and the caller
     must not believe it tagged it. The reason names the update that applies them. The default
-    kind is no request: re-storing a decision's text without a kind says nothing of it."""
-    if held is None or held.deleted:
+    kind is no request: re-storing a decision's text without a kind says nothing of it, and
+    neither is automatic capture's (a flush's `note`: the hook's, not a person's choice)."""
+    if held is None or held.deleted or _captured(item):
         return result
     missing: dict[str, Any] = {}
     if item.kind not in (held.kind, DEFAULT_KIND):
