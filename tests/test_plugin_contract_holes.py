@@ -13,7 +13,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -24,23 +23,12 @@ from semantic_memory import testing
 from semantic_memory.embedders import Embedder
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import InjectionBlock, NewMemory, RecallHit
+from test_plugin_isolation import install
 from test_service_support import start_service
 
 #: How long the installed embedder's `embed_documents` hangs: the shutdown is compared with it.
 HANG_S = 60.0
 DIM = 8
-
-
-def install(site: Path, name: str, code: str) -> Path:
-    """Plugin `name` installed on `site`: its module, and distribution `name-plugin 0.1` with
-    an entry point `name` in the `semantic_memory` group."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / f"{name}.py").write_text(textwrap.dedent(code), encoding="utf-8")
-    info = site / f"{name}_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[semantic_memory]\n{name} = {name}\n")
-    return site
 
 
 def memory_mcp(tmp_path: Path, site: Path, *args: str, **env: str

@@ -87,12 +87,7 @@ def all_adapters(settings: Settings | HookSettings,
             continue
         finally:
             sys.stdout = stdout
-        for adapter in registered:
-            if isinstance(adapter, HarnessAdapter):
-                found.append((adapter, source))
-            else:
-                lines.append(f"{source}: {type(adapter).__name__} is not a "
-                             "semantic_memory.harness.HarnessAdapter; refused")
+        _sort_registered(registered, source, found, lines)
     adapters = _keep_first(found, lines)
     if conflicts is not None:
         conflicts.extend(lines)
@@ -179,12 +174,7 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
             lines.append(f"{source}: not loaded: {one_line(exc)}")
         finally:
             sys.stdout = stdout
-        for adapter in registered:
-            if isinstance(adapter, HarnessAdapter):
-                found.append((adapter, source))
-            else:
-                lines.append(f"{source}: {type(adapter).__name__} is not a "
-                             "semantic_memory.harness.HarnessAdapter; refused")
+        _sort_registered(registered, source, found, lines)
     return found
 
 
@@ -267,3 +257,15 @@ def _named_entry_points(name: str) -> list[tuple[str, str, str]]:
                     if _key(ep_name) == _key(name):
                         found.append((ep_name, target, dist))
     return found
+
+
+def _sort_registered(registered: list[Any], source: str, found: list[tuple[Any, str]],
+                     lines: list[str]) -> None:
+    """What a plugin's `register_harnesses` registered: adapters into `found`, anything else
+    refused in one line naming the plugin."""
+    for adapter in registered:
+        if isinstance(adapter, HarnessAdapter):
+            found.append((adapter, source))
+        else:
+            lines.append(f"{source}: {type(adapter).__name__} is not a "
+                         "semantic_memory.harness.HarnessAdapter; refused")
