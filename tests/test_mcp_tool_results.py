@@ -209,7 +209,7 @@ def test_items_whose_other_fields_alone_overflow_are_left_out_and_said() -> None
     last ones are left out (the note says how many and to page on), never the bound broken;
     JSON's escapes (quotes, newlines) count as what they cost."""
     from semantic_memory.service.mcp_server import json_text
-    from semantic_memory.service.mcp_tools import MAX_RESULT_CHARS, fit, shown
+    from semantic_memory.service.mcp_results import MAX_RESULT_CHARS, fit, shown
 
     tags = [f"{n:02d}" + "t" * 62 for n in range(32)]
     items = [shown({"uid": f"{n:016x}", "content": 'say "hi"\n' * 500, "kind": "note",

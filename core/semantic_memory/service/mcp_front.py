@@ -70,7 +70,7 @@ def cache_key(settings: Settings) -> str:
     mode = "hybrid" if settings.model_path else "keyword"
     # The modules that define what the SDK answers: an edited checkout is a new key too.
     sources = []
-    for name in ("mcp_tools.py", "mcp_server.py"):
+    for name in ("mcp_tools.py", "mcp_results.py", "mcp_browse.py", "mcp_server.py"):
         try:
             stat = Path(__file__).with_name(name).stat()
             sources.append(f"{stat.st_mtime_ns}:{stat.st_size}")
