@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pg
 from semantic_memory import spool
@@ -278,3 +279,38 @@ def test_every_copy_goes_on_postgresql(tmp_path: Path) -> None:
         assert engine.recall(WORD, k=5) == []
     finally:
         engine.close()
+
+
+def test_a_replay_between_the_two_steps_stores_nothing_again(tmp_path: Path,
+                                                            monkeypatch: Any) -> None:
+    """A running service replays the spool every few seconds. When it replayed between the
+    store's purge and the spool's scrub, a spooled "remember" holding the text was stored
+    after the purge, and the scrub found no copy left: the text was back. The spool goes
+    first now, so a replay at that moment finds nothing to store. The replay runs here where
+    the service's timer could fire (in the store step), on this process's real store."""
+    from click.testing import CliRunner
+    from semantic_memory.cli import cli as memory_mcp
+    from semantic_memory.service.spool_replay import drain
+
+    for name in [n for n in os.environ if n.startswith("MEMORY_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORY_DB_PATH", str(tmp_path / "memory.db"))
+    monkeypatch.setenv("MEMORY_PLUGINS", "bm25_porter,bm25_trigram")
+    assert cli(tmp_path, "store", f"{WORD} asked for a discount").returncode == 0
+    spool.append(tmp_path / "spool", "/ingest", {"content": f"Remember: {WORD} pays by card",
+                                                 "source": "chat"},
+                 harness="claude-code", event="UserPromptSubmit")
+    purge = MemoryEngine.purge_matching
+
+    def purge_then_a_replay_tick(engine: MemoryEngine, *args: Any) -> Any:
+        report = purge(engine, *args)
+        drain(engine, engine.settings)  # what spool_replay.run does every SCAN_S seconds
+        return report
+
+    monkeypatch.setattr(MemoryEngine, "purge_matching", purge_then_a_replay_tick)
+    result = CliRunner().invoke(memory_mcp, ["purge", "--matching", WORD, "--yes"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["spooled"] == 1
+    monkeypatch.undo()
+    assert json.loads(cli(tmp_path, "list", "--json").stdout) == []
+    assert files_holding(tmp_path) == []

@@ -630,8 +630,12 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
             return
         raise click.UsageError("this deletes them for good (no `unforget`); add --yes to "
                                "confirm")
+    # The spool first: a running service replays it every few seconds, and a write it
+    # replayed after the store was purged would be there again, with no spooled copy left
+    # for the scrub to find.
+    scrubbed = queue.scrub(obj.settings.spool_path, spooled)
     report = obj.engine.purge_matching(found, text).to_dict()
-    report["spooled"] = queue.scrub(obj.settings.spool_path, spooled)
+    report["spooled"] = scrubbed
     _echo_json(report)
 
 
