@@ -221,3 +221,29 @@ def test_items_whose_other_fields_alone_overflow_are_left_out_and_said() -> None
     assert 0 < kept < 100 and f"{100 - kept} more did not fit" in result["note"]
     assert "page on with `offset`" in result["note"]
     assert all(item["truncated"] and item["content_chars"] == 4_499 for item in items)
+
+
+
+def test_stats_names_at_most_fifty_kinds_sources_and_projects(tmp_path: Path) -> None:
+    """Any short identifier is a kind or a source: 300 of each, and 300 projects, stay
+    within the bound every result keeps (the store names the 50 holding the most)."""
+    running = start_service(tmp_path)
+    try:
+        with running.client() as http:
+            for batch in range(3):
+                answer = http.post("/ingest", json={"items": [
+                    {"content": f"Deployment fact number {n}", "kind": f"kind-{n:03d}-" + "k" * 55,
+                     "source": f"source-{n:03d}-" + "s" * 53, "project": f"project-{n:03d}-"
+                     + "p" * 52} for n in range(batch * 100, batch * 100 + 100)]})
+                assert answer.status_code == 200, answer.text
+
+        async def main() -> tuple[str, Any]:
+            async with http_session(running.mcp_url) as session:
+                return await raw(session, "memory_stats", {})
+
+        text, stats = anyio.run(main)
+    finally:
+        running.stop()
+    assert len(text) <= BOUND, len(text)
+    assert stats["memories"] == 300
+    assert [len(stats[f]) for f in ("by_kind", "by_source", "by_project")] == [50, 50, 50]

@@ -25,8 +25,6 @@ MAX_RESULT_CHARS = RECENT_BUDGET
 #: signals, session, seq, created_at) are nothing a model acts on. `project` null: global.
 ITEM_FIELDS = ("uid", "content", "truncated", "content_chars", "kind", "project", "tags",
                "source", "updated_at", "superseded_by")
-#: Projects memory_stats names in `by_project` (the most memories first).
-MAX_STATS_PROJECTS = 50
 
 
 def shown(memory: dict[str, Any]) -> dict[str, Any]:
@@ -136,8 +134,8 @@ def undo_forget(uid: str, settings: Settings) -> str:
 
 
 def slim_stats(stats: dict[str, Any]) -> dict[str, Any]:
-    """memory_stats' figures without what a model cannot use: days without an injection, null
-    fields of a channel, and past MAX_STATS_PROJECTS projects (the rest counted)."""
+    """memory_stats' figures without what a model cannot use: days without an injection and
+    null fields of a channel. (The engine names at most 50 kinds, sources and projects.)"""
     injections = stats.get("injections")
     if isinstance(injections, dict) and isinstance(injections.get("per_day"), list):
         injections["per_day"] = [d for d in injections["per_day"]
@@ -145,9 +143,4 @@ def slim_stats(stats: dict[str, Any]) -> dict[str, Any]:
     if isinstance(stats.get("channels"), list):
         stats["channels"] = [{k: v for k, v in c.items() if v is not None}
                              if isinstance(c, dict) else c for c in stats["channels"]]
-    projects = stats.get("by_project")
-    if isinstance(projects, dict) and len(projects) > MAX_STATS_PROJECTS:
-        top = sorted(projects.items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0)
-        stats["by_project"] = dict(top[:MAX_STATS_PROJECTS])
-        stats["projects_not_named"] = len(projects) - MAX_STATS_PROJECTS
     return stats
