@@ -114,6 +114,36 @@ def test_a_compaction_reads_a_transcript_in_a_non_ascii_folder(tmp_path: Path) -
     assert [m["project"] for m in spooled(tmp_path)] == [REMOTE]
 
 
+def test_a_kimi_compaction_finds_its_session_in_a_non_ascii_folder(tmp_path: Path) -> None:
+    """Kimi Code names a session's folder in `session_index.jsonl`, UTF-8 text like any path
+    a harness writes: under an ASCII locale the wire file was not found, and the flush stored
+    nothing."""
+    folder = repository(tmp_path / "项目")
+    session_dir = tmp_path / "会话" / "s1"
+    wire = session_dir / "agents" / "main" / "wire.jsonl"
+    wire.parent.mkdir(parents=True)
+    lines = [
+        {"type": "context.append_message", "time": 1796117668004, "message": {
+            "role": "user", "origin": {"kind": "user"},
+            "content": [{"type": "text", "text": "Which port does the billing service use?"}]}},
+        {"type": "context.append_loop_event", "time": 1796117668006, "event": {
+            "type": "content.part", "part": {"type": "text", "text":
+                                             "The billing service listens on port 8443."}}}]
+    wire.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    home = tmp_path / "kimi"
+    home.mkdir()
+    (home / "session_index.jsonl").write_text(json.dumps(
+        {"sessionId": "s1", "sessionDir": str(session_dir)}, ensure_ascii=False) + "\n",
+        encoding="utf-8")
+    payload = {"session_id": "s1", "cwd": str(folder), "hook_event_name": "PreCompact"}
+    done = run_hook("kimi-code", "PreCompact", payload,
+                    down_env(tmp_path, KIMI_CODE_HOME=str(home), **ASCII_LOCALE), cwd=folder)
+    assert done.returncode == 0, done.stderr
+    line = hook_log(tmp_path)[-1]
+    assert line["outcome"] == "spooled", line
+    assert ["port 8443" in json.dumps(m) for m in spooled(tmp_path)] == [True], spooled(tmp_path)
+
+
 def in_deleted_folder(folder: Path, command: list[str]) -> list[str]:
     """`command` run from `folder`, deleted just before it starts (as a shell left in it)."""
     return ["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(folder),

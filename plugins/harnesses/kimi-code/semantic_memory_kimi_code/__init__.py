@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 from semantic_memory.harness import HarnessAdapter, Turn, hookimpl
+from semantic_memory.harness.project import harness_path
 from semantic_memory.lite import sha256_hex
 from semantic_memory.harness.transcript import read_jsonl, text_of, transcript_time
 
@@ -98,7 +99,10 @@ def wire_path(payload: dict[str, Any]) -> str | None:
     if os.path.isfile(index):
         for entry in read_jsonl(index):
             if entry.get("sessionId") == session and isinstance(entry.get("sessionDir"), str):
-                found = os.path.join(entry["sessionDir"], "agents", "main", "wire.jsonl")
+                # UTF-8 text, as every path a harness writes: `harness_path` spells it
+                # for this process's locale
+                found = os.path.join(harness_path(entry["sessionDir"]), "agents", "main",
+                                     "wire.jsonl")
                 if os.path.isfile(found):
                     return found
     return None
