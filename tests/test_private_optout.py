@@ -544,6 +544,9 @@ def test_a_proxy_store_gets_the_project_the_hooks_give(service: Service, tmp_pat
     ("[Capture]\nenabled = false\n", False, True, None, True),
     ("[capture]\nEnabled = false\n", False, True, None, True),
     ('[project]\nname = "a/b"\n[[hooks]]\nx = 1\n', False, True, None, True),
+    # A byte order mark (Windows editors, PowerShell 5) is read past, as the plugin reads it:
+    # it made the file unreadable, so recall stayed on against the file's word.
+    ("\ufeff[recall]\nenabled = false\n", True, False, None, False),
 ])
 def test_repo_file_keys(tmp_path: Path, text: str, capture: bool, recall: bool,
                         name: str | None, error: bool) -> None:
@@ -614,6 +617,7 @@ REPO_FILES = [
     "[capure]\nenabled = false\n", "[capture]\nenable = false\n", "[Capture]\nenabled = false\n",
     "[capture]\nEnabled = false\n", "[recall]\nenabled = true\n[[hooks]]\nx = 1\n",
     "[ capture ]\nenabled = false\n", "enabled = false\n", "[capture.x]\ny = 1\n",
+    "\ufeff[recall]\nenabled = false\n",
 ]
 
 

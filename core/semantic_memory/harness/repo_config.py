@@ -159,7 +159,7 @@ def load_repo_config(cwd: str | Path, approvals: str | None = None) -> RepoConfi
     if len(raw) > MAX_BYTES:
         return RepoConfig(path=path, capture=False, error=f"larger than {MAX_BYTES} bytes")
     try:
-        config = parse(path, raw.decode("utf-8"))
+        config = parse(path, raw.decode("utf-8-sig"))  # a BOM, as Windows editors write: read past
     except ValueError as exc:  # tomllib.TOMLDecodeError and UnicodeDecodeError are ValueErrors
         return RepoConfig(path=path, capture=False, error=str(exc).splitlines()[0][:200])
     if config.project is not None and not _allowed(config, cwd, approvals):
