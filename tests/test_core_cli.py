@@ -705,3 +705,21 @@ def test_spool_list_names_an_unreadable_file_unreadable(db: Path) -> None:
     listed = json.loads(run(db, "spool", "list", "--json").stdout)
     assert [r["error"] for r in listed["pending"] + listed["rejected"]] == ["unreadable"] * 2
 
+
+
+def test_a_db_path_on_the_command_line_wins_over_a_store_url_in_the_environment(
+        tmp_path: Path) -> None:
+    """`--db FILE` names the store: with MEMORY_DB_URL (a team's PostgreSQL) or
+    MEMORY_DB_URL_FILE set, the write went there, and `personal.db` was never created."""
+    team, personal = tmp_path / "team.db", tmp_path / "personal.db"
+    url_file = tmp_path / "url"
+    url_file.write_text(f"sqlite:///{team}\n")
+    for env in ({"MEMORY_DB_URL": f"sqlite:///{team}"}, {"MEMORY_DB_URL_FILE": str(url_file)}):
+        stored = run(tmp_path / "default.db", "--db", str(personal), "store",
+                     "personal note: the dentist is on Friday", env=env)
+        assert stored.returncode == 0, stored.stderr
+        stats = run(tmp_path / "default.db", "--db", str(personal), "stats", env=env)
+        assert f"in {personal}" in stats.stdout, stats.stdout
+    assert personal.exists() and not team.exists()
+    listed = run(tmp_path / "default.db", "--db", str(personal), "list", "--json")
+    assert len(json.loads(listed.stdout)) == 1  # the second store was a duplicate

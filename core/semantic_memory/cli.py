@@ -129,8 +129,11 @@ def _settings(db: str | None) -> Settings:
             return Settings.from_env()
         if "://" in db:
             return Settings.from_env(db_url=db)
-        # a path given on the command line is the user's, relative to where they are
-        return Settings.from_env(db_path=os.path.abspath(os.path.expanduser(db)))
+        # A path given on the command line is the user's, relative to where they are, and
+        # it names the store: MEMORY_DB_URL would win over any MEMORY_DB_PATH, so `--db
+        # personal.db import notes.jsonl` wrote into the team's PostgreSQL store.
+        return Settings.from_env(db_path=os.path.abspath(os.path.expanduser(db)), db_url="",
+                                 db_url_file="")
     except ConfigError as exc:
         raise BadSettings(str(exc)) from None
 
