@@ -156,6 +156,9 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as an int"
+    budget = run(db, "stats", env={"MEMORY_PLUGIN_BUDGET_CHARS": "10"})
+    assert (budget.returncode, budget.stderr.strip()) == (
+        2, "Error: MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not 10")
 
 
 def test_an_import_line_superseded_by_no_live_memory_is_current(db: Path, tmp_path: Path) -> None:

@@ -558,6 +558,7 @@ def test_the_services_own_replay_keeps_what_it_refuses_item_by_item(tmp_path: Pa
 
 @pytest.mark.parametrize(("variable", "value"), [("MEMORY_PORT", "abc"),
                                                  ("MEMORY_PLUGIN_LIMIT", "0"),
+                                                 ("MEMORY_PLUGIN_BUDGET_CHARS", "10"),
                                                  ("MEMORY_PLUGIN_URL", "localhost:8766")])
 def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, variable: str,
                                                              value: str) -> None:
@@ -569,6 +570,9 @@ def test_an_invalid_setting_leaves_a_hook_log_line_naming_it(tmp_path: Path, var
         "claude-code", "UserPromptSubmit", "error")
     assert entry["detail"].startswith("invalid setting, hooks are off: ") and \
         variable in entry["detail"], entry
+    # the one variable and its value: "MEMORY_PLUGIN_LIMIT must be 1..50 and
+    # MEMORY_PLUGIN_BUDGET_CHARS >= 500" named both, and neither value
+    assert entry["detail"].count("MEMORY_") == 1 and value in entry["detail"], entry
 
 
 def test_a_relative_db_path_writes_nothing_into_the_agents_folder(tmp_path: Path) -> None:

@@ -298,9 +298,11 @@ class Settings(SettingsSection):
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"MEMORY_PORT must be 0..65535, not {self.port}")
         # The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
-        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
-            raise ConfigError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
-                              "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
+        if not 1 <= self.plugin_limit <= 50:
+            raise ConfigError(f"MEMORY_PLUGIN_LIMIT must be 1..50, not {self.plugin_limit}")
+        if self.plugin_budget_chars < 500:
+            raise ConfigError("MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not "
+                              f"{self.plugin_budget_chars}")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN

@@ -158,9 +158,11 @@ class HookSettings:
             except ValueError:
                 raise SettingsError("MEMORY_PLUGIN_URL must be an http(s) URL "
                                     f"(http://host:port), not {self.plugin_url!r}") from None
-        if not 1 <= self.plugin_limit <= 50 or self.plugin_budget_chars < 500:
-            raise SettingsError("MEMORY_PLUGIN_LIMIT must be 1..50 and "
-                                "MEMORY_PLUGIN_BUDGET_CHARS >= 500")
+        if not 1 <= self.plugin_limit <= 50:
+            raise SettingsError(f"MEMORY_PLUGIN_LIMIT must be 1..50, not {self.plugin_limit}")
+        if self.plugin_budget_chars < 500:
+            raise SettingsError("MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not "
+                                f"{self.plugin_budget_chars}")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise SettingsError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")
         if not 0 <= self.hook_backoff_s <= 3600:  # also rejects NaN
