@@ -726,3 +726,17 @@ def test_a_db_path_on_the_command_line_wins_over_a_store_url_in_the_environment(
     assert personal.exists() and not team.exists()
     listed = run(tmp_path / "default.db", "--db", str(personal), "list", "--json")
     assert len(json.loads(listed.stdout)) == 1  # the second store was a duplicate
+
+
+def test_a_channel_weight_no_channel_has_is_said_in_one_line(db: Path) -> None:
+    """A typo (`trigam`) or a plugin's name (`bm25_porter`, what MEMORY_PLUGINS takes) in
+    MEMORY_CHANNEL_WEIGHTS was taken silently, and the weights stayed at their defaults."""
+    typo = run(db, "stats", env={"MEMORY_CHANNEL_WEIGHTS": "trigam=0.5,porter=2"})
+    assert typo.returncode == 0, typo.stderr
+    [line] = typo.stderr.splitlines()
+    assert line.startswith("plugin channels: MEMORY_CHANNEL_WEIGHTS names 'trigam', which no "
+                           "installed channel has (") and "porter, trigram" in line, line
+    assert "porter (weight 2.0)" in typo.stdout and "trigram (weight 0.15)" in typo.stdout
+    right = run(db, "stats", env={"MEMORY_CHANNEL_WEIGHTS": "trigram=0.5"})
+    assert right.returncode == 0 and right.stderr == "", right.stderr
+    assert "trigram (weight 0.5)" in right.stdout

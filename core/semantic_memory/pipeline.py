@@ -253,6 +253,11 @@ class MemoryEngine:
         # Capabilities, sorted once (docs/plugins.md): the hot paths never probe members.
         self._backfillers = [c for c in channels if isinstance(c, Backfills)]
         configured = self.settings.weights()
+        known = sorted(c.name for c in registered)
+        for name in sorted(set(configured) - set(known)):  # a typo, or a plugin's name
+            self.pm.refuse("channels", f"MEMORY_CHANNEL_WEIGHTS names {name!r}, which no "
+                           f"installed channel has ({', '.join(known) or 'none'}): its weight "
+                           "is not used")
         weights = {c.name: configured.get(c.name, c.weight) for c in channels}
         score_weights = {
             c.name: configured.get(c.name, c.weight if c.score_weight is None else c.score_weight)
