@@ -199,6 +199,38 @@ def _not_applied(result: IngestResult, item: NewMemory, held: Memory | None) -> 
         f"to apply them (memory_update, or `{command}`)"))
 
 
+def _before(candidate: Memory, memory: Memory, dated: bool) -> bool:
+    """Whether `candidate` came before the new `memory`, so that `memory` may supersede it.
+    A write that brought its own time (`dated`: a spooled or imported one) is placed by it;
+    one that did not is the newest word whatever the clocks say (a clock stepped back, a
+    teammate's behind on a shared store), so it is placed by arrival, the id. Strictly
+    before: one batch shares a timestamp, and its later items are stored before its earlier
+    ones are judged; by id they never replace each other."""
+    if not dated:
+        return candidate.id < memory.id
+    return (candidate.created_at, candidate.id) < (memory.created_at, memory.id)
+
+
+def _newest_restating(memory: Memory, candidates: list[Memory]) -> Memory | None:
+    """The newest of `candidates` (current, of `memory`'s project and kind) dated after
+    `memory` that restates it with changed details: the one that would have superseded it,
+    had it been stored in time (the rule's limits as at ingest)."""
+    newer = [m for m in candidates
+             if (m.created_at, m.id) > (memory.created_at, memory.id)
+             and len(m.content) <= SUPERSEDE_MAX_CHARS
+             and supersede.supersedes(memory.content, m.content)]
+    return max(newer, key=lambda m: (m.created_at, m.id), default=None)
+
+
+def _history_reason(memory: Memory, newer: Memory) -> str:
+    """Why a new memory was stored superseded: a `new` answer alone would let its caller
+    believe recall now answers it."""
+    return (f"stored as history: memory {newer.uid}, dated later ({iso(newer.created_at)}) "
+            f"than this one ({iso(memory.created_at)}), restates it with changed details, so "
+            f"it is superseded by {newer.uid} and recall answers that one "
+            f"(`memory-mcp unsupersede {memory.uid}` makes it current)")
+
+
 def _times(item: NewMemory, ts: float) -> tuple[float, float]:
     """(created_at, updated_at) of a new row: the item's own when it brings them, else now."""
     created = float(item.created_at) if item.created_at is not None else ts
@@ -437,9 +469,12 @@ class Writer:
         `result.uid`), mark what it replaces: the memory it names in `replaces`, and, for a new
         fact, preference or decision, the older ones of its project and kind the rule says it
         restates with changed details (not in a bulk load, `rule=False`: its order is a
-        file's, not time's, and a search per item would slow it ~10x). A duplicate of a
-        replaced memory brings it back (`_revive`). A restored memory (it has a uid) keeps its
-        recorded state instead. Returns `result` naming the memories it superseded."""
+        file's, not time's, and a search per item would slow it ~10x). "Older" is by the
+        item's own time when it brings one, else by arrival (`_before`). A dated item that
+        arrives late (a spooled write replayed after a newer restatement was stored) is
+        itself history: superseded by that newer memory, its `reason` says so. A duplicate of
+        a replaced memory brings it back (`_revive`). A restored memory (it has a uid) keeps
+        its recorded state instead. Returns `result` naming the memories it superseded."""
         uid = result.uid
         if uid is None:  # rejected, or captured text a purge removed (`_purged_duplicate`)
             return result
@@ -455,16 +490,27 @@ class Writer:
             # of its project (`check_replaces`), also if it moved since that check
             if old is not None and old.project == item.project:
                 replaced[old.id] = old.uid
+        newer: Memory | None = None  # a current memory dated after `item`, stored before it
         if rule and memory is not None and self.settings.supersede and not memory.deleted \
                 and memory.kind in supersede.SUPERSEDABLE_KINDS \
                 and len(memory.content) <= SUPERSEDE_MAX_CHARS:
-            replaced.update((m.id, m.uid) for m in self._restated(conn, memory))
+            dated = item.created_at is not None
+            candidates = self._candidates(conn, memory)
+            replaced.update((m.id, m.uid) for m in candidates
+                            if _before(m, memory, dated)
+                            and supersede.supersedes(m.content, memory.content))
+            if dated:  # arrived late (a spooled write replayed): what came since may restate it
+                newer = _newest_restating(memory, [m for m in candidates if m.id < memory.id])
         if rule and memory is not None and not memory.deleted and memory.source == FLUSH_SOURCE:
             replaced.update((m.id, m.uid) for m in self._outgrown(conn, memory))
         if replaced:
             self.store.supersede(conn, list(replaced), uid)
         uids = ([revived] if revived else []) + list(replaced.values())
-        return replace(result, supersedes=uids) if uids else result
+        result = replace(result, supersedes=uids) if uids else result
+        if newer is not None and memory is not None:
+            self.store.supersede(conn, [memory.id], newer.uid)
+            result = replace(result, reason=_history_reason(memory, newer))
+        return result
 
     def _outgrown(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current memories among the GROWTH_WINDOW before flush memory `memory` in its
@@ -504,26 +550,13 @@ class Writer:
         self.store.supersede(conn, [newest.id], restated.uid)
         return newest.uid
 
-    def _restated(self, conn: Any, memory: Memory) -> list[Memory]:
-        """The current, older memories of `memory`'s project and kind that it restates with
-        changed details (`_candidates`)."""
-        return [m for m in self._candidates(conn, memory)
-                # strictly older: one batch shares a timestamp, and its later items are stored
-                # before its earlier ones are judged; by id they never replace each other
-                if (m.created_at, m.id) < (memory.created_at, memory.id)
-                and supersede.supersedes(m.content, memory.content)]
-
     def _newer_restating(self, conn: Any, memory: Memory) -> Memory | None:
         """The newest current memory of `memory`'s project and kind, newer than it, that
         restates it with changed details: what would have superseded it, had it been live
         when that one was stored (`_candidates`; the rule's limits as at ingest)."""
         if not self.settings.supersede or memory.kind not in supersede.SUPERSEDABLE_KINDS:
             return None
-        newer = [m for m in self._candidates(conn, memory)
-                 if (m.created_at, m.id) > (memory.created_at, memory.id)
-                 and len(m.content) <= SUPERSEDE_MAX_CHARS
-                 and supersede.supersedes(memory.content, m.content)]
-        return max(newer, key=lambda m: (m.created_at, m.id), default=None)
+        return _newest_restating(memory, self._candidates(conn, memory))
 
     def _candidates(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current memories of `memory`'s project and kind (itself left out) that may
