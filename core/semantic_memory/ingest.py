@@ -93,7 +93,9 @@ def validate(memory: NewMemory, max_chars: int) -> None:
             raise InvalidMemory(f"{name}: expected unix seconds")
         if value is not None and not in_time_range(value):
             raise InvalidMemory(f"{name}: time out of range (1970 to year 9999)")
-        if value is not None and value > now() + MAX_FUTURE_S:
+        # a restored memory (a uid: an export's line, a migrate) is as the store that took it
+        # holds it, whatever that machine's clock said then: refused, the copy loses it
+        if value is not None and value > now() + MAX_FUTURE_S and memory.uid is None:
             raise InvalidMemory(f"{name}: {iso(value)} is more than a day ahead of this "
                                 "machine's clock")
     if memory.uid is not None and (not isinstance(memory.uid, str) or not UID.match(memory.uid)):

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .channels import TransfersVectors
-from .errors import one_line
+from .errors import InvalidMemory, one_line
+from .ingest import validate
 from .models import Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine, as_stored
 from .stores import StoreError
@@ -144,11 +145,13 @@ START_AGAIN = "drop and recreate it (docs/postgres.md#setup-for-a-team), then mi
 def migrate(source: MemoryEngine, target: MemoryEngine,
             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Copy every memory and injection report of `source` into the empty `target`; returns
-    the counts of both and `verified`. Every memory goes through the target's filters, as an
-    import would: one they refuse whole (nothing but a secret, by today's rules) is listed in
-    `refused` and not expected. Raises MigrationError when the target is not empty or the
-    copy failed or did not arrive whole: a SQLite target is then as it was, another may hold
-    part of the copy (the message says what to do)."""
+    the counts of both and `verified`. Every memory goes through the target's checks and
+    filters, as an import would: one they refuse whole (nothing but a secret by today's rules,
+    a text over the target's length limit) is listed in `refused` and not expected, never
+    failing the copy. A time more than a day ahead is no refusal: the source took it. Raises
+    MigrationError when the target is not empty or the copy failed or did not arrive whole: a
+    SQLite target is then as it was, another may hold part of the copy (the message says what
+    to do)."""
     before = target.counts()
     if any(before.values()):
         advice = ("migrate into a new file" if isinstance(target.store, SQLiteStore) else
@@ -236,12 +239,26 @@ def _copy_state(source: MemoryEngine, target: MemoryEngine,
     refused: dict[str, str] = {}  # uid -> the filters' reason
     batch: list[NewMemory] = []
 
+    def refuse(item: NewMemory, reason: str) -> None:
+        if item.uid is not None:
+            refused[item.uid] = reason
+            expected[_refused_as(item)] -= 1
+
     def flush() -> None:
-        results = target.ingest(batch, batch_is_session=False, prepare=False)
-        for item, result in zip(batch, results, strict=True):
-            if result.status == "rejected" and item.uid is not None:
-                refused[item.uid] = result.reason or "refused"
-                expected[_refused_as(item)] -= 1
+        # one memory today's checks refuse (a longer limit at the source) is refused alone:
+        # `ingest` would refuse its whole batch, and the copy with it
+        valid = []
+        for item in batch:
+            try:
+                validate(item, target.settings.max_content_chars)
+            except InvalidMemory as exc:
+                refuse(item, str(exc))
+            else:
+                valid.append(item)
+        results = target.ingest(valid, batch_is_session=False, prepare=False) if valid else []
+        for item, result in zip(valid, results, strict=True):
+            if result.status == "rejected":
+                refuse(item, result.reason or "refused")
         if progress is not None:
             progress(len(batch))
         batch.clear()
