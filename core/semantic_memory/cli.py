@@ -27,8 +27,8 @@ from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
 from .safety.terminal import strip_terminal_controls
 from .errors import InvalidMemory, UnknownMemory, one_line
-from .models import (Holdings, NewMemory, RecallFilters, TimeOutOfRange, folded, parse_time,
-                     project_name)
+from .models import (Holdings, NewMemory, RecallFilters, TimeOutOfRange, UnclearDuration,
+                     folded, parse_time, project_name)
 from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
@@ -154,9 +154,12 @@ def _echo_json(data: Any) -> None:
 
 def _filters(project: str | None, kind: str | None, source: str | None,
              since: str | None) -> RecallFilters:
+    if since == "":  # as REST and MCP refuse it: not silently "no filter"
+        raise click.BadParameter("empty; give a time, or leave --since out for no time filter",
+                                 param_hint="--since")
     try:
-        since_ts = parse_time(since) if since else None
-    except TimeOutOfRange as exc:
+        since_ts = parse_time(since) if since is not None else None
+    except (TimeOutOfRange, UnclearDuration) as exc:  # their message is the reason
         raise click.BadParameter(str(exc), param_hint="--since") from None
     except ValueError:
         raise click.BadParameter(f"cannot read {since!r} as ISO 8601, unix seconds or a "

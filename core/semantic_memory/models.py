@@ -52,8 +52,8 @@ def iso_exact(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="auto")
 
 
-#: A duration back from now ("30m", "24h", "7d", "2w"), in seconds per unit.
-_AGO = re.compile(r"([0-9]+(?:\.[0-9]+)?) *([smhdw])")
+#: A duration back from now ("30m", "24h", "7d", "2w"): a number, then a unit.
+_AGO = re.compile(r"([0-9]+(?:\.[0-9]+)?) *([A-Za-z]+)")
 #: Unix seconds as people write them: digits, maybe a fraction. Python's float() also reads
 #: "1_000", " 1000 ", "1e3", "nan", "inf" and other scripts' digits ("١٠٠٠"): odd spellings
 #: that are more likely a mistake than a time in 1970, so they are refused.
@@ -61,18 +61,32 @@ _SECONDS = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 #: The characters of an ISO 8601 time: datetime.fromisoformat also takes any character
 #: between the date and the time ("2025-01-01_12").
 _ISO = re.compile(r"[0-9:.,+\-TWZ ]+")
+#: Seconds per unit of a duration. Upper case reads the same, except `M` (`_UNCLEAR_UNITS`).
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+_MONTHS = "months are not a unit: use 30d"
+#: Units a person may mean but that are no unit here, each with why: `1M` read as one minute
+#: would filter by the last minute where a month was meant.
+_UNCLEAR_UNITS = {"M": f"M could be months or minutes: write m for minutes ({_MONTHS})",
+                  **dict.fromkeys(("mo", "mon", "mos", "month", "months"), _MONTHS),
+                  **dict.fromkeys(("y", "yr", "yrs", "year", "years"),
+                                  "years are not a unit: use 365d")}
 
 
 class TimeOutOfRange(ValueError):
     """A time that reads, but lies outside what a memory may carry (`in_time_range`)."""
 
 
+class UnclearDuration(ValueError):
+    """A duration whose unit reads two ways or is no unit here (`1M`, `1mo`, `1y`); its
+    message is the one-line reason."""
+
+
 def parse_time(value: str | float | int) -> float:
     """ISO 8601 (naive = UTC), unix seconds, or a duration back from now ("7d": a week ago;
     s, m, h, d, w) -> unix seconds; ValueError for anything else (a text with spaces around
-    it, a number spelt other than as digits with maybe a fraction, NaN, an infinity), or a
-    time outside 1970 to year 9999."""
+    it, a number spelt other than as digits with maybe a fraction, NaN, an infinity), its
+    subclass UnclearDuration for a unit that reads two ways (`M`) or none (months, years),
+    TimeOutOfRange for a time outside 1970 to year 9999."""
     ts = _read_time(value)
     if not in_time_range(ts):
         raise TimeOutOfRange("time out of range (1970 to year 9999)")
@@ -88,9 +102,14 @@ def _read_time(value: str | float | int) -> float:
         return float(value)
     if _SECONDS.fullmatch(value):
         return float(value)
-    ago = _AGO.fullmatch(value.lower())
+    ago = _AGO.fullmatch(value)
     if ago:
-        return time.time() - float(ago.group(1)) * _UNIT_S[ago.group(2)]
+        number, unit = ago.groups()
+        reason = _UNCLEAR_UNITS.get(unit, _UNCLEAR_UNITS.get(unit.lower()))
+        if reason is not None:
+            raise UnclearDuration(f"{value!r}: {reason}")
+        if unit.lower() in _UNIT_S:
+            return time.time() - float(number) * _UNIT_S[unit.lower()]
     if not _ISO.fullmatch(value) or value != value.strip():
         raise ValueError(f"not ISO 8601: {value!r}")
     dt = datetime.fromisoformat(value.replace("Z", "+00:00"))

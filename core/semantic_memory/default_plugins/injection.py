@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import datetime
 from functools import lru_cache
 
 from ..models import InjectionBlock, RecallHit, iso
@@ -120,12 +121,23 @@ def close_fence(content: str) -> str:
     return content if opened is None else f"{content}\n{opened}"
 
 
+def local_minute(ts: float) -> str:
+    """Unix seconds as the local date and time of this process, to the minute, with its UTC
+    offset (`2026-12-07T08:30+09:00`): the user's day, which a bare UTC date is not (a
+    decision of 08:30 in Tokyo is the day before in UTC), in 22 characters of the budget."""
+    utc = datetime.fromisoformat(iso(ts))  # iso: a time out of range at its nearest bound
+    try:
+        return utc.astimezone().isoformat(timespec="minutes")
+    except (OverflowError, ValueError, OSError):  # past year 9999 in a zone ahead of UTC
+        return utc.isoformat(timespec="minutes")
+
+
 def render_item(hit: RecallHit, content: str) -> str:
     m = hit.memory
     attrs = f'uid="{_attr(m.uid)}" kind="{_attr(m.kind)}"'
     if m.project:
         attrs += f' project="{_attr(m.project)}"'
-    attrs += f' updated="{iso(m.updated_at)[:10]}"'
+    attrs += f' updated="{local_minute(m.updated_at)}"'
     return f"<memory {attrs}>\n{close_fence(content)}\n</memory>"
 
 

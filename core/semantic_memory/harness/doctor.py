@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import backoff, spool
 from ..config import Settings
+from ..models import iso
 from . import install, outcomes, registry
 from .client import (
     ServiceClient,
@@ -242,10 +243,18 @@ def spool_report(settings: Settings) -> dict[str, Any]:
                                                    "detail": state.detail}}
 
 
+def _when(ts: Any) -> str:
+    """Unix seconds as every other command prints a time: ISO 8601 UTC (`…T06:32:00+00:00`),
+    where local time without its zone read hours off beside them. A hook-log entry without a
+    readable time says so rather than stopping the report."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return "an unknown time"
+    return iso(ts)
+
+
 def _spool_lines(info: dict[str, Any]) -> list[str]:
-    stamp = "%Y-%m-%d %H:%M:%S"
     if info["pending"]:
-        oldest = time.strftime(stamp, time.localtime(info["oldest"] or 0))
+        oldest = _when(info["oldest"] or 0)
         line = (f"spool     {info['pending']} write(s) waiting for the service, the oldest from "
                 f"{oldest} ({info['path']}; `memory-mcp spool` lists them)")
     else:
@@ -256,7 +265,7 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
     if info["blocked"]:  # neither `spool replay` nor a service run as this user can replay
         lines.append(f"          NOT REPLAYED: {info['blocked']}")
     if info["backoff"]:
-        until = time.strftime(stamp, time.localtime(info["backoff"]["until"]))
+        until = _when(info["backoff"]["until"])
         lines.append(f"back-off  hooks skip the service until {until} "
                      f"({info['backoff']['outcome']}: {info['backoff']['detail']})")
     return lines
@@ -375,7 +384,7 @@ def _hook_lines(hooks: dict[str, dict[str, Any]]) -> list[str]:
         for side in ("success", "failure"):
             item = seen.get(side)
             if item:
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.get("ts", 0)))
+                when = _when(item.get("ts", 0))
                 detail = f" — {item['detail']}" if item.get("detail") else ""
                 lines.append(f"  last {side:7} {event}: {when} {item.get('outcome')}{detail}")
     return lines

@@ -11,10 +11,11 @@ at most, never the agent's start-up: an agent waits for its MCP servers' tool li
 first turn, and an HTTP registration at a hung service held opencode ~60 s.
 
 When the service cannot take a call: memory_store appends the write to the spool (spool.py,
-the same body /ingest takes; the service replays it) and answers that it will be stored once
-the service is back; the other tools answer a tool error with a one-line reason. The proxy
-shares the hooks' back-off (backoff.py): while it is on, calls skip the network at once, and a
-proxy call that meets a dead or hung service starts it. Dead: the connection is refused (or
+the same body /ingest takes, dated with the time of the call as the hooks date theirs; the
+service replays it) and answers that it will be stored once the service is back; the other
+tools answer a tool error with a one-line reason. The proxy shares the hooks' back-off
+(backoff.py): while it is on, calls skip the network at once, and a proxy call that meets a
+dead or hung service starts it. Dead: the connection is refused (or
 reset, or the host unknown). Hung: the call timed out and a probe (`client.answers`: `HEAD /`,
 which needs no store work) gets no answer within PROBE_S either. A call that timed out on a
 service that answers the probe was slow (a 1M-memory store's stats, a write waiting behind a
@@ -214,6 +215,7 @@ class RestBackend:
             raise ToolError(_failed(exc)) from None
 
     async def store(self, memory: NewMemory) -> dict[str, Any]:
+        made_at = round(time.time(), 3)  # the agent's call: a spooled write is dated by it
         # <private> text is removed here too: a spooled body must not hold it either.
         content = strip_private(memory.content)
         if content is not memory.content and not content.strip():
@@ -236,10 +238,13 @@ class RestBackend:
         else:
             answer.pop("duplicate", None)  # the status says it
             return answer
-        return await self.spool(body, why)
+        # Dated as the hooks date theirs: replayed undated, it would be the newest word and
+        # supersede what was stored while it waited. A live store keeps the service's clock.
+        return await self.spool({**body, "created_at": made_at}, why)
 
     async def spool(self, body: dict[str, Any], why: str) -> dict[str, Any]:
-        """Queue a write the service could not take now (it replays the spool)."""
+        """Queue a write the service could not take now (it replays the spool); `body` as
+        /ingest takes it, its `created_at` the time the write was made."""
         folder = self.settings.spool_path
         try:
             await anyio.to_thread.run_sync(
