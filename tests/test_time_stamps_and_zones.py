@@ -144,6 +144,9 @@ def test_rest_refuses_the_same_since(tmp_path: Path) -> None:
             for since in ("1M", "3mo", "1y", ""):
                 answer = http.get("/api/memories", params={"since": since})
                 assert answer.status_code == 422, (since, answer.text)
+            # the reason, as the CLI gives it (it was "expected ISO 8601, …, got '1M'")
+            assert "M could be months or minutes" in http.get(
+                "/api/memories", params={"since": "1M"}).json()["error"]
             assert http.get("/api/memories", params={"since": "1m"}).status_code == 200
     finally:
         service.stop()

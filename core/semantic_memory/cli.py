@@ -1093,7 +1093,7 @@ def _record(raw: bytes) -> NewMemory:
         value = data.get(name)
         try:
             times[name] = parse_time(value) if value is not None else None
-        except TimeOutOfRange as exc:
+        except (TimeOutOfRange, UnclearDuration) as exc:  # their message is the reason
             raise ValueError(f"{name}: {exc}") from None
         except (ValueError, TypeError, AttributeError, OverflowError):
             raise ValueError(f"{name}: cannot read {value!r} as a time") from None

@@ -35,7 +35,8 @@ from .. import __version__
 from ..config import Settings
 from ..errors import InvalidMemory, UnknownMemory
 from ..harness.repo_config import RepoConfig, load_repo_config, project_for
-from ..models import NewMemory, RecallFilters, TimeOutOfRange, parse_time, project_name
+from ..models import (NewMemory, RecallFilters, TimeOutOfRange, UnclearDuration, parse_time,
+                      project_name)
 from ..limits import (
     MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
@@ -109,7 +110,7 @@ Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 Project = Annotated[str, Field(max_length=MAX_PROJECT_CHARS)]
 Since = Annotated[str | None, Field(max_length=64, description=(
     "Only memories updated at or after this time: ISO 8601 (e.g. 2025-01-31T12:00:00Z), "
-    "unix seconds, or a duration back from now (30m, 24h, 7d, 2w)."))]
+    "unix seconds, or a duration back from now (30m, 24h, 7d, 2w; no months: 30d)."))]
 
 
 def _since(value: str | None) -> float | None:
@@ -117,7 +118,7 @@ def _since(value: str | None) -> float | None:
         return None
     try:
         return parse_time(value)
-    except TimeOutOfRange as exc:
+    except (TimeOutOfRange, UnclearDuration) as exc:  # their message is the reason
         raise ToolError(f"since: {exc}") from None
     except (ValueError, OverflowError):
         raise ToolError(f"since: cannot read {value!r} as ISO 8601, unix seconds or a duration "

@@ -37,6 +37,7 @@ from ..models import (
     RecallFilters,
     RecallHit,
     TimeOutOfRange,
+    UnclearDuration,
     parse_time,
     project_name,
 )
@@ -139,7 +140,7 @@ def parse_ts(value: float | str | None, field: str) -> float | None:
         return None
     try:
         return parse_time(value)
-    except TimeOutOfRange as exc:
+    except (TimeOutOfRange, UnclearDuration) as exc:  # their message is the reason
         raise ApiError(422, f"{field}: {exc}", field) from None
     except (ValueError, TypeError, OverflowError):
         raise ApiError(422, f"{field}: expected ISO 8601, unix seconds or a duration back "
