@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import time
 import urllib.error
@@ -366,6 +367,22 @@ def test_session_cap_closes_the_least_recently_used(service: Service) -> None:
     anyio.run(main)
     with service.client() as client:
         assert sum(session_alive(client, sid) for sid in ids) <= MAX_SESSIONS - 1
+
+
+def test_the_eviction_lines_add_up_to_every_session_closed(tmp_path: Path) -> None:
+    """The line said "closed 1" for the first eviction of a minute and nothing of the others
+    until one more came a minute later: 50 sessions closed read as 1, and the rest never
+    showed if evictions stopped. The count left is said by a timer or at shutdown."""
+    svc = start_service(tmp_path, MEMORY_MCP_MAX_SESSIONS="3")
+    try:
+        with svc.client() as client:
+            for _ in range(15):
+                open_session(client)
+    finally:
+        svc.stop()
+    counts = [int(re.search(r"closed (\d+) least recently used", line)[1])  # type: ignore[index]
+              for line in svc.stderr().splitlines() if "idle MCP session" in line]
+    assert counts[0] == 1 and sum(counts) == 12, counts
 
 
 def test_idle_session_is_closed(tmp_path: Path) -> None:

@@ -161,12 +161,15 @@ class LazyMCP:
                 self.app, self.manager, self.mcp = app, mcp.session_manager, mcp
                 self.state = "ready"
                 ready.set()
-                await anyio.sleep_forever()
+                while True:  # the evictions counted since the last line are said in time
+                    await anyio.sleep(EVICTION_LOG_S / 4)
+                    self.say_evictions()
         except Exception:
             log.exception("the MCP endpoint could not start; REST keeps working")
             self.state = "failed"
         finally:
             ready.set()
+            self.say_evictions(at_exit=True)
             if self.state == "ready":
                 self.state = "stopped"
 
@@ -316,13 +319,19 @@ class LazyMCP:
             return  # every session is busy: the SDK answers 503
         _, sid, transport = min(idle, key=lambda item: item[0])
         self._evicted += 1
+        self.say_evictions()
+        await discard(sid, transport)
+
+    def say_evictions(self, at_exit: bool = False) -> None:
+        """Log the sessions closed at the cap since the last such line: the first at once,
+        then at most one line a minute (clients that open a session per call and never close
+        it), the rest by `run`'s timer or at shutdown, so the lines add up to every one."""
         now = time.monotonic()
-        if now - self._evictions_logged_at >= EVICTION_LOG_S:  # clients that never close
+        if self._evicted and (at_exit or now - self._evictions_logged_at >= EVICTION_LOG_S):
             log.info("closed %d least recently used idle MCP session(s) at the cap of %d "
-                     "(logged at most once a minute)", self._evicted,
+                     "since the last such line (one a minute at most)", self._evicted,
                      self.settings.mcp_max_sessions)
             self._evicted, self._evictions_logged_at = 0, now
-        await discard(sid, transport)
 
 
 def create_app(engine: MemoryEngine, settings: Settings | None = None, *,
