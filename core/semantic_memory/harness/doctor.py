@@ -1,7 +1,9 @@
 """`memory-mcp doctor`: the whole wiring at a glance.
 
 The service (reachable, and with the token the hooks send? which version, which embedder;
-a service that refuses the token counts as not reachable: `doctor` exits 1), then for each installed harness
+a service that refuses the token counts as not reachable: `doctor` exits 1; so does one that
+is up but whose store cannot answer, said as such: it recovers by itself, and ending it would
+not help), then for each installed harness
 adapter: its binary, its hooks and MCP registration in the user and project configs (and a
 program or plugin module they name that is gone: a venv deleted, a cache emptied since), and
 the last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
@@ -28,6 +30,7 @@ from .client import (
     ServiceForeign,
     ServiceTimeout,
     ServiceUnavailable,
+    answers,
     resolve_url,
     user_name,
 )
@@ -35,6 +38,9 @@ from .repo_config import approvals_file, load_repo_config, project_for
 from .urls import split_url
 
 HEALTH_TIMEOUT_S = 2.0
+#: The states of a service that answers but cannot be used, as the service line says them.
+UP_BUT = {"store unavailable": "its store is unavailable", "failing": "FAILING",
+          "refused": "it REFUSES doctor's request"}
 #: A route that needs the token and costs what /health costs (it counts the store too).
 TOKEN_PROBE = "/api/memories?limit=1"
 
@@ -54,13 +60,20 @@ def service_report(settings: Settings) -> dict[str, Any]:
     try:
         health = client.get("/health")
     except ServiceUnavailable as exc:
-        report["state"] = state = unreachable_state(exc, url)
+        report["state"] = state = unreachable_state(exc, url, token)
         if isinstance(exc, ServiceForeign):  # its message's advice is the hooks'
             report["owner"] = user_name(exc.uid)
             report["error"] = (f"another user's process listens there ({report['owner']}); "
                                "nothing was sent to it")
         elif state == "held":  # never "service down": starting one would not help
             report["error"] = f"another program listens there ({exc})"
+        elif isinstance(exc, ServiceFailed):  # the service's own answer: its one line
+            report.update(status=exc.status,
+                          error=str(exc).removeprefix(f"HTTP {exc.status}: "))
+        elif state == "store unavailable":  # /health waits on the store; `HEAD /` did not
+            report["error"] = (f"/health got no answer within {HEALTH_TIMEOUT_S:g} s while "
+                               "the service answers `HEAD /` at once: a long write or a lock "
+                               "holds its store, or its database server is slow or down")
         else:
             report["error"] = f"{exc.outcome}: {exc}"
         return report
@@ -95,18 +108,25 @@ def service_report(settings: Settings) -> dict[str, Any]:
     return report
 
 
-def unreachable_state(exc: ServiceUnavailable, url: str) -> str:
-    """Why /health got no answer from the service, each with its own advice: "other user"
-    (another OS user's process listens there: nothing was sent to it), "hung" (something
-    takes the connection and does not answer in time), "held" (something takes it and is not
-    the service: it closed the connection, or answered what the service never does: starting
-    a service would only fail to bind), else "down" (nothing listens: start it)."""
+def unreachable_state(exc: ServiceUnavailable, url: str, token: str = "") -> str:
+    """Why /health did not give the service's report, each with its own advice: "other user"
+    (another OS user's process listens there: nothing was sent to it); the service's own
+    error answer, so it is up: "store unavailable" (503: its store cannot answer for now, a
+    database server down or slow, and it recovers by itself), "failing" (any other 5xx: a
+    damaged SQLite file, an internal error), "refused" (4xx: this request, e.g. its Host);
+    "store unavailable" too when /health timed out but `HEAD /`, which waits on no store, is
+    answered (the hooks' probe); "hung" (something takes the connection and answers neither
+    in time); "held" (something takes it and is not the service: it closed the connection, or
+    answered what the service never does: starting a service would only fail to bind), else
+    "down" (nothing listens: start it)."""
     if isinstance(exc, ServiceForeign):
         return "other user"
     if isinstance(exc, ServiceTimeout):
-        return "hung"
+        return "store unavailable" if answers(url, token) else "hung"
     if isinstance(exc, ServiceFailed) and not exc.foreign:
-        return "down"  # the service's own error answer
+        if exc.status == 503:
+            return "store unavailable"
+        return "failing" if exc.status >= 500 else "refused"
     return "held" if _listening(url) else "down"
 
 
@@ -274,11 +294,19 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
 def _unreachable_advice(service: dict[str, Any]) -> list[str]:
     """What to do: start the service when nothing listens; find the process that holds the
     port when something else accepts connections there (starting another service on that
-    port would only fail to bind); start one's own when another user's holds it. Never
-    "set MEMORY_PLUGIN_AUTOSTART=1" where doctor runs with it set."""
+    port would only fail to bind); start one's own when another user's holds it; nothing to
+    end or start when the service is up and only its store cannot answer (it recovers by
+    itself). Never "set MEMORY_PLUGIN_AUTOSTART=1" where doctor runs with it set."""
     state = service.get("state")
-    if state == "invalid":
-        return []
+    if state in ("invalid", "refused"):
+        return []  # the line says it all
+    if state == "store unavailable":  # ending it would turn a passing outage into a lasting one
+        return ["          it recovers by itself once its store answers again (the database "
+                "server back, a lock released, a privilege granted): nothing to end or "
+                "restart, and a service started while its database is down exits"]
+    if state == "failing":
+        return ["          every request that needs the store fails until this is mended "
+                "(the service's log says more)"]
     if state in ("token missing", "token refused"):
         return ["          set MEMORY_TOKEN (or MEMORY_PLUGIN_TOKEN) to the service's token "
                 "where the hooks and agents run (and where doctor runs)"]
@@ -327,6 +355,10 @@ def render(data: dict[str, Any]) -> str:
     elif service.get("state") in ("token missing", "token refused"):
         lines.append(f"service   {service['url']} ({service['from']}): up, version "
                      f"{service.get('version')}, but NOT USABLE — {service.get('error')}")
+        lines += _unreachable_advice(service)
+    elif service.get("state") in UP_BUT:
+        lines.append(f"service   {service['url']} ({service['from']}): up, but "
+                     f"{UP_BUT[service['state']]}: {service.get('error')}")
         lines += _unreachable_advice(service)
     else:
         lines.append(f"service   {service['url']} ({service['from']}): NOT REACHABLE — "

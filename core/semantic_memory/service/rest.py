@@ -226,7 +226,13 @@ async def health(request: Request) -> JSONResponse:
     """Liveness for anyone (it needs no token); the detail (counts, channels, the embedder
     with its model's path, which names the user's home) only where the other routes would
     answer too: no token configured (loopback only), or the request carries it. A token
-    means the port may be open to the LAN, and liveness probes need no more."""
+    means the port may be open to the LAN, and liveness probes need no more.
+
+    The detail is read from the store, and waits on it. A store that cannot give it makes
+    the answer an error with the liveness part beside it (`ok` false, `store_problem`): what
+    `memory-mcp doctor` reads as "up, but its store is unavailable", never as a service to
+    end and start again (one started while its database is down cannot open it and exits).
+    `HEAD /` is the probe that never waits on the store (the hooks' `answers`)."""
     token = request.app.state.settings.token
     live = {
         "ok": True,
@@ -238,7 +244,16 @@ async def health(request: Request) -> JSONResponse:
     if token and not bearer_ok(request.headers.get("authorization"), token):
         return JSONResponse(live)
     engine = engine_of(request)
-    counts, embedder = await threads.health(lambda: (engine.counts(), engine.embedder_info()))
+    try:
+        counts, embedder = await threads.health(
+            lambda: (engine.counts(), engine.embedder_info()))
+    except (StoreError, sqlite3.DatabaseError) as exc:
+        problem = store_problem(exc)
+        if problem is None:
+            raise  # not the store's state: the service's own 500 (EXCEPTION_HANDLERS)
+        status, line = problem
+        log.warning("%s %s: %s", request.method, request.url.path, line)
+        return JSONResponse({"error": line, **live, "ok": False}, status_code=status)
     watch = spool_watch(request.app.state.settings)  # the replay loop's last look: no I/O here
     return JSONResponse({
         **live,
@@ -248,6 +263,22 @@ async def health(request: Request) -> JSONResponse:
         "device": (embedder or {}).get("device"),
         "spool": {"pending": watch.pending, "blocked": watch.blocked},
     })
+
+
+def store_problem(exc: StoreError | sqlite3.DatabaseError) -> tuple[int, str] | None:
+    """/health's status and one line for a store that could not give its counts: 503 while
+    it cannot answer for now and the service recovers by itself once it does (a database
+    server down, slow or refusing the role: the store's StoreError; a SQLite file locked or
+    its disk full); 500 when the SQLite file is damaged (the line says what to run, and
+    `restore` wants the service stopped); None for any other error."""
+    if isinstance(exc, StoreError):
+        return 503, str(exc)
+    if damaged(exc):
+        return 500, sqlite_problem(exc)
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # an extended code's primary
+    if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return 503, sqlite_problem(exc)
+    return None
 
 
 async def ingest(request: Request) -> JSONResponse:
