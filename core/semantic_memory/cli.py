@@ -899,7 +899,8 @@ def uninstall(obj: Context, harness: str, project: str | None, dry_run: bool) ->
 @pass_context
 def doctor(obj: Context, project: str | None, as_json: bool) -> None:
     """The wiring at a glance: service, embedder, each harness's hooks and MCP registration,
-    the last success and failure of every hook. Exit code 1 when the service is down."""
+    the last success and failure of every hook. Exit code 1 when the service is down,
+    refuses the token, or is up with its store unavailable or failing."""
     from .harness import doctor as doc
     from .harness.registry import all_adapters
 
