@@ -86,6 +86,41 @@ class BrokenAnswer(Exception):
     """A channel's search answered against the contract (what `_bad_hits` says)."""
 
 
+class Failures:
+    """The channels whose search failed in one recall, and why (what it raised, or a
+    BrokenAnswer), in the order they failed. Each is said in the log ("recall goes on without
+    it") only once the recall knows it goes on (`settle`): a recall that fails as a whole
+    says so in its one error instead, where each channel's line came first and contradicted
+    it. A search that fails after that (one that ran past the deadline) is said as it fails.
+    Safe across the recall's threads."""
+
+    def __init__(self) -> None:
+        self._why: dict[str, Exception] = {}
+        self._lock = threading.Lock()
+        self._settled = False
+
+    def add(self, channel: str, why: Exception) -> None:
+        with self._lock:
+            self._why[channel] = why
+            settled = self._settled
+        if settled:
+            _say_failed(channel, why)
+
+    def settle(self) -> list[tuple[str, Exception]]:
+        """The failures so far; any after this is said in the log as it comes."""
+        with self._lock:
+            self._settled = True
+            return list(self._why.items())
+
+
+def _say_failed(channel: str, why: Exception) -> None:
+    if isinstance(why, BrokenAnswer):
+        log.warning("channel %s: search %s; recall goes on without it", channel, why)
+    else:
+        log.warning("channel %s: search failed (%s); recall goes on without it", channel,
+                    one_line(why))
+
+
 def _bad_hits(found: Any) -> str | None:
     """Why a channel's search did not answer as the contract says (None when it did): a list
     of ChannelHit, each with an int id a store can hold, a finite numeric score and signals
@@ -129,8 +164,8 @@ class Evidence:
     weak: dict[int, set[str]] = field(default_factory=dict)
     confidence: float | None = None
     answered: list[Channel] = field(default_factory=list)
-    #: channel -> why its search failed (what it raised, or a BrokenAnswer)
-    failed: dict[str, Exception] = field(default_factory=dict)
+    #: the channels whose search failed, and why
+    failed: Failures = field(default_factory=Failures)
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -207,21 +242,34 @@ class Searcher:
             evidence.add(channel, self._search_at_once(
                 [channel], conn, query, depth, filters, deadline, evidence.failed)[channel.name])
         evidence.answered = [c for c in expensive if c.name in evidence.rankings]
-        if evidence.failed and not any(evidence.rankings.values()):
+        self._settle(evidence)
+        return evidence
+
+    def _settle(self, evidence: Evidence) -> None:
+        """What the failed searches make of the recall: the store's own error when the
+        channels found nothing and one failed on the store's state (its StoreError, or what
+        `MemoryStore.damage` words: a damaged file, a server down, past its deadline or
+        refusing the role), the first such failure, as a later one on the same connection
+        only follows from it (a connection the deadline closed, a transaction aborted);
+        "every channel's search failed" when none answered; else each failure in the log, as
+        the recall goes on without it."""
+        failed = evidence.failed.settle()
+        if failed and not any(evidence.rankings.values()):
             # A damaged store is not one broken channel: "nothing matched" would hide it
             # behind an empty answer (a CJK-only channel answers every other query empty).
-            for exc in evidence.failed.values():
-                if (words := self.store.damage(exc)) is not None:
+            for _, exc in failed:
+                words = str(exc) if isinstance(exc, StoreError) else self.store.damage(exc)
+                if words is not None:
                     raise StoreError(words) from exc
-        if evidence.failed and not evidence.rankings:
+        if failed and not evidence.rankings:
             # Not "nothing matched": nothing could be searched (e.g. the store refused every
             # channel's query). One broken channel is left out; all of them is the store's
             # error, said as such.
             raise StoreError("recall failed: every channel's search failed ("
-                             + "; ".join(f"{n}: {one_line(why)}"
-                                         for n, why in evidence.failed.items())
-                             + ")") from next(iter(evidence.failed.values()))
-        return evidence
+                             + "; ".join(f"{n}: {one_line(why)}" for n, why in failed)
+                             + ")") from failed[0][1]
+        for name, why in failed:
+            _say_failed(name, why)
 
     def fuse(self, evidence: Evidence, depth: int) -> tuple[list[Fused], bool]:
         """The fused ranking (best `depth`) and whether it fused by score. Score fusion mixes
@@ -279,7 +327,7 @@ class Searcher:
 
     def _search(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, Exception], deadline: Deadline, here: bool = False,
+        failed: Failures, deadline: Deadline, here: bool = False,
     ) -> list[ChannelHit] | None:
         """One channel's hits; None when it fails, said in `failed` (one broken channel must
         not take recall down). Keeps a smoothed search time per channel (`recall` plans with
@@ -291,17 +339,13 @@ class Searcher:
         try:
             found = channel.search(conn, query, depth, filters)
         except Exception as exc:  # noqa: BLE001
-            failed[channel.name] = exc
-            log.warning("channel %s: search failed (%s); recall goes on without it",
-                        channel.name, one_line(exc))
+            failed.add(channel.name, exc)
             return None
         else:
             problem = _bad_hits(found)
             if problem is None:
                 return found
-            failed[channel.name] = BrokenAnswer(problem[:300])
-            log.warning("channel %s: search %s; recall goes on without it",
-                        channel.name, failed[channel.name])
+            failed.add(channel.name, BrokenAnswer(problem[:300]))
             return None
         finally:
             took = time.perf_counter() - start
@@ -356,7 +400,7 @@ class Searcher:
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
-        filters: RecallFilters, deadline: Deadline, failed: dict[str, Exception],
+        filters: RecallFilters, deadline: Deadline, failed: Failures,
     ) -> dict[str, list[ChannelHit] | None]:
         """Every channel's hits (None: no answer), searched at the same time, each on its own
         read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
@@ -414,7 +458,7 @@ class Searcher:
 
     def _search_here(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, Exception], deadline: Deadline,
+        failed: Failures, deadline: Deadline,
     ) -> list[ChannelHit] | None:
         """`_search` on the caller's thread, seen by concurrent recalls while it runs."""
         number = next(self._numbers)
@@ -449,7 +493,7 @@ class Searcher:
 
     def _search_beside(
         self, channel: Channel, query: str, depth: int, filters: RecallFilters,
-        failed: dict[str, Exception], deadline: Deadline,
+        failed: Failures, deadline: Deadline,
     ) -> tuple[bool, list[ChannelHit] | None]:
         """(whether the store spared a snapshot, the channel's hits in it)."""
         with self.store.spare_snapshot() as conn:

@@ -13,7 +13,8 @@ class PostgresSettings(SettingsSection):
     # Connections one service's pool holds open at most (psycopg 3's pool).
     db_pool_size: int = 8
     # Seconds each round trip to the server may take before the connection is abandoned and
-    # the request answered "unavailable" (503); 0: no deadline.
+    # the request answered "unavailable" (503), and each connection attempt may wait (whole
+    # seconds, at least libpq's 2: `store.connect_seconds`); 0: no deadline (connecting: 15 s).
     db_timeout: float = 5.0
     # The keyword mirror's folder (empty: `pg-mirror` beside MEMORY_DB_PATH), or "off".
     pg_mirror: str = ""

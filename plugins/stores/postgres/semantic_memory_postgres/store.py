@@ -10,8 +10,11 @@ back and its lock goes with its connection.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -39,8 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("semantic_memory.postgres")
 
-#: Seconds to wait for a first connection before giving up with a clear error.
+#: Seconds a connection attempt waits when MEMORY_DB_TIMEOUT is 0 (no round-trip deadline):
+#: connecting is never left without a limit (a hung server kept `serve` waiting for ever).
 CONNECT_TIMEOUT_S = 15
+#: libpq's floor for `connect_timeout`, in whole seconds (it reads 1 as 2).
+LIBPQ_MIN_CONNECT_S = 2
 #: Seconds a request waits for a pooled connection (the server down: the pool reconnecting)
 #: before it is answered "unavailable" (503) rather than left hanging.
 POOL_WAIT_S = 5.0
@@ -84,14 +90,62 @@ def conninfo(url: str) -> str:
         else url
 
 
-def _not_our_own_close(record: logging.LogRecord) -> bool:
-    """Drops the pool's warning for a connection the store closed itself (`_checkout` closes
-    one that failed its check before giving it back): an expected step, not news, and it
-    printed a connection's repr under a CLI command's one-line error."""
-    return not record.getMessage().startswith("discarding closed connection")
+def connect_seconds(timeout: float) -> int:
+    """libpq's `connect_timeout` for a store whose round trips may take `timeout` seconds
+    (MEMORY_DB_TIMEOUT): the same, in whole seconds and at least libpq's floor; CONNECT_TIMEOUT_S
+    when there is no round-trip deadline (0). A fixed 15 s made every command and `serve`
+    wait 15 s on a hung server whatever MEMORY_DB_TIMEOUT said."""
+    if timeout <= 0:
+        return CONNECT_TIMEOUT_S
+    return max(LIBPQ_MIN_CONNECT_S, math.ceil(timeout))
 
 
-logging.getLogger("psycopg.pool").addFilter(_not_our_own_close)
+#: The pool's warnings that a store's own outage line (`_PoolOutage`) or the store's
+#: errors say already: a connection the store closed itself (`_checkout` closes one that
+#: failed its check) or found broken after a restart. Each printed a connection's repr, under
+#: a CLI command's one-line error or as a multi-line box in the service's log.
+_POOL_NOISE = ("discarding closed connection", "discarding broken connection")
+#: Each pool's name is its own, so that its outage warnings reach its own store's filter.
+_POOL_NUMBERS = itertools.count(1)
+
+
+def _not_pool_noise(record: logging.LogRecord) -> bool:
+    return not (isinstance(record.msg, str) and record.msg.startswith(_POOL_NOISE))
+
+
+logging.getLogger("psycopg.pool").addFilter(_not_pool_noise)
+
+
+class _PoolOutage(logging.Filter):
+    """One store's pool failing to connect, said in at most one line per outage. psycopg's
+    pool logs a warning for every failed attempt, with libpq's message over several lines:
+    3 lines under a CLI command's one `Error:` line, and 95 boxes of 6 lines in a service's
+    log over 8 short outages. Here they go: in a service the first of an outage becomes one
+    line on the store's logger (the requests meanwhile are 503s, each its own line), in a
+    one-off command none (its `Error:` line says it). An outage ends when the pool makes a
+    connection again (`PostgresStore._configure`)."""
+
+    def __init__(self, pool_name: str, location: str, url: str, serving: bool) -> None:
+        super().__init__()
+        self._pool_name, self._location, self._url = pool_name, location, url
+        self._serving = serving
+        self._said = False  # this outage's line is out
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if not (args and args[0] == self._pool_name and record.levelno >= logging.WARNING):
+            return True
+        if not self._said and len(args) > 1 and isinstance(args[1], BaseException):
+            self._said = True
+            if self._serving:
+                log.warning("postgres: the connection pool cannot reach %s: %s; it tries "
+                            "again as requests come, which are answered 503 meanwhile",
+                            self._location, _one_line(args[1], self._url))
+        return False
+
+    def reached(self) -> None:
+        """The pool connected: the next failure is a new outage's."""
+        self._said = False
 
 
 class NoAnswer(psycopg.OperationalError):
@@ -152,14 +206,31 @@ class _Rows:
         return iter(self._rows)
 
 
-@contextmanager
-def unavailable_as_store_error(url: str) -> Iterator[None]:
-    """A server that is down, unreachable or restarting (or a pool with no connection to
-    spare) becomes one StoreError naming the store, which the service answers with 503."""
-    try:
-        yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise StoreError(f"{redact_url(url)} is unavailable: {_one_line(exc, url)}") from None
+#: What a privilege refusal names (English server messages; another `lc_messages` gets the
+#: general advice) and, per kind, the privileges the store uses on such an object.
+_REFUSED = re.compile(r"permission denied for (table|sequence|schema) (\S+)")
+_USED = {"table": ("SELECT", "INSERT", "UPDATE", "DELETE"),
+         "sequence": ("USAGE", "SELECT", "UPDATE"),
+         "schema": ("USAGE", "CREATE")}
+#: Per kind: the object's quoted name, the role's, and which of the privileges (%s, a text
+#: array) the role lacks on the object named %s.
+_LACKING = {
+    kind: f"""SELECT format('%%I.%%I', n.nspname, c.relname), format('%%I', current_user),
+                     array(SELECT p FROM unnest(%s::text[]) p
+                           WHERE NOT has_{kind}_privilege(c.oid, p))
+              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.oid = to_regclass(quote_ident(%s))""" for kind in ("table", "sequence")}
+_LACKING["schema"] = """SELECT format('%%I', nspname), format('%%I', current_user),
+                               array(SELECT p FROM unnest(%s::text[]) p
+                                     WHERE NOT has_schema_privilege(oid, p))
+                        FROM pg_namespace WHERE nspname = %s"""
+#: The server ended the session at a timeout an admin set (SQLSTATE class 25, not psycopg's
+#: OperationalError): the store's state, as a dropped connection is.
+_SESSION_ENDED = (psycopg.errors.IdleInTransactionSessionTimeout,
+                  psycopg.errors.TransactionTimeout)
+#: A refusal whose object or privileges could not be told.
+_GRANT_AS_DOCUMENTED = ("ask the admin to give the role back what docs/postgres.md's setup "
+                        "gives it (its own schema, owning the store's tables)")
 
 
 class _LockOnChange:
@@ -192,7 +263,7 @@ class _PooledReads:
         self._store = store
 
     def execute(self, sql: str, params: Any = ()) -> _Rows:
-        with unavailable_as_store_error(self._store._url), self._store._connection() as conn:
+        with self._store.store_errors(), self._store._connection() as conn:
             cursor = conn.execute(sql, params)
             rows = cursor.fetchall() if cursor.description is not None else []
             return _Rows(rows, cursor.rowcount)
@@ -213,7 +284,7 @@ class PostgresStore(SQLMemoryStore):
 
         section = settings.section(PostgresSettings)
         store = cls(url, pool_size=section.db_pool_size, timeout=section.db_timeout,
-                    settings=settings)
+                    settings=settings, serving=settings.serving)
         if section.pg_retention_reset:
             try:
                 store.reset_retention(Retention.of(settings))
@@ -223,9 +294,11 @@ class PostgresStore(SQLMemoryStore):
         return store
 
     def __init__(self, url: str, pool_size: int = 8, timeout: float = DEFAULT_TIMEOUT_S,
-                 settings: Settings | None = None) -> None:
+                 settings: Settings | None = None, serving: bool = False) -> None:
         """`settings`: those the store is opened with, to find a running service of an older
-        release on this machine before upgrading the schema (`_migrate`); None looks for none."""
+        release on this machine before upgrading the schema (`_migrate`); None looks for none.
+        `serving`: the store lives in a service, whose log says each outage of the pool in
+        one line (`_PoolOutage`); a one-off command's `Error:` line says it instead."""
         self.location = redact_url(url)
         self._url = url  # never shown: errors print `location` and scrub the password out
         self._timeout = timeout or None  # 0: no deadline
@@ -235,28 +308,37 @@ class PostgresStore(SQLMemoryStore):
         self._outage: str | None = None  # why the server is out of reach, while it is known
         self._asking = threading.Lock()  # held by the one request asking it again (`_ask`)
         # One plain connection first: a server that cannot be reached is one line at once,
-        # where the pool would retry (and log each try) until its timeout.
-        connect = {} if "connect_timeout" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
-        self._ask_kwargs = {"connect_timeout": round(POOL_WAIT_S)} if connect else {}
+        # where the pool would retry (and log each try) until its timeout. Each attempt waits
+        # MEMORY_DB_TIMEOUT (`connect_seconds`), unless the URL says its own connect_timeout.
+        connect_s = connect_seconds(timeout)
+        connect = {} if "connect_timeout" in url else {"connect_timeout": connect_s}
+        self._ask_kwargs = {"connect_timeout": min(connect_s, round(POOL_WAIT_S))
+                            } if connect else {}
         try:
             psycopg.connect(conninfo(url), **connect).close()
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to {self.location}: {_one_line(exc, url)}"
                              ) from None
+        name = f"semantic-memory-{next(_POOL_NUMBERS)}"
+        self._pool_log = _PoolOutage(name, self.location, url, serving)
+        logging.getLogger("psycopg.pool").addFilter(self._pool_log)
         self._pool = ConnectionPool(
             conninfo(url), min_size=1, max_size=max(2, pool_size), open=False, timeout=POOL_WAIT_S,
             reconnect_timeout=RECONNECT_S, kwargs={"autocommit": True, **connect},
             connection_class=BoundedConnection, configure=self._configure,
-            name="semantic-memory")  # checked here: `_checkout`
+            name=name)  # checked here: `_checkout`
         try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            self._pool.open(wait=True, timeout=connect_s)
             with self._unbounded():  # a migration may rewrite a big table
                 self._migrate(settings)
         except (psycopg.Error, PoolTimeout) as exc:
-            self._pool.close()
-            raise StoreError(f"cannot set up {self.location}: {_one_line(exc, url)}") from None
+            why = _one_line(exc, url)
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+                why += f": {self._grant_advice(exc)}"
+            self.close()
+            raise StoreError(f"cannot set up {self.location}: {why}") from None
         except StoreError:
-            self._pool.close()
+            self.close()
             raise
         self._reads = _PooledReads(self)
 
@@ -264,6 +346,71 @@ class PostgresStore(SQLMemoryStore):
         conn.deadline_s = self._timeout
         _configure(conn)
         self._outage = None  # the pool reached the server
+        self._pool_log.reached()
+
+    @contextmanager
+    def store_errors(self, read_only_ours: bool = False) -> Iterator[None]:
+        """Within: what the database's state refuses (`as_store_error`) is one StoreError
+        naming the store, which the CLI prints as its `Error:` line and the service answers
+        with 503; an error of the statement itself (a bug) goes on as it is. `read_only_ours`:
+        the transaction is the store's own read-only snapshot, so a refused write there is a
+        bug, not a standby."""
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout) as exc:
+            if (error := self.as_store_error(exc, read_only_ours)) is None:
+                raise
+            raise error from None
+
+    def as_store_error(self, exc: BaseException, read_only_ours: bool = False
+                       ) -> StoreError | None:
+        """The store's one line for `exc` when it is the database's state, not a bug: a server
+        down, unreachable, restarting or past the deadline, or a pool with no connection to
+        spare ("is unavailable"); a privilege the role lacks (what to ask the admin to grant);
+        a server that takes no writes (a standby, a database set read-only); damaged data.
+        None otherwise, and for an aborted transaction, which only follows an earlier error
+        on the same connection (that one is the cause)."""
+        if isinstance(exc, (psycopg.OperationalError, PoolTimeout, *_SESSION_ENDED)):
+            return StoreError(f"{self.location} is unavailable: {_one_line(exc, self._url)}")
+        said = _primary(exc, self._url)
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return StoreError(f"{self.location}: {said}: {self._grant_advice(exc)}")
+        if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction) and not read_only_ours:
+            return StoreError(f"{self.location}: the server takes no writes ({said}): a "
+                              "standby, or a database or role set read-only; ask the admin "
+                              "for the primary's address or a writable database")
+        if isinstance(exc, (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)):
+            return StoreError(f"{self.location}: the server reports damaged data ({said}): "
+                              "ask the admin to repair it (REINDEX for an index, else a "
+                              "restore)")
+        return None
+
+    def damage(self, exc: BaseException) -> str | None:
+        """For a recall whose channels failed: the store's own line when `exc` is the
+        database's state (`as_store_error`), so that the recall ends with it rather than with
+        each channel's error; None for a channel's own error."""
+        error = self.as_store_error(exc)
+        return None if error is None else str(error)
+
+    def _grant_advice(self, exc: psycopg.Error) -> str:
+        """What to ask the admin for after a privilege refusal: the GRANT of what the role
+        lacks on the object the server named, looked up on a pooled connection; the general
+        advice when the object cannot be told or the look-up fails."""
+        found = _REFUSED.search(str(exc))
+        if found is None:
+            return _GRANT_AS_DOCUMENTED
+        kind, name = found.groups()
+        try:
+            with self._connection() as conn:
+                row = conn.execute(_LACKING[kind], (list(_USED[kind]), name)).fetchone()
+        except (psycopg.Error, PoolTimeout, StoreError):
+            return _GRANT_AS_DOCUMENTED
+        if row is None or not row[2]:
+            return _GRANT_AS_DOCUMENTED
+        target, role, lacking = row
+        privileges = ", ".join(lacking)
+        return (f"the role {role} lacks {privileges} on {target}; ask the admin to run "
+                f"GRANT {privileges} ON {kind.upper()} {target} TO {role}")
 
     def _ask(self) -> None:
         """Ask the server for a connection of the store's own, outside the pool: a refused one
@@ -393,8 +540,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self._url), self._connection() as conn, \
-                conn.transaction():
+        with self.store_errors(), self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             self._local.write = conn
             try:
@@ -412,8 +558,8 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with self._unbounded(), unavailable_as_store_error(self._url), \
-                self._connection() as conn, conn.transaction():
+        with self._unbounded(), self.store_errors(), self._connection() as conn, \
+                conn.transaction():
             self._local.write = _LockOnChange(conn, self._lock_timeout)
             try:
                 with self._waiting_for_locks("set-up", "it runs again at the next start"):
@@ -452,7 +598,7 @@ class PostgresStore(SQLMemoryStore):
         if current is not None:
             yield current
             return
-        with unavailable_as_store_error(self._url), self._connection() as conn:
+        with self.store_errors(read_only_ours=True), self._connection() as conn:
             yield from self._read_only(conn)
 
     @contextmanager
@@ -460,7 +606,7 @@ class PostgresStore(SQLMemoryStore):
         """A snapshot on a pooled connection free at once, else None: not waited for (the
         pool grows in the background, up to its size, for the recalls after this one). A
         server gone away is a StoreError here too, as in `snapshot`."""
-        with unavailable_as_store_error(self._url):
+        with self.store_errors(read_only_ours=True):
             try:
                 conn = self._checkout(SPARE_WAIT_S, ask=False)
             except PoolTimeout:
@@ -491,6 +637,7 @@ class PostgresStore(SQLMemoryStore):
 
     def close(self) -> None:
         self._pool.close()
+        logging.getLogger("psycopg.pool").removeFilter(self._pool_log)
 
     @property
     def schema_version(self) -> int:
@@ -609,7 +756,7 @@ class PostgresStore(SQLMemoryStore):
         statistics, and the pages' visibility set once, so that the first searches do not
         pay for it (measured at 100k freshly loaded memories: trigram counts several times
         slower before it). Autovacuum does the rest."""
-        with self._unbounded(), self._connection() as conn:
+        with self._unbounded(), self.store_errors(), self._connection() as conn:
             tables = [r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
                 "AND (tablename LIKE 'memories%%' OR tablename LIKE 'injection%%')")]
@@ -632,6 +779,15 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.execute("SET plan_cache_mode = force_custom_plan")
     conn.execute("SET jit = off")
     conn.execute("SET synchronize_seqscans = off")
+
+
+def _primary(exc: BaseException, url: str) -> str:
+    """The server's own message without its CONTEXT (the trigger or function it ran in) or
+    DETAIL lines, as `_one_line` puts it; the driver's whole message where it has none."""
+    diag = exc.diag if isinstance(exc, psycopg.Error) else None
+    if diag is None or not diag.message_primary:
+        return _one_line(exc, url)
+    return scrub_secrets(" ".join(diag.message_primary.split()), url)
 
 
 def _one_line(exc: BaseException, url: str) -> str:
