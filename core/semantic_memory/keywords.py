@@ -304,6 +304,67 @@ def trigram_terms(query: str) -> list[str]:
     return list(terms)
 
 
+#: A query word no memory holds may be a compound typed otherwise than the memory spells it:
+#: two words run together ("healthcheck" for "health check", "precommit" for `pre-commit`) or
+#: one word typed apart ("auto scaler" for `Autoscaler`). Each part of at least
+#: COMPOUND_PART_MIN letters, the whole of at most COMPOUND_MAX (so at most
+#: COMPOUND_MAX - 2 * COMPOUND_PART_MIN + 3 readings to look up per word).
+COMPOUND_PART_MIN = 3
+COMPOUND_MAX = 20
+
+
+def compound_readings(word: str, query_words: list[str]) -> list[str]:
+    """`word` (a query word, lower-cased as `words` gives it) read as a compound typed
+    otherwise, in the order to try them: as two words run together (`two_word_readings`:
+    "healthcheck" -> "health check"), then as part of one word typed apart, run together with
+    the word before it or after it in the query (`query_words`: `words` of the query; "scaler"
+    in "auto scaler" -> "autoscaler")."""
+    readings = two_word_readings(word)
+    if compound_part(word) and word in query_words:
+        at = query_words.index(word)
+        pairs = ([(query_words[at - 1], word)] if at else []) + (
+            [(word, query_words[at + 1])] if at + 1 < len(query_words) else [])
+        readings += [a + b for a, b in pairs
+                     if compound_part(a) and compound_part(b) and len(a + b) <= COMPOUND_MAX]
+    return readings
+
+
+def two_word_readings(word: str) -> list[str]:
+    """`word` (lower-cased, as `words` gives it) read as two words run together, each reading
+    a phrase of two words, the most even cut first: "darkmode" -> "dark mode", "dar kmode",
+    "darkm ode". None for a word that is not all letters of a spaced script, or is shorter
+    than two parts or longer than COMPOUND_MAX; no reading with a stopword for a part
+    ("rollout" is no "roll out": PostgreSQL's full text drops "out", so could not match it)."""
+    if not compound_part(word) or not 2 * COMPOUND_PART_MIN <= len(word) <= COMPOUND_MAX:
+        return []
+    cuts = sorted(range(COMPOUND_PART_MIN, len(word) - COMPOUND_PART_MIN + 1),
+                  key=lambda i: (abs(len(word) - 2 * i), i))
+    return [f"{word[:i]} {word[i:]}" for i in cuts
+            if word[:i] not in STOPWORDS and word[i:] not in STOPWORDS]
+
+
+def compound_part(word: str) -> bool:
+    """Whether `word` can be part of a compound, so has `compound_readings` where the query
+    allows: COMPOUND_PART_MIN+ letters of a spaced script, no stopword."""
+    return (len(word) >= COMPOUND_PART_MIN and word.isalpha() and word not in STOPWORDS
+            and not UNSPACED.search(word))
+
+
+#: How git names a commit in short (`git log --oneline`, most commit messages): its first
+#: SHORT_HASH hex digits.
+SHORT_HASH = 7
+#: A hex word longer than a short hash, with a digit and a letter in it (no plain number, no
+#: word like "deadbeef" or "facade").
+_LONG_HEX = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{8,64}")
+
+
+def short_hash(word: str) -> str | None:
+    """The short form of a hash typed in full (`7c3e9a1f0b2d` -> `7c3e9a1`), where a memory
+    names it as git's short form (`Commit 7c3e9a1 introduced ...`); None for any other word.
+    The reverse, a short hash where the memory holds the full one, is a prefix match already."""
+    return word[:SHORT_HASH] if _LONG_HEX.fullmatch(word) else None
+
+
 #: Work bound of an OR query, in matching rows. BM25 scores every memory that contains any
 #: query term, so on a big store one common term ("project", a speaker's name) costs more than
 #: all the others together. When the terms' document frequencies add up to more than this,

@@ -28,15 +28,54 @@ def fts_terms(terms: list[str], prefix_min: int = 0,
     bytes"*)`): one phrase to count, weigh and match, so a memory holding both forms counts
     the term once toward the relevance bar.
     """
-    def one(term: str) -> str:
-        star = prefix_min > 0 and len(term) >= prefix_min and not term.isdigit()
-        return fts_phrase(term) + ("*" if star else "")
-
     def either(term: str) -> str:
+        one = search_phrase(term, prefix_min)
         other = spelled.get(term) if spelled else None
-        return one(term) if other is None else f"({one(term)} OR {one(other)})"
+        return one if other is None else f"({one} OR {search_phrase(other, prefix_min)})"
 
     return [either(t) for t in terms[:MAX_QUERY_TERMS]]
+
+
+def search_phrase(term: str, prefix_min: int = 0) -> str:
+    """`term` as a quoted FTS5 phrase, also matching as a prefix when `prefix_min` > 0 and it
+    has that many characters or more (not a number)."""
+    star = prefix_min > 0 and len(term) >= prefix_min and not term.isdigit()
+    return fts_phrase(term) + ("*" if star else "")
+
+
+def unknown_word_spellings(
+    conn: sqlite3.Connection, table: str, terms: list[str], query: str, counts: MatchCounts,
+    prefix_min: int = 0, compounds: bool = True,
+) -> dict[str, str]:
+    """Another spelling (`fts_terms`' `spelled`) of each of `terms` (words of `query`) that
+    the index holds nowhere: a hash typed in full its short form (`keywords.short_hash`), and
+    with `compounds` a word its first reading as a compound typed otherwise that the index
+    holds (`keywords.compound_readings`: "healthcheck" -> the phrase "health check", which
+    also matches `health-check`; "scaler" in "auto scaler" -> "autoscaler").
+
+    Whether a term is held is the search's own phrase for it (`prefix_min`) counted up to 1
+    over the whole index, so a query whose words some memory holds is searched as before. A
+    term of neither shape costs nothing, one of them a bounded count (remembered in
+    `counts`), and an unknown one a count per reading, up to the first held."""
+    found: dict[str, str] = {}
+    in_order: list[str] = []
+    span: tuple[int, int] | None = None
+    for term in terms[:MAX_QUERY_TERMS]:
+        short = keywords.short_hash(term)
+        if short is None and not (compounds and keywords.compound_part(term)):
+            continue
+        span = span or whole_span(conn)
+        if counts.count(conn, table, search_phrase(term, prefix_min), 1, span):
+            continue
+        if short is not None:
+            found[term] = short
+            continue
+        in_order = in_order or keywords.words(query)
+        held = next((r for r in keywords.compound_readings(term, in_order)
+                     if counts.count(conn, table, fts_phrase(r), 1, span)), None)
+        if held is not None:
+            found[term] = held
+    return found
 
 
 def or_query(terms: list[str], prefix_min: int = 0) -> str:

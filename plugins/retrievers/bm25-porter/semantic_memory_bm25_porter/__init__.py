@@ -3,7 +3,9 @@
 Owns the external-content FTS5 table `memories_fts`, kept in step with `memories` by triggers in
 the writer's transaction. Queries are the OR of the query's non-stopword terms; a term of
 PREFIX_MIN+ letters also matches as a (stemmed) prefix, so "health" finds "healthy" and "paint"
-finds "painting"/"painter", and identifiers' prefixes match ("user" -> "username"). On a big
+finds "painting"/"painter", and identifiers' prefixes match ("user" -> "username"). A word no
+memory holds is also searched as a compound typed otherwise ("healthcheck" as "health check")
+or as the short form of a hash typed in full (`PorterChannel.spellings`). On a big
 store the commonest terms are left out of the OR (`fts5.bounded_search`). With query feedback
 (MEMORY_QUERY_FEEDBACK, off by default) the words its first hits add are searched again.
 """
@@ -35,6 +37,7 @@ from semantic_memory.stores.fts5 import (
     fts_terms,
     idf_coverage,
     idf_weights,
+    unknown_word_spellings,
     whole_span,
 )
 from semantic_memory.channels import Channel, Confident
@@ -87,31 +90,37 @@ class PorterChannel(Channel, Confident):
               prepared: Sequence[Any] | None = None) -> None:
         """Nothing to do: the table's triggers index each insert."""
 
-    @classmethod
-    def phrases(cls, query: str) -> list[str]:
-        """The query's search terms as FTS5 phrases."""
-        return cls.spelled(cls.terms(query), query)
+    def phrases(self, conn: sqlite3.Connection, query: str) -> list[str]:
+        """The query's search terms as FTS5 phrases (`spellings`)."""
+        terms = self.terms(query)
+        return fts_terms(terms, prefix_min=PREFIX_MIN, spelled=self.spellings(conn, terms, query))
 
-    @staticmethod
-    def spelled(terms: list[str], query: str) -> list[str]:
-        """`terms` (words of `query`) as FTS5 phrases, an identifier's matching either way code
-        writes it: the index holds a word as written, `maxBodyBytes` one word and
-        `MEMORY_MAX_BODY_BYTES` four, so a camelCase term also matches its parts in a row
-        ("max body bytes": snake_case, kebab-case, spaced) and a snake_case one its parts run
-        together ("lazymcp" for `lazy_mcp`: camelCase)."""
+    def spellings(self, conn: sqlite3.Connection, terms: list[str], query: str
+                  ) -> dict[str, str]:
+        """Another spelling of `terms` (words of `query`) that each also matches as, one FTS5
+        phrase with it (`fts5.fts_terms`): counted, weighed and judged by the relevance bar
+        once. An identifier's in the other way code writes it: the index holds a word as
+        written, `maxBodyBytes` one word and `MEMORY_MAX_BODY_BYTES` four, so a camelCase term
+        also matches its parts in a row ("max body bytes": snake_case, kebab-case, spaced) and
+        a snake_case one its parts run together ("lazymcp" for `lazy_mcp`: camelCase). A word
+        the index holds nowhere (`fts5.unknown_word_spellings`): as a compound typed otherwise
+        ("healthcheck" also as "health check", `health-check`; "scaler" of "auto scaler" as
+        "autoscaler"), a hash typed in full as its short form (`7c3e9a1` for
+        `7c3e9a1f0b2d`)."""
         other = {word: "".join(parts) if "_" in word else " ".join(parts)
                  for word, parts in identifier_parts(query).items()}
-        return fts_terms(terms, prefix_min=PREFIX_MIN, spelled=other)
+        other.update(unknown_word_spellings(conn, TABLE, [t for t in terms if t not in other],
+                                            query, self.counts, PREFIX_MIN))
+        return other
 
-    @classmethod
-    def match_expression(cls, query: str) -> str:
+    def match_expression(self, conn: sqlite3.Connection, query: str) -> str:
         """The exact OR query (search() drops the commonest terms on a big store)."""
-        return " OR ".join(cls.phrases(query))
+        return " OR ".join(self.phrases(conn, query))
 
     def search(
         self, conn: sqlite3.Connection, query: str, k: int, filters: RecallFilters
     ) -> list[ChannelHit]:
-        hits = bounded_search(conn, TABLE, self.phrases(query), k, filters, rescore=True,
+        hits = bounded_search(conn, TABLE, self.phrases(conn, query), k, filters, rescore=True,
                               counts=self.counts)
         if not self.feedback or not hits:
             return hits
@@ -167,7 +176,8 @@ class PorterChannel(Channel, Confident):
             for hit in hits:
                 hit.signals["coverage"] = 0.0
             return set()
-        phrases = self.spelled(terms, query)
+        phrases = fts_terms(terms, prefix_min=PREFIX_MIN,
+                            spelled=self.spellings(conn, terms, query))
         weights = idf_weights(conn, TABLE, phrases, self.counts, min_df=1)
         if (len(terms) == 1 and weights[0] < ONE_WORD_MIN_IDF
                 and self.counts.count(conn, TABLE, phrases[0], 2, whole_span(conn)) > 1):

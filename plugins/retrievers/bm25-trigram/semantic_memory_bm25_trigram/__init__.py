@@ -28,6 +28,7 @@ from semantic_memory.stores.fts5 import (
     create_fts_table,
     fts_terms,
     idf_weights,
+    unknown_word_spellings,
 )
 from semantic_memory.channels import Channel
 from semantic_memory.config import Settings
@@ -74,19 +75,22 @@ class TrigramChannel(Channel):
         # 0.15 its order only breaks porter's near-ties on spaced text: a quarter of the work
         # budget (keywords.MATCH_BUDGET) cost no recall when it was chosen (LoCoMo dev R@10
         # 61.7 at a half, 62.0 at a quarter; LoCoMo among 100k others the same).
-        return bounded_search(conn, TABLE, self.phrases(query), k, filters,
+        return bounded_search(conn, TABLE, self.phrases(conn, query), k, filters,
                               budget=keywords.MATCH_BUDGET // 4, counts=self.counts,
                               binary_tf=True)
 
-    @staticmethod
-    def phrases(query: str) -> list[str]:
+    def phrases(self, conn: sqlite3.Connection, query: str) -> list[str]:
         """The query's substrings as FTS5 phrases, an identifier's matching either way code
         writes it: a camelCase term also as snake_case (`max_body_bytes` for `maxBodyBytes`),
         a snake_case one also run together (`lazymcp` for `lazy_mcp`, inside `LazyMCP`: the
-        index ignores case)."""
+        index ignores case). A hash typed in full that no memory holds also matches as its
+        short form (`fts5.unknown_word_spellings`: `7c3e9a1` for `7c3e9a1f0b2d`)."""
+        terms = trigram_terms(query)
         other = {word: "".join(parts) if "_" in word else "_".join(parts)
                  for word, parts in identifier_parts(query).items()}
-        return fts_terms(trigram_terms(query), spelled=other)
+        other.update(unknown_word_spellings(conn, TABLE, [t for t in terms if t not in other],
+                                            query, self.counts, compounds=False))
+        return fts_terms(terms, spelled=other)
 
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[RecallHit]) -> set[int]:
         """For queries in scripts without spaces (Thai, CJK runs), where porter's words are

@@ -23,8 +23,10 @@ BM25 itself (Lucene's IDF, k1 = 1.2, b = 0.75) from what PostgreSQL does give ch
   the candidates (its tf is in their tsvectors, so this costs nothing here).
 
 The query is the english-stemmed lexemes of its non-stopword words (PostgreSQL's own stopwords go
-too); a lexeme of PREFIX_MIN+ letters also matches as a prefix, like the porter channel. User text
-never reaches tsquery syntax: lexemes come from `to_tsvector` and are quoted.
+too); a lexeme of PREFIX_MIN+ letters also matches as a prefix, like the porter channel, and a
+word no live memory holds also in the porter channel's other spelling of it (a compound typed
+otherwise, a hash typed in full: `PgFullTextChannel._respelled`). User text never reaches
+tsquery syntax: lexemes come from `to_tsvector` and are quoted.
 
 Substrings: `pg_trgm`'s GIN index answers `content ILIKE '%term%'` (CJK included: the database's
 C.UTF-8 ctype yields CJK trigrams). Ranking is the SQLite trigram channel's: the summed IDF of the
@@ -71,9 +73,11 @@ from semantic_memory.keywords import (
     STOPWORDS,
     UNSPACED,
     bm25_idf,
+    compound_readings,
     file_names,
     hold_extensions_with_names,
     part_starts,
+    short_hash,
     trigram_terms,
     words,
 )
@@ -214,6 +218,9 @@ class Term(NamedTuple):
     param: Any  # its parameter
     lexeme: str = ""  # full text: the stemmed word
     prefix: bool = False  # full text: also matches as a prefix
+    #: full text: a word no memory holds, matched as `param` in another spelling too
+    #: (`PgFullTextChannel._respelled`); its tf is whether a memory matches `param` at all
+    respelled: bool = False
 
 
 def _coverage(weights: list[float], matched: list[bool]) -> float:
@@ -372,8 +379,8 @@ def _unquote(written: str) -> str:
 
 def _covered(terms: list[Term], lexeme: str) -> list[int]:
     """Indexes of the terms `lexeme` counts for: its own, and the prefix terms it extends."""
-    return [i for i, t in enumerate(terms)
-            if lexeme == t.lexeme or (t.prefix and lexeme.startswith(t.lexeme))]
+    return [i for i, t in enumerate(terms) if not t.respelled
+            and (lexeme == t.lexeme or (t.prefix and lexeme.startswith(t.lexeme)))]
 
 
 def _tsquery_lexeme(lexeme: str, prefix: bool) -> str:
@@ -449,9 +456,53 @@ class PgFullTextChannel(_IdfChannel, Confident):
         return found
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
-        return [Term(q, "m.tsv @@ %s::tsquery", q, lexeme, prefix)
-                for lexeme, prefix in self.lexemes(conn, query)
-                for q in [_tsquery_lexeme(lexeme, prefix)]]
+        terms = [Term(q, "m.tsv @@ %s::tsquery", q, lexeme, prefix)
+                 for lexeme, prefix in self.lexemes(conn, query)
+                 for q in [_tsquery_lexeme(lexeme, prefix)]]
+        return self._respelled(conn, query, terms)
+
+    def _respelled(self, conn: psycopg.Connection, query: str, terms: list[Term]) -> list[Term]:
+        """`terms`, a query word that no live memory holds also matching in another spelling,
+        as the porter channel's (`fts5.unknown_word_spellings`): a hash typed in full as its
+        short form (`'7c3e9a1f0b2d':* | '7c3e9a1':*`), a word as its first reading as a
+        compound typed otherwise that a memory holds (`keywords.compound_readings`:
+        `'healthcheck':* | 'health' <-> 'check':*`, `'scaler':* | 'autoscal':*`). The counts
+        are those the search takes next (`_counts`, remembered), so a query whose lexemes some
+        memory holds costs nothing more."""
+        unknown = {t.lexeme: i for i, (t, n) in enumerate(zip(terms, self._counts(conn, terms),
+                                                                strict=True)) if not n}
+        if not unknown:
+            return terms
+        in_order = words(query)
+        out = list(terms)
+        for word in self.query_words(query):
+            short, readings = short_hash(word), compound_readings(word, in_order)
+            own = self.lexemes(conn, word) if short is not None or readings else []
+            if len(own) != 1 or own[0][0] not in unknown:
+                continue
+            i = unknown[own[0][0]]
+            other = _tsquery_lexeme(short, True) if short is not None else next(
+                (phrase for reading in readings if (phrase := self._held_phrase(conn, reading))),
+                "")
+            if other:
+                either = f"({terms[i].param} | {other})"
+                out[i] = terms[i]._replace(key=either, param=either, prefix=False,
+                                           respelled=True)
+        return out
+
+    def _held_phrase(self, conn: psycopg.Connection, reading: str) -> str:
+        """`reading` (words) as a tsquery phrase, its last lexeme also a prefix (as FTS5's
+        `"health check"*`), when a live memory holds it; else "" (also when a word of it is
+        no lexeme)."""
+        lexemes = self.lexemes(conn, reading)
+        if len(lexemes) != len(reading.split()):
+            return ""
+        head = "".join(_tsquery_lexeme(lexeme, False) + " <-> " for lexeme, _ in lexemes[:-1])
+        last, prefix = lexemes[-1]
+        plain = head + _tsquery_lexeme(last, False)
+        if not self._counts(conn, [Term(plain, "m.tsv @@ %s::tsquery", plain)])[0]:
+            return ""
+        return head + _tsquery_lexeme(last, prefix)
 
     def _avg_length(self, conn: psycopg.Connection) -> float:
         """Mean distinct lexemes per memory, over a sample of about LENGTH_SAMPLE rows."""
@@ -480,28 +531,33 @@ class PgFullTextChannel(_IdfChannel, Confident):
         "workload", found by `ts_delete(...) @@ prefixes`) sends its covered lexemes
         listed one by one."""
         where, params = filters.sql("m", "%s")
-        stems = [t.lexeme for t in terms]
-        prefixes = " | ".join(t.param for t in terms if t.prefix)
+        plain = [t for t in terms if not t.respelled]
+        respelled = [i for i, t in enumerate(terms) if t.respelled]
+        stems = [t.lexeme for t in plain]
+        prefixes = " | ".join(t.param for t in plain if t.prefix)
         covers = " OR ".join("starts_with(u.lexeme, %s)" if t.prefix else "u.lexeme = %s"
-                             for t in terms)
+                             for t in plain)
         longer = (f"CASE WHEN ts_delete(c.tsv, %s::text[]) @@ %s::tsquery THEN ARRAY(SELECT "
                   f"u.lexeme || ':' || cardinality(u.positions) FROM unnest(c.tsv) u "
                   f"WHERE {covers}) END") if prefixes else "NULL::text[]"
         longer_params = [stems, prefixes, *stems] if prefixes else []
+        either = (f"ARRAY[{', '.join('c.tsv @@ %s::tsquery' for _ in respelled)}]"
+                  if respelled else "NULL::boolean[]")
         match = " | ".join(terms[i].param for i in keep)
         found = conn.execute(
             "SELECT c.id, c.dl, ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}')::text, "
-            f"{longer} FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv FROM memories m "
+            f"{longer}, {either} FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv FROM memories m "
             f"WHERE m.tsv @@ %s::tsquery AND {where} "
             f"ORDER BY {newest_first(matches, limit)} LIMIT %s) c",
-            [stems, *longer_params, match, *params, limit]).fetchall()
+            [stems, *longer_params, *(terms[i].param for i in respelled), match, *params,
+             limit]).fetchall()
         # lexeme as the text form writes it -> the terms it counts for (parsed once per query:
         # the same few lexemes recur in every candidate)
         written_as: dict[str, list[int]] = {}
         listed_as: dict[str, list[int]] = {}  # the lexemes `unnest` lists, not escaped
         findall = _TSV_ENTRY.findall
         rows = []
-        for memory_id, dl, own, listed in found:
+        for memory_id, dl, own, listed, matched in found:
             if listed is not None:
                 covering, unquote = listed_as, str
                 pairs = [(lexeme, int(n)) for lexeme, _, n in
@@ -517,6 +573,9 @@ class PgFullTextChannel(_IdfChannel, Confident):
                     indexes = covering[written] = _covered(terms, unquote(written))
                 for i in indexes:
                     tfs[i] = tfs.get(i, 0) + n
+            for i, held in zip(respelled, matched or (), strict=False):
+                if held:
+                    tfs[i] = 1
             rows.append((memory_id, dl, tfs))
         return rows
 
@@ -662,8 +721,16 @@ class PgTrigramChannel(_IdfChannel):
             conn.execute("SELECT set_config('enable_seqscan', %s, true)", (before,))
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
-        return [Term(t, "m.content ILIKE %s", like_pattern(t))
-                for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
+        """The query's substrings; a hash typed in full that no live memory holds as its short
+        form, which also matches where the full one is held (as the SQLite channel's
+        `("7c3e9a1f0b2d" OR "7c3e9a1")`, `fts5.unknown_word_spellings`)."""
+        terms = [Term(t, "m.content ILIKE %s", like_pattern(t))
+                 for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
+        for i, term in enumerate(terms):
+            short = short_hash(term.key)
+            if short is not None and not self._counts(conn, [term])[0]:
+                terms[i] = Term(short, "m.content ILIKE %s", like_pattern(short))
+        return terms
 
     def _candidates(self, conn: psycopg.Connection, terms: list[Term], keep: list[int],
                     filters: RecallFilters, limit: int, matches: int) -> list[tuple]:
