@@ -373,6 +373,15 @@ def test_import_reports_bad_lines_and_keeps_good_ones(db: Path, tmp_path: Path) 
     assert exported[0]["tags"] == ["a"] and exported[0]["project"] == "p"
 
 
+def test_an_import_into_a_log_leaves_no_empty_line(db: Path, tmp_path: Path) -> None:
+    """The transient progress bar wrote an empty line to a stderr that is no terminal (a
+    log, a pipe): every import left one."""
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"content": "a note about the release train"}\n')
+    result = run(db, "import", str(path))
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+
+
 def test_a_deeply_nested_line_is_a_bad_line_and_the_good_ones_are_stored(
         db: Path, tmp_path: Path) -> None:
     """json.loads raised RecursionError: a traceback, and the lines before it not stored."""

@@ -272,9 +272,7 @@ def test_an_import_whose_server_dies_prints_its_one_error_line(tmp_path: Path) -
         server.stop()
         proc.stdin.write(json.dumps({"content": "after the server went"}) + "\n")
         _, stderr = proc.communicate(timeout=120)
-        # The progress bar leaves an empty line on a stderr that is not a terminal, as after
-        # every import (cli.py's, not the store's).
-        lines = [line for line in stderr.splitlines() if line.strip()]
+        lines = stderr.splitlines()
         assert proc.returncode == 1 and len(lines) == 1, stderr
         assert lines[0].startswith("Error: ") and "unavailable" in lines[0], stderr
         server.start()

@@ -1066,8 +1066,11 @@ def progress_bar() -> Any:
         TimeRemainingColumn,
     )
 
+    console = Console(stderr=True)
+    # Off where stderr is no terminal: a transient bar still left an empty line in a log.
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+                    TimeRemainingColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
 
 
 def _record(raw: bytes) -> NewMemory:
