@@ -27,7 +27,8 @@ from pathlib import Path
 from tempfile import SpooledTemporaryFile
 from typing import IO, Callable, Iterable, Iterator
 
-from .ingest import UID
+from .errors import InvalidMemory
+from .ingest import UID, validate
 from .models import LOADED_BY, Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine
 from .private import strip_private
@@ -393,6 +394,10 @@ def file_prefix(source: SourceFile) -> str:
     return scope_prefix(source.scope) + _digest(source.label, 10)
 
 
+#: `file_prefix`'s length: "imp", the scope's digest, the file's.
+FILE_PREFIX_CHARS = 3 + 8 + 10
+
+
 def section_uid(source: SourceFile, section: Section, generation: int = 0) -> str:
     base = file_prefix(source) + _digest(section.key, 10)
     return base if generation == 0 else f"{base}-{generation}"
@@ -432,12 +437,18 @@ def _imported(engine: MemoryEngine) -> dict[str, Memory]:
     return found
 
 
+#: Told (files done, files in all) after each file of an import: a caller's progress bar.
+Progress = Callable[[int, int], None]
+
+
 def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str], *,
-               dry_run: bool = False, reads: dict[str, Reads] | None = None
-               ) -> list[FileReport]:
+               dry_run: bool = False, reads: dict[str, Reads] | None = None,
+               progress: Progress | None = None) -> list[FileReport]:
     """Import `files`, forget what disappeared from `scopes` (of a scope in `reads`, only the
     files this import reads); one report per file (and one per vanished file). Reads every
-    file before writing anything: unreadable input changes nothing."""
+    file before writing anything: unreadable input changes nothing. A section no memory can
+    hold (`_refused`) is counted `rejected` and the rest goes on. Linear in files plus the
+    store's imported memories."""
     parsed = [(source, *sections_of(source)) for source in files]
     named: dict[str, str] = {}  # uid -> the file whose entry names it
     for source, sections, _ in parsed:
@@ -452,34 +463,48 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
     # An entry may name an imported memory of another file (moved to another project, so
     # exported into that project's file): it is not gone, whatever its uid's file says.
     gone = {base: memory for base, memory in by_base.items() if memory.uid not in named}
+    # Grouped once by file: the store holds every import's memories (all projects, harnesses
+    # and folders), so a scan of them per file made a re-import quadratic.
+    gone_by_file = _by_file(gone)
     reports: list[FileReport] = []
-    seen_files: set[str] = set()
-    for source, sections, export_project in parsed:
+    for done, (source, sections, export_project) in enumerate(parsed, start=1):
         report = FileReport(source.label)
         reports.append(report)
         prefix = file_prefix(source)
-        seen_files.add(prefix)
         kept: set[str] = set()
         for section in sections:
             kept.add(_import_section(engine, source, section, export_project, by_base, report,
                                      dry_run))
-        for base, memory in sorted(gone.items()):
-            if base.startswith(prefix) and base not in kept:
+        for base, memory in gone_by_file.pop(prefix, ()):
+            if base not in kept:
                 _forget(engine, memory, report, dry_run)
-    for scope in scopes:  # files gone from a scope take their memories along
+        if progress is not None:
+            progress(done, len(parsed))
+    # Files gone from a scope take their memories along: the files read are out of
+    # `gone_by_file` now, what is left there is gone.
+    for scope in scopes:
         prefix = scope_prefix(scope)
         read = (reads or {}).get(scope)
         vanished: dict[str, FileReport] = {}
-        for base, memory in sorted(gone.items()):
-            if base.startswith(prefix) and base[:len(prefix) + 10] not in seen_files:
+        for file in sorted(f for f in gone_by_file if f.startswith(prefix)):
+            for base, memory in gone_by_file[file]:
                 tag = next((t for t in memory.tags if t.startswith("path:")), None)
                 if read is not None and tag is not None and not read(tag):
                     continue  # another checkout's file
-                label = tag[5:] if tag is not None else base[:len(prefix) + 10]
+                label = tag[5:] if tag is not None else file
                 report = vanished.setdefault(label, FileReport(f"{label} (gone)"))
                 _forget(engine, memory, report, dry_run)
         reports += vanished.values()
     return reports
+
+
+def _by_file(memories: dict[str, Memory]) -> dict[str, list[tuple[str, Memory]]]:
+    """Imported memories by the `file_prefix` their base uid starts with, each file's in uid
+    order."""
+    groups: dict[str, list[tuple[str, Memory]]] = {}
+    for base, memory in sorted(memories.items()):
+        groups.setdefault(base[:FILE_PREFIX_CHARS], []).append((base, memory))
+    return groups
 
 
 def _forget(engine: MemoryEngine, memory: Memory, report: FileReport, dry_run: bool) -> None:
@@ -509,18 +534,15 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
             report.counts["skipped"] += 1
             report.actions.append(f"skip {section.uid} (forgotten) {_preview(section.content)}")
             return base
-        if current is None:  # another store's export: the memory keeps its uid
-            _store(engine, source, section, base, project, tags_for(source, section), report,
-                   dry_run)
-            return base
     else:
         project = source.project if export_project is None else export_project
         tags = tags_for(source, section)
         base = section_uid(source, section)
         current = by_base.get(base)
-    if current is None:
-        _store(engine, source, section, base, project, tags or tags_for(source, section),
-               report, dry_run)
+    if current is None:  # (an exported entry of another store's: it keeps its uid)
+        if not _refused(engine, source, section, project, base, report):
+            _store(engine, source, section, base, project, tags or tags_for(source, section),
+                   report, dry_run)
         return base
     # Trailing whitespace is not kept by the markdown form: "x\n" exported reads back as "x".
     wanted = (strip_private(section.content).rstrip(), section.kind, project,
@@ -528,6 +550,8 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
     if wanted == (current.content.rstrip(), current.kind, current.project, current.tags):
         report.counts["unchanged"] += 1
         return base
+    if _refused(engine, source, section, project, current.uid, report):
+        return base  # the stored version stays: its section is still in the file
     if dry_run:
         report.counts["updated"] += 1
         report.actions.append(f"update {current.uid} {_preview(section.content)}")
@@ -540,6 +564,25 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
     elif result.status in ("rejected", "duplicate"):
         report.actions.append(f"{result.status} {current.uid} {result.reason}")
     return base
+
+
+def _refused(engine: MemoryEngine, source: SourceFile, section: Section, project: str | None,
+             uid: str, report: FileReport) -> bool:
+    """Whether the memory a section would write fails `validate` (text over
+    MEMORY_MAX_CONTENT_CHARS, an exported file's `## kind` no kind can be): then it is
+    counted `rejected`, its file and heading in the reason, and the import goes on. Checked
+    before the write, in a dry run too, so a refused section is never a traceback halfway."""
+    item = NewMemory(section.content, kind=section.kind, source=SOURCE, project=project or None,
+                     tags=tags_for(source, section), uid=uid,
+                     session=file_prefix(source))
+    try:
+        validate(item, engine.settings.max_content_chars)
+    except InvalidMemory as exc:
+        where = source.label + (f' under "{section.heading}"' if section.heading else "")
+        report.counts["rejected"] += 1
+        report.actions.append(f"rejected {uid} {where}: {exc}")
+        return True
+    return False
 
 
 def _store(engine: MemoryEngine, source: SourceFile, section: Section, base: str,
