@@ -1073,6 +1073,65 @@ def progress_bar() -> Any:
                     disable=not console.is_terminal)
 
 
+#: Bytes a JSON line may hold beyond 12 per content character (the most: an astral character
+#: written as two \uXXXX escapes), for its other fields.
+LINE_SLACK = 1 << 20
+#: How much of an oversized line is read at a time while it is skipped.
+SKIP_CHUNK = 1 << 20
+#: Fields that, beside `type`, mark a line of a harness's session transcript (Claude Code's
+#: `~/.claude/projects/*/*.jsonl`, a Codex rollout, a Kimi Code wire file): no import format.
+TRANSCRIPT_FIELDS = {"sessionId": "Claude Code", "parentUuid": "Claude Code",
+                     "leafUuid": "Claude Code", "payload": "Codex",
+                     "protocol_version": "Kimi Code", "agentId": "Kimi Code"}
+
+
+def _line_cap(max_chars: int) -> int:
+    """The longest JSON line read whole: any content the store takes fits, escaped at worst."""
+    return 12 * max_chars + LINE_SLACK
+
+
+def _json_lines(handle: BinaryIO, cap: int) -> Iterator[bytes | None]:
+    """Each line of HANDLE, or None for one over CAP bytes: its rest is read in chunks and
+    dropped undecoded, so one huge line is never held whole."""
+    while chunk := handle.readline(cap + 1):
+        if len(chunk) <= cap or chunk.endswith(b"\n"):
+            yield chunk
+            continue
+        while (rest := handle.readline(SKIP_CHUNK)) and not rest.endswith(b"\n"):
+            pass
+        yield None
+
+
+def _line_count(handle: BinaryIO) -> int | None:
+    """The lines left in HANDLE if it is a regular file (for the bar's total; the handle is put
+    back where it was), else None: a pipe or a FIFO is read once, by the import."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        start = handle.tell()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    count, last = 0, b"\n"
+    while block := handle.read(SKIP_CHUNK):  # in blocks: a line may be any length
+        count += block.count(b"\n")
+        last = block[-1:]
+    handle.seek(start)
+    return count + (last != b"\n")
+
+
+def _transcript_of(raw: bytes) -> str | None:
+    """The harness whose session transcript RAW is a line of, or None."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "type" not in data:
+        return None
+    return next((name for field, name in TRANSCRIPT_FIELDS.items() if field in data), None)
+
+
 def _record(raw: bytes) -> NewMemory:
     """One JSON line -> NewMemory; raises ValueError with a one-line reason."""
     try:
@@ -1081,8 +1140,9 @@ def _record(raw: bytes) -> NewMemory:
         raise ValueError("not UTF-8 text") from None
     try:
         data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except json.JSONDecodeError as exc:  # "Unterminated string starting at": no "at at column"
+        reason = exc.msg.removesuffix(" at")
+        raise ValueError(f"malformed JSON ({reason} at column {exc.colno})") from None
     except RecursionError:  # thousands of nested brackets: a bad line, not the whole import
         raise ValueError("malformed JSON (nested too deeply)") from None
     if not isinstance(data, dict):
@@ -1156,13 +1216,7 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
     # An import never waits for a model: vectors follow in the service's embedding queue.
     engine.writer.defer = engine.settings.embed_background
     counts = {"new": 0, "duplicate": 0, "rejected": 0, "bad": 0}
-    total = None
-    if path != "-":
-        try:
-            with open(path, "rb") as handle:
-                total = sum(1 for _ in handle)
-        except OSError as exc:
-            raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
+    cap = _line_cap(engine.settings.max_content_chars)
     batch: list[tuple[int, NewMemory]] = []
 
     def flush() -> None:
@@ -1175,20 +1229,32 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                 click.echo(f"line {number}: rejected: {result.reason}", err=True)
         batch.clear()
 
+    number, seen_good = 0, False  # a transcript is told from its lines before any good one
     try:
+        # Opened once: a pipe (`<(zcat x.gz)`) or a FIFO read twice gave nothing or hung.
         with _open_input(path) as handle, progress_bar() as progress:
+            total = None if progress.disable else _line_count(handle)
             task = progress.add_task("importing", total=total)
-            for number, line in enumerate(handle, start=1):
+            for number, line in enumerate(_json_lines(handle, cap), start=1):
                 progress.advance(task)
+                if line is None:
+                    counts["bad"] += 1
+                    click.echo(f"line {number}: longer than {cap} bytes (content is at most "
+                               f"{engine.settings.max_content_chars} characters): skipped",
+                               err=True)
+                    continue
                 if not line.strip():
                     continue
                 try:
                     item = _record(line)
                     validate(item, engine.settings.max_content_chars)
                 except (ValueError, InvalidMemory) as exc:
+                    if not seen_good and (harness := _transcript_of(line)):
+                        raise click.ClickException(_transcript_refusal(path, harness, number))
                     counts["bad"] += 1
                     click.echo(f"line {number}: {exc}", err=True)
                     continue
+                seen_good = True
                 batch.append((number, item))
                 if len(batch) >= IMPORT_BATCH:
                     flush()
@@ -1196,6 +1262,13 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                 flush()
     except OSError as exc:
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
+    except KeyboardInterrupt:
+        # A batch is one transaction: the one cut short is not stored, the ones before are.
+        stopped_at = batch[0][0] if batch else max(number, 1)
+        _echo_json({**counts, "interrupted_at_line": stopped_at})
+        click.echo(f"interrupted: {counts['new']} new memories are stored; importing the same "
+                   "file again stores the rest (what is stored counts as duplicate)", err=True)
+        sys.exit(130)
     # A `superseded_by` naming no live memory is cleared (it hid what was imported), and a
     # bulk import's index segments are merged when it is a real share of the store.
     if current_again := engine.finish_import(counts["new"], IMPORT_BATCH):
@@ -1206,6 +1279,14 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                    "background (or run `memory-mcp backfill`)", err=True)
     if counts["bad"]:
         sys.exit(1)
+
+
+def _transcript_refusal(path: str, harness: str, number: int) -> str:
+    """The one line refusing a session transcript given to `import FILE`."""
+    name = "standard input" if path == "-" else path
+    return (f"{name} is a {harness} session transcript (line {number}), not memories to import: "
+            "the hooks store each session as it ends (docs/harnesses.md); `import` reads JSON "
+            "lines as `export` writes them; nothing was stored")
 
 
 def _is_markdown(path: str) -> bool:
