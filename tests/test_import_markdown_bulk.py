@@ -69,6 +69,10 @@ def test_an_oversized_section_is_rejected_and_the_rest_imported_cli(tmp_path: Pa
         [rejected] = [a for a in report["files"][0]["actions"] if a.startswith("rejected ")]
         assert 'CLAUDE.md under "Reference dump"' in rejected
     assert report["totals"]["unchanged"] == 2
+    plain = cli(db, home, "import", "claude-code", cwd=project)  # a real run says why, too
+    assert plain.returncode == 0 and "CLAUDE.md: 2 unchanged, 1 rejected" in plain.stdout
+    [why] = plain.stderr.splitlines()
+    assert 'CLAUDE.md under "Reference dump": content: ' in why, plain.stderr
     listed = cli(db, home, "list", cwd=project).stdout
     assert "first rule: use pnpm" in listed and "last rule: run the linter" in listed
 

@@ -1322,7 +1322,10 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
         files = folder_files(folder, project if project_dir else None)
         scopes = [f"folder:{folder}"]
     try:
-        reports = run_import(obj.engine, files, scopes, dry_run=dry_run, reads=reads)
+        with progress_bar() as bar:  # thousands of notes take a while (shown on a terminal)
+            task = bar.add_task("importing markdown", total=len(files))
+            reports = run_import(obj.engine, files, scopes, dry_run=dry_run, reads=reads,
+                                 progress=lambda done, _: bar.update(task, completed=done))
     except ImportFailed as exc:
         raise click.ClickException(str(exc)) from None
     totals = {key: sum(r.counts[key] for r in reports) for key in reports[0].counts} \
@@ -1338,9 +1341,9 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
     for report in reports:  # file names and previews of their text: shown, never obeyed
         click.echo(strip_terminal_controls(f"{report.label}: " + (", ".join(
             f"{n} {k}" for k, n in report.counts.items() if n) or "empty")))
-        if dry_run:
-            for line in iter_actions([report]):
-                click.echo(strip_terminal_controls(line))
+        for line in iter_actions([report]):  # a real run says why a section was refused
+            if dry_run or line.lstrip().startswith("rejected"):
+                click.echo(strip_terminal_controls(line), err=not dry_run)
     prefix = "would be (dry run): " if dry_run else "total: "
     click.echo(prefix + ", ".join(f"{n} {k}" for k, n in totals.items()))
 
