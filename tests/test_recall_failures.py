@@ -104,3 +104,64 @@ def test_a_search_failed_on_the_stores_state_is_the_stores_error(
         assert said(caplog) == []
     finally:
         engine.close()
+
+
+class FailingSql(Channel):
+    """A third party's channel whose SQL fails on the server (a typo, a missing table): its
+    search, and its `relevant` verdict, run a statement that raises."""
+
+    name = "failing_sql"
+    stores = ("sqlite", "postgresql")
+
+    def index(self, conn: Any, memories: list[Memory], prepared: Any = None) -> None:
+        pass
+
+    def search(self, conn: Any, query: str, k: int, filters: RecallFilters) -> Any:
+        conn.execute("SELECT * FROM no_such_index").fetchall()
+        return []
+
+    def relevant(self, conn: Any, query: str, hits: list[Any]) -> set[int]:
+        conn.execute("SELECT * FROM no_such_table").fetchall()
+        return set()
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_a_channels_failed_statement_leaves_the_recalls_connection_usable(
+        tmp_path: Path, store: str, caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL aborts a whole transaction at a failed statement: a third party's SQL error
+    on the recall's own connection failed every channel and stage after it ("every channel's
+    search failed (failing_sql: UndefinedTable …; pg_fulltext: InFailedSqlTransaction …)"),
+    on a one-off command's every recall. Now only that channel is left out, in one line, and
+    its failed verdict costs no other channel's."""
+    import pg
+
+    settings: dict[str, Any] = {"device": "cpu"}
+    if store == "postgresql":
+        settings["db_url"] = pg.new_database()
+    else:
+        settings["plugins"] = "bm25_porter"
+    engine = testing.engine_with(tmp_path, _registering(FailingSql()), **settings)
+    try:
+        uid = engine.store_one(NewMemory("the deploy pipeline runs on fridays")).uid
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            for _ in range(3):
+                assert [h.memory.uid for h in engine.recall("deploy pipeline")] == [uid]
+                assert [h.memory.uid for h in engine.recall(
+                    "deploy pipeline", relevant_only=True)] == [uid]
+        lines = [r.getMessage() for r in caplog.records]
+        assert len([m for m in lines if m.startswith("channel failing_sql: search failed")
+                    and "no_such_index" in m and m.endswith("recall goes on without it")]) == 6
+        assert len([m for m in lines if m.startswith("channel failing_sql: relevant failed")
+                    and "no_such_table" in m]) == 3
+        assert len(lines) == 9, lines
+    finally:
+        engine.close()
+
+
+def _registering(channel: Channel) -> Any:
+    class Plugin:
+        @hookimpl
+        def register_channels(self, register: Any, settings: Any) -> None:
+            register(channel)
+
+    return Plugin()

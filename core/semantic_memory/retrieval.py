@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import count
@@ -317,7 +317,8 @@ class Searcher:
             vouched: set[int] = set()
             for channel in judges:
                 try:
-                    vouched |= channel.relevant(conn, query, page)
+                    with self._kept_usable(conn, shared=True):
+                        vouched |= channel.relevant(conn, query, page)
                 except Exception as exc:  # noqa: BLE001 - no verdict from this channel
                     log.warning("channel %s: relevant failed (%s)", channel.name, one_line(exc))
             kept += [h for h in page if h.memory.id in vouched]
@@ -327,17 +328,19 @@ class Searcher:
 
     def _search(
         self, channel: Channel, conn: Any, query: str, depth: int, filters: RecallFilters,
-        failed: Failures, deadline: Deadline, here: bool = False,
+        failed: Failures, deadline: Deadline, here: bool = False, shared: bool = True,
     ) -> list[ChannelHit] | None:
         """One channel's hits; None when it fails, said in `failed` (one broken channel must
-        not take recall down). Keeps a smoothed search time per channel (`recall` plans with
+        not take recall down; on `shared`, the recall's own connection, nor the statements
+        after it: `_kept_usable`). Keeps a smoothed search time per channel (`recall` plans with
         it), and whether the channel keeps within MEMORY_CHANNEL_TIMEOUT_S (only then may it
         search on the caller's thread: `here`); a search that took most of its deadline is
         logged, as is one on the caller's thread that overran it."""
         start = time.perf_counter()
         allowed = deadline.at - time.monotonic()
         try:
-            found = channel.search(conn, query, depth, filters)
+            with self._kept_usable(conn, shared):
+                found = channel.search(conn, query, depth, filters)
         except Exception as exc:  # noqa: BLE001
             failed.add(channel.name, exc)
             return None
@@ -499,7 +502,17 @@ class Searcher:
         with self.store.spare_snapshot() as conn:
             if conn is None:
                 return False, None
-            return True, self._search(channel, conn, query, depth, filters, failed, deadline)
+            return True, self._search(channel, conn, query, depth, filters, failed, deadline,
+                                      shared=False)
+
+    def _kept_usable(self, conn: Any, shared: bool) -> AbstractContextManager[None]:
+        """Around a channel's call on the recall's own connection: a savepoint, so that a
+        statement of the channel's that fails leaves the connection usable for the channels
+        and stages after it (PostgreSQL aborts the whole transaction at a failed statement:
+        one third party's SQL error failed every channel after it). Two statements a call,
+        microseconds on SQLite, two round trips on PostgreSQL. A spare snapshot serves one
+        channel and is given back: nothing after it to keep."""
+        return self.store.savepoint(conn, "channel_call") if shared else nullcontext()
 
     def _pool(self) -> DaemonPool:
         """Threads for channel searches beyond the caller's own (one per CPU, made once)."""
@@ -522,7 +535,8 @@ class Searcher:
             if name not in rankings:
                 continue
             try:
-                value = channel.confidence(conn, query, rankings[name])
+                with self._kept_usable(conn, shared=True):
+                    value = channel.confidence(conn, query, rankings[name])
             except Exception as exc:  # noqa: BLE001 - no verdict, no fast path
                 log.warning("channel %s: confidence failed (%s)", name, one_line(exc))
                 continue

@@ -208,14 +208,19 @@ class SQLMemoryStore:
 
     @contextmanager
     def savepoint(self, conn: Any, name: str) -> Iterator[None]:
-        """Inside a write transaction: when the block raises, undo only what it wrote (the
-        exception goes on). How the engine keeps one failing channel out of a write."""
+        """Inside a transaction: when the block raises, undo only what it did (the exception
+        goes on), and leave the transaction usable. How the engine keeps one failing channel
+        out of a write, and out of the rest of a recall. When the connection itself is gone
+        (a deadline closed it), the block's error is the one that says why."""
         self._run(conn, f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
-            self._run(conn, f"ROLLBACK TO SAVEPOINT {name}")
-            self._run(conn, f"RELEASE SAVEPOINT {name}")
+            try:
+                self._run(conn, f"ROLLBACK TO SAVEPOINT {name}")
+                self._run(conn, f"RELEASE SAVEPOINT {name}")
+            except Exception:  # noqa: BLE001 - the transaction fails with what follows
+                pass
             raise
         self._run(conn, f"RELEASE SAVEPOINT {name}")
 
