@@ -522,3 +522,31 @@ def test_a_notification_crossing_its_sessions_close_is_no_traceback(
         ("http.response.start", 202), ("http.response.body", None)]
     assert "session already closed" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_a_client_gone_before_its_pipelined_answers_leaves_no_traceback(tmp_path: Path) -> None:
+    """A client pipelines twenty requests for big pages on a small receive buffer, then closes
+    its socket: uvicorn marks only the request it is reading as disconnected, and the answers
+    queued behind it met the closed socket (`RuntimeError: unable to perform operation on
+    <TCPTransport closed=True …>`), two tracebacks each in the service's log. Now dropped
+    quietly; the service answers the next client."""
+    svc = start_service(tmp_path)
+    try:
+        with svc.client() as client:
+            for start in range(0, 300, 100):
+                items = [{"content": f"memory {n} about the build " + "x%dy " % n * 80}
+                         for n in range(start, start + 100)]
+                assert client.post("/ingest", json={"items": items}).status_code == 200
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", port_of(svc)))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /api/memories?limit=500 HTTP/1.1\r\nHost: localhost\r\n\r\n" * 20)
+            time.sleep(0.5)
+            sock.close()
+        with svc.client() as client:
+            assert client.get("/api/memories?limit=5").status_code == 200
+        time.sleep(1)  # the queued answers meet the closed socket
+    finally:
+        svc.stop()
+    log = svc.stderr()
+    assert "Traceback" not in log and "unexpected error" not in log, log[-3000:]

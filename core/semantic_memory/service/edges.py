@@ -216,7 +216,7 @@ class Exchange:
         elif kind == "http.response.body":
             await self.send_body(message)
         else:
-            await self._send(message)
+            await self._deliver(message)
 
     # --- the client's side ---------------------------------------------------------------
 
@@ -244,13 +244,29 @@ class Exchange:
             # The rest of this body is never parsed as a request: the connection ends here.
             message["headers"].append((b"connection", b"close"))
         self.started = True
-        await self._send(message)
+        await self._deliver(message)
 
     async def send_body(self, message: Message) -> None:
         if not message.get("more_body", False):
             await self.drain()  # before the server closes the socket
             self.finished = True
-        await self._send(message)
+        await self._deliver(message)
+
+    async def _deliver(self, message: Message) -> None:
+        """`message` to the server, unless the client has gone. uvicorn marks only the
+        request it is reading as disconnected when a client closes its connection: the
+        answer to a request pipelined behind it meets the closed socket (uvloop's
+        `RuntimeError: unable to perform operation on <TCPTransport closed=True …>`,
+        asyncio's OSError), two tracebacks in the log for nobody's fault. Nothing more is
+        sent on this exchange."""
+        try:
+            await self._send(message)
+        except (RuntimeError, OSError) as exc:
+            if "closed" not in str(exc) and not isinstance(exc, OSError):
+                raise
+            self.finished = True
+            log.debug("client gone before its answer to %s %s: %s", self.scope.get("method"),
+                      self.scope.get("path"), exc)
 
     async def drain(self) -> None:
         """Read and drop what is left of the body, within the drain and time limits."""
