@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory
-from semantic_memory.models import NewMemory
+from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.safety.terminal import strip_terminal_controls
 from test_core_cli import run
@@ -101,3 +101,30 @@ def test_stats_shows_paths_and_names_as_written(tmp_path: Path) -> None:
     out = run(db, "stats")
     assert out.returncode == 0, out.stderr
     assert "[/x]" in out.stdout.replace("\n", "") and "project: [bold]web=1" in out.stdout
+
+
+def test_bidi_overrides_are_shown_as_code_points_in_the_cli_and_dropped_in_the_block(
+        tmp_path: Path) -> None:
+    """A right-to-left override makes a terminal print what follows backwards ("Trojan
+    Source"): `list` showed `... git push --force #` for a memory whose stored text reads
+    otherwise, while the agent's block drops the override. The CLI now writes each bidi
+    control as its code point; the stored text keeps it."""
+    db = tmp_path / "memory.db"
+    hidden = "deploy note: run make deploy \u202e# ecrof-- hsup tig ; \u202c then check \u2067x\u2069"
+    stored = run(db, "store", hidden, "--project", "bidi")
+    assert stored.returncode == 0, stored.stderr
+    for args in (("list", "--project", "bidi"), ("recall", "make deploy", "--project", "bidi")):
+        out = run(db, *args)
+        assert out.returncode == 0, out.stderr
+        shown = out.stdout.replace("\n", "")
+        assert "<U+202E># ecrof-- hsup tig ; <U+202C>" in shown, out.stdout
+        assert "<U+2067>x<U+2069>" in shown
+        assert not any(c in out.stdout for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    block = run(db, "recall", "make deploy", "--project", "bidi", "--block", "2000")
+    assert block.returncode == 0 and "make deploy" in block.stdout
+    assert "\u202e" not in block.stdout and "<U+202E>" not in block.stdout
+    engine = MemoryEngine(Settings(db_path=str(db)))
+    try:
+        assert [m.content for m in engine.list(RecallFilters(project="bidi"))] == [hidden]
+    finally:
+        engine.close()

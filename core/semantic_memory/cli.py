@@ -25,7 +25,7 @@ from .cli_io import console as _console
 from .harness.project import working_folder
 from .config import ConfigError, Settings
 from .safety.redaction import ruleset_info
-from .safety.terminal import strip_terminal_controls
+from .safety.terminal import shown_on_terminal
 from .errors import InvalidMemory, UnknownMemory, one_line
 from .models import (Holdings, NewMemory, RecallFilters, TimeOutOfRange, UnclearDuration,
                      folded, parse_time, project_name)
@@ -516,9 +516,9 @@ def stats(obj: Context, as_json: bool) -> None:
     console = _console()
 
     def line(text: str) -> None:  # names and paths are shown as written, never as markup
-        console.print(Text(strip_terminal_controls(text)))
+        console.print(Text(shown_on_terminal(text)))
 
-    console.print(Text.assemble((str(data["memories"]), "bold"), Text(strip_terminal_controls(
+    console.print(Text.assemble((str(data["memories"]), "bold"), Text(shown_on_terminal(
         f" memories ({data['forgotten']} forgotten, not yet purged) in {data['db_path']} "
         f"({data['db_bytes']:,} bytes)"))))
     for key in ("by_kind", "by_source", "by_project"):
@@ -1339,11 +1339,11 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
         click.echo(f"nothing to import: no markdown found for {path}")
         return
     for report in reports:  # file names and previews of their text: shown, never obeyed
-        click.echo(strip_terminal_controls(f"{report.label}: " + (", ".join(
+        click.echo(shown_on_terminal(f"{report.label}: " + (", ".join(
             f"{n} {k}" for k, n in report.counts.items() if n) or "empty")))
         for line in iter_actions([report]):  # a real run says why a section was refused
             if dry_run or line.lstrip().startswith("rejected"):
-                click.echo(strip_terminal_controls(line), err=not dry_run)
+                click.echo(shown_on_terminal(line), err=not dry_run)
     prefix = "would be (dry run): " if dry_run else "total: "
     click.echo(prefix + ", ".join(f"{n} {k}" for k, n in totals.items()))
 

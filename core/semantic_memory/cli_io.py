@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, TextIO
 import click
 
 from .harness.project import working_folder
-from .safety.terminal import strip_terminal_controls
+from .safety.terminal import shown_on_terminal
 from .service.stdio import FOLDER_GONE
 
 
@@ -109,7 +109,7 @@ def add_row(table: Any, *cells: str) -> None:
     in a memory raised MarkupError) nor sent to the terminal as control sequences."""
     from rich.text import Text
 
-    table.add_row(*(Text(strip_terminal_controls(cell)) for cell in cells))
+    table.add_row(*(Text(shown_on_terminal(cell)) for cell in cells))
 
 
 #: The width of stdout when it is no terminal: wider than any row (rich's default there is

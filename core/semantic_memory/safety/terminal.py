@@ -12,6 +12,11 @@ controls OSC, DCS, SOS, PM and APC when terminated (BEL or ST; an unterminated o
 its opening, never the text after it); any other escape with its intermediates and final byte;
 then every remaining C0 and C1 control but tab, newline and NUL (which validation refuses as
 binary data). A carriage return ends a line.
+
+Shown on a terminal (`shown_on_terminal`), bidi embeddings, overrides and isolates are made
+visible too: the terminal reorders the text after one ("Trojan Source"), so a memory reviewed
+with `memory-mcp list` could read differently from what an agent is given (the injected block
+drops them). They stay in the stored text: right-to-left writing may mean them.
 """
 
 from __future__ import annotations
@@ -34,3 +39,14 @@ def strip_terminal_controls(text: str) -> str:
     if not _ANY.search(text):
         return text
     return _CONTROL.sub("", _SEQUENCE.sub("", _CARRIAGE_RETURN.sub("\n", text)))
+
+
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def shown_on_terminal(text: str) -> str:
+    """`text` as a command prints it: without terminal controls, each bidi embedding,
+    override or isolate written as its code point (`<U+202E>`), so that a person reads the
+    characters in the order they are stored."""
+    return _BIDI_CONTROLS.sub(lambda m: f"<U+{ord(m.group()):04X}>",
+                              strip_terminal_controls(text))
