@@ -11,6 +11,11 @@ section gone from a file, or a file gone from its scope, is forgotten (soft dele
 store has forgotten is never revived: a notes section comes back under a next-generation uid,
 an exported entry naming it is skipped.
 
+An export header and its uid comments are honoured only in a file a person names (`import DIR`,
+one notes file): a harness's instruction file is what a cloned repository holds, so it is plain
+markdown, filed under the project detected for its folder. And a uid comment never reaches a
+memory of another project than the one its file writes to.
+
 Everything is written through the engine, so ingest filters (`<private>`, redaction) apply.
 """
 
@@ -20,6 +25,7 @@ import errno
 import hashlib
 import os
 import re
+import shlex
 import shutil
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -29,7 +35,7 @@ from typing import IO, Callable, Iterable, Iterator
 
 from .errors import InvalidMemory
 from .ingest import UID, validate
-from .models import LOADED_BY, Memory, NewMemory, RecallFilters
+from .models import LOADED_BY, Memory, NewMemory, RecallFilters, project_name
 from .pipeline import MemoryEngine
 from .private import strip_private
 
@@ -86,6 +92,11 @@ class SourceFile:
     auto_memory: bool = False  # one Claude Code auto-memory file (front matter, MEMORY.md index)
     #: The harnesses that load this file into every session themselves (`loaded-by:` tags).
     loaded_by: tuple[str, ...] = ()
+    #: Whether an export header makes it an exported file (its project, its entries' uids):
+    #: only for a file a person passed (`import DIR`, one notes file). A harness file
+    #: (CLAUDE.md, AGENTS.md, auto-memory) may come with a clone, so it is plain markdown:
+    #: its header cannot pick another project, nor its uid comments another memory.
+    may_be_export: bool = False
 
 
 @dataclass
@@ -201,7 +212,7 @@ def note_file(folder: Path, path: Path, project: str | None) -> SourceFile:
     """One notes file of `folder`: the same identity whether its folder or the file alone is
     imported, so importing either after the other finds its memories unchanged."""
     return SourceFile(path, path.relative_to(folder).as_posix(), f"folder:{folder}", project,
-                      "fact", "notes")
+                      "fact", "notes", may_be_export=True)
 
 
 # --- reading markdown ------------------------------------------------------------------------
@@ -357,9 +368,10 @@ def split_export(text: str) -> tuple[str | None, list[Section]]:
 
 
 def sections_of(source: SourceFile) -> tuple[list[Section], str | None]:
-    """The memories of one file, and the project an exported file names (else None)."""
+    """The memories of one file, and the project an exported file names (else None; always
+    None for a file that may not be an export, `SourceFile.may_be_export`)."""
     text = read_text(source.path)
-    if text.startswith(EXPORT_MARK):
+    if source.may_be_export and text.startswith(EXPORT_MARK):
         try:
             project, sections = split_export(text)
         except ValueError as exc:
@@ -534,6 +546,8 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
             report.counts["skipped"] += 1
             report.actions.append(f"skip {section.uid} (forgotten) {_preview(section.content)}")
             return base
+        if current is not None and _refused_move(source, section, current, project, report):
+            return base
     else:
         project = source.project if export_project is None else export_project
         tags = tags_for(source, section)
@@ -564,6 +578,24 @@ def _import_section(engine: MemoryEngine, source: SourceFile, section: Section,
     elif result.status in ("rejected", "duplicate"):
         report.actions.append(f"{result.status} {current.uid} {result.reason}")
     return base
+
+
+def _refused_move(source: SourceFile, section: Section, current: Memory,
+                  project: str | None, report: FileReport) -> bool:
+    """Whether an exported entry names a memory of another project than its file's header:
+    then it is counted `rejected` and that memory is left as it is. A file's uid comment
+    would otherwise rewrite (and move) any memory whose uid it knows, and imported uids are
+    derived, so known; moving a memory is `memory-mcp update UID --project`."""
+    if current.project == (project_name(project) or None):
+        return False
+    owner = f"project '{current.project}'" if current.project else "no project (global)"
+    target = f"'{project}'" if project else "no project"
+    report.counts["rejected"] += 1
+    report.actions.append(
+        f"rejected {section.uid} {source.label}: it names a memory of {owner}, and this file "
+        f"writes to {target}; left as it is (to move it: memory-mcp update {section.uid} "
+        f"--project {shlex.quote(project or '')})")
+    return True
 
 
 def _refused(engine: MemoryEngine, source: SourceFile, section: Section, project: str | None,
