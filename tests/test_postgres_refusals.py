@@ -111,8 +111,13 @@ def test_a_revoked_privilege_is_one_line_naming_the_grant_everywhere(tmp_path: P
         admin_runs(db, f"REVOKE SELECT ON {role}.memories FROM {role}")
         unreadable = f"the role {role} lacks SELECT, INSERT, UPDATE on {role}.memories"
         with service.client() as http:
-            health = http.get("/health")
+            polls = [http.get("/health") for _ in range(8)]  # a monitor, a `doctor` loop
+            health = polls[-1]
         assert health.status_code == 503 and unreadable in health.json()["error"], health.text
+        assert all(unreadable in p.json()["error"] for p in polls)
+        # Each answer carries the line; the log says it once a minute, not once a poll.
+        assert sum("GET /health:" in line and unreadable in line
+                   for line in service.stderr().splitlines()) == 1, service.stderr()
         recalled = one_error_line(cli(tmp_path, "recall", "deploy pipeline", **env))
         assert unreadable in recalled and "goes on without it" not in recalled, recalled
 

@@ -48,7 +48,7 @@ from ..stores import StoreError
 from ..stores.sqlite import damaged, sqlite_problem
 from . import fastparse, threads
 from .auth import bearer_ok
-from .errors import ApiError
+from .errors import ApiError, store_problems
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -252,7 +252,7 @@ async def health(request: Request) -> JSONResponse:
         if problem is None:
             raise  # not the store's state: the service's own 500 (EXCEPTION_HANDLERS)
         status, line = problem
-        log.warning("%s %s: %s", request.method, request.url.path, line)
+        store_problems.warn(request.method, request.url.path, line)
         return JSONResponse({"error": line, **live, "ok": False}, status_code=status)
     watch = spool_watch(request.app.state.settings)  # the replay loop's last look: no I/O here
     return JSONResponse({
@@ -693,7 +693,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def store_error(request: Request, exc: Exception) -> JSONResponse:
     """The store cannot answer (a PostgreSQL server down or unreachable): 503, one line."""
-    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    store_problems.warn(request.method, request.url.path, str(exc))
     return JSONResponse({"error": str(exc)}, status_code=503)
 
 
@@ -704,7 +704,7 @@ async def sqlite_error(request: Request, exc: Exception) -> JSONResponse:
     if not (damaged(exc) or sqlite3.SQLITE_FULL == (exc.sqlite_errorcode or 0) & 0xFF):
         return await unexpected_error(request, exc)
     problem = sqlite_problem(exc)
-    log.warning("%s %s: %s", request.method, request.url.path, problem)
+    store_problems.warn(request.method, request.url.path, problem)
     return JSONResponse({"error": problem}, status_code=503)
 
 
