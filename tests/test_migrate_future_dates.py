@@ -110,3 +110,30 @@ def test_a_memory_today_s_checks_refuse_is_listed_not_fatal(settings: Settings,
     assert summary["verified"] and summary["copied"]["memories"] == 1
     assert summary["refused"]["count"] == 1
     assert summary["refused"]["first"][0].startswith(f"{long}: content: ")
+
+
+def test_what_a_refused_memory_had_replaced_arrives_current(settings: Settings,
+                                                           tmp_path: Path) -> None:
+    """The memory a refused one superseded stayed hidden in the target behind a uid nothing
+    held, until the target's maintenance ran: now current at once, the copy still verified."""
+    engine = MemoryEngine(replace(settings, max_content_chars=5_000))
+    try:
+        old = engine.store_one(NewMemory("The deploy runs from the ops laptop", project="web"))
+        new = engine.store_one(NewMemory("The deploy runs from CI: " + "step ok; " * 300,
+                                         project="web"))
+        with engine.store.write() as conn:
+            engine.store.supersede(conn, [engine.get(old.uid).id], new.uid)
+        assert engine.get(old.uid).superseded_by == new.uid
+    finally:
+        engine.close()
+    moved = tmp_path / "moved.db"
+    done = cli(settings, tmp_path, "migrate", "--to", str(moved), MEMORY_MAX_CONTENT_CHARS="1000")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["verified"] and summary["refused"]["count"] == 1
+    target = MemoryEngine(Settings(db_path=str(moved), device="cpu"))
+    try:
+        assert target.get(old.uid).superseded_by is None
+        assert [h.memory.uid for h in target.recall("deploy ops laptop")] == [old.uid]
+    finally:
+        target.close()

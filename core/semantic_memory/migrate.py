@@ -276,6 +276,13 @@ def _copy_state(source: MemoryEngine, target: MemoryEngine,
             target.store.restore_injections(reports)
             reports.clear()
     target.store.restore_injections(reports)
+    if refused:
+        # What a refused memory had replaced has nothing to stay hidden behind: current again
+        # now, as maintenance would make it, not hidden until the target's next run.
+        with target.store.write() as conn:
+            current = target.store.clear_dangling_supersessions(conn)
+        expected["superseded"] -= current
+        expected["memories"] += current
     revisions = _copy_revisions(source, target, set(refused))
     vectors = _copy_vectors(source, target)
     purged = _copy_purged(source, target)
