@@ -470,13 +470,25 @@ def test_token_unlocks_the_page_and_maintenance(tab: Tab, secured: Service) -> N
     page.reload()  # the token survives a reload of the tab
     forgotten = page.locator("#overview-cards .card").filter(has_text="Forgotten")
     expect(forgotten.locator(".card-value")).to_have_text("1")
-    page.click("#purge-button")
+    purge, backfill = page.locator("#purge-button"), page.locator("#backfill-button")
+    purge.focus()
+    page.keyboard.press("Enter")
     expect(page.locator("#confirm-title")).to_have_text("Purge now?")
+    page.keyboard.press("Escape")  # cancelled: the focus is back on Purge…, not at the top
+    expect(purge).to_be_focused()
+    expect(forgotten.locator(".card-value")).to_have_text("1")
+    page.keyboard.press("Enter")
     page.click("#confirm-ok")
     expect(page.locator("#maintenance-report")).to_contain_text("soft deleted1")
     expect(forgotten.locator(".card-value")).to_have_text("0")  # stats refreshed
     expect(page.locator("#notice")).to_have_text("Purge done.")
-    page.click("#backfill-button")
+    expect(purge).to_be_focused()  # and back on it once the purge is done
+    page.keyboard.press("Tab")
+    expect(backfill).to_be_focused()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")  # on Cancel
+    expect(backfill).to_be_focused()
+    page.keyboard.press("Enter")
     page.click("#confirm-ok")
     expect(page.locator("#maintenance-report")).to_contain_text("embedded0")
     tab.shot("maintenance-1280.png")

@@ -4,7 +4,8 @@
 // is therefore built with createElement and text nodes only (never innerHTML), links are made
 // only from our own route names plus encodeURIComponent, and the Content-Security-Policy the
 // service sends (script-src 'self', no inline script, no eval) would stop anything that slipped
-// through anyway.
+// through anyway. Every text node and tooltip el() makes shows bidi controls as their code
+// points (displayText), so that no stored text is shown in an order other than the stored one.
 
 const TOKEN_KEY = "semantic-memory.token";
 /** How long a call may go unanswered before the page says so (a hung service never answers).
@@ -17,10 +18,11 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 
 const state = {
   health: null, // GET /health: version, auth (whether the API needs a token)
-  stats: null, // GET /api/stats: refreshed by the overview, its lists fill the search filters
+  stats: null, // GET /api/stats: refreshed by the overview and by each search (its filters)
   ticket: 0, // bumped per navigation: a slow answer for a view left behind is dropped
   listHash: "#search", // the list a memory was opened from, for "back" and after forgetting
   memoryUid: null, // the memory the memory view shows (its buttons act on it)
+  editing: null, // the memory the open editor edits (null: closed)
   // Shown after the navigation under way (which clears the notice otherwise): {message,
   // action}, e.g. "Forgotten" with its Undo.
   nextNotice: null,
@@ -42,12 +44,26 @@ class Refused extends Error {
 
 const $ = (id) => document.getElementById(id);
 
+/** Bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). Obeyed, they
+    reorder the text after them ("Trojan Source"): `bidi \u202eexe.txt` would read `bidi txt.exe`,
+    a string other than the one stored and given to the agent. */
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
+
+/** `text` as the page shows it: each bidi control written as its code point (`<U+202E>`), as
+    the CLI prints it, so the characters read in the order they are stored. */
+const displayText = (text) => String(text).replace(BIDI_CONTROLS, (c) =>
+  `<U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}>`);
+
+/** Attributes a person reads (tooltips, screen-reader labels): shown as text is. */
+const READ_ATTRS = new Set(["title", "aria-label"]);
+
 function setProps(node, { cls, text, attrs = {}, on = {} } = {}) {
   if (cls) node.setAttribute("class", cls);
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) node.textContent = displayText(text);
   for (const [name, value] of Object.entries(attrs)) {
     if (value !== null && value !== undefined && value !== false) {
-      node.setAttribute(name, value === true ? "" : String(value));
+      const shown = value === true ? "" : String(value);
+      node.setAttribute(name, READ_ATTRS.has(name) ? displayText(shown) : shown);
     }
   }
   for (const [event, handler] of Object.entries(on)) node.addEventListener(event, handler);
@@ -57,7 +73,7 @@ function setProps(node, { cls, text, attrs = {}, on = {} } = {}) {
 function addChildren(node, children) {
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : String(child)); // strings become text nodes
+    node.append(child instanceof Node ? child : displayText(child)); // strings: text nodes
   }
   return node;
 }
@@ -120,17 +136,24 @@ const memoryHref = (uid) => `#memory/${encodeURIComponent(uid)}`;
 const searchHref = (params) => `#search?${new URLSearchParams(params)}`;
 const labelOf = (value) => (value === "" || value === null || value === undefined
   ? "(none)" : value);
+/** The global memories, those without a project (`project=` in a search address). */
+const NO_PROJECT = "(no project)";
 
 // --- notices and confirmation ---------------------------------------------------------------
 
 /** Run `work` with `button` disabled, so that a second click cannot send its request again
-    while the first is under way (Save, Forget…, Undo, Restore). */
+    while the first is under way (Save, Forget…, Undo, Restore, Purge…, Backfill…). A button
+    that had the focus gets it back when done: disabling it dropped the focus to the top of the
+    page, where the next Tab would start again. */
 async function busy(button, work) {
+  const hadFocus = document.activeElement === button;
   button.disabled = true;
   try {
     return await work();
   } finally {
     button.disabled = false;
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus && lost && button.isConnected) button.focus();
   }
 }
 
@@ -155,17 +178,22 @@ function notify(message, kind = "info", action = null) {
 }
 
 /** A modal yes/no question; resolves true when the user confirms. Escape cancels. `warning`
-    (if any) says what else the action changes. */
+    (if any) says what else the action changes. The focus then goes back to what had it (the
+    button that asked), so ask before disabling that button (busy), not while. */
 function confirmAction(title, detail, action, warning = "") {
   const dialog = $("confirm-dialog");
+  const opener = document.activeElement;
   $("confirm-title").textContent = title;
-  $("confirm-detail").textContent = detail;
-  $("confirm-warning").textContent = warning;
+  $("confirm-detail").textContent = displayText(detail);
+  $("confirm-warning").textContent = displayText(warning);
   $("confirm-warning").hidden = !warning;
   $("confirm-ok").textContent = action;
   dialog.returnValue = "";
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.addEventListener("close", () => {
+      if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
+      resolve(dialog.returnValue === "ok");
+    }, { once: true });
     dialog.showModal();
     $("confirm-cancel").focus(); // the safe choice has the focus
   });
@@ -354,7 +382,7 @@ async function renderOverview(ticket) {
   countList("overview-kinds", stats.by_kind, "kind");
   countList("overview-sources", stats.by_source, "source");
   const unnamed = stats.without_project
-    ? el("li", {}, el("span", { text: "(no project)" }),
+    ? el("li", {}, el("a", { text: NO_PROJECT, attrs: { href: searchHref({ project: "" }) } }),
       el("span", { cls: "count", text: num(stats.without_project) }))
     : null;
   countList("overview-projects", stats.by_project, "project", unnamed);
@@ -363,7 +391,7 @@ async function renderOverview(ticket) {
   $("maintenance-hint").hidden = needsToken();
 }
 
-async function runMaintenance(kind) {
+async function runMaintenance(kind, button) {
   const questions = {
     purge: ["Purge now?", "Forgotten memories are deleted for good, expired artifacts and old "
       + "telemetry are removed, and the file is compacted. This cannot be undone.", "Purge"],
@@ -374,8 +402,8 @@ async function runMaintenance(kind) {
   const report = $("maintenance-report");
   notify(`${kind === "purge" ? "Purging" : "Backfilling"}…`);
   try {
-    const result = await api(`/api/maintenance/${kind}`, { method: "POST",
-      timeoutMs: MAINTENANCE_TIMEOUT_MS });
+    const result = await busy(button, () => api(`/api/maintenance/${kind}`, { method: "POST",
+      timeoutMs: MAINTENANCE_TIMEOUT_MS }));
     const rows = Object.entries(result).flatMap(([key, value]) => [
       el("dt", { text: key.replaceAll("_", " ") }),
       el("dd", { text: typeof value === "object" ? JSON.stringify(value) : String(value) }),
@@ -394,33 +422,83 @@ async function runMaintenance(kind) {
 // --- search ---------------------------------------------------------------------------------
 
 const FILTERS = ["project", "kind", "source"];
+const PAGE_SIZES = ["20", "50", "100"];
+/** Recall ranks at most this many memories, and /api/search pages through them only
+    (MAX_SEARCH_RESULTS in service/schemas.py); the empty-query list has no such cap. */
+const SEARCH_CAP = 200;
 
-function fillSelect(select, counts, chosen, anyLabel) {
-  const values = Object.keys(counts || {});
-  if (chosen && !values.includes(chosen)) values.unshift(chosen); // e.g. from a link
-  select.replaceChildren(el("option", { text: anyLabel, attrs: { value: "" } }),
-    ...values.map((value) => el("option", { text: value, attrs: { value } })));
-  select.value = chosen || "";
+/** The filters the address sets, as the API reads them. An empty `project=` stays: it means
+    the global memories alone (those without a project); another empty filter means any. */
+function chosenFilters(params) {
+  const chosen = {};
+  for (const name of FILTERS) {
+    const value = params.get(name);
+    if (value && value.trim()) chosen[name] = value;
+    else if (name === "project" && value !== null) chosen[name] = "";
+  }
+  return chosen;
 }
 
-function fillForm(stats, params) {
+/** The options of a filter: any, then (with `noneLabel`) the memories without one, then the
+    values the store holds. `chosen`: undefined for any, "" for none. */
+function fillSelect(select, counts, chosen, anyLabel, noneLabel = null) {
+  const values = Object.keys(counts || {});
+  if (chosen && !values.includes(chosen)) values.unshift(chosen); // e.g. from a link
+  // Both "any" and "none" submit no value: the "none" one is told apart by data-none.
+  const none = noneLabel
+    && el("option", { text: noneLabel, attrs: { value: "", "data-none": true } });
+  select.replaceChildren(...[el("option", { text: anyLabel, attrs: { value: "" } }), none,
+    ...values.map((value) => el("option", { text: value, attrs: { value } }))].filter(Boolean));
+  if (none && chosen === "") none.selected = true;
+  else select.value = chosen || "";
+}
+
+/** The page size the address asks for, if the form offers it. */
+const pageSize = (params) => (PAGE_SIZES.includes(params.get("limit"))
+  ? params.get("limit") : "20");
+
+/** What a filter's drop-down has chosen: undefined for any, "" for none (no project). */
+function selectedFilter(select) {
+  const option = select.selectedOptions[0];
+  if (!option || (option.value === "" && option.dataset.none === undefined)) return undefined;
+  return option.value;
+}
+
+/** The filters' choices: the store's projects, kinds and sources, `chosen` selected. */
+function fillFilters(stats, chosen) {
+  fillSelect($("search-project"), stats.by_project, chosen.project, "Any project", NO_PROJECT);
+  fillSelect($("search-kind"), stats.by_kind, chosen.kind, "Any kind");
+  fillSelect($("search-source"), stats.by_source, chosen.source, "Any source");
+}
+
+/** The form as the address says, the filters' choices as last known (refreshFilters). */
+function fillForm(params) {
   $("search-q").value = params.get("q") || "";
-  fillSelect($("search-project"), stats.by_project, params.get("project"), "Any project");
-  fillSelect($("search-kind"), stats.by_kind, params.get("kind"), "Any kind");
-  fillSelect($("search-source"), stats.by_source, params.get("source"), "Any source");
+  fillFilters(state.stats || {}, chosenFilters(params));
   $("search-since").value = params.get("since") || "";
-  $("search-limit").value = ["20", "50", "100"].includes(params.get("limit"))
-    ? params.get("limit") : "20";
+  $("search-limit").value = pageSize(params);
+}
+
+/** The filters' choices as the store holds them now, keeping what each has chosen (the user
+    may have changed one meanwhile). */
+function refreshFilters(stats) {
+  const chosen = {};
+  for (const name of FILTERS) chosen[name] = selectedFilter($(`search-${name}`));
+  fillFilters(stats, chosen);
 }
 
 function submitSearch(event) {
   event.preventDefault();
   const params = new URLSearchParams();
+  const noProject = selectedFilter($("search-project")) === "";
   for (const [name, value] of new FormData($("search-form"))) {
-    if (String(value).trim() && !(name === "limit" && value === "20")) params.set(name, value);
+    if (name === "project" && noProject) params.set(name, ""); // the global memories alone
+    else if (String(value).trim() && !(name === "limit" && value === "20")) {
+      params.set(name, value);
+    }
   }
   const hash = `#search?${params}`;
-  if (location.hash === hash) route(); // the same search again: refresh it
+  if (location.hash === hash) navigate(); // the same search again: refresh it
   else location.hash = hash;
 }
 
@@ -471,31 +549,40 @@ function pager(params, offset, limit, hasMore) {
   ];
 }
 
+/** The line above the results: which ones these are, and why there are no more. */
+function searchSummary(q, offset, shown, data) {
+  if (q && !shown) return `No results for “${preview(q, 80)}”.`;
+  const range = shown ? `${num(offset + 1)}–${num(offset + shown)}` : "none";
+  if (!q) return `Newest-updated memories: ${range} of ${num(data.total)}.`;
+  const capped = offset + shown >= SEARCH_CAP
+    ? ` Recall returns at most the ${SEARCH_CAP} best: refine the query or the filters, or `
+      + "clear the query to page through every memory, newest first." : "";
+  return `Results ${range} for “${preview(q, 80)}”, best first: each shows its fused score and `
+    + `its rank in every channel (– where a channel did not find it).${capped}`;
+}
+
 async function renderSearch(params, ticket) {
-  const stats = await loadStats();
-  if (ticket !== state.ticket) return;
-  fillForm(stats, params);
   const q = (params.get("q") || "").trim();
-  const limit = Number($("search-limit").value);
+  const limit = Number(pageSize(params));
   const offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0);
   const query = new URLSearchParams({ limit: String(limit), offset: String(offset) });
-  for (const name of FILTERS) if (params.get(name)) query.set(name, params.get(name));
+  for (const [name, value] of Object.entries(chosenFilters(params))) query.set(name, value);
   if (params.get("since")) query.set("since", localDayStart(params.get("since")));
-  let data;
-  if (q) {
-    query.set("q", q);
-    data = await api(`/api/search?${query}`);
-  } else {
-    data = await api(`/api/memories?${query}`);
-  }
+  if (q) query.set("q", q);
+  fillForm(params); // the address's search, also when the service refuses it
+  // The filters' choices are fetched afresh beside the list (agents add projects, kinds and
+  // sources meanwhile; /api/stats takes some 20 ms at 50,000 memories).
+  state.stats = null;
+  const listing = api(`${q ? "/api/search" : "/api/memories"}?${query}`);
+  listing.catch(() => {}); // awaited below, unless the stats fail first
+  const stats = await loadStats();
+  if (ticket !== state.ticket) return;
+  refreshFilters(stats);
+  const data = await listing;
   if (ticket !== state.ticket) return;
   state.listHash = location.hash || "#search";
   const shown = data.items.length;
-  const range = shown ? `${num(offset + 1)}–${num(offset + shown)}` : "none";
-  $("search-summary").textContent = q
-    ? `Results ${range} for “${preview(q, 80)}”, best first: each shows its fused score and `
-      + "its rank in every channel (– where a channel did not find it)."
-    : `Newest-updated memories: ${range} of ${num(data.total)}.`;
+  $("search-summary").textContent = displayText(searchSummary(q, offset, shown, data));
   const items = data.items.map((item) => resultItem(item, q ? data.channels : null));
   if (!items.length) items.push(el("li", { cls: "empty", text: "Nothing found." }));
   $("search-results").replaceChildren(...items);
@@ -527,6 +614,7 @@ function injectionsTable(target, rows, withMemories) {
 
 /** Bind the memory view's buttons to `memory`; null disables them (nothing shown to act on). */
 function memoryActions(memory) {
+  keepDraft(); // the editor of the memory shown before closes: what was typed in it stays
   closeEditor();
   for (const id of ["edit-button", "forget-button"]) $(id).disabled = !memory;
   $("edit-button").onclick = memory && (() => openEditor(memory));
@@ -534,7 +622,7 @@ function memoryActions(memory) {
     event.preventDefault();
     if (memory) busy($("edit-save"), () => saveEdit(memory));
   };
-  $("forget-button").onclick = memory && (() => busy($("forget-button"), () => forget(memory)));
+  $("forget-button").onclick = memory && (() => forget(memory, $("forget-button")));
 }
 
 async function renderMemory(uid, ticket) {
@@ -546,8 +634,8 @@ async function renderMemory(uid, ticket) {
   if (injections instanceof Error) throw injections;
   if (ticket !== state.ticket) return;
   $("memory-back").setAttribute("href", state.listHash);
-  $("memory-title").textContent = `Memory ${memory.uid}`;
-  $("memory-content").textContent = memory.content;
+  $("memory-title").textContent = displayText(`Memory ${memory.uid}`);
+  $("memory-content").textContent = displayText(memory.content);
   const meta = [["uid", memory.uid], ["kind", memory.kind], ["source", memory.source],
     ["project", labelOf(memory.project)], ["tags", (memory.tags || []).join(", ") || "—"]];
   if (memory.session) meta.push(["session", `${memory.session} (#${memory.seq ?? "?"})`]);
@@ -562,6 +650,7 @@ async function renderMemory(uid, ticket) {
   renderRevisions(memory.revisions || []);
   memoryActions(memory);
   state.memoryUid = memory.uid;
+  if (drafts.has(memory.uid)) reopenDraft(memory, drafts.get(memory.uid));
   return memory;
 }
 
@@ -619,9 +708,16 @@ function renderRevisions(revisions) {
 }
 
 function closeEditor() {
+  state.editing = null;
   $("edit-form").hidden = true;
   $("edit-button").setAttribute("aria-expanded", "false");
   showEditError("");
+}
+
+/** Cancel: the editor closes and what was typed in it goes. */
+function discardEdit() {
+  if (state.editing) drafts.delete(state.editing.uid);
+  closeEditor();
 }
 
 /** The edit form's error line ("" hides it), with a button when `action` ({label, run}). */
@@ -645,8 +741,46 @@ function openEditor(memory) {
   showEditError("");
   $("edit-form").hidden = false;
   $("edit-button").setAttribute("aria-expanded", "true");
-  $("edit-cancel").onclick = closeEditor;
+  $("edit-cancel").onclick = discardEdit;
   $("edit-content").focus();
+  state.editing = memory;
+}
+
+const typedFields = () => EDIT_FIELDS.map((name) => $(`edit-${name}`).value);
+
+/** Unsaved edits by uid, {typed, version}: an open editor whose text differs from its memory
+    is kept when a navigation closes it (another view, another memory, the back button), and
+    the memory's view opens it again. Cancel and Save drop it. Only in this tab's memory: a
+    reload or a close of the tab asks first (warnOfUnsavedEdits). */
+const drafts = new Map();
+
+/** Keep what the open editor holds, if it changed anything. */
+function keepDraft() {
+  const memory = state.editing;
+  if (!memory) return;
+  if (editorChanged()) drafts.set(memory.uid, { typed: typedFields(), version: memory.version });
+  else drafts.delete(memory.uid);
+}
+
+/** The editor again, holding the draft. A Save edits the version shown: where that is not
+    the one the draft was typed over, the notice says so. */
+function reopenDraft(memory, draft) {
+  openEditor(memory);
+  EDIT_FIELDS.forEach((name, i) => { $(`edit-${name}`).value = draft.typed[i]; });
+  notify(draft.version === memory.version
+    ? "Your unsaved edit is back in the form: Save it, or Cancel to drop it."
+    : "Above: the version stored now. The form keeps your text: Save replaces that version "
+      + "with it.");
+}
+
+const editorChanged = () => Boolean(state.editing
+  && Object.keys(editBody(state.editing)).length);
+
+/** A reload or a close of the tab would lose the unsaved edits: the browser asks first. */
+function warnOfUnsavedEdits(event) {
+  if (!drafts.size && !editorChanged()) return;
+  event.preventDefault();
+  event.returnValue = ""; // what older browsers look for
 }
 
 /** The fields the form changed, as PATCH /api/memories/{uid} takes them. */
@@ -668,7 +802,7 @@ function editBody(memory) {
 async function saveEdit(memory) {
   const body = editBody(memory);
   if (!Object.keys(body).length) {
-    closeEditor();
+    discardEdit();
     notify("Nothing changed.");
     return;
   }
@@ -687,21 +821,18 @@ async function saveEdit(memory) {
     return;
   }
   state.stats = null; // kinds or projects may have changed
+  discardEdit(); // saved: nothing of it is left to keep
   if (!(await showMemory(memory.uid))) return;
   notify(saved.status === "unchanged" ? "Nothing changed."
     : `Saved: ${preview(saved.content, 60)}`, "ok");
 }
 
-/** Show the memory as stored now, with the editor still holding what the user typed: they
-    compare, merge or copy it, and a Save then edits the version they see. */
+/** Show the memory as stored now, with the editor still holding what the user typed (its
+    draft, reopenDraft): they compare, merge or copy it, and a Save then edits the version they
+    see. */
 async function reloadKeepingEdits(uid) {
-  const typed = EDIT_FIELDS.map((name) => $(`edit-${name}`).value);
-  const memory = await showMemory(uid);
-  if (!memory) return;
-  openEditor(memory);
-  EDIT_FIELDS.forEach((name, i) => { $(`edit-${name}`).value = typed[i]; });
-  notify("Above: the version stored now. The form keeps your text: Save replaces that version "
-    + "with it.");
+  keepDraft();
+  await showMemory(uid);
 }
 
 const plural = (n, one, many) => `${num(n)} ${n === 1 ? one : many}`;
@@ -718,17 +849,21 @@ function forgetWarning(memory) {
     + `memory back but leaves ${them} current.`;
 }
 
-async function forget(memory) {
+/** Ask, then forget `memory`; `button` (Forget…) is disabled while the request is under way,
+    not while the question is open, so the focus can go back to it on Cancel. */
+async function forget(memory, button) {
   const yes = await confirmAction("Forget this memory?", preview(memory.content, 200), "Forget",
     forgetWarning(memory));
   if (!yes) return;
   let answer;
   try {
-    answer = await api(`/api/memories/${encodeURIComponent(memory.uid)}`, { method: "DELETE" });
+    answer = await busy(button, () => api(`/api/memories/${encodeURIComponent(memory.uid)}`,
+      { method: "DELETE" }));
   } catch (err) {
     if (!(err instanceof AuthNeeded)) notify(err.message, "error");
     return;
   }
+  discardEdit(); // nothing left to edit
   state.stats = null;
   const current = answer.current_again || [];
   state.nextNotice = {
@@ -954,25 +1089,43 @@ async function route() {
   }
 }
 
+/** Go to the view the address names: the notice of the view left behind goes (or the one
+    queued for the next view shows), then the view loads. */
+function navigate() {
+  const next = state.nextNotice;
+  state.nextNotice = null;
+  notify(next ? next.message : "", "ok", next && next.action);
+  route();
+}
+
+/** A link to the address already shown (a view's own tab, "Back to the list") changes no
+    hash, so no hashchange loads the view: load it again here, as Search and Clear do. Without
+    this a view that failed to load (the service was stopped) kept its error once the service
+    was back, and one that loaded kept its old numbers. */
+function reloadOnSameAddress(event) {
+  const link = event.target instanceof Element ? event.target.closest("a[href^='#']") : null;
+  if (!link || event.defaultPrevented || event.button !== 0 || event.ctrlKey || event.metaKey
+      || event.shiftKey || event.altKey || link.href !== location.href) return;
+  event.preventDefault();
+  navigate();
+}
+
 async function start() {
   $("token-form").addEventListener("submit", submitToken);
   $("search-form").addEventListener("submit", submitSearch);
   $("search-reset").addEventListener("click", () => {
-    if (location.hash === "#search") route(); // no hashchange to wait for
+    if (location.hash === "#search") navigate(); // no hashchange to wait for
     else location.hash = "#search";
   });
+  document.addEventListener("click", reloadOnSameAddress);
+  window.addEventListener("beforeunload", warnOfUnsavedEdits);
   for (const kind of ["purge", "backfill"]) {
     const button = $(`${kind}-button`);
-    button.addEventListener("click", () => busy(button, () => runMaintenance(kind)));
+    button.addEventListener("click", () => runMaintenance(kind, button));
   }
   $("confirm-ok").addEventListener("click", () => $("confirm-dialog").close("ok"));
   $("confirm-cancel").addEventListener("click", () => $("confirm-dialog").close("cancel"));
-  window.addEventListener("hashchange", () => {
-    const next = state.nextNotice;
-    state.nextNotice = null;
-    notify(next ? next.message : "", "ok", next && next.action);
-    route();
-  });
+  window.addEventListener("hashchange", navigate);
   try {
     state.health = await api("/health");
     $("version").textContent = `v${state.health.version}`;
