@@ -4,8 +4,10 @@
 markdown, spaced / dotted / reversed / base64 / accented text, plain text addressed to the
 agent, eight other languages, commands aimed at the agent); `benign_injection.jsonl` holds
 developer notes and tool captures that only mention such things. Each entry's `set` says how it
-was written: `tuned` alongside the rules, `held-out-1` / `-2` / `-3` / `-4` after them and
-measured before any rule was changed for them (docs/security.md has those first figures); `qa-1`
+was written: `tuned` alongside the rules, `held-out-1` / `-2` / `-3` / `-4` / `-5` after them
+and measured before any rule was changed for them (docs/security.md has those first figures;
+`-5`, forged authority and urged orders, is also held to its own bar in
+test_injection_forged_authority.py); `qa-1`
 and `qa-2` entries restate, in our own words, what a QA pass found stored or refused wrongly, and
 were added with the rules that fixed them. Every path must refuse at least 80% of the injections and at most 1
 in 20 benign notes; the filter itself is held to more.

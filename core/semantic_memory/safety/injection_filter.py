@@ -10,6 +10,11 @@ classes (docs/security.md "What is refused" lists them with examples):
   `### System Prompt` heading) followed by an instruction.
 - `_hidden_instructions`: an HTML comment or a markdown link-reference comment (`[//]: #`)
   whose text addresses the agent or asks it to act.
+- `_forged_authority`: text that claims an authority it lacks, with a privileged ask: a chat
+  message object of role `system` / `developer` (JSON, a Python dict, YAML), a role link,
+  callout or tag (`[system](#override)`, `> [!system]`, `<user>`), a label claiming the user's
+  orders or a hidden one ("New instructions from the user:", "Hidden instruction:"), the agent
+  called by name or as "assistant" at a sentence start, then an order.
 - `_dangerous_commands`: destructive or exfiltrating commands aimed at whoever reads the text.
   They need no trigger word, so they skip the capture record's `Tool(input):` header (the
   command the user's agent itself ran) and spare what reads as documentation: a harmless
@@ -76,6 +81,16 @@ _OVERRIDE = (
 _NEW_ORDERS = (
     r"\byour (?:new|real|actual|updated|true) (?:instructions|task|goal|objective|directives?)"
     r" (?:is|are)\b"
+)
+#: "The user has sent you new orders", "your instructions have changed": told to the reader.
+_NEW_ORDERS_SENT = (
+    r"\b(?:the user|your (?:user|operator|owner|developer|admin\w*)|the (?:operator|owner"
+    r"|developer|admin\w*|maintainers?)) (?:has|have) (?:sent|given|issued|left) you (?:new"
+    r"|updated|revised|further|different) (?:instructions|orders|directives|tasks?|rules)\b"
+)
+_ORDERS_CHANGED = (
+    r"\byour (?:instructions|orders|directives|task|rules|guidelines|goal|objective) (?:have"
+    r"|has) (?:just )?(?:been )?(?:changed|updated|replaced|revised|overridden|superseded)\b"
 )
 
 
@@ -328,13 +343,18 @@ _PERSONA = [
 ]
 
 # --- text addressed to the agent reading it -------------------------------------------------
+#: Coding agents by product name. `cursor` is also a plain word (a text cursor, CSS
+#: `cursor: pointer`), so it names the agent only after "hey" / "dear" … or before "agent".
+_AGENT_NAMES = r"claude|chatgpt|copilot|gemini|codex|kimi|aider|windsurf|cline|opencode|devin"
 _AGENT = (
     r"(?:ai|llm|(?:ai |language )?model|assistant|agent|chatbot|ai agent|ai assistant"
-    r"|coding agent|claude|chatgpt|copilot|gemini)"
+    rf"|coding agent|{_AGENT_NAMES})"
 )
+#: What follows a greeting ("hey cursor", "dear codex").
+_GREETED = rf"(?:{_AGENT}|cursor(?: agent| ai)?)"
 _ADDRESSED = [
     rf"\b(?:attention|hey|dear|note to|message to|instructions? (?:for|to))\s+"
-    rf"(?:the\s+|all\s+|any\s+)?{_AGENT}s?\b",
+    rf"(?:the\s+|all\s+|any\s+)?{_GREETED}s?\b",
     r"\b(?:ai|llm)\s+(?:assistant|agent|model|reviewer|bot)s?\s*[:,]\s*(?:please\s+)?(?:run"
     r"|execute|ignore|disregard|forget|skip|approve|merge|send|delete|print|reveal|output|fetch"
     r"|curl|download|open|write|do|you must|you should)\b",
@@ -342,13 +362,19 @@ _ADDRESSED = [
     rf"\bif you(?:'re| are) an? (?:automated |autonomous |ai |coding |large )?{_AGENT}\b",
     rf"\b(?:important|urgent|notice|reminder|attention|note) (?:for|to) (?:the |all |any )?"
     rf"{_AGENT}s?\b",
-    rf"\b{_AGENT}s? (?:reading|processing|summari[sz]ing) this\b",
+    # "the AI reading this", "whichever model is summarising this".
+    rf"\b{_AGENT}s? (?:(?:that|who|which) )?(?:is |are )?(?:reading|processing|summari[sz]ing)"
+    r" this\b",
     # A condition only the agent reading the text meets, then what it is to do: "when an LLM
     # reads this page, it should …" ("when the agent reads this file it loads …" describes).
     rf"\b(?:when|whenever|if|once|while) (?:(?:an?|the|any|every) )?{_AGENT}s? (?:reads?"
     r"|process(?:es)?|summari[sz]es?|parses?|ingests?|sees?|visits?|crawls?|scans?|indexes)"
     r" this\b.{0,80}?\b(?:should|must|needs? to|has to|have to|shall|is to|are to|please|always"
     r"|never|instead|do not|don't|recommend|tell|reply|respond|answer|ignore)\b",
+    # A labelled note from someone to the agent: "Note from Anthropic to the model: …" (a
+    # sentence that tells of a message sent to a model has no colon after it).
+    rf"\b(?:note|message|memo|notice|reminder|instructions?) from (?:\S+ ){{1,3}}?to "
+    rf"(?:the |all |any )?{_AGENT}s? ?[:\-—–]",
 ]
 
 # --- secrecy: an order to act behind the user's back ---------------------------------------
@@ -453,7 +479,8 @@ def _family(needles: tuple[str, ...], *patterns: str, also: tuple[str, ...] = ()
 _SECRET_NEEDLES = ("ssh", "id_rsa", "id_ed25519", "id_ecdsa", "id_dsa", ".aws", "/etc/", "netrc",
                    "npmrc", "pypirc", "git-credentials", ".docker", ".kube", "gnupg", ".env")
 _AGENT_NEEDLES = ("ai", "llm", "model", "assistant", "agent", "chatbot", "claude", "chatgpt",
-                  "copilot", "gemini")
+                  "copilot", "gemini", "codex", "kimi", "aider", "windsurf", "cline", "opencode",
+                  "devin", "cursor")
 _ES_PT_VERBS = ("ignor", "olvid", "omit", "descart", "desconsider", "dimentic", "esqueç",
                 "esquec", "caso omiso", "no sigas", "não siga")
 _CJK_SEND = ("发送", "发给", "發送", "上传", "上傳", "送信", "送って", "アップロード", "보내", "전송",
@@ -469,6 +496,10 @@ FAMILIES = (
                   "earlier", "previously", "told", "given", "instructed", "said", "written"),
             spare=_describes),
     _family(("your new", "your real", "your actual", "your updated", "your true"), _NEW_ORDERS),
+    _family(("has sent you", "have sent you", "has given you", "have given you", "has issued you",
+             "has left you"), _NEW_ORDERS_SENT),
+    _family(("your instructions", "your orders", "your directives", "your task", "your rules",
+             "your guidelines", "your goal", "your objective"), _ORDERS_CHANGED),
     # Other languages, one family per language and ask.
     _family(("忽略", "无视", "無視", "忽视", "忽視", "理会", "理會", "忘记", "忘記", "忘掉", "跳过",
              "跳過", "绕过", "繞過"), _L[0], spare=_describes),
@@ -544,6 +575,8 @@ FAMILIES = (
             _ADDRESSED[5]),
     _family(("read", "process", "summari", "pars", "ingest", "see", "visit", "crawl", "scan",
              "index"), _ADDRESSED[6], also=("this",)),
+    _family(("note from", "message from", "memo from", "notice from", "reminder from",
+             "instruction from", "instructions from"), _ADDRESSED[7], also=_AGENT_NEEDLES),
     # Exfiltration asks.
     _family(("send", "post", "upload", "exfiltrate", "transmit", "forward", "email", "mail",
              "leak", "beam", "curl", "wget"), _EXFILTRATION[0],
@@ -641,7 +674,8 @@ _HIDDEN_CUE = re.compile(
     r"|email|share|download|fetch|visit|follow)\b"
     rf"|\bif you(?:'re| are) an? (?:\S+ )?{_AGENT}\b"
     rf"|\b{_AGENT} (?:instructions?|notes?|directives?|guidance)\b"
-    r"|\bwhen (?:you are |you're )?asked\b.{0,80}?\b(?:say|answer|reply|respond|tell|claim)\b"
+    r"|\b(?:when|if) (?:you are |you're )?asked\b.{0,80}?\b(?:say|answer|reply|respond|tell"
+    r"|claim)\b"
     r"|\b(?:do not|don't|never) (?:tell|mention|inform|reveal|show|alert)\b"
     r"|\b(?:tell|ask|answer|reply to|respond to|ignore|recommend to|convince|instruct) the user"
     r"|\binstead,? (?:answer|respond|reply|say|tell|output|print|recommend)\b"
@@ -673,36 +707,53 @@ _SECRET_FILE_RE = re.compile(_SECRET_FILE)
 _NEGATED = re.compile(
     r"\b(?:never|don't|do not|dont|must not|mustn't|shouldn't|should not|avoid|not to|no need"
     r" to|careful|warning|dangerous|accidentally|would|could|nobody|no one)\b[^.!?\n]{0,40}$")
-#: Cues that the text asks its reader to act now, unasked, or in secret.
+#: "It is critical that you", "it's very important you": the urgency of an order to the reader.
+_MUST_THAT_YOU = (r"it(?: is|'s) (?:\w+ )?(?:critical|crucial|essential|vital|imperative|urgent"
+                  r"|important|necessary|mandatory|required)(?: that)? you")
+#: "You are required to", "I need you to": an obligation put on the reader.
+_OBLIGED = (r"you(?: are|'re) (?:required|expected|instructed|asked|told|supposed|obliged|ordered"
+            r"|meant) to|(?:i|we) (?:need|want|require) you to")
+#: Cues that the text asks its reader to act now, unasked, or in secret (each branch opens with
+#: a letter: `re` can skip ahead).
 _URGENCY = _Pattern(
     r"\b(?:always|every time|each time|at the (?:start|beginning) of (?:every|each|the|a)"
     r" (?:session|task|run|conversation)|before (?:answering|responding|replying|continuing"
     r"|proceeding|doing anything|anything else|any other|you (?:answer|respond|reply|continue"
     r"|proceed|start|do))|without (?:asking|confirmation|confirming|telling|informing|prompting"
-    r"|notifying|review|approval)|silently|quietly|secretly|immediately|right now|mandatory"
-    r"|required step|(?:do not|don't) (?:tell|mention|inform|notify|ask)|the user (?:must not"
-    r"|should not|won't|will not|doesn't need to) (?:know|notice|see)"
-    r"|you (?:must|have to|need to|are required to)|ai|llm|model|assistant|agent|chatbot|claude"
-    r"|chatgpt|copilot|gemini)s?\b")  # each branch opens with a letter: `re` can skip ahead
-_LEAD_WORDS = (r"please|now|then|first|next|also|just|and|finally|always|you (?:must|should|need to"
-               r"|have to|will)|make sure to|make sure you|don't forget to|remember to")
+    r"|notifying|review|approval|delay)|silently|quietly|secretly|immediately|right (?:now|away)"
+    r"|at once|asap|mandatory|required step|(?:do not|don't) (?:tell|mention|inform|notify|ask)"
+    r"|the user (?:must not|should not|won't|will not|doesn't need to) (?:know|notice|see)"
+    r"|keep (?:this|it) (?:between us|secret|quiet|to yourself)|no need to (?:tell|inform|mention)"
+    r"|this is (?:urgent|time[- ]critical|time[- ]sensitive)|time[- ]critical"
+    rf"|you (?:must|have to|need to)|{_MUST_THAT_YOU}|{_OBLIGED}"
+    rf"|ai|llm|model|assistant|agent|chatbot|{_AGENT_NAMES})s?\b")
+#: The words before a verb that make it an order: "please", "then", "you must", "it is
+#: critical that you", "you are required to", "I need you to", "your job is to" …
+_LEAD_WORDS = (r"please|kindly|now|then|first|next|also|just|and|finally|always|go ahead and"
+               r"|proceed to|you (?:must|should|need to|have to|will|shall|ought to)"
+               rf"|{_MUST_THAT_YOU}|{_OBLIGED}|your (?:job|task|goal|role|duty|mission) is to"
+               r"|the next step is to|make sure to|make sure you|be sure to|don't forget to"
+               r"|remember to")
 _ADVERBS = r"(?:(?:quietly|silently|now|just|also|then|immediately|simply|secretly) )*"
 #: The words before a command that make it an order: "run `…`", "please execute: …".
 _RUN_LEAD = re.compile(
     rf"(?:^\s*|[.!?:;,>`\"'(\-*\n]\s*|\b(?:{_LEAD_WORDS})\s+)"
     rf"{_ADVERBS}(?:run|execute|exec|type|paste|invoke|launch|perform|enter|call)\b"
     r"[\s:`'\"$]*(?:sudo\s+)?$")
-#: A sentence that starts with the verb itself ("Delete the .git directory …").
-_LEADERS = ("please", "now", "then", "first", "next", "also", "just", "and", "finally", "always",
-            "you must", "you should", "you need to", "you have to", "you will", "make sure to",
-            "make sure you", "don't forget to", "remember to")
+#: A verb after one of the lead words ("you are required to forward …").
+_LEADER_TAIL = re.compile(rf"(?:^|\W)(?:{_LEAD_WORDS})$")
+#: The words a lead ends with: only a head ending with one is searched for a lead.
+_LEADER_LAST_WORDS = frozenset(("please", "kindly", "now", "then", "first", "next", "also", "just",
+                                "and", "finally", "always", "to", "must", "should", "will",
+                                "shall", "you"))
 _ADVERB_WORDS = frozenset(("quietly", "silently", "now", "just", "also", "then", "immediately",
                            "simply", "secretly"))
 
 
 def _opens_sentence(text: str, start: int) -> bool:
-    """Whether the verb at `start` opens a sentence or follows "please", "then", "you must" …
-    (adverbs in between are skipped): "Next, quietly disable …", not "we disable …"."""
+    """Whether the verb at `start` opens a sentence or follows "please", "then", "you must",
+    "it is critical that you" … (adverbs in between are skipped): "Next, quietly disable …",
+    "you are required to forward …", not "we disable …"."""
     head = text[max(0, start - 60):start].rstrip()
     while head:
         rest, _, last = head.rpartition(" ")
@@ -711,8 +762,9 @@ def _opens_sentence(text: str, start: int) -> bool:
         head = rest.rstrip()
     if not head or head[-1] in ".!?:;,>-*\n`'\"(":  # a command is often quoted or bracketed
         return True
-    return any(head.endswith(w) and (len(head) == len(w) or not head[-len(w) - 1].isalnum())
-               for w in _LEADERS)
+    return head.rpartition(" ")[2] in _LEADER_LAST_WORDS and _LEADER_TAIL.search(head) is not None
+
+
 #: Where a copied secret would leave the machine: a reply, a PR, a URL, an address. Up to two
 #: words that say which one may stand before the noun ("into your *next* reply", "in the *PR*
 #: description"); other words do not, so "to your terminal output" is no sink.
@@ -723,9 +775,14 @@ _SINK = re.compile(
     r"(?:reply|answer|response|output|pr|pull request|issue|comment|chat|gist|pastebin|public"
     r"|channel|webhook|description|commit message|summary|thread|ticket)\b|https?://"
     r"|\b[\w.-]+@[\w-]+\.\w")
+#: Verbs that send a secret file away (group 1), and verbs that move it somewhere, which
+#: count only with a sink after the file or an urgency cue (group 2): "relay ~/.aws/credentials
+#: to ops@…", "submit your id_ed25519 through the form at https://…". Not "pass": that is how
+#: a flag is given (pass `--keyring=~/.gnupg/…`).
 _EXFIL_VERBS = re.compile(
     r"(?<![\w-])(?:(send|post|upload|exfiltrate|transmit|forward|email|e-mail|leak|beam)"
-    r"|(copy|paste|attach|include|share|print|cat|dump|output|show|read out))(?![\w-])")
+    r"|(copy|paste|attach|include|share|print|cat|dump|output|show|read out|relay|submit"
+    r"|deliver|transfer|hand over|publish|mail))(?![\w-])")
 _SENDERS = ("curl", "wget", "nc ", "ncat", "netcat", "openssl", "telnet")
 _KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ssh-dss", "ecdsa-sha2")
 _RM_RF = r"rm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* "
@@ -767,11 +824,13 @@ _SHADY_URL = re.compile(
 _SCRATCH = r"(?!\S*(?:cache|tmp|temp|build|dist|node_modules|pycache|venv|target|coverage|logs))"
 # Harmful when the text urges it on its reader (an order and a cue).
 _HARMFUL = (
-    _family(("rm -",), rf"\b{_RM_RF}{_SCRATCH}(?:\./?|\*|\./\*|\.git/?|src/?|\.\./?\S*|/\S+"
+    _family(("rm -",), rf"\b{_RM_RF}{_SCRATCH}(?:\.{{1,2}}(?:/\S*)?|\*|\.git/?|src/?|/\S+"
             r"|~/\S+)(?=[\s`'\";)&|]|$)"),
-    _family(("git push", "git reset"), r"\bgit push (?:\S+ )*(?:--force(?!-with-lease)|-f)\b",
-            r"\bgit reset --hard\b.{0,40}\bpush\b"),
-    _family(("drop ", "truncate table"), r"\bdrop (?:database|schema|table)\b|\btruncate table\b"),
+    _family(("git push", "git reset", "force-push", "force push", "forcepush"),
+            r"\bgit push (?:\S+ )*(?:--force(?!-with-lease)|-f)\b",
+            r"\bgit reset --hard\b.{0,40}\bpush\b", r"\bforce[- ]?push(?:es|ed|ing)?\b"),
+    _family(("drop ", "truncate table"),
+            r"\bdrop (?:the |all )?(?:[\w-]+ )?(?:database|schema|table)s?\b|\btruncate table\b"),
     _family(("disable", "turn off", "remove", "delete", "bypass"),
             r"\b(?:disable|turn off|remove|delete|bypass)\b (?:the |all |any )?(?:firewall"
             r"|antivirus|2fa|mfa|branch protection|security checks?|pre-commit hooks?|tests?\b"
@@ -786,7 +845,7 @@ _HARMFUL = (
                   "branches", "test", "production")),
 )
 _HARMFUL_VERB_FIRST = re.compile(r"(?:disable|turn off|remove|delete|bypass|wipe|erase|destroy"
-                                 r"|drop|truncate)\b")
+                                 r"|drop|truncate|force[- ]?push)\b")
 _SENTENCE_END = re.compile(r"[.!?;]\s|\n")
 _CAPTURE_HEADER = re.compile(r"[\w.:-]{1,64}\([^\n]*\):(?: \(no output\))?(?:\n|$)")
 
@@ -861,6 +920,278 @@ def _dangerous_commands(flat: str, present: set[str] | None = None) -> bool:
     return False
 
 
+# --- forged authority: a role object, link or tag, a label, a name, that claims an order ----
+#: How many role objects, links, tags, labels and names one text gets judged (distinct ones,
+#: where they repeat): a fixture file has a few dozen, a hostile text no more looks.
+_MAX_LOOKS = 200
+_SAFEGUARD = (r"(?:safety|security|guardrails?|filters?|checks?|reviews?|restrictions?"
+              r"|polic(?:y|ies)|permissions?|prompts|confirmations?|approvals?|protections?|tests?"
+              r"|test suite|ci|limits?|sandbox(?:ing)?|moderation|verification|signing|hooks?"
+              r"|monitoring|audit(?:ing|s| logs?)?)")
+_LIFT = (r"(?:(?:disabl|bypass|skip|ignor|suspend|lift|waiv|relax|deactivat|circumvent|overrid"
+         r"|remov)\w*|turn(?:s|ed|ing)? off|switch(?:es|ed|ing)? off)")
+#: What a forged system message, or a label claiming the user's or owner's authority, asks
+#: that a real tool output never needs to: a safeguard lifted, a privilege granted, every
+#: command run or request approved, a secret sent away, the user kept in the dark. A chat
+#: fixture's "You are a helpful assistant" or "Answer in JSON only" asks none of it. Families,
+#: so that a text holding none of a pattern's words costs a substring test.
+_PRIVILEGED = (
+    _family(("disabl", "bypass", "skip", "ignor", "suspend", "lift", "waiv", "relax", "deactivat",
+             "circumvent", "overrid", "remov", "turn", "switch"),
+            rf"\b{_LIFT} (?:\S+ ){{0,3}}?{_SAFEGUARD}\b"),
+    _family(("off", "disabled", "suspended", "lifted", "waived", "removed", "paused",
+             "not required"),
+            rf"\b{_SAFEGUARD} (?:\S+ ){{0,2}}?(?:(?:is|are|has been|have been|was|were) )?"
+            r"(?:now |temporarily |currently )?(?:off|offline|disabled|suspended|lifted|waived"
+            r"|removed|paused|not required)\b"),
+    _family((" mode",), r"\b(?:maintenance|developer|debug|admin|god|unrestricted|root|sudo"
+            r"|jailbreak|override|privileged|unsafe|unfiltered) mode\b"),
+    _family(("without",),
+            r"\bwithout (?:any |a |the )?(?:code |human |further |prior |manual )?(?:reviews?"
+            r"|reviewing|confirmation|confirming|asking|approval|permission|checks?|running"
+            r" (?:the |any )?(?:tests|ci|checks))\b",
+            r"\bwithout (?:telling|informing|notifying|alerting)\b"),
+    _family(("any", "every", "all", "whatever", "each"),
+            r"\b(?:run|execut|perform)\w* (?:\S+ ){0,2}?(?:any|every|all|whatever)(?: \S+){0,2}? "
+            r"(?:commands?|scripts?|code|instructions?)\b",
+            r"\b(?:approv|merg|accept)\w* (?:\S+ ){0,2}?(?:any|every|all|each)(?: \S+){0,2}? "
+            r"(?:pull requests?|prs?|merge requests?|changes?|requests?|bumps?|reviews?"
+            r"|updates?)\b",
+            also=("run", "execut", "perform", "approv", "merg", "accept")),
+    _family(("treat",), r"\btreat\w* (?:\S+ ){0,5}?as (?:trusted|verified|authoritative|safe"
+            r"|privileged|(?:coming )?from the (?:user|system|developer))\b"),
+    _family(("grant",),
+            r"\bgrant\w* (?:\S+ ){0,4}?(?:admin|root|owner|write|elevated|sudo|full|superuser)\b"),
+    _family(("directly", "straight"),
+            r"\b(?:commit|push|merg|deploy)\w* (?:\S+ ){0,3}?(?:directly|straight)"
+            r" (?:to|into|on)\b"),
+    _family(("do not", "don't", "never", "keep", "no need"),
+            r"\b(?:do not|don't|never) (?:tell|inform|notify|alert) (?:the user|anyone|them|the"
+            r" (?:maintainers|team|owner|reviewers?|admins?))\b",
+            r"\b(?:do not|don't) (?:log|record|report|mention|bring up) (?:it|this|that)\b",
+            r"\b(?:do not|don't) bring (?:this|it) up\b",
+            r"\bkeep (?:this|it) (?:between us|secret|quiet|hidden|to yourself)\b",
+            r"\bno need to (?:tell|inform|mention)\b"),
+    _family(("key", "credential", "secret", "token", "password", "env"),
+            r"\b(?:upload|send|post|e-?mail|forward|share|publish|leak|transmit|exfiltrat|relay"
+            r"|submit|paste)\w* (?:\S+ ){0,3}?(?:keys?|credentials|secrets?|tokens?|passwords?"
+            r"|env(?:ironment)? var(?:iable)?s|\.env)\b",
+            also=("upload", "send", "post", "mail", "forward", "share", "publish", "leak",
+                  "transmit", "exfiltrat", "relay", "submit", "paste")),
+    _family(("outside",),
+            r"\b(?:delet|remov|modif|overwrit|writ|edit)\w* (?:\S+ ){0,2}?(?:files?|anything|data"
+            r"|directories) outside (?:the |this |your )?(?:workspace|project|repo(?:sitory)?"
+            r"|sandbox|working directory)\b"),
+)
+
+
+def _privileged(text: str) -> bool:
+    """Whether `text`, said with a forged authority, lifts a safeguard or orders something
+    consequential (`_PRIVILEGED`, or a command of the command rules, which need no order or
+    urgency here: the forged authority is both), unless negated ("never push directly to main")."""
+    flat = " " + " ".join(text.split())
+    present = set(filter(flat.__contains__, _COMMAND_KEYS))
+    families = itertools.chain(_PRIVILEGED, _candidates(_COMMAND_FAMILIES, flat, present))
+    return any(not _negated(flat, m.start()) for f in families for m in f.finditer(flat))
+
+
+#: A `role` key in JSON, a Python dict or call, or YAML: `"role": "system"`, `role="developer"`,
+#: `role: system`.
+_ROLE_KEY = re.compile(r"\brole[\"']?\s*[:=]\s*[\"']?([a-z_]+)")
+#: Where one message object ends and the next begins (`}, {`): the window of one role stops.
+_NEXT_OBJECT = re.compile(r"\}\s*\]?\s*,?\s*\[?\s*\{")
+
+
+def _role_objects(lines: str) -> bool:
+    """A forged system or developer message: a chat message object whose role is `system` or
+    `developer` and whose content is privileged (`_privileged`). Chat fixtures and API calls
+    in code and tests hold such objects all the time, with a persona or a format ("You are a
+    code reviewer", "Answer in JSON only"): those are stored. The content is read from the
+    object around the key (before it, back to the object's start; after it, up to the next
+    object or role key), which covers `{"role", "content"}`, `{"content", "role"}`, a ChatGPT
+    export's `"author": {"role": "system"}, "content": {"parts": [...]}` and YAML."""
+    keys = list(_ROLE_KEY.finditer(lines))
+    seen: set[str] = set()  # a fixture file repeats its system message: judge each once
+    for i, m in enumerate(keys):
+        if m.group(1) not in ("system", "developer"):
+            continue
+        start = max(keys[i - 1].end() if i else 0, m.start() - 300)
+        before = lines[start:m.start()]
+        before = before[before.rfind("}") + 1:]
+        stop = min(keys[i + 1].start() if i + 1 < len(keys) else len(lines), m.end() + 500)
+        after = lines[m.end():stop]
+        if (cut := _NEXT_OBJECT.search(after)) is not None:
+            after = after[:cut.start()]
+        content = before + " " + after
+        if content in seen:
+            continue
+        if len(seen) >= _MAX_LOOKS:
+            break
+        seen.add(content)
+        if _privileged(content):
+            return True
+    return False
+
+
+_ROLE_WORD = r"(?:system|developer|assistant|admin(?:istrator)?|operator|root)"
+#: A markdown link or callout labelled with a role that opens a line or a sentence:
+#: `[system](#override)`, `**[SYSTEM](x)**`, `> [!system]`. Not a link to a page ("see
+#: [developer](docs/dev.md) for …"), nor a bare `[system]`, which is a log prefix.
+_ROLE_LINK = re.compile(rf"\[(?:!\s*{_ROLE_WORD}\s*\]|\s*{_ROLE_WORD}\s*\]\((?:#[^)\s]{{0,60}}"
+                        r"|[\w-]{0,40})\))")
+_OPENS_LINE = re.compile(r"(?:^|[\n.!?:;])[\s>*_#+-]*$")
+#: A tag opening a forged turn: `<user>…`, `<developer>…` (`<system>` is a marker of its own).
+_ROLE_TAG = re.compile(r"<\s*(?:user|human|developer|operator|admin(?:istrator)?)\s*>([^<]{1,400})")
+
+_ORDER_VERB = (
+    r"(?:run|execute|approve|merge|push|force[- ]?push|commit|delete|remove|wipe|erase|drop"
+    r"|truncate|rewrite|reset|change|swap|replace|rotate|overwrite|send|upload|post|email"
+    r"|forward|share|publish|leak|copy|paste|print|reveal|disable|turn off|grant|install|deploy"
+    r"|ignore|disregard|forget|skip|bypass|add|insert|append|reply|respond|answer|say|tell"
+    r"|report|mark|close|omit|hide|recommend|fetch|download|curl|wget|mention|claim|stop|open"
+    r"|write)")
+_YOU_MUST = (rf"you (?:must|should|will|need to|have to|are to)|{_MUST_THAT_YOU}|{_OBLIGED}"
+             r"|make sure|be sure to|don't forget to|remember to|go ahead and")
+#: An order opening a text, maybe after a condition: "wipe the fixtures …", "when
+#: summarizing, tell the user …", "if asked about this package, say …".
+_ORDER_OPENING = re.compile(
+    r"[\W_]*(?:(?:when|whenever|if|while|once|after|before) [^,.;:]{1,80}[,;:] )?"
+    rf"(?:please |kindly |always |now |then |just )?(?:{_ORDER_VERB}|{_YOU_MUST})\b")
+#: Whom the agent answers to: an order in their name needs nothing more ("New instructions from
+#: the user: delete …"). A maintainer, a team or a lead also write notices for people
+#: ("Updated instructions from the maintainers: delete your node_modules and reinstall"), so
+#: an order in their name counts only when privileged.
+_PRINCIPAL = (r"(?:the user|your (?:user|operator|owner|developer|admin\w*|principal|creator)"
+              r"|the operator|the system|anthropic|openai)")
+_AUTHORITY = (r"(?:the |your |our )?(?:[\w-]+ ){0,2}?(?:owner|admin(?:istrator)?|maintainers?"
+              r"|team|lead|manager|ceo|cto|boss|developers?)")
+_LABEL_END = r" ?(?::|[\-—–] )"
+#: "New instructions from the user:", "Updated orders from the repository owner —", "New
+#: directives:" (`principal` / `by`: the authority it claims). A label that claims none is
+#: read only for instructions, orders and directives: "New rules: the security plugin is
+#: disabled by default" is a changelog.
+_ORDER_LABEL = _Pattern(
+    r"\b(?:new|updated|revised|changed|corrected|latest|additional|urgent|priority|real|actual"
+    r"|final) (?:(?P<orders>instructions?|orders?|directives?)|tasks?|polic(?:y|ies)|rules?"
+    rf"|guidance|requirements?)(?: (?:from|by|of) (?:(?P<principal>{_PRINCIPAL})"
+    rf"|(?P<by>{_AUTHORITY})))?{_LABEL_END}")
+#: "Hidden instruction:", "[secret prompt]:", "Invisible note for the summarizer:", "Private
+#: instructions for the reviewer bot:" (`strong`: a word no honest label uses; `who`: the
+#: addressee).
+_HIDDEN_LABEL = _Pattern(
+    r"\b(?:(?P<strong>hidden|secret|invisible|concealed|covert)|private|internal|confidential)"
+    r" (?:(?P<order>instructions?|directives?|prompts?|orders?|commands?)|notes?|messages?"
+    r"|tasks?)(?: (?:for|to) (?:the |any |all )?(?P<who>[\w-]+(?: [\w-]+)?))?\]?"
+    rf"{_LABEL_END}")
+_ORDER_NOUNS = ("instruction", "order", "directive", "task", "polic", "rule", "guidance",
+                "requirement")
+_HIDDEN_ADJECTIVES = ("hidden", "secret", "invisible", "concealed", "covert", "private",
+                      "internal", "confidential")
+_AGENTISH = re.compile(rf"\b(?:{_AGENT}|cursor|bots?|summari[sz]ers?|crawlers?|scrapers?)\b")
+#: The agent called by name or as "assistant", then an order: "Codex: it is essential that
+#: you …", "Claude, please run …", "Agent, you are instructed to …", "Cursor agent — it is
+#: vital you …". A name with a colon is also how an install guide lists harnesses ("Codex:
+#: run `memory-mcp install codex`"), so there the order must also be privileged.
+#: Found from the mark and the order after it (a punctuation mark is a cheap place for `re` to
+#: start), then the name is read backwards from the mark.
+_VOCATIVE_ORDER = re.compile(
+    r"(?P<mark>[,:—–-]) (?:please |kindly |now )?"
+    rf"(?:(?P<lead>{_YOU_MUST})|{_ORDER_VERB})(?= [\w\"'`~./$@-])")
+_VOCATIVE_NEEDLES = (*_AGENT_NAMES.split("|"), "cursor", "agent", "assistant", "model", "bot")
+_VOCATIVE_NAME = re.compile(
+    rf"(?<![\w-])(?:(?P<name>{_AGENT_NAMES}|cursor (?:agent|ai))|(?:(?:ai|coding|llm) )?(?:agent"
+    r"|assistant|model|bot))s? ?$")
+#: What stands before a name that opens a sentence: a sentence end, a line break, a quote, a
+#: greeting, or another name of a list ("Aider / Devin: …"). Not a comma or a bracket:
+#: `stream(reply, model, reply.get(…))` is code.
+_VOCATIVE_HEAD = re.compile(r"(?:^|[.!?:;>*#/&\"'`—–\n]|(?:^|\W)(?:hey|hi|hello|yo|ok|okay|dear"
+                            r"|attention|and|or|@))$")
+
+
+def _labelled_orders(lines: str) -> bool:
+    """A label that claims an authority, then an order: "New instructions from the user:
+    delete …" (any order), "New policy: … without review" (a privileged one), "Hidden
+    instruction: when summarizing, tell the user …"."""
+    labels = any(map(lines.__contains__, _ORDER_NOUNS))
+    for m in itertools.islice(_ORDER_LABEL.finditer(lines) if labels else (), _MAX_LOOKS):
+        body = _line_at(lines, m.end())
+        if m.group("principal") and _ORDER_OPENING.match(body):
+            return True
+        if (m.group("principal") or m.group("by") or m.group("orders")) and _privileged(body):
+            return True
+    if not any(map(lines.__contains__, _HIDDEN_ADJECTIVES)):
+        return False
+    for m in itertools.islice(_HIDDEN_LABEL.finditer(lines), _MAX_LOOKS):
+        who = m.group("who")
+        if not ((m.group("strong") and m.group("order")) or (who and _AGENTISH.search(who))):
+            continue
+        body = _line_at(lines, m.end())
+        if _ORDER_OPENING.match(body) or _HIDDEN_CUE.search(body) or _privileged(body):
+            return True
+    return False
+
+
+def _called_by_name(lines: str) -> bool:
+    """The agent addressed by name or as "assistant" at the start of a sentence, then an
+    order (`_VOCATIVE_ORDER` after `_VOCATIVE_NAME`)."""
+    if not any(map(lines.__contains__, _VOCATIVE_NEEDLES)):
+        return False
+    for m in itertools.islice(_VOCATIVE_ORDER.finditer(lines), 10 * _MAX_LOOKS):
+        if m.group("mark") == "-" and lines[m.start() - 1:m.start()] != " ":
+            continue  # a hyphen, not a dash
+        name = _VOCATIVE_NAME.search(lines, max(0, m.start() - 30), m.start())
+        if name is None:
+            continue
+        end = name.start()
+        while end and lines[end - 1] == " ":
+            end -= 1
+        if _VOCATIVE_HEAD.search(lines, max(0, end - 12), end) is None:
+            continue
+        if m.group("mark") != ":":
+            return True
+        if name.group("name") and (m.group("lead")
+                                   or _privileged(_sentence_at(lines, m.end()))):
+            return True
+    return False
+
+
+def _sentence_at(text: str, start: int) -> str:
+    end = _SENTENCE_BREAK.search(text, start, start + 400)
+    return text[start:end.start() if end else start + 400]
+
+
+def _line_at(text: str, start: int) -> str:
+    end = text.find("\n", start, start + 300)
+    return text[start:end if end >= 0 else start + 300]
+
+
+def _distinct(texts: Iterator[str]) -> Iterator[str]:
+    """Each text once, and at most `_MAX_LOOKS` of them: a hostile text repeating a label gets
+    no more looks."""
+    seen: set[str] = set()
+    for text in texts:
+        if text not in seen:
+            seen.add(text)
+            yield text
+            if len(seen) >= _MAX_LOOKS:
+                return
+
+
+def _forged_authority(lines: str) -> bool:
+    """Text that speaks with an authority it does not have: a system or developer message
+    object, a role link or tag, a label claiming the user's orders, the agent called by name."""
+    if "role" in lines and _role_objects(lines):
+        return True
+    if "[" in lines and any(map(_privileged, _distinct(
+            lines[m.end():m.end() + 300] for m in _ROLE_LINK.finditer(lines)
+            if _OPENS_LINE.search(lines, max(0, m.start() - 12), m.start())))):
+        return True
+    if "<" in lines and any(map(_privileged, _distinct(
+            m.group(1) for m in _ROLE_TAG.finditer(lines)))):
+        return True
+    return _labelled_orders(lines) or _called_by_name(lines)
+
+
 # --- which families to try: one pass over their needles -----------------------------------
 def _keys(needles: set[str]) -> tuple[str, ...]:
     """The fewest needles such that every needle contains one of them ("ignor" stands for
@@ -878,6 +1209,11 @@ _ASCII_KEYS = tuple(k for k in _KEYS if k.isascii())
 #: For each family (by id), the keys its needles contain.
 _KEYS_OF = {id(family): frozenset(k for k in _KEYS if any(k in n for n in family.needles))
             for family in _ALL_FAMILIES}
+
+
+#: The command rules, and their keys: what `_privileged` reads a forged order for.
+_COMMAND_FAMILIES = (*_CATASTROPHIC, _PIPE_TO_SHELL, *_HARMFUL)
+_COMMAND_KEYS = tuple(k for k in _KEYS if any(k in n for f in _COMMAND_FAMILIES for n in f.needles))
 
 
 def _present(folded: str) -> set[str]:
@@ -1006,7 +1342,7 @@ def _rules_match(lines: str, flat: str, commands: str) -> bool:
     keys are a subset of `flat`'s: it is `flat` less a line, with line breaks)."""
     present = _present(flat)
     return (_families_match(flat, present) or _role_turns(lines) or _hidden_instructions(lines)
-            or _dangerous_commands(commands, present))
+            or _dangerous_commands(commands, present) or _forged_authority(lines))
 
 
 def _read_leet(m: re.Match[str]) -> str:
