@@ -315,11 +315,9 @@ def _filter_fields(filters: RecallFilters) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
-                   on_ready: Callable[[], None], eof_wait_s: float) -> None:
-    """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
-    runs this in a thread and relays the agent's messages), the calls read by then answered
-    within `eof_wait_s`; `on_ready` once it serves."""
+def sdk_server(settings: Settings) -> Any:
+    """The SDK's MCPServer with the tools over `RestBackend`, bound to the folder the agent
+    started the proxy in (the heavy imports happen here)."""
     from ..harness.repo_config import approvals_file
     from .mcp_tools import Workspace, build_tools, instructions
     from .runner import _setup_logging
@@ -329,8 +327,29 @@ def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
     # tools, and names the project of what they store, as it does for the hooks; the
     # instructions name it (mcp_front.py puts this folder's into a cached answer too).
     workspace = Workspace(os.getcwd(), settings.project, approvals_file(settings))
-    mcp = build_tools(RestBackend(settings), workspace, instructions(workspace))
-    on_ready()
-    # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
+    return build_tools(RestBackend(settings), workspace, instructions(workspace))
+
+
+def serve_pipes(mcp: Any, stdin_fd: int, stdout_fd: int, eof_wait_s: float) -> None:
+    """Serve one session on two pipe ends until stdin closes; closes both."""
     anyio.run(partial(mcp.run_stdio_streams, os.fdopen(stdin_fd, "rb"),
                       os.fdopen(stdout_fd, "wb"), eof_wait_s=eof_wait_s))
+
+
+def handshake_versions() -> tuple[tuple[str, ...], str]:
+    """(the protocol versions the SDK answers `initialize` with as asked, the one it answers
+    any other with)."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+    return tuple(HANDSHAKE_PROTOCOL_VERSIONS), LATEST_HANDSHAKE_VERSION
+
+
+def run_sdk_server(settings: Settings, stdin_fd: int, stdout_fd: int,
+                   on_ready: Callable[[], None], eof_wait_s: float) -> None:
+    """The tools over `RestBackend`, served on two pipe ends until stdin closes (mcp_front.py
+    runs this in a thread and relays the agent's messages), the calls read by then answered
+    within `eof_wait_s`; `on_ready` once it serves."""
+    mcp = sdk_server(settings)
+    on_ready()
+    # closing the SDK's end of the pipe at the end: the relay reads EOF and ends
+    serve_pipes(mcp, stdin_fd, stdout_fd, eof_wait_s)
