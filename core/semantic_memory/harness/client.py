@@ -69,6 +69,12 @@ class ServiceTimeout(ServiceUnavailable):
     outcome = "timeout"
 
 
+class NotSent(ServiceTimeout):
+    """No time was left to send the request: the hook's own lateness (a machine too loaded to
+    run it), nothing the service did. A write meets it as any timeout (it is spooled), but it
+    is never the client's `failure`, so it starts no back-off."""
+
+
 class ServiceFailed(ServiceUnavailable):
     """The service answered with an error status. `foreign`: the answer was not the service's
     JSON error (`{"error": "…"}`, every error it sends): another server answered there (a
@@ -174,12 +180,13 @@ class ServiceClient:
             else ""
         #: Set: every request raises this at once, without touching the network (back-off).
         self.offline = offline
-        #: The last "service down" / "timeout" a request of this client met on the network.
+        #: The last "service down" / "timeout" a request of this client met on the network
+        #: (never NotSent: a request that was not sent says nothing of the service).
         self.failure: ServiceDown | ServiceTimeout | None = None
         #: Whether the service answered at least one request (any status).
         self.answered = False
-        #: True while a request waits on the network (a watchdog that fires then met a hung
-        #: service, not a slow transcript).
+        #: True while a request is on the network, from its connection on (a watchdog that
+        #: fires then met a hung service, not a slow transcript or a hook that started late).
         self.waiting = False
 
     def remaining(self) -> float:
@@ -198,10 +205,11 @@ class ServiceClient:
         for spooling)."""
         if self.offline is not None:
             raise self.offline
-        self.waiting = True
         try:
             answer = self._request(method, path, body,
                                    self.deadline if deadline is None else deadline)
+        except NotSent:
+            raise
         except (ServiceDown, ServiceTimeout) as exc:
             self.failure = exc
             raise
@@ -213,7 +221,7 @@ class ServiceClient:
                  deadline: float) -> Any:
         timeout = deadline - time.monotonic()
         if timeout <= 0:
-            raise ServiceTimeout("no time left in the hook's budget")
+            raise NotSent("no time left in the hook's budget")
         parts = self._parts
         data = b"" if body is None else lite.dumps(body).encode("utf-8")
         head = [f"{method} {parts.path.rstrip('/')}{path} HTTP/1.1",
@@ -229,6 +237,7 @@ class ServiceClient:
         # that (less a margin for its own work), so the others' answer still arrives in time.
         head.append(f"X-Memory-Wait-Ms: {int(min(timeout, WAIT_MAX_S) * 1000)}")
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data
+        self.waiting = True
         try:
             # An ASCII host goes as bytes: a str host makes getaddrinfo import the IDNA codec.
             host = parts.host.encode("ascii") if parts.host.isascii() else parts.host

@@ -9,11 +9,18 @@ flush's later batches), and one the hook had not made yet (a machine too loaded 
 time, a transcript of megabytes still being read) is made offline, into the spool, within
 WRITE_GRACE_S more: the run carries on from where it was, so nothing it read is read or cut
 again. Spooling is never cut mid-file; it stops itself at the grace's end, and the log line then
-names what it did not write.
+names what it did not write. A write the grace ran out on before it was made is an `error` that
+says what was not written, and a "remember" tells the model so.
+The watchdog only reads what the run noted (`_Run.writes`): a signal handler that imported or
+compiled something (`re`, for a "remember") met the module the alarm had interrupted half-way,
+and the write was lost to an AttributeError. It never interrupts the reading of the hook input
+either (the read waits on its own deadline, `read_payload`): a byte read and then dropped was a
+"remember" logged as "none came".
 A recalled block is printed before its injection report is posted: the report is a write, which
 a long writer holds back while the recall answers. A request that timed out starts the shared
-back-off only when the service answers no probe either (`client.answers`, up to PROBE_S, within
-the same grace): a hung service, not a slow one.
+back-off only when it was sent (`client.NotSent` never is) and the service answers no probe
+either, given its whole PROBE_S within the same grace (`client.answers`): a hung service, not a
+slow one, nor a hook the machine starved.
 The adapter's readers (`prompt`, `cwd`, …) are asked once each (`AdapterReads`): the watchdog
 and the timeout path read their answers and never call the adapter, whose method may be what
 hangs; a run stopped inside one names it (and the plugin's module) in its log line.
@@ -22,6 +29,7 @@ hangs; a run stopped inside one names it (and the plugin's module) in its log li
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 
@@ -41,7 +49,7 @@ from .client import (
 from .project import hook_folder
 from .registry import find_adapter
 from .settings import TOOL_CAPTURE_OPTION, HookSettings, beside_db
-from .transcript import remembered
+from .transcript import may_remember, remembered
 
 # A hook process imports only what one hook needs (docs/harnesses.md, "What the hooks cost"):
 # no typing, dataclasses, pathlib, pluggy or config.py; tests/test_hook_cpu.py holds it to that.
@@ -69,6 +77,12 @@ WRITE_GRACE_S = 1.0
 #: milliseconds, unless a long writer holds the store's write lock, and the harness waits for
 #: the hook to exit before the agent's turn goes on.
 REPORT_S = 0.5
+#: At most this long for each last step of a run the write grace ran out on (`_briefly`):
+#: telling a "remember" prompt from a recall, formatting the notice that it was not stored.
+LAST_STEP_S = 0.1
+#: What the model is told of a "remember" that the hook ran out of time to store.
+NOT_STORED = ("semantic-memory could NOT store this (the hook ran out of time: the machine is "
+              "overloaded); it is not remembered.")
 
 
 class HookTimeout(BaseException):
@@ -81,13 +95,24 @@ class NoInput(Exception):
     run is `skipped: no hook input`, never a wait for input that will not come."""
 
 
+class InputCut(Exception):
+    """The hook input began to come, and the rest of it did not within the budget and its
+    write grace: an `error`, since what it held is not known."""
+
+
 class Watchdog:
     """The SIGALRM handler: raises HookTimeout, first noting the write bodies not yet stored
     then (the code it unwinds clears `call.pending` and `service.waiting` on the way out). A
     write that is not waiting on the network (being spooled, its answer being read, between
     two batches) is let finish: cut short, a spool file would be half a write, and the spooling
-    ends by itself at `limit` (`HookCall.write_until`). A run that has yet to make its write
-    and waits on nothing (reading a long transcript) is let go on offline (`carry_on`)."""
+    ends by itself at `limit` (`HookCall.write_until`). So is the reading of the hook input
+    (`reading`): it waits on its own deadline, and a chunk read as the alarm came would be
+    dropped. A run that has yet to make its write and waits on nothing (reading a long
+    transcript) is let go on offline (`carry_on`).
+
+    A signal handler runs between two steps of whatever the run was doing, an import included:
+    it reads flags and attributes, arms the timer and raises, and never imports, compiles or
+    asks the adapter anything (`_Run.writes`)."""
 
     def __init__(self, limit: float) -> None:
         self.limit = limit  # time.monotonic(): the budget's end plus its write grace
@@ -101,9 +126,14 @@ class Watchdog:
         #: False once the run is being wound up: a late or deferred alarm then does nothing
         #: (raised there, it would end the hook before it logs its outcome).
         self.active = True
+        #: True while the hook input is read (`read_payload`, which ends by its own deadline).
+        self.reading = False
 
     def __call__(self, signum: int, frame: Any) -> None:
         if not self.active:
+            return
+        if self.reading:
+            lite.setitimer(lite.ITIMER_REAL, DEFER_S)
             return
         call = self.call
         service = call.service if call is not None else self.service  # autostart swaps it
@@ -169,6 +199,11 @@ class _Run:
         #: True while the hook waits for its input's first byte: a harness that never writes
         #: it gave no input, and there is no write to make for it (`writes`).
         self.awaiting_input = False
+        #: Whether the prompt is a "remember" (`remembered`), worked out by the run itself as
+        #: soon as the prompt is read (False at once without a "remember" word at its start,
+        #: `may_remember`); None until then. The watchdog only reads it: asked there, the
+        #: first `import re` met the half-imported module the alarm had interrupted.
+        self.remembers: bool | None = None
         watchdog.carry_on = self.carry_on
 
     def handle(self) -> str:
@@ -190,14 +225,15 @@ class _Run:
                 raise LookupError(f"no harness adapter named {self.harness!r}: "
                                   f"{self.conflict or 'none is installed'} "
                                   "(see `memory-mcp doctor`)")
+            # The action first: to the watchdog, an adapter means its action is known.
+            self.action = adapter.events.get(self.event)
             self.adapter = adapter
-        self.action = self.adapter.events.get(self.event)
         if self.payload is None:
             self.payload = self.read_payload()
         if self.action == "prompt":  # `writes` needs it; `on_prompt` gets this answer
-            self.reads.ask("prompt", self.adapter.prompt, self.payload)
-        if self.late and not self.writes():
-            raise HookTimeout()
+            prompt = self.reads.ask("prompt", self.adapter.prompt, self.payload)
+            if not (isinstance(prompt, str) and may_remember(prompt)):
+                self.remembers = False  # a recall, told at once (no pattern, no import)
         if self.call is None:
             url, origin = self.service_url
             self.debug(f"service {url} ({origin})")
@@ -213,19 +249,32 @@ class _Run:
                                  debug=self.debug, write_until=self.watchdog.limit,
                                  reads=self.reads)
             self.watchdog.call = self.call
+        if self.action == "prompt" and self.remembers is None:  # once the call can say so
+            prompt = self.reads.answers.get("prompt")
+            self.remembers = isinstance(prompt, str) and remembered(prompt) is not None
+        if self.late and not self.writes():
+            raise HookTimeout()
         return self.adapter.handle(self.call)
 
     def read_payload(self) -> dict[str, Any]:
-        """`read_payload`, noting while no byte of the input has come (`awaiting_input`)."""
-        self.awaiting_input = True  # kept if the budget runs out first: `_timed_out` reads it
-        payload = read_payload(self)
+        """The hook input (`read_payload`), read with the watchdog held off (`reading`): the
+        read ends by itself, HookTimeout with `awaiting_input` still set when no byte came
+        by the budget's end (by the grace's, for a run already `late`)."""
+        self.awaiting_input = True  # kept if no byte comes in time: `_timed_out` reads it
+        first_by = self.watchdog.limit if self.late else self.budget_end - EXIT_MARGIN_S
+        self.watchdog.reading = True
+        try:
+            payload = read_payload(self, first_by, self.watchdog.limit)
+        finally:
+            self.watchdog.reading = False
         self.awaiting_input = False
         return payload
 
     def writes(self) -> bool:
         """Whether this run stores something (a compaction flush, a tool capture, a "remember"
         prompt); True as long as that is not known yet, unless no input has come. Called from
-        the watchdog: it reads what the adapter said (`reads`), never asks it."""
+        the watchdog: it reads what the run noted (`action`, `remembers`), never asks the
+        adapter, imports or compiles anything."""
         if self.adapter is None:
             return True
         if self.awaiting_input:
@@ -234,10 +283,7 @@ class _Run:
             return True
         if self.action != "prompt":
             return False
-        if "prompt" not in self.reads.answers:  # not read yet, or being read
-            return True
-        prompt = self.reads.answers["prompt"]
-        return isinstance(prompt, str) and remembered(prompt) is not None
+        return self.remembers is not False  # None: not worked out yet
 
     def stuck_in(self) -> str | None:
         """The adapter method the budget ran out in (its log line names it, and the plugin's
@@ -415,10 +461,11 @@ def _print(text: str) -> str | None:
 
 def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     """(what to print, the outcome) of a run the watchdog stopped: a write it was making is
-    spooled, one it had not made yet is made offline (`_Run.finish_offline`); anything else
-    is a timeout."""
+    spooled, one it had not made yet is made offline (`_Run.finish_offline`), one the write
+    grace ran out on too is an `error` saying what was not written (`_not_written`); anything
+    else (a recall, no input) is a timeout."""
     spent = _spent(settings)
-    if run.awaiting_input:  # stdin left open, never written: no write was lost
+    if run.awaiting_input:  # stdin open, and nothing in it by the budget's end: no write
         return "", {"outcome": "timeout", "detail": f"{spent} waiting for the hook input "
                                                     "(none came)"}
     if run.service is not None and run.watchdog.waiting:
@@ -427,29 +474,95 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
     saved = _saved(run, spent)
     if saved is not None:
         return "", saved
+    grace = f", and its write grace of {WRITE_GRACE_S} s," if run.late else ""
     stuck = run.stuck_in()
     if stuck is not None:  # never asked again here: it is what overran
-        grace = f", and its write grace of {WRITE_GRACE_S} s," if run.late else ""
+        if run.action in ("compact", "tool") or run.remembers:  # a write, known to be one
+            return _not_written(run, f"{spent}{grace} in {stuck}")
         return "", {"outcome": "timeout", "detail": f"{spent}{grace} in {stuck}"}
-    work = "remember" if run.action == "prompt" and run.writes() else _work(run.action)
-    if run.late and run.writes():  # it went on offline, and the grace ran out too
-        return "", {"outcome": "timeout", "detail": f"{spent}, and its write grace of "
-                                                    f"{WRITE_GRACE_S} s before the write was "
-                                                    f"made ({work})"}
-    if lite.HAS_ALARM and run.writes():
+    _settle_remember(run)
+    if not run.writes():
+        return "", {"outcome": "timeout", "detail": f"{spent} ({_work(run.action)})"}
+    if run.late or not lite.HAS_ALARM:  # it went on offline, and the grace ran out too
+        return _not_written(run, f"{spent}{grace} before the write was made")
+    try:
+        output = run.finish_offline(spent)
+    except HookTimeout:
+        return _timed_out(run, settings)  # `late` now: saved, stuck or not written
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - fail open, but visibly
+        return "", {"outcome": "error", "detail": f"{spent}; then {type(exc).__name__}: "
+                                                  f"{exc}"[:500]}
+    assert run.call is not None
+    return output, {"outcome": run.call.outcome, "detail": run.call.detail}
+
+
+def _settle_remember(run: _Run) -> None:
+    """Work out `run.remembers` of a prompt read before the budget ran out, if the run had
+    not yet (`_briefly`: out of the signal handler, the first `import re` is whole)."""
+    if run.action != "prompt" or run.remembers is not None:
+        return
+    prompt = run.reads.answers.get("prompt")
+    if isinstance(prompt, str):
+        run.remembers = _briefly(run, lambda: remembered(prompt) is not None)
+
+
+def _not_written(run: _Run, spent: str) -> tuple[str, dict[str, Any]]:
+    """(what to print, the outcome) of a write the budget and its grace ran out on before it
+    was made (`spent` says where): an `error` naming it, a line on stderr, and for a
+    "remember" a notice that tells the model it is not stored (`NOT_STORED`), as when the
+    spool cannot keep it; not when the adapter's own method overran (`stuck_in`)."""
+    # A prompt read and not ruled out (`may_remember`) starts as a "remember" does: the full
+    # test may not have had the time.
+    remember = run.remembers or (run.action == "prompt" and "prompt" in run.reads.answers)
+    if run.action == "compact":
+        lost = "the flush was not written"
+    elif run.action == "tool":
+        lost = "the tool output was not stored"
+    elif remember:
+        lost = "the remember was not stored"
+    elif run.action == "prompt":  # its input not read in time
+        lost = "if the prompt was a remember, it was not stored"
+    else:  # the adapter not found yet
+        lost = "anything it was to store was not stored"
+    detail = f"{spent}: {lost}"
+    _stderr(f"memory-mcp hook {run.harness} {run.event}: {detail}")
+    output = _notice(run, NOT_STORED) if remember and run.stuck_in() is None else ""
+    return output, {"outcome": "error", "detail": detail}
+
+
+def _notice(run: _Run, text: str) -> str:
+    """`text` as the adapter prints it for the model (`context_output`); "" when that cannot
+    be had (no call yet, or the adapter fails or overruns `_briefly`)."""
+    call, adapter = run.call, run.adapter
+    if call is None or adapter is None:
+        return ""
+    return _briefly(run, lambda: adapter.context_output(call, text)) or ""
+
+
+def _briefly(run: _Run, step: Callable[[], Any]) -> Any:
+    """`step()`, a last step of a stopped run, within LAST_STEP_S (the watchdog armed again,
+    only to raise); None when it fails or overruns: the run is past its write grace already,
+    and the harness's own timeout is near."""
+    if not lite.HAS_ALARM:
         try:
-            output = run.finish_offline(spent)
-        except HookTimeout:
-            saved = _saved(run, spent)
-            if saved is not None:
-                return "", saved
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - fail open, but visibly
-            return "", {"outcome": "error", "detail": f"{spent}; then {type(exc).__name__}: "
-                                                      f"{exc}"[:500]}
-        else:
-            assert run.call is not None
-            return output, {"outcome": run.call.outcome, "detail": run.call.detail}
-    return "", {"outcome": "timeout", "detail": f"{spent} ({work})"}
+            return step()
+        except Exception:  # noqa: BLE001 - a last step is worth no more than this
+            return None
+    watchdog = run.watchdog
+    kept = watchdog.carry_on, watchdog.call, watchdog.service, watchdog.reading
+    watchdog.carry_on, watchdog.call, watchdog.service, watchdog.reading = None, None, None, False
+    try:
+        try:
+            watchdog.active = True
+            lite.setitimer(lite.ITIMER_REAL, LAST_STEP_S)
+            return step()
+        finally:
+            watchdog.active = False
+            lite.setitimer(lite.ITIMER_REAL, 0)
+    except (HookTimeout, Exception):  # noqa: BLE001 - a last step is worth no more than this
+        return None
+    finally:
+        watchdog.carry_on, watchdog.call, watchdog.service, watchdog.reading = kept
 
 
 def _spent(settings: HookSettings) -> str:
@@ -494,19 +607,21 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
                    budget_end: float, replay: bool = True) -> None:
     """A service that is down or hung starts the back-off; one that answered ends it and
     (with `replay`) gets what the spool holds, within what is left of this hook's budget.
-    Hung, not slow: a request that timed out starts it only when the service answers no
-    probe either (`answers`) within PROBE_S, inside the write's grace past the budget. A
-    write waiting behind a long writer (a purge, an import) must not blank the next recalls,
-    which that writer does not hold back."""
+    Hung, not slow: a request that was sent and timed out (`service.failure`; one there was
+    no time to send is no failure of the service's, `NotSent`) starts it only when the
+    service answers no probe either (`answers`), given its whole PROBE_S inside the write's
+    grace past the budget. A hook the machine starved past that has no time to tell, and
+    starts none: one late hook must not blank every agent's recalls for the back-off's 30 s,
+    nor must a write waiting behind a long writer (a purge, an import), which does not hold
+    recalls back."""
     state = beside_db(settings, "hooks.backoff.json")
     failure = service.failure
     if failure is not None and not service.answered:
-        if isinstance(failure, ServiceTimeout) and settings.hook_backoff_s > 0 and answers(
-                service.url, service.token,
-                min(time.monotonic() + PROBE_S, budget_end + WRITE_GRACE_S)):
-            entry["detail"] = f"{entry.get('detail') or ''}; the service answers a probe: " \
-                              "slow, not hung, no back-off"
-            return
+        if isinstance(failure, ServiceTimeout) and settings.hook_backoff_s > 0:
+            why = _not_hung(service, budget_end)
+            if why is not None:
+                entry["detail"] = f"{entry.get('detail') or ''}; {why}, no back-off"
+                return
         backoff.start(state, service.url, settings.hook_backoff_s, failure.outcome,
                       str(failure))
         return
@@ -529,6 +644,17 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
             entry["replay_refused"] = done.rejected
 
 
+def _not_hung(service: ServiceClient, budget_end: float) -> str | None:
+    """Why a service whose request timed out is not taken for hung (None: it is): it answers
+    a probe, or this hook has less than PROBE_S left of its grace to ask one."""
+    start = time.monotonic()
+    if budget_end + WRITE_GRACE_S - start < PROBE_S:
+        return "no time left to probe the service"
+    if answers(service.url, service.token, start + PROBE_S):
+        return "the service answers a probe: slow, not hung"
+    return None
+
+
 def _spooled(folder: str) -> bool:
     """Whether the spool may hold a write (`spool.pending`'s test, without importing it)."""
     try:
@@ -543,28 +669,43 @@ def _work(action: str | None) -> str:
     return "recall" if action in ("prompt", "session_start") else action or "starting"
 
 
-def read_payload(run: _Run | None = None) -> dict[str, Any]:
+def read_payload(run: _Run | None = None, first_by: float | None = None,
+                 until: float | None = None) -> dict[str, Any]:
     """The hook input: a JSON object on stdin (empty input = an empty object), as valid
     Unicode (`lite.loads_input`): everything downstream encodes it without a failure.
-    NoInput when stdin is closed or a terminal (no harness writes there: a person ran it);
-    `run.awaiting_input` is cleared once the first bytes come."""
+    NoInput when stdin is closed or a terminal (no harness writes there: a person ran it).
+    With deadlines (`time.monotonic()`), the read ends by itself: HookTimeout when no byte
+    came by `first_by` (`run.awaiting_input`, cleared once the first bytes come, stays set),
+    InputCut when the rest did not come by `until`."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise NoInput("stdin is closed")
     try:
         if stream.isatty():
             raise NoInput("stdin is a terminal")
-    except ValueError:  # closed
-        raise NoInput("stdin is closed") from None
+        fd = stream.fileno()
+    except ValueError:  # closed (io.UnsupportedOperation, no descriptor, is one too)
+        if stream.closed:
+            raise NoInput("stdin is closed") from None
+        fd = None
+    wait = _waiter(fd) if first_by is not None and lite.HAS_ALARM else None
+    if wait is None and run is not None:  # a read that may block: only the alarm ends it
+        run.watchdog.reading = False
     chunks: list[bytes] = []
     size = 0
     while size < MAX_INPUT_BYTES:
-        chunk = stream.read1(min(READ_CHUNK, MAX_INPUT_BYTES - size))
+        if wait is not None and not wait(until if chunks else first_by):
+            if chunks:
+                raise InputCut(f"the hook input did not all come within the budget and its "
+                               f"write grace ({size} bytes came)")
+            raise HookTimeout()
+        want = min(READ_CHUNK, MAX_INPUT_BYTES - size)
+        chunk = os.read(fd, want) if wait is not None else stream.read1(want)
         if not chunk:
             break
+        chunks.append(chunk)
         if run is not None:
             run.awaiting_input = False
-        chunks.append(chunk)
         size += len(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
@@ -573,6 +714,38 @@ def read_payload(run: _Run | None = None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     return data
+
+
+def _waiter(fd: int | None) -> Callable[[float | None], bool] | None:
+    """`wait(deadline)`: whether stdin (`fd`) has a byte or its end to read by then (always,
+    for a regular file: reading one never waits); None where it cannot be waited on (no
+    descriptor). With one, the read needs no alarm to end it, so it is never cut between a
+    chunk read and the chunk kept."""
+    if fd is None:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return _ready
+        import select  # a pipe, the harnesses' way: C, under a millisecond
+
+        select.select([fd], [], [], 0)  # one select takes, or there is none to wait with
+    except (OSError, ValueError, ImportError):
+        return None
+
+    def wait(deadline: float | None) -> bool:
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if select.select([fd], [], [], left)[0]:
+                return True
+            if left == 0.0:  # asked with no time left: nothing came
+                return False
+
+    return wait
+
+
+def _ready(deadline: float | None) -> bool:
+    """A regular file's `wait`: its bytes (or its end) are always there to read."""
+    return True
 
 
 def _debugger(settings: HookSettings, harness: str, event: str) -> Any:

@@ -112,6 +112,7 @@ _WRAPPED = (
     r'\s*(?:"(?P<escaped>(?:[^"\\]|\\.)*)"|\u201c(?P<curly>[^\u201c\u201d]*)\u201d'
     r"|'(?P<single>[^']*)'|\u2018(?P<curly_single>[^\u2018\u2019]*)\u2019)\s*", "S")
 _OPENING_QUOTES = ('"', "\u201c", "'", "\u2018")
+_QUOTES_AND_ESCAPES = "".join(_OPENING_QUOTES) + "\\"
 _WORD = (r"[^\W_]+", "")
 #: The first sentence of a text: up to `.` `!` `?` before a space or the end, or a CJK stop.
 _FIRST_SENTENCE = (r".*?(?:[.!?](?=\s|\Z)|[\u3002\uff01\uff1f]|\Z)", "S")
@@ -121,7 +122,9 @@ _COMPILED: dict[tuple[str, str], Pattern[str]] = {}
 
 
 def _pattern(spec: tuple[str, str]) -> Pattern[str]:
-    """The compiled pattern of (source, flag letters), compiled on first use."""
+    """The compiled pattern of (source, flag letters), compiled on first use. Never from a
+    signal handler (the hook's watchdog): the first use imports `re`, and an alarm that
+    interrupted that import in the run would meet the module half-imported there."""
     found = _COMPILED.get(spec)
     if found is None:
         import re
@@ -223,11 +226,27 @@ def unquote(text: str) -> str:
     return text
 
 
+def may_remember(prompt: str) -> bool:
+    """Whether `prompt` may be a "remember" (`remembered` is None for every prompt this is
+    False for): it starts with one of the words, past any spaces, opening quotes and the
+    backslashes of escaped ones (`unquote`). No pattern, no import: a hook tells a recall
+    from a possible "remember" with it at once, and even where it may not import (its
+    watchdog, the last steps of a stopped run)."""
+    text = prompt
+    while True:
+        rest = text.lstrip().lstrip(_QUOTES_AND_ESCAPES)
+        if rest == text:
+            return text[:8].lower().startswith(_REMEMBER_HEADS)
+        text = rest
+
+
 def remembered(prompt: str) -> str | None:
     """What a "remember …" prompt asks to store; None for any other prompt, and for one with
     nothing to store (`remember:`, `remember that`: no letter or digit after the word) or
     that asks (`_asks`: `remember the port we picked? put it in config.yaml`), which are
     ordinary prompts: recalled for, not stored."""
+    if not may_remember(prompt):  # before any regex, `unquote`'s included
+        return None
     prompt = unquote(prompt)
     if not prompt.lstrip()[:8].lower().startswith(_REMEMBER_HEADS):  # before any regex
         return None
