@@ -23,7 +23,7 @@ from semantic_memory.config import ConfigError, Settings
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.service.app import create_app
 from semantic_memory.service.edges import BodyGuard
-from semantic_memory.service.runner import ClientGoneFilter
+from semantic_memory.service.log_setup import ClientGoneFilter
 from test_service_support import (
     Service,
     http_session,

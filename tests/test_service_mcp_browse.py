@@ -298,8 +298,7 @@ def test_a_client_gone_mid_reply_is_one_debug_line_not_a_traceback() -> None:
     import logging
 
     import anyio
-
-    from semantic_memory.service.runner import ClientGoneFilter
+    from semantic_memory.service.log_setup import ClientGoneFilter
 
     def record(exc: BaseException) -> logging.LogRecord:
         try:

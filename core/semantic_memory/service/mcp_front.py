@@ -373,9 +373,10 @@ def fill_marker(cache: Cache) -> Path:
     return cache.path.with_name(f".{CACHE_NAME}.filling")
 
 
-def fill_in_background(cache: Cache) -> None:
-    """Start a process, detached from the agent (its own session: the agent's end of the
-    proxy does not end it), that fills the cache (`fill_cache`); none while one runs."""
+def _take_fill(cache: Cache) -> bool:
+    """Whether this process may fill the cache now: it made the marker (none was there, or
+    one left by a fill that was killed). False in a folder that cannot be written: the SDK
+    answers, as before."""
     marker = fill_marker(cache)
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -383,11 +384,36 @@ def fill_in_background(cache: Cache) -> None:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
             if time.time() - marker.stat().st_mtime < FILL_LIMIT_S:
-                return
+                return False
             marker.unlink(missing_ok=True)  # left by a fill that was killed
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except OSError:  # a read-only folder: the SDK answers, as before
+    except OSError:
+        return False
+    return True
+
+
+def fill_here(settings: Settings) -> None:
+    """Fill the proxies' cache in this process when no fill wrote it yet (the service, once
+    its SDK is loaded: ~0.2 s of CPU), so that the first proxy an agent starts after an
+    install or upgrade answers its start-up at once too: Codex gives an MCP server ~1-2 s,
+    then runs the turn without its tools. A failure leaves it to the proxies' own fill."""
+    cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
+    if cache.complete() or not _take_fill(cache):
         return
+    try:
+        fill_cache(settings)
+    except Exception as exc:  # noqa: BLE001 - an optimisation; the proxy fills it itself
+        sys.stderr.write(f"memory-mcp: the MCP proxies' cache was not filled: {exc!r}\n")
+    finally:
+        fill_marker(cache).unlink(missing_ok=True)
+
+
+def fill_in_background(cache: Cache) -> None:
+    """Start a process, detached from the agent (its own session: the agent's end of the
+    proxy does not end it), that fills the cache (`fill_cache`); none while one runs."""
+    if not _take_fill(cache):
+        return
+    marker = fill_marker(cache)
     import subprocess
 
     try:

@@ -319,10 +319,10 @@ def sdk_server(settings: Settings) -> Any:
     """The SDK's MCPServer with the tools over `RestBackend`, bound to the folder the agent
     started the proxy in (the heavy imports happen here)."""
     from ..harness.repo_config import approvals_file
+    from .log_setup import setup_logging
     from .mcp_tools import Workspace, build_tools, instructions
-    from .runner import _setup_logging
 
-    _setup_logging()
+    setup_logging()
     # The agent starts the proxy in its working folder: that repository's file binds the
     # tools, and names the project of what they store, as it does for the hooks; the
     # instructions name it (mcp_front.py puts this folder's into a cached answer too).

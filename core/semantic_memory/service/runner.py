@@ -25,49 +25,13 @@ from .discovery import (
     reclaim,
     retract,
 )
+from .log_setup import setup_logging
 
 log = logging.getLogger("semantic_memory.service")
 
 
 class ServiceError(RuntimeError):
     """The service cannot start (port taken, bad bind); the message is one line."""
-
-
-def _setup_logging() -> None:
-    logger = logging.getLogger("semantic_memory")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("memory-mcp: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    sdk = logging.getLogger("mcp.server.streamable_http")
-    if not any(isinstance(f, ClientGoneFilter) for f in sdk.filters):
-        sdk.addFilter(ClientGoneFilter())
-
-
-class ClientGoneFilter(logging.Filter):
-    """The MCP SDK logs a full traceback when a client closes its stream or session while a
-    reply is on its way (a stream already closed, under load: a race in the SDK's router, see
-    modelcontextprotocol/python-sdk#2064). Nothing is lost: the client is gone. Those become
-    debug lines without a traceback; every other SDK error is logged as it is."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        import anyio
-
-        exc = record.exc_info[1] if record.exc_info else None
-        gone = (anyio.ClosedResourceError, anyio.BrokenResourceError)
-        if isinstance(exc, BaseExceptionGroup):
-            leaves = exc.exceptions
-        else:
-            leaves = (exc,)
-        if exc is None or not all(isinstance(e, gone) for e in leaves):
-            return True
-        record.exc_info = record.exc_text = None
-        record.msg = f"{record.getMessage()}: the client went away ({type(leaves[0]).__name__})"
-        record.args = ()
-        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -107,7 +71,7 @@ def serve_http(settings: Settings, *, on_listening: Callable[[dict], None] | Non
     file on the way out. Raises ConfigError / ServiceError (one line) when it cannot start.
     """
     check_bind(settings)
-    _setup_logging()
+    setup_logging()
     # uvicorn re-raises a caught SIGTERM after its graceful shutdown; this turns that into a
     # clean exit 0 that still runs the clean-up below.
     previous = signal.signal(signal.SIGTERM, _graceful_exit)
@@ -201,7 +165,7 @@ def _keep_discovery(path: Any, info: dict[str, Any], stopped: threading.Event) -
 
 def serve_stdio(settings: Settings) -> int:
     """Serve the MCP tools over stdin/stdout. Nothing else is written to stdout."""
-    _setup_logging()
+    setup_logging()
     with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
         engine = open_engine(settings)
         redaction.warm()
