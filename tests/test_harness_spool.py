@@ -24,6 +24,9 @@ from semantic_memory.harness.transcript import memories_of
 from test_service_support import Service, memory_mcp_command, start_service
 
 BUDGET_S = "1.0"
+#: For a test that needs its first hook to start the back-off: a hook starved past its budget
+#: on a loaded machine never starts one (its request was not sent, or no full probe was left).
+BACKOFF_BUDGET_S = "2.0"
 SESSION = {"session": "s1", "cwd": "/tmp"}
 FACT = "the staging database listens on port 6543"
 
@@ -320,7 +323,7 @@ def test_a_spooled_secret_is_redacted_when_the_service_replays_it(tmp_path: Path
 
 def test_a_hung_service_costs_one_budget_then_hooks_skip_it(tmp_path: Path) -> None:
     with hanging_server() as url:
-        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=BUDGET_S)
+        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=BACKOFF_BUDGET_S)
         first = remember(env)
         second = remember(env, "the queue is drained by worker 7")
         recall = run_hook("example", "prompt", {**SESSION, "prompt": "which port?"}, env)
@@ -535,7 +538,7 @@ def test_a_hook_that_finds_the_service_up_replays_the_spool(
 
 
 def test_spool_cli_lists_replays_into_the_store_and_clears(tmp_path: Path) -> None:
-    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BUDGET_S)
+    env = hook_env(tmp_path, dead_url(), MEMORY_HOOK_BUDGET_S=BACKOFF_BUDGET_S)
     remember(env)
     listed = json.loads(run_memory_mcp(env, "spool", "list", "--json"))
     assert [r["preview"] for r in listed["pending"]] == [FACT]
