@@ -552,25 +552,33 @@ function answers(url, token, deadline = now() + PROBE_MS) {
   });
   return ownerCheck(target, url, deadline).then(probe, () => false);
 }
+function isWrite(method, path) {
+  return method === "POST" && path === "/ingest";
+}
 var ServiceClient = class {
   /**
    * `offline`: every request fails with it at once, without touching the network (the
-   * hooks' back-off is in force).
+   * hooks' back-off is in force). `writesHeld`: every write (POST /ingest) does, and only
+   * writes (the service's slow mark is in force: backoff.ts); a recall still tries.
    */
-  constructor(url, token, offline = null) {
+  constructor(url, token, offline = null, writesHeld = null) {
     this.url = url;
     this.token = token;
     this.offline = offline;
+    this.writesHeld = writesHeld;
   }
   url;
   token;
   offline;
+  writesHeld;
   /** The last "service down" / "timeout" a request of this client met on the network. */
   lastFailure = null;
   /** Whether the service answered at least one request (any status). */
   answered = false;
   /** Whether it took at least one (a 2xx answer). */
   succeeded = false;
+  /** Whether it took a write (a 2xx answer to POST /ingest): what ends a slow mark. */
+  wrote = false;
   get(path, deadline) {
     return this.request("GET", path, void 0, deadline);
   }
@@ -580,6 +588,7 @@ var ServiceClient = class {
   /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
   async request(method, path, body, deadline) {
     if (this.offline !== null) throw this.offline;
+    if (this.writesHeld !== null && isWrite(method, path)) throw this.writesHeld;
     if (deadline - now() < 1) {
       throw new ServiceUnavailable("timeout", "no time left in the action's budget");
     }
@@ -587,6 +596,7 @@ var ServiceClient = class {
       const answer = await this.send(method, path, body, deadline);
       this.answered = true;
       this.succeeded = true;
+      if (isWrite(method, path)) this.wrote = true;
       return answer;
     } catch (error) {
       if (error instanceof ServiceFailed) this.answered = true;
@@ -782,6 +792,8 @@ function sleep(ms) {
 // src/backoff.ts
 import { mkdirSync as mkdirSync2, readFileSync as readFileSync3, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
 import { basename, dirname as dirname3, join as join3 } from "node:path";
+var SLOW_FILE = "hooks.slow.json";
+var SLOW_MS = 2e4;
 function activeBackOff(path, url, nowS = Date.now() / 1e3) {
   const data = readState(path);
   if (data === null) return null;
@@ -792,6 +804,28 @@ function activeBackOff(path, url, nowS = Date.now() / 1e3) {
   return { until: end, outcome: outcome === "timeout" ? "timeout" : "service down", detail: String(detail ?? "") };
 }
 function startBackOff(path, url, ms, outcome, detail) {
+  writeState(path, url, ms, outcome, detail);
+}
+function slowPath(path) {
+  return join3(dirname3(path), SLOW_FILE);
+}
+function activeSlowMark(path, url, nowS = Date.now() / 1e3) {
+  const data = readState(slowPath(path));
+  if (data === null || !forUrl(data, url)) return null;
+  const end = Number(data.until);
+  if (data.until === null || data.until === void 0 || !Number.isFinite(end) || nowS >= end) return null;
+  return { until: end, detail: String(data.detail ?? "") };
+}
+function markSlow(path, url, ms, detail) {
+  writeState(slowPath(path), url, ms, "slow", detail);
+}
+function clearSlowMark(path, url) {
+  clearBackOff(slowPath(path), url);
+}
+function slowMs(backoffMs) {
+  return Math.min(SLOW_MS, backoffMs);
+}
+function writeState(path, url, ms, outcome, detail) {
   if (ms <= 0) return;
   const data = JSON.stringify({
     until: Math.round(Date.now() + ms) / 1e3,
@@ -812,7 +846,11 @@ function startBackOff(path, url, ms, outcome, detail) {
   }
 }
 function clearBackOff(path, url) {
-  if (url !== void 0 && !forUrl(readState(path) ?? {}, url)) return;
+  if (url === void 0) unlink(slowPath(path));
+  else if (!forUrl(readState(path) ?? {}, url)) return;
+  unlink(path);
+}
+function unlink(path) {
   try {
     unlinkSync2(path);
   } catch {
@@ -2291,7 +2329,7 @@ ${query}`;
       if (offline === null) await this.waitForStart(deadline);
       const { url, origin } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      service = new ServiceClient(url, this.settings.token, offline);
+      service = new ServiceClient(url, this.settings.token, offline, offline === null ? this.writesHeld(url) : null);
       const action = new Action(deadline, service, target);
       await body(action);
       return { outcome: action.outcome, detail: action.detail, service };
@@ -2312,25 +2350,44 @@ ${query}`;
     );
   }
   /**
+   * The error every write (not a recall) of an action meets at once while the service's slow
+   * mark holds (backoff.ts); else null. Spooled without waiting: the service replays it.
+   */
+  writesHeld(url) {
+    const mark = activeSlowMark(backoffPath(this.settings), url);
+    if (mark === null) return null;
+    const until = new Date(mark.until * 1e3).toTimeString().slice(0, 8);
+    return new ServiceUnavailable(
+      "timeout",
+      `the service is slow, spooled without waiting (slow mark until ${until}; the last try: ${mark.detail})`
+    );
+  }
+  /**
    * A service that is down or hung starts the shared back-off (runner.py `_after_contact`);
    * one that answered ends it. Hung, not slow: a request that timed out starts it only when
    * the service answers no probe either (`answers`, PROBE_MS). A write waiting behind a long
    * writer (a purge, an import) times out while the service answers, and backing off for it
-   * would blank every harness's recalls, which that writer does not hold back. What to add
-   * to the log line's detail, or "".
+   * would blank every harness's recalls, which that writer does not hold back; it sets the
+   * slow mark instead, so the next writes of every harness spool at once rather than wait
+   * their whole budget too, and a write the service takes ends it. What to add to the log
+   * line's detail, or "".
    */
   async afterContact(service) {
     const path = backoffPath(this.settings);
     const failure = service.lastFailure;
+    const timedOut = failure?.outcome === "timeout";
+    const slowFor = slowMs(this.settings.backoffMs);
     if (failure !== null && !service.answered) {
-      const timedOut = failure.outcome === "timeout";
       if (timedOut && this.settings.backoffMs > 0 && await answers(service.url, this.settings.token)) {
+        markSlow(path, service.url, slowFor, failure.message);
         return "the service answers a probe: slow, not hung, no back-off";
       }
       startBackOff(path, service.url, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path, service.url);
-      if (service.succeeded) this.replay(service.url);
+      if (timedOut && failure !== null) markSlow(path, service.url, slowFor, failure.message);
+      else if (service.wrote) clearSlowMark(path, service.url);
+      if (service.succeeded && service.writesHeld === null) this.replay(service.url);
     }
     return "";
   }

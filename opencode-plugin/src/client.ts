@@ -265,6 +265,11 @@ export function answers(url: string, token: string, deadline: number = now() + P
   return ownerCheck(target, url, deadline).then(probe, () => false);
 }
 
+/** Whether a request is a write the spool can keep (/ingest): what a slow mark holds back. */
+export function isWrite(method: string, path: string): boolean {
+  return method === "POST" && path === "/ingest";
+}
+
 export class ServiceClient {
   /** The last "service down" / "timeout" a request of this client met on the network. */
   lastFailure: ServiceUnavailable | null = null;
@@ -272,15 +277,19 @@ export class ServiceClient {
   answered = false;
   /** Whether it took at least one (a 2xx answer). */
   succeeded = false;
+  /** Whether it took a write (a 2xx answer to POST /ingest): what ends a slow mark. */
+  wrote = false;
 
   /**
    * `offline`: every request fails with it at once, without touching the network (the
-   * hooks' back-off is in force).
+   * hooks' back-off is in force). `writesHeld`: every write (POST /ingest) does, and only
+   * writes (the service's slow mark is in force: backoff.ts); a recall still tries.
    */
   constructor(
     readonly url: string,
     private readonly token: string,
     readonly offline: ServiceUnavailable | null = null,
+    readonly writesHeld: ServiceUnavailable | null = null,
   ) {}
 
   get(path: string, deadline: number): Promise<unknown> {
@@ -294,6 +303,7 @@ export class ServiceClient {
   /** The decoded JSON answer; a ServiceUnavailable naming the failure otherwise. */
   async request(method: string, path: string, body: unknown, deadline: number): Promise<unknown> {
     if (this.offline !== null) throw this.offline;
+    if (this.writesHeld !== null && isWrite(method, path)) throw this.writesHeld;
     if (deadline - now() < 1) {
       // Not the service's doing: no back-off for it.
       throw new ServiceUnavailable("timeout", "no time left in the action's budget");
@@ -302,6 +312,7 @@ export class ServiceClient {
       const answer = await this.send(method, path, body, deadline);
       this.answered = true;
       this.succeeded = true;
+      if (isWrite(method, path)) this.wrote = true;
       return answer;
     } catch (error) {
       if (error instanceof ServiceFailed) this.answered = true;

@@ -23,12 +23,14 @@
  * exactly once. After an action met a dead or hung service, every harness's hooks skip the
  * network for a while (backoff.ts), spooling their writes at once. Hung, not slow: a request
  * that timed out starts it only when the service answers no probe either (client.ts `answers`).
+ * One that answers the probe was slow: its slow mark sends every harness's writes of the next
+ * SLOW_MS straight to the spool, while recalls still try.
  */
 
 import { randomBytes } from "node:crypto";
 
 import { startService } from "./autostart.js";
-import { activeBackOff, clearBackOff, startBackOff } from "./backoff.js";
+import { activeBackOff, activeSlowMark, clearBackOff, clearSlowMark, markSlow, slowMs, startBackOff } from "./backoff.js";
 import { NotTheService, ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl } from "./client.js";
 import {
   conversationText,
@@ -680,7 +682,7 @@ export class MemoryPlugin {
       if (offline === null) await this.waitForStart(deadline);
       const { url, origin } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      service = new ServiceClient(url, this.settings.token, offline);
+      service = new ServiceClient(url, this.settings.token, offline, offline === null ? this.writesHeld(url) : null);
       const action = new Action(deadline, service, target);
       await body(action);
       return { outcome: action.outcome, detail: action.detail, service };
@@ -703,25 +705,47 @@ export class MemoryPlugin {
   }
 
   /**
+   * The error every write (not a recall) of an action meets at once while the service's slow
+   * mark holds (backoff.ts); else null. Spooled without waiting: the service replays it.
+   */
+  private writesHeld(url: string): ServiceUnavailable | null {
+    const mark = activeSlowMark(backoffPath(this.settings), url);
+    if (mark === null) return null;
+    const until = new Date(mark.until * 1000).toTimeString().slice(0, 8);
+    return new ServiceUnavailable(
+      "timeout",
+      `the service is slow, spooled without waiting (slow mark until ${until}; the last try: ${mark.detail})`,
+    );
+  }
+
+  /**
    * A service that is down or hung starts the shared back-off (runner.py `_after_contact`);
    * one that answered ends it. Hung, not slow: a request that timed out starts it only when
    * the service answers no probe either (`answers`, PROBE_MS). A write waiting behind a long
    * writer (a purge, an import) times out while the service answers, and backing off for it
-   * would blank every harness's recalls, which that writer does not hold back. What to add
-   * to the log line's detail, or "".
+   * would blank every harness's recalls, which that writer does not hold back; it sets the
+   * slow mark instead, so the next writes of every harness spool at once rather than wait
+   * their whole budget too, and a write the service takes ends it. What to add to the log
+   * line's detail, or "".
    */
   private async afterContact(service: ServiceClient): Promise<string> {
     const path = backoffPath(this.settings);
     const failure = service.lastFailure;
+    const timedOut = failure?.outcome === "timeout";
+    const slowFor = slowMs(this.settings.backoffMs);
     if (failure !== null && !service.answered) {
-      const timedOut = failure.outcome === "timeout";
       if (timedOut && this.settings.backoffMs > 0 && (await answers(service.url, this.settings.token))) {
+        markSlow(path, service.url, slowFor, failure.message);
         return "the service answers a probe: slow, not hung, no back-off";
       }
       startBackOff(path, service.url, this.settings.backoffMs, timedOut ? "timeout" : "service down", failure.message);
     } else if (service.answered) {
       clearBackOff(path, service.url);
-      if (service.succeeded) this.replay(service.url);
+      // It answered, then a later request of this action timed out: slow, with no probe.
+      if (timedOut && failure !== null) markSlow(path, service.url, slowFor, failure.message);
+      else if (service.wrote) clearSlowMark(path, service.url);
+      // While the mark holds, the service replays its spool itself: a replay would only wait.
+      if (service.succeeded && service.writesHeld === null) this.replay(service.url);
     }
     return "";
   }

@@ -134,6 +134,11 @@ def answers(url: str, token: str = "", deadline: float | None = None) -> bool:
     return probe.answered
 
 
+def is_write(method: str, path: str) -> bool:
+    """Whether a request is a write the spool can keep (/ingest): what a slow mark holds back."""
+    return method == "POST" and path == "/ingest"
+
+
 def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
     """(service URL, where it came from): MEMORY_PLUGIN_URL, else a live discovery file, else
     the service's port on loopback (MEMORY_PORT, 8765 by default)."""
@@ -163,7 +168,8 @@ class ServiceClient:
     """Calls to one service URL, all ending by `deadline` (a `time.monotonic()` value)."""
 
     def __init__(self, url: str, deadline: float, token: str = "",
-                 offline: ServiceUnavailable | None = None, harness: str = "") -> None:
+                 offline: ServiceUnavailable | None = None, harness: str = "",
+                 writes_held: ServiceUnavailable | None = None) -> None:
         try:
             self._parts = split_url(url)
         except ValueError as exc:  # a discovery file's (HookSettings checks MEMORY_PLUGIN_URL)
@@ -180,6 +186,11 @@ class ServiceClient:
             else ""
         #: Set: every request raises this at once, without touching the network (back-off).
         self.offline = offline
+        #: Set: every write (`is_write`), and only writes, raises this at once (the service's
+        #: slow mark, backoff.py): it goes to the spool; a recall still tries.
+        self.writes_held = writes_held
+        #: Whether the service took a write (a 2xx answer to one): what ends a slow mark.
+        self.wrote = False
         #: The last "service down" / "timeout" a request of this client met on the network
         #: (never NotSent: a request that was not sent says nothing of the service).
         self.failure: ServiceDown | ServiceTimeout | None = None
@@ -205,6 +216,8 @@ class ServiceClient:
         for spooling)."""
         if self.offline is not None:
             raise self.offline
+        if self.writes_held is not None and is_write(method, path):
+            raise self.writes_held
         try:
             answer = self._request(method, path, body,
                                    self.deadline if deadline is None else deadline)
@@ -215,6 +228,8 @@ class ServiceClient:
             raise
         finally:
             self.waiting = False
+        if is_write(method, path):
+            self.wrote = True
         return answer
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None,

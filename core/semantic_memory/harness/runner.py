@@ -20,7 +20,8 @@ A recalled block is printed before its injection report is posted: the report is
 a long writer holds back while the recall answers. A request that timed out starts the shared
 back-off only when it was sent (`client.NotSent` never is) and the service answers no probe
 either, given its whole PROBE_S within the same grace (`client.answers`): a hung service, not a
-slow one, nor a hook the machine starved.
+slow one, nor a hook the machine starved. A slow one (the probe answered) gets the slow mark
+instead (backoff.py): the writes of every hook of the next seconds spool without waiting.
 The adapter's readers (`prompt`, `cwd`, …) are asked once each (`AdapterReads`): the watchdog
 and the timeout path read their answers and never call the adapter, whose method may be what
 hangs; a run stopped inside one names it (and the plugin's module) in its log line.
@@ -177,10 +178,13 @@ class _Run:
 
     def __init__(self, harness: str, event: str, settings: HookSettings, budget_end: float,
                  service_url: tuple[str, str], offline: ServiceUnavailable | None,
-                 watchdog: Watchdog, debug: Any) -> None:
+                 watchdog: Watchdog, debug: Any,
+                 writes_held: ServiceUnavailable | None = None) -> None:
         self.harness, self.event, self.settings = harness, event, settings
         self.budget_end, self.offline, self.watchdog, self.debug = (
             budget_end, offline, watchdog, debug)
+        #: What every write of this run raises at once while the slow mark holds (`_held`).
+        self.writes_held = writes_held
         #: (URL, where it came from): `resolve_url`'s, read once per run.
         self.service_url = service_url
         self.adapter: Any = None
@@ -239,7 +243,8 @@ class _Run:
             self.debug(f"service {url} ({origin})")
             self.service = ServiceClient(url, self.budget_end - EXIT_MARGIN_S,
                                          self.settings.plugin_token or self.settings.token,
-                                         self.offline, harness=self.adapter.name)
+                                         self.offline, harness=self.adapter.name,
+                                         writes_held=self.writes_held)
             self.watchdog.service = self.service
             payload, adapter, ask = self.payload, self.adapter, self.reads.ask
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
@@ -355,8 +360,10 @@ def _run(argv: list[str], started: float) -> int:
     output = ""
     service_url = resolve_url(settings)
     offline = _offline(settings, service_url[0])
+    writes_held = _held(settings, service_url[0]) if offline is None else None
     watchdog = Watchdog(budget_end + WRITE_GRACE_S)
-    run = _Run(harness, event, settings, budget_end, service_url, offline, watchdog, debug)
+    run = _Run(harness, event, settings, budget_end, service_url, offline, watchdog, debug,
+               writes_held)
     armed = lite.HAS_ALARM  # POSIX; elsewhere the socket timeouts bound it
     if armed:
         previous = lite.signal(lite.SIGALRM, watchdog)
@@ -603,6 +610,18 @@ def _offline(settings: HookSettings, url: str) -> ServiceUnavailable | None:
     return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
 
 
+def _held(settings: HookSettings, url: str) -> ServiceUnavailable | None:
+    """The error every write (not a recall) of this run raises at once while the slow mark
+    of the service at `url` holds (backoff.py): spooled without waiting, replayed by the
+    service."""
+    mark = backoff.slow(beside_db(settings, "hooks.backoff.json"), url)
+    if mark is None:
+        return None
+    until = time.strftime("%H:%M:%S", time.localtime(mark.until))
+    return ServiceTimeout(f"the service is slow, spooled without waiting (slow mark until "
+                          f"{until}; the last try: {mark.detail})")
+
+
 def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[str, Any],
                    budget_end: float, replay: bool = True) -> None:
     """A service that is down or hung starts the back-off; one that answered ends it and
@@ -613,12 +632,17 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
     grace past the budget. A hook the machine starved past that has no time to tell, and
     starts none: one late hook must not blank every agent's recalls for the back-off's 30 s,
     nor must a write waiting behind a long writer (a purge, an import), which does not hold
-    recalls back."""
+    recalls back. Slow (the probe answered, or an earlier request of this run did) sets the
+    slow mark instead: the writes of the next hooks spool at once rather than each wait its
+    whole budget too. A write the service took ends it."""
     state = beside_db(settings, "hooks.backoff.json")
     failure = service.failure
+    slow_s = backoff.slow_seconds(settings.hook_backoff_s)
     if failure is not None and not service.answered:
         if isinstance(failure, ServiceTimeout) and settings.hook_backoff_s > 0:
             why = _not_hung(service, budget_end)
+            if why == SLOW:
+                backoff.mark_slow(state, service.url, slow_s, str(failure))
             if why is not None:
                 entry["detail"] = f"{entry.get('detail') or ''}; {why}, no back-off"
                 return
@@ -628,7 +652,12 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
     if not service.answered:
         return
     backoff.clear(state, service.url)
-    if not replay or not _spooled(beside_db(settings, "spool")):
+    if isinstance(failure, ServiceTimeout):  # it answered, then a later request timed out
+        backoff.mark_slow(state, service.url, slow_s, str(failure))
+    elif service.wrote:
+        backoff.clear_slow(state, service.url)
+    # While the mark holds the service replays the spool itself: a replay here would wait.
+    if not replay or service.writes_held is not None or not _spooled(beside_db(settings, "spool")):
         return
     from .. import spool
 
@@ -644,14 +673,18 @@ def _after_contact(settings: HookSettings, service: ServiceClient, entry: dict[s
             entry["replay_refused"] = done.rejected
 
 
+#: `_not_hung`'s answer for a service that answered the probe: the one that sets the slow mark.
+SLOW = "the service answers a probe: slow, not hung"
+
+
 def _not_hung(service: ServiceClient, budget_end: float) -> str | None:
     """Why a service whose request timed out is not taken for hung (None: it is): it answers
-    a probe, or this hook has less than PROBE_S left of its grace to ask one."""
+    a probe (SLOW), or this hook has less than PROBE_S left of its grace to ask one."""
     start = time.monotonic()
     if budget_end + WRITE_GRACE_S - start < PROBE_S:
         return "no time left to probe the service"
     if answers(service.url, service.token, start + PROBE_S):
-        return "the service answers a probe: slow, not hung"
+        return SLOW
     return None
 
 

@@ -20,7 +20,9 @@ reset, or the host unknown). Hung: the call timed out and a probe (`client.answe
 which needs no store work) gets no answer within PROBE_S either. A call that timed out on a
 service that answers the probe was slow (a 1M-memory store's stats, a write waiting behind a
 purge): that call's error only, and memory_store spools the write; the back-off would turn
-every agent's memory off for MEMORY_HOOK_BACKOFF_S.
+every agent's memory off for MEMORY_HOOK_BACKOFF_S. It sets the hooks' slow mark instead
+(backoff.py), and while that holds memory_store spools at once without a request; a write the
+service takes ends it.
 
 Unlike `memory-mcp --stdio`, the proxy opens no store and loads no embedding model: one
 service holds the store (the vector channel's matrix lives in its memory) however many agents
@@ -156,22 +158,40 @@ class RestBackend:
         detail = f"backing off after the last try ({state.detail})"
         return ServiceTimeout(detail) if state.outcome == "timeout" else ServiceDown(detail)
 
+    def _writes_held(self, url: str) -> ServiceUnavailable | None:
+        """What a write (memory_store's /ingest) raises at once while the hooks' slow mark
+        holds (backoff.py): spooled without waiting; other calls still try."""
+        mark = backoff.slow(self.settings.backoff_path, url)
+        if mark is None:
+            return None
+        return ServiceTimeout(f"the service is slow, spooled without waiting (the last try: "
+                              f"{mark.detail})")
+
     def _call(self, method: str, path: str, body: dict[str, Any] | None, shape: Shape
               ) -> dict[str, Any]:
         """One request, blocking (run in a worker thread), over within timeout_s."""
         url, _ = resolve_url(self.settings)  # per call: a restarted service may move
         offline = self._offline(url)
-        client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline)
+        held = None if offline is not None else self._writes_held(url)
+        client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline,
+                               writes_held=held)
         try:
             answer = client.request(method, path, body)
             if not shape(answer):
                 raise ServiceUnavailable(f"{url} answered {method} {path.split('?')[0]} "
                                          "without the service's fields: not the memory service")
+            if client.wrote:  # writes are taken again
+                backoff.clear_slow(self.settings.backoff_path, url)
             return answer
         except ServiceTimeout as exc:
+            if exc is held:  # no request made
+                raise
             if offline is None and self.settings.hook_backoff_s > 0 and answers(url, self.token):
                 # Slow, not hung (a big store's stats, a write behind a long writer): this
-                # call's error only. Backing off would turn every agent's memory off.
+                # call's error only, and the slow mark for the writes of every agent's next
+                # seconds. Backing off would turn every agent's memory off.
+                backoff.mark_slow(self.settings.backoff_path, url,
+                                  backoff.slow_seconds(self.settings.hook_backoff_s), str(exc))
                 raise ServiceTimeout(f"{exc} (the service is up, only slow: it did not answer "
                                      f"this call within MEMORY_MCP_PROXY_TIMEOUT_S, "
                                      f"{self.timeout_s:g} s)") from None
