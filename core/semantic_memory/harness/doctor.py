@@ -255,12 +255,15 @@ def spool_report(settings: Settings) -> dict[str, Any]:
     """The write spool's depth, what keeps this user from replaying it (`blocked`), and the
     hooks' back-off, as a hook would find them now."""
     depth = spool.depth(settings.spool_path)
-    state = backoff.active(settings.backoff_path, resolve_url(settings)[0])
+    url = resolve_url(settings)[0]
+    state = backoff.active(settings.backoff_path, url)
+    slow = backoff.slow(settings.backoff_path, url)
     return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,
             "rejected": depth.rejected, "blocked": spool.blocked(settings.spool_path),
             "backoff": None if state is None else {"until": state.until,
                                                    "outcome": state.outcome,
-                                                   "detail": state.detail}}
+                                                   "detail": state.detail},
+            "slow": None if slow is None else {"until": slow.until, "detail": slow.detail}}
 
 
 def _when(ts: Any) -> str:
@@ -288,6 +291,10 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
         until = _when(info["backoff"]["until"])
         lines.append(f"back-off  hooks skip the service until {until} "
                      f"({info['backoff']['outcome']}: {info['backoff']['detail']})")
+    if info.get("slow"):
+        lines.append(f"slow      writes go straight to the spool until "
+                     f"{_when(info['slow']['until'])}: the service answered too slowly "
+                     f"({info['slow']['detail']})")
     return lines
 
 

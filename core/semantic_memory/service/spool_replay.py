@@ -38,6 +38,8 @@ def drain(engine: MemoryEngine, settings: Settings) -> spool.Replayed:
             raise spool.Refused(exc.message) from None
 
     done = spool.replay(settings.spool_path, send)
+    if done.sent:  # the store takes writes again: the hooks' slow mark is out of date
+        backoff.clear(backoff.slow_path(settings.backoff_path))
     if done.sent or done.rejected:
         log.info("spool: replayed %d write(s)%s%s", done.sent,
                  f", {done.rejected} refused (see `memory-mcp spool list`)"
