@@ -1,14 +1,18 @@
 """The secret corpora through every write path, on both stores.
 
-`tests/corpora/secrets.jsonl`: 102 credential formats in 7 classes (vendor tokens with fixed
+`tests/corpora/secrets.jsonl`: 142 credential formats in 7 classes (vendor tokens with fixed
 prefixes, CLI flags and positional arguments, URLs and connection strings, prose, auth headers,
 config files, vault-style tables), each with the substrings that must never reach the db
-(`secrets`) and those that must survive around them (`keep`). `secrets_heldout.jsonl`: 25 more,
-written after the rules and run once untuned (20/25 kept out; the five CLI misses led to the
-user-flag + password-flag, positional and `config set` rules). `secrets_benign.jsonl`: 46
-developer notes that look close (hashes, UUIDs, commit SHAs, base64 images, placeholders,
-templates, docs about tokens): stored unchanged. The bodies are seeded random fakes, written
-for this project (not copies of any issue's examples).
+(`secrets`) and those that must survive around them (`keep`); the last 40 (bare provider
+tokens, values cut by a line wrap or a concatenation, `.env` values holding `;` or `,`, base64
+of a secret, `echo $TOKEN` output) were added for a security QA pass, 13 of them kept out
+before its rules. `secrets_heldout.jsonl`: 35 more, written after the rules and run once
+untuned: 20/25 (the five CLI misses led to the user-flag + password-flag, positional and
+`config set` rules), then the QA pass's `h2-` rows 9/10 (the miss, a value printed by `echo
+$API_SECRET`, led to the echo/printenv rule). `secrets_benign.jsonl`: 71 developer notes that
+look close (hashes, UUIDs, commit SHAs, base64 images and text, placeholders, templates, docs
+about tokens, vendors' documented `…EXAMPLE` keys, `"tokenType": "Bearer"`): stored unchanged. The bodies are seeded random
+fakes, written for this project (not copies of any issue's examples).
 
 Paths: `redact` itself; `MemoryEngine.ingest` (every field, both stores); REST `/ingest` and
 MCP `memory_store` on a real service (both stores); `memory-mcp import`; the hook write spool

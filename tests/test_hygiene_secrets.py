@@ -23,7 +23,8 @@ pytestmark = pytest.mark.both_stores
 CORPUS = Path(__file__).parent / "corpora" / "secrets.jsonl"
 
 A24 = "aB3dE5gH7jK9mN1pQ3sT5vW7"  # a random-looking body
-AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # 40 characters, AWS's documented sample
+# 40 characters, random: AWS's documented sample (`…EXAMPLEKEY`) is left alone on purpose
+AWS_SECRET = "odJFCrnl2edlBDdz1C5Jau2RJtBRnlWmTSHf6pWk"
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nVJTUt9Us8cKjMzEfYyjiWA4R4"
 
 #: (sample, kind, a fragment that must not survive)
@@ -40,9 +41,9 @@ SECRETS: list[tuple[str, str, str]] = [
     ("private_key = 'c2VjcmV0a2V5bWF0ZXJpYWw'", "private-key", "c2VjcmV0"),
     # AWS
     ("aws " "AKIA" "ABCDEFGHIJKLMNOP in the config", "aws-access-key-id", "ABCDEFGHIJKLMNOP"),
-    (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", "aws-secret-key", "wJalrXUtn"),
-    (f"[default]\naws_secret_access_key = {AWS_SECRET}", "aws-secret-key", "wJalrXUtn"),
-    (f'"SecretAccessKey": "{AWS_SECRET}"', "aws-secret-key", "wJalrXUtn"),
+    (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", "aws-secret-key", "odJFCrnl2"),
+    (f"[default]\naws_secret_access_key = {AWS_SECRET}", "aws-secret-key", "odJFCrnl2"),
+    (f'"SecretAccessKey": "{AWS_SECRET}"', "aws-secret-key", "odJFCrnl2"),
     # provider tokens
     ("token " "ghp_" "abcdefghijklmnopqrstuvwxyz0123456789", "github-token", "abcdefghijkl"),
     ("github_" "pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyz0123456789", "github-token", "11ABCD"),

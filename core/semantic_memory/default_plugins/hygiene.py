@@ -34,16 +34,17 @@ def filter_ingest(memory: NewMemory, settings: Settings) -> None:
             looks_like_injection(memory.content)
         ):
             raise Rejected("tool output matches a prompt-injection pattern; not stored")
-    _redact_fields(memory)
+    _redact_fields(memory, settings.max_content_chars)
     if isinstance(memory.content, str) and not has_substance(memory.content):
         raise Rejected("content: nothing but a redacted secret is left; not stored")
 
 
-def _redact_fields(memory: NewMemory) -> None:
+def _redact_fields(memory: NewMemory, max_content_chars: int) -> None:
     """Content, project, session, each tag, kind and source redacted with one library call
-    (`redact_many`). A marker can be longer than the secret it replaces: cut to the field's
-    limit rather than refuse the memory for it. A kind or source is an identifier that a marker
-    cannot stand in: one holding a secret is refused."""
+    (`redact_many`). A marker can be longer than the secret it replaces: each field (content
+    too, which was within `max_content_chars` as sent) is cut to its limit rather than the
+    memory refused for it. A kind or source is an identifier that a marker cannot stand in:
+    one holding a secret is refused."""
     tags = memory.tags if isinstance(memory.tags, list) else []
     fields = [memory.kind, memory.source, memory.content, memory.project, memory.session, *tags]
     redacted = iter(redact_many([f for f in fields if isinstance(f, str)]))
@@ -52,10 +53,18 @@ def _redact_fields(memory: NewMemory) -> None:
     for name, before, after in (("kind", memory.kind, kind), ("source", memory.source, source)):
         if after != before:
             raise Rejected(f"{name}: holds a secret; not stored")
-    memory.content = content
+    memory.content = _within(content, max_content_chars)
     if isinstance(project, str):
         memory.project = project[:MAX_PROJECT_CHARS]
     if isinstance(session, str):
         memory.session = session[:MAX_SESSION_CHARS]
     if isinstance(memory.tags, list):
         memory.tags = [t[:MAX_TAG_CHARS] if isinstance(t, str) else t for t in tags]
+
+
+def _within(content: object, limit: int) -> object:
+    """Redacted `content` cut to `limit` where its markers made it longer: the spaces at its
+    end first, then the last characters (what the markers added, at most)."""
+    if not isinstance(content, str) or len(content) <= limit:
+        return content
+    return content.rstrip()[:limit]

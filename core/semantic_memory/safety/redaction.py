@@ -10,14 +10,19 @@ prose, auth headers, docker/kube configs, vault-style tables, keyword + entropy 
 plus the provider shapes the library misses or names less precisely. docs/security.md has the
 measurements behind the choice (detect-secrets, Kingfisher and Betterleaks were compared).
 Only the secret part of a match is replaced, so `DATABASE_URL=postgres://app:[REDACTED:...]@db`
-keeps what is not secret. Both layers read the text as a reader (and the injection block) sees it,
-NFKC and without invisible characters (`textnorm.visible`): a zero-width space inside a token
-hides it from nobody but a regex. No regex nests unbounded repetition, so none can backtrack
-catastrophically (tests/test_hygiene_secrets.py times hostile megabytes).
+keeps what is not secret, but all of it: a value goes to where it really ends (`_to_line_end`,
+`_value_end`: an .env value's trailing punctuation, a token cut by a line wrap or a string
+concatenation), and a base64 run goes whole when its decoded text holds a secret (last rule).
+Both layers read the text as a reader (and the injection block) sees it, NFKC and without
+invisible characters (`textnorm.visible`): a zero-width space inside a token hides it from
+nobody but a regex. No regex nests unbounded repetition, so none can backtrack catastrophically
+(tests/test_hygiene_secrets.py and test_hygiene_secret_gaps.py time hostile megabytes).
 """
 
 from __future__ import annotations
 
+import base64
+import codecs
 import logging
 import math
 import os
@@ -71,7 +76,9 @@ _HEADER_OPEN = rf"{_STRING_PREFIX}[\"'`]?"
 # base64 key) and leaves its tail in the text. Unbounded is still linear: the run is one
 # character class, and a match consumes it (the only backtracking is off trailing punctuation).
 _BARE = r"[^\s\"'`,;]*[^\s\"'`,;.:!?)\]}>]"
-_VALUE = rf"{_STRING_PREFIX}(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]+|{_BARE}))(?(q)(?P=q))"
+# A quoted value may open a parenthesised concatenation (`KEY = (\n "…"\n "…"\n)`).
+_VALUE = (rf"(?:\((?=\s*{_STRING_PREFIX}[\"'])\s*)?{_STRING_PREFIX}(?P<q>[\"'])?"
+          rf"(?P<secret>(?(q)[^\"'\n]+|{_BARE}))(?(q)(?P=q))")
 # A code identifier (snake_case, UPPER_CASE, camelCase), unlike a token's mixed-case salad.
 _IDENT = r"(?:[a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*|[A-Za-z][a-z]+(?:[A-Z][a-z]+)*)"
 # Right-hand sides that stand for a credential rather than being one: templates, variables,
@@ -81,6 +88,8 @@ _PLACEHOLDER = re.compile(
     r"|(?i:xxx|\.\.\.|your[_-]|example|placeholder|changeme|redacted|dummy)"
     r"|(?i:none|null|nil|true|false|yes|no|required|optional|string|str|bytes|int|env|secret"
     r"|password|token|hidden|masked"
+    # An auth scheme's name (`"tokenType": "Bearer"`, `auth: Basic`) says how, not what.
+    r"|bearer|basic|digest|negotiate|ntlm|jwt|oauth2?"
     # The keyword a bare value stops at in `token = await getToken()`, `secret = new
     # TextEncoder()…`, `token = yield call(…)`: the start of an expression, not a credential.
     r"|await|async|new|yield|typeof|void|delete|lambda|function|try|match|when|not|undefined"
@@ -101,6 +110,14 @@ _NOT_A_CREDENTIAL_NAME = re.compile(
     r"|duration|renewable|policies|algorithm|algo|format|scheme|mode|usage|prefix|owner|user)$"
 )
 _FIELD_END = re.compile(r"\s*(?:$|[\n`'\"|;&)\]},]|-{1,2}\w)")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _points_elsewhere(name: str) -> bool:
+    """Whether a setting's name says where a credential is or what it is like, not the
+    credential itself: `token_url`, `password_file`, and in camelCase `tokenType`,
+    `secretName`, `apiKeyHeader` (read as `token_Type` …)."""
+    return _NOT_A_CREDENTIAL_NAME.search(_CAMEL_HUMP.sub("_", name)) is not None
 
 
 def _is_value(m: re.Match[str]) -> bool:
@@ -113,7 +130,7 @@ def _is_value(m: re.Match[str]) -> bool:
         or not re.search(r"[^\W\d_]", value)  # no letter: a count, a port, a size
         or _PLACEHOLDER.match(value)
         or (_VARIABLE.fullmatch(value) and _KEYWORD.search(value))
-        or _NOT_A_CREDENTIAL_NAME.search(m.group("name"))
+        or _points_elsewhere(m.group("name"))
     ):
         return False
     loose = m.group("q") is None and "=" not in m.group("sep")  # `name: value`, `--name value`
@@ -198,12 +215,14 @@ _FOREIGN_LOGIN_NEEDLES = ("zugangsdaten", "anmeldedaten", "logindaten", "identif
 # only "changed to X" counts ("パスワードが X に変わりました", "비밀번호를 X로 변경").
 # `キー` and `키` (also "height") need a word that makes them a credential.
 _CJK_SECRET = (
-    r"密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|私钥|私鑰|令牌"
+    r"密码|密碼|口令|密钥|密鑰|秘钥|秘鑰|私钥|私鑰|令牌|权杖|權杖|金钥|金鑰|凭证|凭据|憑證|憑據"
+    r"|認証情報"
     r"|パスワード|パスフレーズ|暗証番号|秘密鍵|トークン|シークレット(?:アクセス)?キー|シークレット"
     r"|(?:アクセス|api ?|ライセンス|秘密|認証)キー"
-    r"|비밀번호|비번|패스워드|토큰|시크릿|(?:api|액세스|비밀|시크릿|보안) ?키"
+    r"|비밀번호|비번|패스워드|토큰|시크릿|(?:api|액세스|비밀|시크릿|보안) ?키|자격 ?증명"
 )
 _CJK_NEEDLES = ("密码", "密碼", "口令", "密钥", "密鑰", "秘钥", "秘鑰", "私钥", "私鑰", "令牌",
+                "权杖", "權杖", "金钥", "金鑰", "凭证", "凭据", "憑證", "憑據", "認証情報", "증명",
                 "パスワード", "パスフレーズ", "暗証番号", "秘密鍵", "トークン", "シークレット", "キー",
                 "비밀번호", "비번", "패스워드", "토큰", "시크릿", "키")
 _ENGLISH_SECRET = r"password|passwd|passphrase|passcode|token|secret|(?:api|access|secret) ?key"
@@ -239,9 +258,13 @@ def _random(m: re.Match[str]) -> bool:
                  and not re.fullmatch(_IDENT, value))
     if len(value) < 16 or not (mixed or re.search(r"\d", value) and re.search(r"[A-Za-z]", value)):
         return False
+    return _entropy(value) >= 3.0 and "--" not in value  # not a run of chained CLI flags
+
+
+def _entropy(value: str) -> float:
+    """Shannon entropy of `value`'s characters, in bits per character."""
     counts = Counter(value)
-    entropy = -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
-    return entropy >= 3.0 and "--" not in value  # not a run of chained CLI flags
+    return -sum(c / len(value) * math.log2(c / len(value)) for c in counts.values())
 
 
 def _cjk_credential(m: re.Match[str]) -> bool:
@@ -275,7 +298,7 @@ def _keyword_name(m: re.Match[str]) -> bool:
         return False
     name = _NAME_BEFORE.search(m.string, max(0, m.start() - 80), m.start())
     if name and _SECRET_WORD.search(name.group()):
-        return not _NOT_A_CREDENTIAL_NAME.search(name.group())
+        return not _points_elsewhere(name.group())
     line_start = m.string.rfind("\n", max(0, m.start() - 40), m.start()) + 1
     return bool(_SECRET_PHRASE.search(m.string, max(line_start, m.start() - 40), m.start()))
 
@@ -286,6 +309,47 @@ _TABLE_KEY = re.compile(r"(?i)token|passw|secret|api_?key|private_?key|access_?k
 
 def _is_table_value(m: re.Match[str]) -> bool:
     return bool(_TABLE_KEY.search(m.group("name"))) and _is_value(m) and _credential_like(m)
+
+
+# Control characters that no text holds: what binary (a hash, an image) decodes to.
+_B64_HEAD = 64  # characters: 48 bytes, a multiple of 4
+_BINARY = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+
+
+_B64 = "[A-Za-z0-9+/]"
+
+
+def _base64_secret(m: re.Match[str]) -> bool:
+    """A whole base64 run (not the tail of a base64url one or of an identifier: `_`, `-` on
+    either side) whose decoded text holds a secret."""
+    text, start, end = m.string, m.start("secret"), m.end("secret")
+    if text[start - 1 : start] in ("_", "-") or text[end : end + 1] in ("_", "-"):
+        return False
+    return _hides_a_secret(m.group("secret"))
+
+
+def _hides_a_secret(run: str) -> bool:
+    """Whether `run` (a base64 run, maybe wrapped) is base64 of text in which the rules or the
+    library find a secret. Most runs (hashes, images, keys, long identifiers) are no UTF-8
+    text from their first bytes on, which is all that is decoded of them; what is scanned
+    again is text someone encoded, and its own base64 runs are not decoded again."""
+    run = "".join(run.split())
+    try:
+        head = base64.b64decode(_padded(run[:_B64_HEAD]), validate=True)
+        if _BINARY.search(codecs.getincrementaldecoder("utf-8")().decode(head)):
+            return False
+        decoded = base64.b64decode(_padded(run), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        return False
+    if _BINARY.search(decoded):
+        return False
+    view = visible(decoded)
+    return _redact_view(view, _library_spans(view), track=False, nested=True)[0] != view
+
+
+def _padded(run: str) -> str:
+    """`run` with the `=` padding that `base64 -w0`'s users often drop."""
+    return run + "=" * (-len(run) % 4) if not run.endswith("=") else run
 
 
 def _rule(kind: str, pattern: str, needles: tuple[str, ...],
@@ -313,6 +377,29 @@ PROVIDER_GAPS: tuple[Rule, ...] = tuple(_rule(kind, pattern, needles, None)
     ("azure-ad-secret", r"(?<![\w~.-])[\w~.-]{3}\dQ~[\w~.-]{31,34}(?![\w~.-])", ("q~",)),
     ("webhook-url", r"(?:discord(?:app)?\.com/api/webhooks/\d+/|webhook\.office\.com/webhookb2/"
      r"|api\.telegram\.org/bot)(?P<secret>[\w@:/-]{30,})", ("webhook", "api.telegram.org/bot")),
+    # Prefixes the library knows only next to a keyword ("access_token=ya29…"), or not at all:
+    # pasted alone (a CLI's output, a JSON field of another name) they are still tokens.
+    ("google-oauth-token", r"\bya29\.[\w-]{20,}", ("ya29.",)),
+    ("google-refresh-token", r"(?<![\w/])1//0[\w-]{40,}", ("1//0",)),
+    ("google-client-secret", r"\bGOCSPX-[\w-]{24,}", ("gocspx-",)),
+    ("heroku-api-key", r"\bHRKU-[\w-]{20,}", ("hrku-",)),
+    ("notion-token", r"\bntn_[A-Za-z0-9]{40,}", ("ntn_",)),
+    ("planetscale-token", r"\bpscale_(?:tkn|pw|oauth)_[\w.-]{30,}", ("pscale_",)),
+    ("tailscale-key", r"\btskey-(?:auth|api|client|scim|webhook)-[\w-]{20,}", ("tskey-",)),
+    ("netlify-token", r"\bnfp_[A-Za-z0-9]{36,}", ("nfp_",)),
+    ("pinecone-key", r"\bpcsk_[\w-]{40,}", ("pcsk_",)),
+    ("sonarqube-token", r"\bsq[uap]_[0-9a-f]{40}\b", ("squ_", "sqp_", "sqa_")),
+    ("contentful-token", r"\bCFPAT-[\w-]{40,}", ("cfpat-",)),
+    ("dynatrace-token", r"\bdt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}", ("dt0c01.",)),
+    ("mapbox-secret-token", r"\bsk\.eyJ[\w-]{10,}\.[\w-]{10,}", ("sk.eyj",)),
+    ("huggingface-token", r"\bapi_org_[A-Za-z0-9]{30,}", ("api_org_",)),
+    ("bitbucket-app-password", r"\bATBB[A-Za-z0-9]{28,}", ("atbb",)),
+    ("supabase-secret-key", r"\bsb_secret_[\w-]{24,}", ("sb_secret_",)),
+    ("dropbox-token", r"\bsl\.(?:u\.)?[\w-]{130,}", ("sl.",)),
+    ("facebook-token", r"\bEAA[B-Z][A-Za-z0-9]{100,}", ("eaa",)),  # Square's is EAAA…, 64 long
+    ("render-key", r"\brnd_[A-Za-z0-9]{32,}", ("rnd_",)),
+    ("typeform-token", r"\btfp_[\w-]{40,}", ("tfp_",)),
+    ("adafruit-key", r"\baio_[A-Za-z0-9]{28}\b", ("aio_",)),
 ))
 
 #: Secrets that are secrets because of where they stand.
@@ -391,8 +478,10 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           ("pass", "token", "secret", "key"), _cjk_credential, also=_CJK_PARTICLES),
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
-    _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)\s*(?:\bis\b|\bare\b|:)?\s*"
-          rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", ("login", "cred")),
+    # The word must stand alone: `login.acme.io/oauth2/token` is a host and a path.
+    _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)"
+          rf"(?:\s*(?:\bis\b|\bare\b|:)\s*|\s+)[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}",
+          ("login", "cred")),
     # Auth headers with any scheme (`token`, `Token`, `ApiKey`, `SSWS` …) or none at all.
     _rule("auth-header", rf"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*{_HEADER_OPEN}"
           r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,})", ("authorization",)),
@@ -423,6 +512,19 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           r"(?:[ \t]+(?:access[ _-]?)?(?:key|token|value))?"
           r"[ \t]+(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)(?![\w+/=.~-])",
           ("secret", "token", "pass", "key"), lambda m: _random(m) and not _wordy(m)),
+    # The same in Chinese, Japanese and Korean, which need no space or article: "用这个密钥
+    # X 访问", "新的访问令牌X今晚过期", "このキー X で", "이 키 X 로". A bare `キー` / `키`
+    # counts only as a word of its own (`ホットキー`, `パーティションキー`, `스키` do not).
+    _rule("secret", rf"(?i)(?:{_CJK_SECRET}|(?<![\u30a0-\u30ff\uac00-\ud7af])(?:キー|키))"
+          r"[ \t]*[「『\"']?(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)",
+          _CJK_NEEDLES, lambda m: _random(m) and not _wordy(m)),
+    # A terminal printing a variable named for a credential: `echo $GITHUB_TOKEN`, `printenv
+    # DB_PASSWORD`, then the value alone on the next line (a wrap of it goes too).
+    _rule("secret", r"(?i)(?:\becho[ \t]+[\"']?\$\{?|\bprintenv[ \t]+)(?P<name>\w{0,40}?"
+          r"(?:secret|token|passw|api_?key|private_?key|access_?key|credential|auth)\w{0,40}+)"
+          r"\}?[\"']?[ \t]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{7,}+)"
+          r"(?=[ \t]*(?:\r?\n|$))", ("echo", "printenv"),
+          lambda m: _generated(m.group("secret")) and not _points_elsewhere(m.group("name"))),
     # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
     _rule("secret", r"(?m)^[ \t|]{0,8}(?P<name>[\w.-]{1,80}+)[ \t]*(?P<sep>\|[ \t]*|[ \t]{2,}|\t)"
           r"(?P<q>)(?P<secret>[^\s|]{4,}+)[ \t]*\|?[ \t]*$",
@@ -440,7 +542,8 @@ RULES: tuple[Rule, ...] = (
         r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"), ("secret",)),
     Rule("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
          ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    Rule("gitlab-token", re.compile(r"\bgl(?:pat|ptt|dt|rt|soat)-[A-Za-z0-9_-]{20,}"), ("gl",)),
+    Rule("gitlab-token", re.compile(
+        r"\bgl(?:pat|ptt|dt|rt|soat|cbt|imt|agent|oas|ft|ffct|wt)-[A-Za-z0-9_-]{20,}"), ("gl",)),
     Rule("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36,}"), ("npm_",)),
     Rule("stripe-key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"), ("k_",)),
     Rule("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("aiza",)),
@@ -488,7 +591,17 @@ RULES: tuple[Rule, ...] = (
         ("key", "auth", "cred", "sig", "salt", "seed", "cookie", "sess", "pass", "pwd", "token",
          "secret", "private", "signing", "encryption", *_FOREIGN_NEEDLES, *_CJK_NEEDLES),
         lambda m: _keyword_name(m) and _random(m)),
+    # Last: a base64 run whose decoded text holds what the rules above (or the library) take
+    # for a secret: `echo QVdTX1NF… | base64 -d`, an .env or a credentials file in a
+    # Kubernetes `data:` field. The whole run goes; one that decodes to anything else stays.
+    # `base64` wraps its output at 76 characters, `openssl base64` at 64: a line of exactly
+    # that width goes on with the next. (No lookbehind before the run: a pattern that starts
+    # with its character class is scanned for at C speed, twice as fast on notes.)
+    Rule("base64-secret", re.compile(
+        rf"(?P<secret>{_B64}{{24,}}+(?:(?:(?<=(?<!{_B64}){_B64}{{64}})"
+        rf"|(?<=(?<!{_B64}){_B64}{{76}}))\r?\n{_B64}++)*+={{0,2}})"), (), _base64_secret),
 )
+_BASE64_RULE = RULES[-1]
 
 
 _NEEDLES = frozenset(needle for rule in RULES for needle in rule.needles)
@@ -550,10 +663,11 @@ def _redact_one(text: str, view: str, both: bool, found: list[tuple[str, str]]) 
     return _write_back(text, visible_origins(text), redacted, sources)
 
 
-def _redact_view(text: str, found: list[tuple[str, str]], *, track: bool
+def _redact_view(text: str, found: list[tuple[str, str]], *, track: bool, nested: bool = False
                  ) -> tuple[str, list[int] | None]:
     """`text` redacted, and (with `track`, once anything is replaced) for each character of
-    the result the index in `text` it was copied from, -1 inside a marker."""
+    the result the index in `text` it was copied from, -1 inside a marker. `nested`: `text`
+    was decoded from a base64 run, whose own runs are not decoded again."""
     lowered = text.lower()
     # The rules whose needles occur, in table order (the order names a token's kind).
     keys = _ASCII_KEYS if lowered.isascii() else _KEYS
@@ -564,15 +678,31 @@ def _redact_view(text: str, found: list[tuple[str, str]], *, track: bool
     for rule in (RULES[i] for i in due):
         if rule.also and not any(word in lowered for word in rule.also):
             continue
-        edits = [(span, rule.kind) for m in rule.pattern.finditer(text)
-                 if (span := _secret_span(rule, m))]
+        if nested and rule is _BASE64_RULE:
+            continue
+        edits: list[tuple[tuple[int, int], str]] = []
+        for m in rule.pattern.finditer(text):
+            # A match inside the value before it, which went on (`_value_end`), is part of it.
+            if (not edits or m.start() >= edits[-1][0][1]) and (span := _secret_span(rule, m)):
+                edits.append((span, rule.kind))
         text, sources = _splice(text, edits, sources, track)
     for secret, kind in found:  # what only the library knew, where the rules left it whole
         if secret in text:
-            edits = [(m.span(), kind) for m in re.finditer(re.escape(secret), text)
+            edits = [((m.start(), _value_end(text, m.start(), m.end())), kind)
+                     for m in re.finditer(re.escape(secret), text)
                      if not _in_marker(text, m.start())]
-            text, sources = _splice(text, edits, sources, track)
+            text, sources = _splice(text, _apart(edits), sources, track)
     return text, sources
+
+
+def _apart(edits: list[tuple[tuple[int, int], str]]) -> list[tuple[tuple[int, int], str]]:
+    """`edits` without any that starts inside the one before: a library finding that went on
+    (`_value_end`) may have taken in the next place the same text stands."""
+    kept: list[tuple[tuple[int, int], str]] = []
+    for edit in edits:
+        if not kept or edit[0][0] >= kept[-1][0][1]:
+            kept.append(edit)
+    return kept
 
 
 def _splice(text: str, edits: list[tuple[tuple[int, int], str]], sources: list[int] | None,
@@ -728,7 +858,7 @@ def _library_spans(text: str) -> list[tuple[str, str]]:
     for finding in _scan(library, text):
         secret = finding.secret or ""
         if (len(secret) >= _MIN_LIBRARY_SECRET and secret in text and "\n" not in secret
-                and not _PLACEHOLDER.match(secret)):
+                and not _PLACEHOLDER.match(secret) and not _documented_sample(secret)):
             found.setdefault(secret, finding.rule_id)
     return sorted(found.items(), key=lambda item: -len(item[0]))
 
@@ -740,7 +870,15 @@ def _token_lines(text: str) -> str:
     lines = text.splitlines()
     keep = [line for line in lines
             if any(_TOKEN_MIX.search(run.group()) for run in _TOKEN_RUN.finditer(line))]
-    return "\n".join(keep) if len(keep) < len(lines) else text
+    kept = "\n".join(keep) if len(keep) < len(lines) else text
+    return _LONG_RUN.sub(lambda run: run.group()[:_LIBRARY_RUN] + " ", kept)
+
+
+# The characters of one token run the library sees. Its keyword rules (`TOKEN=<run>`) cost the
+# square of the run's length: 0.02 s for 1,000 characters, 1.4 s for 7,000, 100 s for 28,000
+# (measured, one core). No provider token is that long, and a value that is goes to the rules.
+_LIBRARY_RUN = 1_024
+_LONG_RUN = re.compile(rf"[A-Za-z0-9_+/=.~-]{{{_LIBRARY_RUN + 1},}}")
 
 
 def _scan(library: Any, text: str) -> list[Any]:
@@ -790,9 +928,108 @@ def _in_marker(text: str, at: int) -> bool:
 
 
 def _secret_span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
-    """What `rule` replaces of its match `m` (its `secret` group, or all of it), or None when
-    the match is no secret (`accept`) or lies in a marker already written."""
+    """What `rule` replaces of its match `m` (its `secret` group, or all of it, up to where the
+    value really ends: `_value_end`), or None when the match is no secret (`accept`, a
+    documented sample) or lies in a marker already written."""
     start, end = m.span("secret") if "secret" in m.re.groupindex else m.span()
-    if _in_marker(m.string, start) or (rule.accept and not rule.accept(m)):
+    if (_in_marker(m.string, start) or (rule.accept and not rule.accept(m))
+            or _documented_sample(m.string[start:end])):
         return None
-    return start, end
+    if "sep" in m.re.groupindex:
+        end = _to_line_end(m, end)
+    return start, _value_end(m.string, start, end)
+
+
+def _documented_sample(value: str) -> bool:
+    """A vendor's documented example (AWS's `AKIAIOSFODNN7EXAMPLE`, `…/bPxRfiCYEXAMPLEKEY`):
+    `EXAMPLE` in capitals inside a one-line value. A generated token holds those seven
+    letters by chance about once in 10^12 values."""
+    return "EXAMPLE" in value and "\n" not in value
+
+
+# Before a YAML or ini name: nothing on its line but indentation and a list's dash.
+_NAME_AT_LINE_START = re.compile(r"(?:^|\n)[ \t]*(?:-[ \t]+)?$")
+_NAME_TAIL = re.compile(r"[\w.-]*[\"']?$")
+# What closes a call or a literal in code (`…, password=pw).`, `{token=x}`): not the value's.
+_CALL_END = re.compile(r"[)\]}>]+[.,;:]?")
+# The rest of a bare value's run, when nothing but spaces follow it on its line.
+_RUN_TO_LINE_END = re.compile(r"(?P<run>\S*+)[ \t\r]*+(?:\n|\Z)")
+
+
+def _to_line_end(m: re.Match[str], end: int) -> int:
+    """Where an unquoted `NAME=value` (or a YAML/ini `name: value` line) that is the last
+    thing on its line ends: at the line's end. In an .env file, a YAML scalar or an ini value
+    the punctuation a bare value stops at (`…pR!!`, `abc;def,ghi`) is part of it; in code
+    (`f(password=pw)`, `login(user, password=pw).`) the assignment does not start a setting,
+    or what follows closes a call. Only a name that starts a setting reads on, so a run of
+    text is read once (hostile input stays linear)."""
+    text = m.string
+    if "q" in m.re.groupindex and m.group("q") or end >= len(text) or text[end].isspace():
+        return end
+    if "name" in m.re.groupindex:
+        name_start = m.start("name")
+    else:  # the generic rule starts at its separator; its name stands just before
+        name = _NAME_BEFORE.search(text, max(0, m.start() - 80), m.start())
+        if name is None:
+            return end
+        name_start = name.start()
+    window = max(0, name_start - 100)
+    head = text[window:name_start]
+    head = head[: len(head) - len(_NAME_TAIL.search(head).group())]  # `DB_` of `DB_PASS…`
+    sep = m.group("sep")
+    if "=" in sep:
+        starts_setting = head[-1:].isspace() if head else window == 0
+    else:
+        line = _NAME_AT_LINE_START.search(head)
+        starts_setting = ":" in sep and line is not None and (line.group().startswith("\n")
+                                                             or window == 0)
+    if not starts_setting:
+        return end
+    rest = _RUN_TO_LINE_END.match(text, end)
+    if rest is None or _CALL_END.fullmatch(rest.group("run")):
+        return end
+    return rest.end("run")
+
+
+# A line that is only the rest of a token cut by a line wrap: token characters, padding last.
+_WRAPPED_LINE = re.compile(
+    r"[ \t]*\r?\n[ \t]*(?P<run>[A-Za-z0-9+/_.~-]{8,}+={0,2})[ \t]*(?=\r?\n|$)")
+# The next literal of a string concatenation: `"…" + "…"`, `'…' . '…'`, `'…' || '…'`, or
+# adjacent literals (Python, C), over a line break too.
+_NEXT_LITERAL = re.compile(r"[ \t]*(?:\+|\.|\|\|)?[ \t]*(?:\\?\r?\n[ \t]*(?:\+|\.|\|\|)?[ \t]*)?"
+                           r"(?P<q>[\"'`])(?P<run>[A-Za-z0-9+/=_.~-]{4,}+)(?P=q)")
+_MAX_PIECES = 8
+
+
+def _value_end(text: str, start: int, end: int) -> int:
+    """`end` moved past the rest of a value that goes on: a generated value cut by a line
+    wrap ("the API token is dM2x…\niSPO…"), each whole line after it that is nothing but more
+    of the same; a quoted value that a concatenation continues (`"dM2x…" + "iSPO…"`)."""
+    quote = text[start - 1] if start > 0 else ""
+    if quote and quote in "\"'`" and text.startswith(quote, end):
+        for _ in range(_MAX_PIECES):
+            piece = _NEXT_LITERAL.match(text, end + 1)
+            if piece is None or not _generated(piece.group("run")):
+                break
+            end = piece.end() - 1  # the closing quote stays
+        return end
+    if end - start < 16 or not _generated(text[start:end]):
+        return end
+    for _ in range(_MAX_PIECES):
+        line = _WRAPPED_LINE.match(text, end)
+        if line is None or not _generated(line.group("run")):
+            break
+        end = line.end("run")
+    return end
+
+
+def _generated(run: str) -> bool:
+    """A piece of a token: letters with digits or with mixed case (not a camelCase name),
+    mostly not words, no placeholder, and as varied as its length allows (≥ 3 bits a
+    character from 16 characters on)."""
+    if (_PLACEHOLDER.match(run) or not re.search(r"[A-Za-z]", run)
+            or not (re.search(r"\d", run) or re.search(r"[a-z]", run) and re.search(r"[A-Z]", run)
+                    and not re.fullmatch(_IDENT, run))
+            or sum(map(len, re.findall(r"[a-z]{3,}", run))) * 2 >= len(run)):
+        return False
+    return _entropy(run) >= min(3.0, math.log2(len(run)) - 0.5)
