@@ -576,7 +576,7 @@ def _no_embedder_set_up(embedder: dict[str, Any]) -> bool:
 
 
 def _ruleset_line(info: dict[str, str]) -> str:
-    """`betterleaks 2.0.0 (upstream 2.0.0-rc.4) + 77 own rules`, or why the library is off."""
+    """`betterleaks 2.0.0 (upstream 2.0.0-rc.4) + 101 own rules`, or why the library is off."""
     if info.get("status") != "loaded":
         return f"{info['name']} {info['status']}; {info['own_rules']} own rules only"
     return (f"{info['name']} {info['version']} (upstream {info['upstream']}) "
