@@ -104,6 +104,34 @@ def test_cancelling_forget_gives_the_focus_back_to_its_button(
     tab.assert_clean()
 
 
+
+def test_a_question_asked_again_at_once_is_answered_by_its_own_buttons(
+        tab: Tab, service: Service) -> None:  # noqa: F811
+    """A dialog's "close" event is queued, not sent at once: closed by Escape and asked again
+    by Enter before it arrived (a loaded machine; the full suite met it on Purge…), the stale
+    close answered the new question "no", and its OK then did nothing. Here both happen in
+    one task, so the old close arrives while the new question is open."""
+    uid = store(service, "The asked-twice memory goes", project="focus")
+    page = tab.page
+    go(tab, service, f"#memory/{uid}")
+    page.locator("#forget-button").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#confirm-cancel")).to_be_focused()
+    page.evaluate("""() => {
+        document.getElementById("confirm-dialog").close();  // as Escape closes it
+        document.getElementById("forget-button").click();   // asked again, same task
+    }""")
+    expect(page.locator("#confirm-dialog")).to_be_visible()
+    page.click("#confirm-ok")
+    expect(page.locator("#confirm-dialog")).to_be_hidden()
+    with service.client() as http:
+        for _ in range(100):  # the forget's request, then its answer
+            if http.get(f"/api/memories/{uid}").json().get("forgotten"):
+                break
+            page.wait_for_timeout(100)
+        assert http.get(f"/api/memories/{uid}").json().get("forgotten"), "not forgotten"
+
+
 #: A right-to-left override and an isolate: obeyed, the first reads "bidi test .txt exe.live".
 BIDI_CONTENT = "bidi test \u202eevil.exe txt.\u202c normal after \u2067iso\u2069"
 BIDI_SHOWN = "bidi test <U+202E>evil.exe txt.<U+202C> normal after <U+2067>iso<U+2069>"

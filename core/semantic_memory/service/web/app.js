@@ -177,6 +177,9 @@ function notify(message, kind = "info", action = null) {
   box.hidden = !message;
 }
 
+/** Resolves the question the dialog asks now (`confirmAction`); null when none is open. */
+let answerQuestion = null;
+
 /** A modal yes/no question; resolves true when the user confirms. Escape cancels. `warning`
     (if any) says what else the action changes. The focus then goes back to what had it (the
     button that asked), so ask before disabling that button (busy), not while. */
@@ -188,15 +191,24 @@ function confirmAction(title, detail, action, warning = "") {
   $("confirm-warning").textContent = displayText(warning);
   $("confirm-warning").hidden = !warning;
   $("confirm-ok").textContent = action;
-  dialog.returnValue = "";
+  answerQuestion?.(false);
   return new Promise((resolve) => {
-    dialog.addEventListener("close", () => {
+    answerQuestion = (ok) => {
+      answerQuestion = null;
+      if (dialog.open) dialog.close();
       if (opener instanceof HTMLElement && opener.isConnected) opener.focus();
-      resolve(dialog.returnValue === "ok");
-    }, { once: true });
+      resolve(ok);
+    };
     dialog.showModal();
     $("confirm-cancel").focus(); // the safe choice has the focus
   });
+}
+
+/** The dialog closed other than by its buttons (Escape). A "close" event is queued, not sent
+    at once: one left from the question before (Escape, then Enter on the same button again)
+    may arrive while the next question is open, and answered it "no". */
+function closedDialog() {
+  if (!$("confirm-dialog").open) answerQuestion?.(false);
 }
 
 // --- the API --------------------------------------------------------------------------------
@@ -1123,8 +1135,9 @@ async function start() {
     const button = $(`${kind}-button`);
     button.addEventListener("click", () => runMaintenance(kind, button));
   }
-  $("confirm-ok").addEventListener("click", () => $("confirm-dialog").close("ok"));
-  $("confirm-cancel").addEventListener("click", () => $("confirm-dialog").close("cancel"));
+  $("confirm-ok").addEventListener("click", () => answerQuestion?.(true));
+  $("confirm-cancel").addEventListener("click", () => answerQuestion?.(false));
+  $("confirm-dialog").addEventListener("close", closedDialog);
   window.addEventListener("hashchange", navigate);
   try {
     state.health = await api("/health");
