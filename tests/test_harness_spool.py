@@ -703,3 +703,31 @@ def test_spool_replay_exits_1_while_a_claimed_write_waits(
     stored = json.loads(run_memory_mcp(env, "list", "--json"))
     assert sorted(m["content"] for m in stored) == [
         "a dead replayer's write", "a live replayer's write", "a queued write"]
+
+
+def test_a_remember_spooled_when_the_budget_ends_mid_request_tells_the_model(
+        tmp_path: Path) -> None:
+    """A machine too loaded to run the hook (SIGSTOP) while its "remember" waits on a hung
+    service: the watchdog spools the write in flight, and the model is told it will be stored,
+    as when the request itself times out; never silence, which reads as not remembered."""
+    accepted: list[socket.socket] = []
+    with hanging_server(accepted) as url:
+        env = hook_env(tmp_path, url, MEMORY_HOOK_BUDGET_S=BACKOFF_BUDGET_S)
+        proc = subprocess.Popen([*memory_mcp_command(), "hook", "example", "prompt"], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({**SESSION, "prompt": f"remember that {FACT}"}).encode())
+        proc.stdin.close()
+        assert wait_for(lambda: bool(accepted) or proc.poll() is not None, 60)
+        os.kill(proc.pid, signal.SIGSTOP)  # its request sent, the service silent
+        time.sleep(float(BACKOFF_BUDGET_S) + 0.5)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(30) == 0
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    entry = hook_log(tmp_path)[-1]
+    assert entry["outcome"] == "spooled", entry
+    assert "will store this" in out.decode(), (entry, out)
+    [file] = spool.pending(tmp_path / "spool")
+    assert FACT in json.dumps(spool.read(file)["body"])

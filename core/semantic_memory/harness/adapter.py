@@ -67,6 +67,9 @@ FLUSH_MAX = 5_000
 
 #: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
 SPOOL_MARGIN_S = 0.15
+#: What the model is told of a "remember" kept in the spool (the service down, slow or hung).
+WILL_STORE = ("semantic-memory will store this as a memory as soon as its service is back; it "
+              "does not need to be stored again.")
 
 
 class ToolCall:
@@ -586,9 +589,7 @@ class HarnessAdapter:
                       "it is not remembered.")
         if answer is None:
             call.done("spooled", f"remembered in the spool ({call.spool_reason})")
-            return self._output(
-                call, "semantic-memory will store this as a memory as soon as its service is "
-                      "back; it does not need to be stored again.")
+            return self._output(call, WILL_STORE)
         if answer.get("status") == "rejected":
             call.done("refused", str(answer.get("reason", "")))
             return ""

@@ -36,7 +36,7 @@ import time
 
 from .. import backoff, lite
 from . import outcomes
-from .adapter import AdapterReads, HookCall
+from .adapter import WILL_STORE, AdapterReads, HookCall
 from .client import (
     PROBE_S,
     ServiceClient,
@@ -479,8 +479,9 @@ def _timed_out(run: _Run, settings: HookSettings) -> tuple[str, dict[str, Any]]:
         run.service.failure = ServiceTimeout(f"{run.service.url} did not answer within the "
                                              "budget")
     saved = _saved(run, spent)
-    if saved is not None:
-        return "", saved
+    if saved is not None:  # a "remember" spooled here is told as one the request spooled
+        told = saved["outcome"] == "spooled" and run.action == "prompt" and run.remembers
+        return (_notice(run, WILL_STORE) if told else ""), saved
     grace = f", and its write grace of {WRITE_GRACE_S} s," if run.late else ""
     stuck = run.stuck_in()
     if stuck is not None:  # never asked again here: it is what overran
