@@ -192,3 +192,22 @@ def test_an_explicit_export_keeps_its_round_trip_but_no_uid_crosses_projects(
     assert "1 new" in ok(tmp, "import", str(notes / "mine.md"))
     assert [m["project"] for m in memories(tmp).values()
             if m["content"] == "Deploys go through staging"] == ["ops"]
+
+
+def test_a_dry_run_says_which_project_each_file_writes_to(tmp: Path) -> None:
+    """A folder from elsewhere whose export header names a project writes its new entries
+    there: the dry run (and the real run) says so per file, so the person sees it before
+    anything is written; a plain notes file says global, or the --project it was given."""
+    notes = tmp / "clone-notes"
+    notes.mkdir()
+    (notes / "ops.md").write_text(export_file("ops", "- run the smoke tests before deploys"),
+                                  encoding="utf-8")
+    (notes / "plain.md").write_text("# Notes\n\n- the linter is ruff\n", encoding="utf-8")
+    dry = ok(tmp, "import", str(notes), "--dry-run")
+    assert "ops.md: 1 new (project ops)" in dry and "plain.md: 1 new (global)" in dry, dry
+    files = {f["path"]: f for f in json.loads(ok(tmp, "import", str(notes), "--dry-run",
+                                                 "--json"))["files"]}
+    assert (files["ops.md"]["project"], files["plain.md"]["project"]) == ("ops", None)
+    given = ok(tmp, "import", str(notes), "--project", str(clone(tmp, "web")), "--dry-run")
+    assert "plain.md: 1 new (project web)" in given and "ops.md: 1 new (project ops)" in given
+    assert memories(tmp) == {}  # a dry run writes nothing

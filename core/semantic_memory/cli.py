@@ -1332,15 +1332,17 @@ def _import_markdown(obj: Context, path: str, project_dir: str | None, dry_run: 
         if reports else {}
     if as_json:
         _echo_json({"dry_run": dry_run, "totals": totals,
-                    "files": [{"path": r.label, **r.counts, "actions": r.actions}
+                    "files": [{"path": r.label, "project": r.project, **r.counts,
+                               "actions": r.actions}
                               for r in reports]})
         return
     if not reports:
         click.echo(f"nothing to import: no markdown found for {path}")
         return
     for report in reports:  # file names and previews of their text: shown, never obeyed
+        into = f"project {report.project}" if report.project else "global"
         click.echo(shown_on_terminal(f"{report.label}: " + (", ".join(
-            f"{n} {k}" for k, n in report.counts.items() if n) or "empty")))
+            f"{n} {k}" for k, n in report.counts.items() if n) or "empty") + f" ({into})"))
         for line in iter_actions([report]):  # a real run says why a section was refused
             if dry_run or line.lstrip().startswith("rejected"):
                 click.echo(shown_on_terminal(line), err=not dry_run)

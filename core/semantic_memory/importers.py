@@ -102,6 +102,9 @@ class SourceFile:
 @dataclass
 class FileReport:
     label: str
+    #: The project its new entries go to (an export header's, else the import's); None:
+    #: global. Shown per file, so a dry run of a folder from elsewhere says where it writes.
+    project: str | None = None
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("new", "updated", "unchanged", "forgotten", "duplicate", "rejected", "skipped"), 0))
     actions: list[str] = field(default_factory=list)  # "new <uid> <content…>" (dry run detail)
@@ -480,7 +483,8 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
     gone_by_file = _by_file(gone)
     reports: list[FileReport] = []
     for done, (source, sections, export_project) in enumerate(parsed, start=1):
-        report = FileReport(source.label)
+        report = FileReport(source.label, source.project if export_project is None
+                            else export_project)
         reports.append(report)
         prefix = file_prefix(source)
         kept: set[str] = set()
@@ -504,7 +508,8 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
                 if read is not None and tag is not None and not read(tag):
                     continue  # another checkout's file
                 label = tag[5:] if tag is not None else file
-                report = vanished.setdefault(label, FileReport(f"{label} (gone)"))
+                report = vanished.setdefault(label, FileReport(f"{label} (gone)",
+                                                                memory.project))
                 _forget(engine, memory, report, dry_run)
         reports += vanished.values()
     return reports
