@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from harness_support import closed_port, hanging_server, run_hook
 from semantic_memory.harness.install import MCP_ENV_VARS
+from semantic_memory.service.mcp_front import CACHE_NAME
 from semantic_memory_codex import EVENT_LABELS, hook_hash
 from test_service_support import Service, memory_mcp_command, start_service
 
@@ -61,9 +62,10 @@ def write(path: Path, content: dict[str, Any] | str) -> bytes:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under root (backups included), by relative path."""
+    """Every file under root (backups included), by relative path; not the MCP proxies'
+    start-up cache, which `install` fills beside the db in a detached process."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+            if CACHE_NAME not in p.name and p.is_file()}
 
 
 def ours(doc: dict[str, Any], harness: str, event: str) -> list[dict[str, Any]]:

@@ -177,3 +177,19 @@ def test_a_running_service_fills_the_cache_for_the_first_proxy(tmp_path: Path) -
     initialized, listed = start_up(db_dir, "2025-11-25", sdk_blocked=True)
     assert initialized["result"]["protocolVersion"] == "2025-11-25"
     assert len(listed["tools/list"]["result"]["tools"]) == 6
+
+
+def test_an_install_fills_the_cache_for_the_first_proxy(tmp_path: Path) -> None:
+    """`memory-mcp install` with no service run since: it starts the detached fill, so the
+    first proxy the agent starts answers every start-up request at once (its SDK import
+    blocked here), as after a service ran."""
+    db_dir = tmp_path / "db"
+    env = service_env(db_dir, HOME=str(tmp_path / "home"))
+    done = subprocess.run([*memory_mcp_command(), "install", "codex"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    cached = wait_filled(db_dir / CACHE_NAME)
+    assert "2025-06-18" in cached["handshake"]
+    initialized, listed = start_up(db_dir, "2025-06-18", sdk_blocked=True)
+    assert initialized["result"]["protocolVersion"] == "2025-06-18"
+    assert len(listed["tools/list"]["result"]["tools"]) == 6

@@ -408,6 +408,15 @@ def fill_here(settings: Settings) -> None:
         fill_marker(cache).unlink(missing_ok=True)
 
 
+def fill_after_install(settings: Settings) -> None:
+    """`memory-mcp install`'s last step: a detached fill (`fill_in_background`) unless the
+    cache is complete, so that the first proxy an agent starts after an install answers its
+    start-up at once even when no service has run since (Codex gives it ~1-2 s)."""
+    cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
+    if not cache.complete():
+        fill_in_background(cache)
+
+
 def fill_in_background(cache: Cache) -> None:
     """Start a process, detached from the agent (its own session: the agent's end of the
     proxy does not end it), that fills the cache (`fill_cache`); none while one runs."""
