@@ -45,7 +45,7 @@ def harness_path(value: str) -> str:
 
 
 def as_text(name: str) -> str:
-    """A name read from the file system (a folder's, for a project name) as the text a
+    r"""A name read from the file system (a folder's, for a project name) as the text a
     UTF-8 locale reads: its bytes decoded as UTF-8, whatever this process's locale decoded
     them as (`café` read as `cafÃ©` under ISO-8859-1, as `caf\udcc3\udca9` under ASCII).
     Bytes that are not UTF-8 stay as the locale read them."""
