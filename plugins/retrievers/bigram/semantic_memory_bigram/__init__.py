@@ -30,19 +30,23 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from semantic_memory.keywords import coverages
+from semantic_memory.keywords import MAX_QUERY_TERMS, bm25_idf, coverages
 from semantic_memory.stores.fts5 import (
+    MatchCounts,
+    fts_phrase,
     fts_search,
-    fts_terms,
     idf_coverage,
-    idf_weights,
+    indexed_documents,
     or_query,
+    whole_span,
 )
 from semantic_memory.channels import Channel, Confident
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.stores.sqlite import run_script
+
+from .bar import units
 
 TABLE = "memories_fts_bigram"
 QUEUE = "memories_fts_bigram_queue"
@@ -84,14 +88,17 @@ _MAX_QUERY_CHARS = 2_000
 _BATCH = 500
 
 
-def cjk_bigrams(text: str) -> list[str]:
-    """The overlapping bigrams of every CJK run in `text`, in order, duplicates kept.
+def cjk_runs(text: str) -> list[str]:
+    """The runs of CJK characters in `text`, NFKC-normalised first, so halfwidth katakana,
+    compatibility ideographs and decomposed hangul match their usual forms."""
+    return _RUN.findall(unicodedata.normalize("NFKC", text))
 
-    A run of one character yields that character. Text is NFKC-normalised first, so halfwidth
-    katakana, compatibility ideographs and decomposed hangul match their usual forms.
-    """
+
+def cjk_bigrams(text: str) -> list[str]:
+    """The overlapping bigrams of every CJK run in `text` (`cjk_runs`), in order, duplicates
+    kept. A run of one character yields that character."""
     out: list[str] = []
-    for run in _RUN.findall(unicodedata.normalize("NFKC", text)):
+    for run in cjk_runs(text):
         if len(run) == 1:
             out.append(run)
         else:
@@ -220,15 +227,27 @@ class BigramChannel(Channel, Confident):
         return idf_coverage(conn, TABLE, terms, ids[0])
 
     def relevant(self, conn: sqlite3.Connection, query: str, hits: list[Any]) -> set[int]:
-        """Hits containing at least MEMORY_INJECT_MIN_COVERAGE of the query's CJK bigrams,
-        IDF-weighted (the injection bar for CJK text; other words are the other channels')."""
-        terms = query_terms(query)
-        if not terms:
+        """Hits holding at least MEMORY_INJECT_MIN_COVERAGE of the query's CJK text, IDF-weighted
+        (the injection bar for CJK text; other words are the other channels'). What is weighed
+        (`bar.py`): the query's bigrams that some memory holds, and each content character that
+        stands in none of them (a word no memory holds), as much as a bigram of one memory;
+        function words and the bigrams touching them are set aside. A bigram no memory holds
+        is mostly one across a word boundary (率要 of 覆盖率要求) or a question word (多少,
+        무슨): weighed, they had the most weight of all, and whole questions missed the bar."""
+        found = units(cjk_runs(query[:_MAX_QUERY_CHARS]))
+        grams = list(dict.fromkeys(g for unit in found for g in unit.grams))[:MAX_QUERY_TERMS]
+        if not found:
             return set()
-        weights = idf_weights(conn, TABLE, fts_terms(terms), min_df=1)
-        grams = {h.memory.id: set(cjk_bigrams(h.memory.content)) for h in hits}
-        matched = [{i for i, g in grams.items() if term in g} for term in terms]
-        coverage = coverages(weights, matched, list(grams))
+        docs = indexed_documents(conn, TABLE) or 1
+        span, counts = whole_span(conn), MatchCounts()  # exact: a remembered 0 may grow
+        held_by = {g: counts.count(conn, TABLE, fts_phrase(g), docs + 1, span) for g in grams}
+        seen = [g for g in grams if held_by[g]]
+        orphans = sum(1 for unit in found if all(held_by.get(g) == 0 for g in unit.grams))
+        weights = [bm25_idf(docs, min(held_by[g], docs)) for g in seen]
+        weights += [bm25_idf(docs, 1)] * orphans
+        held = {h.memory.id: set(cjk_bigrams(h.memory.content)) for h in hits}
+        matched = [{i for i, g in held.items() if gram in g} for gram in seen]
+        coverage = coverages(weights, matched + [set()] * orphans, list(held))
         return {i for i, c in coverage.items() if c >= self.min_coverage}
 
 
