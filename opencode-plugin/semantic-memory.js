@@ -2177,7 +2177,7 @@ ${query}`;
       if (answer === null) {
         action.done("spooled", `remembered in the spool (${action.spoolReason})`);
         state.added.push(
-          `semantic-memory will store the user's "remember" message as a memory as soon as its service is back; it does not need to be stored again.`
+          `semantic-memory will store the user's "remember" message as a memory as soon as its service can take it; it does not need to be stored again.`
         );
         return;
       }

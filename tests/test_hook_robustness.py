@@ -613,7 +613,7 @@ def test_a_discovery_file_with_a_bad_url_spools_the_write(tmp_path: Path) -> Non
         "session_id": "v3", "cwd": str(tmp_path),
         "prompt": "remember the harbour rota is on the wiki"}, hook_env(tmp_path, None))
     assert (run.returncode, run.stderr) == (0, "")
-    assert "as soon as its service is back" in run.stdout
+    assert "as soon as its service can take it" in run.stdout
     entry = hook_log(tmp_path)[-1]
     assert entry["outcome"] == "spooled" and "not an http(s) URL" in entry["detail"], entry
     assert len(list((tmp_path / "spool").glob("*.json"))) == 1

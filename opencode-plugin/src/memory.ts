@@ -511,7 +511,7 @@ export class MemoryPlugin {
         action.done("spooled", `remembered in the spool (${action.spoolReason})`);
         state.added.push(
           "semantic-memory will store the user's \"remember\" message as a memory as soon as its " +
-            "service is back; it does not need to be stored again.",
+            "service can take it; it does not need to be stored again.",
         );
         return;
       }

@@ -272,7 +272,7 @@ describe("fail-open", () => {
       // The model is told the "remember" will be stored, as the Python adapters tell it.
       assert.deepEqual(system, [AGENT_SYSTEM,
         "semantic-memory will store the user's \"remember\" message as a memory as soon as its " +
-        "service is back; it does not need to be stored again."]);
+        "service can take it; it does not need to be stored again."]);
       const log = hookLog(dir).map((e) => [e["event"], e["outcome"], e["detail"]]);
       const down = `nothing listens at ${url} (Connection refused)`;
       assert.deepEqual(log[0], ["chat.message", "spooled", `remembered in the spool (service down: ${down})`]);

@@ -67,9 +67,10 @@ FLUSH_MAX = 5_000
 
 #: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
 SPOOL_MARGIN_S = 0.15
-#: What the model is told of a "remember" kept in the spool (the service down, slow or hung).
-WILL_STORE = ("semantic-memory will store this as a memory as soon as its service is back; it "
-              "does not need to be stored again.")
+#: What the model is told of a "remember" kept in the spool: the service down, slow or hung,
+#: or its store refusing writes for now (a read-only role), so not "when it is back".
+WILL_STORE = ("semantic-memory will store this as a memory as soon as its service can take it; "
+              "it does not need to be stored again.")
 
 
 class ToolCall:

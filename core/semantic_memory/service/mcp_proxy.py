@@ -12,7 +12,7 @@ first turn, and an HTTP registration at a hung service held opencode ~60 s.
 
 When the service cannot take a call: memory_store appends the write to the spool (spool.py,
 the same body /ingest takes, dated with the time of the call as the hooks date theirs; the
-service replays it) and answers that it will be stored once the service is back; the other
+service replays it) and answers that it will be stored once the service can take it; the other
 tools answer a tool error with a one-line reason. The proxy shares the hooks' back-off
 (backoff.py): while it is on, calls skip the network at once, and a proxy call that meets a
 dead or hung service starts it. Dead: the connection is refused (or
@@ -276,7 +276,7 @@ class RestBackend:
         log.info("memory_store spooled: %s", why)
         return {"status": "spooled",
                 "reason": f"the memory service is unavailable ({why}); the memory is queued "
-                          "and will be stored once the service is back"}
+                          "and will be stored once the service can take it"}
 
     async def recall(self, query: str, k: int, filters: RecallFilters, budget_chars: int,
                      block: bool) -> tuple[dict[str, Any], str | None]:
