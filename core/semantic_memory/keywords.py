@@ -219,6 +219,23 @@ def words(text: str) -> list[str]:
     return list(seen)
 
 
+#: A command-line flag of two or more words (`--no-verify`, `--dry-run-report`): its words
+#: say one thing together and another apart (`--no-verify` is no advice to verify, and "no"
+#: alone is a stopword), so the keyword channels keep it whole (`flags`).
+_FLAG = re.compile(r"(?<![\w-])--([^\W_]+(?:-[^\W_]+)+)(?![\w-])")
+
+
+def flags(text: str) -> list[str]:
+    """The multi-word flags of `text` without their dashes in front, lower-cased, without
+    duplicates: `git commit --no-verify` -> ["no-verify"]."""
+    return list(dict.fromkeys(m.group(1).lower() for m in _FLAG.finditer(text)))
+
+
+def without_flags(text: str) -> str:
+    """`text` with its multi-word flags (`flags`) blanked out."""
+    return _FLAG.sub(" ", text)
+
+
 def part_starts(terms: list[str], texts: dict[int, str], min_chars: int) -> list[set[int]]:
     """For each term (lower-cased, as `words` gives it) of `min_chars`+ characters, the ids of
     the texts holding it where a word or a part of an identifier starts (`starts_a_part`)."""
@@ -289,11 +306,12 @@ UNSPACED = re.compile(
 
 
 def trigram_terms(query: str) -> list[str]:
-    """Substrings a substring channel looks for, without duplicates: words of 3+ characters
-    (no stopwords); a run of an unspaced script is cut into its overlapping 3-character pieces,
-    so a partial overlap between query and memory still matches."""
-    terms: dict[str, None] = {}
-    for word in words(query):
+    """Substrings a substring channel looks for, without duplicates: a multi-word flag whole
+    (`flags`: `no-verify`, not `verify`), words of 3+ characters (no stopwords); a run of an
+    unspaced script is cut into its overlapping 3-character pieces, so a partial overlap
+    between query and memory still matches."""
+    terms: dict[str, None] = dict.fromkeys(flags(query))
+    for word in words(without_flags(query)):
         if word in STOPWORDS or len(word) < 3:
             continue
         if UNSPACED.search(word) and len(word) > 3:

@@ -22,9 +22,11 @@ from semantic_memory.keywords import (
     STOPWORDS,
     bar_terms,
     coverages,
+    flags,
     hold_extensions_with_names,
     identifier_parts,
     part_starts,
+    without_flags,
     words,
 )
 from semantic_memory.stores.fts5 import (
@@ -68,6 +70,14 @@ def folds_into_stopword(word: str) -> bool:
     "up", "res" -> "re". Such a word matches every memory holding the stopword, so "which
     one?" found "on" in almost every memory and vouched for five of them."""
     return bool(_STOPWORD_MATCHER.matching([fts_phrase(word)], {0: _STOPWORD_TEXT})[0])
+
+
+def flag_phrases(query: str) -> list[str]:
+    """The query's multi-word flags (`keywords.flags`), each as the phrase of its words
+    (`--no-verify` -> "no verify", which matches `--no-verify` and "no verify"): apart, "no"
+    was a stopword and "verify" found every memory about verifying, above the one holding
+    the flag, whose advice is the opposite."""
+    return [" ".join(words(flag)) for flag in flags(query)]
 
 
 class PorterChannel(Channel, Confident):
@@ -136,18 +146,20 @@ class PorterChannel(Channel, Confident):
 
     @staticmethod
     def terms(query: str) -> list[str]:
-        """What search and `confidence` weigh: the query's words but English stopwords (all
-        words if that leaves none)."""
-        terms = words(query)
-        return [t for t in terms if t not in STOPWORDS] or terms
+        """What search and `confidence` weigh: the query's multi-word flags, each one phrase
+        of its words (`flag_phrases`), and its other words but English stopwords (all of them
+        if that leaves none)."""
+        terms = words(without_flags(query))
+        return flag_phrases(query) + ([t for t in terms if t not in STOPWORDS] or terms)
 
     @staticmethod
     def content_terms(query: str) -> list[str]:
         """What the relevance bar weighs (`keywords.bar_terms`: the query's words but function
         words, English and those of de, fr, es, pt, it and ru, and what pasted output says
         about where), less the words the stemmer folds into a stopword
-        (`folds_into_stopword`). PostgreSQL's full-text channel weighs the same words."""
-        return [t for t in bar_terms(query) if not folds_into_stopword(t)]
+        (`folds_into_stopword`); a multi-word flag is one phrase, as search weighs it. PostgreSQL's full-text channel weighs the same words."""
+        return flag_phrases(query) + [t for t in bar_terms(without_flags(query))
+                                      if not folds_into_stopword(t)]
 
     def confidence(self, conn: sqlite3.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
