@@ -79,7 +79,7 @@ def test_install_refuses_to_point_hooks_into_a_cache(tmp_path: Path) -> None:
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
             f"Error: memory-mcp runs from a cache ({cached[0]}: uvx"), lines
-        assert "`uv tool install semantic-memory-core --with semantic-memory-mcp`" in lines[0]
+        assert "`uv tool install semantic-memory-core --with semantic-memory-sidecar`" in lines[0]
         assert lines[0].endswith("nothing was changed") and not refused.stdout
     assert not list((repo / ".claude").iterdir())
     # uninstall is the way out, from anywhere

@@ -4,6 +4,8 @@ uv's cache, where the workspace's own `uv sync` put it."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -20,6 +22,20 @@ REPO = Path(__file__).resolve().parent.parent
 #: Every distribution's folder: the meta package, the core, each plugin.
 PROJECTS = [REPO, REPO / "core",
             *sorted(p.parent for p in REPO.glob("plugins/*/*/pyproject.toml"))]
+PLUGINS = PROJECTS[2:]
+#: The meta distribution's name: `semantic-memory-mcp` on PyPI is an unrelated project.
+META = "semantic-memory-sidecar"
+
+
+def project(folder: Path) -> dict:
+    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]
+
+
+def packages(folder: Path) -> list[Path]:
+    """The import packages a distribution's wheel ships (none for the meta package)."""
+    config = tomllib.loads((folder / "pyproject.toml").read_text())
+    wheel = config.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
+    return [folder / name for name in wheel.get("wheel", {}).get("packages", [])]
 
 
 def build(package: str, out: Path) -> tuple[Path, Path]:
@@ -121,3 +137,103 @@ def test_without_the_library_the_own_rules_run_alone(tmp_path: Path) -> None:
     stats = subprocess.run([*run, "stats"], env=env, capture_output=True, text=True, timeout=60)
     assert "secret ruleset: betterleaks unavailable (ModuleNotFoundError" in stats.stdout
     assert "own rules only" in stats.stdout
+
+
+def names_of(wheel_or_sdist: Path) -> list[str]:
+    if wheel_or_sdist.suffix == ".whl":
+        with zipfile.ZipFile(wheel_or_sdist) as archive:
+            return archive.namelist()
+    with tarfile.open(wheel_or_sdist) as archive:  # without the `name-version/` folder
+        return [n.split("/", 1)[1] for n in archive.getnames() if "/" in n]
+
+
+#: A command or a dependency that would fetch the meta package by its old name, which PyPI
+#: gives to a stranger's project (`pip install semantic-memory-mcp` installs its 1.0.2).
+_OLD_META = re.compile(r"(?:install|--with|--preinstall|--from)\s+['\"]?semantic-memory-mcp\b"
+                       r"|semantic-memory-mcp(?:\[|==|\s+brings)|\"semantic-memory-mcp\"")
+
+
+def test_the_meta_package_is_not_named_like_a_stranger_on_pypi() -> None:
+    assert project(REPO)["name"] == META
+    texts = [REPO / "README.md", *REPO.glob("*/README.md"), *REPO.glob("plugins/*/*/README.md"),
+             *REPO.glob("docs/*.md"), *REPO.glob("core/semantic_memory/**/*.py")]
+    found = [f"{path.relative_to(REPO)}: {match.group(0)}" for path in texts
+             for match in _OLD_META.finditer(path.read_text())]
+    assert not found, found
+    # pipx's uv backend reads a relative --find-links from its venv's folder
+    install = (REPO / "docs" / "cli.md").read_text().split("## Commands")[0]
+    assert re.findall(r"--find-links[ =]\"?(\S+?)\"? ", install) == ["$PWD/dist"] * 2
+
+
+def test_first_party_distributions_pin_each_other_at_their_own_versions() -> None:
+    """A plugin imports the core's internals (stores.sqlite, keywords, …): with any core
+    version allowed, `pip install -U semantic-memory-core` left it broken at run time."""
+    versions = {project(folder)["name"]: project(folder)["version"] for folder in PROJECTS}
+    assert versions["semantic-memory-core"] == "0.1.0"
+    for folder in [REPO, *PLUGINS]:
+        config = project(folder)
+        wanted = [*config["dependencies"],
+                  *(r for extra in config.get("optional-dependencies", {}).values()
+                    for r in extra)]
+        ours = [Requirement(r) for r in wanted if Requirement(r).name in versions]
+        assert "semantic-memory-core" in {r.name for r in ours}, folder
+        for requirement in ours:
+            assert str(requirement.specifier) == f"=={versions[requirement.name]}", \
+                (folder, str(requirement))
+
+
+def test_a_built_plugin_wheel_pins_the_core_and_carries_its_readme_and_py_typed(
+        opencode: tuple[Path, Path], core: tuple[Path, Path]) -> None:
+    text = metadata(opencode[1])
+    assert "Requires-Dist: semantic-memory-core==0.1.0" in text.splitlines()
+    assert "Description-Content-Type: text/markdown" in text
+    assert text.split("\n\n", 1)[1].startswith("# semantic-memory-opencode")
+    assert "semantic_memory_opencode/py.typed" in names_of(opencode[1])
+    assert "semantic_memory/py.typed" in names_of(core[1])
+    assert "semantic_memory/py.typed" in names_of(core[0])
+
+
+def test_every_package_is_marked_typed() -> None:
+    """The plugin contract is typed: without `py.typed` a type checker treats the installed
+    core as Any (`Class cannot subclass "Channel" (has type "Any")`)."""
+    shipped = [package for folder in PROJECTS for package in packages(folder)]
+    assert len(shipped) == len(PROJECTS) - 1
+    assert [p for p in shipped if not (p / "py.typed").is_file()] == []
+
+
+def test_every_distribution_has_a_readme_an_index_can_show() -> None:
+    """An index page shows the readme alone: a link into the repository (`../docs/…`) is
+    broken there."""
+    for folder in PROJECTS[1:]:
+        readme = folder / project(folder)["readme"]
+        text = readme.read_text()
+        assert text.startswith(f"# {project(folder)['name']}\n"), readme
+        relative = [link for link in re.findall(r"\]\(([^)]*)\)", text)
+                    if not link.startswith(("https://", "http://"))]
+        assert not relative, (readme, relative)
+
+
+def test_the_meta_sdist_leaves_out_fixtures_bench_data_and_ci(tmp_path: Path) -> None:
+    """tests/corpora holds token-shaped strings (`ghp_…`, `AKIA…`) a secret scanner flags;
+    bench/data is 2 MB no install needs."""
+    sdist, wheel = build(META, tmp_path)
+    names = names_of(sdist)
+    assert "pyproject.toml" in names and "README.md" in names
+    left = [n for n in names if n.startswith(("tests/corpora/", "bench/data/", ".ci/"))]
+    assert left == []
+    assert f"Name: {META}" in metadata(wheel).splitlines()
+
+
+def test_stats_names_the_missing_embedder_plugin(tmp_path: Path) -> None:
+    """The vector channel without an embedder plugin: `stats` told the user to set
+    MEMORY_MODEL_PATH (already set, changing nothing) where /health says no embedder plugin is
+    installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    env.update(MEMORY_DB_PATH=str(tmp_path / "m.db"), MEMORY_PLUGINS="bm25_porter,vector",
+               MEMORY_MODEL_PATH=str(tmp_path / "x.gguf"), HOME=str(tmp_path), COLUMNS="300")
+    done = subprocess.run([*memory_mcp_command(), "stats"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("recall:"))
+    assert "no embedder plugin installed" in line and "semantic-memory-llama-cpp" in line, line
+    assert "MEMORY_MODEL_PATH" not in line, line

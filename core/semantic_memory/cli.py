@@ -550,12 +550,16 @@ def _spool_line(info: dict[str, Any]) -> str:
 def _recall_line(data: dict[str, Any], settings: Settings) -> str:
     """How recall works, and what holds it back: no channel at all; an embedder that is off
     is named with its reason (refused, unknown, MEMORY_EMBEDDER=off, a model that cannot be
-    used), as `stats --json` and `backfill` say it; the setup hint only where none is set up;
-    memories without a vector of the model are counted."""
+    used), as `stats --json` and `backfill` say it; a vector channel without an embedder
+    plugin names the one to install; the setup hint only where none is set up; memories
+    without a vector of the model are counted."""
     if not data["channels"]:
         return f"finds nothing: {no_channel_reason(settings, data['skipped_channels'])}"
     embedder = data.get("embedder") or {}
     if data["recall_mode"] == "keyword":
+        if embedder.get("reason") == NO_EMBEDDER_PLUGIN:
+            return (f"by words only: {NO_EMBEDDER_PLUGIN} for the vector channel (install "
+                    "semantic-memory-llama-cpp, see docs/vector.md)")
         if embedder.get("reason") and not _no_embedder_set_up(embedder):
             return f"by words only: the embedder is off ({embedder['reason']})"
         return f"by words only. {KEYWORD_MODE_NOTE}"
@@ -566,12 +570,15 @@ def _recall_line(data: dict[str, Any], settings: Settings) -> str:
     return "by words and meaning (keyword channels + embedder)"
 
 
+#: The vector channel's reason when no embedder plugin is installed (`/health`, `backfill`).
+NO_EMBEDDER_PLUGIN = "no embedder plugin installed"
+
+
 def _no_embedder_set_up(embedder: dict[str, Any]) -> bool:
-    """Whether the vector channel is off only because no embedder was set up: none installed,
-    or one whose `info()` names a model path and it is empty (llama-cpp without
-    MEMORY_MODEL_PATH): the setup hint, not a reason, says what to do."""
-    if embedder.get("reason") == "no embedder plugin installed":
-        return True
+    """Whether the vector channel is off only because its embedder has no model set up: one
+    whose `info()` names a model path and it is empty (llama-cpp without MEMORY_MODEL_PATH),
+    so the setup hint (MEMORY_MODEL_PATH), not a reason, says what to do. No embedder plugin
+    at all is not that: setting MEMORY_MODEL_PATH would change nothing."""
     return "model_path" in embedder and not embedder["model_path"]
 
 
@@ -816,7 +823,7 @@ def _check_lasting(target: Any) -> None:
         f"memory-mcp runs from a cache ({target.executable}: uvx, `uv tool run` or `pipx "
         "run`), which `uv cache clean` empties, and the hooks would then fail on every "
         "prompt; install it to stay (`uv tool install semantic-memory-core --with "
-        f"semantic-memory-mcp`, docs/cli.md#install), then run `memory-mcp install "
+        f"semantic-memory-sidecar`, docs/cli.md#install), then run `memory-mcp install "
         f"{target.harness}` — nothing was changed")
 
 

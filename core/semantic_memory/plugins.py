@@ -161,7 +161,8 @@ def no_channel_reason(settings: Settings, skipped: dict[str, str] | None = None)
     if settings.plugin_allowlist() is not None:
         return f"no retrieval channel is loaded (MEMORY_PLUGINS={settings.plugins} loads none)"
     return ("no retrieval channel is installed (install semantic-memory-bm25-porter, and "
-            "semantic-memory-bm25-trigram for substrings; semantic-memory-mcp brings both)")
+            "semantic-memory-bm25-trigram for substrings; semantic-memory-sidecar brings "
+            "both)")
 
 
 def collect(pm: PluginManager, hook: str, kind: str, key: Callable[[Any], str],
