@@ -125,3 +125,51 @@ def test_a_character_keeps_the_bigram_it_shares_with_a_function_word() -> None:
     assert [u.grams for u in units(cjk_runs("目的"))] == [("目的",)]
     assert [u.grams for u in units(cjk_runs("覆盖率是"))] == [
         ("覆盖",), ("覆盖", "盖率"), ("盖率",)]
+
+
+# --- full-width Latin letters and digits ---------------------------------------------------------
+
+#: What a Chinese or Japanese input method types (full width), and the memory it asks about.
+FULL_WIDTH = [
+    ("Ｅ０５０２", "Rust error E0502: cannot borrow the map as mutable twice."),
+    ("ｐａｒｓｅ＿ｃｏｎｆｉｇ＿ｆｉｌｅ", "parse_config_file() in loader.py raises KeyError."),
+    ("ＴＳ２３４５ 错误", "TS2345 means an argument type does not match the parameter."),
+]
+#: A memory written in full width: a full-width query still finds it (the index holds it as
+#: written, and the query also searches the word as typed).
+WRITTEN_FULL_WIDTH = "ビルド設定：ＵＳＥ＿ＣＡＣＨＥ＝ｔｒｕｅ を ｂｕｉｌｄ．ｔｏｍｌ に書く。"
+
+
+@pytest.fixture(scope="module")
+def core_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MemoryEngine, dict]]:
+    """The keyword channels that ship with core: porter and trigram, no bigram channel."""
+    db: Path = tmp_path_factory.mktemp("width") / "memory.db"
+    engine = MemoryEngine(Settings(db_path=str(db), device="cpu",
+                                   plugins="bm25_porter,bm25_trigram"))
+    texts = [memory for _, memory in FULL_WIDTH] + [WRITTEN_FULL_WIDTH,
+                                                    "The web repo uses pnpm workspaces."]
+    uids = {text: engine.store_one(NewMemory(text, project="p")).uid for text in texts}
+    yield engine, uids
+    engine.close()
+
+
+@pytest.mark.parametrize(("query", "memory"), FULL_WIDTH, ids=[q for q, _ in FULL_WIDTH])
+def test_a_full_width_query_finds_and_injects_the_ascii_memory(
+        core_engine: tuple[MemoryEngine, dict], query: str, memory: str) -> None:
+    store, uids = core_engine
+    assert injected(store, query) == [uids[memory]]
+
+
+@pytest.mark.parametrize("query", ["ＵＳＥ＿ＣＡＣＨＥ", "ｂｕｉｌｄ．ｔｏｍｌ"])
+def test_a_full_width_query_still_finds_a_full_width_memory(
+        core_engine: tuple[MemoryEngine, dict], query: str) -> None:
+    store, uids = core_engine
+    assert injected(store, query) == [uids[WRITTEN_FULL_WIDTH]]
+
+
+def test_words_fold_full_width_and_keep_the_typed_form() -> None:
+    from semantic_memory.keywords import typed_forms, words
+
+    assert words("ｐａｒｓｅ＿ｃｏｎｆｉｇ Ｅ１０２４") == ["parse_config", "e1024"]
+    assert typed_forms("ＵＳＥ＿ＣＡＣＨＥ plain") == {
+        "use_cache": "ｕｓｅ＿ｃａｃｈｅ", "use": "ｕｓｅ", "cache": "ｃａｃｈｅ"}

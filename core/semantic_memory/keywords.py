@@ -203,20 +203,40 @@ MAX_QUERY_TERMS = 64
 
 
 def words(text: str) -> list[str]:
-    """Unicode word tokens, lowercased and composed (NFC), in order of appearance, without
+    """Unicode word tokens, lowercased and composed (NFKC), in order of appearance, without
     duplicates. Composed first: `\\w` takes no combining mark, so a decomposed "Größe" (o and
     U+0308, as macOS and some Vietnamese input methods write it) was cut in two, and an NFD
-    query missed the relevance bar that its NFC form cleared.
+    query missed the relevance bar that its NFC form cleared. Compatibility forms folded too
+    (NFKC): full-width Latin letters and digits, as a Chinese or Japanese input method types
+    them (`Ｅ１０２４`, `ｐａｒｓｅ＿ｃｏｎｆｉｇ`), are the ASCII words a memory holds.
 
     Leading and trailing underscores are no part of a word, and a run of them alone is none:
     pytest's `____ test_x ____` separators were query words no memory matches (the porter
     index holds no underscore), so they weighed as the rarest terms and pushed the right memory
     under the relevance bar. `__init__` is the word `init`, as the porter index holds it."""
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(unicodedata.normalize("NFC", text.lower())):
+    for match in _WORD.finditer(unicodedata.normalize("NFKC", text.lower())):
         if word := match.group().strip("_"):
             seen.setdefault(word, None)
     return list(seen)
+
+
+def typed_forms(text: str) -> dict[str, str]:
+    """Per word of `text` (as `words` gives it) that compatibility folding changed, the word as
+    typed (composed, lower-cased): "e1024" -> "ｅ１０２４". The porter and trigram indexes hold
+    a memory's text as written (FTS5 folds no width), so a search also looks for the word as
+    typed: a full-width query still finds a memory written in full width."""
+    found: dict[str, str] = {}
+    for chunk in unicodedata.normalize("NFC", text.lower()).split():
+        # the chunk whole first: a full-width low line (`ＵＳＥ＿ＣＡＣＨＥ`) is no `\w`
+        for typed in (_EDGES.sub("", chunk), *(m.group() for m in _WORD.finditer(chunk))):
+            folded = words(typed)
+            if len(folded) == 1 and folded[0] != typed:
+                found.setdefault(folded[0], typed)
+    return found
+
+
+_EDGES = re.compile(r"^\W+|\W+$")
 
 
 #: A command-line flag of two or more words (`--no-verify`, `--dry-run-report`): its words
@@ -270,7 +290,7 @@ def identifier_parts(text: str) -> dict[str, tuple[str, ...]]:
     mcp), a camelCase or PascalCase one where its case changes (`maxBodyBytes`: max, body,
     bytes; `LazyMCP`: lazy, mcp; `DataLoaderV2`: data, loader, v2; `MCPServer`: mcp, server)."""
     found: dict[str, tuple[str, ...]] = {}
-    for match in _WORD.finditer(unicodedata.normalize("NFC", text)):
+    for match in _WORD.finditer(unicodedata.normalize("NFKC", text)):
         word = match.group().strip("_")
         parts = [p.lower() for piece in word.split("_") if piece for p in _camel_parts(piece)]
         if len(parts) >= 2:

@@ -1,15 +1,14 @@
-"""What the bigram channel's relevance bar weighs: the content characters of a query's CJK runs.
+"""What the bigram channel's relevance bar weighs in a query's CJK runs: its content characters.
 
-Weighing the query's bigrams, as search does, failed whole questions: 测试覆盖率要求是多少
-cuts into 9 bigrams, and those that cross a word boundary (率要, 求是) or spell a question word
-(多少, 무슨, 나요) are in no memory, so they weighed most of all; the memory that answers it held
-4 of the 9 and missed the bar. A character does not depend on where the words end, so the bar
-counts characters, function words aside (`aside`), as porter counts words less
-`keywords.FUNCTION_WORDS`: a character is held by a memory when the memory holds one of the
-query's bigrams it stands in, and weighs the IDF of the commonest of them (`Unit`), so a
-cross-boundary bigram no memory holds adds no weight to characters that a word's own bigram
-already weighs (率 of 覆盖率 weighs as 盖率), while a word no memory holds (its characters'
-bigrams unseen) weighs as much as ever.
+Weighing every query bigram, as search does, failed whole questions: 测试覆盖率要求是多少 cuts
+into 9 bigrams, and those across a word boundary (率要, 求是) or spelling a question word (多少,
+무슨, 나요) are in no memory, so they weighed the most of all; the memory that answers it held 4
+of the 9 and missed the bar. Here, as porter sets `keywords.FUNCTION_WORDS` aside, function
+words (question words, particles, endings; Japanese hiragana beside kanji or katakana) are set
+aside (`aside`), with the bigrams touching them. `units` gives each content character with the
+query bigrams it stands in; the channel weighs the bigrams that some memory holds, and each
+character standing in none of them (a word no memory holds) as much as a bigram of one
+memory. A bigram no memory holds between two held ones is a word boundary and weighs nothing.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from semantic_memory.keywords import (
     hold_extensions_with_names,
     identifier_parts,
     part_starts,
+    typed_forms,
     without_flags,
     words,
 )
@@ -116,9 +117,11 @@ class PorterChannel(Channel, Confident):
         the index holds nowhere (`fts5.unknown_word_spellings`): as a compound typed otherwise
         ("healthcheck" also as "health check", `health-check`; "scaler" of "auto scaler" as
         "autoscaler"), a hash typed in full as its short form (`7c3e9a1` for
-        `7c3e9a1f0b2d`)."""
+        `7c3e9a1f0b2d`). A word typed in full width (`Ｅ１０２４`, searched as `e1024`) also as
+        typed (`keywords.typed_forms`): the index holds a full-width memory as written."""
         other = {word: "".join(parts) if "_" in word else " ".join(parts)
                  for word, parts in identifier_parts(query).items()}
+        other.update(typed_forms(query))  # before an identifier's other form: as it was
         other.update(unknown_word_spellings(conn, TABLE, [t for t in terms if t not in other],
                                             query, self.counts, PREFIX_MIN))
         return other

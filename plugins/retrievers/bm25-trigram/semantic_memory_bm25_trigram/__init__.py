@@ -20,7 +20,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from semantic_memory import keywords
-from semantic_memory.keywords import UNSPACED, coverages, identifier_parts, trigram_terms
+from semantic_memory.keywords import (
+    UNSPACED,
+    coverages,
+    identifier_parts,
+    trigram_terms,
+    typed_forms,
+)
 from semantic_memory.stores.fts5 import (
     MatchCounts,
     TextMatcher,
@@ -84,10 +90,12 @@ class TrigramChannel(Channel):
         writes it: a camelCase term also as snake_case (`max_body_bytes` for `maxBodyBytes`),
         a snake_case one also run together (`lazymcp` for `lazy_mcp`, inside `LazyMCP`: the
         index ignores case). A hash typed in full that no memory holds also matches as its
-        short form (`fts5.unknown_word_spellings`: `7c3e9a1` for `7c3e9a1f0b2d`)."""
+        short form (`fts5.unknown_word_spellings`: `7c3e9a1` for `7c3e9a1f0b2d`). A word typed
+        in full width (folded to ASCII by `keywords.words`) also matches as typed."""
         terms = trigram_terms(query)
         other = {word: "".join(parts) if "_" in word else "_".join(parts)
                  for word, parts in identifier_parts(query).items()}
+        other.update(typed_forms(query))  # before an identifier's other form: as it was
         other.update(unknown_word_spellings(conn, TABLE, [t for t in terms if t not in other],
                                             query, self.counts, compounds=False))
         return fts_terms(terms, spelled=other)
