@@ -9,7 +9,8 @@ program or plugin module they name that is gone: a venv deleted, a cache emptied
 the last success and last failure of each of its hooks (from the hook log). Last, each harness whose hooks are wired or
 have run but that has no adapter (not installed, or installed and refused: its distribution
 and the reason named): every one of its hooks fails, and `uninstall` takes them out without
-the adapter.
+the adapter. opencode's wiring is a plugin entry in its config: the plugin file a wheel's
+adapter shipped goes with it (MISSING), and `uninstall` takes the plugin and MCP entries out.
 """
 
 from __future__ import annotations
@@ -184,23 +185,35 @@ def harness_report(adapter: Any, settings: Settings, project_dir: Path | None,
 
 def orphan_reports(adapters: dict[str, Any], project_dir: Path | None,
                    latest: dict[tuple[str, str], dict[str, dict[str, Any]]],
-                   settings: Settings | None = None) -> list[dict[str, Any]]:
-    """Harnesses whose hooks are wired (in the user's config folders, those CLAUDE_CONFIG_DIR,
-    CODEX_HOME and KIMI_CODE_HOME name too, or the project's) or have run (the hook log) but
-    that have no adapter: each of their hooks fails. Where they are wired, the command that
-    takes them out, and (`refused`) why an adapter that is installed was refused, naming its
+                   settings: Settings) -> list[dict[str, Any]]:
+    """Harnesses that are wired (hooks in the user's config folders, those CLAUDE_CONFIG_DIR,
+    CODEX_HOME and KIMI_CODE_HOME name too, or the project's; opencode's plugin in its config)
+    or have run (the hook log) but that have no adapter: each of their hooks fails, and
+    opencode cannot load a plugin file that went with its adapter. Where they are wired, the
+    programs and plugin files named there that are gone (`missing`), the command that takes
+    the entries out, and (`refused`) why an adapter that is installed was refused, naming its
     distribution: reinstalling a package by a guessed name does not help there."""
     wired: dict[str, dict[str, list[str]]] = {}
+    missing: dict[str, dict[str, list[dict[str, str]]]] = {}
     home = Path.home()
     for scope, folder in (("user", home), ("project", project_dir)):
         if folder is None or (scope == "project" and folder.resolve() == home.resolve()):
             continue  # doctor run in the home folder: its files are the user's
         for harness, paths in install.wired_harnesses(folder, user=scope == "user").items():
+            if harness in adapters:
+                continue
             wired.setdefault(harness, {})[scope] = [str(p) for p in paths]
+            target = install.make_target(harness, settings, project_dir=str(
+                folder) if scope == "project" else None)
+            missing.setdefault(harness, {})[scope] = [
+                {"program": named.program, "file": str(named.path), "kind": named.kind}
+                for named in install.named_programs(install.orphan_files(target))
+                if not named.present()]
     names = sorted((set(wired) | {harness for harness, _ in latest}) - set(adapters))
-    refused = {name: registry.refused_adapter(name, settings) if settings else None
-               for name in names}
+    refused = {name: registry.refused_adapter(name, settings) for name in names}
     return [{"harness": name, "wired": wired.get(name, {}), "refused": refused[name],
+             "wiring": "plugin" if name == install.OPENCODE else "hooks",
+             "missing": missing.get(name, {}),
              "fix": _orphan_fix(name, list(wired.get(name, {})), project_dir, refused[name]),
              "hooks": {event: seen for (harness, event), seen in sorted(latest.items())
                        if harness == name}}
@@ -395,21 +408,34 @@ def render(data: dict[str, Any]) -> str:
         lines += _hook_lines(harness["hooks"])
     for orphan in data.get("without_adapter", []):
         state = ("ADAPTER REFUSED" if orphan.get("refused") else "NO ADAPTER INSTALLED")
-        lines += ["", f"{orphan['harness']}  ({state}: its hooks fail on every prompt)"]
+        missing = orphan.get("missing", {})
+        wiring = orphan.get("wiring", "hooks")
+        if wiring == "hooks":
+            effect = "its hooks fail on every prompt"
+        elif any(m["kind"] == "module" for items in missing.values() for m in items):
+            effect = f"{orphan['harness']} cannot load the plugin its config names"
+        else:
+            effect = "its config still names its plugin"
+        lines += ["", f"{orphan['harness']}  ({state}: {effect})"]
         for scope, paths in orphan["wired"].items():
-            lines.append(f"  {scope:8} hooks wired in {', '.join(paths)}")
+            lines.append(f"  {scope:8} {wiring} wired in {', '.join(paths)}")
+            lines += [_missing_line(item) for item in missing.get(scope, [])]
         lines.append(f"  fix: {orphan['fix']}")
         lines += _hook_lines(orphan["hooks"])
     return "\n".join(lines)
 
 
-def _missing_line(item: dict[str, str], reinstall: str) -> str:
+def _missing_line(item: dict[str, str], reinstall: str | None = None) -> str:
     """One line for a program or plugin module a harness config names that is gone (a venv
-    deleted, a cache emptied): what fails, and the command that writes the entries anew."""
+    deleted, a cache emptied, an adapter uninstalled with the plugin file it shipped): what
+    fails, and the command that writes the entries anew (none without an adapter: the
+    harness's `fix:` line follows)."""
     file = item["file"]
     what = {"hooks": f"which the hooks in {file} run: each fails (exit 127)",
             "command": f"a command in {file}: the harness cannot start it",
             "module": f"the plugin {file} loads: the harness cannot load it"}[item["kind"]]
+    if reinstall is None:
+        return f"  MISSING  {item['program']}, {what}"
     return (f"  MISSING  {item['program']}, {what}; run `{reinstall}` again from a lasting "
             "install (docs/cli.md#install)")
 

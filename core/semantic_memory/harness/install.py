@@ -727,7 +727,9 @@ def _strings(node: Any) -> Iterator[str]:
 # --- a harness whose adapter is gone ---------------------------------------------------------
 # Uninstalling an adapter's distribution leaves its hook entries in the harness's config, and
 # every hook then fails (no adapter for the harness). Without the adapter the core cannot know
-# its files, but it knows the commands it wrote: `memory-mcp hook HARNESS …`.
+# its files, but it knows the commands it wrote: `memory-mcp hook HARNESS …`; and opencode's,
+# which runs no hook command: a `plugin` entry naming the bundle the adapter shipped (gone
+# with it) and an `mcp.memory` server, in opencode's own config files (below).
 
 #: A hook command install wrote, and the harness it runs.
 HOOK_COMMAND = re.compile(r"memory-mcp['\"]?\s+hook\s+([A-Za-z0-9][\w.-]*)")
@@ -758,10 +760,12 @@ def settings_folders(folder: Path, user: bool) -> list[Path]:
 
 
 def wired_harnesses(folder: Path, user: bool) -> dict[str, list[Path]]:
-    """Harness name -> the files whose hook commands run `memory-mcp hook` for it: the JSON and
-    TOML files right inside `settings_folders` of `folder` (the home folder, `user`, or a
-    project's), where the harnesses keep their settings (`.claude/settings.json`, a project's
-    `.claude/settings.local.json`, `$CODEX_HOME/hooks.json`, `$KIMI_CODE_HOME/config.toml`)."""
+    """Harness name -> the files that wire it: those whose hook commands run `memory-mcp hook`
+    for it, the JSON and TOML files right inside `settings_folders` of `folder` (the home
+    folder, `user`, or a project's), where the harnesses keep their settings
+    (`.claude/settings.json`, a project's `.claude/settings.local.json`,
+    `$CODEX_HOME/hooks.json`, `$KIMI_CODE_HOME/config.toml`); and opencode's config files that
+    name our plugin (`opencode_wired`: `$XDG_CONFIG_HOME/opencode/`, a project's own)."""
     found: dict[str, list[Path]] = {}
     for sub in settings_folders(folder, user):
         try:
@@ -769,30 +773,54 @@ def wired_harnesses(folder: Path, user: bool) -> dict[str, list[Path]]:
         except OSError:
             continue
         for path in files:
-            try:
-                if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            for harness in sorted(set(HOOK_COMMAND.findall(text))):
+            text = _config_text(path)
+            for harness in sorted(set(HOOK_COMMAND.findall(text or ""))):
                 found.setdefault(harness, []).append(path)
+    opencode = opencode_wired(folder, None) if user else opencode_wired(Path.home(), folder)
+    if opencode:
+        found[OPENCODE] = opencode
     return found
+
+
+def _config_text(path: Path) -> str | None:
+    """The text of a config file that may be a harness's settings; None when it is no file,
+    cannot be read, or is too large to be one."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def orphan_files(target: InstallTarget) -> list[ConfigFile]:
     """What `uninstall` edits for a harness whose adapter is not installed: each file of the
     target's folders (the project's, else the user's: the home folder's and those
-    CONFIG_HOME_VARS name) whose hook commands run it (`wired_harnesses`), its edit taking out
-    those hook entries and nothing else (an MCP server entry stays: the core alone still
-    serves it)."""
+    CONFIG_HOME_VARS name, and opencode's) that wires it (`wired_harnesses`), its edit taking
+    out what install wrote there that the core alone cannot serve: the hook entries (an MCP
+    server entry stays), or opencode's plugin entry and, beside it, its `mcp.memory` server
+    (as the adapter's own uninstall does)."""
     folder = target.project_dir or target.home
+    plugin = target.harness == OPENCODE
     return [ConfigFile(path, "toml" if path.suffix == ".toml" else "jsonc",
                        install=lambda doc: None,
-                       uninstall=partial(remove_hook_entries, target=target),
-                       installed=partial(_holds_hook_entries, target=target))
+                       uninstall=partial(remove_opencode_entries if plugin
+                                         else remove_hook_entries, target=target),
+                       installed=partial(_holds_opencode_entries if plugin
+                                         else _holds_hook_entries, target=target),
+                       # a project's own `opencode.json`: never remove the project folder
+                       owns_folder=path.parent != target.project_dir)
             for path in wired_harnesses(folder, user=target.project_dir is None).get(
                 target.harness, [])]
+
+
+def orphan_entries(harness: str) -> str:
+    """What `uninstall` takes out for `harness` without its adapter (`orphan_files`), said
+    for its message."""
+    if harness == OPENCODE:
+        return (f"its plugin entry (…/{OPENCODE_PLUGIN}) and its `mcp.{OPENCODE_SERVER}` "
+                "server entry only")
+    return f"its `memory-mcp hook {harness}` entries only (its MCP server entry, if any, stays)"
 
 
 def remove_hook_entries(doc: Document, target: InstallTarget) -> None:
@@ -813,6 +841,100 @@ def remove_hook_entries(doc: Document, target: InstallTarget) -> None:
 
 def _holds_hook_entries(doc: Document, target: InstallTarget) -> dict[str, bool]:
     return {"hook": any(target.is_our_command(text) for text in _strings(doc))}
+
+
+# --- opencode: a plugin in its config, no hook command ----------------------------------------
+# The memory loop runs inside opencode, as a plugin. Its adapter (semantic_memory_opencode)
+# writes a `plugin` entry naming the bundle it ships (`file://…/semantic-memory.js`) and an
+# `mcp.memory` server into opencode's config. Those facts live here, and the adapter uses
+# them, so that `uninstall` and `doctor` still know them once the adapter is gone.
+
+OPENCODE = "opencode"
+#: The bundled plugin's file name (`npm run build` in opencode-plugin/ writes it).
+OPENCODE_PLUGIN = "semantic-memory.js"
+#: The MCP server entry install writes in opencode's `mcp` object.
+OPENCODE_SERVER = "memory"
+
+
+def opencode_config_dir(home: Path) -> Path:
+    """opencode's user config folder (xdg-basedir's rule: a relative XDG_CONFIG_HOME is
+    ignored)."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(base) if base and os.path.isabs(base) else home / ".config") / "opencode"
+
+
+def opencode_config_paths(home: Path, project_dir: Path | None) -> list[Path]:
+    """The files opencode reads its config from, the user's (`project_dir` None) or a
+    project's, in the order opencode (and install) picks the one that exists."""
+    if project_dir is not None:
+        return [project_dir / "opencode.json", project_dir / "opencode.jsonc",
+                project_dir / ".opencode" / "opencode.json",
+                project_dir / ".opencode" / "opencode.jsonc"]
+    folder = opencode_config_dir(home)
+    return [folder / "opencode.jsonc", folder / "opencode.json", folder / "config.json"]
+
+
+def plugin_spec(entry: Any) -> str | None:
+    """The spec of an opencode `plugin` list entry (`spec` or `[spec, options]`)."""
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, list) and entry and isinstance(entry[0], str):
+        return entry[0]
+    return None
+
+
+def is_our_plugin(entry: Any) -> bool:
+    """An opencode `plugin` entry this project wrote: a file:// spec of its bundle, wherever
+    it lives (a wheel's package folder, a checkout's opencode-plugin/)."""
+    spec = plugin_spec(entry)
+    return bool(spec) and spec.startswith("file://") and spec.endswith(f"/{OPENCODE_PLUGIN}")
+
+
+def spec_file(entry: Any) -> Path:
+    """The file an opencode `plugin` entry's file:// spec names."""
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(plugin_spec(entry) or "").path))
+
+
+def opencode_wired(home: Path, project_dir: Path | None) -> list[Path]:
+    """opencode's config files (the user's, or `project_dir`'s) whose `plugin` list names our
+    bundle; a file that cannot be read or parsed names none."""
+    found = []
+    for path in opencode_config_paths(home, project_dir):
+        text = _config_text(path)
+        try:
+            doc = jsonc.loads(text) if text and text.strip() else None
+        except jsonc.JSONCError:
+            continue
+        plugins = doc.get("plugin") if isinstance(doc, dict) else None
+        if isinstance(plugins, list) and any(is_our_plugin(e) for e in plugins):
+            found.append(path)
+    return found
+
+
+def remove_opencode_entries(doc: Document, target: InstallTarget) -> None:
+    """Take out our `plugin` entries and our `mcp.memory` server, and the list and object
+    that leaves empty; everything else (the user's plugins, a `memory` server that is not this
+    service) stays."""
+    plugins = doc.get("plugin")
+    if isinstance(plugins, list) and any(is_our_plugin(e) for e in plugins):
+        plugins[:] = [e for e in plugins if not is_our_plugin(e)]
+        if not plugins:
+            del doc["plugin"]
+    servers = doc.get("mcp")
+    if isinstance(servers, dict) and target.is_our_server(servers.get(OPENCODE_SERVER)):
+        del servers[OPENCODE_SERVER]
+        if not servers:
+            del doc["mcp"]
+
+
+def _holds_opencode_entries(doc: Document, target: InstallTarget) -> dict[str, bool]:
+    """Which of our opencode entries `doc` holds, whether the plugin file is there or not."""
+    plugins = doc.get("plugin") if isinstance(doc.get("plugin"), list) else []
+    servers = doc.get("mcp") if isinstance(doc.get("mcp"), dict) else {}
+    return {"plugin": any(is_our_plugin(e) for e in plugins),
+            "MCP server": target.is_our_server(servers.get(OPENCODE_SERVER))}
 
 
 def claim_server(servers: Any, name: str, target: InstallTarget, path: Path) -> None:

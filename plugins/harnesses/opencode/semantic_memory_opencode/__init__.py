@@ -18,11 +18,15 @@ Config facts (opencode 1.18, checked against the binary; tests/test_opencode_e2e
   options. The user's and the project's lists are concatenated (one spec loads once).
 - `"mcp": {name: {"type": "remote", "url", "headers"} | {"type": "local", "command": [...]}}`;
   `{env:NAME}` in a value reads the environment.
+
+Where these files are and which entries are ours live in the core (harness/install.py,
+`opencode_*`, `is_our_plugin`): `uninstall opencode` and `doctor` need them once this package,
+and the bundle it ships, are uninstalled.
 """
 
 from __future__ import annotations
 
-import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +35,8 @@ from semantic_memory.harness import HarnessAdapter, hookimpl
 if TYPE_CHECKING:  # the installer is imported by `config_files`, never on a hook's path
     from semantic_memory.harness import ConfigFile, InstallTarget
 
-SERVER = "memory"
-#: The bundled plugin: `npm run build` in opencode-plugin/ writes it; wheels carry a copy.
+#: The bundled plugin: `npm run build` in opencode-plugin/ writes it; wheels carry a copy (the
+#: core's `install.OPENCODE_PLUGIN`, named here too: a hook's path never imports the installer).
 PLUGIN_FILE = "semantic-memory.js"
 
 
@@ -51,45 +55,14 @@ def plugin_path() -> Path:
                        "build it with `npm ci && npm run build` in opencode-plugin/")
 
 
-def config_dir(home: Path) -> Path:
-    """opencode's user config folder (xdg-basedir's rule)."""
-    base = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(base) if base and os.path.isabs(base) else home / ".config") / "opencode"
-
-
 def config_file(target: InstallTarget) -> Path:
     """The opencode config file install edits: the one opencode reads that exists, else
-    `opencode.json`."""
-    if target.project_dir is not None:
-        folder = target.project_dir
-        candidates = [folder / "opencode.json", folder / "opencode.jsonc",
-                      folder / ".opencode" / "opencode.json",
-                      folder / ".opencode" / "opencode.jsonc"]
-    else:
-        folder = config_dir(target.home)
-        candidates = [folder / "opencode.jsonc", folder / "opencode.json", folder / "config.json"]
+    `opencode.json` (the user's or the project's)."""
+    from semantic_memory.harness.install import opencode_config_dir, opencode_config_paths
+
+    folder = target.project_dir or opencode_config_dir(target.home)
+    candidates = opencode_config_paths(target.home, target.project_dir)
     return next((path for path in candidates if path.is_file()), folder / "opencode.json")
-
-
-def plugin_spec(entry: Any) -> str | None:
-    """The spec of a `plugin` list entry (`spec` or `[spec, options]`)."""
-    if isinstance(entry, str):
-        return entry
-    if isinstance(entry, list) and entry and isinstance(entry[0], str):
-        return entry[0]
-    return None
-
-
-def is_our_plugin(entry: Any) -> bool:
-    """A `plugin` entry this project wrote: a file:// spec of its bundle, wherever it lives."""
-    spec = plugin_spec(entry)
-    return bool(spec) and spec.startswith("file://") and spec.endswith(f"/{PLUGIN_FILE}")
-
-
-def spec_file(entry: Any) -> Path:
-    from urllib.parse import unquote, urlparse
-
-    return Path(unquote(urlparse(plugin_spec(entry) or "").path))
 
 
 class OpencodeAdapter(HarnessAdapter):
@@ -98,7 +71,14 @@ class OpencodeAdapter(HarnessAdapter):
     # No `events`: the plugin runs inside opencode, so no hook command is ever installed.
 
     def config_files(self, target: InstallTarget) -> list[ConfigFile]:
-        from semantic_memory.harness.install import ConfigFile, claim_server
+        from semantic_memory.harness.install import (
+            OPENCODE_SERVER,
+            ConfigFile,
+            claim_server,
+            is_our_plugin,
+            remove_opencode_entries,
+            spec_file,
+        )
 
         path = config_file(target)
 
@@ -127,29 +107,18 @@ class OpencodeAdapter(HarnessAdapter):
                 servers = doc.setdefault("mcp", {})
                 if not isinstance(servers, dict):
                     raise ValueError('"mcp" is not an object')
-                claim_server(servers, SERVER, target, path)
-                servers[SERVER] = self.mcp_entry(target)
-
-        def uninstall(doc: dict[str, Any]) -> None:
-            plugins = doc.get("plugin")
-            if isinstance(plugins, list) and any(is_our_plugin(e) for e in plugins):
-                plugins[:] = [e for e in plugins if not is_our_plugin(e)]
-                if not plugins:
-                    del doc["plugin"]
-            servers = doc.get("mcp")
-            if isinstance(servers, dict) and target.is_our_server(servers.get(SERVER)):
-                del servers[SERVER]
-                if not servers:
-                    del doc["mcp"]
+                claim_server(servers, OPENCODE_SERVER, target, path)
+                servers[OPENCODE_SERVER] = self.mcp_entry(target)
 
         def installed(doc: dict[str, Any]) -> dict[str, bool]:
             plugins = doc.get("plugin") if isinstance(doc.get("plugin"), list) else []
             servers = doc.get("mcp") if isinstance(doc.get("mcp"), dict) else {}
             return {"plugin": any(is_our_plugin(e) and spec_file(e).is_file() for e in plugins),
-                    "MCP server": target.is_our_server(servers.get(SERVER))}
+                    "MCP server": target.is_our_server(servers.get(OPENCODE_SERVER))}
 
         # `opencode.json` in the project folder itself: an uninstall that empties the file may
         # remove it, never the user's project folder (`.opencode/` is opencode's own)
+        uninstall = partial(remove_opencode_entries, target=target)  # the core's: doctor's too
         return [ConfigFile(path, "jsonc", install, uninstall, installed,
                            owns_folder=path.parent != target.project_dir)]
 
