@@ -171,5 +171,7 @@ def test_words_fold_full_width_and_keep_the_typed_form() -> None:
     from semantic_memory.keywords import typed_forms, words
 
     assert words("ｐａｒｓｅ＿ｃｏｎｆｉｇ Ｅ１０２４") == ["parse_config", "e1024"]
+    assert words("ﾃﾞｰﾀ") == ["データ"]  # halfwidth katakana
+    assert words("การทำงาน") == ["การทำงาน"]  # no NFKC of the rest: SARA AM stays whole
     assert typed_forms("ＵＳＥ＿ＣＡＣＨＥ plain") == {
         "use_cache": "ｕｓｅ＿ｃａｃｈｅ", "use": "ｕｓｅ", "cache": "ｃａｃｈｅ"}

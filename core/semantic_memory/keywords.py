@@ -203,26 +203,37 @@ MAX_QUERY_TERMS = 64
 
 
 def words(text: str) -> list[str]:
-    """Unicode word tokens, lowercased and composed (NFKC), in order of appearance, without
+    """Unicode word tokens, lowercased and composed (NFC), in order of appearance, without
     duplicates. Composed first: `\\w` takes no combining mark, so a decomposed "Größe" (o and
     U+0308, as macOS and some Vietnamese input methods write it) was cut in two, and an NFD
-    query missed the relevance bar that its NFC form cleared. Compatibility forms folded too
-    (NFKC): full-width Latin letters and digits, as a Chinese or Japanese input method types
-    them (`Ｅ１０２４`, `ｐａｒｓｅ＿ｃｏｎｆｉｇ`), are the ASCII words a memory holds.
+    query missed the relevance bar that its NFC form cleared. Widths folded too (`fold_width`):
+    full-width Latin letters and digits, as a Chinese or Japanese input method types them
+    (`Ｅ１０２４`, `ｐａｒｓｅ＿ｃｏｎｆｉｇ`), are the ASCII words a memory holds.
 
     Leading and trailing underscores are no part of a word, and a run of them alone is none:
     pytest's `____ test_x ____` separators were query words no memory matches (the porter
     index holds no underscore), so they weighed as the rarest terms and pushed the right memory
     under the relevance bar. `__init__` is the word `init`, as the porter index holds it."""
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(unicodedata.normalize("NFKC", text.lower())):
+    for match in _WORD.finditer(fold_width(unicodedata.normalize("NFC", text.lower()))):
         if word := match.group().strip("_"):
             seen.setdefault(word, None)
     return list(seen)
 
 
+#: The Halfwidth and Fullwidth Forms block and the ideographic space: what `fold_width` folds.
+_WIDTH = re.compile("[\u3000\uff01-\uffee]+")
+
+
+def fold_width(text: str) -> str:
+    """`text` with its full-width ASCII (`Ｅ１０２４` -> `E1024`), halfwidth katakana and hangul,
+    and ideographic spaces in their usual forms (NFKC of those characters alone: NFKC of all
+    text would also take apart Thai and Lao SARA AM, which the index holds whole)."""
+    return _WIDTH.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+
+
 def typed_forms(text: str) -> dict[str, str]:
-    """Per word of `text` (as `words` gives it) that compatibility folding changed, the word as
+    """Per word of `text` (as `words` gives it) that `fold_width` changed, the word as
     typed (composed, lower-cased): "e1024" -> "ｅ１０２４". The porter and trigram indexes hold
     a memory's text as written (FTS5 folds no width), so a search also looks for the word as
     typed: a full-width query still finds a memory written in full width."""
@@ -290,7 +301,7 @@ def identifier_parts(text: str) -> dict[str, tuple[str, ...]]:
     mcp), a camelCase or PascalCase one where its case changes (`maxBodyBytes`: max, body,
     bytes; `LazyMCP`: lazy, mcp; `DataLoaderV2`: data, loader, v2; `MCPServer`: mcp, server)."""
     found: dict[str, tuple[str, ...]] = {}
-    for match in _WORD.finditer(unicodedata.normalize("NFKC", text)):
+    for match in _WORD.finditer(fold_width(unicodedata.normalize("NFC", text))):
         word = match.group().strip("_")
         parts = [p.lower() for piece in word.split("_") if piece for p in _camel_parts(piece)]
         if len(parts) >= 2:
