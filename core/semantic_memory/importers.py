@@ -27,7 +27,8 @@ import os
 import re
 import shlex
 import shutil
-from contextlib import ExitStack
+import unicodedata
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from tempfile import SpooledTemporaryFile
@@ -54,6 +55,8 @@ _INDEX_LINE = re.compile(r"^[-*+][ \t]+\[[^\]]*\]\(([^)#]+\.md)\)")
 #: entry's comment on its line, is never where the match begins.
 _UID_COMMENT = re.compile(r" ?<!--[ \t]*uid:([^<>]*?)[ \t]*-->[ \t]*$")
 EXPORT_MARK = "<!-- semantic-memory-mcp export:"
+#: UTF-8's byte order mark, which some editors write first.
+BOM = "\ufeff".encode()
 #: Greedy up to the line's last `-->`: a project name may hold one itself.
 _EXPORT_HEADER = re.compile(r"^<!--[ \t]*semantic-memory-mcp export:[ \t]*project=(.*)-->[ \t]*$")
 #: Claude Code auto-memory `type` → our kind ("feedback" is how the user wants work done).
@@ -131,10 +134,82 @@ def _label(path: Path, root: Path | None) -> str:
 
 
 def claude_auto_memory_dir(project_dir: Path) -> Path:
-    """Claude Code's auto-memory folder for a project: the absolute path with every
-    non-alphanumeric character turned into `-`, under ~/.claude/projects."""
-    mangled = re.sub(r"[^A-Za-z0-9]", "-", str(project_dir))
-    return _claude_home() / "projects" / mangled / "memory"
+    """Claude Code's auto-memory folder for the checkout whose top folder is `project_dir`:
+    ~/.claude/projects/<key, mangled>/memory, the key being the main checkout's path for a
+    git worktree (Claude Code 2.1 shares the folder between them)."""
+    key = _claude_mangled(os.fspath(_claude_key(project_dir)))
+    folder = os.path.join(_claude_home(), "projects", key, "memory")
+    return Path(unicodedata.normalize("NFC", folder))  # as Claude Code writes it
+
+
+#: Claude Code cuts a mangled path at this many characters (UTF-16 code units) and appends a
+#: hash of the whole path, so that two long paths sharing a beginning keep apart.
+CLAUDE_NAME_CHARS = 200
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _claude_mangled(path: str) -> str:
+    """The folder name Claude Code gives a path: each UTF-16 code unit that is not an ASCII
+    letter or digit becomes `-` (an emoji, two units, two dashes); a name over 200 is cut
+    there, plus `-` and base 36 of the absolute value of the path's 32-bit Java-style
+    string hash (`h = 31 * h + unit`). Claude Code runs on JavaScript strings, hence units;
+    its path holds U+FFFD where a name's bytes are not UTF-8."""
+    text = os.fsencode(path).decode("utf-8", "replace")
+    data = text.encode("utf-16-le", "surrogatepass")
+    units = [int.from_bytes(data[i:i + 2], "little") for i in range(0, len(data), 2)]
+    name = "".join(chr(u) if u < 128 and chr(u).isalnum() else "-" for u in units)
+    if len(name) <= CLAUDE_NAME_CHARS:
+        return name
+    value = 0
+    for unit in units:
+        value = (value * 31 + unit) & 0xFFFFFFFF
+    value = abs(value - (1 << 32) if value >= 1 << 31 else value)
+    digits = ""
+    while True:
+        value, digit = divmod(value, 36)
+        digits = _BASE36[digit] + digits
+        if not value:
+            break
+    return f"{name[:CLAUDE_NAME_CHARS]}-{digits}"
+
+
+def _claude_key(top: Path) -> Path:
+    """The folder Claude Code keys a checkout's auto-memory by: a linked worktree's main
+    checkout (a bare repository's worktree: that repository), else `top` itself (a clone, a
+    submodule). Its checks, read from git's files as it reads them: `.git` names a gitdir
+    under `<common dir>/worktrees/`, whose `gitdir` file points back at this `.git`."""
+    own = _git_path_file(top / ".git")
+    if own is None:
+        return top
+    git_dir = Path(os.path.normpath(top / own))
+    common = _git_path_file(git_dir / "commondir")
+    back = _git_path_file(git_dir / "gitdir")
+    if common is None or back is None:
+        return top
+    common_dir = Path(os.path.normpath(git_dir / common))
+    if git_dir.parent != common_dir / "worktrees" or \
+            os.path.realpath(git_dir / back) != os.path.join(os.path.realpath(top), ".git"):
+        return top
+    if common_dir.name == ".git":
+        return common_dir.parent
+    # A bare repository: keyed by itself, unless it is a checkout's after all.
+    return top if (common_dir / ".git").exists() else common_dir
+
+
+def _git_path_file(path: Path) -> str | None:
+    """The path a small git file names (`.git`'s after `gitdir:`; `commondir`, `gitdir`),
+    else None (no such file, a folder, another kind of `.git` file)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 65536:
+            return None
+        text = os.fsdecode(path.read_bytes().strip())
+    except OSError:
+        return None
+    if path.name == ".git":
+        if not text.startswith("gitdir:"):
+            return None
+        text = text[len("gitdir:"):].strip()
+    return text or None
 
 
 def _claude_home() -> Path:
@@ -170,8 +245,9 @@ Reads = Callable[[str], bool]
 def harness_reads(harness: str, project_dir: Path, project: str | None) -> dict[str, Reads]:
     """The scopes of `harness_scopes` that other checkouts share, with what this checkout's
     import reads of them. A project's scope is keyed by its name, which every clone and
-    worktree shares, while Claude Code keeps an auto-memory folder per checkout: an import in
-    one clone must not forget the notes of another clone's folder as files gone."""
+    worktree shares, while Claude Code keeps an auto-memory folder per clone (a worktree uses
+    its main checkout's): an import in one clone must not forget the notes of another clone's
+    folder as files gone."""
     if harness != "claude-code":
         return {}
     own = {_tag("path", name) for name in CLAUDE_PROJECT_FILES}
@@ -222,8 +298,11 @@ def note_file(folder: Path, path: Path, project: str | None) -> SourceFile:
 
 
 def read_text(path: Path) -> str:
+    """A file's text, without the byte order mark some editors put first (Notepad++'s
+    "UTF-8-BOM", PowerShell 5.1, Visual Studio): kept, it hid an export's header and made a
+    first heading or front matter plain text."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise ImportFailed(f"cannot read {path}: not UTF-8 text") from None
     except OSError as exc:
@@ -649,13 +728,28 @@ def _free_uid(engine: MemoryEngine, base: str) -> str:
 # --- exporting to markdown --------------------------------------------------------------------
 
 
-def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]]:
+#: Opens a file to write by its path, as a context manager. `export -o`'s (`cli._open_output`)
+#: writes beside the file, fsyncs, and renames it over the file once whole.
+Opener = Callable[[str], AbstractContextManager[IO[str]]]
+
+
+def _open_in_place(path: str) -> AbstractContextManager[IO[str]]:
+    """Not atomic: for callers that hold no atomic writer (engine-level tests)."""
+    return open(path, "w", encoding="utf-8")
+
+
+def export_markdown(engine: MemoryEngine, folder: Path, open_file: Opener = _open_in_place
+                    ) -> list[tuple[Path, int]]:
     """One file per project (and `_global.md` for memories without one): memories grouped by
     kind, each bullet carrying its uid in an HTML comment so `import DIR` updates in place.
     The current view: superseded memories (history) are left out, or importing the file would
     make each replaced value current again. Refuses (FileExistsError, before writing anything)
     a folder holding an earlier export's file that this one would not rewrite, and a file of
     its own names that no export wrote.
+
+    Each file is written through `open_file`: the CLI passes its atomic writer, so a full disk
+    leaves the earlier export's file whole (a cut one's last entry would import as a new
+    memory); an OSError names the file it failed on (`filename`).
 
     Streamed: the projects are counted first, then each file is written from its project's
     memories read a page at a time, so memory stays bounded whatever the store's size."""
@@ -668,8 +762,11 @@ def export_markdown(engine: MemoryEngine, folder: Path) -> list[tuple[Path, int]
     for project in projects:
         path = folder / _file_name(project)
         filters = RecallFilters(project=project, global_only=project is None)
-        with path.open("w", encoding="utf-8") as out:
-            count = _write_project(out, project, engine.store.export_current(filters))
+        try:
+            with open_file(str(path)) as out:
+                count = _write_project(out, project, engine.store.export_current(filters))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
         written.append((path, count))
     return written
 
@@ -723,11 +820,14 @@ def _check_folder(folder: Path, planned: set[Path]) -> None:
 
 
 def _starts_with_mark(path: Path) -> bool:
+    """Whether a file opens with the export header, after a byte order mark an editor may
+    have added (`read_text` reads past it too)."""
     try:
         with path.open("rb") as handle:
-            return handle.read(len(EXPORT_MARK)) == EXPORT_MARK.encode()
+            start = handle.read(len(BOM) + len(EXPORT_MARK))
     except OSError:
         return False  # unreadable: not provably the export's
+    return start.removeprefix(BOM).startswith(EXPORT_MARK.encode())
 
 
 def _file_name(project: str | None) -> str:
