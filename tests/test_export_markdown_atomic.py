@@ -89,8 +89,6 @@ def test_a_failed_export_leaves_the_earlier_file_and_names_its_file(
     assert (back["new"], back["unchanged"]) == (0, 100)
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py must pass its atomic writer (_open_output) to "
-                   "export_markdown and name exc.filename in the error")
 def test_the_cli_on_a_full_disk_keeps_the_earlier_export(
         tmp_path: Path, exported: tuple[Path, bytes]) -> None:
     file, before = exported

@@ -106,6 +106,8 @@ def test_opencode_wiring_without_its_adapter_is_reported_and_taken_out(
     for where in ([], ["--project", str(project)]):
         removed = memory_mcp(program, env, "uninstall", "opencode", *where, cwd=tmp_path)
         assert removed.returncode == 0, removed.stderr
+        assert "its plugin entry (…/semantic-memory.js) and its `mcp.memory` server entry " \
+            "only" in removed.stderr, removed.stderr
     assert user.read_text() == USER_CONFIG  # byte for byte, the user's entries kept
     assert not shared.exists() and project.is_dir()  # install created it; the folder stays
     doctor = memory_mcp(program, env, "doctor", "--project", str(project), cwd=tmp_path)
@@ -113,6 +115,7 @@ def test_opencode_wiring_without_its_adapter_is_reported_and_taken_out(
     assert "wired in" not in doctor.stdout and "MISSING" not in doctor.stdout, doctor.stdout
     again = memory_mcp(program, env, "uninstall", "opencode", cwd=tmp_path)
     assert again.returncode == 1 and "no harness adapter named 'opencode'" in again.stderr
+    assert "no plugin entry naming …/semantic-memory.js in " in again.stderr, again.stderr
 
 
 def test_an_emptied_opencode_config_goes_with_its_folder(tmp_path: Path) -> None:

@@ -773,7 +773,8 @@ def hook(harness: str, event: str, options: tuple[str, ...]) -> None:
 def _config_files(obj: Context, target: Any, uninstall: bool) -> tuple[Any, list[Any]]:
     """(the harness's adapter, or None when it is not installed, the files to edit). Without
     the adapter (its distribution uninstalled since) only uninstall runs: it takes out the
-    `memory-mcp hook HARNESS` entries it finds in the target's folder (`orphan_files`)."""
+    entries install made that it finds in the target's folder (`orphan_files`: the
+    `memory-mcp hook HARNESS` entries; opencode's plugin and `mcp.memory` entries)."""
     from .harness import install as inst
     from .harness.registry import all_adapters
 
@@ -784,11 +785,14 @@ def _config_files(obj: Context, target: Any, uninstall: bool) -> tuple[Any, list
     missing = f"no harness adapter named {target.harness!r} (installed: {known})"
     files = inst.orphan_files(target) if uninstall else []
     if not files:
-        where = f" and no `memory-mcp hook {target.harness}` entry in " \
-            f"{_searched(target)}" if uninstall else ""
+        where = ""
+        if uninstall and target.harness == inst.OPENCODE:
+            where = f" and no plugin entry naming …/{inst.OPENCODE_PLUGIN} in " + ", ".join(
+                str(p) for p in inst.opencode_config_paths(target.home, target.project_dir))
+        elif uninstall:
+            where = f" and no `memory-mcp hook {target.harness}` entry in {_searched(target)}"
         raise click.ClickException(missing + where)
-    click.echo(f"{missing}: taking out its `memory-mcp hook {target.harness}` entries only "
-               "(its MCP server entry, if any, stays)", err=True)
+    click.echo(f"{missing}: taking out {inst.orphan_entries(target.harness)}", err=True)
     return None, files
 
 
@@ -1389,9 +1393,11 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
             raise click.ClickException("--markdown writes live memories to a folder: "
                                        "no --output or --include-deleted")
         try:
-            written = export_markdown(engine, Path(markdown_dir).expanduser())
+            # each file as `export -o` writes one: beside it, fsynced, renamed over it
+            written = export_markdown(engine, Path(markdown_dir).expanduser(), _open_output)
         except OSError as exc:
-            raise click.ClickException(f"cannot write {markdown_dir}: {exc.strerror}") from None
+            raise click.ClickException(f"cannot write {exc.filename or markdown_dir}: "
+                                       f"{exc.strerror}") from None
         for file, count in written:
             click.echo(f"{file}: {count} memories")
         return
