@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,36 @@ def test_a_new_db_and_its_wal_are_their_owners_only(tmp_path: Path, first: str) 
             assert [mode(f) for f in files] == [0o600] * 3
         finally:
             service.stop()
+
+
+def test_a_db_path_that_is_a_symlink_makes_its_target_its_owners_only(tmp_path: Path) -> None:
+    """`memory.db -> data/memory.db` (dotfiles, or the data on another disk) before the target
+    exists: SQLite follows the link and made the target (and so its -wal, -shm) with the
+    umask's mode, every memory readable by every local user; a missing target folder was
+    `unable to open database file`. The target is made 0600, its folder with it."""
+    link = tmp_path / "shared" / "memory.db"
+    link.parent.mkdir(mode=0o755)
+    link.symlink_to(Path("data") / "sub" / "memory.db")
+    done = run_cli(tmp_path, "store", "the deploy script lives in ops/deploy.sh",
+                   preexec=umask_022, HOME=str(tmp_path / "home"), MEMORY_DB_PATH=str(link))
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "shared" / "data" / "sub" / "memory.db"
+    assert link.is_symlink() and mode(target) == 0o600
+
+
+def test_the_caches_beside_the_db_are_their_owners_only(tmp_path: Path) -> None:
+    """The MCP proxies' start-up cache (its instructions name the last workspace's project)
+    and the hooks' adapter cache, written under umask 022 in a folder the user made."""
+    folder = tmp_path / "db"
+    folder.mkdir(mode=0o755)
+    env = {"HOME": str(tmp_path / "home"), "MEMORY_DB_PATH": str(folder / "memory.db")}
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": "/tmp",
+              "prompt": "where does the deploy script live?"}
+    run_cli(tmp_path, "hook", "claude-code", "UserPromptSubmit", preexec=umask_022,
+            stdin=json.dumps(prompt), MEMORY_PLUGIN_URL="http://127.0.0.1:9", **env)
+    fill = [sys.executable, "-m", "semantic_memory.service.mcp_front", "--fill-cache"]
+    done = subprocess.run(fill, env={**os.environ, **env}, preexec_fn=umask_022,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    caches = [folder / "hooks.adapters.json", folder / "mcp-proxy.cache.json"]
+    assert [mode(f) for f in caches] == [0o600, 0o600]

@@ -205,7 +205,7 @@ def _check_schema(conn: sqlite3.Connection, source: Path) -> None:
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise BackupError(f"{source} has schema version {version}, newer than this release "
-                          f"reads ({SCHEMA_VERSION}): upgrade semantic-memory-mcp first")
+                          f"reads ({SCHEMA_VERSION}): upgrade semantic-memory-core first")
 
 
 def _checked(path: Path, check: str, name: str) -> Copy:

@@ -212,7 +212,9 @@ def _cached_entry_points(name: str, cache: str, fresh: bool = False
     known[name] = [list(item) for item in found]
     tmp = f"{cache}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        # Its owner's only, as everything beside the db (docs/security.md's file modes).
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+                       encoding="utf-8") as handle:
             handle.write(dumps({"key": key, "found": known}))
         os.replace(tmp, cache)
     except OSError:

@@ -185,7 +185,10 @@ class Cache:
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(self.data, ensure_ascii=False), encoding="utf-8")
+            # Its owner's only: the instructions in it name the last workspace's project.
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+                           encoding="utf-8") as handle:
+                handle.write(json.dumps(self.data, ensure_ascii=False))
             os.replace(tmp, self.path)
         except OSError:
             tmp.unlink(missing_ok=True)

@@ -510,12 +510,15 @@ class SQLiteStore(SQLMemoryStore):
         none (a new file `migrate --to` fills, a test's)."""
         self.path = Path(path).expanduser()
         self.location = str(self.path)
+        # A symlink's target is the file SQLite opens (the "data on another disk" layout): its
+        # folder is the one to make, the file the one to create private.
+        target = Path(os.path.realpath(self.path))
         try:  # for its owner only, as `Settings.make_data_folder` makes it
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the folder {self.path.parent}: "
+            raise StoreError(f"cannot create the folder {target.parent}: "
                              f"{exc.strerror or exc}") from None
-        _create_private(self.path)
+        _create_private(target)
         self._write_lock = threading.RLock()
         self._stopping = threading.Event()
         self._local = threading.local()
@@ -639,7 +642,7 @@ class SQLiteStore(SQLMemoryStore):
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"schema version {version} is newer than this release understands "
-                f"({SCHEMA_VERSION}); upgrade semantic-memory-mcp"
+                f"({SCHEMA_VERSION}); upgrade semantic-memory-core"
             )
         return version
 
