@@ -12,20 +12,26 @@ they read is then taken as git takes it: section names in any case (`[Remote "or
 value's quotes and trailing comment (`url = "…" ; mirror`), a shorthand's
 `url.<base>.insteadOf`, and a relative local remote (`../shared.git`) from the repository's
 top folder. `include.path` is not followed: `[project] name` names such a repository.
+
+A detected name is always one the service takes: valid text (`name_text`) and at most
+`MAX_PROJECT_CHARS` long (`bounded`), else every write and recall of the repository would be
+refused without a word. A worktree without a remote is named after its main checkout.
 """
 
 from __future__ import annotations
 
 import os
 
-from ..remotes import local_path, normalise_remote, scp_like
+from ..limits import MAX_PROJECT_CHARS
+from ..remotes import local_path, looks_like_remote, normalise_remote, scp_like
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["as_text", "deleted_folder", "detect_project", "find_repository", "harness_path",
-           "hook_folder", "normalise_remote", "remote_url", "scp_like", "working_folder"]
+__all__ = ["as_text", "bounded", "deleted_folder", "detect_project", "find_repository",
+           "harness_path", "hook_folder", "name_text", "normalise_remote", "remote_url",
+           "scp_like", "working_folder"]
 
 
 def harness_path(value: str) -> str:
@@ -53,6 +59,50 @@ def as_text(name: str) -> str:
         return os.fsencode(name).decode("utf-8")
     except UnicodeError:
         return name
+
+
+def name_text(name: str) -> str:
+    """`as_text`, with each byte that is not UTF-8 read as U+FFFD (`caf\\xe9` is `caf�`,
+    under every locale): a project name is sent as JSON and shown in the MCP server's
+    instructions, where a surrogate escape cannot be encoded (the proxy never answered, a
+    hook's write was neither stored nor spooled). Node names such a folder so too, so a
+    `cwd` Claude Code or opencode sends names the same project."""
+    try:
+        raw = os.fsencode(name)
+    except UnicodeError:  # a lone surrogate that is no escaped byte (`\ud83d`)
+        raw = name.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "replace")
+
+
+#: How a name too long for the service is shortened: `…` + its tail + `~` + this many hex
+#: digits of the SHA-256 of the whole name.
+HASH_CHARS = 8
+
+
+def bounded(name: str) -> str:
+    """`name` if the service takes it (at most MAX_PROJECT_CHARS as sent and once composed,
+    NFC, as the service composes it), else `…<tail>~<hash>`: its last characters, from the
+    first `/` among them where there is one, and a short hash of the whole (composed) name,
+    so two long names that end alike stay two projects and one name is always shortened
+    alike. A deep local remote or a long GitLab subgroup URL otherwise got every write
+    refused (422) and every recall an error."""
+    if len(name) <= MAX_PROJECT_CHARS and (name.isascii() or 3 * len(name) <= MAX_PROJECT_CHARS):
+        return name  # NFC makes a name at most three times longer
+    import unicodedata
+
+    composed = unicodedata.normalize("NFC", name)
+    if len(composed) <= MAX_PROJECT_CHARS:
+        return name if len(name) <= MAX_PROJECT_CHARS else composed
+    from ..lite import sha256_hex
+
+    digest = sha256_hex(composed.encode("utf-8", "surrogatepass"))[:HASH_CHARS]
+    tail = composed[-(MAX_PROJECT_CHARS - 2 - HASH_CHARS):]
+    slash = tail.find("/")
+    if slash >= 0:  # from a component's start
+        tail = tail[slash:]
+    short = f"…{tail.strip()}~{digest}"
+    # never read as a remote's address (`…x@host:path`), which the service would rename
+    return f"…~{digest}" if looks_like_remote(short) else short
 
 
 def working_folder() -> str | None:
@@ -91,19 +141,46 @@ def deleted_folder() -> str | None:
 
 def detect_project(cwd: str | Path) -> str:
     """The project for a working directory: normalised remote URL, else the repository's
-    top-level folder name, else the folder's own name. A folder without a name (the
-    filesystem root `/`, a name of blanks, which the service would strip to nothing) is
-    named by its path: without a project, recall there would reach every project and what
-    is remembered there would be global."""
+    top-level folder name (a worktree's: its main checkout's, `_main_checkout`), else the
+    folder's own name. A folder without a name (the filesystem root `/`, a name of blanks,
+    which the service would strip to nothing) is named by its path: without a project,
+    recall there would reach every project and what is remembered there would be global.
+    Always valid text, short enough for the service (`name_text`, `bounded`)."""
+    return bounded(_detected(cwd))
+
+
+def _detected(cwd: str | Path) -> str:
+    """`detect_project` before `bounded`."""
     start = os.path.realpath(os.path.expanduser(os.fspath(cwd)))
     top, git_dir = _find_repository(start)
     if top is not None and git_dir is not None:
         remote = remote_url(git_dir)
         if remote and (named := normalise_remote(_from_top(remote, top))).strip():
             return named  # (not `https:///`)
-    folder = as_text(top or start)  # the name a UTF-8 locale gives it, whatever this one's
+        main = _main_checkout(git_dir)
+        if main is not None:
+            return main
+    folder = name_text(top or start)  # the name a UTF-8 locale gives it, whatever this one's
     name = os.path.basename(folder)
     return name if name.strip() else folder.strip()
+
+
+def _main_checkout(git_dir: str) -> str | None:
+    """The name of a linked worktree's repository: its main checkout's folder (the common
+    git dir's parent, as `git worktree list` finds it), or a bare repository's own
+    (`app.git` is `app`, as a remote to it is named); None for any other checkout. Every
+    worktree of a repository without a remote is then one project with its main checkout,
+    as every clone with a remote is."""
+    common = _common_dir(git_dir)
+    if common is None:
+        return None
+    folder = name_text(common)
+    if os.path.basename(folder) == ".git":
+        folder = os.path.dirname(folder)
+    name = os.path.basename(folder)
+    if name.endswith(".git") and name != ".git":
+        name = name[:-len(".git")]
+    return name if name.strip() else (folder.strip() or None)
 
 
 def _from_top(remote: str, top: str) -> str:
@@ -113,7 +190,7 @@ def _from_top(remote: str, top: str) -> str:
     path = local_path(remote)
     if not path or os.path.isabs(path) or path.startswith("~"):
         return remote
-    return os.path.normpath(os.path.join(as_text(top), path))  # both as text, as `path` is
+    return os.path.normpath(os.path.join(name_text(top), path))  # both as text, as `path` is
 
 
 def find_repository(start: Path) -> tuple[Path | None, Path | None]:
@@ -132,12 +209,8 @@ def _find_repository(start: str) -> tuple[str | None, str | None]:
         if os.path.isdir(dot_git):
             return folder, dot_git
         if os.path.isfile(dot_git):  # worktree or submodule: "gitdir: <path>"
-            try:
-                with open(dot_git, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read().strip()
-            except OSError:
-                return folder, None
-            if text.startswith("gitdir:"):
+            text = _read_path_file(dot_git)
+            if text is not None and text.startswith("gitdir:"):
                 target = text[len("gitdir:"):].strip()
                 return folder, os.path.realpath(os.path.join(folder, target))
             return folder, None
@@ -150,14 +223,8 @@ def _find_repository(start: str) -> tuple[str | None, str | None]:
 def remote_url(git_dir: str | Path) -> str | None:
     """The `origin` remote's URL (else the first remote's) from the repository's config, as
     git reads it."""
-    common = os.fspath(git_dir)
-    commondir = os.path.join(common, "commondir")  # worktrees keep their config in the main git dir
-    if os.path.isfile(commondir):
-        try:
-            with open(commondir, encoding="utf-8") as handle:
-                common = os.path.realpath(os.path.join(common, handle.read().strip()))
-        except OSError:
-            pass
+    # worktrees keep their config in the main git dir
+    common = _common_dir(os.fspath(git_dir)) or os.fspath(git_dir)
     sections = _read_config(os.path.join(common, "config"))
     if sections is None:
         return None
@@ -168,6 +235,24 @@ def remote_url(git_dir: str | Path) -> str | None:
         if url:
             return _rewritten(url, sections)
     return None
+
+
+def _common_dir(git_dir: str) -> str | None:
+    """The main git dir a linked worktree's git dir names in its `commondir` file, else None
+    (a main checkout, a submodule)."""
+    pointer = _read_path_file(os.path.join(git_dir, "commondir"))
+    return os.path.realpath(os.path.join(git_dir, pointer)) if pointer else None
+
+
+def _read_path_file(path: str) -> str | None:
+    """The path git wrote in one of its small files (`.git`'s `gitdir:`, `commondir`),
+    stripped; None when it cannot be read. Read as the file system's bytes (`os.fsdecode`),
+    not as UTF-8: a checkout under a folder whose name is not UTF-8 is found all the same."""
+    try:
+        with open(path, "rb") as handle:
+            return os.fsdecode(handle.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _read_config(config: str) -> dict[str, dict[str, str]] | None:
