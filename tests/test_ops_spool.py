@@ -112,3 +112,21 @@ def test_a_spool_this_user_may_not_list_is_said_not_taken_for_empty(tmp_path: Pa
     finally:
         folder.chmod(0o700)
         service.stop()
+
+
+def test_doctor_says_when_a_write_could_not_be_spooled(tmp_path: Path) -> None:
+    """An empty spool folder this user may not write (a `sudo` run made it root's): doctor
+    said `spool empty` while every hook write that met a stopped service was lost (the model
+    told `could NOT store this`). It says so before a hook meets it."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        doctor = run_cli(tmp_path, "doctor", preexec=as_anyone,
+                         MEMORY_PLUGIN_URL="http://127.0.0.1:9")
+        assert f"CANNOT SPOOL: this user may not write {folder}: a write the service cannot " \
+               f"take now is not kept" in doctor.stdout, doctor.stdout
+    finally:
+        folder.chmod(0o700)
+    doctor = run_cli(tmp_path, "doctor", preexec=as_anyone, MEMORY_PLUGIN_URL="http://127.0.0.1:9")
+    assert "CANNOT SPOOL" not in doctor.stdout and "spool     empty" in doctor.stdout

@@ -201,6 +201,21 @@ def blocked(folder: Path) -> str | None:
     return None
 
 
+def unwritable(folder: Path) -> str | None:
+    """Why a write could not be spooled in `folder` now (this user may not write it, or the
+    nearest folder above it that exists, which appending would create it in), else None:
+    what `memory-mcp doctor` shows before a hook meets it."""
+    place = folder
+    while not place.is_dir():
+        if place.exists() or place.parent == place:  # a file in the way: appending says so
+            return None
+        place = place.parent
+    if os.access(place, os.W_OK | os.X_OK):
+        return None
+    return (f"this user may not write {place}: a write the service cannot take now is not "
+            "kept (the hook tells the model it was not stored); " + _STUCK_ADVICE)
+
+
 def depth(folder: Path) -> Depth:
     """How many writes wait, since when, and how many were refused."""
     files = pending(folder)

@@ -273,6 +273,7 @@ def spool_report(settings: Settings) -> dict[str, Any]:
     slow = backoff.slow(settings.backoff_path, url)
     return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,
             "rejected": depth.rejected, "blocked": spool.blocked(settings.spool_path),
+            "unwritable": spool.unwritable(settings.spool_path),
             "backoff": None if state is None else {"until": state.until,
                                                    "outcome": state.outcome,
                                                    "detail": state.detail},
@@ -300,6 +301,8 @@ def _spool_lines(info: dict[str, Any]) -> list[str]:
     lines = [line]
     if info["blocked"]:  # neither `spool replay` nor a service run as this user can replay
         lines.append(f"          NOT REPLAYED: {info['blocked']}")
+    elif info.get("unwritable"):  # nothing waits, and nothing could be kept either
+        lines.append(f"          CANNOT SPOOL: {info['unwritable']}")
     if info["backoff"]:
         until = _when(info["backoff"]["until"])
         lines.append(f"back-off  hooks skip the service until {until} "
