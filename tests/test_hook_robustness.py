@@ -848,3 +848,22 @@ def test_a_block_its_escaping_lengthens_past_claude_codes_cap_is_never_cut(
                     if r["session"] == "cap-1"]
     assert report["uids"] and all(uid in context for uid in report["uids"]), report
     assert "stg-3" in context
+
+
+@pytest.mark.parametrize(("prompt", "why"), [
+    ("remember ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "nothing but a redacted secret"),
+    ("remember " + "the build matrix " * 7000, "exceeds the limit of 100000"),
+])
+def test_a_remember_the_service_refuses_tells_the_model_why(service: Service, tmp_path: Path,
+                                                            prompt: str, why: str) -> None:
+    """A "remember" the service refuses (only a secret, over the size limit, a project name it
+    will not take) was logged `refused` and the model told nothing: the user took it as
+    remembered. The model is told it is not, and why."""
+    run = run_hook("claude-code", "UserPromptSubmit",
+                   {"session_id": "r1", "cwd": str(tmp_path), "prompt": prompt},
+                   hook_env(tmp_path, service.url))
+    assert run.returncode == 0
+    told = run.json()["hookSpecificOutput"]["additionalContext"]
+    assert told.startswith("semantic-memory did NOT store this (") and why in told, told
+    assert told.endswith("); it is not remembered.") and len(told) < 400
+    assert hook_log(tmp_path)[-1]["outcome"] == "refused"

@@ -516,7 +516,10 @@ export class MemoryPlugin {
         return;
       }
       if (answer["status"] === "rejected") {
-        action.done("refused", String(answer["reason"] ?? ""));
+        // Told, or the user takes it as remembered (the hooks tell it too).
+        const reason = String(answer["reason"] ?? "");
+        action.done("refused", reason);
+        state.added.push(`semantic-memory did NOT store the user's "remember" message (${reason.slice(0, 300)}); it is not remembered.`);
         return;
       }
       const uid = String(answer["uid"]);

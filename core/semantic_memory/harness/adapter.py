@@ -67,6 +67,8 @@ FLUSH_MAX = 5_000
 
 #: Seconds of a hook's budget a write leaves for spooling when the service does not answer.
 SPOOL_MARGIN_S = 0.15
+#: The most of a refusal's reason the model is told with a "remember" not stored.
+REASON_CHARS = 300
 #: What the model is told of a "remember" kept in the spool: the service down, slow or hung,
 #: or its store refusing writes for now (a read-only role), so not "when it is back".
 WILL_STORE = ("semantic-memory will store this as a memory as soon as its service can take it; "
@@ -591,9 +593,11 @@ class HarnessAdapter:
         if answer is None:
             call.done("spooled", f"remembered in the spool ({call.spool_reason})")
             return self._output(call, WILL_STORE)
-        if answer.get("status") == "rejected":
-            call.done("refused", str(answer.get("reason", "")))
-            return ""
+        if answer.get("status") == "rejected":  # told, or the user takes it as remembered
+            reason = str(answer.get("reason", ""))
+            call.done("refused", reason)
+            return self._output(call, f"semantic-memory did NOT store this ({reason[:REASON_CHARS]}"
+                                      "); it is not remembered.")
         call.done("stored", f"remembered ({answer.get('status')} {answer.get('uid')})")
         return self._output(
             call, f"semantic-memory stored this as a memory (uid {answer.get('uid')}); "
