@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, TypeVar
 
+from .path_settings import path_problem
+
 
 class ConfigError(ValueError):
     """A `MEMORY_*` variable holds a value that cannot be used."""
@@ -278,13 +280,10 @@ class Settings(SettingsSection):
         return cls.from_env(self.env)
 
     def validate(self) -> None:
-        # Every process must find the same files: a relative path is read against each one's
-        # working folder, and a hook's is the agent's repository (its spool, holding text
-        # not yet redacted, would land there, where the service never replays it).
         for name, path in (("MEMORY_DB_PATH", self.db_path),
                            ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
-            if path and path.lower() != "off" and not Path(path).expanduser().is_absolute():
-                raise ConfigError(f"{name} must be an absolute path (~/… is fine), not {path!r}")
+            if (problem := path_problem(name, path)) is not None:
+                raise ConfigError(problem)
         if not self.db_url:
             _check_sqlite_path(self.db_path)
         if self.db_url and "://" not in self.db_url:  # never echoed: it may hold a password
@@ -389,16 +388,23 @@ _LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
 #: path in 512 bytes, and the journal's name adds `-journal` (measured: 504 opens, 505 is
 #: "unable to open database file").
 SQLITE_MAX_PATH = 504
+#: The longest db file name (bytes): 255, a file name's most, less SQLite's `-journal`.
+MAX_DB_NAME = 255 - len("-journal")
 
 
 def _check_sqlite_path(db_path: str) -> None:
     """ConfigError when SQLite could not open `db_path` for its length: said at once, in
     words, rather than as `unable to open database file` when the store opens."""
-    size = len(os.fsencode(os.path.realpath(os.path.expanduser(db_path))))
-    if size > SQLITE_MAX_PATH:
-        raise ConfigError(f"MEMORY_DB_PATH is {size} bytes long (as an absolute path, links "
-                          f"resolved); SQLite opens at most {SQLITE_MAX_PATH}: choose a "
+    real = os.fsencode(os.path.realpath(os.path.expanduser(db_path)))
+    if len(real) > SQLITE_MAX_PATH:
+        raise ConfigError(f"MEMORY_DB_PATH is {len(real)} bytes long (as an absolute path, "
+                          f"links resolved); SQLite opens at most {SQLITE_MAX_PATH}: choose a "
                           "shorter path")
+    name = os.path.basename(real)
+    if len(name) > MAX_DB_NAME:  # the file fits, its `-journal` or `-wal` would not
+        raise ConfigError(f"MEMORY_DB_PATH's file name is {len(name)} bytes long; with the "
+                          f"'-journal' SQLite adds to it, at most {MAX_DB_NAME} fit a folder: "
+                          "choose a shorter name")
 
 
 def _is_host_name(text: str) -> bool:

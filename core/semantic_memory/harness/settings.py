@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from ..path_settings import path_problem
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -143,13 +145,10 @@ class HookSettings:
     def validate(self) -> None:
         """`Settings.validate`'s checks of these fields, with its messages; and the service
         URL, which only hooks use: one they cannot send to would cost every write."""
-        # A relative path is read against the agent's repository: the spool (text not yet
-        # redacted) would land there, where the service never replays it.
         for name, path in (("MEMORY_DB_PATH", self.db_path),
                            ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
-            if path and path.lower() != "off" and not os.path.isabs(os.path.expanduser(path)):
-                raise SettingsError(f"{name} must be an absolute path (~/… is fine), "
-                                    f"not {path!r}")
+            if (problem := path_problem(name, path)) is not None:
+                raise SettingsError(problem)
         if self.plugin_url:
             from .urls import split_url
 
