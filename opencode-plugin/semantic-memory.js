@@ -1221,40 +1221,142 @@ function record(path, entry2) {
 }
 
 // src/project.ts
+import { createHash } from "node:crypto";
 import { readFileSync as readFileSync4, realpathSync as realpathSync2, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
 var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
+var MAX_PROJECT_CHARS2 = 256;
+var HASH_CHARS = 8;
 function detectProject(cwd) {
-  const start = resolvePath2(cwd);
+  return bounded(detected(cwd));
+}
+function detected(cwd) {
+  const start = realPath2(expandUser(cwd));
   const [top, gitDir] = findRepository(start);
   if (top !== null && gitDir !== null) {
     const remote = remoteUrl(gitDir);
     const named = remote ? normaliseRemote(fromTop(remote, top)) : "";
     if (strip(named)) return named;
+    const main = mainCheckout(gitDir);
+    if (main !== null) return main;
   }
-  const folder = top ?? start;
+  const folder = nameText(top ?? start);
   const name = basename2(folder);
   return strip(name) ? name : strip(folder);
+}
+function mainCheckout(gitDir) {
+  const common = commonDir(gitDir);
+  if (common === null) return null;
+  let folder = nameText(common);
+  if (basename2(folder) === ".git") folder = dirname5(folder);
+  let name = basename2(folder);
+  if (name.endsWith(".git") && name !== ".git") name = name.slice(0, -".git".length);
+  return strip(name) ? name : strip(folder) || null;
+}
+function bounded(name) {
+  const composed = name.normalize("NFC");
+  if (length(composed) <= MAX_PROJECT_CHARS2) return length(name) <= MAX_PROJECT_CHARS2 ? name : composed;
+  const digest = createHash("sha256").update(composed, "utf8").digest("hex").slice(0, HASH_CHARS);
+  const chars = Array.from(composed);
+  let tail = chars.slice(chars.length - (MAX_PROJECT_CHARS2 - 2 - HASH_CHARS)).join("");
+  const slash = tail.indexOf("/");
+  if (slash >= 0) tail = tail.slice(slash);
+  const short = `\u2026${strip(tail)}~${digest}`;
+  return looksLikeRemote(short) ? `\u2026~${digest}` : short;
+}
+function looksLikeRemote(name) {
+  if (name.includes("://") || name.replace(/\/+$/, "").endsWith(".git")) return true;
+  const at = name.indexOf("@");
+  return at > 0 && !name.slice(0, at).includes("/") && hostAndPath(name, at + 1);
+}
+function hostAndPath(url, start) {
+  let end = start;
+  while (end < url.length && url[end] !== ":" && url[end] !== "/") end++;
+  if (end === start || end === url.length || url[end] !== ":" || url.startsWith("//", end + 1)) return false;
+  let rest = url.slice(end + 1);
+  if (rest.endsWith("\n")) rest = rest.slice(0, -1);
+  return rest !== "" && !rest.includes("\n");
 }
 function fromTop(remote, top) {
   const path = localPath(remote);
   if (!path || isAbsolute(path) || path.startsWith("~")) return remote;
-  return resolve(top, path);
+  return resolve(nameText(top), path);
 }
 function resolvePath2(path) {
-  const expanded = path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
-  const absolute = resolve(expanded);
+  return nameText(realPath2(expandUser(path)));
+}
+function expandUser(path) {
+  return path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
+}
+function realPath2(path) {
+  const absolute = resolve(path);
   try {
-    return realpathSync2(absolute);
+    return fsdecode(realpathSync2(fsPath(absolute), { encoding: "buffer" }));
   } catch {
     const parent = dirname5(absolute);
-    return parent === absolute ? absolute : join4(resolvePath2(parent), basename2(absolute));
+    return parent === absolute ? absolute : join4(realPath2(parent), basename2(absolute));
   }
+}
+function nameText(name) {
+  return ESCAPED.test(name) ? fsPath(name).toString("utf8") : name;
+}
+var ESCAPED = /(?<![\ud800-\udbff])[\udc80-\udcff]/;
+function fsdecode(bytes) {
+  let out = "";
+  let from = 0;
+  let at = 0;
+  while (at < bytes.length) {
+    const size = sequence(bytes, at);
+    if (size > 0) {
+      at += size;
+      continue;
+    }
+    out += Buffer.from(bytes.subarray(from, at)).toString("utf8") + String.fromCharCode(56320 + bytes[at]);
+    from = ++at;
+  }
+  return out + Buffer.from(bytes.subarray(from)).toString("utf8");
+}
+function sequence(bytes, at) {
+  const first = bytes[at];
+  if (first < 128) return 1;
+  let size;
+  let low = 128;
+  let high = 191;
+  if (first >= 194 && first <= 223) size = 2;
+  else if (first >= 224 && first <= 239) {
+    size = 3;
+    if (first === 224) low = 160;
+    if (first === 237) high = 159;
+  } else if (first >= 240 && first <= 244) {
+    size = 4;
+    if (first === 240) low = 144;
+    if (first === 244) high = 143;
+  } else return 0;
+  for (let next = 1; next < size; next++) {
+    const byte = bytes[at + next];
+    if (byte === void 0 || byte < (next === 1 ? low : 128) || byte > (next === 1 ? high : 191)) return 0;
+  }
+  return size;
+}
+function fsPath(path) {
+  if (!ESCAPED.test(path)) return Buffer.from(path, "utf8");
+  const parts = [];
+  let from = 0;
+  for (let at = 0; at < path.length; at++) {
+    const unit = path.charCodeAt(at);
+    const previous = at > 0 ? path.charCodeAt(at - 1) : 0;
+    if (unit >= 56448 && unit <= 56575 && !(previous >= 55296 && previous <= 56319)) {
+      parts.push(Buffer.from(path.slice(from, at), "utf8"), Buffer.from([unit - 56320]));
+      from = at + 1;
+    }
+  }
+  parts.push(Buffer.from(path.slice(from), "utf8"));
+  return Buffer.concat(parts);
 }
 function kind(path) {
   try {
-    const stat = statSync3(path);
+    const stat = statSync3(fsPath(path));
     return stat.isDirectory() ? "dir" : stat.isFile() ? "file" : null;
   } catch {
     return null;
@@ -1266,15 +1368,10 @@ function findRepository(start) {
     const found = kind(dotGit);
     if (found === "dir") return [folder, dotGit];
     if (found === "file") {
-      let text2;
-      try {
-        text2 = readFileSync4(dotGit, "utf8").trim();
-      } catch {
-        return [folder, null];
-      }
-      if (text2.startsWith("gitdir:")) {
-        const target = text2.slice("gitdir:".length).trim();
-        return [folder, resolvePath2(isAbsolute(target) ? target : join4(folder, target))];
+      const text2 = readPathFile(dotGit);
+      if (text2 !== null && text2.startsWith("gitdir:")) {
+        const target = strip(text2.slice("gitdir:".length));
+        return [folder, realPath2(isAbsolute(target) ? target : join4(folder, target))];
       }
       return [folder, null];
     }
@@ -1282,12 +1379,7 @@ function findRepository(start) {
   }
 }
 function remoteUrl(gitDir) {
-  let common = gitDir;
-  try {
-    const pointer = readFileSync4(join4(gitDir, "commondir"), "utf8").trim();
-    common = resolvePath2(resolve(gitDir, pointer));
-  } catch {
-  }
+  const common = commonDir(gitDir) ?? gitDir;
   const sections = readConfig(join4(common, "config"));
   if (sections === null) return null;
   const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
@@ -1298,10 +1390,28 @@ function remoteUrl(gitDir) {
   }
   return null;
 }
+function commonDir(gitDir) {
+  const pointer = readPathFile(join4(gitDir, "commondir"));
+  return pointer ? realPath2(resolve(gitDir, pointer)) : null;
+}
+var BLANK_BYTES = /* @__PURE__ */ new Set([32, 9, 10, 11, 12, 13]);
+function readPathFile(path) {
+  let bytes;
+  try {
+    bytes = readFileSync4(fsPath(path));
+  } catch {
+    return null;
+  }
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && BLANK_BYTES.has(bytes[start])) start++;
+  while (end > start && BLANK_BYTES.has(bytes[end - 1])) end--;
+  return fsdecode(bytes.subarray(start, end));
+}
 function readConfig(path) {
   let text2;
   try {
-    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync4(path));
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync4(fsPath(path)));
   } catch {
     return null;
   }
@@ -1475,7 +1585,7 @@ function removeSuffix(text2, suffix) {
 // src/repoconfig.ts
 import { readFileSync as readFileSync5, statSync as statSync4 } from "node:fs";
 import { dirname as dirname6, isAbsolute as isAbsolute2, join as join5 } from "node:path";
-var MAX_PROJECT_CHARS2 = 256;
+var MAX_PROJECT_CHARS3 = 256;
 var FILE_NAME = ".semantic-memory.toml";
 var MAX_BYTES = 64 * 1024;
 var MAX_APPROVALS_BYTES = 4 * 1024 * 1024;
@@ -1512,12 +1622,12 @@ function loadRepoConfig(cwd, approvals = null) {
   }
 }
 function allowed(name, path, cwd, approvals) {
-  let detected = null;
+  let detected2 = null;
   try {
-    detected = detectProject(cwd);
+    detected2 = detectProject(cwd);
   } catch {
   }
-  if (name === detected) return true;
+  if (name === detected2) return true;
   return approvals !== null && allowedNames(approvals).get(path) === name;
 }
 function allowedNames(approvals) {
@@ -1576,7 +1686,7 @@ function parseRepoConfig(text2) {
 }
 function projectName2(name) {
   if (!name) return null;
-  if ([...name].length > MAX_PROJECT_CHARS2) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS2} characters`);
+  if ([...name].length > MAX_PROJECT_CHARS3) throw new Error(`project.name must be 1..${MAX_PROJECT_CHARS3} characters`);
   if (/[\n\r\t\0]/.test(name)) throw new Error("project.name must be one line (no newline, tab or NUL)");
   if (stripPrivate(name) !== name) throw new Error("project.name must not hold <private> text");
   return name;
@@ -2182,7 +2292,9 @@ ${query}`;
         return;
       }
       if (answer["status"] === "rejected") {
-        action.done("refused", String(answer["reason"] ?? ""));
+        const reason = String(answer["reason"] ?? "");
+        action.done("refused", reason);
+        state.added.push(`semantic-memory did NOT store the user's "remember" message (${reason.slice(0, 300)}); it is not remembered.`);
         return;
       }
       const uid = String(answer["uid"]);

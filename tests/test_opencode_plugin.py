@@ -113,9 +113,17 @@ def repo(path: Path, *remotes: tuple[str, str]) -> Path:
     return path
 
 
+def long_gitlab_url(top: str) -> str:
+    """A remote whose project name is over the service's 256 characters."""
+    return f"https://gitlab.com/{top}/" + "/".join(f"subgroup-{i}" for i in range(30)) + "/app"
+
+
 def test_project_names_match_the_python_rule(tmp_path: Path) -> None:
     """For each kind of checkout the TypeScript rule names the project exactly as Python's
-    detect_project does."""
+    detect_project does: worktrees of a repository without a remote (its main checkout's
+    name, a bare repository's without `.git`), names over the service's limit (tail + hash,
+    composed, never read as a remote), folders whose names are not UTF-8 (U+FFFD, the git
+    dir found through the `.git` file's own bytes)."""
     https = repo(tmp_path / "https", ("origin", "https://github.com/Acme/Web.git"))
     scp = repo(tmp_path / "scp", ("upstream", "git@gitlab.example:team/api.git"),
                ("origin", "git@github.com:Acme/api.git"))
@@ -123,8 +131,7 @@ def test_project_names_match_the_python_rule(tmp_path: Path) -> None:
     local = repo(tmp_path / "no-remote")
     (local / "src" / "deep").mkdir(parents=True)
     (https / "packages" / "ui").mkdir(parents=True)
-    git(https, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty",
-        "-m", "init")
+    commit(https)
     worktree = tmp_path / "wt"
     git(https, "worktree", "add", "-q", str(worktree))
     (tmp_path / "plain" / "folder").mkdir(parents=True)
@@ -135,15 +142,55 @@ def test_project_names_match_the_python_rule(tmp_path: Path) -> None:
     broken = repo(tmp_path / "bare-key")
     with open(broken / ".git" / "config", "a") as config:  # configparser refuses it
         config.write('[remote "origin"]\n\turl = https://example.org/z.git\n\tbare\n')
+    # a worktree of a repository without a remote, and of a bare one (`app.git`)
+    commit(local)
+    git(local, "worktree", "add", "-q", str(tmp_path / "no-remote-feature"))
+    bare = tmp_path / "app.git"
+    git(tmp_path, "clone", "-q", "--bare", str(local), str(bare))
+    git(bare, "remote", "remove", "origin")
+    git(bare, "worktree", "add", "-q", "-b", "one", str(tmp_path / "bare-one"))
+    # names over the limit: two that end alike, one that only fits composed, one whose tail
+    # reads as an scp-like remote
+    acme = repo(tmp_path / "long-acme", ("origin", long_gitlab_url("Acme")))
+    umbrella = repo(tmp_path / "long-umbrella", ("origin", long_gitlab_url("umbrella")))
+    composed = repo(tmp_path / "composed",
+                    ("origin", "https://example.org/" + "e\u0301" * 150 + "/app.git"))
+    scp_tail = repo(tmp_path / "scp-tail",
+                    ("origin", "https://example.org/" + "a" * 300 + "x@host:pp"))
+    # a folder not UTF-8: as Node spells it (U+FFFD) and as Python does (escaped bytes); a
+    # worktree whose main checkout (no remote) and one whose remote's repository is under it
+    latin1 = tmp_path / os.fsdecode(b"caf\xe9 repo")
+    latin1_main = repo(latin1 / "main")
+    commit(latin1_main)
+    git(latin1_main, "worktree", "add", "-q", str(tmp_path / "latin1-feature"))
+    latin1_remote = repo(latin1 / "app", ("origin", "https://github.com/Acme/App.git"))
+    commit(latin1_remote)
+    git(latin1_remote, "worktree", "add", "-q", str(tmp_path / "latin1-remote-feature"))
 
     folders = [https, https / "packages" / "ui", scp, other, local, local / "src" / "deep",
-               worktree, tmp_path / "plain" / "folder", odd, broken, tmp_path / "missing"]
+               worktree, tmp_path / "plain" / "folder", odd, broken, tmp_path / "missing",
+               tmp_path / "no-remote-feature", tmp_path / "bare-one", acme, umbrella, composed,
+               scp_tail, latin1, tmp_path / "caf\ufffd repo", latin1_main,
+               tmp_path / "latin1-feature", tmp_path / "latin1-remote-feature"]
     expected = [detect_project(folder) for folder in folders]
     # GitHub's names are caseless: lower case, as every clone's spelling agrees
     assert expected[:4] == ["github.com/acme/web", "github.com/acme/web", "github.com/acme/api",
                             "host.example/me/tool"]
     assert expected[4:6] == ["no-remote", "no-remote"] and expected[6] == "github.com/acme/web"
+    assert expected[11:13] == ["no-remote", "app"]
+    long_acme, long_umbrella = expected[13:15]
+    assert len(long_acme) <= 256 and long_acme[:-8].endswith("/subgroup-29/app~")
+    assert long_acme != long_umbrella and long_acme[:-8] == long_umbrella[:-8]
+    assert expected[15] == unicodedata.normalize("NFC", "example.org/" + "e\u0301" * 150 + "/app")
+    assert expected[16].startswith("\u2026~") and len(expected[16]) == 10
+    assert expected[17:21] == ["caf\ufffd repo", "caf\ufffd repo", "main", "main"]
+    assert expected[21] == "github.com/acme/app"
     assert node_eval("detectProject", [[str(f)] for f in folders]) == expected
+
+
+def commit(path: Path) -> None:
+    git(path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty",
+        "-m", "init")
 
 
 TEXTS = [

@@ -6,33 +6,113 @@
  * (worktrees and submodules included), without running git, and taken as git takes it: section
  * names in any case, a value's quotes and trailing comment, a shorthand's
  * `url.<base>.insteadOf`, a relative local remote from the repository's top folder.
+ *
+ * A detected name is always one the service takes (project.py `name_text`, `bounded`): valid
+ * text, bytes of a folder's name that are not UTF-8 read as U+FFFD, and at most
+ * MAX_PROJECT_CHARS long. A worktree without a remote is named after its main checkout.
+ *
+ * Paths are spelled as Python's `os.fsdecode` spells them: a byte that is not UTF-8 is the lone
+ * surrogate U+DC80..U+DCFF (`fsdecode`), turned back into that byte for the file system
+ * (`fsPath`), so a checkout under a folder whose name is not UTF-8 is found as Python finds it.
  */
 
+import { createHash } from "node:crypto";
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { strip } from "./text.js";
+import { length, strip } from "./text.js";
 
 // git@host:owner/repo.git (project.py _SCP_LIKE)
 const SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
 
+/** The most characters (code points, as sent and once composed) the service takes in a
+ * project name (limits.py `MAX_PROJECT_CHARS`). */
+export const MAX_PROJECT_CHARS = 256;
+/** How a name too long for the service is shortened: `…` + its tail + `~` + this many hex
+ * digits of the SHA-256 of the whole name (project.py `HASH_CHARS`). */
+const HASH_CHARS = 8;
+
 /**
- * The project for a working directory. A folder without a name (the filesystem root `/`, a
- * name of blanks, which the service would strip to nothing) is named by its path: without a
- * project, recall there would reach every project and what is remembered there would be
- * global.
+ * The project for a working directory: normalised remote URL, else the repository's top-level
+ * folder name (a worktree's: its main checkout's, `mainCheckout`), else the folder's own name.
+ * A folder without a name (the filesystem root `/`, a name of blanks, which the service would
+ * strip to nothing) is named by its path: without a project, recall there would reach every
+ * project and what is remembered there would be global. Always valid text, short enough for
+ * the service (`nameText`, `bounded`), as the Python hooks name it.
  */
 export function detectProject(cwd: string): string {
-  const start = resolvePath(cwd);
+  return bounded(detected(cwd));
+}
+
+/** `detectProject` before `bounded` (project.py `_detected`). */
+function detected(cwd: string): string {
+  const start = realPath(expandUser(cwd));
   const [top, gitDir] = findRepository(start);
   if (top !== null && gitDir !== null) {
     const remote = remoteUrl(gitDir);
     const named = remote ? normaliseRemote(fromTop(remote, top)) : "";
     if (strip(named)) return named; // not `https:///`
+    const main = mainCheckout(gitDir);
+    if (main !== null) return main;
   }
-  const folder = top ?? start;
+  const folder = nameText(top ?? start);
   const name = basename(folder);
   return strip(name) ? name : strip(folder);
+}
+
+/**
+ * The name of a linked worktree's repository: its main checkout's folder (the common git dir's
+ * parent, as `git worktree list` finds it), or a bare repository's own (`app.git` is `app`, as
+ * a remote to it is named); null for any other checkout (project.py `_main_checkout`). Every
+ * worktree of a repository without a remote is then one project with its main checkout.
+ */
+function mainCheckout(gitDir: string): string | null {
+  const common = commonDir(gitDir);
+  if (common === null) return null;
+  let folder = nameText(common);
+  if (basename(folder) === ".git") folder = dirname(folder);
+  let name = basename(folder);
+  if (name.endsWith(".git") && name !== ".git") name = name.slice(0, -".git".length);
+  return strip(name) ? name : strip(folder) || null;
+}
+
+/**
+ * `name` if the service takes it (at most MAX_PROJECT_CHARS code points as sent and once
+ * composed, NFC, as the service composes it), else `…<tail>~<hash>`: its last characters, from
+ * the first `/` among them where there is one, and a short hash of the whole (composed) name,
+ * so two long names that end alike stay two projects and one name is always shortened alike.
+ * A name that would then read as a remote's address is `…~<hash>` (project.py `bounded`).
+ */
+export function bounded(name: string): string {
+  const composed = name.normalize("NFC");
+  if (length(composed) <= MAX_PROJECT_CHARS) return length(name) <= MAX_PROJECT_CHARS ? name : composed;
+  // (no lone surrogate reaches here: `nameText` and the config's strict UTF-8 leave none)
+  const digest = createHash("sha256").update(composed, "utf8").digest("hex").slice(0, HASH_CHARS);
+  const chars = Array.from(composed); // code points, as Python slices
+  let tail = chars.slice(chars.length - (MAX_PROJECT_CHARS - 2 - HASH_CHARS)).join("");
+  const slash = tail.indexOf("/");
+  if (slash >= 0) tail = tail.slice(slash); // from a component's start
+  const short = `\u2026${strip(tail)}~${digest}`;
+  // never read as a remote's address (`…x@host:path`), which the service would rename
+  return looksLikeRemote(short) ? `\u2026~${digest}` : short;
+}
+
+/** Whether a name is a remote's address rather than a name: it has a scheme, is scp-like with
+ * a user (`git@host:owner/repo`), or ends in `.git` (remotes.py `looks_like_remote`). */
+function looksLikeRemote(name: string): boolean {
+  if (name.includes("://") || name.replace(/\/+$/, "").endsWith(".git")) return true;
+  const at = name.indexOf("@");
+  return at > 0 && !name.slice(0, at).includes("/") && hostAndPath(name, at + 1);
+}
+
+/** Whether `([^:/]+):(?!//)(.+)$` matches `url` at `start` (remotes.py `_host_and_path`). */
+function hostAndPath(url: string, start: number): boolean {
+  let end = start;
+  while (end < url.length && url[end] !== ":" && url[end] !== "/") end++;
+  if (end === start || end === url.length || url[end] !== ":" || url.startsWith("//", end + 1)) return false;
+  let rest = url.slice(end + 1);
+  if (rest.endsWith("\n")) rest = rest.slice(0, -1); // `$` matches before a final newline
+  return rest !== "" && !rest.includes("\n");
 }
 
 /**
@@ -43,25 +123,105 @@ export function detectProject(cwd: string): string {
 function fromTop(remote: string, top: string): string {
   const path = localPath(remote);
   if (!path || isAbsolute(path) || path.startsWith("~")) return remote;
-  return resolve(top, path);
+  return resolve(nameText(top), path); // both as text, as `path` is
 }
 
-/** `Path(p).expanduser().resolve()`: absolute, symlinks resolved as far as the path exists. */
+/** `Path(p).expanduser().resolve()` as text (`nameText`): absolute, symlinks resolved as far
+ * as the path exists. */
 export function resolvePath(path: string): string {
-  const expanded = path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
-  const absolute = resolve(expanded);
+  return nameText(realPath(expandUser(path)));
+}
+
+/** `os.path.expanduser(p)` for the user's own home (`~`, `~/…`). */
+function expandUser(path: string): string {
+  return path === "~" || path.startsWith("~/") ? join(homedir(), path.slice(1)) : path;
+}
+
+/** `os.path.realpath(p)`: absolute, symlinks resolved as far as the path exists, spelled as
+ * `fsdecode` spells the file system's bytes. */
+function realPath(path: string): string {
+  const absolute = resolve(path);
   try {
-    return realpathSync(absolute);
+    return fsdecode(realpathSync(fsPath(absolute), { encoding: "buffer" }));
   } catch {
     // Resolve the part that exists, keep the rest as written (what Python's resolve does).
     const parent = dirname(absolute);
-    return parent === absolute ? absolute : join(resolvePath(parent), basename(absolute));
+    return parent === absolute ? absolute : join(realPath(parent), basename(absolute));
   }
+}
+
+/** A name read from the file system as text: each byte that is not UTF-8 (a `fsdecode` escape)
+ * read as U+FFFD, as Node reads such a name (project.py `name_text`). */
+export function nameText(name: string): string {
+  return ESCAPED.test(name) ? fsPath(name).toString("utf8") : name;
+}
+
+/** A lone surrogate U+DC80..U+DCFF: a byte `fsdecode` could not read as UTF-8. */
+const ESCAPED = /(?<![\ud800-\udbff])[\udc80-\udcff]/;
+
+/** Bytes as Python's `os.fsdecode` reads them: UTF-8, each byte of a sequence that is not
+ * well-formed UTF-8 (surrogates included) as U+DC00 + the byte (`surrogateescape`). */
+export function fsdecode(bytes: Uint8Array): string {
+  let out = "";
+  let from = 0; // start of the well-formed run not yet decoded
+  let at = 0;
+  while (at < bytes.length) {
+    const size = sequence(bytes, at);
+    if (size > 0) {
+      at += size;
+      continue;
+    }
+    out += Buffer.from(bytes.subarray(from, at)).toString("utf8") + String.fromCharCode(0xdc00 + (bytes[at] as number));
+    from = ++at;
+  }
+  return out + Buffer.from(bytes.subarray(from)).toString("utf8");
+}
+
+/** The length of the well-formed UTF-8 sequence at `at` (Unicode's table 3-7), else 0. */
+function sequence(bytes: Uint8Array, at: number): number {
+  const first = bytes[at] as number;
+  if (first < 0x80) return 1;
+  let size: number;
+  let low = 0x80;
+  let high = 0xbf;
+  if (first >= 0xc2 && first <= 0xdf) size = 2;
+  else if (first >= 0xe0 && first <= 0xef) {
+    size = 3;
+    if (first === 0xe0) low = 0xa0;
+    if (first === 0xed) high = 0x9f; // no surrogates
+  } else if (first >= 0xf0 && first <= 0xf4) {
+    size = 4;
+    if (first === 0xf0) low = 0x90;
+    if (first === 0xf4) high = 0x8f;
+  } else return 0;
+  for (let next = 1; next < size; next++) {
+    const byte = bytes[at + next];
+    if (byte === undefined || byte < (next === 1 ? low : 0x80) || byte > (next === 1 ? high : 0xbf)) return 0;
+  }
+  return size;
+}
+
+/** A path as the file system's bytes (Python's `os.fsencode`): each `fsdecode` escape back to
+ * its byte, the rest UTF-8. */
+function fsPath(path: string): Buffer {
+  if (!ESCAPED.test(path)) return Buffer.from(path, "utf8");
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (let at = 0; at < path.length; at++) {
+    const unit = path.charCodeAt(at);
+    const previous = at > 0 ? path.charCodeAt(at - 1) : 0;
+    if (unit >= 0xdc80 && unit <= 0xdcff && !(previous >= 0xd800 && previous <= 0xdbff)) {
+      parts.push(Buffer.from(path.slice(from, at), "utf8"), Buffer.from([unit - 0xdc00]));
+      from = at + 1;
+    }
+  }
+  parts.push(Buffer.from(path.slice(from), "utf8"));
+  return Buffer.concat(parts);
 }
 
 function kind(path: string): "dir" | "file" | null {
   try {
-    const stat = statSync(path);
+    const stat = statSync(fsPath(path));
     return stat.isDirectory() ? "dir" : stat.isFile() ? "file" : null;
   } catch {
     return null;
@@ -76,15 +236,10 @@ export function findRepository(start: string): [string | null, string | null] {
     if (found === "dir") return [folder, dotGit];
     if (found === "file") {
       // A worktree or submodule: "gitdir: <path>".
-      let text: string;
-      try {
-        text = readFileSync(dotGit, "utf8").trim();
-      } catch {
-        return [folder, null];
-      }
-      if (text.startsWith("gitdir:")) {
-        const target = text.slice("gitdir:".length).trim();
-        return [folder, resolvePath(isAbsolute(target) ? target : join(folder, target))];
+      const text = readPathFile(dotGit);
+      if (text !== null && text.startsWith("gitdir:")) {
+        const target = strip(text.slice("gitdir:".length));
+        return [folder, realPath(isAbsolute(target) ? target : join(folder, target))];
       }
       return [folder, null];
     }
@@ -95,14 +250,8 @@ export function findRepository(start: string): [string | null, string | null] {
 /** The `origin` remote's URL (else the first remote's) from the repository's config, as git
  * reads it. */
 export function remoteUrl(gitDir: string): string | null {
-  let common = gitDir;
-  try {
-    // Worktrees keep their config in the main git dir.
-    const pointer = readFileSync(join(gitDir, "commondir"), "utf8").trim();
-    common = resolvePath(resolve(gitDir, pointer));
-  } catch {
-    // not a worktree
-  }
+  // Worktrees keep their config in the main git dir.
+  const common = commonDir(gitDir) ?? gitDir;
   const sections = readConfig(join(common, "config"));
   if (sections === null) return null;
   const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
@@ -114,13 +263,40 @@ export function remoteUrl(gitDir: string): string | null {
   return null;
 }
 
+/** The main git dir a linked worktree's git dir names in its `commondir` file, else null (a
+ * main checkout, a submodule) (project.py `_common_dir`). */
+function commonDir(gitDir: string): string | null {
+  const pointer = readPathFile(join(gitDir, "commondir"));
+  return pointer ? realPath(resolve(gitDir, pointer)) : null;
+}
+
+/** Python's `bytes.strip()`: ASCII whitespace. */
+const BLANK_BYTES = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
+
+/** The path git wrote in one of its small files (`.git`'s `gitdir:`, `commondir`), stripped;
+ * null when it cannot be read. Read as the file system's bytes (`fsdecode`), not as UTF-8: a
+ * checkout under a folder whose name is not UTF-8 is found all the same. */
+function readPathFile(path: string): string | null {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(fsPath(path));
+  } catch {
+    return null;
+  }
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && BLANK_BYTES.has(bytes[start] as number)) start++;
+  while (end > start && BLANK_BYTES.has(bytes[end - 1] as number)) end--;
+  return fsdecode(bytes.subarray(start, end));
+}
+
 /** section -> key -> first value of a git config file, sections named as git names them
  * (`gitSection`); null when it cannot be read (project.py `_read_config`). */
 function readConfig(path: string): Map<string, Map<string, string>> | null {
   let text: string;
   try {
     // Strict UTF-8, as Python reads it: a file that is not gives no remote.
-    text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(path));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync(fsPath(path)));
   } catch {
     return null; // missing (Python's parser.read skips it) or not UTF-8
   }
