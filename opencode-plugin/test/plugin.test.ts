@@ -232,6 +232,15 @@ describe("against a live service", () => {
       "it does not need to be stored again.");
   });
 
+  test("a 'remember …' the service refuses tells the model it is not remembered, and why", async () => {
+    const session = new Session(plugin());
+    await session.prompt("remember ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
+    const system = await session.modelCall();
+    assert.match(system[1] ?? "", /^semantic-memory did NOT store the user's "remember" message \(content: nothing but a redacted secret is left.*\); it is not remembered\.$/);
+    const [line] = hookLog(dir).filter((e) => e["outcome"] === "refused");
+    assert.ok(line, "the refusal is logged");
+  });
+
   test("a 'remember …?' question is recalled for, not stored", async () => {
     const chosen = "We chose port 6380 for the Redis of the billing service";
     await store(service.url, chosen, PROJECT);
