@@ -50,23 +50,44 @@ ORDER_SLACK = 1e-6
 SLOW_SHARE = 0.75
 SLOW_LOG_EVERY_S = 60.0
 
-#: When the caller of the recalls made in this context must have its answer, less the time
-#: the service needs after the searches (a `time.monotonic()` value; None: no such limit).
-_caller_until: ContextVar[float | None] = ContextVar("semantic_memory_caller_until",
-                                                     default=None)
+@dataclass(frozen=True)
+class RecallWindow:
+    """A recall the service answers (REST or MCP), as `service_recall` sets it for this
+    thread: when its request arrived (`started`), when its channel searches must end at the
+    latest (the caller's wait less the time for what follows them; None:
+    MEMORY_CHANNEL_TIMEOUT_S alone) and when its caller must have the answer (`answer_by`;
+    None: the caller said no wait). `time.monotonic()` values. A store that can hold a
+    statement to a time (PostgreSQL's `BoundedConnection`) holds the recall's statements
+    after the searches to it: a statement waiting on a table lock held the answer 5 s past
+    a hook's 1.5 s wait."""
+
+    started: float
+    searches_by: float | None = None
+    answer_by: float | None = None
+
+
+_window: ContextVar[RecallWindow | None] = ContextVar("semantic_memory_recall_window",
+                                                      default=None)
 
 
 @contextmanager
-def searches_until(at: float | None) -> Iterator[None]:
-    """Within: the channel searches of every recall end by `at` (`time.monotonic()`) at the
-    latest, as MEMORY_CHANNEL_TIMEOUT_S holds them, whichever comes first: what the service
-    sets from a hook's remaining budget (X-Memory-Wait-Ms), so a slow channel is left out in
-    time for the others' answer to arrive. None: MEMORY_CHANNEL_TIMEOUT_S alone."""
-    token = _caller_until.set(at)
+def service_recall(started: float, searches_by: float | None = None,
+                   answer_by: float | None = None) -> Iterator[None]:
+    """Within: this thread's recalls are a service's (`RecallWindow`), their channel searches
+    ending by `searches_by` or MEMORY_CHANNEL_TIMEOUT_S, whichever comes first (a hook's
+    remaining budget, X-Memory-Wait-Ms: a slow channel is left out in time for the others'
+    answer to arrive), their answer due by `answer_by`."""
+    token = _window.set(RecallWindow(started, searches_by, answer_by))
     try:
         yield
     finally:
-        _caller_until.reset(token)
+        _window.reset(token)
+
+
+def current_window() -> RecallWindow | None:
+    """The service recall this thread runs (`service_recall`), else None (a command, a
+    script's engine, a worker thread)."""
+    return _window.get()
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,9 @@ class Deadline:
 
     def __str__(self) -> str:
         return f"{round(self.seconds, 2):g} s ({self.why})"
+
+
+NO_DEADLINE = Deadline(math.inf, math.inf, "no limit")
 
 
 class BrokenAnswer(Exception):
@@ -98,12 +122,16 @@ class Failures:
         self._why: dict[str, Exception] = {}
         self._lock = threading.Lock()
         self._settled = False
+        self._recall_failed = False
 
     def add(self, channel: str, why: Exception) -> None:
         with self._lock:
             self._why[channel] = why
-            settled = self._settled
-        if settled:
+            settled, recall_failed = self._settled, self._recall_failed
+        if recall_failed:  # "goes on without it" would contradict the recall's error
+            log.warning("channel %s: search failed (%s), after its recall's deadline",
+                        channel, one_line(why))
+        elif settled:
             _say_failed(channel, why)
 
     def settle(self) -> list[tuple[str, Exception]]:
@@ -111,6 +139,11 @@ class Failures:
         with self._lock:
             self._settled = True
             return list(self._why.items())
+
+    def recall_failed(self) -> None:
+        """The recall ended with an error: a failure after this is said as coming after it."""
+        with self._lock:
+            self._recall_failed = True
 
 
 def _say_failed(channel: str, why: Exception) -> None:
@@ -166,6 +199,10 @@ class Evidence:
     answered: list[Channel] = field(default_factory=list)
     #: the channels whose search failed, and why
     failed: Failures = field(default_factory=Failures)
+    #: when the searches had to answer
+    deadline: Deadline = field(default_factory=lambda: NO_DEADLINE)
+    #: channel -> why it gave no answer by the deadline (still searching, not asked)
+    cut: dict[str, str] = field(default_factory=dict)
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -197,8 +234,9 @@ class Searcher:
     """The search stage: one per engine. It keeps a smoothed search time per channel (to plan
     which runs on the caller's thread) and the threads the others run on, and in the service
     holds every search to the recall's deadline (MEMORY_CHANNEL_TIMEOUT_S, or less when the
-    caller can wait less: `searches_until`): a channel that has not answered by then is left
-    out of the recall, and out of the recalls after it until that search ends."""
+    caller can wait less: `service_recall`): a channel that has not answered by then is left
+    out of the recall, and out of the recalls after it until that search ends. A recall that
+    no channel answered in time is an error, not an empty answer (`_settle`)."""
 
     def __init__(self, store: MemoryStore, settings: Settings, channels: list[Channel],
                  weights: dict[str, float], score_weights: dict[str, float]) -> None:
@@ -226,9 +264,8 @@ class Searcher:
         live = [c for c in self.channels if c.active]
         cheap = [c for c in live if not c.expensive]
         expensive = [c for c in live if c.expensive]
-        evidence = Evidence(keyword=[c.name for c in cheap])
-        found = self._search_at_once(cheap, conn, query, depth, filters, deadline,
-                                     evidence.failed)
+        evidence = Evidence(keyword=[c.name for c in cheap], deadline=deadline)
+        found = self._search_at_once(cheap, conn, query, depth, filters, evidence)
         for channel in cheap:  # a fixed order: ties fuse the same way every time
             evidence.add(channel, found[channel.name])
         if expensive:
@@ -240,20 +277,31 @@ class Searcher:
                     and keyword_leads(self.weights, evidence.keyword, names)):
                 continue
             evidence.add(channel, self._search_at_once(
-                [channel], conn, query, depth, filters, deadline, evidence.failed)[channel.name])
+                [channel], conn, query, depth, filters, evidence)[channel.name])
         evidence.answered = [c for c in expensive if c.name in evidence.rankings]
         self._settle(evidence)
         return evidence
 
     def _settle(self, evidence: Evidence) -> None:
-        """What the failed searches make of the recall: the store's own error when the
-        channels found nothing and one failed on the store's state (its StoreError, or what
-        `MemoryStore.damage` words: a damaged file, a server down, past its deadline or
-        refusing the role), the first such failure, as a later one on the same connection
-        only follows from it (a connection the deadline closed, a transaction aborted);
+        """What the failed and cut-off searches make of the recall: the store's own error
+        when the channels found nothing and one failed on the store's state (its StoreError,
+        or what `MemoryStore.damage` words: a damaged file, a server down, past its deadline
+        or refusing the role), the first such failure, as a later one on the same connection
+        only follows from it (a connection the deadline closed, a transaction aborted); "no
+        channel answered within" the deadline when none answered and one was cut off;
         "every channel's search failed" when none answered; else each failure in the log, as
         the recall goes on without it."""
         failed = evidence.failed.settle()
+        try:
+            self._fail_whole(evidence, failed)
+        except StoreError:
+            evidence.failed.recall_failed()
+            raise
+        for name, why in failed:
+            _say_failed(name, why)
+
+    def _fail_whole(self, evidence: Evidence, failed: list[tuple[str, Exception]]) -> None:
+        """`_settle`'s errors: raises StoreError when the recall cannot answer."""
         if failed and not any(evidence.rankings.values()):
             # A damaged store is not one broken channel: "nothing matched" would hide it
             # behind an empty answer (a CJK-only channel answers every other query empty).
@@ -261,6 +309,15 @@ class Searcher:
                 words = str(exc) if isinstance(exc, StoreError) else self.store.damage(exc)
                 if words is not None:
                     raise StoreError(words) from exc
+        if evidence.cut and not evidence.rankings:
+            # Not "nothing matched": nothing answered in time (a table locked under every
+            # channel, a server that stopped answering, channels stuck), and the searches of
+            # the recalls after it are skipped while the late ones run.
+            why = [f"{name}: {reason}" for name, reason in evidence.cut.items()]
+            why += [f"{name}: {one_line(exc)}" for name, exc in failed]
+            raise StoreError(f"recall failed: no channel answered within the recall's "
+                             f"{evidence.deadline} ({'; '.join(why)}); the store may be "
+                             "locked or not answering, or the channels stuck")
         if failed and not evidence.rankings:
             # Not "nothing matched": nothing could be searched (e.g. the store refused every
             # channel's query). One broken channel is left out; all of them is the store's
@@ -268,8 +325,6 @@ class Searcher:
             raise StoreError("recall failed: every channel's search failed ("
                              + "; ".join(f"{n}: {one_line(why)}" for n, why in failed)
                              + ")") from failed[0][1]
-        for name, why in failed:
-            _say_failed(name, why)
 
     def fuse(self, evidence: Evidence, depth: int) -> tuple[list[Fused], bool]:
         """The fused ranking (best `depth`) and whether it fused by score. Score fusion mixes
@@ -391,19 +446,20 @@ class Searcher:
 
     def _deadline(self) -> Deadline:
         """This search's deadline: MEMORY_CHANNEL_TIMEOUT_S from now (in the service), or what
-        the caller can still wait (`searches_until`) where that comes first."""
+        the caller can still wait (`service_recall`) where that comes first."""
         now, timeout = time.monotonic(), self._timeout()
-        until = _caller_until.get()
+        window = _window.get()
+        until = None if window is None else window.searches_by
         if until is not None and (timeout <= 0 or until < now + timeout):
             return Deadline(until, max(0.0, until - now),
                             "what its caller could still wait, X-Memory-Wait-Ms")
         if timeout > 0:
             return Deadline(now + timeout, timeout, "MEMORY_CHANNEL_TIMEOUT_S")
-        return Deadline(math.inf, math.inf, "no limit")
+        return NO_DEADLINE
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
-        filters: RecallFilters, deadline: Deadline, failed: Failures,
+        filters: RecallFilters, evidence: Evidence,
     ) -> dict[str, list[ChannelHit] | None]:
         """Every channel's hits (None: no answer), searched at the same time, each on its own
         read snapshot (SQLite releases the GIL while it searches; PostgreSQL searches in its
@@ -417,9 +473,15 @@ class Searcher:
         is asked once the channels searched before (the cheap ones, for an expensive one)
         took the deadline, and the log line says so, but for those it may search itself
         (milliseconds, one after another here: a project's recall still brings its global
-        memories)."""
+        memories). Each channel that gives no answer by the deadline is noted in
+        `evidence.cut` (with why), as is one left out while a search of it runs late."""
+        deadline, failed, cut = evidence.deadline, evidence.failed, evidence.cut
         found: dict[str, list[ChannelHit] | None] = {c.name: None for c in channels}
-        runnable = [c for c in channels if c.name not in self._late]
+        late = set(self._late)  # other threads change it as late searches end
+        runnable = [c for c in channels if c.name not in late]
+        for channel in channels:
+            if channel.name in late:
+                cut[channel.name] = "a search of it from an earlier recall still runs"
         bounded = self._bounded(runnable)
         if runnable and time.monotonic() >= deadline.at:  # channels searched before took it
             for channel in runnable:
@@ -427,6 +489,7 @@ class Searcher:
                     found[channel.name] = self._search_here(channel, conn, query, depth,
                                                             filters, failed, deadline)
                 else:
+                    cut[channel.name] = "not searched, the channels before it took the time"
                     log.warning("channel %s: not searched: the channels searched before it "
                                 "took the recall's %s; recall goes on without it",
                                 channel.name, deadline)
@@ -439,7 +502,7 @@ class Searcher:
             found[here.name] = self._search_here(here, conn, query, depth, filters, failed,
                                                  deadline)
         for channel, task in tasks:
-            answer = self._await(channel, task, deadline)
+            answer = self._await(channel, task, deadline, cut)
             if answer is not None:
                 spared, hits = answer
                 found[channel.name] = hits if spared else self._search(
@@ -474,20 +537,23 @@ class Searcher:
             with self._here_lock:
                 self._here[channel.name].pop(number, None)
 
-    def _await(self, channel: Channel, task: Task, deadline: Deadline
+    def _await(self, channel: Channel, task: Task, deadline: Deadline, cut: dict[str, str]
                ) -> tuple[bool, list[ChannelHit] | None] | None:
-        """A worker's answer for `channel` by the deadline, else None (one log line)."""
+        """A worker's answer for `channel` by the deadline, else None (one log line, and why
+        in `cut`)."""
         timeout = None if deadline.at == math.inf else max(0.0, deadline.at - time.monotonic())
         try:
             return task.future.result(timeout=timeout)
         except FutureTimeout:
             pass
         if task.future.cancel():  # never started: every worker was busy
+            cut[channel.name] = "no thread was free to search"
             log.warning("channel %s: no thread was free to search within the recall's %s; "
                         "recall goes on without it", channel.name, deadline)
             return None
         if not self._pool().write_off(task):  # it ended just now
             return task.future.result()
+        cut[channel.name] = "still searching"
         self._late.add(channel.name)
         task.future.add_done_callback(lambda _: self._late.discard(channel.name))
         log.warning("channel %s: search took longer than %s; recall goes on without it until "

@@ -23,6 +23,7 @@ token-gated HTTP maintenance routes, where prompt injection cannot reach it.
 # annotations use a local (the configured content limit).
 import logging
 import shlex
+import time
 from typing import Annotated, Any, Protocol
 
 import anyio
@@ -47,13 +48,14 @@ from ..limits import (
 )
 from ..ingest import edit_version
 from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
+from ..retrieval import service_recall
 from . import threads
 from .instructions import instructions_for
 from .mcp_browse import MEMORY_TEMPLATE, register_browsing
 from .mcp_logging import embedder_fallback
 from .mcp_results import MAX_RESULT_CHARS, fit, redacted_kinds, shown, slim_stats, undo_forget
 from .mcp_server import MemoryMCP
-from .rest import read_filters, recall_item
+from .rest import no_channel_warning, read_filters, recall_item
 
 log = logging.getLogger("semantic_memory.service")
 
@@ -149,9 +151,10 @@ class ToolBackend(Protocol):
 
     async def recall(self, query: str, k: int, filters: RecallFilters, budget_chars: int,
                      block: bool) -> tuple[dict[str, Any], str | None]:
-        """`{"count", "items"[, "block"]}` and a warning for the client's log, if any: the
-        items as /recall gives them (`rest.recall_item`: tags escaped, each cut to
-        `budget_chars`), the block of at most `budget_chars` when `block`."""
+        """`{"count", "items"[, "block"][, "warning"]}` and a warning for the client's log,
+        if any: the items as /recall gives them (`rest.recall_item`: tags escaped, each cut to
+        `budget_chars`), the block of at most `budget_chars` when `block`, and /recall's
+        `warning` when no channel searches (`rest.no_channel_warning`)."""
 
     async def update(self, uid: str, content: str | None, kind: str | None,
                      tags: list[str] | None, project: str | None,
@@ -204,14 +207,17 @@ class EngineBackend:
 
     async def recall(self, query: str, k: int, filters: RecallFilters, budget_chars: int,
                      block: bool) -> tuple[dict[str, Any], str | None]:
-        engine = self.engine
+        engine, arrived = self.engine, time.monotonic()
 
         def work() -> tuple[dict[str, Any], str | None]:
-            hits = engine.recall(query, k, filters)
+            with service_recall(arrived):
+                hits = engine.recall(query, k, filters)
             out: dict[str, Any] = {"count": len(hits), "items": [
                 recall_item(h, budget_chars) for h in hits]}
             if block:
                 out["block"] = engine.injection_block(query, hits, budget_chars)
+            if (warning := no_channel_warning(engine)) is not None:
+                out["warning"] = warning
             # Checked after the recall: a model that fails to load does so on first use.
             return out, embedder_fallback(engine)
 
@@ -478,6 +484,8 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         result = fit({"count": len(items), "items": items}, items, backend.whole_text)
         if block is not None:  # bounded by the budget the model asked for
             result["block"] = block
+        if isinstance(out.get("warning"), str):  # no channel: "nothing matched" would mislead
+            result["warning"] = out["warning"]
         return result
 
     # Destructive: the new text replaces what recall finds, and `project` moves the memory

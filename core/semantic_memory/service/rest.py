@@ -15,6 +15,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,7 +44,8 @@ from ..models import (
 )
 from ..ingest import edit_version, validate
 from ..pipeline import MemoryEngine, forgotten_record
-from ..retrieval import searches_until
+from ..plugins import no_channel_reason
+from ..retrieval import service_recall
 from ..stores import StoreError
 from ..stores.sqlite import damaged, sqlite_problem
 from . import fastparse, threads
@@ -396,30 +398,42 @@ def asking_harness(request: Request) -> str | None:
 
 #: How long the caller can still wait for the answer, in whole milliseconds (`memory-mcp hook`
 #: sends what is left of its budget): the recall's channel searches end by then, less
-#: ANSWER_MARGIN_S, where that comes before MEMORY_CHANNEL_TIMEOUT_S. A header, as above.
+#: ANSWER_MARGIN_S, where that comes before MEMORY_CHANNEL_TIMEOUT_S, and its statements after
+#: them by then, less WAY_BACK_S. A header, as above.
 WAIT_HEADER = "x-memory-wait-ms"
 #: What a recall keeps back of its caller's wait for the work after the searches (fusion, the
 #: memories, relevance, the block) and the answer's way back; half the wait when it is shorter.
 ANSWER_MARGIN_S = 0.2
+#: What it keeps back for the answer's way back alone (a tenth of the wait when shorter).
+WAY_BACK_S = 0.05
 #: The longest wait the header can say (digits): a day, far past any channel deadline.
 MAX_WAIT_DIGITS = 8
 
 
-def searches_end(request: Request, arrived: float) -> float | None:
-    """When the recall's searches must end for its caller (`time.monotonic()`), from the
-    X-Memory-Wait-Ms the request arrived (`arrived`) with; None when it says none."""
+def caller_wait(request: Request) -> float | None:
+    """The seconds X-Memory-Wait-Ms says the caller can still wait; None when it says none."""
     raw = request.headers.get(WAIT_HEADER)
     if raw is None:
         return None
     if not (raw.isascii() and raw.isdigit() and len(raw) <= MAX_WAIT_DIGITS):
         raise ApiError(422, f"{WAIT_HEADER}: expected whole milliseconds (digits), not "
                        f"{raw[:20]!r}", field=WAIT_HEADER)
-    wait = int(raw) / 1000
-    return arrived + wait - min(ANSWER_MARGIN_S, wait / 2)
+    return int(raw) / 1000
+
+
+def answer_window(arrived: float, wait: float | None) -> AbstractContextManager[None]:
+    """Around a service's recall that arrived at `arrived` (`time.monotonic()`) from a caller
+    that can wait `wait` seconds (None: it says not): its searches end in time for the rest,
+    and the rest in time for the answer's way back (`retrieval.service_recall`)."""
+    if wait is None:
+        return service_recall(arrived)
+    return service_recall(arrived, arrived + wait - min(ANSWER_MARGIN_S, wait / 2),
+                          arrived + wait - min(WAY_BACK_S, wait / 10))
 
 
 async def recall(request: Request) -> JSONResponse:
-    until = searches_end(request, time.monotonic())
+    arrived = time.monotonic()
+    wait = caller_wait(request)
     req = parse_model("RecallRequest", await read_json(request))
     harness = asking_harness(request)
     engine = engine_of(request)
@@ -429,7 +443,7 @@ async def recall(request: Request) -> JSONResponse:
 
     def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_agent_context(req.session, harness)
-        with searches_until(until):
+        with answer_window(arrived, wait):
             hits = engine.recall(req.query, req.k, filters, exclude=exclude,
                                  relevant_only=req.relevant_only, with_global=req.with_global)
         return ([recall_item(h, req.budget_chars) for h in hits],
@@ -438,9 +452,21 @@ async def recall(request: Request) -> JSONResponse:
     items, block = await threads.read(work)
     # `block_uids`: the memories that made it into the block (the budget may leave some out),
     # what an injecting client reports to /inject/report.
-    return JSONResponse({"query": req.query, "count": len(items), "items": items,
-                         "block": block.text, "block_chars": len(block.text),
-                         "block_uids": block.uids})
+    body: dict[str, Any] = {"query": req.query, "count": len(items), "items": items,
+                            "block": block.text, "block_chars": len(block.text),
+                            "block_uids": block.uids}
+    if (warning := no_channel_warning(engine)) is not None:
+        body["warning"] = warning
+    return JSONResponse(body)
+
+
+def no_channel_warning(engine: MemoryEngine) -> str | None:
+    """Why a recall finds nothing whatever is stored, when no channel searches (the line the
+    CLI, stats, doctor and the log say), else None: an agent told only `count: 0` took it
+    for "nothing in memory matches"."""
+    if engine.channels:
+        return None
+    return f"{no_channel_reason(engine.settings, engine.skipped_channels)}: recall finds nothing"
 
 
 async def stats(request: Request) -> JSONResponse:
@@ -475,6 +501,7 @@ async def search(request: Request) -> JSONResponse:
     """Recall (the same pipeline as /recall) a page at a time, each hit with its fused `score`
     and its rank in each channel that found it (`ranks`): why it was recalled. The content is
     the stored text, unclipped, as `/api/memories` shows it."""
+    arrived = time.monotonic()
     q = parse_query("SearchQuery", request)
     filters = read_filters(q.project, kind=q.kind, source=q.source,
                            since=parse_ts(q.since, "since"),
@@ -482,7 +509,12 @@ async def search(request: Request) -> JSONResponse:
     engine = engine_of(request)
     # One more than the page shows, to know whether a next page exists.
     wanted = min(q.offset + q.limit + 1, schemas().MAX_SEARCH_RESULTS)
-    hits = await threads.read(engine.recall, q.q, wanted, filters)
+
+    def work() -> list[RecallHit]:
+        with answer_window(arrived, None):
+            return engine.recall(q.q, wanted, filters)
+
+    hits = await threads.read(work)
     page = hits[q.offset:q.offset + q.limit]
     return JSONResponse({
         "query": q.q, "items": [h.to_dict() for h in page], "limit": q.limit, "offset": q.offset,

@@ -25,6 +25,7 @@ import psycopg
 from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import ConnectionPool, PoolTimeout
 from semantic_memory.models import Memory, RecallFilters
+from semantic_memory.retrieval import current_window
 from semantic_memory.stores import StoreError, redact_url, scrub_secrets
 from semantic_memory.stores.names import normalize_stored_names, stale_names
 from semantic_memory.stores.base import (
@@ -58,6 +59,11 @@ POOL_WAIT_S = 5.0
 RECONNECT_S = 2.0
 #: Seconds each round trip to the server may take by default (MEMORY_DB_TIMEOUT).
 DEFAULT_TIMEOUT_S = 5.0
+#: The least a round trip of a service's recall is given once the recall's own deadline has
+#: passed (`BoundedConnection._limit`): a server that answers at once still finishes it (on a
+#: loaded machine thread hops and a pool refilling after an outage spent a 1 s deadline before
+#: the first statement), one that waits on a lock holds it no longer than this past it.
+MIN_ROUND_TRIP_S = 0.1
 #: Seconds a recall waits for a second connection to search a channel beside its own: next to
 #: nothing, as the channel then searches on the recall's own connection. Waiting for one (16
 #: clients' recalls each holding a connection) emptied the pool of 8: 503s after POOL_WAIT_S
@@ -157,14 +163,15 @@ class BoundedConnection(psycopg.Connection):
     stops answering without closing the socket (a network partition, a stopped host) leaves
     a blocked read waiting forever, and the server-side `statement_timeout` cannot help: so
     every wait on the socket (a statement, a fetch, a commit, the pool's check) is given
-    `deadline_s` through psycopg's own wait timeout, and when it passes the connection is
-    closed (its statement's outcome unknown: the pool replaces it) and `NoAnswer` raised."""
+    `deadline_s` through psycopg's own wait timeout, or less in a service's recall
+    (`_limit`), and when it passes the connection is closed (its statement's outcome
+    unknown: the pool replaces it) and `NoAnswer` raised."""
 
     #: Seconds one round trip may take; None: no limit (migrations, VACUUM).
     deadline_s: float | None = None
 
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
-        limit = self.deadline_s
+        limit, said = self._limit()
         if limit is None or (timeout is not None and timeout < limit):
             return super().wait(gen, interval, timeout)
         started = time.monotonic()
@@ -174,8 +181,28 @@ class BoundedConnection(psycopg.Connection):
             if time.monotonic() - started < limit:
                 raise
             self.pgconn.finish()  # abandoned: the pool replaces it, the server rolls it back
-            raise NoAnswer(f"no answer from the server within {limit:g} s") from None
+            raise NoAnswer(f"no answer from the server within {said}") from None
         return result
+
+    def _limit(self) -> tuple[float | None, str]:
+        """This round trip's deadline in seconds (None: none) and how `NoAnswer` words it.
+        In a service's recall (`retrieval.current_window`), what is left of the recall's own
+        deadline: `deadline_s` from its start, or its caller's wait (X-Memory-Wait-Ms) where
+        that ends first. Per round trip alone, a statement after the channel searches (the
+        memories, the global ones) waited the whole 5 s behind a table lock once the searches
+        had taken 2 s: the answer came at 7 s, 6.3 s to a hook that waits 1.5 s."""
+        limit = self.deadline_s
+        if limit is None:
+            return None, ""
+        window = current_window()
+        if window is None:
+            return limit, f"{limit:g} s"
+        due, said = window.started + limit, f"{limit:g} s"
+        if window.answer_by is not None and window.answer_by < due:
+            due = window.answer_by
+            said = (f"{round(window.answer_by - window.started, 2):g} s, what the recall's "
+                    "caller could wait (X-Memory-Wait-Ms)")
+        return min(limit, max(due - time.monotonic(), MIN_ROUND_TRIP_S)), said
 
 
 class NulFreeText(StrDumperUnknown):
