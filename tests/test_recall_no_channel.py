@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 from mcp.client.session import ClientSession
+from test_service_mcp_proxy import proxy_session
 from test_service_support import http_session, start_service, stdio_session
 
 WARNING = ("no retrieval channel is loaded (MEMORY_PLUGINS=claude_code loads none): recall "
@@ -40,6 +41,13 @@ def test_recall_without_a_channel_says_why_over_rest_and_mcp(tmp_path: Path) -> 
                 return await recalled(session)
 
         result = anyio.run(over_http)
+        assert result == {"count": 0, "items": [], "warning": WARNING}, result
+
+        async def over_the_proxy() -> dict[str, Any]:  # what `install` registers
+            async with proxy_session(tmp_path / "proxy", service.url) as session:
+                return await recalled(session)
+
+        result = anyio.run(over_the_proxy)
         assert result == {"count": 0, "items": [], "warning": WARNING}, result
     finally:
         service.stop()

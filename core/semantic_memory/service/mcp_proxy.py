@@ -285,6 +285,8 @@ class RestBackend:
         answer = await self.answer("POST", "/recall", body, _recalled)
         items = answer["items"]
         out: dict[str, Any] = {"count": len(items), "items": items}
+        if isinstance(answer.get("warning"), str):  # no channel installed: say why, as /recall
+            out["warning"] = answer["warning"]
         if block:
             out["block"] = answer["block"]
         return out, None
