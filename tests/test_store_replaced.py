@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness_support import hook_env, hook_log, run_hook
-from test_service_support import start_service
+from test_service_support import memory_mcp_command, start_service
 
 from semantic_memory.config import Settings
 from semantic_memory.models import NewMemory
@@ -72,6 +73,15 @@ def test_a_hook_spools_what_the_service_cannot_write_and_a_restart_stores_it(
         with service.client() as client:
             answer = client.post("/ingest", json={"content": "the cache lives on redis-2"})
         assert answer.status_code == 503 and "replaced" in answer.json()["error"]
+        # /health (what `doctor` reads) says so too, not "ok" with the old file's counts
+        with service.client() as client:
+            health = client.get("/health")
+        assert health.status_code == 503 and health.json()["ok"] is False, health.text
+        assert "replaced while this process had it open" in health.json()["error"]
+        doctor = subprocess.run([*memory_mcp_command(), "doctor"], capture_output=True,
+                                text=True, env=hook_env(tmp_path, service.url), timeout=60)
+        assert doctor.returncode == 1, doctor.stdout
+        assert "replaced while this process had it open" in doctor.stdout, doctor.stdout
         said = run_hook("example", "prompt", {"session": "s1", "cwd": "/tmp", "prompt":
                                               "remember that the staging db is on port 6543"},
                         hook_env(tmp_path, service.url))

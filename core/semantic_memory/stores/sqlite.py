@@ -570,6 +570,14 @@ class SQLiteStore(SQLMemoryStore):
                         "restart the service or the command to open the file at that path")
         return None
 
+    def totals(self, conn: Any) -> tuple[int, int]:
+        """As every store's, unless the files at the db's path are no longer those open here
+        (`_replaced`): then the StoreError every write meets, so that `/health` and `doctor`
+        say what keeps the service from writing, not that it is up with N memories."""
+        if (replaced := self._replaced()) is not None:
+            raise StoreError(replaced)
+        return super().totals(conn)
+
     def _refuse_upgrade(self, settings: Settings) -> None:
         """StoreError, the file untouched, when a service of an older release serves it
         (`discovery.upgrade_refusal`): it would go on writing to the upgraded schema what only
