@@ -25,12 +25,15 @@ BM25 itself (Lucene's IDF, k1 = 1.2, b = 0.75) from what PostgreSQL does give ch
 The query is the english-stemmed lexemes of its non-stopword words (PostgreSQL's own stopwords go
 too); a lexeme of PREFIX_MIN+ letters also matches as a prefix, like the porter channel, and a
 word no live memory holds also in the porter channel's other spelling of it (a compound typed
-otherwise, a hash typed in full: `PgFullTextChannel._respelled`). User text never reaches
-tsquery syntax: lexemes come from `to_tsvector` and are quoted.
+otherwise, a hash typed in full: `PgFullTextChannel._respelled`), a word typed in full width
+also as typed (`_typed`); a multi-word flag (`--no-verify`) is one phrase term (`_flags`), as
+the porter channel's. User text never reaches tsquery syntax: lexemes come from `to_tsvector`
+and are quoted.
 
 Substrings: `pg_trgm`'s GIN index answers `content ILIKE '%term%'` (CJK included: the database's
-C.UTF-8 ctype yields CJK trigrams). Ranking is the SQLite trigram channel's: the summed IDF of the
-query substrings a memory contains, newer first among equals.
+C.UTF-8 ctype yields CJK trigrams), and `ILIKE ANY` of a word and its full-width form. Ranking
+is the SQLite trigram channel's: the summed IDF of the query substrings a memory contains, newer
+first among equals.
 
 Vectors: `memories_pgvec` holds a row per memory and embedder (model, dim), so services of one
 team embedding with different models keep a vector each; a partial HNSW index per (model, dim)
@@ -60,6 +63,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
@@ -75,15 +79,18 @@ from semantic_memory.keywords import (
     bm25_idf,
     compound_readings,
     file_names,
+    flags,
     hold_extensions_with_names,
     part_starts,
     short_hash,
     trigram_terms,
+    typed_forms,
+    without_flags,
     words,
 )
 from semantic_memory.config import Settings
 from semantic_memory.models import ChannelHit, Memory, RecallFilters, RecallHit
-from semantic_memory_bm25_porter import PorterChannel
+from semantic_memory_bm25_porter import PorterChannel, flag_phrases
 from semantic_memory_bm25_trigram import TrigramChannel
 
 from .mirror import KeywordMirror
@@ -214,13 +221,24 @@ class Term(NamedTuple):
     """One query term of a keyword channel: an SQL condition over the channel's FROM."""
 
     key: str  # identity (statistics are remembered under it)
-    cond: str  # SQL condition with one %s
-    param: Any  # its parameter
+    cond: str  # SQL condition with a %s per `args`
+    param: Any  # its parameter (full text: a tsquery)
     lexeme: str = ""  # full text: the stemmed word
     prefix: bool = False  # full text: also matches as a prefix
-    #: full text: a word no memory holds, matched as `param` in another spelling too
-    #: (`PgFullTextChannel._respelled`); its tf is whether a memory matches `param` at all
-    respelled: bool = False
+    #: full text: matched whole, its tf whether a memory matches it at all: a word in another
+    #: spelling too (`PgFullTextChannel._respelled`, `_typed`), a multi-word flag (`_flags`)
+    whole: bool = False
+    #: full text: a regular expression the memory's text must match too (`m.content ~*`): the
+    #: words of a flag that the tsvector holds not (`PgFullTextChannel._flags`)
+    check: str = ""
+    #: substrings: the lower-cased substrings of which a memory holds one (the term, and as
+    #: typed in full width)
+    forms: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        """The parameters of `cond`."""
+        return (self.param, self.check) if self.check else (self.param,)
 
 
 def _coverage(weights: list[float], matched: list[bool]) -> float:
@@ -297,7 +315,7 @@ class _IdfChannel(Channel):
                      f"WHERE {terms[i].cond} AND m.deleted = 0 LIMIT %s) s)" for i in todo]
             params: list[Any] = []
             for i in todo:
-                params += [terms[i].param, cap]
+                params += [*terms[i].args, cap]
             pages, *found = conn.execute(
                 "SELECT pg_relation_size('memories') / current_setting('block_size')::int, "
                 + ", ".join(parts), params).fetchone()
@@ -379,7 +397,7 @@ def _unquote(written: str) -> str:
 
 def _covered(terms: list[Term], lexeme: str) -> list[int]:
     """Indexes of the terms `lexeme` counts for: its own, and the prefix terms it extends."""
-    return [i for i, t in enumerate(terms) if not t.respelled
+    return [i for i, t in enumerate(terms) if not t.whole
             and (lexeme == t.lexeme or (t.prefix and lexeme.startswith(t.lexeme)))]
 
 
@@ -387,6 +405,20 @@ def _tsquery_lexeme(lexeme: str, prefix: bool) -> str:
     """One lexeme in tsquery input syntax, quoted: nothing in it is read as an operator."""
     quoted = "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
     return quoted + (":*" if prefix else "")
+
+
+def _holds(term: Term, alias: str) -> str:
+    """SQL: whether the memory `alias` (its `tsv` and `content`) matches full-text `term`,
+    with a %s per `term.args`."""
+    test = f"{alias}.tsv @@ %s::tsquery"
+    return f"({test} AND {alias}.content ~* %s)" if term.check else test
+
+
+def _in_a_row(parts: list[str]) -> str:
+    """A regular expression (PostgreSQL's, case folded by `~*`) of `parts` in a row, as a
+    word of its own first, with anything but letters and digits between them (`no verify`,
+    `--no-verify`, `no_verify`), as FTS5's phrase of them matches them."""
+    return "(^|[^[:alnum:]])" + "[^[:alnum:]]+".join(re.escape(p) for p in parts)
 
 
 class PgFullTextChannel(_IdfChannel, Confident):
@@ -431,14 +463,18 @@ class PgFullTextChannel(_IdfChannel, Confident):
 
     @staticmethod
     def query_words(query: str) -> list[str]:
-        """The query's non-stopword words (all of them if that leaves none)."""
-        terms = words(query)
+        """The query's non-stopword words (all of them if that leaves none), less its
+        multi-word flags (each is one term, `_flags`), as the porter channel's `terms`."""
+        terms = words(without_flags(query))
         return ([t for t in terms if t not in STOPWORDS] or terms)[:MAX_QUERY_TERMS]
 
     def lexemes(self, conn: psycopg.Connection, query: str) -> list[tuple[str, bool]]:
-        """(lexeme, matches as prefix) per stemmed query word, in query order. Stemming is
-        PostgreSQL's (the index's), so it is asked; the answer is remembered."""
-        text = " ".join(self.query_words(query))
+        """(lexeme, matches as prefix) per stemmed query word (`query_words`), in query order."""
+        return self._stemmed(conn, " ".join(self.query_words(query)))
+
+    def _stemmed(self, conn: psycopg.Connection, text: str) -> list[tuple[str, bool]]:
+        """(lexeme, matches as prefix) per word of `text` as the index holds it, in order.
+        Stemming is PostgreSQL's (the index's), so it is asked; the answer is remembered."""
         with self._lexemes_lock:
             known = self._lexemes.get(text)
         if known is not None:
@@ -455,27 +491,101 @@ class PgFullTextChannel(_IdfChannel, Confident):
             self._lexemes[text] = found
         return found
 
-    def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
+    def _terms(self, conn: psycopg.Connection, query: str,
+               chosen: list[str] | None = None) -> list[Term]:
+        """The query's terms, as the porter channel's: each multi-word flag one (`_flags`),
+        then the lexemes of its words (`chosen`, by default `query_words`), a word typed in
+        full width also as typed (`_typed`), one no live memory holds also in another
+        spelling (`_respelled`)."""
+        chosen = self.query_words(query) if chosen is None else chosen
         terms = [Term(q, "m.tsv @@ %s::tsquery", q, lexeme, prefix)
-                 for lexeme, prefix in self.lexemes(conn, query)
+                 for lexeme, prefix in self.lexemes(conn, " ".join(chosen))
                  for q in [_tsquery_lexeme(lexeme, prefix)]]
-        return self._respelled(conn, query, terms)
+        terms = self._typed(conn, query, terms)
+        return (self._flags(conn, query) + self._respelled(conn, query, terms, chosen)
+                )[:MAX_QUERY_TERMS]
 
-    def _respelled(self, conn: psycopg.Connection, query: str, terms: list[Term]) -> list[Term]:
-        """`terms`, a query word that no live memory holds also matching in another spelling,
-        as the porter channel's (`fts5.unknown_word_spellings`): a hash typed in full as its
-        short form (`'7c3e9a1f0b2d':* | '7c3e9a1':*`), a word as its first reading as a
-        compound typed otherwise that a memory holds (`keywords.compound_readings`:
-        `'healthcheck':* | 'health' <-> 'check':*`, `'scaler':* | 'autoscal':*`). The counts
-        are those the search takes next (`_counts`, remembered), so a query whose lexemes some
-        memory holds costs nothing more."""
+    def _flags(self, conn: psycopg.Connection, query: str) -> list[Term]:
+        """Each multi-word flag of the query (`keywords.flags`) as one term, as the porter
+        channel's phrase of its words (`flag_phrases`): its lexemes in a row, the last also
+        a prefix (`'dri' <-> 'run' <-> 'plan':*`), so `--no-verify` is not the bare word
+        "verify", whose memories advise the opposite. PostgreSQL's english configuration
+        indexes no stopword: the "no" of `--no-verify` is in no tsvector (the phrase is
+        'verifi':* alone), so such a flag's words must also be in the memory's text in a row
+        (`check`, `_in_a_row`). A flag of stopwords alone is no term."""
+        out: list[Term] = []
+        budget = MAX_QUERY_TERMS  # words looked up: each a statement the first time
+        for flag in flags(query):
+            parts = words(flag)[:budget]
+            budget -= len(parts)
+            placed: list[tuple[int, str, bool]] = []  # (position, lexeme, prefix)
+            at = 0
+            for part in parts:
+                own = self.lexemes(conn, part)
+                if not own:  # a stopword: a position of its own, no lexeme
+                    at += 1
+                for lexeme, prefix in own:
+                    at += 1
+                    placed.append((at, lexeme, prefix))
+            if not placed:
+                continue
+            phrase = _tsquery_lexeme(placed[0][1], False)
+            for (before, _, _), (here, lexeme, _) in pairwise(placed):
+                apart = here - before
+                phrase += (" <-> " if apart == 1 else f" <{apart}> ") + _tsquery_lexeme(lexeme,
+                                                                                      False)
+            if placed[-1][2]:
+                phrase += ":*"
+            check = _in_a_row(parts) if at > len(placed) else ""
+            out.append(Term(f"{phrase} ~* {check}" if check else phrase,
+                            "(m.tsv @@ %s::tsquery AND m.content ~* %s)" if check
+                            else "m.tsv @@ %s::tsquery", phrase, whole=True, check=check))
+            if budget <= 0:
+                break
+        return out
+
+    def _typed(self, conn: psycopg.Connection, query: str, terms: list[Term]) -> list[Term]:
+        """`terms`, a word typed in full width (`keywords.typed_forms`: `Ｅ０５０２`, searched
+        as `e0502`) also matching as typed (`'e0502':* | 'ｅ０５０２':*`), as the porter
+        channel's `spellings`: PostgreSQL's parser keeps a full-width word as written
+        (lower-cased), so a memory written in full width holds `ｅ０５０２`, never `e0502`.
+        A word whose folded or typed form is several lexemes (`use_cache`) is matched by its
+        parts' typed forms (`use`, `cache`), which `typed_forms` gives too."""
+        typed = typed_forms(query)
+        if not typed:
+            return terms
+        at = {t.lexeme: i for i, t in enumerate(terms)}
+        out = list(terms)
+        for word, form in typed.items():
+            # the form as typed, not through `words`, which folds it again
+            own, as_typed = self.lexemes(conn, word), self._stemmed(conn, form)
+            if len(own) != 1 or len(as_typed) != 1 or own == as_typed:
+                continue
+            i = at.get(own[0][0])
+            if i is None or out[i].whole:
+                continue
+            either = f"({terms[i].param} | {_tsquery_lexeme(*as_typed[0])})"
+            out[i] = terms[i]._replace(key=either, param=either, prefix=False, whole=True)
+        return out
+
+    def _respelled(self, conn: psycopg.Connection, query: str, terms: list[Term],
+                   chosen: list[str]) -> list[Term]:
+        """`terms`, a query word (of `chosen`) that no live memory holds also matching in
+        another spelling, as the porter channel's (`fts5.unknown_word_spellings`): a hash
+        typed in full as its short form (`'7c3e9a1f0b2d':* | '7c3e9a1':*`), a word as its
+        first reading as a compound typed otherwise that a memory holds
+        (`keywords.compound_readings`: `'healthcheck':* | 'health' <-> 'check':*`,
+        `'scaler':* | 'autoscal':*`). The counts are those the search takes next
+        (`_counts`, remembered), so a query whose lexemes some memory holds costs nothing
+        more. A word already matched in another form (`_typed`) is left as it is."""
         unknown = {t.lexeme: i for i, (t, n) in enumerate(zip(terms, self._counts(conn, terms),
-                                                                strict=True)) if not n}
+                                                                strict=True))
+                   if not n and not t.whole}
         if not unknown:
             return terms
         in_order = words(query)
         out = list(terms)
-        for word in self.query_words(query):
+        for word in chosen:
             short, readings = short_hash(word), compound_readings(word, in_order)
             own = self.lexemes(conn, word) if short is not None or readings else []
             if len(own) != 1 or own[0][0] not in unknown:
@@ -486,8 +596,7 @@ class PgFullTextChannel(_IdfChannel, Confident):
                 "")
             if other:
                 either = f"({terms[i].param} | {other})"
-                out[i] = terms[i]._replace(key=either, param=either, prefix=False,
-                                           respelled=True)
+                out[i] = terms[i]._replace(key=either, param=either, prefix=False, whole=True)
         return out
 
     def _held_phrase(self, conn: psycopg.Connection, reading: str) -> str:
@@ -531,8 +640,8 @@ class PgFullTextChannel(_IdfChannel, Confident):
         "workload", found by `ts_delete(...) @@ prefixes`) sends its covered lexemes
         listed one by one."""
         where, params = filters.sql("m", "%s")
-        plain = [t for t in terms if not t.respelled]
-        respelled = [i for i, t in enumerate(terms) if t.respelled]
+        plain = [t for t in terms if not t.whole]
+        whole = [i for i, t in enumerate(terms) if t.whole]
         stems = [t.lexeme for t in plain]
         prefixes = " | ".join(t.param for t in plain if t.prefix)
         covers = " OR ".join("starts_with(u.lexeme, %s)" if t.prefix else "u.lexeme = %s"
@@ -541,15 +650,21 @@ class PgFullTextChannel(_IdfChannel, Confident):
                   f"u.lexeme || ':' || cardinality(u.positions) FROM unnest(c.tsv) u "
                   f"WHERE {covers}) END") if prefixes else "NULL::text[]"
         longer_params = [stems, prefixes, *stems] if prefixes else []
-        either = (f"ARRAY[{', '.join('c.tsv @@ %s::tsquery' for _ in respelled)}]"
-                  if respelled else "NULL::boolean[]")
-        match = " | ".join(terms[i].param for i in keep)
+        either = (f"ARRAY[{', '.join(_holds(terms[i], 'c') for i in whole)}]"
+                  if whole else "NULL::boolean[]")
+        # the kept terms: one tsquery (one GIN scan), a term with a check each its own
+        match = " | ".join(terms[i].param for i in keep if not terms[i].check)
+        checked = [terms[i] for i in keep if terms[i].check]
+        selects = " OR ".join((["m.tsv @@ %s::tsquery"] if match else [])
+                              + [t.cond for t in checked])
+        content = ", m.content" if any(terms[i].check for i in whole) else ""
         found = conn.execute(
             "SELECT c.id, c.dl, ts_filter(setweight(c.tsv, 'A', %s::text[]), '{a}')::text, "
-            f"{longer}, {either} FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv FROM memories m "
-            f"WHERE m.tsv @@ %s::tsquery AND {where} "
+            f"{longer}, {either} FROM (SELECT m.id, length(m.tsv) AS dl, m.tsv{content} "
+            f"FROM memories m WHERE ({selects}) AND {where} "
             f"ORDER BY {newest_first(matches, limit)} LIMIT %s) c",
-            [stems, *longer_params, *(terms[i].param for i in respelled), match, *params,
+            [stems, *longer_params, *(a for i in whole for a in terms[i].args),
+             *([match] if match else []), *(a for t in checked for a in t.args), *params,
              limit]).fetchall()
         # lexeme as the text form writes it -> the terms it counts for (parsed once per query:
         # the same few lexemes recur in every candidate)
@@ -573,7 +688,7 @@ class PgFullTextChannel(_IdfChannel, Confident):
                     indexes = covering[written] = _covered(terms, unquote(written))
                 for i in indexes:
                     tfs[i] = tfs.get(i, 0) + n
-            for i, held in zip(respelled, matched or (), strict=False):
+            for i, held in zip(whole, matched or (), strict=False):
                 if held:
                     tfs[i] = 1
             rows.append((memory_id, dl, tfs))
@@ -596,10 +711,10 @@ class PgFullTextChannel(_IdfChannel, Confident):
     def _matches(self, conn: psycopg.Connection, terms: list[Term],
                  ids: list[int]) -> dict[int, list[bool]]:
         """Per memory id, which terms its indexed text matches."""
-        tests = ", ".join("m.tsv @@ %s::tsquery" for _ in terms)
+        tests = ", ".join(_holds(t, "m") for t in terms)
         return {r[0]: list(r[1]) for r in conn.execute(
             f"SELECT m.id, ARRAY[{tests}] FROM memories m WHERE m.id = ANY(%s)",
-            [*(t.param for t in terms), ids])}
+            [*(a for t in terms for a in t.args), ids])}
 
     def confidence(self, conn: psycopg.Connection, query: str, ids: list[int]) -> float | None:
         """IDF coverage of the query by the best hit (the engine's keyword fast path)."""
@@ -622,17 +737,25 @@ class PgFullTextChannel(_IdfChannel, Confident):
         whether or not the keyword mirror answers): "wie", "wir", "den", which no memory holds,
         weighed most of all; and a term of PREFIX_MIN+ letters also matches where a part of an
         identifier starts with it (the index holds `getUserAccountBalance` as one lexeme, so
-        "AccountBalance" matched nothing)."""
+        "AccountBalance" matched nothing). A multi-word flag is judged whole (`_flags`) and a
+        word typed in full width also as typed (`_typed`), as the search matched them: the
+        words were joined again before, so `--no-verify` was judged as "verify" and a
+        memory written in full width held none of the query."""
         on_mirror = self._on_mirror(conn, lambda local: self.local.relevant(local, query, hits),
                                     follow=False)
         if not isinstance(on_mirror, _Unanswered):
             return on_mirror
         content = self.local.content_terms(query)
-        terms = self._terms(conn, " ".join(content)) if content else []
+        phrases = set(flag_phrases(query))  # content's flags, each one term of `_flags`
+        terms = self._terms(conn, query, [w for w in content if w not in phrases]
+                            ) if content else []
         if not terms or not hits:
             return set()
         weights, counts = self._weights(conn, terms, min_df=1)
-        if len(content) == 1 and weights[0] < ONE_WORD_MIN_IDF and counts[0] > 1:  # as porter
+        # One word, as porter; one of several lexemes (`use_cache`), which porter weighs as one
+        # phrase, by its rarest lexeme: no commoner than the phrase.
+        rarest = counts.index(min(counts))
+        if len(content) == 1 and weights[rarest] < ONE_WORD_MIN_IDF and counts[rarest] > 1:
             for hit in hits:
                 hit.signals["coverage"] = 0.0
             return set()
@@ -664,6 +787,15 @@ class PgFullTextChannel(_IdfChannel, Confident):
 def like_pattern(term: str) -> str:
     """`%term%` for ILIKE, with the term's own %, _ and backslash matched literally."""
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _substring(term: str, typed: str | None = None) -> Term:
+    """A substring term: `term`, or either of `term` and `typed` (its full-width form, one
+    parameter: ILIKE ANY, which the trigram index answers as an OR of two scans)."""
+    if typed is None or typed == term:
+        return Term(term, "m.content ILIKE %s", like_pattern(term), forms=(term,))
+    return Term(f"{term}|{typed}", "m.content ILIKE ANY(%s)",
+                [like_pattern(term), like_pattern(typed)], forms=(term, typed))
 
 
 class PgTrigramChannel(_IdfChannel):
@@ -721,15 +853,18 @@ class PgTrigramChannel(_IdfChannel):
             conn.execute("SELECT set_config('enable_seqscan', %s, true)", (before,))
 
     def _terms(self, conn: psycopg.Connection, query: str) -> list[Term]:
-        """The query's substrings; a hash typed in full that no live memory holds as its short
-        form, which also matches where the full one is held (as the SQLite channel's
-        `("7c3e9a1f0b2d" OR "7c3e9a1")`, `fts5.unknown_word_spellings`)."""
-        terms = [Term(t, "m.content ILIKE %s", like_pattern(t))
-                 for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
+        """The query's substrings (a multi-word flag whole: `no-verify`); a word typed in full
+        width (`keywords.typed_forms`: `ｂｕｉｌｄ`, searched as `build`) also as typed, as the
+        SQLite channel's `("build" OR "ｂｕｉｌｄ")`: pg_trgm folds no width, so a memory
+        written in full width holds no `build`; a hash typed in full that no live memory
+        holds as its short form, which also matches where the full one is held (as the SQLite
+        channel's `("7c3e9a1f0b2d" OR "7c3e9a1")`, `fts5.unknown_word_spellings`)."""
+        typed = typed_forms(query)
+        terms = [_substring(t, typed.get(t)) for t in trigram_terms(query)[:MAX_QUERY_TERMS]]
         for i, term in enumerate(terms):
             short = short_hash(term.key)
-            if short is not None and not self._counts(conn, [term])[0]:
-                terms[i] = Term(short, "m.content ILIKE %s", like_pattern(short))
+            if short is not None and len(term.forms) == 1 and not self._counts(conn, [term])[0]:
+                terms[i] = _substring(short)
         return terms
 
     def _candidates(self, conn: psycopg.Connection, terms: list[Term], keep: list[int],
@@ -739,13 +874,15 @@ class PgTrigramChannel(_IdfChannel):
         `strpos` in its text lowered once, the same test (ILIKE lowers both sides) at a third
         of the cost of one ILIKE per term."""
         where, params = filters.sql("m", "%s")
-        tests = ", ".join("strpos(c.lowered, lower(%s)) > 0" for _ in terms)
-        any_kept = " OR ".join("m.content ILIKE %s" for _ in keep)
+        tests = ", ".join("(" + " OR ".join("strpos(c.lowered, lower(%s)) > 0" for _ in t.forms)
+                          + ")" for t in terms)
+        any_kept = " OR ".join(terms[i].cond for i in keep)
         return conn.execute(
             f"SELECT c.id, ARRAY[{tests}] FROM (SELECT m.id, lower(m.content) AS lowered "
             f"FROM memories m WHERE ({any_kept}) AND {where} "
             f"ORDER BY {newest_first(matches, limit)} LIMIT %s) c",
-            [*(t.key for t in terms), *(terms[i].param for i in keep), *params, limit]
+            [*(f for t in terms for f in t.forms), *(terms[i].param for i in keep), *params,
+             limit]
         ).fetchall()
 
     def _score(self, conn: psycopg.Connection, weights: list[float], rows: list[tuple]
@@ -767,8 +904,8 @@ class PgTrigramChannel(_IdfChannel):
         if not terms:
             return set()
         weights, _ = self._weights(conn, terms, min_df=1)
-        return {h.memory.id for h in hits
-                if _coverage(weights, [t.key in h.memory.content.lower() for t in terms])
+        return {h.memory.id for h in hits for text in [h.memory.content.lower()]
+                if _coverage(weights, [any(f in text for f in t.forms) for t in terms])
                 >= self.min_coverage}
 
 
