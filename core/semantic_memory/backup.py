@@ -32,6 +32,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli_io import interrupt_deferred
 from .config import Settings
 from .service.discovery import other_owner
 from .spool import process_gone
@@ -169,12 +170,15 @@ def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | No
     cleared = clear_leftovers(db)
     with _temp_beside(db) as temp:
         copy = _copy_in(source, temp)
-        if db.exists():
-            _set_aside(db, kept)
-        for side in SIDE_FILES:  # a WAL left here would be replayed onto the restored pages
-            Path(f"{db}{side}").unlink(missing_ok=True)
-        os.replace(temp, db)
-        _sync(db.parent)
+        # Whole or not at all: a Ctrl-C between the renames left no store at `db` (the
+        # next command made an empty one) and deleted the checked copy.
+        with interrupt_deferred():
+            if db.exists():
+                _set_aside(db, kept)
+            for side in SIDE_FILES:  # a WAL left here would be replayed onto the restored pages
+                Path(f"{db}{side}").unlink(missing_ok=True)
+            os.replace(temp, db)
+            _sync(db.parent)
     return Copy(db, copy.memories, copy.size, cleared), kept if kept.exists() else None
 
 

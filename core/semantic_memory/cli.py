@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import signal
 import sqlite3
 import sys
 import tempfile
@@ -19,8 +20,9 @@ from typing import Any, BinaryIO, Iterator
 import click
 
 from .channels import Channel, check_channel, skip_reason
-from .cli_io import FolderGone, ReaderGone, add_row as _add_row, flush_stdout, here, \
-    print_table as _print, reader_gone, stdin_bytes, stdout_text, table as _table
+from .cli_io import INTERRUPTED_EXIT, FolderGone, Interrupted, ReaderGone, add_row as _add_row, \
+    flush_stdout, here, interrupt_deferred, print_table as _print, reader_gone, say, \
+    stdin_bytes, stdout_text, table as _table
 from .cli_io import console as _console
 from .harness.project import working_folder
 from .config import ConfigError, Settings
@@ -33,7 +35,7 @@ from .ingest import validate
 from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
 from .stores import StoreError, scheme_of, store_url
-from .stores.sqlite import sqlite_problem
+from .stores.sqlite import SQLiteStore, sqlite_problem
 
 IMPORT_BATCH = 2_000
 #: The largest LIMIT / OFFSET a store takes (a signed 64-bit integer).
@@ -111,16 +113,84 @@ class TextCommand(click.Command):
 
 
 class TextGroup(click.Group):
-    """The `memory-mcp` group: its commands are `TextCommand`s, its subgroups `TextGroup`s."""
+    """The `memory-mcp` group: its commands are `TextCommand`s, its subgroups `TextGroup`s.
+    It reports what click would in its standalone mode, each in one line on stderr: an error
+    (click's usage errors were four lines, and went to stdout when stderr was closed), and a
+    Ctrl-C (click's "Aborted!", exit code 1, even after a purge had deleted for good)."""
 
     command_class = TextCommand
     group_class = type
+    #: Whether `main` answers Ctrl-C (and gives SIGINT its handler back at the end).
+    _answering = False
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        previous, self._answering = signal.getsignal(signal.SIGINT), True
         try:
-            return super().invoke(ctx)
+            # click's non-standalone main returns an Exit's code, and None once a command ran
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except Interrupted as exc:
+            say(f"interrupted: {exc}" if str(exc) else "interrupted")
+            code = INTERRUPTED_EXIT
+        except click.Abort:  # a Ctrl-C outside any command: while the arguments are read
+            say("interrupted: nothing was done")
+            code = INTERRUPTED_EXIT
+        except click.ClickException as exc:
+            say(usage_line(exc) if isinstance(exc, click.UsageError) else
+                f"Error: {exc.format_message()}")
+            code = exc.exit_code
+        finally:
+            self._answering = False
+            if previous is not None and signal.getsignal(signal.SIGINT) != previous:
+                signal.signal(signal.SIGINT, previous)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> None:
+        try:
+            super().invoke(ctx)  # a command's return value is no exit code (as standalone)
         except BrokenPipeError:  # not click's answer to it (exit code 1): `main` ends quietly
             raise ReaderGone() from None
+        except KeyboardInterrupt:  # a command that knows more raises Interrupted itself
+            raise Interrupted(_nothing_changed(ctx)) from None
+        finally:  # the command is over: a Ctrl-C while the store closes changes nothing
+            if self._answering:
+                _ignore_interrupts()
+
+
+#: The commands that only read: a Ctrl-C in one has changed nothing.
+READING_COMMANDS = frozenset({"recall", "list", "forgotten", "stats", "plugins", "doctor"})
+
+
+def _nothing_changed(ctx: click.Context) -> str:
+    """What an interrupted command without its own line did: nothing, for one that reads."""
+    return "nothing was changed" if ctx.invoked_subcommand in READING_COMMANDS else ""
+
+
+def _ignore_interrupts() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread (a test's runner): nothing to ignore
+        pass
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error in one line (click prints the usage and a help hint above it)."""
+    message = " ".join(exc.format_message().split())
+    if isinstance(exc, click.NoSuchOption) and exc.option_name == "--db":
+        words, ctx = [], exc.ctx
+        while ctx is not None and ctx.parent is not None:  # `spool list`: below the group
+            words.insert(0, ctx.info_name or "")
+            ctx = ctx.parent
+        message = f"--db goes before the command: memory-mcp --db FILE {' '.join(words)} …"
+    elif isinstance(exc, click.NoSuchOption) and exc.option_name == "--stdio":
+        message = STDIO_ALONE
+    return f"Error: {message}"
+
+
+#: `--stdio` with a command: it serves (`memory-mcp --stdio`), which the command would not.
+STDIO_ALONE = ("--stdio serves MCP over stdin/stdout: give it without a command (`memory-mcp "
+               "--stdio`) or to serve (`memory-mcp serve --stdio`)")
 
 
 def _settings(db: str | None) -> Settings:
@@ -199,6 +269,8 @@ def cli(ctx: click.Context, db: str | None, stdio: bool) -> None:
     Without a command it serves: MCP at http://MEMORY_HOST:MEMORY_PORT/mcp plus the REST
     sidecar (default 127.0.0.1:8765), or MCP over stdio with --stdio.
     """
+    if stdio and ctx.invoked_subcommand is not None:  # it was dropped, silently
+        raise click.UsageError(STDIO_ALONE)
     ctx.obj = Context(_settings(db), ctx.obj if isinstance(ctx.obj, PluginManager) else None)
     ctx.call_on_close(lambda: ctx.obj._engine and ctx.obj._engine.close())
     if ctx.invoked_subcommand is None:
@@ -608,9 +680,93 @@ def purge(obj: Context, matching: str | None, project: str | None, dry_run: bool
     if matching is None:
         if project is not None or dry_run or yes:
             raise click.UsageError("--project, --dry-run and --yes go with --matching TEXT")
-        _echo_json(obj.engine.purge().to_dict())
+        _purge_forgotten(obj)
         return
     _purge_matching(obj, matching, project, dry_run, yes)
+
+
+def _purge_forgotten(obj: Context) -> None:
+    """`purge`: every forgotten memory, expired artifacts and telemetry, then the VACUUM and
+    the WAL cut, which also finish those an earlier purge cut short left undone."""
+    engine = obj.engine
+    before = engine.counts()
+    try:
+        with _purging(obj.settings) as run:
+            report = engine.purge()
+            if run.earlier_cut_short and not report.vacuumed and report.warning is None:
+                report.vacuumed, report.warning = _finish_purge(engine)
+            run.done = report.warning is None
+    except KeyboardInterrupt:
+        raise Interrupted(_purge_cut_short(engine, before)) from None
+    _echo_json(report.to_dict())
+
+
+#: Beside a SQLite db while a purge runs, and after one cut short (Ctrl-C, a kill): what it
+#: deleted is gone, but the VACUUM and WAL cut after it (the index merge too) may not have
+#: run, and a later purge that deletes nothing would skip them.
+UNFINISHED_PURGE = ".purge-unfinished"
+
+
+@dataclass
+class _PurgeRun:
+    """A purge under way: its marker (None: no SQLite file, or one that cannot be written),
+    whether an earlier purge was cut short, and whether this one got to its end."""
+
+    marker: Path | None
+    earlier_cut_short: bool
+    done: bool = False
+
+
+@contextmanager
+def _purging(settings: Settings) -> Iterator[_PurgeRun]:
+    """The marker of a purge under way (SQLite only: a server's VACUUM is the server's), left
+    in place unless the purge got to its end (`done`)."""
+    from .backup import sqlite_file
+
+    db = sqlite_file(settings)
+    marker = None if db is None else Path(f"{os.path.abspath(db)}{UNFINISHED_PURGE}")
+    run = _PurgeRun(marker, marker is not None and marker.exists())
+    if marker is not None:
+        try:
+            marker.touch()
+        except OSError:  # a folder not writable: the purge says so itself
+            run.marker = None
+    yield run
+    if run.done and run.marker is not None:
+        run.marker.unlink(missing_ok=True)
+
+
+def _finish_purge(engine: MemoryEngine) -> tuple[bool, str | None]:
+    """The index merge, VACUUM and WAL cut an earlier purge cut short did not run: (whether
+    the VACUUM ran, why something was skipped)."""
+    try:
+        engine.store.optimize(vacuum=True)
+    except StoreError as exc:
+        return False, f"the index merge and VACUUM were skipped: {one_line(exc)}"
+    return True, engine.store.flush_journal()
+
+
+#: What a purge cut short says of the work after its delete.
+PURGE_AGAIN = ("the index merge, VACUUM and WAL cut after it did not finish: `memory-mcp purge` "
+               "again finishes them")
+
+
+def _purge_cut_short(engine: MemoryEngine, before: dict[str, int]) -> str:
+    """What a purge interrupted had done: its delete is one transaction, committed or not."""
+    try:
+        after = engine.counts()
+    except (StoreError, sqlite3.Error):
+        return "the purge may have been committed: `memory-mcp purge` again finishes it"
+    # a service may store meanwhile: only what fewer there are now went
+    gone = {name: max(before[key] - after[key], 0) for key, name in (
+        ("forgotten", "forgotten memories"), ("memories", "expired artifacts"),
+        ("injections", "injection reports"))}
+    if not any(gone.values()):
+        return (f"nothing was purged ({after['forgotten']} forgotten memories wait: "
+                "`memory-mcp purge` again)")
+    went = [f"{count} {name}" for name, count in gone.items()
+            if count or name == "forgotten memories"]
+    return f"the purge was committed: {', '.join(went)} are gone for good; {PURGE_AGAIN}"
 
 
 def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
@@ -643,13 +799,44 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
             return
         raise click.UsageError("this deletes them for good (no `unforget`); add --yes to "
                                "confirm")
-    # The spool first: a running service replays it every few seconds, and a write it
-    # replayed after the store was purged would be there again, with no spooled copy left
-    # for the scrub to find.
-    scrubbed = queue.scrub(obj.settings.spool_path, spooled)
-    report = obj.engine.purge_matching(found, text).to_dict()
+    scrubbed: int | None = None
+    try:
+        with _purging(obj.settings) as run:
+            # The spool first: a running service replays it every few seconds, and a write
+            # it replayed after the store was purged would be there again, with no spooled
+            # copy left for the scrub to find.
+            scrubbed = queue.scrub(obj.settings.spool_path, spooled)
+            report = obj.engine.purge_matching(found, text).to_dict()
+            if run.earlier_cut_short and "warning" not in report:
+                vacuumed, warning = _finish_purge(obj.engine)
+                report.update({"vacuumed": vacuumed} if warning is None else
+                              {"vacuumed": vacuumed, "warning": warning})
+            run.done = "warning" not in report
+    except KeyboardInterrupt:
+        raise Interrupted(_matching_cut_short(obj.engine, found, text, project,
+                                              scrubbed)) from None
     report["spooled"] = scrubbed
     _echo_json(report)
+
+
+def _matching_cut_short(engine: MemoryEngine, found: Holdings, text: str,
+                        project: str | None, scrubbed: int | None) -> str:
+    """What a `purge --matching` interrupted had done: the spool's copies are scrubbed first,
+    then the store's in one transaction."""
+    spool = "no spooled write was changed" if scrubbed is None else \
+        f"{scrubbed} spooled memories holding the text were deleted"
+    try:
+        left = engine.holding(text, project)
+    except (StoreError, sqlite3.Error):
+        return f"{spool}; the store's delete may have been committed: run the same command again"
+    if not found:
+        return f"{spool}; nothing in the store held it"
+    if left:
+        return f"{spool}; nothing in the store was purged: run the same command again"
+    return (f"{spool}; {len(found.memories)} memories, {len(found.revisions)} earlier versions "
+            f"and {len(found.reports)} injection prompts holding it are gone for good; the "
+            "index rewrite and WAL cut after it did not finish: the same command again "
+            "finishes them")
 
 
 def _show_holdings(found: Holdings, spooled: int, text: str) -> None:
@@ -1236,15 +1423,24 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
 
     def flush() -> None:
         # A file is cut into batches for the transactions, not by meaning: lines are kept in
-        # order only within the session a line names (an export's lines do).
-        results = engine.ingest([item for _, item in batch], batch_is_session=False)
-        for (number, _), result in zip(batch, results):
-            counts[result.status] += 1
-            if result.status == "rejected":
-                click.echo(f"line {number}: rejected: {result.reason}", err=True)
-        batch.clear()
+        # order only within the session a line names (an export's lines do). A Ctrl-C waits
+        # for the batch to be counted: one during its COMMIT left it stored and uncounted,
+        # and the summary and `interrupted_at_line` a batch behind.
+        with interrupt_deferred():
+            results = engine.ingest([item for _, item in batch], batch_is_session=False)
+            for (number, _), result in zip(batch, results):
+                counts[result.status] += 1
+                if result.status == "rejected":
+                    click.echo(f"line {number}: rejected: {result.reason}", err=True)
+            batch.clear()
 
-    number, seen_good = 0, False  # a transcript is told from its lines before any good one
+    def bad(number: int, reason: str) -> None:
+        counts["bad"] += 1
+        if counts["bad"] <= SHOWN_BAD_LINES:  # a file of junk gave one line per "line"
+            click.echo(f"line {number}: {reason}", err=True)
+
+    # `read`: the lines counted or in the batch; a transcript is told before any good line
+    number, read, seen_good = 0, 0, False
     try:
         # Opened once: a pipe (`<(zcat x.gz)`) or a FIFO read twice gave nothing or hung.
         with _open_input(path) as handle, progress_bar() as progress:
@@ -1252,13 +1448,16 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
             task = progress.add_task("importing", total=total)
             for number, line in enumerate(_json_lines(handle, cap), start=1):
                 progress.advance(task)
+                read = number - 1
+                if number == 1 and (binary := _binary_format(line or b"")) is not None:
+                    raise click.ClickException(_binary_refusal(path, binary))
                 if line is None:
-                    counts["bad"] += 1
-                    click.echo(f"line {number}: longer than {cap} bytes (content is at most "
-                               f"{engine.settings.max_content_chars} characters): skipped",
-                               err=True)
+                    bad(number, f"longer than {cap} bytes (content is at most "
+                                f"{engine.settings.max_content_chars} characters): skipped")
+                    read = number
                     continue
                 if not line.strip():
+                    read = number
                     continue
                 try:
                     item = _record(line)
@@ -1266,11 +1465,12 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
                 except (ValueError, InvalidMemory) as exc:
                     if not seen_good and (harness := _transcript_of(line)):
                         raise click.ClickException(_transcript_refusal(path, harness, number))
-                    counts["bad"] += 1
-                    click.echo(f"line {number}: {exc}", err=True)
+                    bad(number, str(exc))
+                    read = number
                     continue
                 seen_good = True
                 batch.append((number, item))
+                read = number
                 if len(batch) >= IMPORT_BATCH:
                     flush()
             if batch:
@@ -1279,21 +1479,58 @@ def import_(obj: Context, path: str, project_dir: str | None, dry_run: bool,
         raise click.ClickException(f"cannot read {path}: {exc.strerror}") from None
     except KeyboardInterrupt:
         # A batch is one transaction: the one cut short is not stored, the ones before are.
-        stopped_at = batch[0][0] if batch else max(number, 1)
-        _echo_json({**counts, "interrupted_at_line": stopped_at})
-        click.echo(f"interrupted: {counts['new']} new memories are stored; importing the same "
-                   "file again stores the rest (what is stored counts as duplicate)", err=True)
-        sys.exit(130)
+        # Every line up to `read` is counted or in the batch; the batch is not stored.
+        _more_bad_lines(counts["bad"])
+        _echo_json({**counts, "interrupted_at_line": batch[0][0] if batch else read + 1})
+        raise Interrupted(f"{counts['new']} new memories are stored; importing the same file "
+                          "again stores the rest (what is stored counts as duplicate)") from None
+    _more_bad_lines(counts["bad"])
     # A `superseded_by` naming no live memory is cleared (it hid what was imported), and a
     # bulk import's index segments are merged when it is a real share of the store.
-    if current_again := engine.finish_import(counts["new"], IMPORT_BATCH):
-        counts["current_again"] = current_again
+    try:
+        if current_again := engine.finish_import(counts["new"], IMPORT_BATCH):
+            counts["current_again"] = current_again
+    except KeyboardInterrupt:
+        _echo_json(counts)
+        raise Interrupted(f"every line was read and {counts['new']} new memories are stored; "
+                          "the index merge after them did not finish (a later import or "
+                          "purge merges it)") from None
     _echo_json(counts)
     if engine.writer.defer and engine.writer.deferrable() and (waiting := engine.writer.pending()):
         click.echo(f"{waiting} memories wait for their vectors: the service embeds them in the "
                    "background (or run `memory-mcp backfill`)", err=True)
     if counts["bad"]:
         sys.exit(1)
+
+
+#: The bad lines `import` names one by one; the rest are counted (`_more_bad_lines`).
+SHOWN_BAD_LINES = 20
+#: The first bytes of a file that is no JSON lines: a SQLite db (a `backup`), compressed.
+BINARY_FORMATS = ((b"SQLite format 3\x00", "sqlite"), (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"),
+                  (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"PK\x03\x04", "zip"))
+#: How to read a compressed file into `import`.
+UNPACK = {"gzip": "zcat", "bzip2": "bzcat", "xz": "xzcat", "zstd": "zstdcat", "zip": "unzip -p"}
+
+
+def _binary_format(start: bytes) -> str | None:
+    """The format a file starting with `start` is in, when it is one `import` cannot read."""
+    return next((name for magic, name in BINARY_FORMATS if start.startswith(magic)), None)
+
+
+def _binary_refusal(path: str, binary: str) -> str:
+    """The one line refusing a store or a compressed file given to `import FILE`."""
+    name = "standard input" if path == "-" else path
+    shown = "FILE" if path == "-" else path
+    if binary == "sqlite":
+        return (f"{name} is a SQLite store (a `memory-mcp backup`?), not JSON lines: put it back "
+                f"with `memory-mcp restore {shown}`; nothing was stored")
+    return (f"{name} is {binary}-compressed, not JSON lines: decompress it first (`memory-mcp "
+            f"import <({UNPACK[binary]} {shown})`); nothing was stored")
+
+
+def _more_bad_lines(bad: int) -> None:
+    if bad > SHOWN_BAD_LINES:
+        click.echo(f"… and {bad - SHOWN_BAD_LINES} more bad lines, not shown", err=True)
 
 
 def _transcript_refusal(path: str, harness: str, number: int) -> str:
@@ -1395,6 +1632,9 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
         try:
             # each file as `export -o` writes one: beside it, fsynced, renamed over it
             written = export_markdown(engine, Path(markdown_dir).expanduser(), _open_output)
+        except KeyboardInterrupt:
+            raise Interrupted(f"each file in {markdown_dir} is whole: this export's, or as it "
+                              "was before") from None
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or markdown_dir}: "
                                        f"{exc.strerror}") from None
@@ -1403,17 +1643,41 @@ def export(obj: Context, output: str, include_deleted: bool, markdown_dir: str |
         return
     # the live memories, superseded ones included: the export writes those too
     total = engine.count(RecallFilters(include_superseded=True)) if not include_deleted else None
+    earlier = _identity(output)
     try:
         with _open_output(output) as handle, progress_bar() as progress:
             task = progress.add_task("exporting", total=total)
             for record in engine.export(include_deleted):
                 handle.write(to_json(record) + "\n")
                 progress.advance(task)
+    except KeyboardInterrupt:
+        if output == "-":
+            raise Interrupted("the export on standard output is incomplete") from None
+        raise Interrupted(_file_cut_short(output, earlier, "the export")) from None
     except BrokenPipeError:
         raise  # the reader went away (`| head -1`): `main` ends quietly
     except OSError as exc:
         raise click.ClickException(f"cannot write {'standard output' if output == '-' else output}"
                                    f": {exc.strerror or exc}") from None
+
+
+def _identity(path: str | Path) -> tuple[int, int, int] | None:
+    """Which file is at `path` now (through links), or None: a file renamed over it is
+    another."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino, found.st_mtime_ns
+
+
+def _file_cut_short(path: str | Path, earlier: tuple[int, int, int] | None, what: str) -> str:
+    """What a command interrupted did to the file it writes whole, then renames into place."""
+    if _identity(path) != earlier:  # the rename was done: the interrupt came after it
+        return f"{what} had been written to {path}, whole"
+    if earlier is None:
+        return f"nothing was written: {path} was not created"
+    return f"nothing was written: {path} is as it was"
 
 
 @contextmanager
@@ -1468,16 +1732,36 @@ def migrate(obj: Context, target: str) -> None:
         raise BadSettings(str(exc)) from None
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    total = source.counts()
     try:
+        total = source.counts()
         with progress_bar() as progress:
             task = progress.add_task("migrating", total=total["memories"] + total["forgotten"])
             result = copy_store(source, destination, lambda n: progress.advance(task, n))
     except MigrationError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        raise Interrupted(_migrate_cut_short(destination)) from None
     finally:
         destination.close()
     _echo_json(result)
+
+
+def _migrate_cut_short(target: MemoryEngine) -> str:
+    """What a migrate interrupted left in its target: a SQLite one is filled in one
+    transaction from a checked copy, or not at all; a server's is written in place."""
+    from .migrate import START_AGAIN
+
+    where = target.store.location
+    try:
+        filled = any(target.counts().values())
+    except (StoreError, sqlite3.Error):
+        filled = True
+    if not filled:
+        return f"nothing was written to {where}: it is as it was; migrate again to copy"
+    if isinstance(target.store, SQLiteStore):
+        return (f"the copy had arrived in {where}, whole (checked before it was written); "
+                "its summary was not printed")
+    return f"{where} may hold part of the copy: {START_AGAIN}"
 
 
 @cli.command()
@@ -1488,8 +1772,11 @@ def backup(obj: Context, file: str) -> None:
     beside FILE, checked, then renamed into place (0600). `restore FILE` puts it back."""
     from .backup import BackupError, backup as copy_store, store_path
 
+    earlier = _identity(file)
     try:
         copy = copy_store(store_path(obj.settings, "backup"), Path(file))
+    except KeyboardInterrupt:
+        raise Interrupted(_file_cut_short(file, earlier, "the backup")) from None
     except BackupError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -1513,7 +1800,15 @@ def restore(obj: Context, file: str) -> None:
                                    "SQLite store (`memory-mcp backup FILE` makes one)")
     try:
         db = store_path(obj.settings, "restore")
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    earlier = _identity(db)
+    try:
         copy, kept = put_back(obj.settings, db, Path(file))
+    except KeyboardInterrupt:  # the renames that swap the store in are done whole, or not
+        raise Interrupted(f"nothing was restored: the store {db} is as it was"
+                          if _identity(db) == earlier else
+                          f"the restore was done: {db} holds {file}'s memories now") from None
     except BackupError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:

@@ -6,7 +6,10 @@ shell, a narrow terminal. Each is one line and an exit code, never a traceback (
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -29,6 +32,48 @@ class FolderGone(click.ClickException):
 class ReaderGone(Exception):
     """Standard output's reader went away (`| head -1`). Not an OSError: click would answer
     one with exit code 1; `cli.main` ends quietly instead (`reader_gone`)."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C in a command, with the line saying what was and was not done. Not a
+    KeyboardInterrupt, which click answers with "Aborted!" and exit code 1: `TextGroup.main`
+    prints the line and exits INTERRUPTED_EXIT, as a shell reports a program SIGINT ended."""
+
+
+INTERRUPTED_EXIT = 130
+
+
+def say(line: str) -> None:
+    """One line on standard error, or nowhere when it is closed (`2>&-`): never on standard
+    output, where a script's JSON goes (click fell back to it)."""
+    if sys.stderr is None or not _open(2):
+        return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+@contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """Ctrl-C held off until the block ends, then raised where it would have been: for work
+    that must be done and told whole (an import batch committed and counted, a restore's
+    renames). Outside the main thread, where no handler can be set, the block runs as is."""
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+    elif caught and previous == signal.SIG_DFL:
+        signal.raise_signal(signal.SIGINT)
 
 
 def here() -> Path:
@@ -87,11 +132,12 @@ def flush_stdout() -> None:
 #: The columns shown whole, never cut or wrapped: a uid is copied into `forget` or `update`,
 #: a time read whole, a score compared.
 WHOLE_COLUMNS = frozenset({"uid", "updated", "forgotten", "purged after", "score"})
-#: Below this many terminal columns, or when the whole columns leave the others less than
-#: SQUEEZE_ROOM between them, a table is printed as when piped: one row per line, every value
-#: whole (a terminal wraps the line), rather than columns of "…".
+#: Below this many terminal columns, or when the widest of the other columns (a memory's
+#: content) would get fewer than CONTENT_ROOM of them, a table is printed as when piped: one
+#: row per line, every value whole (a terminal wraps the line), rather than a column a word
+#: or two wide. (`list` at 80 columns gave its content 8.)
 NARROW_COLUMNS = 60
-SQUEEZE_ROOM = 24
+CONTENT_ROOM = 30
 
 
 # rich is imported where it is used: it would add ~50 ms to every start, the service's too.
@@ -138,14 +184,29 @@ def print_table(renderable: Any) -> None:
     others squeezed into what is left; on a terminal too narrow for that, one row per line
     as when piped."""
     out = console()
-    columns = getattr(renderable, "columns", [])
-    whole = 0
-    for column in columns:
+    whole, others = 0, []
+    for column in renderable.columns:
+        longest = max((len(cell.plain) for cell in column._cells), default=0)
         if column.header in WHOLE_COLUMNS:
-            column.min_width = max((len(cell.plain) for cell in column._cells),
-                                   default=0) or None
-            whole += max(column.min_width or 0, len(column.header))
-    needed = whole + 2 * len(columns) + (SQUEEZE_ROOM if len(columns) > 1 else 0)
-    if out.is_terminal and out.width < max(NARROW_COLUMNS, needed):
+            column.min_width = longest or None
+            whole += max(longest, len(column.header))
+        else:
+            others.append(max(longest, len(column.header)))
+    room = out.width - whole - 2 * len(renderable.columns)  # a space each side of a column
+    if out.is_terminal and (out.width < NARROW_COLUMNS or _squeezed(others, room)):
         out = console(PIPED_WIDTH)
     out.print(renderable)
+
+
+def _squeezed(widths: list[int], room: int) -> bool:
+    """Whether the widest of these columns gets fewer than CONTENT_ROOM of `room` (or of its
+    own width, when narrower), rich cutting the widest columns first as it does."""
+    if not widths:
+        return room < 0
+    widest, left = max(widths), room
+    for count, width in enumerate(sorted(widths)):
+        share = left // (len(widths) - count)
+        if width > share:  # this and every wider column get `share`
+            return share < min(CONTENT_ROOM, widest)
+        left -= width
+    return False
