@@ -455,7 +455,9 @@ def test_a_write_the_service_refuses_is_kept_with_the_reason(service: Service,
     prompt = {"session_id": "r1", "cwd": str(tmp_path),
               "prompt": "remember the vault path is a\u0000b"}  # a NUL: 422
     run = run_hook("claude-code", "UserPromptSubmit", prompt, env)
-    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    assert (run.returncode, run.stderr) == (0, "")
+    told = run.json()["hookSpecificOutput"]["additionalContext"]  # not taken as remembered
+    assert told.startswith("semantic-memory did NOT store this (HTTP 422"), told
     entry = hook_log(tmp_path)[-1]
     assert entry["outcome"] == "refused" and "HTTP 422" in entry["detail"], entry
     assert "kept in spool/rejected/" in entry["detail"]
