@@ -26,6 +26,8 @@ from .lite import encodes
 from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, iso, now,
                      project_name)
 from .plugins import PluginManager
+from .safety.terminal import strip_terminal_controls
+from .safety.textnorm import strip_format_chars
 from .sources import CAPTURED_SOURCES, FLUSH_SOURCE
 from .stores import MemoryStore
 from .stores.base import content_hash
@@ -52,7 +54,9 @@ def validate(memory: NewMemory, max_chars: int) -> None:
     """Raise InvalidMemory with a one-line reason naming the field."""
     if not isinstance(memory.content, str):
         raise InvalidMemory("content: must be a string")
-    if not memory.content.strip():
+    # Blank as every injection block shows it: invisible characters and terminal controls
+    # are dropped there, so such a memory showed up empty and took a recall slot.
+    if not strip_format_chars(strip_terminal_controls(memory.content)).strip():
         raise InvalidMemory("content: must not be empty")
     if len(memory.content) > max_chars:
         raise InvalidMemory(

@@ -77,6 +77,19 @@ async def first_of(*events: anyio.Event) -> None:
 
 SESSION_HEADER = b"mcp-session-id"
 PROTOCOL_HEADER = b"mcp-protocol-version"
+LAST_EVENT_ID_HEADER = b"last-event-id"
+
+
+def without_last_event_id(scope: dict[str, Any]) -> dict[str, Any]:
+    """`scope` without a `Last-Event-ID` header. The service keeps no event history (no event
+    store), so there is nothing to resume: the spec lets a server ignore the header (it MAY
+    replay), and a reconnecting GET then opens a new stream. Passed on, the SDK answered
+    nothing and uvicorn sent its plain-text 500."""
+    headers = scope["headers"]
+    if not any(name.lower() == LAST_EVENT_ID_HEADER for name, _ in headers):
+        return scope
+    return {**scope, "headers": [(n, v) for n, v in headers
+                                 if n.lower() != LAST_EVENT_ID_HEADER]}
 
 
 def request_key(session: str | None, message: Any) -> tuple[str, Any] | None:
@@ -126,9 +139,14 @@ class LazyMCP:
         #: The requests being answered, (session id, request id as the SDK correlates it) ->
         #: whether it is a write (MemoryMCP.uncancellable).
         self.requests: dict[tuple[str, Any], bool] = {}
-        #: Sessions closed at the cap since the last log line about it, and when that was.
-        self._evicted = 0
-        self._evictions_logged_at = -math.inf
+        cap = settings.mcp_max_sessions
+        #: Sessions closed at the cap, and openings refused there, said in counted lines.
+        self.evictions = CountedLine(
+            "closed %d least recently used idle MCP session(s) at the cap of %d since the "
+            "last such line (one a minute at most)", cap)
+        self.refusals = CountedLine(
+            "refused %d new MCP session(s) (503): all %d sessions were busy (one line a "
+            "minute at most)", cap)
 
     def _events(self) -> tuple[anyio.Event, anyio.Event]:
         if self._ready is None or self._wanted is None:
@@ -147,6 +165,8 @@ class LazyMCP:
             session_idle_timeout=self.settings.mcp_session_idle_s,
             max_sessions=self.settings.mcp_max_sessions,
         )
+        self.admit_with_room(mcp.session_manager)
+        quiet_sdk_refusals()
         return mcp, app
 
     async def run(self, warmed: anyio.Event | None = None) -> None:
@@ -188,7 +208,7 @@ class LazyMCP:
         if scope["method"] == "POST":
             await self.post(scope, receive, send)
         else:
-            await self.forward(scope, receive, send)
+            await self.forward(without_last_event_id(scope), receive, send)
 
     async def post(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """A message for the SDK, read here first: a body the guard refuses (over
@@ -218,8 +238,6 @@ class LazyMCP:
                 (SESSION_HEADER, session.encode("latin-1"))]})
             await send({"type": "http.response.body", "body": b""})
             return
-        if session is None and handshake_era(scope):
-            await self.make_room()  # an `initialize` (`refusal`): it opens a session
         key = request_key(session, message)
         if key is None:
             await self.forward(scope, replaying(body, receive), send)
@@ -273,6 +291,9 @@ class LazyMCP:
             await self.app(scope, receive, tracked_send)
             if started and not finished:
                 await self._end_stream(send)
+            elif not started:  # uvicorn would answer its plain-text 500
+                log.warning("the MCP SDK sent no answer to a %s /mcp", scope["method"])
+                await send_json(send, 500, {"error": "the MCP endpoint sent no answer"})
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             # The session closed while this request was on its way in: a leaving client's last
             # notification crossing its DELETE, under load. The SDK has answered (202, then an
@@ -300,42 +321,94 @@ class LazyMCP:
         except OSError:  # the client went first
             pass
 
-    async def make_room(self) -> None:
-        """At the session cap, close the least recently used idle session.
+    def admit_with_room(self, manager: Any) -> None:
+        """Make `manager`'s admission of a new session close the least recently used idle
+        session first when the table is at the cap, in one step.
 
         The SDK bounds the count itself but answers 503 at the cap, and has no public way to
-        list sessions; this reads its session table (`_server_instances`) and ends a session the
-        way the SDK's own idle timeout does (`_discard_session`). Should a later SDK rename them,
-        nothing is evicted and the SDK's 503 remains the bound.
+        list sessions. Its `_admit_session` runs under its session creation lock with no await:
+        evicting there (a session is forgotten by taking it out of `_server_instances`, as the
+        SDK's own `_discard_session` does first; its transport is ended in the SDK's task
+        group) makes checking, evicting and admitting atomic. Done before that, outside the
+        lock, two `initialize`s crossing each other saw one session to evict between them and
+        one got the 503 with idle sessions left. Should a later SDK rename these, building
+        the MCP endpoint fails (`run` logs it) and REST keeps working.
         """
-        sessions = getattr(self.manager, "_server_instances", None)
-        discard = getattr(self.manager, "_discard_session", None)
-        if not isinstance(sessions, dict) or discard is None:
-            return
-        if len(sessions) < self.settings.mcp_max_sessions:
-            return
-        # An idle session's idle-scope deadline is when its last request ended plus the idle
-        # timeout; a session with a request in flight (an open GET stream too) has none (inf).
-        idle = [(timer.deadline, sid, transport) for sid, transport in list(sessions.items())
-                if (timer := getattr(transport, "idle_scope", None)) is not None
-                and timer.deadline != math.inf]
-        if not idle:
-            return  # every session is busy: the SDK answers 503
-        _, sid, transport = min(idle, key=lambda item: item[0])
-        self._evicted += 1
-        self.say_evictions()
-        await discard(sid, transport)
+        admit = manager._admit_session
+        sessions: dict[str, Any] = manager._server_instances
+        owners: dict[str, Any] = manager._session_owners
+
+        def admit_session(requestor: Any) -> Any:
+            if len(sessions) >= self.settings.mcp_max_sessions:
+                if (lru := least_recently_used_idle(sessions)) is not None:
+                    sid, transport = lru
+                    sessions.pop(sid, None)
+                    owners.pop(sid, None)
+                    manager._task_group.start_soon(manager._discard_session, sid, transport)
+                    self.evictions.count()
+            transport = admit(requestor)
+            if transport is None:  # every session is busy: the SDK answers 503
+                self.refusals.count()
+            return transport
+
+        manager._admit_session = admit_session
 
     def say_evictions(self, at_exit: bool = False) -> None:
-        """Log the sessions closed at the cap since the last such line: the first at once,
-        then at most one line a minute (clients that open a session per call and never close
-        it), the rest by `run`'s timer or at shutdown, so the lines add up to every one."""
+        """Say the sessions closed, and the openings refused, at the cap since the last such
+        lines (`CountedLine`)."""
+        self.evictions.say(at_exit)
+        self.refusals.say(at_exit)
+
+
+def least_recently_used_idle(sessions: dict[str, Any]) -> tuple[str, Any] | None:
+    """(id, transport) of the session idle the longest, or None when every one is busy. An
+    idle session's idle-scope deadline is when its last request ended plus the idle timeout;
+    one with a request in flight (an open GET stream too), or not yet serving its opening
+    request, has none (inf, or no scope yet)."""
+    idle = [(timer.deadline, sid, transport) for sid, transport in sessions.items()
+            if (timer := transport.idle_scope) is not None and timer.deadline != math.inf]
+    if not idle:
+        return None
+    _, sid, transport = min(idle, key=lambda item: item[0])
+    return sid, transport
+
+
+class CountedLine:
+    """A log line about events that can come in floods (clients that open a session per call
+    and never close it), said for the first at once, then at most once a EVICTION_LOG_S with
+    how many since; `LazyMCP.run`'s timer and the shutdown say the rest, so the lines add up
+    to every event."""
+
+    def __init__(self, template: str, cap: int) -> None:
+        self.template, self.cap = template, cap
+        self._count = 0
+        self._logged_at = -math.inf
+
+    def count(self) -> None:
+        self._count += 1
+        self.say()
+
+    def say(self, at_exit: bool = False) -> None:
         now = time.monotonic()
-        if self._evicted and (at_exit or now - self._evictions_logged_at >= EVICTION_LOG_S):
-            log.info("closed %d least recently used idle MCP session(s) at the cap of %d "
-                     "since the last such line (one a minute at most)", self._evicted,
-                     self.settings.mcp_max_sessions)
-            self._evicted, self._evictions_logged_at = 0, now
+        if self._count and (at_exit or now - self._logged_at >= EVICTION_LOG_S):
+            log.info(self.template, self._count, self.cap)
+            self._count, self._logged_at = 0, now
+
+
+class RefusalFilter(logging.Filter):
+    """Drops the SDK's own warning for each session it refuses at the cap (`Refusing to open a
+    new session`, four lines in its rich format, one per refusal): `LazyMCP.refusals` says
+    them in one line, at most once a minute."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Refusing to open a new session")
+
+
+def quiet_sdk_refusals() -> None:
+    """RefusalFilter on the SDK's session manager's logger, once."""
+    sdk = logging.getLogger("mcp.server.streamable_http_manager")
+    if not any(isinstance(f, RefusalFilter) for f in sdk.filters):
+        sdk.addFilter(RefusalFilter())
 
 
 def create_app(engine: MemoryEngine, settings: Settings | None = None, *,

@@ -56,6 +56,10 @@ RECENT_BUDGET = 20_000
 MAX_LISTED_PROJECTS = 50
 #: The protocol's cap on values in one completion answer.
 MAX_COMPLETIONS = 100
+#: A kind, as the tools take it (mcp_tools.Identifier).
+KIND_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}"
+#: The prompt's `kind`: one, or blank (a form sends every field; blank is left out).
+PROMPT_KIND = rf"^\s*({KIND_PATTERN})?\s*$"
 
 PROMPT_DESCRIPTION = (
     "Recall what long-term memory holds about a task: the memories relevant to it, as the "
@@ -171,16 +175,19 @@ def register_browsing(mcp: "MemoryMCP", engine: MemoryEngine,
         project: Annotated[str | None, Field(max_length=256, description=(
             "Only this project's memories (e.g. github.com/acme/web); omitted, the project "
             "of the repository this server runs in, when it runs in one (--stdio)."))] = None,
-        kind: Annotated[str | None, Field(max_length=64, description=(
+        kind: Annotated[str | None, Field(max_length=80, pattern=PROMPT_KIND, description=(
             "Only memories of this kind (decision, preference, fact, …)."))] = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> str:
         repo = recall_on("nothing recalled")
-        if workspace is not None and repo is not None and not project:  # a form's blank too
+        # A form's blank (spaces too) is the argument left out: "  " recalled the global
+        # memories alone, which the engine reads a project stripped to "" as.
+        project = (project or "").strip() or None
+        if workspace is not None and repo is not None and project is None:
             project = workspace.project(repo)
 
         def work() -> str:
-            filters = RecallFilters(project=project or None, kind=kind or None)
+            filters = RecallFilters(project=project, kind=(kind or "").strip() or None)
             hits = engine.recall(task, settings.plugin_limit, filters, relevant_only=True)
             return engine.injection_block(task, hits, settings.plugin_budget_chars)
 

@@ -31,12 +31,16 @@ def shown(memory: dict[str, Any]) -> dict[str, Any]:
     """A memory as every tool shows it: its content cleaned as the injection block cleans it
     (wrapper tags neutralised, `rest.recall_item`'s rule: a stored `</memory>` reads the same
     in memory_recall, memory_list and memory_update), with ITEM_FIELDS only, empty ones left
-    out but `project` (null: a global memory)."""
+    out but `project` (null: a global memory). `content_chars` is the memory's own length
+    (the one `memory` gives: a recall item's content is cleaned already), not the cleaned
+    text's (an escaped `</memory>` is longer): `fit` keeps it on `truncated` items only."""
     out: dict[str, Any] = {}
     for name in ITEM_FIELDS:
         value = memory.get(name)
         if name == "content":
             value = sanitize(value or "")
+        elif name == "content_chars" and not isinstance(value, int):
+            value = len(memory.get("content") or "")
         if (value is None and name != "project") or value == []:
             continue
         out[name] = value
@@ -73,6 +77,10 @@ def fit(result: dict[str, Any], items: list[dict[str, Any]], whole: str,
     items cut before, to a recall's `budget_chars`). Items whose other fields alone do not
     fit (100 memories of 32 long tags) are left out, last first, and the note says how many.
     `result` is changed in place and returned."""
+    whole_lengths = [item.pop("content_chars", None) for item in items]
+    for item, chars in zip(items, whole_lengths):
+        if item.get("truncated") and chars is not None:
+            item["content_chars"] = chars
     note_chars = len(json_text({"note": _note(len(items), len(items), 10**7, whole)}))
     if len(json_text(result)) + note_chars <= limit:
         if cut := sum(1 for item in items if item.get("truncated")):
@@ -93,11 +101,11 @@ def fit(result: dict[str, Any], items: list[dict[str, Any]], whole: str,
     for n, i in enumerate(sorted(range(kept), key=costs.__getitem__)):
         shares[i] = min(costs[i], budget // (kept - n))
         budget -= shares[i]
-    for item, content, cost, share in zip(items, contents, costs, shares):
+    for item, content, cost, share, chars in zip(items, contents, costs, shares, whole_lengths):
         item["content"] = content if cost <= share else _cut(content, share)
         if cost > share:
             item["truncated"] = True
-            item["content_chars"] = item.get("content_chars", len(content))
+            item["content_chars"] = chars if chars is not None else len(content)
     cut = sum(1 for item in items if item.get("truncated"))
     result["note"] = _note(cut, kept, len(contents) - kept, whole)
     return result

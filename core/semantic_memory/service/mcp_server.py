@@ -72,8 +72,14 @@ def describe(exc: ValidationError) -> str:
 
 
 #: Seconds `memory-mcp --stdio` gives the requests it has read to be answered once the agent
-#: closed its stdin (a write waiting on the store's lock, say) before it ends.
+#: closed its stdin (a recall, say) before it ends.
 STDIO_EOF_WAIT_S = 10.0
+#: Seconds a write read before the end of the input is waited for past STDIO_EOF_WAIT_S: one
+#: waiting on the store's lock (up to 60 s, stores/sqlite.py BUSY_TIMEOUT_MS) runs to its end
+#: anyway (its worker thread cannot be stopped, and the process waited for it unanswered), so
+#: it is answered with what became of it rather than -32000 "Connection closed" for a memory
+#: that is stored. A write stuck past this is given up, unanswered.
+STDIO_EOF_WRITE_WAIT_S = 90.0
 
 
 def _is_id(value: Any) -> bool:
@@ -183,6 +189,11 @@ class InFlight:
         with self._changed:
             return self._changed.wait_for(lambda: not self._ids, timeout)
 
+    def wait_writes(self, timeout: float) -> bool:
+        """Wait until no write read is unanswered; False when `timeout` ran out first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._writes, timeout)
+
 
 class AnsweringWire:
     """The server's side of a stdio wire as the SDK's writer uses it (`write` one whole
@@ -238,7 +249,8 @@ class MendedLines:
     ever), is answered here (`read_message`'s error) and not passed on; and each line is in
     valid Unicode: a lone surrogate (`"\\ud83d"`, an emoji cut in half) becomes U+FFFD, as in
     the hooks' input (`lite.loads_input`). Each request read is counted in `in_flight`, and
-    the end of the input waits up to `eof_wait_s` for their answers."""
+    the end of the input waits up to `eof_wait_s` for their answers, and for a write's up to
+    STDIO_EOF_WRITE_WAIT_S (it runs to its end either way)."""
 
     def __init__(self, wire: BinaryIO, answers: AnsweringWire, eof_wait_s: float,
                  uncancellable: Callable[[dict[str, Any]], bool]) -> None:
@@ -251,8 +263,10 @@ class MendedLines:
             line = self.wire.readline()
             if not line:
                 # The agent closed its end (it may still read): what it sent gets its
-                # answers before the SDK sees the end and cancels what is still running.
-                self.in_flight.wait(self.eof_wait_s)
+                # answers before the SDK sees the end and cancels what is still running
+                # (a read) or answers it "Connection closed" (a write, which lands anyway).
+                if not self.in_flight.wait(self.eof_wait_s):
+                    self.in_flight.wait_writes(STDIO_EOF_WRITE_WAIT_S)
                 return ""
             if not line.strip():
                 continue

@@ -36,8 +36,8 @@ from .. import __version__
 from ..config import Settings
 from ..errors import InvalidMemory, UnknownMemory
 from ..harness.repo_config import RepoConfig, load_repo_config, project_for
-from ..models import (NewMemory, RecallFilters, TimeOutOfRange, UnclearDuration, parse_time,
-                      project_name)
+from ..models import (NewMemory, RecallFilters, RecallHit, TimeOutOfRange, UnclearDuration,
+                      parse_time, project_name)
 from ..limits import (
     MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
@@ -51,7 +51,7 @@ from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
 from ..retrieval import service_recall
 from . import threads
 from .instructions import instructions_for
-from .mcp_browse import MEMORY_TEMPLATE, register_browsing
+from .mcp_browse import KIND_PATTERN, MEMORY_TEMPLATE, register_browsing
 from .mcp_logging import embedder_fallback
 from .mcp_results import MAX_RESULT_CHARS, fit, redacted_kinds, shown, slim_stats, undo_forget
 from .mcp_server import MemoryMCP
@@ -107,7 +107,7 @@ STATS_DESCRIPTION = (
     "user asks what is remembered or how memory is set up."
 )
 
-Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")]
+Identifier = Annotated[str, Field(pattern=rf"^{KIND_PATTERN}$")]
 #: A read's project filter: "" means the global memories alone (`rest.read_filters`).
 Project = Annotated[str, Field(max_length=MAX_PROJECT_CHARS)]
 Since = Annotated[str | None, Field(max_length=64, description=(
@@ -213,7 +213,7 @@ class EngineBackend:
             with service_recall(arrived):
                 hits = engine.recall(query, k, filters)
             out: dict[str, Any] = {"count": len(hits), "items": [
-                recall_item(h, budget_chars) for h in hits]}
+                whole_length(recall_item(h, budget_chars), h) for h in hits]}
             if block:
                 out["block"] = engine.injection_block(query, hits, budget_chars)
             if (warning := no_channel_warning(engine)) is not None:
@@ -251,6 +251,14 @@ class EngineBackend:
 
     async def stats(self) -> dict[str, Any]:
         return await anyio.to_thread.run_sync(self.engine.stats)
+
+
+def whole_length(item: dict[str, Any], hit: RecallHit) -> dict[str, Any]:
+    """A /recall item of `hit` with `content_chars` the memory's own length, for `shown`:
+    its content is the cleaned text (an escaped `</memory>` is longer), and `recall_item`
+    counted that."""
+    item["content_chars"] = len(hit.memory.content)
+    return item
 
 
 class Workspace:
@@ -332,7 +340,10 @@ def advice(stats: dict[str, Any]) -> list[str]:
 def instructions(workspace: Workspace | None) -> str:
     """The server instructions, naming the project the hooks use in the folder an agent
     started this server in (`instructions_for`)."""
-    return instructions_for(workspace.project(workspace.repo()) if workspace else None)
+    if workspace is None:
+        return instructions_for(None)
+    repo = workspace.repo()
+    return instructions_for(workspace.project(repo), recall=repo.recall, capture=repo.capture)
 
 
 def build_mcp(engine: MemoryEngine, workspace: Workspace | None = None) -> MCPServer:
