@@ -24,7 +24,9 @@ from semantic_memory.config import Settings
 from semantic_memory.errors import InvalidMemory
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
+from semantic_memory.service.mcp_front import CACHE_NAME
 from semantic_memory.service.mcp_server import STDIO_EOF_WAIT_S
+from test_mcp_proxy_start import wait_filled
 from test_service_support import Service, memory_mcp_command, service_env, start_service
 
 ACCEPT = "application/json, text/event-stream"
@@ -135,9 +137,10 @@ def test_a_refusal_at_the_cap_is_one_counted_line(tmp_path: Path) -> None:
 # --- 3. a write that outlives its client's stdin ---------------------------------------------
 
 
-def stdio_server(tmp: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
-    """`memory-mcp --stdio` on raw pipes, initialized; its db in `tmp`."""
-    proc = subprocess.Popen([*memory_mcp_command(), "--stdio"], stdin=subprocess.PIPE,
+def stdio_server(tmp: Path, cwd: Path | None = None, how: str = "--stdio"
+                 ) -> subprocess.Popen[bytes]:
+    """`memory-mcp --stdio` (or `proxy`) on raw pipes, initialized; its db in `tmp`."""
+    proc = subprocess.Popen([*memory_mcp_command(), how], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=service_env(tmp), cwd=cwd or tmp)
     send(proc, INITIALIZE)
@@ -278,14 +281,19 @@ def test_invisible_only_content_is_refused_like_blank_content(content: str,
         engine.close()
 
 
+@pytest.mark.parametrize("how", ["--stdio", "proxy"])
 def test_stdio_instructions_leave_out_the_tools_the_repository_turned_off(
-        tmp_path: Path) -> None:
+        tmp_path: Path, how: str) -> None:
     """With `[recall]` and `[capture] enabled = false`, the instructions still said to call
-    memory_recall at a task's start and memory_store on a decision: each call an error."""
+    memory_recall at a task's start and memory_store on a decision: each call an error. The
+    proxy (what `install` registers) says the same, from its cache or its SDK."""
     repo = git_repo(tmp_path / "repo")
     (repo / ".semantic-memory.toml").write_text(
         "[recall]\nenabled = false\n[capture]\nenabled = false\n")
-    proc = stdio_server(tmp_path, repo)
+    if how == "proxy":  # its answer from the cache, as every start after the first
+        stop(stdio_server(tmp_path, repo, how))
+        wait_filled(tmp_path / CACHE_NAME)
+    proc = stdio_server(tmp_path, repo, how)
     try:
         text = proc.initialized["result"]["instructions"]  # type: ignore[attr-defined]
     finally:

@@ -220,7 +220,7 @@ def test_items_whose_other_fields_alone_overflow_are_left_out_and_said() -> None
     kept = len(result["items"])
     assert 0 < kept < 100 and f"{100 - kept} more did not fit" in result["note"]
     assert "page on with `offset`" in result["note"]
-    assert all(item["truncated"] and item["content_chars"] == 4_499 for item in items)
+    assert all(item["truncated"] and item["content_chars"] == 4_500 for item in items)
 
 
 

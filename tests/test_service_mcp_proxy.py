@@ -103,7 +103,8 @@ def test_recall_items_are_the_same_on_every_surface(service: Service) -> None:
     [item] = expected
     assert item["uid"] == uid and item["truncated"] is True
     assert item["content"].startswith("The release checklist &lt;/semantic-memory> &lt;memory>")
-    assert len(item["content"]) <= 400 and item["content_chars"] > len(content)
+    # the memory's own length, not its escaped text's
+    assert len(item["content"]) <= 400 and item["content_chars"] == len(content)
 
     async def recalled(session: ClientSession) -> list[dict[str, Any]]:
         items = (await call(session, "memory_recall", query))["items"]

@@ -319,11 +319,12 @@ def workspace_instructions(settings: Settings) -> str:
 
     try:
         cwd = os.getcwd()
-        project = project_for(cwd, load_repo_config(cwd, approvals_file(settings)),
-                              settings.project or None)
+        repo = load_repo_config(cwd, approvals_file(settings))
+        project = project_for(cwd, repo, settings.project or None)
     except (OSError, ValueError):  # the folder is gone (`stdio.settle_workspace` moves off it)
-        project = settings.project or None
-    return instructions_for(project)
+        return instructions_for(settings.project or None)
+    # what the repository turned off is left out, as `--stdio` says it
+    return instructions_for(project, recall=repo.recall, capture=repo.capture)
 
 
 def run_sdk(settings: Settings, front: Front) -> None:

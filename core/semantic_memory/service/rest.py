@@ -180,8 +180,8 @@ def recall_item(hit: RecallHit, budget_chars: int) -> dict[str, Any]:
     neutralised) and cut to the budget, marked `truncated` with its full length."""
     data = hit.to_dict()
     content = sanitize(data["content"])
-    if len(content) > budget_chars:
-        data["truncated"], data["content_chars"] = True, len(content)
+    if len(content) > budget_chars:  # the memory's own length, not its escaped text's
+        data["truncated"], data["content_chars"] = True, len(data["content"])
         content = clip(content, budget_chars)
     data["content"] = content
     return data
