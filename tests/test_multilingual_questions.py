@@ -140,15 +140,20 @@ FULL_WIDTH = [
 WRITTEN_FULL_WIDTH = "ビルド設定：ＵＳＥ＿ＣＡＣＨＥ＝ｔｒｕｅ を ｂｕｉｌｄ．ｔｏｍｌ に書く。"
 
 
+def store_width_corpus(engine: MemoryEngine) -> dict[str, str]:
+    """The full-width cases' memories (and one unrelated), stored in project `p`: uid by text."""
+    texts = [memory for _, memory in FULL_WIDTH] + [WRITTEN_FULL_WIDTH,
+                                                    "The web repo uses pnpm workspaces."]
+    return {text: engine.store_one(NewMemory(text, project="p")).uid for text in texts}
+
+
 @pytest.fixture(scope="module")
 def core_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MemoryEngine, dict]]:
     """The keyword channels that ship with core: porter and trigram, no bigram channel."""
     db: Path = tmp_path_factory.mktemp("width") / "memory.db"
     engine = MemoryEngine(Settings(db_path=str(db), device="cpu",
                                    plugins="bm25_porter,bm25_trigram"))
-    texts = [memory for _, memory in FULL_WIDTH] + [WRITTEN_FULL_WIDTH,
-                                                    "The web repo uses pnpm workspaces."]
-    uids = {text: engine.store_one(NewMemory(text, project="p")).uid for text in texts}
+    uids = store_width_corpus(engine)
     yield engine, uids
     engine.close()
 

@@ -18,7 +18,7 @@ from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory_postgres.channels import PgFullTextChannel, PgTrigramChannel
 from test_flag_queries import MEMORIES as FLAG_MEMORIES
-from test_multilingual_questions import FULL_WIDTH, WRITTEN_FULL_WIDTH
+from test_multilingual_questions import FULL_WIDTH, WRITTEN_FULL_WIDTH, store_width_corpus
 from test_postgres_channels import (  # noqa: F401 (conn: a fixture)
     add,
     conn,
@@ -115,9 +115,7 @@ def test_the_full_text_bar_judges_the_flag_whole(
 def width_engine(tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[tuple[MemoryEngine, dict[str, str]]]:
     engine = postgres_engine(tmp_path_factory.mktemp("pgwidth"))
-    texts = [memory for _, memory in FULL_WIDTH] + [WRITTEN_FULL_WIDTH,
-                                                    "The web repo uses pnpm workspaces."]
-    uids = {text: engine.store_one(NewMemory(text, project="p")).uid for text in texts}
+    uids = store_width_corpus(engine)
     yield engine, uids
     engine.close()
 
