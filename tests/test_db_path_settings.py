@@ -27,7 +27,7 @@ CASES = [
     ("~no-such-user-here/memory.db", "MEMORY_DB_PATH: '~no-such-user-here' names no user of "
                                      "this machine (~/… is your home)"),
     ("{tmp}/data/", "MEMORY_DB_PATH names a file, not a folder: '{tmp}/data/' ends with '/' "
-                    "(say {tmp}/data/memory.db)"),
+                    "(name the file in it)"),
     ("{tmp}/" + "n" * 250 + ".db", "MEMORY_DB_PATH's file name is 253 bytes long; with the "
                                    "'-journal' SQLite adds to it, at most 247 fit a folder"),
 ]
@@ -56,3 +56,14 @@ def test_a_hook_names_the_same_mistake_and_exits_0(tmp_path: Path, value: str,
                           env=env_with(tmp_path, value), timeout=60, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout == ""
     assert f"memory-mcp hook: {said}" in done.stderr, done.stderr
+
+
+def test_a_relative_model_path_is_refused_as_the_db_path_is(tmp_path: Path) -> None:
+    """MEMORY_MODEL_PATH was taken relative to each process's folder: a service and a CLI
+    command run from different folders disagreed on whether there is a model."""
+    env = {**env_with(tmp_path, str(tmp_path / "memory.db")), "MEMORY_MODEL_PATH": "models/x.gguf"}
+    done = subprocess.run([*memory_mcp_command(), "stats"], capture_output=True, text=True,
+                          env=env, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("Error: MEMORY_MODEL_PATH must be an absolute path (~/… is "
+                                   "fine), not 'models/x.gguf'"), done.stderr

@@ -4,6 +4,8 @@ EOS, dimension and MRL, refusals of crash-prone configurations, and the device p
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -341,3 +343,24 @@ def test_vector_settings_are_validated(tmp_path: Path) -> None:
                         ("MEMORY_EMBED_DIM", "-1")):  # a mistake, not a size: refused too
         with pytest.raises(ConfigError, match=f"{name} must be within"):
             LlamaCppSettings.from_env({name: value})
+
+def test_a_long_memory_is_embedded_in_bounded_memory(qwen3_path: Path) -> None:
+    """One 80,000-character memory took 10.4 GB with a Qwen3-vocabulary model at the former
+    default of 8192 tokens (llama.cpp computes a vocabulary-sized output row for every token of
+    a pooled text) and the process kept it: at the default the growth stays a few times the
+    model's own. Measured in a fresh process (ru_maxrss), as a ratio."""
+    probe = (
+        "import resource, sys\n"
+        "from semantic_memory_llama_cpp import LlamaCppEmbedder\n"
+        "emb = LlamaCppEmbedder(sys.argv[1], device='cpu', threads=1)\n"
+        "emb.embed_documents(['the deploy script lives in ops/deploy.sh'])\n"
+        "short = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "vector = emb.embed_documents(['deploy pipeline notes ' * 4000])\n"
+        "long = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(emb.n_ctx, long / short, vector.shape[1])\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(qwen3_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    n_ctx, growth, dim = done.stdout.split()
+    assert int(n_ctx) == 1024 and int(dim) == 64
+    assert float(growth) < 12, done.stdout  # 8192 tokens: ~35x; 1024: ~5x

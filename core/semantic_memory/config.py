@@ -281,7 +281,8 @@ class Settings(SettingsSection):
 
     def validate(self) -> None:
         for name, path in (("MEMORY_DB_PATH", self.db_path),
-                           ("MEMORY_DISCOVERY_FILE", self.discovery_file)):
+                           ("MEMORY_DISCOVERY_FILE", self.discovery_file),
+                           ("MEMORY_MODEL_PATH", self.model_path)):
             if (problem := path_problem(name, path)) is not None:
                 raise ConfigError(problem)
         if not self.db_url:

@@ -21,6 +21,5 @@ def path_problem(name: str, path: str) -> str | None:
     if not os.path.isabs(expanded):
         return f"{name} must be an absolute path (~/… is fine), not {path!r}"
     if path.endswith(("/", os.sep)):  # a folder: the file would be made named like it
-        return (f"{name} names a file, not a folder: {path!r} ends with '/' (say "
-                f"{path.rstrip('/' + os.sep)}/memory.db)")
+        return f"{name} names a file, not a folder: {path!r} ends with '/' (name the file in it)"
     return None

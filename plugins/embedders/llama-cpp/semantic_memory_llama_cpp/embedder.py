@@ -1,7 +1,7 @@
 """A GGUF embedding model run by llama.cpp (llama-cpp-python), with the spec's device policy.
 
 Defaults follow Qwen3-Embedding-0.6B: pooling LAST, queries `Instruct: {task}\\nQuery: {text}`,
-documents raw, n_ctx 8192, sub-batches of 32, float32 rows L2-normalised (1e-12 guard). Pooling
+documents raw, n_ctx 1024, sub-batches of 32, float32 rows L2-normalised (1e-12 guard). Pooling
 and prompts come from the GGUF itself (architecture, `<arch>.pooling_type`), so MiniLM (bert,
 MEAN) or EmbeddingGemma (gemma-embedding, its `task: … | query:` prompts) work unchanged.
 
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from semantic_memory.embedders import Embedder
 
 from .gguf_meta import POOLING, POOLING_NAMES, GGUFError, GGUFInfo, read_gguf
+from .settings import EMBED_N_CTX
 
 if TYPE_CHECKING:  # numpy is imported where rows are made: ~0.1 s off every service start
     import numpy as np
@@ -142,7 +143,7 @@ class LlamaCppEmbedder(Embedder):
         model_path: str,
         *,
         device: str = "cuda",
-        n_ctx: int = 8192,
+        n_ctx: int = EMBED_N_CTX,
         batch: int = 32,
         dim: int = 0,
         query_prefix: str | None = None,

@@ -10,6 +10,13 @@ from dataclasses import dataclass, field
 
 from semantic_memory.config import SettingsSection, within
 
+#: Tokens of a text embedded (capped at the model's trained context), llama.cpp's n_ctx and
+#: batch. Memory grows with it: llama.cpp computes an output row of the vocabulary's size for
+#: every token of a text (pooled embeddings make every token an output), so with a Qwen3
+#: vocabulary one 80,000-character memory took 10.4 GB at 8192, and kept it. Every benchmark
+#: memory is shorter; a longer text is embedded by its start (the keyword channels see it all).
+EMBED_N_CTX = 1024
+
 
 @dataclass(frozen=True)
 class LlamaCppSettings(SettingsSection):
@@ -21,7 +28,7 @@ class LlamaCppSettings(SettingsSection):
     # Matryoshka truncation of the vectors (0 = the model's full dimension).
     embed_dim: int = field(default=0, metadata=within(0, 65_536))
     # llama.cpp context size (capped at the model's trained context) and texts per sub-batch.
-    embed_n_ctx: int = field(default=8192, metadata=within(8, 1_048_576))
+    embed_n_ctx: int = field(default=EMBED_N_CTX, metadata=within(8, 1_048_576))
     embed_batch: int = field(default=32, metadata=within(1, 4096))
     # CPU threads for llama.cpp (0 = its default: all cores for batches).
     embed_threads: int = field(default=0, metadata=within(0, 1024))
