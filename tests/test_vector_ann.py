@@ -10,6 +10,7 @@ the real ones."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -372,4 +373,39 @@ def test_concurrent_searches_agree(store: Path, monkeypatch) -> None:  # noqa: A
     with ThreadPoolExecutor(4) as pool:
         together = dict(zip(range(20), pool.map(lambda i: search(eng, f"q{i}"), range(20))))
     assert together == alone
+    eng.close()
+
+
+def test_a_file_where_the_index_folder_goes_is_one_line(store: Path, monkeypatch) -> None:  # noqa: ANN001
+    """`<db>.vectors` a file (a stray copy, a `touch`): `reindex` printed a traceback ending in
+    FileExistsError, and a service's build thread died with one while `stats` said only "no
+    index stamp". Both now say what is in the way, in one line; exact search serves."""
+    from click.testing import CliRunner
+
+    import semantic_memory.cli as cli_module
+    from semantic_memory_vector import register_commands
+
+    folder = ann.folder_of(str(store / "memory.db"))
+    shutil.rmtree(folder)
+    folder.write_text("x")
+    for key, value in {"MEMORY_DB_PATH": str(store / "memory.db"), "MEMORY_DEVICE": "cpu",
+                       "MEMORY_PLUGINS": "vector"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(cli_module, "MemoryEngine",
+                        lambda settings, **kwargs: MemoryEngine(settings, plugins=[_Provide()]))
+    register_commands(cli=cli_module.cli)
+    result = CliRunner().invoke(cli_module.cli, ["reindex"])
+    assert result.exit_code == 1, result.output
+    said = result.output.strip()
+    assert "Traceback" not in said and said.splitlines()[-1] == (f"Error: reindex failed: {folder} is a file, not the "
+                                     "vector index folder: move it away (the index is rebuilt "
+                                     "from the stored vectors)"), said
+
+    eng = engine_at(store, monkeypatch)  # a service: its build meets the same file
+    channel = channel_of(eng)
+    assert [h[0] for h in search(eng, "q2")] == exact_top(QUERIES[2])
+    wait_for(lambda: channel._ann.last_error is not None)
+    assert channel._ann.last_error == (f"build failed: {folder} is a file, not the vector "
+                                       "index folder: move it away (the index is rebuilt from "
+                                       "the stored vectors)")
     eng.close()

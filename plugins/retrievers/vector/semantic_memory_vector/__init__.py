@@ -76,7 +76,10 @@ def register_commands(cli) -> None:  # type: ignore[no-untyped-def]
             def progress(done: int, total: int) -> None:
                 bar.update(task, completed=done, total=total)
 
-            result = channel.reindex(progress=progress, threads=threads or None)
+            try:
+                result = channel.reindex(progress=progress, threads=threads or None)
+            except OSError as exc:  # the index folder cannot be made or written: one line
+                raise click.ClickException(f"reindex failed: {exc}") from None
         if not result.get("built"):
             raise click.ClickException(str(result.get("reason")))
         click.echo(json.dumps(result, ensure_ascii=False))

@@ -98,8 +98,13 @@ def folder_of(db_path: str) -> Path:
 def _make_folder(folder: Path) -> None:
     """`<db>.vectors/` for its owner only (0700), as the data folder beside it, whatever the
     umask: its files are a quantized copy of every memory's embedding. One made by an
-    earlier release keeps its mode."""
-    folder.mkdir(mode=0o700, exist_ok=True)
+    earlier release keeps its mode. A file in its place (a stray copy, a `touch`) is an
+    OSError saying so, which a build reports in one line."""
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(f"{folder} is a file, not the vector index folder: move it "
+                                 "away (the index is rebuilt from the stored vectors)") from None
 
 
 def _create_private(path: Path) -> None:
@@ -592,11 +597,11 @@ class AnnManager:
             return
 
         def run() -> None:
-            _make_folder(self.folder)
-            with exclusive(self.folder / "build.lock") as held:
-                if not held:
-                    return  # another process builds; its stamp will be picked up
-                try:
+            try:
+                _make_folder(self.folder)
+                with exclusive(self.folder / "build.lock") as held:
+                    if not held:
+                        return  # another process builds; its stamp will be picked up
                     t = time.perf_counter()
                     build(self.db_path, model, dim, self.config.ann_dtype,
                           self.config.ann_threads, base)
@@ -604,9 +609,9 @@ class AnnManager:
                     self.builds += 1
                     log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",
                              time.perf_counter() - t)
-                except Exception as exc:  # noqa: BLE001 - exact search keeps serving
-                    self.last_error = f"build failed: {exc}"
-                    log.error("vector: ANN index build failed: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - exact search keeps serving
+                self.last_error = f"build failed: {exc}"
+                log.error("vector: ANN index build failed: %s", exc)
 
         self._thread = threading.Thread(target=run, name="vector-ann-build", daemon=True)
         self._thread.start()
