@@ -330,3 +330,27 @@ def test_embedding_failures_name_the_embedder_its_plugin_and_distribution(
     assert recalled.stderr.splitlines() == [
         f"vector: {QUIRKY} answered a query vector of {DIM} floats holding NaN or infinity; "
         "keyword-only for this recall"]
+
+
+class Unloadable(Moody):
+    """An embedder whose model cannot be loaded: every embedding raises."""
+
+    def embed_documents(self, texts: Any) -> Any:
+        raise RuntimeError("model failed to load")
+
+
+def test_a_backfill_that_stops_counts_every_memory_it_did_not_embed(tmp_path: Path) -> None:
+    """A model that fails to load stops the backfill at its first chunk: it said `64 failed of
+    100` (one chunk's), where none of the 100 was embedded."""
+    embedder = Unloadable("")
+    engine = testing.engine_with(tmp_path, InProcess(embedder), plugins="bm25_porter,vector",
+                                 fast_path=False, embed_background=False)
+    try:
+        engine.ingest([NewMemory(f"note {i} about the parquet export") for i in range(100)],
+                      batch_is_session=False)
+        channel = next(c for c in engine.channels if c.name == "vector")
+        result = channel.backfill(engine.store)
+    finally:
+        engine.close()
+    assert (result["embedded"], result["failed"], result["total"]) == (0, 100, 100), result
+    assert "model failed to load" in result["reason"]

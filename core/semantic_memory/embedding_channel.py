@@ -392,8 +392,10 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             except Exception as exc:  # noqa: BLE001
                 reason = f"{origin(self.embedder)} raised {one_line(exc)}"
                 log.error("%s: backfill embedding failed: %s", self.name, reason)
-                return {"embedded": done, "failed": failed + len(chunk), "total": total,
-                        "reason": reason}
+                # it stops here: every memory it did not embed is one not embedded, not only
+                # this chunk's (a model that fails to load fails them all)
+                return {"embedded": done, "failed": max(total - done, failed + len(chunk)),
+                        "total": max(total, done + failed + len(chunk)), "reason": reason}
             made = [(i, text, v) for (i, text), v in zip(chunk, self.checked(vecs, len(chunk)))
                     if v is not None]
             failed += len(chunk) - len(made)
@@ -403,7 +405,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
                 if keep:
                     self.write_vectors(conn, [i for i, _ in keep], [v for _, v in keep],
                                        (model, dim))
-            done += len(made)
+            done += len(keep)  # not a memory edited or purged meanwhile: not embedded here
             if progress:
                 progress(min(done + failed, total), max(total, done + failed))
         out = {"embedded": done, "total": max(total, done + failed), "model": model,
