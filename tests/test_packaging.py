@@ -237,3 +237,27 @@ def test_stats_names_the_missing_embedder_plugin(tmp_path: Path) -> None:
     line = next(x for x in done.stdout.splitlines() if x.startswith("recall:"))
     assert "no embedder plugin installed" in line and "semantic-memory-llama-cpp" in line, line
     assert "MEMORY_MODEL_PATH" not in line, line
+
+
+def test_memory_stats_names_the_missing_embedder_plugin_too(tmp_path: Path) -> None:
+    """MCP `memory_stats` advised setting MEMORY_MODEL_PATH in every by-words case, as `stats`
+    did: with the vector channel and no embedder plugin it names the plugin to install."""
+    from semantic_memory.config import Settings
+    from semantic_memory.pipeline import KEYWORD_MODE_NOTE, MemoryEngine
+    from semantic_memory.service.mcp_tools import advice
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), plugins="bm25_porter,vector",
+                                   model_path=str(tmp_path / "x.gguf")))
+    try:
+        said = advice(engine.stats())
+    finally:
+        engine.close()
+    assert KEYWORD_MODE_NOTE not in said
+    assert ("Recall is by words only: no embedder plugin installed for the vector channel "
+            "(install semantic-memory-llama-cpp, see docs/vector.md).") in said, said
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "n.db"), plugins="bm25_porter"))
+    try:
+        assert KEYWORD_MODE_NOTE in advice(engine.stats())  # nothing set up: how to set it up
+    finally:
+        engine.close()

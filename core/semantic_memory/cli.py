@@ -32,7 +32,8 @@ from .errors import InvalidMemory, UnknownMemory, one_line
 from .models import (Holdings, NewMemory, RecallFilters, TimeOutOfRange, UnclearDuration,
                      folded, parse_time, project_name)
 from .ingest import validate
-from .pipeline import EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record
+from .pipeline import (EXPORT_FIELDS, KEYWORD_MODE_NOTE, MemoryEngine, forgotten_record,
+                       keyword_mode_why)
 from .plugins import PluginManager, build_plugin_manager, collect, no_channel_reason
 from .stores import StoreError, scheme_of, store_url
 from .stores.sqlite import SQLiteStore, sqlite_problem
@@ -629,29 +630,13 @@ def _recall_line(data: dict[str, Any], settings: Settings) -> str:
         return f"finds nothing: {no_channel_reason(settings, data['skipped_channels'])}"
     embedder = data.get("embedder") or {}
     if data["recall_mode"] == "keyword":
-        if embedder.get("reason") == NO_EMBEDDER_PLUGIN:
-            return (f"by words only: {NO_EMBEDDER_PLUGIN} for the vector channel (install "
-                    "semantic-memory-llama-cpp, see docs/vector.md)")
-        if embedder.get("reason") and not _no_embedder_set_up(embedder):
-            return f"by words only: the embedder is off ({embedder['reason']})"
-        return f"by words only. {KEYWORD_MODE_NOTE}"
+        why = keyword_mode_why(embedder)
+        return f"by words only: {why}" if why else f"by words only. {KEYWORD_MODE_NOTE}"
     missing = int(embedder.get("missing") or 0)
     if missing:
         return (f"by words, and by meaning for {data['memories'] - missing} of "
                 f"{data['memories']} memories: `memory-mcp backfill` embeds the rest")
     return "by words and meaning (keyword channels + embedder)"
-
-
-#: The vector channel's reason when no embedder plugin is installed (`/health`, `backfill`).
-NO_EMBEDDER_PLUGIN = "no embedder plugin installed"
-
-
-def _no_embedder_set_up(embedder: dict[str, Any]) -> bool:
-    """Whether the vector channel is off only because its embedder has no model set up: one
-    whose `info()` names a model path and it is empty (llama-cpp without MEMORY_MODEL_PATH),
-    so the setup hint (MEMORY_MODEL_PATH), not a reason, says what to do. No embedder plugin
-    at all is not that: setting MEMORY_MODEL_PATH would change nothing."""
-    return "model_path" in embedder and not embedder["model_path"]
 
 
 def _ruleset_line(info: dict[str, str]) -> str:

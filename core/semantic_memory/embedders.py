@@ -20,6 +20,10 @@ from .models import PLUGIN_NAME
 if TYPE_CHECKING:
     import numpy as np
 
+#: A vector channel's reason when no embedder plugin is installed (`/health`, `stats`,
+#: `backfill`): recall is by words until one is, whatever MEMORY_MODEL_PATH says.
+NO_EMBEDDER_PLUGIN = "no embedder plugin installed"
+
 
 class Embedder(ABC):
     """Turns text into unit-length float32 vectors.

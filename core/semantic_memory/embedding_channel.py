@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .channels import Backfills, Channel, Deferrable, Prepares, TransfersVectors
-from .embedders import origin
+from .embedders import NO_EMBEDDER_PLUGIN, origin
 from .errors import one_line
 from .models import ChannelHit, Memory, NewMemory, RecallFilters, RecallHit
 
@@ -121,7 +121,7 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
     def inactive_reason(self) -> str | None:
         """Why the channel is off (no model, a model that failed to load), None when on."""
         if self.embedder is None:
-            return "no embedder plugin installed"
+            return NO_EMBEDDER_PLUGIN
         if not self.embedder.available:
             return self.embedder.error or "embedder unavailable"
         return None

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import neardup, neighbours, supersede
 from .channels import Backfills, Channel, check_channel, skip_reason
 from .config import Settings
-from .embedders import Embedder, check_embedder, choose_embedder
+from .embedders import NO_EMBEDDER_PLUGIN, Embedder, check_embedder, choose_embedder
 from .private import strip_private
 from .safety.redaction import redact, ruleset_info
 from .errors import UnknownMemory, one_line
@@ -51,6 +51,23 @@ KEYWORD_MODE_NOTE = (
     "Recall is by words until an embedder is set up (MEMORY_MODEL_PATH, see docs/vector.md): "
     "a query finds memories that share its words, not a rephrasing of them."
 )
+
+
+def keyword_mode_why(embedder: dict[str, Any]) -> str | None:
+    """Why recall is by words only, when something other than setting a model up would change
+    it (the embedder's info as `stats` gives it): the embedder plugin to install for the
+    vector channel, or the reason the embedder is off (refused, unknown, a model that cannot
+    be used); None when none is set up (KEYWORD_MODE_NOTE then says what to do). One embedder
+    that names a model path and has it empty (llama-cpp without MEMORY_MODEL_PATH) is that."""
+    reason = embedder.get("reason")
+    if reason == NO_EMBEDDER_PLUGIN:
+        return (f"{NO_EMBEDDER_PLUGIN} for the vector channel (install semantic-memory-llama-cpp, "
+                "see docs/vector.md)")
+    if reason and not ("model_path" in embedder and not embedder["model_path"]):
+        return f"the embedder is off ({reason})"
+    return None
+
+
 #: The fields of an export line, in order (`forgotten` is added to forgotten memories only).
 EXPORT_FIELDS = ("uid", "content", "kind", "source", "project", "tags", "created_at",
                  "updated_at", "session", "seq")

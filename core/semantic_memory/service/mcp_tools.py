@@ -47,7 +47,7 @@ from ..limits import (
     MAX_UID_CHARS,
 )
 from ..ingest import edit_version
-from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine
+from ..pipeline import KEYWORD_MODE_NOTE, MemoryEngine, keyword_mode_why
 from ..retrieval import service_recall
 from . import threads
 from .instructions import instructions_for
@@ -329,8 +329,9 @@ def advice(stats: dict[str, Any]) -> list[str]:
                    "`memory-mcp forgotten`, take one back with `memory-mcp unforget UID`, or "
                    "remove them all now with `memory-mcp purge` (it also applies TTLs and "
                    "VACUUMs).")
-    if stats.get("recall_mode") == "keyword":
-        out.append(KEYWORD_MODE_NOTE)
+    if stats.get("recall_mode") == "keyword":  # what would change it, as `stats` says
+        why = keyword_mode_why(stats.get("embedder") or {})
+        out.append(f"Recall is by words only: {why}." if why else KEYWORD_MODE_NOTE)
     elif (stats.get("embedder") or {}).get("missing"):
         out.append(f"{stats['embedder']['missing']} memories have no vector yet: the user can "
                    "run `memory-mcp backfill`.")
