@@ -219,3 +219,31 @@ def test_backup_and_restore_of_a_postgresql_store_point_to_pg_dump(tmp_path: Pat
     url = "postgresql://memory@127.0.0.1:1/nowhere"
     for args in (("backup", str(tmp_path / "b.db")), ("restore", str(tmp_path / "b.db"))):
         one_line_error(cli(tmp_path / "memory.db", "--db", url, *args), "pg_dump")
+
+
+def _file_size_limited() -> None:
+    """The child may write no file past 200 KB (a disk that fills, as far as a write sees)."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+
+def test_a_copy_that_cannot_be_written_names_the_copy_not_the_store(tmp_path: Path) -> None:
+    """`backup` onto a disk that fills said `cannot copy <the store>: …`, which read as the
+    store's disk: the copy is what could not be written, and nothing is left of it."""
+    db = tmp_path / "memory.db"
+    lines = "".join(f'{{"content": "{text(i)}"}}\n' for i in range(3000))
+    (tmp_path / "in.jsonl").write_text(lines)
+    assert cli(db, "import", str(tmp_path / "in.jsonl")).returncode == 0
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    environment.update(MEMORY_DB_PATH=str(db), MEMORY_DEVICE="cpu", MEMORY_PLUGINS=PLUGINS)
+    target = tmp_path / "copies" / "backup.db"
+    target.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "semantic_memory", "backup", str(target)],
+                          env=environment, capture_output=True, text=True, timeout=120,
+                          preexec_fn=_file_size_limited)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"Error: cannot write the copy {target}: disk I/O error (a "
+                                   "file size limit, a failing disk; the store is only read)")
+    assert list(target.parent.iterdir()) == []

@@ -137,7 +137,7 @@ def backup(db: Path, target: Path) -> Copy:
                 # and are not in the copy; none is in it by half.
                 source.execute("VACUUM INTO ?", (str(temp),))
         except sqlite3.DatabaseError as exc:
-            raise BackupError(f"cannot copy {db}: {exc}") from None
+            raise BackupError(_copy_failed(exc, db, target)) from None
         # VACUUM INTO has just rebuilt every index from its table: the full integrity_check
         # would check that again (0.5-0.8 s at 100k memories against quick_check's 0.07-0.2 s);
         # quick_check reads every page, which is what a bad write or disk would damage.
@@ -146,6 +146,23 @@ def backup(db: Path, target: Path) -> Copy:
         os.replace(temp, destination)
         _sync(destination.parent)
     return Copy(destination, copy.memories, copy.size, cleared)
+
+
+def _copy_failed(exc: sqlite3.DatabaseError, db: Path, target: Path) -> str:
+    """Why `VACUUM INTO` failed, naming the side at fault: the copy's disk full, or its temp
+    file beside `target` not creatable, is the target's (it said `cannot copy <db>: database
+    or disk is full`, which read as the store's disk); anything else is the store's."""
+    code = exc.sqlite_errorcode & 0xFF
+    if code == sqlite3.SQLITE_FULL:
+        return f"cannot write the copy {target}: its disk is full (free some space there)"
+    if code == sqlite3.SQLITE_IOERR:  # the store is only read: the copy's writes failed
+        return (f"cannot write the copy {target}: {exc} (a file size limit, a failing disk; "
+                "the store is only read)")
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return (f"cannot write the copy {target}: its temporary file beside it cannot be "
+                f"created ({exc}; a name too long for the folder, or a folder that cannot be "
+                "written)")
+    return f"cannot copy {db}: {exc}"
 
 
 def restore(settings: Settings, db: Path, source: Path) -> tuple[Copy, Path | None]:
