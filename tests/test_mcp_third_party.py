@@ -300,3 +300,22 @@ def test_stdio_instructions_leave_out_the_tools_the_repository_turned_off(
         stop(proc)
     assert "Call memory_recall" not in text and "call memory_store" not in text.lower(), text
     assert "turns recall and capture off" in text
+
+
+def test_an_sdk_without_its_session_table_keeps_its_own_bound(tmp_path: Path) -> None:
+    """Making room at the cap reaches into the SDK's session manager (it has no public way):
+    on an SDK that renamed those parts, nothing is patched (the SDK's own 503 at the cap
+    stays) rather than the MCP endpoint failing to build."""
+    import types
+
+    from semantic_memory.service.app import LazyMCP
+
+    engine = MemoryEngine(Settings(db_path=str(tmp_path / "m.db"), plugins="bm25_porter"))
+    try:
+        lazy = LazyMCP(engine, engine.settings)
+        renamed = types.SimpleNamespace(_admit_session=lambda requestor: None)
+        with pytest.raises(AttributeError):
+            lazy.admit_with_room(renamed)
+        assert renamed._admit_session(None) is None  # left as the SDK made it
+    finally:
+        engine.close()

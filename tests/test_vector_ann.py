@@ -296,21 +296,26 @@ def test_small_store_stays_exact(tmp_path: Path, monkeypatch) -> None:  # noqa: 
     eng.close()
 
 
-def test_reindex_command(store: Path, monkeypatch) -> None:  # noqa: ANN001
+def run_reindex(store: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`memory-mcp reindex` on `store`, in this process (CliRunner), with the table embedder."""
     from click.testing import CliRunner
 
     import semantic_memory.cli as cli_module
     from semantic_memory_vector import register_commands
 
-    folder = ann.folder_of(str(store / "memory.db"))
-    before = ann.read_stamp(folder)
     for key, value in {"MEMORY_DB_PATH": str(store / "memory.db"), "MEMORY_DEVICE": "cpu",
                        "MEMORY_PLUGINS": "vector"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(cli_module, "MemoryEngine",
                         lambda settings, **kwargs: MemoryEngine(settings, plugins=[_Provide()]))
     register_commands(cli=cli_module.cli)
-    result = CliRunner().invoke(cli_module.cli, ["reindex"])
+    return CliRunner().invoke(cli_module.cli, ["reindex"])
+
+
+def test_reindex_command(store: Path, monkeypatch) -> None:  # noqa: ANN001
+    folder = ann.folder_of(str(store / "memory.db"))
+    before = ann.read_stamp(folder)
+    result = run_reindex(store, monkeypatch)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output.strip().splitlines()[-1])
     assert report["count"] == N and report["built"]
@@ -380,21 +385,10 @@ def test_a_file_where_the_index_folder_goes_is_one_line(store: Path, monkeypatch
     """`<db>.vectors` a file (a stray copy, a `touch`): `reindex` printed a traceback ending in
     FileExistsError, and a service's build thread died with one while `stats` said only "no
     index stamp". Both now say what is in the way, in one line; exact search serves."""
-    from click.testing import CliRunner
-
-    import semantic_memory.cli as cli_module
-    from semantic_memory_vector import register_commands
-
     folder = ann.folder_of(str(store / "memory.db"))
     shutil.rmtree(folder)
     folder.write_text("x")
-    for key, value in {"MEMORY_DB_PATH": str(store / "memory.db"), "MEMORY_DEVICE": "cpu",
-                       "MEMORY_PLUGINS": "vector"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(cli_module, "MemoryEngine",
-                        lambda settings, **kwargs: MemoryEngine(settings, plugins=[_Provide()]))
-    register_commands(cli=cli_module.cli)
-    result = CliRunner().invoke(cli_module.cli, ["reindex"])
+    result = run_reindex(store, monkeypatch)
     assert result.exit_code == 1, result.output
     said = result.output.strip()
     assert "Traceback" not in said and said.splitlines()[-1] == (f"Error: reindex failed: {folder} is a file, not the "
@@ -404,7 +398,8 @@ def test_a_file_where_the_index_folder_goes_is_one_line(store: Path, monkeypatch
     eng = engine_at(store, monkeypatch)  # a service: its build meets the same file
     channel = channel_of(eng)
     assert [h[0] for h in search(eng, "q2")] == exact_top(QUERIES[2])
-    wait_for(lambda: channel._ann.last_error is not None)
+    # "no index stamp" first (the open finds none), then the build's own line
+    wait_for(lambda: (channel._ann.last_error or "").startswith("build failed"))
     assert channel._ann.last_error == (f"build failed: {folder} is a file, not the vector "
                                        "index folder: move it away (the index is rebuilt from "
                                        "the stored vectors)")

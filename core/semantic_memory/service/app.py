@@ -165,7 +165,11 @@ class LazyMCP:
             session_idle_timeout=self.settings.mcp_session_idle_s,
             max_sessions=self.settings.mcp_max_sessions,
         )
-        self.admit_with_room(mcp.session_manager)
+        try:
+            self.admit_with_room(mcp.session_manager)
+        except AttributeError as exc:  # a later SDK renamed its session table: its own 503
+            log.warning("MCP sessions at the cap are refused (503), not made room for: this "
+                        "SDK has no %s", exc.name)
         quiet_sdk_refusals()
         return mcp, app
 
@@ -331,8 +335,8 @@ class LazyMCP:
         SDK's own `_discard_session` does first; its transport is ended in the SDK's task
         group) makes checking, evicting and admitting atomic. Done before that, outside the
         lock, two `initialize`s crossing each other saw one session to evict between them and
-        one got the 503 with idle sessions left. Should a later SDK rename these, building
-        the MCP endpoint fails (`run` logs it) and REST keeps working.
+        one got the 503 with idle sessions left. Should a later SDK rename these, the SDK's
+        own bound stays: a 503 at the cap (one warning line says so).
         """
         admit = manager._admit_session
         sessions: dict[str, Any] = manager._server_instances
@@ -340,7 +344,11 @@ class LazyMCP:
 
         def admit_session(requestor: Any) -> Any:
             if len(sessions) >= self.settings.mcp_max_sessions:
-                if (lru := least_recently_used_idle(sessions)) is not None:
+                try:
+                    lru = least_recently_used_idle(sessions)
+                except AttributeError:  # a transport without `idle_scope`: the SDK's 503
+                    lru = None
+                if lru is not None:
                     sid, transport = lru
                     sessions.pop(sid, None)
                     owners.pop(sid, None)
