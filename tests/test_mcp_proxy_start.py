@@ -157,28 +157,6 @@ def test_the_cache_key_names_the_installed_versions(tmp_path: Path) -> None:
     assert os.path.isdir(tmp_path)
 
 
-def test_a_running_service_fills_the_cache_for_the_first_proxy(tmp_path: Path) -> None:
-    """After an install or an upgrade, the first proxy found no cache and its SDK loading
-    outlasted Codex's wait: that turn ran without the memory tools. The service fills the
-    cache once its SDK is loaded, so even that first proxy answers every start-up request at
-    once (here with its SDK import blocked)."""
-    from test_service_support import start_service
-
-    db_dir = tmp_path / "db"
-    service = start_service(db_dir)
-    try:
-        with service.client() as http:  # /mcp asked: the service loads its SDK now
-            http.post("/mcp", json=initialize("2025-11-25"),
-                      headers={"accept": "application/json, text/event-stream"})
-        cached = wait_filled(db_dir / CACHE_NAME)
-    finally:
-        service.stop()
-    assert "2025-11-25" in cached["handshake"]
-    initialized, listed = start_up(db_dir, "2025-11-25", sdk_blocked=True)
-    assert initialized["result"]["protocolVersion"] == "2025-11-25"
-    assert len(listed["tools/list"]["result"]["tools"]) == 6
-
-
 def test_an_install_fills_the_cache_for_the_first_proxy(tmp_path: Path) -> None:
     """`memory-mcp install` with no service run since: it starts the detached fill, so the
     first proxy the agent starts answers every start-up request at once (its SDK import

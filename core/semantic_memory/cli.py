@@ -1019,9 +1019,9 @@ def _edit_configs(obj: Context, harness: str, project: str | None, dry_run: bool
         raise click.ClickException(str(exc)) from None
     verb = "uninstall" if uninstall else "install"
     if not (uninstall or dry_run) and mcp == "proxy":  # an upgrade's install too
-        from .service.mcp_front import fill_after_install
+        from .service.mcp_front import fill_soon
 
-        fill_after_install(obj.settings)
+        fill_soon(obj.settings)
     if not changes:
         click.echo(f"{harness}: nothing to {verb}: the config already says so")
         return

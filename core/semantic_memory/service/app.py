@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -34,7 +33,6 @@ from ..pipeline import MemoryEngine
 from . import browse, embed_queue, maintenance, spool_replay
 from .auth import GuardMiddleware, sdk_transport_security, send_json
 from .edges import BodyGuard, header, is_json, read_body, replaying, with_media_type_lowered
-from .mcp_front import fill_here
 from .rest import EXCEPTION_HANDLERS, ROUTES
 
 log = logging.getLogger("semantic_memory.service")
@@ -187,8 +185,6 @@ class LazyMCP:
                 self.app, self.manager, self.mcp = app, mcp.session_manager, mcp
                 self.state = "ready"
                 ready.set()
-                threading.Thread(target=fill_here, args=(self.settings,), daemon=True,
-                                 name="proxy-cache").start()
                 while True:  # the evictions counted since the last line are said in time
                     await anyio.sleep(EVICTION_LOG_S / 4)
                     self.say_evictions()

@@ -396,26 +396,13 @@ def _take_fill(cache: Cache) -> bool:
     return True
 
 
-def fill_here(settings: Settings) -> None:
-    """Fill the proxies' cache in this process when no fill wrote it yet (the service, once
-    its SDK is loaded: ~0.2 s of CPU), so that the first proxy an agent starts after an
-    install or upgrade answers its start-up at once too: Codex gives an MCP server ~1-2 s,
-    then runs the turn without its tools. A failure leaves it to the proxies' own fill."""
-    cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
-    if cache.complete() or not _take_fill(cache):
-        return
-    try:
-        fill_cache(settings)
-    except Exception as exc:  # noqa: BLE001 - an optimisation; the proxy fills it itself
-        sys.stderr.write(f"memory-mcp: the MCP proxies' cache was not filled: {exc!r}\n")
-    finally:
-        fill_marker(cache).unlink(missing_ok=True)
-
-
-def fill_after_install(settings: Settings) -> None:
-    """`memory-mcp install`'s last step: a detached fill (`fill_in_background`) unless the
-    cache is complete, so that the first proxy an agent starts after an install answers its
-    start-up at once even when no service has run since (Codex gives it ~1-2 s)."""
+def fill_soon(settings: Settings) -> None:
+    """A detached fill (`fill_in_background`) unless the cache is complete: `memory-mcp
+    install`'s last step, so that the first proxy an agent starts after an install answers
+    its start-up at once (Codex gives it ~1-2 s). Not the service's: a fill started as it
+    starts (in a thread, or as a process) lost its LISTENING line and later log lines in
+    about half the starts of a service with the vector channel (the service served, but a
+    client waiting for the line never saw it)."""
     cache = Cache(settings.resolved_db_path.with_name(CACHE_NAME), cache_key(settings))
     if not cache.complete():
         fill_in_background(cache)
