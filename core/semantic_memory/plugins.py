@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import ModuleType
@@ -22,6 +21,7 @@ import pluggy
 from . import hookspecs
 from .config import ConfigError, Settings
 from .errors import one_line
+from .stdout_guard import stdout_to_stderr
 from .stores import StoreKind, check_store_kind
 
 log = logging.getLogger("semantic_memory")
@@ -259,7 +259,7 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
         try:
             # A plugin printing at import must not write into stdout: `--stdio` speaks
             # JSON-RPC there and `--json` prints data. sys.exit() is an import failure too.
-            with redirect_stdout(sys.stderr):
+            with stdout_to_stderr():
                 plugin = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - unimportable: left out
             where = f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name

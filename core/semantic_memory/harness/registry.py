@@ -23,6 +23,7 @@ import sys
 
 from ..errors import one_line
 from ..lite import dumps, try_loads
+from ..stdout_guard import stdout_to_stderr
 from .adapter import HarnessAdapter
 from .settings import beside_db
 
@@ -79,14 +80,12 @@ def all_adapters(settings: Settings | HookSettings,
         dist = distributions.get(plugin)
         source = f"{dist[0]} (plugin {plugin})" if dist else f"plugin {plugin}"
         registered: list[Any] = []
-        stdout, sys.stdout = sys.stdout, sys.stderr  # as at import: stdout is the answer
         try:
-            function(register=registered.append)
+            with stdout_to_stderr():  # as at import: stdout is the answer
+                function(register=registered.append)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
             lines.append(f"{source}: register_harnesses failed: {one_line(exc)}")
             continue
-        finally:
-            sys.stdout = stdout
         _sort_registered(registered, source, found, lines)
     adapters = _keep_first(found, lines)
     if conflicts is not None:
@@ -154,16 +153,18 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
         source = f"{dist} (plugin {ep_name})"
         module_name, _, attr = target.partition(":")
         registered: list[Any] = []
-        stdout, sys.stdout = sys.stdout, sys.stderr
         try:
-            __import__(module_name)  # importlib's import_module: its package costs `warnings` too
-            plugin: Any = sys.modules[module_name]
-            for part in filter(None, attr.split(".")):
-                plugin = getattr(plugin, part)
-            register = getattr(plugin, "register_harnesses", None)
-            if register is None or not isinstance(getattr(register, IMPL_ATTRIBUTE, None), dict):
-                continue  # not marked as a hook implementation: the plugin manager decides
-            register(register=registered.append)
+            with stdout_to_stderr():
+                # importlib's import_module: its package costs `warnings` too
+                __import__(module_name)
+                plugin: Any = sys.modules[module_name]
+                for part in filter(None, attr.split(".")):
+                    plugin = getattr(plugin, part)
+                register = getattr(plugin, "register_harnesses", None)
+                if register is None or not isinstance(getattr(register, IMPL_ATTRIBUTE, None),
+                                                      dict):
+                    continue  # not marked as a hook implementation: the plugin manager decides
+                register(register=registered.append)
         except ModuleNotFoundError as exc:
             if exc.name == module_name:
                 return None
@@ -172,8 +173,6 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
             raise
         except BaseException as exc:  # noqa: BLE001 - sys.exit() too: left out, not the hook's status
             lines.append(f"{source}: not loaded: {one_line(exc)}")
-        finally:
-            sys.stdout = stdout
         _sort_registered(registered, source, found, lines)
     return found
 

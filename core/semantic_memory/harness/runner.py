@@ -35,6 +35,7 @@ import sys
 import time
 
 from .. import backoff, lite
+from ..stdout_guard import stdout_to_stderr
 from . import outcomes
 from .adapter import WILL_STORE, AdapterReads, HookCall
 from .client import (
@@ -214,11 +215,8 @@ class _Run:
         """Run the hook; what it prints. A `late` run stops (HookTimeout) unless it writes.
         Anything the adapter prints goes to stderr: the harness reads stdout as the answer
         (`_print` alone writes there)."""
-        stdout, sys.stdout = sys.stdout, sys.stderr
-        try:
+        with stdout_to_stderr():
             return self._handle()
-        finally:
-            sys.stdout = stdout
 
     def _handle(self) -> str:
         if self.adapter is None:

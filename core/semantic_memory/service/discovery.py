@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..lite import proc_start, read_discovery
+from ..stdout_guard import answer_stream
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
 #: Seconds between a service's looks at its discovery file (runner's `_keep_discovery`).
@@ -66,8 +66,9 @@ def publish(settings: Settings, info: dict[str, Any]) -> Path | None:
     path = settings.discovery_path
     if path is not None:
         _write(path, info)
-    sys.stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
-    sys.stdout.flush()
+    stdout = answer_stream()  # not stderr, whichever thread is loading a plugin now
+    stdout.write(f"{LINE_PREFIX} {json.dumps(info, separators=(',', ':'))}\n")
+    stdout.flush()
     return path
 
 

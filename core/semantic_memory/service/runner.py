@@ -6,16 +6,15 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable
-from contextlib import redirect_stdout
 from dataclasses import replace
 from typing import Any
 
 from ..config import ConfigError, Settings
 from ..pipeline import MemoryEngine
 from ..safety import redaction
+from ..stdout_guard import stdout_to_stderr
 from .auth import check_bind
 from .discovery import (
     DISCOVERY_CHECK_S,
@@ -166,7 +165,7 @@ def _keep_discovery(path: Any, info: dict[str, Any], stopped: threading.Event) -
 def serve_stdio(settings: Settings) -> int:
     """Serve the MCP tools over stdin/stdout. Nothing else is written to stdout."""
     setup_logging()
-    with redirect_stdout(sys.stderr):  # a chatty plugin must not corrupt the protocol stream
+    with stdout_to_stderr():  # a chatty plugin must not corrupt the protocol stream
         engine = open_engine(settings)
         redaction.warm()
         from ..harness.repo_config import approvals_file
