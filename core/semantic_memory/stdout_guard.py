@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from types import TracebackType
-from typing import TextIO
+
+TYPE_CHECKING = False  # hooks import this module: not `typing` (tests/test_hook_cpu.py)
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import TextIO
 
 _lock = threading.RLock()
 _depth = 0
