@@ -129,3 +129,26 @@ def test_the_caches_beside_the_db_are_their_owners_only(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     caches = [folder / "hooks.adapters.json", folder / "mcp-proxy.cache.json"]
     assert [mode(f) for f in caches] == [0o600, 0o600]
+
+
+def test_a_refused_spooled_write_kept_for_review_is_its_owners_only(tmp_path: Path) -> None:
+    """A spooled write the service refused on replay is kept under rejected/ with the reason,
+    its memory's text in it: as every other file beside the db, 0600 under umask 022."""
+    from semantic_memory import spool
+
+    folder = tmp_path / "spool"
+    body = {"content": "the staging hostname is db-7.internal", "project": "p"}
+    spool.append(folder, "/remember", body, harness="claude-code")
+
+    def refuse(path: str, sent: dict[str, object]) -> None:
+        raise spool.Refused("project name not accepted")
+
+    old = os.umask(0o022)
+    try:
+        done = spool.replay(folder, refuse)
+    finally:
+        os.umask(old)
+    assert done.rejected == 1
+    [kept] = list((folder / spool.REJECTED).iterdir())
+    assert "db-7.internal" in kept.read_text(encoding="utf-8")
+    assert mode(kept) == 0o600

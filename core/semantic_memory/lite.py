@@ -1,5 +1,5 @@
-"""JSON, a TCP connection, the alarm signal and SHA-256 for a hook process, at a fraction of
-the import.
+"""JSON, a TCP connection, the alarm signal, SHA-256 and a private file write for a hook
+process, at a fraction of the import.
 
 `json`, `socket` and `signal` each build enum classes when imported (`re` for json, IntEnum
 families for socket and signal): ~10 ms of CPU together, as much as the bare interpreter's
@@ -245,6 +245,37 @@ def sha256_hex(data: bytes) -> str:
         except ImportError:
             from hashlib import sha256
     return sha256(data).hexdigest()
+
+
+def replace_private(path: str | PathLike[str], data: bytes, *,
+                    temp: str | PathLike[str] | None = None, durable: bool = False) -> None:
+    """Replace the file `path` with `data` at once, readable by its owner only: written to
+    `temp` beside it (`<path>.<pid>.tmp` by default) as 0600, whatever mode a stale temporary
+    file of that name had, then renamed over `path`, so no reader sees half of it. `durable`:
+    fsync'd before the rename (a spool write, the approvals). Raises OSError when it cannot
+    be written, leaving no temporary file behind; everything beside the db is written this
+    way (docs/security.md's file modes)."""
+    import os
+
+    tmp = os.fspath(temp) if temp is not None else f"{os.fspath(path)}.{os.getpid()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, an interruption: no half-written file stays behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 try:  # the alarm the hook's watchdog runs on (POSIX)

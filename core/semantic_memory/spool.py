@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import time
 
-from .lite import dumps, try_loads
+from .lite import dumps, replace_private, try_loads
 
 # A hook that spools imports this module: no typing, pathlib or json at import (`append`
 # takes a folder as a string too; `lite` reads and writes the JSON).
@@ -116,24 +116,8 @@ def append(folder: str | Path, path: str, body: dict[str, Any], *, harness: str 
         os.makedirs(os.path.dirname(os.path.abspath(os.fspath(folder))), mode=0o700,
                     exist_ok=True)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-    tmp = os.path.join(directory, f".{name}{TEMP}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        final = os.path.join(directory, name + SUFFIX)
-        os.replace(tmp, final)
-    except BaseException:  # disk full, interrupted: no half-written file stays behind
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    final = os.path.join(directory, name + SUFFIX)
+    replace_private(final, data, temp=os.path.join(directory, f".{name}{TEMP}"), durable=True)
     _sync_folder(directory)
     if isinstance(folder, str):
         return final
@@ -470,13 +454,8 @@ def _reject(claimed: Path, reason: str, record: dict[str, Any] | None = None) ->
             os.replace(claimed, target)
             return
         record = {**record, "rejected": reason[:500], "rejected_at": round(time.time(), 3)}
-        tmp = _temp_name(target.parent, target.name)
-        try:
-            tmp.write_text(dumps(record), encoding="utf-8")
-            os.replace(tmp, target)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
+        replace_private(target, dumps(record).encode("utf-8"),
+                        temp=_temp_name(target.parent, target.name))
         claimed.unlink()
     except OSError:
         _put_back(claimed)
@@ -572,20 +551,8 @@ def _rewrite(claimed: Path, record: dict[str, Any]) -> None:
     over the claim, and only then the claim renamed back into the queue. Killed between the
     two renames, the claim `release_stale` puts back is the scrubbed copy; the other order
     left the old text in the claim, to be put back over the scrubbed file."""
-    tmp = _temp_name(claimed.parent, _original(claimed).name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            view = memoryview(dumps(record).encode("utf-8"))
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, claimed)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    replace_private(claimed, dumps(record).encode("utf-8"),
+                    temp=_temp_name(claimed.parent, _original(claimed).name), durable=True)
     os.replace(claimed, _original(claimed))
 
 

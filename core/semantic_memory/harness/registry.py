@@ -22,7 +22,7 @@ import os
 import sys
 
 from ..errors import one_line
-from ..lite import dumps, try_loads
+from ..lite import dumps, replace_private, try_loads
 from ..stdout_guard import stdout_to_stderr
 from .adapter import HarnessAdapter
 from .settings import beside_db
@@ -209,18 +209,10 @@ def _cached_entry_points(name: str, cache: str, fresh: bool = False
         return [(item[0], item[1], item[2]) for item in hit]
     found = _named_entry_points(name)
     known[name] = [list(item) for item in found]
-    tmp = f"{cache}.{os.getpid()}.tmp"
     try:
-        # Its owner's only, as everything beside the db (docs/security.md's file modes).
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
-                       encoding="utf-8") as handle:
-            handle.write(dumps({"key": key, "found": known}))
-        os.replace(tmp, cache)
+        replace_private(cache, dumps({"key": key, "found": known}).encode("utf-8"))
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
     return found
 
 

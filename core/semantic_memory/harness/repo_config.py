@@ -222,26 +222,12 @@ def read_approvals(approvals: str) -> dict[str, str]:
 def write_approvals(approvals: str, names: dict[str, str]) -> None:
     """Replace the approvals file at once (no reader sees half of one), readable by the
     user only; OSError when it cannot be written, ValueError for a path not in UTF-8."""
-    from ..lite import dumps
+    from ..lite import dumps, replace_private
 
     # UnicodeEncodeError (a ValueError) for a path that is not UTF-8, before any file exists
     data = (dumps({"allowed": dict(sorted(names.items()))}) + "\n").encode("utf-8")
     os.makedirs(os.path.dirname(approvals), mode=0o700, exist_ok=True)
-    tmp = f"{approvals}.{os.getpid()}.tmp"
-    try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                       "wb") as handle:
-            os.fchmod(handle.fileno(), 0o600)  # a stale temporary file kept its own mode
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, approvals)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_private(approvals, data, durable=True)
 
 
 def allow(cwd: str | Path, approvals: str) -> str:

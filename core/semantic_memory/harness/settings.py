@@ -111,7 +111,7 @@ class HookSettings:
         are remembered by their digest (and config.py's version) in `hooks.settings-checked`
         beside the db, so the next hooks in the same environment skip the full settings
         module: the service's variables are often exported where the agent runs too."""
-        from ..lite import sha256_hex
+        from ..lite import replace_private, sha256_hex
 
         try:
             config = os.stat(os.path.join(os.path.dirname(os.path.dirname(__file__)),
@@ -128,19 +128,10 @@ class HookSettings:
         except (OSError, ValueError):
             pass
         self.full()  # raises ConfigError for a bad variable
-        tmp = f"{stamp}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, key.encode("ascii"))
-            finally:
-                os.close(fd)
-            os.replace(tmp, stamp)
+            replace_private(stamp, key.encode("ascii"))
         except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            pass
 
     def validate(self) -> None:
         """`Settings.validate`'s checks of these fields, with its messages; and the service

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Settings
+from ..lite import replace_private
 from .stdio import StdioClosed, check_stdio, claim_stdio, settle_workspace
 
 CACHE_NAME = "mcp-proxy.cache.json"
@@ -181,17 +182,14 @@ class Cache:
         """Write the answers, with what another process wrote meanwhile (a fill and an
         agent's proxy learn at once); `create`: the folder too, when missing."""
         self.merge(self.read())
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             # Its owner's only: the instructions in it name the last workspace's project.
-            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
-                           encoding="utf-8") as handle:
-                handle.write(json.dumps(self.data, ensure_ascii=False))
-            os.replace(tmp, self.path)
+            replace_private(self.path, json.dumps(self.data, ensure_ascii=False).encode("utf-8"),
+                            temp=self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp"))
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass
 
 
 class Front:
