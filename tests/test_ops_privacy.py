@@ -91,9 +91,11 @@ def test_a_new_db_and_its_wal_are_their_owners_only(tmp_path: Path, first: str) 
     else:
         service = start(tmp_path, "serve", preexec=umask_022, **env)
         try:
-            files = [db, shared / "memory.db-wal", shared / "memory.db-shm"]
+            # and the discovery file beside it, which names the service's port and pid
+            files = [db, shared / "memory.db-wal", shared / "memory.db-shm",
+                     shared / "memory.db.server.json"]
             assert all(f.exists() for f in files)
-            assert [mode(f) for f in files] == [0o600] * 3
+            assert [mode(f) for f in files] == [0o600] * 4
         finally:
             service.stop()
 

@@ -65,23 +65,18 @@ def start(path: str | Path, url: str, seconds: float, outcome: str, detail: str)
     must still exit on time)."""
     if seconds <= 0:
         return
-    from .lite import dumps
+    from .lite import dumps, replace_private
 
     data = dumps({"until": round(time.time() + seconds, 3), "outcome": outcome,
                   "detail": detail[:300], "url": url})
     folder, name = os.path.split(os.fspath(path))
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     try:
         if folder:
             os.makedirs(folder, mode=0o700, exist_ok=True)  # the data folder: its owner's
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        replace_private(path, data.encode("utf-8"),
+                        temp=os.path.join(folder, f".{name}.{os.getpid()}.tmp"))
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        pass
 
 
 def clear(path: str | Path, url: str | None = None) -> None:

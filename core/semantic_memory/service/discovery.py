@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..lite import proc_start, read_discovery
+from ..lite import proc_start, read_discovery, replace_private
 from ..stdout_guard import answer_stream
 
 LINE_PREFIX = "MEMORY_MCP_LISTENING"
@@ -81,16 +81,11 @@ _failing: dict[Path, str] = {}
 def _write(path: Path, info: dict[str, Any]) -> bool:
     """Write `info` to `path` atomically; False (logged) when it cannot, leaving no temporary
     file behind."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data folder
-        tmp.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        replace_private(path, (json.dumps(info, indent=2) + "\n").encode("utf-8"),
+                        temp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
     except OSError as exc:  # serving matters more than advertising
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         why = exc.strerror or str(exc)
         if _failing.get(path) != why:
             _failing[path] = why
