@@ -82,6 +82,14 @@ function addChildren(node, children) {
 const el = (tag, props, ...children) =>
   addChildren(setProps(document.createElement(tag), props), children);
 
+/** Direction from the text itself (its first strong character), isolated from what is around
+    it: an Arabic or Hebrew memory, project or query reads right to left, in its own order. This
+    obeys no bidi control and adds none (displayText still shows them as code points). */
+const AUTO_DIR = { dir: "auto" };
+
+/** A piece of stored or typed text inside a sentence of the page's own ("Forgotten: …"). */
+const userText = (text) => el("span", { text, attrs: AUTO_DIR });
+
 /** An SVG element, the same way. */
 const svgEl = (tag, props, ...children) =>
   addChildren(setProps(document.createElementNS(SVG_NS, tag), props), children);
@@ -113,11 +121,20 @@ function when(iso) {
 
 /** A day the date field picked (YYYY-MM-DD) as the start of that day where the browser is, with
     its offset (2026-05-04T00:00:00+09:00): the page shows local times, and the service reads a
-    bare date as UTC midnight. Anything else (7d, from a hand-written address) goes as it is. */
+    bare date as UTC midnight. Anything else (7d, from a hand-written address) goes as it is.
+    A day that does not exist (2026-13-45, 2026-02-30: a hand-edited address) is refused: Date
+    would move it to another day (2027-02-14) and filter by that, with the date field empty. */
 function localDayStart(value) {
   const day = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
   if (!day) return value;
-  const start = new Date(Number(day[1]), Number(day[2]) - 1, Number(day[3]));
+  const [year, month, date] = day.slice(1).map(Number);
+  const start = new Date(2000, 0, 1); // setFullYear: years 0–99 stay themselves (not 19xx)
+  start.setFullYear(year, month - 1, date);
+  if (start.getFullYear() !== year || start.getMonth() !== month - 1
+      || start.getDate() !== date) {
+    throw new Error(`since: ${value} is not a day of the calendar (expected YYYY-MM-DD, e.g. `
+      + "2026-05-04).");
+  }
   const pad = (v) => String(v).padStart(2, "0");
   const offset = -start.getTimezoneOffset(); // minutes east of UTC
   const zone = `${offset < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(offset) / 60))}:`
@@ -127,9 +144,26 @@ function localDayStart(value) {
     + `${pad(start.getHours())}:${pad(start.getMinutes())}:00${zone}`;
 }
 
+/** Grapheme clusters (an emoji with its modifiers, a flag, a ZWJ family, a letter and its
+    accents); where a browser lacks Intl.Segmenter, code points (no half surrogate pair). */
+const GRAPHEMES = typeof Intl.Segmenter === "function"
+  ? new Intl.Segmenter(undefined, { granularity: "grapheme" }) : null;
+const segments = (text) => (GRAPHEMES
+  ? Array.from(GRAPHEMES.segment(text), (part) => part.segment) : Array.from(text));
+
+/** `text` on one line, cut to at most `limit` UTF-16 units with "…": cut between graphemes,
+    never inside one (a half emoji shows as �), as the CLI and the hooks cut. Only the head is
+    segmented: a boundary depends on the text before it and the one code point after (whole:
+    one unit more than the cut, or half a flag would end a segment). */
 function preview(text, limit = PREVIEW_CHARS) {
   const flat = String(text || "").replace(/\s+/g, " ").trim();
-  return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+  if (flat.length <= limit) return flat;
+  let kept = "";
+  for (const part of segments(flat.slice(0, limit + 1))) {
+    if (kept.length + part.length > limit - 1) break;
+    kept += part;
+  }
+  return `${kept}…`;
 }
 
 const memoryHref = (uid) => `#memory/${encodeURIComponent(uid)}`;
@@ -162,19 +196,22 @@ const actionButton = (label, run, { cls = "link notice-action", attrs = {} } = {
   el("button", { cls, text: label, attrs: { type: "button", ...attrs },
     on: { click: (event) => busy(event.currentTarget, run) } });
 
-/** Show `message`; `action` ({label, run} or {label, href}) adds a button or a link after it
-    (Undo, Open it), there until the next notice: the next navigation clears it. */
+/** Show `message` (a string, or strings and nodes such as userText); `action` ({label, run} or
+    {label, href}) adds a button or a link after it (Undo, Open it), there until the next
+    notice: the next navigation clears it. The box stays in the page, emptied rather than
+    hidden: a live region shown at the moment its text arrives is often not announced. */
 function notify(message, kind = "info", action = null) {
   const box = $("notice");
+  const empty = !message || (Array.isArray(message) && !message.length);
   let control = null;
-  if (message && action && action.href) {
+  if (!empty && action && action.href) {
     control = el("a", { cls: "notice-action", text: action.label, attrs: { href: action.href } });
-  } else if (message && action) {
+  } else if (!empty && action) {
     control = actionButton(action.label, action.run);
   }
-  box.replaceChildren(...[el("span", { text: message }), control].filter(Boolean));
+  box.replaceChildren(...(empty ? [] : [el("span", { attrs: AUTO_DIR }, message), control]
+    .filter(Boolean)));
   box.setAttribute("class", `notice ${kind}`);
-  box.hidden = !message;
 }
 
 /** Resolves the question the dialog asks now (`confirmAction`); null when none is open. */
@@ -340,7 +377,8 @@ function card(label, value, note) {
 function countList(target, counts, filter, extra) {
   const entries = Object.entries(counts || {});
   const items = entries.map(([value, count]) => el("li", {},
-    el("a", { text: labelOf(value), attrs: { href: searchHref({ [filter]: value }) } }),
+    el("a", { text: labelOf(value),
+      attrs: { href: searchHref({ [filter]: value }), ...AUTO_DIR } }),
     el("span", { cls: "count", text: num(count) })));
   if (extra) items.push(extra);
   if (!items.length) items.push(el("li", { cls: "empty", text: "None yet." }));
@@ -460,7 +498,8 @@ function fillSelect(select, counts, chosen, anyLabel, noneLabel = null) {
   const none = noneLabel
     && el("option", { text: noneLabel, attrs: { value: "", "data-none": true } });
   select.replaceChildren(...[el("option", { text: anyLabel, attrs: { value: "" } }), none,
-    ...values.map((value) => el("option", { text: value, attrs: { value } }))].filter(Boolean));
+    ...values.map((value) => el("option", { text: value, attrs: { value, ...AUTO_DIR } }))]
+    .filter(Boolean));
   if (none && chosen === "") none.selected = true;
   else select.value = chosen || "";
 }
@@ -533,15 +572,21 @@ function rankChips(item, channels) {
     cosine !== undefined ? el("span", { cls: "rank", text: `cosine ${cosine.toFixed(3)}` }) : null);
 }
 
+/** A memory's kind, (source,) project and tags as chips, each in the direction of its text. */
+const metaTags = (memory, withSource) => [
+  el("span", { cls: "tag kind", text: memory.kind, attrs: AUTO_DIR }),
+  withSource ? el("span", { cls: "tag", text: memory.source, attrs: AUTO_DIR }) : null,
+  memory.project ? el("span", { cls: "tag project", text: memory.project, attrs: AUTO_DIR })
+    : null,
+  ...(memory.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}`,
+    attrs: AUTO_DIR })),
+];
+
 function resultItem(item, channels) {
   return el("li", { cls: "hit" },
     el("a", { cls: "hit-content", text: preview(item.content) || "(empty)",
-      attrs: { href: memoryHref(item.uid) } }),
-    el("p", { cls: "meta" },
-      el("span", { cls: "tag kind", text: item.kind }),
-      el("span", { cls: "tag", text: item.source }),
-      item.project ? el("span", { cls: "tag project", text: item.project }) : null,
-      (item.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` })),
+      attrs: { href: memoryHref(item.uid), ...AUTO_DIR } }),
+    el("p", { cls: "meta" }, metaTags(item, true),
       el("span", { cls: "updated" }, "updated ", when(item.updated_at))),
     channels ? rankChips(item, channels) : null);
 }
@@ -561,16 +606,18 @@ function pager(params, offset, limit, hasMore) {
   ];
 }
 
-/** The line above the results: which ones these are, and why there are no more. */
+/** The line above the results: which ones these are, and why there are no more. Strings and
+    nodes: the query is isolated in its own direction (userText). */
 function searchSummary(q, offset, shown, data) {
-  if (q && !shown) return `No results for “${preview(q, 80)}”.`;
+  const quoted = ["“", userText(preview(q, 80)), "”"];
+  if (q && !shown) return ["No results for ", quoted, "."];
   const range = shown ? `${num(offset + 1)}–${num(offset + shown)}` : "none";
   if (!q) return `Newest-updated memories: ${range} of ${num(data.total)}.`;
   const capped = offset + shown >= SEARCH_CAP
     ? ` Recall returns at most the ${SEARCH_CAP} best: refine the query or the filters, or `
       + "clear the query to page through every memory, newest first." : "";
-  return `Results ${range} for “${preview(q, 80)}”, best first: each shows its fused score and `
-    + `its rank in every channel (– where a channel did not find it).${capped}`;
+  return [`Results ${range} for `, quoted, ", best first: each shows its fused score and its "
+    + `rank in every channel (– where a channel did not find it).${capped}`];
 }
 
 async function renderSearch(params, ticket) {
@@ -578,10 +625,10 @@ async function renderSearch(params, ticket) {
   const limit = Number(pageSize(params));
   const offset = Math.max(0, Number.parseInt(params.get("offset") || "0", 10) || 0);
   const query = new URLSearchParams({ limit: String(limit), offset: String(offset) });
+  fillForm(params); // the address's search, also when it is refused
   for (const [name, value] of Object.entries(chosenFilters(params))) query.set(name, value);
   if (params.get("since")) query.set("since", localDayStart(params.get("since")));
   if (q) query.set("q", q);
-  fillForm(params); // the address's search, also when the service refuses it
   // The filters' choices are fetched afresh beside the list (agents add projects, kinds and
   // sources meanwhile; /api/stats takes some 20 ms at 50,000 memories).
   state.stats = null;
@@ -594,7 +641,9 @@ async function renderSearch(params, ticket) {
   if (ticket !== state.ticket) return;
   state.listHash = location.hash || "#search";
   const shown = data.items.length;
-  $("search-summary").textContent = displayText(searchSummary(q, offset, shown, data));
+  // A live region (role=status): a screen reader says what a search or a page found.
+  $("search-summary").replaceChildren(...[searchSummary(q, offset, shown, data)].flat(2)
+    .map((part) => (part instanceof Node ? part : displayText(part))));
   const items = data.items.map((item) => resultItem(item, q ? data.channels : null));
   if (!items.length) items.push(el("li", { cls: "empty", text: "Nothing found." }));
   $("search-results").replaceChildren(...items);
@@ -610,16 +659,16 @@ function injectionsTable(target, rows, withMemories) {
     text: h, attrs: { scope: "col" } })));
   const body = rows.map((row) => el("tr", {},
     el("td", {}, when(row.ts)),
-    el("td", { text: labelOf(row.harness) }),
-    el("td", { text: labelOf(row.hook) }),
-    el("td", { text: labelOf(row.project) }),
-    el("td", { cls: "query", text: preview(row.query, 120) || "—" }),
+    el("td", { cls: "text", text: labelOf(row.harness), attrs: AUTO_DIR }),
+    el("td", { cls: "text", text: labelOf(row.hook), attrs: AUTO_DIR }),
+    el("td", { cls: "text", text: labelOf(row.project), attrs: AUTO_DIR }),
+    el("td", { cls: "query", text: preview(row.query, 120) || "—", attrs: AUTO_DIR }),
     withMemories ? el("td", { cls: "uids" }, row.uids.map((uid) =>
       el("a", { text: uid.slice(0, 8), attrs: { href: memoryHref(uid), title: uid } }))) : null,
     el("td", { cls: "number", text: num(row.chars) })));
   if (!body.length) {
     body.push(el("tr", {}, el("td", { cls: "empty", text: "No injection recorded.",
-      attrs: { colspan: 7 } })));
+      attrs: { colspan: head.children.length } })));
   }
   $(target).replaceChildren(el("thead", {}, head), el("tbody", {}, body));
 }
@@ -652,7 +701,8 @@ async function renderMemory(uid, ticket) {
     ["project", labelOf(memory.project)], ["tags", (memory.tags || []).join(", ") || "—"]];
   if (memory.session) meta.push(["session", `${memory.session} (#${memory.seq ?? "?"})`]);
   $("memory-meta").replaceChildren(
-    ...meta.flatMap(([key, value]) => [el("dt", { text: key }), el("dd", { text: value })]),
+    ...meta.flatMap(([key, value]) => [el("dt", { text: key }),
+      el("dd", { text: value, attrs: AUTO_DIR })]),
     el("dt", { text: "created" }), el("dd", {}, when(memory.created_at)),
     el("dt", { text: "updated" }), el("dd", {}, when(memory.updated_at)),
     ...supersession(memory));
@@ -711,10 +761,8 @@ function renderRevisions(revisions) {
   const items = revisions.map((rev) => el("li", { cls: "revision" },
     el("p", { cls: "meta" }, "replaced ", when(rev.replaced_at), " · written ",
       when(rev.updated_at),
-      el("span", { cls: "tag kind", text: rev.kind }),
-      rev.project ? el("span", { cls: "tag project", text: rev.project }) : null,
-      (rev.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` }))),
-    el("pre", { cls: "content", text: rev.content })));
+      metaTags(rev, false)),
+    el("pre", { cls: "content", text: rev.content, attrs: AUTO_DIR })));
   if (!items.length) items.push(el("li", { cls: "empty", text: "None: never edited." }));
   $("memory-revisions").replaceChildren(...items);
 }
@@ -730,6 +778,21 @@ function closeEditor() {
 function discardEdit() {
   if (state.editing) drafts.delete(state.editing.uid);
   closeEditor();
+}
+
+/** After Save or Cancel the focus goes back to Edit…, if it was in the form (or dropped from it
+    to the page by the disabled Save): a hidden form cannot hold it, and the next Tab would
+    start wherever the browser chose. A focus the user moved elsewhere meanwhile stays. */
+function focusEditButton() {
+  const active = document.activeElement;
+  if (!active || active === document.body || $("edit-form").contains(active)) {
+    $("edit-button").focus();
+  }
+}
+
+function cancelEdit() {
+  discardEdit();
+  focusEditButton();
 }
 
 /** The edit form's error line ("" hides it), with a button when `action` ({label, run}). */
@@ -753,7 +816,7 @@ function openEditor(memory) {
   showEditError("");
   $("edit-form").hidden = false;
   $("edit-button").setAttribute("aria-expanded", "true");
-  $("edit-cancel").onclick = discardEdit;
+  $("edit-cancel").onclick = cancelEdit;
   $("edit-content").focus();
   state.editing = memory;
 }
@@ -814,7 +877,7 @@ function editBody(memory) {
 async function saveEdit(memory) {
   const body = editBody(memory);
   if (!Object.keys(body).length) {
-    discardEdit();
+    cancelEdit();
     notify("Nothing changed.");
     return;
   }
@@ -834,9 +897,11 @@ async function saveEdit(memory) {
   }
   state.stats = null; // kinds or projects may have changed
   discardEdit(); // saved: nothing of it is left to keep
-  if (!(await showMemory(memory.uid))) return;
+  const shown = await showMemory(memory.uid);
+  focusEditButton();
+  if (!shown) return;
   notify(saved.status === "unchanged" ? "Nothing changed."
-    : `Saved: ${preview(saved.content, 60)}`, "ok");
+    : ["Saved: ", userText(preview(saved.content, 60))], "ok");
 }
 
 /** Show the memory as stored now, with the editor still holding what the user typed (its
@@ -879,9 +944,9 @@ async function forget(memory, button) {
   state.stats = null;
   const current = answer.current_again || [];
   state.nextNotice = {
-    message: `Forgotten: ${preview(memory.content, 60)}`
-      + (current.length ? ` · ${plural(current.length, "older version is", "older versions are")}`
-        + " current again." : ""),
+    message: ["Forgotten: ", userText(preview(memory.content, 60)),
+      current.length ? ` · ${plural(current.length, "older version is", "older versions are")}`
+        + " current again." : ""],
     action: { label: "Undo", run: () => unforget(memory.uid, memory.content) },
   };
   location.hash = state.listHash;
@@ -898,7 +963,8 @@ async function unforget(uid, content) {
   }
   state.stats = null; // the counts changed
   await route();
-  notify(`Restored: ${preview(content, 60)}`, "ok", { label: "Open it", href: memoryHref(uid) });
+  notify(["Restored: ", userText(preview(content, 60))], "ok",
+    { label: "Open it", href: memoryHref(uid) });
 }
 
 // --- forgotten memories ---------------------------------------------------------------------
@@ -918,11 +984,8 @@ function graceText(days) {
 
 function forgottenItem(memory) {
   return el("li", { cls: "hit" },
-    el("p", { cls: "hit-text", text: preview(memory.content) || "(empty)" }),
-    el("p", { cls: "meta" },
-      el("span", { cls: "tag kind", text: memory.kind }),
-      memory.project ? el("span", { cls: "tag project", text: memory.project }) : null,
-      (memory.tags || []).map((tag) => el("span", { cls: "tag muted", text: `#${tag}` })),
+    el("p", { cls: "hit-text", text: preview(memory.content) || "(empty)", attrs: AUTO_DIR }),
+    el("p", { cls: "meta" }, metaTags(memory, false),
       el("span", { cls: "updated" }, "forgotten ", when(memory.forgotten_at)),
       el("span", { cls: "updated" }, memory.purged_after
         ? ["purged after ", when(memory.purged_after)] : "kept until a purge")),
@@ -988,7 +1051,7 @@ function perDayChart(days, width) {
 
 function splitTable(target, counts, total, heading) {
   const rows = Object.entries(counts || {}).map(([name, count]) => el("tr", {},
-    el("th", { text: labelOf(name), attrs: { scope: "row" } }),
+    el("th", { cls: "text", text: labelOf(name), attrs: { scope: "row", ...AUTO_DIR } }),
     el("td", { cls: "number", text: num(count) }),
     el("td", {}, el("meter", { attrs: { min: 0, max: Math.max(1, total), value: count,
       "aria-label": `${labelOf(name)}: ${count} of ${total}` } }))));
@@ -1016,7 +1079,8 @@ async function renderTelemetry(ticket) {
   const top = (s.top_memories || []).map((m) => el("li", {},
     m.content === null
       ? el("span", { cls: "muted", text: `${m.uid} (deleted)` })
-      : el("a", { text: preview(m.content, 160) || m.uid, attrs: { href: memoryHref(m.uid) } }),
+      : el("a", { text: preview(m.content, 160) || m.uid,
+        attrs: { href: memoryHref(m.uid), ...AUTO_DIR } }),
     el("span", { cls: "count", text: `${num(m.injections)}×` })));
   if (!top.length) top.push(el("li", { cls: "empty", text: "Nothing injected yet." }));
   $("telemetry-top").replaceChildren(...top);
