@@ -87,6 +87,10 @@ def search(engine: MemoryEngine, query: str, k: int = 10,
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield indexed_store(tmp_path, monkeypatch)
+
+
+def indexed_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A store of N memories (two projects) with a built index."""
     eng = engine_at(tmp_path, monkeypatch, mode="off")
     for s in range(0, N, 500):
@@ -98,7 +102,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     # always 1.0 with one).
     assert channel_of(eng).reindex(threads=1)["count"] == N
     eng.close()
-    yield tmp_path
+    return tmp_path
 
 
 def exact_top(query: np.ndarray, k: int = 10) -> list[int]:

@@ -100,6 +100,14 @@ class Channel(ABC):
         of purged memories may be reused by later inserts). Channels kept in step by SQL
         triggers need nothing. Default: nothing."""
 
+    def purged(self) -> str | None:
+        """After a purge committed (`memory-mcp purge`, `purge --matching`, the service's own
+        maintenance): rewrite any copy the channel keeps outside the store's tables (an index
+        file) without the memories that went, so that their text, or anything derived from
+        it, is in no file. Returns one line for the person when that could not be done now,
+        else None. Default: nothing kept outside the store."""
+        return None
+
     def status(self) -> str | None:
         """One line on how the channel answers now, for `memory-mcp stats` (e.g. whether an
         index it builds in the background is in use yet). Default: None, nothing to say."""

@@ -120,6 +120,24 @@ def _status(channel: Channel) -> str | None:
         return f"status failed: {one_line(exc)}"
 
 
+def _joined(*lines: str | None) -> str | None:
+    return "; ".join(line for line in lines if line) or None
+
+
+def _purged(channels: list[Channel]) -> str | None:
+    """Each channel's `purged()`: one line for those that could not rewrite what they keep
+    outside the store, or failed trying (named), joined; None when every one did."""
+    lines = []
+    for channel in channels:
+        try:
+            line = channel.purged()
+        except Exception as exc:  # noqa: BLE001 - the purge is committed: reported, not raised
+            line = f"the {channel.name} channel could not rewrite its files: {one_line(exc)}"
+        if line:
+            lines.append(line)
+    return "; ".join(lines) or None
+
+
 def _hit_problem(hit: Any) -> str:
     """What a `modify_hits` left in the hits that is not a RecallHit with a finite score, said
     without the memory's content (memory content never goes to a log)."""
@@ -802,7 +820,8 @@ class MemoryEngine:
         the merge holds the write lock for seconds on a big store (~11 s at 1M memories);
         there the store merges its indexes a step at a time (`store.scrub_indexes`), so that
         the words of what went leave them while writes go on. Then the store's journal is
-        emptied (`store.flush_journal`: SQLite's WAL kept the text purged)."""
+        emptied (`store.flush_journal`: SQLite's WAL kept the text purged), and each channel
+        rewrites what it keeps outside the store without them (`Channel.purged`)."""
         counts = self.counts() if reclaim_share > 0 else None
         current = now()
         artifacts, injections = self.settings.ttl_artifact_days, self.settings.ttl_injection_days
@@ -827,6 +846,8 @@ class MemoryEngine:
             report.warning = f"{what} skipped: {one_line(exc)}"
         else:
             report.warning = self.store.flush_journal()
+        if forgotten or expired:
+            report.warning = _joined(report.warning, _purged(self.channels))
         if report.warning is not None:
             log.warning("purge: %s", report.warning)
         return report
@@ -841,8 +862,9 @@ class MemoryEngine:
     def purge_matching(self, found: Holdings, text: str) -> MatchPurgeReport:
         """Hard-delete what `holding(text)` found (`store.purge_holdings`): the channels drop
         what they derived from the memories, the full-text indexes are merged a step at a
-        time so that their words leave them (`store.scrub_indexes`) and the journal is
-        emptied (`store.flush_journal`), as after `purge`."""
+        time so that their words leave them (`store.scrub_indexes`), the journal is emptied
+        (`store.flush_journal`) and the channels rewrite their own files (`Channel.purged`),
+        as after `purge`."""
         report = MatchPurgeReport(*self.store.purge_holdings(found, text,
                                                               self.writer.forget_ids))
         if not (report.memories or report.revisions or report.prompts):
@@ -856,6 +878,8 @@ class MemoryEngine:
             report.warning = f"the index rewrite was skipped: {one_line(exc)}"
         else:
             report.warning = self.store.flush_journal()
+        if report.memories or report.revisions:  # an edited memory's old text: its vector
+            report.warning = _joined(report.warning, _purged(self.channels))
         return report
 
     def _normalize_recent_names(self) -> None:

@@ -72,6 +72,10 @@ EXACT_FILTER_MAX = 5_000
 #: index it would read every row (every BLOB page) to test seq, seconds at 100k.
 DELTA_SQL = "SELECT memory_id, vec FROM memories_vec WHERE seq > ? AND +model = ? AND +dim = ?"
 FORMAT = 2
+#: Beside the index while its file may still hold purged vectors: usearch's `remove` only
+#: marks a key removed, and `save` keeps the vector's bytes (a merge too). A purge writes it
+#: (`mark_purged`); a full build, which writes live vectors only, takes it away.
+PURGED_MARK = "purged"
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,47 @@ def read_stamp(folder: Path) -> Stamp | None:
         return Stamp(**data) if data.get("format") == FORMAT else None
     except (OSError, ValueError, TypeError):
         return None
+
+
+def mark_purged(folder: Path) -> bool:
+    """Say that the index file holds vectors a purge removed (a new token each time, so a
+    build that started before this purge does not take the mark away); False when there is
+    no index."""
+    if read_stamp(folder) is None:
+        return False
+    mark = folder / PURGED_MARK
+    _create_private(mark)
+    mark.write_text(secrets.token_hex(8))
+    return True
+
+
+def purge_mark(folder: Path) -> str | None:
+    """The token of the purge the index file has not been rebuilt since; None: none."""
+    try:
+        return (folder / PURGED_MARK).read_text()
+    except OSError:
+        return None
+
+
+def rewrite_purged(db_path: str, threads: int, keep: bool) -> str | None:
+    """Now, in this process: the index rebuilt in full (`keep`) or removed, so that no
+    vector a purge removed stays in its file. One line for the person when another process
+    is building it (that build's end starts a full one: `AnnManager`), else None."""
+    folder = folder_of(db_path)
+    stamp = read_stamp(folder)
+    if stamp is None or purge_mark(folder) is None:
+        return None
+    with exclusive(folder / "build.lock") as held:
+        if not held:
+            return ("a running service is building the vector index: the purged vectors "
+                    "leave its file when it rebuilds it next, at that build's end")
+        if keep:
+            build(db_path, stamp.model, stamp.dim, stamp.dtype, threads)
+        else:  # not searched here: nothing to keep; the next process that wants it builds
+            for path in [folder / "stamp.json", *folder.glob("index-*.usearch*"),
+                         folder / PURGED_MARK]:
+                path.unlink(missing_ok=True)
+    return None
 
 
 def _state(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -234,6 +279,7 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
 
     folder = folder_of(db_path)
     _make_folder(folder)
+    purged = purge_mark(folder) if base is None else None  # read before the snapshot
     conn = sqlite3.connect(db_path, check_same_thread=False)
     try:
         conn.execute("BEGIN")  # one snapshot for the whole build (WAL: writers go on)
@@ -296,6 +342,8 @@ def build(db_path: str, model: str, dim: int, dtype: str = "i8", threads: int = 
                 old.unlink()
             except OSError:
                 pass
+    if purged is not None and purge_mark(folder) == purged:  # no purge since the snapshot
+        (folder / PURGED_MARK).unlink(missing_ok=True)
     return stamp
 
 
@@ -583,7 +631,11 @@ class AnnManager:
         self.verified.set()
 
     def maybe_merge(self, view: AnnView, deletes: int) -> None:
-        """Fold the delta and deletions into the file in the background once they grow."""
+        """Fold the delta and deletions into the file in the background once they grow; a
+        full build when the file still holds purged vectors (`mark_purged`)."""
+        if purge_mark(self.folder) is not None:
+            self._start(view.model, view.dim, base=None)
+            return
         lag = view.pending(deletes)
         if lag and lag >= max(MERGE_MIN, view.stamp.count * MERGE_SHARE):
             full = view.stamp.removed + lag > view.stamp.count // 4
@@ -602,13 +654,18 @@ class AnnManager:
                 with exclusive(self.folder / "build.lock") as held:
                     if not held:
                         return  # another process builds; its stamp will be picked up
-                    t = time.perf_counter()
-                    build(self.db_path, model, dim, self.config.ann_dtype,
-                          self.config.ann_threads, base)
-                    self.last_error = None
-                    self.builds += 1
-                    log.info("vector: ANN index %s in %.1f s", "merged" if base else "built",
-                             time.perf_counter() - t)
+                    merge = base if purge_mark(self.folder) is None else None
+                    for _ in range(2):  # again, in full, for a purge made during the build
+                        t = time.perf_counter()
+                        build(self.db_path, model, dim, self.config.ann_dtype,
+                              self.config.ann_threads, merge)
+                        self.last_error = None
+                        self.builds += 1
+                        log.info("vector: ANN index %s in %.1f s",
+                                 "merged" if merge else "built", time.perf_counter() - t)
+                        if purge_mark(self.folder) is None:
+                            break
+                        merge = None
             except Exception as exc:  # noqa: BLE001 - exact search keeps serving
                 self.last_error = f"build failed: {exc}"
                 log.error("vector: ANN index build failed: %s", exc)

@@ -164,6 +164,23 @@ class VectorChannel(EmbeddingChannel):
                 "dtype": stamp.dtype, "seconds": round(time.perf_counter() - t, 1),
                 "file": str(self._ann_folder() / stamp.file)}
 
+    def purged(self) -> str | None:
+        """A purge removed vectors, and the index file keeps a removed vector's bytes: it is
+        rebuilt without them, in the background in a service (exact search answers for the
+        rows the file still names meanwhile), before a one-off command (`purge`) returns. An
+        index this process does not search (MEMORY_VECTOR_ANN=off) is removed instead."""
+        import os
+
+        from .ann import mark_purged, rewrite_purged
+
+        if not self._db_path or not mark_purged(self._ann_folder()):
+            return None
+        manager = self._ann_manager()
+        if manager is not None and manager.builds_in_background and self.active:
+            manager.start_build(*self.tag())
+            return None
+        return rewrite_purged(self._db_path, os.cpu_count() or 1, keep=manager is not None)
+
     def _ann_folder(self) -> Any:
         from .ann import folder_of
 
