@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from ..config import Settings
-from ..default_plugins.injection import clip, sanitize
+from ..default_plugins.injection import clip, sanitize_head
 from .mcp_browse import RECENT_BUDGET
 from .mcp_server import json_text
 
@@ -33,12 +33,13 @@ def shown(memory: dict[str, Any]) -> dict[str, Any]:
     in memory_recall, memory_list and memory_update), with ITEM_FIELDS only, empty ones left
     out but `project` (null: a global memory). `content_chars` is the memory's own length
     (the one `memory` gives: a recall item's content is cleaned already), not the cleaned
-    text's (an escaped `</memory>` is longer): `fit` keeps it on `truncated` items only."""
+    text's (an escaped `</memory>` is longer): `fit` keeps it on `truncated` items only. Only
+    the head a result can show (MAX_RESULT_CHARS) is cleaned: `fit` cuts the rest."""
     out: dict[str, Any] = {}
     for name in ITEM_FIELDS:
         value = memory.get(name)
         if name == "content":
-            value = sanitize(value or "")
+            value = sanitize_head(value or "", MAX_RESULT_CHARS)
         elif name == "content_chars" and not isinstance(value, int):
             value = len(memory.get("content") or "")
         if (value is None and name != "project") or value == []:

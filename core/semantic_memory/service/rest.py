@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from .. import __version__, spool
 from ..config import Settings
-from ..default_plugins.injection import clip, sanitize
+from ..default_plugins.injection import clip, sanitize_head
 from ..errors import InvalidMemory, UnknownMemory
 from ..models import (
     PLUGIN_NAME,
@@ -177,9 +177,10 @@ def to_memory(item: Any, field: str, max_chars: int) -> NewMemory:
 
 def recall_item(hit: RecallHit, budget_chars: int) -> dict[str, Any]:
     """A hit as /recall returns it: the content cleaned like the block's (wrapper tags
-    neutralised) and cut to the budget, marked `truncated` with its full length."""
+    neutralised) and cut to the budget, marked `truncated` with its full length. Only what
+    the cut keeps is cleaned (`sanitize_head`): cleaning 100 KB full of `<s` costs ~0.1 s."""
     data = hit.to_dict()
-    content = sanitize(data["content"])
+    content = sanitize_head(data["content"], budget_chars)
     if len(content) > budget_chars:  # the memory's own length, not its escaped text's
         data["truncated"], data["content_chars"] = True, len(data["content"])
         content = clip(content, budget_chars)
