@@ -1148,14 +1148,22 @@ def _ago(ts: float | None) -> str:
 
 
 def _spooled_row(file: Path, record: dict[str, Any] | None) -> dict[str, Any]:
+    """One spooled write as `spool list` shows it. The spool keeps the text as given (the
+    service redacts it on replay); its preview is what would be stored, private text out and
+    secrets redacted before the cut, as every other view of memories shows them."""
+    from .private import strip_private
+    from .safety.redaction import redact
+
     if record is None:
         return {"file": file.name, "error": "unreadable"}
     body = record["body"]
     items = body.get("items") if isinstance(body.get("items"), list) else [body]
     first = next((str(i.get("content", "")) for i in items if isinstance(i, dict)), "")
+    preview = " ".join(redact(strip_private(first)).split())[:70]
+    reason = record.get("rejected")  # an error body that quoted the write (before it was redacted)
     return {"file": file.name, "ts": record.get("ts"), "harness": record.get("harness"),
-            "event": record.get("event"), "memories": len(items),
-            "preview": " ".join(first.split())[:70], "rejected": record.get("rejected")}
+            "event": record.get("event"), "memories": len(items), "preview": preview,
+            "rejected": redact(reason) if isinstance(reason, str) else reason}
 
 
 @spool.command("list")

@@ -30,6 +30,7 @@ import shutil
 import unicodedata
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from tempfile import SpooledTemporaryFile
 from typing import IO, Callable, Iterable, Iterator
@@ -39,6 +40,7 @@ from .ingest import UID, validate
 from .models import LOADED_BY, Memory, NewMemory, RecallFilters, project_name
 from .pipeline import MemoryEngine
 from .private import strip_private
+from .safety.redaction import redact
 
 HARNESS_NAMES = ("claude-code", "codex", "opencode", "kimi-code")
 #: The harnesses that read a project's AGENTS.md into every session themselves.
@@ -501,8 +503,13 @@ def _base_uid(uid: str) -> str:
     return uid.split("-", 1)[0]
 
 
+@lru_cache(maxsize=4096)  # a file's tags repeat on each of its sections
 def _tag(prefix: str, value: str) -> str:
-    """`prefix:value` within the tag limit: a long value keeps its end (a path's file name)."""
+    """`prefix:value` within the tag limit: a long value keeps its end (a path's file name).
+    Private text goes and secrets are redacted before the cut: a cut that drops a token's
+    prefix (`xoxb-`, `sk-proj-`) leaves a tail no rule knows, which was stored in clear, and
+    one that drops a `<private>` opening tag leaves the text it hid."""
+    value = redact(strip_private(value))
     room = TAG_CHARS - len(prefix) - 1
     return f"{prefix}:{value if len(value) <= room else '…' + value[-(room - 1):]}"
 
@@ -510,8 +517,9 @@ def _tag(prefix: str, value: str) -> str:
 def tags_for(source: SourceFile, section: Section) -> list[str]:
     tags = [_tag("import", source.source), _tag("path", source.label),
             *(LOADED_BY + harness for harness in source.loaded_by)]
-    if section.heading:
-        tags.append(_tag("heading", " ".join(section.heading.split())))
+    heading = " ".join(strip_private(section.heading or "").split())
+    if heading:
+        tags.append(_tag("heading", heading))
     return sorted(set(tags))
 
 
@@ -563,7 +571,7 @@ def run_import(engine: MemoryEngine, files: list[SourceFile], scopes: list[str],
     reports: list[FileReport] = []
     for done, (source, sections, export_project) in enumerate(parsed, start=1):
         report = FileReport(source.label, source.project if export_project is None
-                            else export_project)
+                            else redact(export_project))  # shown as it is stored
         reports.append(report)
         prefix = file_prefix(source)
         kept: set[str] = set()
@@ -611,7 +619,10 @@ def _forget(engine: MemoryEngine, memory: Memory, report: FileReport, dry_run: b
 
 
 def _preview(text: str) -> str:
-    one_line = " ".join(strip_private(text).split())  # a report is a log: nothing private
+    """One line of what is (or would be) stored: a report is a log (a CI job's, a shared
+    terminal, an agent's transcript), so private text goes and secrets are redacted, before
+    the cut."""
+    one_line = " ".join(redact(strip_private(text)).split())
     return one_line if len(one_line) <= 80 else one_line[:79] + "…"
 
 
@@ -675,10 +686,10 @@ def _refused_move(source: SourceFile, section: Section, current: Memory,
     owner = f"project '{current.project}'" if current.project else "no project (global)"
     target = f"'{project}'" if project else "no project"
     report.counts["rejected"] += 1
-    report.actions.append(
+    report.actions.append(redact(strip_private(  # an export header's project is the file's text
         f"rejected {section.uid} {source.label}: it names a memory of {owner}, and this file "
         f"writes to {target}; left as it is (to move it: memory-mcp update {section.uid} "
-        f"--project {shlex.quote(project or '')})")
+        f"--project {shlex.quote(project or '')})")))
     return True
 
 
@@ -696,7 +707,8 @@ def _refused(engine: MemoryEngine, source: SourceFile, section: Section, project
     except InvalidMemory as exc:
         where = source.label + (f' under "{section.heading}"' if section.heading else "")
         report.counts["rejected"] += 1
-        report.actions.append(f"rejected {uid} {where}: {exc}")
+        # The heading and the reason may quote the file's text: shown as it would be stored.
+        report.actions.append(f"rejected {uid} {redact(strip_private(f'{where}: {exc}'))}")
         return True
     return False
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from ..safety.redaction import redact_many
+
 #: The most field errors one answer lists; the rest are counted (`more_errors`). A body of
 #: 200,000 unknown keys got a 9 MB answer naming every one.
 MAX_LISTED_ERRORS = 10
@@ -21,12 +23,19 @@ log = logging.getLogger("semantic_memory.service")
 
 class ApiError(Exception):
     """An error answered as `{"error": message, "field": field, "errors": [...]}` with this
-    status (the first MAX_LISTED_ERRORS of `errors`)."""
+    status (the first MAX_LISTED_ERRORS of `errors`). Its texts are redacted (`shown`)."""
 
     def __init__(self, status: int, message: str, field: str | None = None,
                  errors: list[dict[str, str]] | None = None) -> None:
+        listed = (errors or [])[:MAX_LISTED_ERRORS]
+        message, field, *texts = shown(message, field or "",
+                                       *(v for e in listed for v in e.values()))
+        if errors:  # (only the listed ones are answered, so only they are redacted)
+            it = iter(texts)
+            errors = [{k: next(it) for k in e} for e in listed] + errors[MAX_LISTED_ERRORS:]
         super().__init__(message)
-        self.status, self.message, self.field, self.errors = status, message, field, errors
+        self.status, self.message, self.errors = status, message, errors
+        self.field = field or None
 
     def response(self) -> JSONResponse:
         body: dict[str, Any] = {"error": self.message}
@@ -37,6 +46,13 @@ class ApiError(Exception):
             if len(self.errors) > MAX_LISTED_ERRORS:
                 body["more_errors"] = len(self.errors) - MAX_LISTED_ERRORS
         return JSONResponse(body, status_code=self.status)
+
+
+def shown(*texts: str) -> list[str]:
+    """`texts` with their secrets redacted, in one call: an error quotes what the caller sent
+    (a `created_at`, a `replaces` or path uid, an unknown field's name, a `kind`), and a
+    hook's failure detail copies the body into `hooks.jsonl`. The MCP tools' errors too."""
+    return redact_many(list(texts))
 
 
 class StoreProblemLog:
