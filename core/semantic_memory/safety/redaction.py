@@ -125,13 +125,7 @@ def _is_value(m: re.Match[str]) -> bool:
     placeholder: `password: hunter2x` yes; `password: stored in vault`, `token=$TOKEN`,
     `api_key: <your-key>`, `api_key=api_key`, `token_budget=2000` no."""
     value = m.group("secret")
-    if (
-        len(value) < 3
-        or not re.search(r"[^\W\d_]", value)  # no letter: a count, a port, a size
-        or _PLACEHOLDER.match(value)
-        or (_VARIABLE.fullmatch(value) and _KEYWORD.search(value))
-        or _points_elsewhere(m.group("name"))
-    ):
+    if not _named_value(value, m.group("name")):
         return False
     loose = m.group("q") is None and "=" not in m.group("sep")  # `name: value`, `--name value`
     if loose and _PROSE_WORD.fullmatch(value):
@@ -139,6 +133,42 @@ def _is_value(m: re.Match[str]) -> bool:
         # "--password foo -h db"), not inside a sentence ("password: stored in the vault").
         return bool(_FIELD_END.match(m.string, m.end("secret")))
     return True
+
+
+def _named_value(value: str, name: str) -> bool:
+    """Whether `value`, given under `name`, may be a credential: a letter in it, no
+    placeholder, no variable named for one, and a name that does not point elsewhere."""
+    return not (
+        len(value) < 3
+        or not re.search(r"[^\W\d_]", value)  # no letter: a count, a port, a size
+        or _PLACEHOLDER.match(value)
+        or (_VARIABLE.fullmatch(value) and _KEYWORD.search(value))
+        or _points_elsewhere(name)
+    )
+
+
+def _xml_value(m: re.Match[str]) -> bool:
+    """An XML element's text or a `value` attribute under a credential's name: a value as an
+    assignment's would be; element text with a space in it only if it reads as a credential
+    (`<password>stored in the vault</password>` stays)."""
+    value = m.group("secret").strip()
+    return _named_value(value, m.group("name")) and (" " not in value or _credential_like(m))
+
+
+# An XML element or a `key`/`name` attribute that names a credential.
+_XML_CREDENTIAL = r"(?:passw|pwd|secret|token|api_?key|private_?key|access_?key|credential)"
+_XML_NEEDLES = ("passw", "pwd", "secret", "token", "key", "credential")
+_XML_NAMED = (r"[^<>\n]{0,200}?\b(?:key|name)[ \t]*=[ \t]*[\"'](?P<name>[^\"'<>\n]{0,40}?"
+              rf"{_XML_CREDENTIAL}[^\"'<>\n]{{0,40}}+)[\"']")
+
+
+def _mixed_classes(m: re.Match[str]) -> bool:
+    """A short value that reads as generated: 8+ characters, three of lower case, upper
+    case, digits and symbols, not mostly lower-case words, no placeholder."""
+    value = m.group("secret")
+    classes = sum(bool(re.search(c, value)) for c in (r"[a-z]", r"[A-Z]", r"\d", r"[^\w\s]"))
+    return (len(value) >= 8 and classes >= 3 and not _PLACEHOLDER.match(value)
+            and not _wordy(m) and not _documented_sample(value))
 
 
 # A setting named for a password: `DB_PASSWORD`, `passwd`, `MYSQL_ROOT_PWD`, `PASSWORT`,
@@ -167,36 +197,59 @@ def _assignment(name: str, *, cli: bool = False) -> re.Pattern[str]:
 # whitespace, not ending in punctuation; no length cap, as for `_VALUE`.
 _LONE = (r"(?P<q>[\"'])?(?P<secret>(?(q)[^\"'\n]+|[^\s\"'`]*[^\s\"'`,;.:!?)\]}>]))"
          r"(?(q)(?P=q))")
+# `admin / X`, `admin:X` on one line: a `user: X` (a space after the colon) is a YAML key.
+_USER_PASS = rf"[\w.@+-]{{1,64}}(?:[ \t]*/[ \t]*|:(?![ \t]|$)){_LONE}"
 # Two quoted arguments in a row, the second being the secret: `("user", "pw")`.
 _PAIR = r"\s*[\"'][^\"'\n]{0,120}[\"']\s*,\s*[\"'](?P<secret>[^\"'\n]+)[\"']"
 # --- prose in other languages --------------------------------------------------------------
 # The languages the injection filter reads (German, French, Spanish, Portuguese, Italian,
-# Russian, Chinese, Japanese, Korean) and Vietnamese. A secret word, up to eight words that are
+# Russian, Chinese, Japanese, Korean), Vietnamese, and the password word in Polish, Dutch,
+# Turkish, Greek, Hebrew, Arabic and Hindi. A secret word, up to eight words that are
 # not the verb ("la contraseña del usuario de la base de datos es X"), the verb ("ist",
 # "lautet", "est", "es", "é", "è", "là", optionally "now") or a colon or dash, then the value,
 # which must read as a credential (`_credential_like`: "das Passwort ist zu kurz" stays).
-# German compounds end in the word (`Datenbankpasswort`, `AWS-Geheimschlüssel`); a bare `mã`
-# (code) or `khóa` (lock, course) needs a word that makes it a credential.
+# German and Dutch compounds end in the word (`Datenbankpasswort`, `AWS-Geheimschlüssel`,
+# `databasewachtwoord`); a bare `mã` (code) or `khóa` (lock, course), Greek `κωδικός` (code)
+# need a word that makes them a credential; Hebrew and Arabic write "the", "and", "for" as a
+# prefix of the word (`הסיסמה`, `وكلمة`), Turkish a possessive as a suffix (`şifresi`).
 _FOREIGN_SECRET = (
-    r"(?:(?:passwort|kennwort|schlüssel)(?!\w)"
+    r"(?:(?:passwort|kennwort|schlüssel|wachtwoord)(?!\w)"
     r"|\b(?:mot de passe|mdp|clé|jeton|contraseña|contrasena|clave|secreto|senha|palavra-passe"
     r"|chave|segredo|chiave|segreto|parola d['’]ordine|парол\w{1,3}|ключ\w{0,3}|токен\w{0,3}"
     r"|секрет\w{0,3}|mật khẩu|kh(?:óa|oá) (?:bí mật|api|truy cập|riêng)"
-    r"|mã (?:thông báo|bí mật|truy cập|pin))\b)"
+    r"|mã (?:thông báo|bí mật|truy cập|pin)|has[łl](?:o|a|em|u)|[şs]ifre\w{0,4}"
+    r"|συνθηματικ\w{1,3}|κωδικ\w{1,3} πρόσβασης|पासवर्ड)\b"
+    r"|(?<![\u0590-\u05ff])[הובלשמכ]{0,2}סיסמ(?:ה|א|ת|אות)(?![\u0590-\u05ff])"
+    r"|(?<![\u0600-\u06ff])[وبلف]{0,2}(?:كلم[ةه] (?:ال)?(?:مرور|سر)|الرقم السري)"
+    r"(?![\u0600-\u06ff]))"
 )
 _FOREIGN_NEEDLES = ("passwort", "kennwort", "schlüssel", "mot de passe", "mdp", "clé", "jeton",
                     "contrase", "clave", "secreto", "senha", "palavra-passe", "chave", "segredo",
                     "chiave", "segreto", "parola d", "парол", "ключ", "токен", "секрет",
-                    "mật khẩu", "khóa", "khoá", "mã ")
-# Russian has no "is" in the present: "пароль теперь X", "пароль — X".
+                    "mật khẩu", "khóa", "khoá", "mã ", "wachtwoord", "hasło", "hasła",
+                    "hasłem", "hasłu", "haslo", "hasla", "haslem", "haslu", "şifre", "sifre",
+                    "συνθηματικ", "κωδικ", "पासवर्ड", "סיסמ", "كلمة", "كلمه", "الرقم السري")
+# Russian has no "is" in the present: "пароль теперь X", "пароль — X". Polish "jest", Greek
+# "είναι", Hebrew "היא"/"הוא", Arabic "هي", Hindi "है" ("पासवर्ड है X"); Dutch "is" only after
+# a foreign word (the English rule reads "password … is X", and "password for the NAS is
+# down: X" reads on to its colon).
 _FOREIGN_VERB = (r"(?:ist|war|lautet|lautete|est|était|es|era|é|è|là|теперь|сейчас|это"
-                 r"|был[аио]?)")
-_FOREIGN_IS = (rf"(?:\s+{_FOREIGN_VERB}(?:\s+(?:jetzt|nun|noch|aktuell|derzeit|maintenant"
-               r"|désormais|toujours|ahora|todavía|agora|ainda|ora|adesso|ancora|bây giờ"
-               r"|hiện tại))?\s*:?\s+)")
-_FOREIGN_IS_OR_COLON = rf"(?:{_FOREIGN_IS}|\s*[:—–]\s*)"
+                 r"|был[аио]?|jest|είναι|ήταν|היא|הוא|هي|है|था|थी)")
+
+
+def _is_or_colon(verb: str) -> tuple[str, str]:
+    """The verb (then an adverb, a colon) before a value, and that or a colon or a dash."""
+    verb_then = (rf"(?:\s+{verb}(?:\s+(?:jetzt|nun|noch|aktuell|derzeit|maintenant"
+                 r"|désormais|toujours|ahora|todavía|agora|ainda|ora|adesso|ancora|bây giờ"
+                 r"|hiện tại))?\s*:?\s+)")
+    return verb_then, rf"(?:{verb_then}|\s*[:—–]\s*)"
+
+
+_FOREIGN_IS, _FOREIGN_IS_OR_COLON = _is_or_colon(_FOREIGN_VERB)
+_NATIVE_IS_OR_COLON = _is_or_colon(rf"(?:{_FOREIGN_VERB}|is)")[1]
 _FOREIGN_IS_NEEDLES = (" ist ", " war ", " lautet", " est ", " es ", " era ", " était ", " é ",
-                       " è ", " là ")
+                       " è ", " là ", " jest ", " είναι ", " ήταν ", " היא ", " הוא ", " هي ",
+                       " है ", " था ", " थी ")
 # Words between, none of them the verb; a dot only inside one (`db.example.com`), so a gap does
 # not run on into the next sentence.
 _PROSE_GAP = rf"(?:\s+(?!{_FOREIGN_VERB}\b)(?:[\w@/'’-]|\.(?=\w)){{1,40}}){{0,8}}?"
@@ -274,6 +327,55 @@ def _cjk_credential(m: re.Match[str]) -> bool:
     value = m.group("secret")
     return _credential_like(m) and (m.group("cjk") is None or re.search(r"[^\w]", value)
                                     is not None or _random(m))
+
+
+# What docs write where a URL's password goes: the field's own name (`user:password@`,
+# `:secret@`), a template. Not `_PLACEHOLDER`: a real password may start with `$` or `%`.
+_NAMED_PLACEHOLDER = re.compile(r"(?i)(?:your[_-]?|my[_-]?)?(?:password|passwd|pass|pwd|secret"
+                                r"|token|changeme)|\$\{\w+\}|\{\{[^{}]*\}\}")
+
+
+def _not_a_named_placeholder(m: re.Match[str]) -> bool:
+    return _NAMED_PLACEHOLDER.fullmatch(m.group("secret")) is None
+
+
+# A name that says credential (a variable, a Terraform output, a secret store's field).
+_CREDENTIAL_NAME = r"(?:secret|token|passw|pwd|api_?key|private_?key|access_?key|credential|auth)"
+# A command line whose output is a secret: a variable or an output named for one (`echo
+# $GITHUB_TOKEN`, `printenv DB_PASSWORD`, `terraform output -raw db_password`, `heroku
+# config:get API_KEY`), a secret store's field (`vault read -field=password …`, `vault kv get
+# -field=…`: any field but one that points elsewhere, `lease_duration`), or a command that
+# reads nothing but secrets (`op read`, `kubectl get secret … | base64 -d`, AWS Secrets
+# Manager and SSM with decryption, `gcloud secrets versions access`, Azure Key Vault, Doppler,
+# Bitwarden, pass, macOS `security … -w`). Commands are typed in lower case: matched so, with
+# a lookahead for their first letters, the scan is 2.5x faster than a case-blind alternation.
+_PRINTS_A_SECRET = (
+    r"(?=[abdeghklopstv])(?:(?:\becho[ \t]+[\"']?\$\{?|\bprintenv[ \t]+"
+    r"|\bheroku[ \t]+config:get[ \t]+"
+    r"|\bterraform[ \t]+output[ \t]+(?:-[\w-]{1,20}[ \t]+){0,3})"
+    rf"(?P<name>(?i:\w{{0,40}}?{_CREDENTIAL_NAME}\w{{0,40}}+))\}}?[\"']?"
+    r"(?:[ \t]+-[\w-]{1,30}(?:[ \t=]+[\w.-]{1,60})?){0,4}"  # `-a shop`, `-state=prod.tfstate`
+    r"|\bvault[ \t]+(?:kv[ \t]+get|read)\b[^\n]{0,200}?[ \t]-field[= ](?P<field>[\w.-]{1,60}+)"
+    r"[^\n]{0,300}+"
+    r"|(?:\bop[ \t]+read|\bkubectl[ \t](?:[^\n|;&]{0,100}?[ \t])?get[ \t]+secrets?"
+    r"|\baws[ \t]+secretsmanager[ \t]+get-secret-value"
+    r"|\baws[ \t]+ssm[ \t]+get-parameters?\b(?=[^\n]{0,300}--with-decryption)"
+    r"|\bgcloud[ \t]+secrets[ \t]+versions[ \t]+access|\baz[ \t]+keyvault[ \t]+secret[ \t]+show"
+    r"|\bdoppler[ \t]+secrets[ \t]+get|\bbw[ \t]+get[ \t]+password|\b(?:go)?pass[ \t]+show"
+    r"|\blpass[ \t]+show\b(?=[^\n]{0,300}--password)"
+    r"|\bsecurity[ \t]+find-(?:generic|internet)-password\b(?=[^\n]{0,300}[ \t]-w\b))"
+    r"\b[^\n]{0,300}+)"
+)
+_PRINTS_NEEDLES = ("echo", "printenv", "heroku", "terraform", "vault", "op read", "kubectl",
+                   "secretsmanager", "ssm", "gcloud", "keyvault", "doppler", "bw get",
+                   "pass show", "find-generic", "find-internet")
+
+
+def _printed_secret(m: re.Match[str]) -> bool:
+    """A value printed by `_PRINTS_A_SECRET`'s command that reads as generated, the variable
+    or field it names not pointing elsewhere (`echo $TOKEN_URL`, `-field=lease_duration`)."""
+    name = m.group("name") or m.group("field")
+    return _generated(m.group("secret")) and not (name and _points_elsewhere(name))
 
 
 def _wordy(m: re.Match[str]) -> bool:
@@ -464,24 +566,37 @@ CONTEXT_RULES: tuple[Rule, ...] = (
           also=(" is", "\nis", "\tis", " was", "\nwas", "\twas")),  # "is" may end a line
     # The same prose in other languages (see `_FOREIGN_SECRET`, `_CJK_SECRET`), and the English
     # words in a sentence of another language ("la password del NAS è X", "password は X").
-    _rule("password", rf"(?i){_FOREIGN_SECRET}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}{_LONE}",
+    _rule("password", rf"(?i){_FOREIGN_SECRET}{_PROSE_GAP}{_NATIVE_IS_OR_COLON}{_LONE}",
           _FOREIGN_NEEDLES),
     _rule("password", rf"(?i)\b(?:password|passwd|passphrase)\b{_PROSE_GAP}"
           rf"{_FOREIGN_IS_OR_COLON}{_LONE}", ("passw", "passphrase"),
           also=(*_FOREIGN_IS_NEEDLES, ":", "—", "–")),
     _rule("password", rf"(?i)\b(?:token|secret)\b{_PROSE_GAP}{_FOREIGN_IS}{_LONE}",
           ("token", "secret"), also=_FOREIGN_IS_NEEDLES),
-    _rule("password", rf"(?i){_FOREIGN_LOGIN}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}"
-          rf"[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}", _FOREIGN_LOGIN_NEEDLES),
+    _rule("password", rf"(?i){_FOREIGN_LOGIN}{_PROSE_GAP}{_FOREIGN_IS_OR_COLON}{_USER_PASS}",
+          _FOREIGN_LOGIN_NEEDLES),
     _rule("password", rf"(?i)(?:{_CJK_SECRET}){_CJK_TAIL}", _CJK_NEEDLES, _cjk_credential),
     _rule("password", rf"(?i)\b(?:{_ENGLISH_SECRET}){_CJK_TAIL}",
           ("pass", "token", "secret", "key"), _cjk_credential, also=_CJK_PARTICLES),
     _rule("password", rf"(?i)\b(?:pwd|pw|pass|passcode|pin)\s+{_LONE}",
           ("pwd ", "pw ", "pass ", "passcode ", "pin ", "pwd\t", "pass\t")),
-    # The word must stand alone: `login.acme.io/oauth2/token` is a host and a path.
+    # The word must stand alone: `login.acme.io/oauth2/token` is a host and a path. One line
+    # only, and the user is no YAML key: a `Login` step's `uses: docker/login-action@v3`,
+    # `credentials:\n  provider: aws-v2` and "Login with: github/oauth2" hold no password.
     _rule("password", r"(?i)\b(?:login|logins|credentials?|creds)"
-          rf"(?:\s*(?:\bis\b|\bare\b|:)\s*|\s+)[\w.@+-]{{1,64}}\s*[/:]\s*{_LONE}",
-          ("login", "cred")),
+          rf"(?:[ \t]*(?:\bis\b|\bare\b|:)[ \t]*|[ \t]+){_USER_PASS}", ("login", "cred")),
+    # "ssh root@10.0.0.9 (password X)", "use password X for root": a short value after the word
+    # only if it reads as generated (three of lower case, upper case, digits and symbols, not
+    # mostly words): "password reset", "password-protected", "password hash_v2" stay.
+    _rule("password", rf"(?i)\b(?:password|passwd|passphrase)[ \t]+{_LONE}",
+          ("passw", "passphrase"), _mixed_classes),
+    # XML (Maven `settings.xml`, NuGet, Spring, .NET `appSettings`): `<password>X</password>`,
+    # `<apiKey>X</apiKey>`, `<add key="SmtpPassword" value="X"/>`, `<entry key="api.token">X`.
+    _rule("password", rf"(?i)<(?P<name>[\w:.-]{{0,40}}?{_XML_CREDENTIAL}[\w:.-]{{0,40}}+)"
+          r"(?:[ \t][^<>\n]{0,200}+)?>(?P<secret>[^<>\n]{1,512}+)</", _XML_NEEDLES, _xml_value),
+    *(_rule("password", rf"(?i)<[\w:.-]{{1,40}}[ \t]{_XML_NAMED}{tail}", _XML_NEEDLES, _xml_value)
+      for tail in (r"[^<>\n]{0,200}?\bvalue[ \t]*=[ \t]*[\"'](?P<secret>[^\"'<>\n]{1,512}+)",
+                   r"[^<>\n]{0,200}?>(?P<secret>[^<>\n]{1,512}+)</")),
     # Auth headers with any scheme (`token`, `Token`, `ApiKey`, `SSWS` …) or none at all.
     _rule("auth-header", rf"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*{_HEADER_OPEN}"
           r"(?:[A-Za-z][\w-]{1,24}\s+)?(?P<secret>[A-Za-z0-9._~+/=-]{8,})", ("authorization",)),
@@ -518,13 +633,11 @@ CONTEXT_RULES: tuple[Rule, ...] = (
     _rule("secret", rf"(?i)(?:{_CJK_SECRET}|(?<![\u30a0-\u30ff\uac00-\ud7af])(?:キー|키))"
           r"[ \t]*[「『\"']?(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)",
           _CJK_NEEDLES, lambda m: _random(m) and not _wordy(m)),
-    # A terminal printing a variable named for a credential: `echo $GITHUB_TOKEN`, `printenv
-    # DB_PASSWORD`, then the value alone on the next line (a wrap of it goes too).
-    _rule("secret", r"(?i)(?:\becho[ \t]+[\"']?\$\{?|\bprintenv[ \t]+)(?P<name>\w{0,40}?"
-          r"(?:secret|token|passw|api_?key|private_?key|access_?key|credential|auth)\w{0,40}+)"
-          r"\}?[\"']?[ \t]*\r?\n[ \t]*(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{7,}+)"
-          r"(?=[ \t]*(?:\r?\n|$))", ("echo", "printenv"),
-          lambda m: _generated(m.group("secret")) and not _points_elsewhere(m.group("name"))),
+    # A terminal printing a secret, then the value alone on the next line (a wrap of it goes
+    # too): see `_PRINTS_A_SECRET`.
+    _rule("secret", rf"{_PRINTS_A_SECRET}[ \t]*\r?\n[ \t]*"
+          r"(?P<secret>[A-Za-z0-9+/][^\s\"'`]{7,}+)(?=[ \t]*(?:\r?\n|$))", _PRINTS_NEEDLES,
+          _printed_secret),
     # Tables: `vault kv get` / `vault token create` output, markdown `| DB_PASSWORD | … |`.
     _rule("secret", r"(?m)^[ \t|]{0,8}(?P<name>[\w.-]{1,80}+)[ \t]*(?P<sep>\|[ \t]*|[ \t]{2,}|\t)"
           r"(?P<q>)(?P<secret>[^\s|]{4,}+)[ \t]*\|?[ \t]*$",
@@ -535,6 +648,13 @@ RULES: tuple[Rule, ...] = (
     # A PEM/PGP key block, or a truncated paste that never reaches its END line.
     Rule("private-key", re.compile(rf"{_PEM}(?:[^-]*{_PEM_END}|(?:{_B64_LINE})*)"),
          ("-----begin",)),
+    # A key block whose head a log or a paste cut off: base64 lines up to its END line (the
+    # first after a label: `key: MIIE…`). A run starts where the line before ends in no base64
+    # (so each run is read once).
+    Rule("private-key", re.compile(
+        r"(?m)(?<![A-Za-z0-9+/=]{16}\n)(?<![A-Za-z0-9+/=]{16}\r\n)^(?:[^\n]{0,200}?[^\w+/=\n])?"
+        rf"(?P<secret>(?:[A-Za-z0-9+/=]{{16,}}+[ \t]*\r?\n[ \t]*)++{_PEM_END})"),
+        ("-----end",), also=("private key",)),
     Rule("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
          ("akia", "asia", "abia", "acca")),
     Rule("aws-secret-key", re.compile(
@@ -567,8 +687,9 @@ RULES: tuple[Rule, ...] = (
         r"(?P<secret>[A-Za-z0-9+/=]{8,})"),
         ("basic",)),
     Rule("db-url-password",
-         re.compile(rf"(?i)\b(?:{_DB_SCHEMES})(?:\+\w+)?{_URL_CREDENTIALS}"), ("://",)),
-    Rule("url-password", re.compile(_URL_CREDENTIALS), ("://",)),
+         re.compile(rf"(?i)\b(?:{_DB_SCHEMES})(?:\+\w+)?{_URL_CREDENTIALS}"), ("://",),
+         _not_a_named_placeholder),
+    Rule("url-password", re.compile(_URL_CREDENTIALS), ("://",), _not_a_named_placeholder),
     *PROVIDER_GAPS,
     # Assignments come next, so a provider rule above has already named a known token's kind,
     # then the context rules for what an assignment does not look like.
@@ -582,11 +703,12 @@ RULES: tuple[Rule, ...] = (
           ("token", r"token(?!s|iz)", ("token",)),
       )),
     *CONTEXT_RULES,
-    # Any other setting whose name says "key", "auth", "salt"…: only a high-entropy value. The
+    # Any other setting whose name says "key", "auth", "salt"…: only a high-entropy value (after
+    # an encoding's prefix too: Laravel's `APP_KEY=base64:…`). The
     # pattern starts at the separator's first character (a keyword alternation tried at every
     # character costs ~0.5 µs a character); the name before it is checked in `_keyword_name`.
     Rule("generic-secret", re.compile(
-        r"(?P<sep>(?::=|=>|[:=])[ \t]*)(?P<q>[\"'])?(?!//)"
+        r"(?P<sep>(?::=|=>|[:=])[ \t]*)(?P<q>[\"'])?(?!//)(?:base64:|b64:|hex:)?"
         r"(?P<secret>[A-Za-z0-9+/][A-Za-z0-9+/=_.~-]{15,}+)"),
         ("key", "auth", "cred", "sig", "salt", "seed", "cookie", "sess", "pass", "pwd", "token",
          "secret", "private", "signing", "encryption", *_FOREIGN_NEEDLES, *_CJK_NEEDLES),
@@ -933,18 +1055,36 @@ def _secret_span(rule: Rule, m: re.Match[str]) -> tuple[int, int] | None:
     documented sample) or lies in a marker already written."""
     start, end = m.span("secret") if "secret" in m.re.groupindex else m.span()
     if (_in_marker(m.string, start) or (rule.accept and not rule.accept(m))
-            or _documented_sample(m.string[start:end])):
+            or _documented_sample(m.string[start:end]) or _elided(m.string, start, end)):
         return None
     if "sep" in m.re.groupindex:
         end = _to_line_end(m, end)
     return start, _value_end(m.string, start, end)
 
 
+# A docs placeholder: a token's prefix and nothing but filler after it (`ghp_xxxx…`,
+# `AKIAXXXX…`, `sk-****…`), or an ellipsis (`sk-...your key here...`, `xoxb-…`). A generated
+# token is never all x; a value with more in it (Slack's `T00000000/B00000000/XXXX…`) is no
+# bare placeholder and goes.
+_FILLER = re.compile(r"(?i)(?:[a-z0-9]{0,12}?[_-]){0,3}?[a-z0-9]{0,6}?([x*])\1{7,}(?:[_-]\1+)*$"
+                     r"|[a-z0-9]{0,12}[_-]{0,2}(?:\.{3}|…)")
+
+
+# A token's prefix alone (`sk-ant-`, `ghp_`, `xoxb-`): before an ellipsis, a docs placeholder.
+_PREFIX_ONLY = re.compile(r"[A-Za-z0-9]{1,12}(?:[_-][A-Za-z0-9]{1,12}){0,2}[_-]")
+
+
+def _elided(text: str, start: int, end: int) -> bool:
+    """`sk-ant-...`: a value that is a prefix and an ellipsis (a bare value ends before it)."""
+    return (text.startswith(("...", "…"), end)
+            and _PREFIX_ONLY.fullmatch(text, start, end) is not None)
+
+
 def _documented_sample(value: str) -> bool:
     """A vendor's documented example (AWS's `AKIAIOSFODNN7EXAMPLE`, `…/bPxRfiCYEXAMPLEKEY`):
-    `EXAMPLE` in capitals inside a one-line value. A generated token holds those seven
-    letters by chance about once in 10^12 values."""
-    return "EXAMPLE" in value and "\n" not in value
+    `EXAMPLE` in capitals inside a one-line value (a generated token holds those seven
+    letters by chance about once in 10^12 values), or a placeholder made of filler."""
+    return "\n" not in value and ("EXAMPLE" in value or _FILLER.match(value) is not None)
 
 
 # Before a YAML or ini name: nothing on its line but indentation and a list's dash.
