@@ -152,3 +152,33 @@ def test_an_error_body_does_not_quote_a_secret_back(tmp_path: Path) -> None:
         assert_clean(shown)
     (status, unknown), = [a for a in answers[2:3]]
     assert status == 422 and unknown["field"] == "[REDACTED:stripe-key]", unknown
+
+
+def test_an_mcp_tool_error_does_not_quote_a_secret_back(tmp_path: Path) -> None:
+    """The MCP tools' errors quote what the model sent (`since`, a uid, an argument's name),
+    and the model's transcript (and any log of it) keeps the answer: redacted there too."""
+    import anyio
+    from test_service_support import http_session
+    from test_service_support import start_service as start_http
+
+    service = start_http(tmp_path / "mcp")
+
+    async def errors() -> list[str]:
+        texts = []
+        async with http_session(service.mcp_url) as session:
+            for name, args in [("memory_recall", {"query": "billing", "since": STRIPE}),
+                               ("memory_store", {"content": "a note", "replaces": STRIPE}),
+                               ("memory_forget", {"uid": STRIPE}),
+                               ("memory_recall", {"query": "billing", STRIPE: 1})]:
+                result = await session.call_tool(name, args)
+                assert result.is_error, (name, result.content)
+                texts.append(getattr(result.content[0], "text"))
+        return texts
+
+    try:
+        texts = anyio.run(errors)
+    finally:
+        service.stop()
+    for text in texts:
+        assert "[REDACTED:stripe-key]" in text, text
+        assert_clean(text)

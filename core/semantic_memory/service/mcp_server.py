@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from ..lite import loads_input
 from ..stores import StoreError
 from ..stores.sqlite import damaged, sqlite_problem
+from .errors import shown
 from .mcp_logging import ClientLog
 from .schemas import field_path
 
@@ -385,6 +386,13 @@ class MemoryMCP(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
+        try:
+            return await self._call_tool(name, arguments, context)
+        except ToolError as exc:  # it may quote an argument (`since`, a uid, a name): redacted
+            exc.args = tuple(shown(str(exc)))
+            raise
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any], context: Any) -> Any:
         known = self.arguments.get(name)
         unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
         if unknown:  # pydantic would drop them silently: the caller meant something else
