@@ -314,3 +314,24 @@ def test_a_replay_between_the_two_steps_stores_nothing_again(tmp_path: Path,
     monkeypatch.undo()
     assert json.loads(cli(tmp_path, "list", "--json").stdout) == []
     assert files_holding(tmp_path) == []
+
+
+def test_the_store_a_restore_replaced_is_named_as_not_searched(tmp_path: Path) -> None:
+    """`restore` keeps the store it replaced beside the db, a copy of every memory it held:
+    `purge --matching` does not open it, and says so instead of reporting every copy gone."""
+    assert cli(tmp_path, "store", "the staging runbook lives in ops/").returncode == 0
+    assert cli(tmp_path, "backup", str(tmp_path / "before.db")).returncode == 0
+    assert cli(tmp_path, "store", f"{WORD} asked for a callback").returncode == 0
+    restored = cli(tmp_path, "restore", str(tmp_path / "before.db"))
+    assert restored.returncode == 0, restored.stderr
+    kept = tmp_path / "memory.db.before-restore"
+    assert files_holding(tmp_path) == [kept.name]
+    listed = cli(tmp_path, "purge", "--matching", WORD, "--dry-run")
+    assert listed.returncode == 0 and f"{kept} (the store `restore` replaced) is not " \
+        "searched" in listed.stderr, listed.stderr
+    done = cli(tmp_path, "purge", "--matching", WORD, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["not_searched"] == [str(kept)]
+    kept.unlink()
+    again = cli(tmp_path, "purge", "--matching", WORD, "--yes")
+    assert "not_searched" not in json.loads(again.stdout)

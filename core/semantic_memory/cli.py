@@ -777,9 +777,13 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
         return any(needle in folded(str(text)) for text in texts)
 
     found = obj.engine.holding(text, project)
+    unsearched = _unsearched_copies(obj.settings)
     if dry_run or not yes:  # a dry run deletes nothing, --yes or not
         waiting = queue.scrub(obj.settings.spool_path, spooled, dry_run=True)
         _show_holdings(found, waiting, text)
+        for copy in unsearched:
+            click.echo(f"{copy} (the store `restore` replaced) is not searched: delete it if "
+                       "it may hold the text", err=True)
         if dry_run or not (found or waiting):
             return
         raise click.UsageError("this deletes them for good (no `unforget`); add --yes to "
@@ -801,7 +805,20 @@ def _purge_matching(obj: Context, text: str, project: str | None, dry_run: bool,
         raise Interrupted(_matching_cut_short(obj.engine, found, text, project,
                                               scrubbed)) from None
     report["spooled"] = scrubbed
+    if unsearched:
+        report["not_searched"] = [str(copy) for copy in unsearched]
     _echo_json(report)
+
+
+def _unsearched_copies(settings: Settings) -> list[Path]:
+    """The earlier store `restore` kept beside the db (`memory.db.before-restore`): a copy
+    of every memory it held, which `purge --matching` does not open."""
+    from .backup import BEFORE_RESTORE
+
+    if scheme_of(store_url(settings)) != "sqlite":
+        return []
+    db = settings.resolved_db_path
+    return [path for path in (db.with_name(db.name + BEFORE_RESTORE),) if path.exists()]
 
 
 def _matching_cut_short(engine: MemoryEngine, found: Holdings, text: str,
