@@ -263,11 +263,48 @@ function text(raw) {
   if (typeof raw === "number" || typeof raw === "boolean") return String(raw);
   throw new BadValue(`expected a string, got ${JSON.stringify(raw)}`);
 }
+function numberText(raw) {
+  return typeof raw === "string" ? raw : text(raw);
+}
+var NUMBER_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+var DIGITS = "\\p{Nd}(?:_?\\p{Nd})*";
+var PY_INT = new RegExp(`^[${NUMBER_SPACE}]*([+-]?${DIGITS})[${NUMBER_SPACE}]*$`, "u");
+var PY_FLOAT = new RegExp(`^[${NUMBER_SPACE}]*([+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})(?:[eE][+-]?${DIGITS})?|inf|infinity|nan))[${NUMBER_SPACE}]*$`, "iu");
+var DIGIT = new RegExp("^\\p{Nd}$", "u");
+function asciiDigits(text2) {
+  let out = "";
+  for (const char of text2) {
+    if (char === "_") continue;
+    const code = char.codePointAt(0);
+    if (code < 128 || !DIGIT.test(char)) {
+      out += char;
+      continue;
+    }
+    let zero = code;
+    while (DIGIT.test(String.fromCodePoint(zero - 1))) zero--;
+    out += String((code - zero) % 10);
+  }
+  return out;
+}
+function pythonInt(raw) {
+  const found = PY_INT.exec(raw);
+  return found ? Number(asciiDigits(found[1])) || 0 : Number.NaN;
+}
+function pythonFloat(raw) {
+  const found = PY_FLOAT.exec(raw);
+  if (!found) return Number.NaN;
+  const number = asciiDigits(found[1]).toLowerCase();
+  const sign = number.startsWith("-") ? -1 : 1;
+  const bare = number.replace(/^[+-]/, "");
+  if (bare === "nan") return Number.NaN;
+  return bare.startsWith("inf") ? sign * Infinity : Number(number);
+}
 function integer(min, max) {
   return (raw) => {
-    const value = typeof raw === "number" ? raw : Number(text(raw));
+    const value = typeof raw === "number" ? raw : pythonInt(numberText(raw));
     if (!Number.isInteger(value) || value < min || value > max) {
-      throw new BadValue(`must be a whole number within ${min}..${max}, not ${JSON.stringify(raw)}`);
+      const within = max === Infinity ? `${min} or more` : `within ${min}..${max}`;
+      throw new BadValue(`must be a whole number ${within}, not ${JSON.stringify(raw)}`);
     }
     return value;
   };
@@ -280,14 +317,14 @@ function flag(raw) {
   throw new BadValue(`must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(raw)}`);
 }
 function seconds(raw) {
-  const value = typeof raw === "number" ? raw : Number(text(raw));
+  const value = typeof raw === "number" ? raw : pythonFloat(numberText(raw));
   if (!(value >= 0.05 && value <= 60)) {
     throw new BadValue(`must be 0.05..60 seconds, not ${JSON.stringify(raw)}`);
   }
   return Math.round(value * 1e3);
 }
 function backoffSeconds(raw) {
-  const value = typeof raw === "number" ? raw : Number(text(raw));
+  const value = typeof raw === "number" ? raw : pythonFloat(numberText(raw));
   if (!(value >= 0 && value <= 3600)) {
     throw new BadValue(`must be 0..3600 seconds, not ${JSON.stringify(raw)}`);
   }
@@ -317,7 +354,8 @@ var FIELDS = {
     env: "MEMORY_PLUGIN_BUDGET_CHARS",
     option: "budgetChars",
     // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
-    parse: integer(500, 1e6),
+    // No maximum, as in the Python settings (harness/settings.py `validate`).
+    parse: integer(500, Infinity),
     fallback: 2e3
   },
   toolCapture: {
@@ -1225,7 +1263,7 @@ import { createHash } from "node:crypto";
 import { readFileSync as readFileSync4, realpathSync as realpathSync2, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
 import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
-var SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
+var SCP_LIKE = /^(?:[^@/\n]+@)?(\[[^\]/\n]*\]|[^:/\n]+):(?!\/\/)(.+)$/;
 var MAX_PROJECT_CHARS2 = 256;
 var HASH_CHARS = 8;
 function detectProject(cwd) {
@@ -1544,16 +1582,24 @@ function normaliseRemote(raw) {
     const slash = rest.indexOf("/");
     const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
     path = slash >= 0 ? rest.slice(slash + 1) : "";
-    host = netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0];
+    host = withoutPort(netloc.slice(netloc.lastIndexOf("@") + 1));
   } else {
     const scp = SCP_LIKE.exec(url);
     host = scp ? scp[1] : "";
     path = scp ? scp[2] : url;
   }
-  path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
-  host = host.toLowerCase();
-  [host, path] = canonical(host, path) ?? [host, path];
+  path = path.replace(/^\/+|\/+$/g, "");
+  const found = canonical(host.toLowerCase(), withoutGit(path, path.toLowerCase()));
+  [host, path] = found ?? [host.toLowerCase(), withoutGit(path, path)];
   return host && path ? `${host}/${path}` : host || path;
+}
+function withoutPort(host) {
+  const close = host.indexOf("]");
+  if (host.startsWith("[") && close >= 0) return host.slice(0, close + 1);
+  return host.split(":")[0];
+}
+function withoutGit(path, folded) {
+  return (folded.endsWith(".git") ? path.slice(0, -".git".length) : path).replace(/\/+$/, "");
 }
 function localPath(url) {
   if (url.startsWith("file://")) return url.slice("file://".length);

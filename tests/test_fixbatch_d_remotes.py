@@ -165,6 +165,13 @@ ALIASES = {
     # not an alias: a host of its own, its case kept
     "github.company.com/Acme/Shop": ["git@github.company.com:Acme/Shop.git"],
     "git.corp/org/_git/x/y": ["https://git.corp/org/_git/x/y"],
+    # `.GIT` is `.git` where names are caseless, kept where a server may tell cases apart
+    "github.com/org/repo": ["https://GitHub.com/Org/Repo.GIT", "git@github.com:Org/Repo.Git"],
+    "git.corp/Team/App.GIT": ["https://git.corp/Team/App.GIT"],
+    # an IPv6-literal host whole: two servers are two projects
+    "[fd00::1]/team/app": ["https://[fd00::1]/team/app.git", "git@[fd00::1]:team/app.git",
+                           "ssh://git@[FD00::1]:2222/team/app.git"],
+    "[fd00::2]/team/app": ["ssh://git@[fd00::2]:2222/team/app.git"],
 }
 
 

@@ -27,8 +27,10 @@ def normalise_remote(url: str) -> str:
     one repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); a
     well-known host alias (`canonical`) named as its host; on a host where names are
     case-insensitive (CASELESS_HOSTS) in lower case, so remotes that differ only in letter
-    case agree too. Other hosts' paths are kept as written: a self-hosted server may tell
-    cases apart. A local remote (a path or a `file://` URL) is its path without `.git`."""
+    case agree too (`.GIT` too is `.git` there). Other hosts' paths are kept as written: a
+    self-hosted server may tell cases apart. An IPv6-literal host keeps its address whole
+    (`[fd00::1]/team/app`): two servers are two projects. A local remote (a path or a
+    `file://` URL) is its path without `.git`."""
     url = url.strip()
     path = local_path(url)
     if path is not None:
@@ -36,12 +38,31 @@ def normalise_remote(url: str) -> str:
     if "://" in url:
         rest = url.split("://", 1)[1]
         host, _, path = rest.partition("/")
-        host = host.rsplit("@", 1)[-1].split(":", 1)[0]  # credentials and port go
+        host = _without_port(host.rsplit("@", 1)[-1])  # credentials and port go
     else:  # scp-like, as it is not local
         host, path = scp_like(url) or ("", url)
-    path = path.strip("/").removesuffix(".git").rstrip("/")
-    host, path = canonical(host.lower(), path) or (host.lower(), path)
+    path = path.strip("/")
+    # `.GIT` is `.git` where names are caseless; elsewhere a path is kept as written
+    found = canonical(host.lower(), _without_git(path, path.lower()))
+    if found is None:
+        host, path = host.lower(), _without_git(path, path)
+    else:
+        host, path = found
     return f"{host}/{path}" if host and path else host or path
+
+
+def _without_port(host: str) -> str:
+    """A URL's host without its `:port`; an IPv6 literal (`[fd00::1]:2222`) whole, brackets
+    kept: cut at its first `:` it would name every server of that prefix alike."""
+    if host.startswith("[") and "]" in host:
+        return host[:host.index("]") + 1]
+    return host.split(":", 1)[0]
+
+
+def _without_git(path: str, folded: str) -> str:
+    """`path` without a final `.git` (where `folded`, `path` or its lower case, ends in
+    `.git`) and the slashes before it."""
+    return (path[:-len(".git")] if folded.endswith(".git") else path).rstrip("/")
 
 
 def local_path(url: str) -> str | None:
@@ -100,8 +121,9 @@ def looks_like_remote(name: str) -> bool:
 
 
 def scp_like(url: str) -> tuple[str, str] | None:
-    """(host, path) of an scp-like address (`git@host:owner/repo.git`), else None: the
-    pattern `^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$`, matched by hand (tests compare the two)."""
+    """(host, path) of an scp-like address (`git@host:owner/repo.git`, `git@[fd00::1]:o/r`),
+    else None: the pattern `^(?:[^@/]+@)?(\\[[^\\]/\\n]*\\]|[^:/]+):(?!//)(.+)$`, matched
+    by hand (tests compare the two). An IPv6 literal is a host whole, as git reads it."""
     at = url.find("@")
     if at > 0 and "/" not in url[:at]:
         found = _host_and_path(url, at + 1)
@@ -111,10 +133,22 @@ def scp_like(url: str) -> tuple[str, str] | None:
 
 
 def _host_and_path(url: str, start: int) -> tuple[str, str] | None:
-    """`([^:/]+):(?!//)(.+)$` matched at `start`."""
+    """`(\\[[^\\]/\\n]*\\]|[^:/]+):(?!//)(.+)$` matched at `start`."""
+    if url.startswith("[", start):
+        close = url.find("]", start)
+        bracketed = url[start:close + 1] if close > 0 else ""
+        if bracketed and "/" not in bracketed and "\n" not in bracketed:
+            found = _path_after(url, start, close + 1)
+            if found is not None:
+                return found
     end = start
     while end < len(url) and url[end] not in ":/":
         end += 1
+    return _path_after(url, start, end)
+
+
+def _path_after(url: str, start: int, end: int) -> tuple[str, str] | None:
+    """(url[start:end], the path) where `:(?!//)(.+)$` matches at `end`, else None."""
     if end == start or end == len(url) or url[end] != ":" or url.startswith("//", end + 1):
         return None
     rest = url[end + 1:]

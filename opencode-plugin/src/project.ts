@@ -22,8 +22,9 @@ import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { length, strip } from "./text.js";
 
-// git@host:owner/repo.git (project.py _SCP_LIKE)
-const SCP_LIKE = /^(?:[^@/\n]+@)?([^:/\n]+):(?!\/\/)(.+)$/;
+// git@host:owner/repo.git, git@[fd00::1]:owner/repo.git (remotes.py `scp_like`): an IPv6
+// literal is a host whole, as git reads it
+const SCP_LIKE = /^(?:[^@/\n]+@)?(\[[^\]/\n]*\]|[^:/\n]+):(?!\/\/)(.+)$/;
 
 /** The most characters (code points, as sent and once composed) the service takes in a
  * project name (limits.py `MAX_PROJECT_CHARS`). */
@@ -450,8 +451,9 @@ const AZURE_SSH_HOSTS = ["ssh.dev.azure.com", "vs-ssh.visualstudio.com"];
  * `host/owner/repo`: no scheme, credentials, port or `.git`, so SSH and HTTPS clones of one
  * repository agree (git@github.com:Acme/web.git == https://github.com/Acme/web); a well-known
  * host alias named as its host (`canonical`); on a host whose names are case-insensitive
- * (CASELESS_HOSTS) in lower case. Other hosts' paths are kept as written. A local remote (a
- * path or a `file://` URL) is its path without `.git` (remotes.py `normalise_remote`).
+ * (CASELESS_HOSTS) in lower case, `.GIT` too. Other hosts' paths are kept as written. An
+ * IPv6-literal host keeps its address whole (`[fd00::1]/team/app`). A local remote (a path
+ * or a `file://` URL) is its path without `.git` (remotes.py `normalise_remote`).
  */
 export function normaliseRemote(raw: string): string {
   const url = raw.trim();
@@ -465,16 +467,31 @@ export function normaliseRemote(raw: string): string {
     const slash = rest.indexOf("/");
     const netloc = slash >= 0 ? rest.slice(0, slash) : rest;
     path = slash >= 0 ? rest.slice(slash + 1) : "";
-    host = (netloc.slice(netloc.lastIndexOf("@") + 1).split(":")[0]) as string;
+    host = withoutPort(netloc.slice(netloc.lastIndexOf("@") + 1)); // credentials and port go
   } else {
     const scp = SCP_LIKE.exec(url); // scp-like, as it is not local
     host = scp ? (scp[1] as string) : "";
     path = scp ? (scp[2] as string) : url;
   }
-  path = removeSuffix(path.replace(/^\/+|\/+$/g, ""), ".git").replace(/\/+$/, "");
-  host = host.toLowerCase();
-  [host, path] = canonical(host, path) ?? [host, path];
+  path = path.replace(/^\/+|\/+$/g, "");
+  // `.GIT` is `.git` where names are caseless; elsewhere a path is kept as written
+  const found = canonical(host.toLowerCase(), withoutGit(path, path.toLowerCase()));
+  [host, path] = found ?? [host.toLowerCase(), withoutGit(path, path)];
   return host && path ? `${host}/${path}` : host || path;
+}
+
+/** A URL's host without its `:port`; an IPv6 literal (`[fd00::1]:2222`) whole, brackets kept
+ * (remotes.py `_without_port`). */
+function withoutPort(host: string): string {
+  const close = host.indexOf("]");
+  if (host.startsWith("[") && close >= 0) return host.slice(0, close + 1);
+  return host.split(":")[0] as string;
+}
+
+/** `path` without a final `.git` (where `folded`, `path` or its lower case, ends in `.git`)
+ * and the slashes before it (remotes.py `_without_git`). */
+function withoutGit(path: string, folded: string): string {
+  return (folded.endsWith(".git") ? path.slice(0, -".git".length) : path).replace(/\/+$/, "");
 }
 
 /** The path of a remote on this machine (a path, or a `file://` URL), else null. */

@@ -75,11 +75,69 @@ function text(raw: unknown): string {
   throw new BadValue(`expected a string, got ${JSON.stringify(raw)}`);
 }
 
+/** A number's text as given: Python strips other blanks around a number than `trim()` does
+ * (U+0085 but not U+FEFF), `pythonInt` and `pythonFloat` strip them. */
+function numberText(raw: unknown): string {
+  return typeof raw === "string" ? raw : text(raw);
+}
+
+/** The blanks Python's `int()` and `float()` strip from around a number (`str.isspace` less
+ * U+001C..U+001F, which they keep and then refuse). */
+const NUMBER_SPACE = "\\t\\n\\x0b\\x0c\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+/** A run of decimal digits, any script's, single `_` between two (Python's `int("1_000")`). */
+const DIGITS = "\\p{Nd}(?:_?\\p{Nd})*";
+/** What Python's `int(raw)` reads: a sign, digits, the blanks around. */
+const PY_INT = new RegExp(`^[${NUMBER_SPACE}]*([+-]?${DIGITS})[${NUMBER_SPACE}]*$`, "u");
+/** What Python's `float(raw)` reads: `1.5`, `1.`, `.5`, `1e-3`, `inf`, `nan`, the blanks around. */
+const PY_FLOAT = new RegExp(`^[${NUMBER_SPACE}]*([+-]?(?:(?:${DIGITS}(?:\\.(?:${DIGITS})?)?|\\.${DIGITS})`
+  + `(?:[eE][+-]?${DIGITS})?|inf|infinity|nan))[${NUMBER_SPACE}]*$`, "iu");
+const DIGIT = /^\p{Nd}$/u;
+
+/** `text` with each decimal digit of any script as its ASCII digit and the `_`s gone: Unicode
+ * puts each script's digits 0..9 in a row, and one row of them right after another. */
+function asciiDigits(text: string): string {
+  let out = "";
+  for (const char of text) {
+    if (char === "_") continue;
+    const code = char.codePointAt(0) as number;
+    if (code < 0x80 || !DIGIT.test(char)) {
+      out += char;
+      continue;
+    }
+    let zero = code;
+    while (DIGIT.test(String.fromCodePoint(zero - 1))) zero--;
+    out += String((code - zero) % 10);
+  }
+  return out;
+}
+
+/** A setting's value as Python's `int(raw)` reads it (config.py `_parse`), NaN where it
+ * refuses it: no `0x10`, `1e1` or `5.0`, which `Number()` would take. */
+export function pythonInt(raw: string): number {
+  const found = PY_INT.exec(raw);
+  return found ? Number(asciiDigits(found[1] as string)) || 0 : Number.NaN; // `-0` is 0
+}
+
+/** A setting's value as Python's `float(raw)` reads it (config.py `_parse`), NaN where it
+ * refuses it (`0x2`, `1__0`); `inf` and `nan` as Python reads them. */
+export function pythonFloat(raw: string): number {
+  const found = PY_FLOAT.exec(raw);
+  if (!found) return Number.NaN;
+  const number = asciiDigits(found[1] as string).toLowerCase();
+  const sign = number.startsWith("-") ? -1 : 1;
+  const bare = number.replace(/^[+-]/, "");
+  if (bare === "nan") return Number.NaN;
+  return bare.startsWith("inf") ? sign * Infinity : Number(number);
+}
+
+/** A whole number within min..max: an option's number as given, a variable's (or an option's
+ * text) as Python reads it (`pythonInt`), so one environment works alike everywhere. */
 function integer(min: number, max: number): (raw: unknown) => number {
   return (raw) => {
-    const value = typeof raw === "number" ? raw : Number(text(raw));
+    const value = typeof raw === "number" ? raw : pythonInt(numberText(raw));
     if (!Number.isInteger(value) || value < min || value > max) {
-      throw new BadValue(`must be a whole number within ${min}..${max}, not ${JSON.stringify(raw)}`);
+      const within = max === Infinity ? `${min} or more` : `within ${min}..${max}`;
+      throw new BadValue(`must be a whole number ${within}, not ${JSON.stringify(raw)}`);
     }
     return value;
   };
@@ -94,8 +152,9 @@ function flag(raw: unknown): boolean {
   throw new BadValue(`must be one of 1/0, true/false, yes/no, on/off, not ${JSON.stringify(raw)}`);
 }
 
+/** MEMORY_HOOK_BUDGET_S: 0.05..60 seconds (harness/settings.py `validate`), in ms. */
 function seconds(raw: unknown): number {
-  const value = typeof raw === "number" ? raw : Number(text(raw));
+  const value = typeof raw === "number" ? raw : pythonFloat(numberText(raw));
   if (!(value >= 0.05 && value <= 60)) {
     throw new BadValue(`must be 0.05..60 seconds, not ${JSON.stringify(raw)}`);
   }
@@ -104,7 +163,7 @@ function seconds(raw: unknown): number {
 
 /** MEMORY_HOOK_BACKOFF_S: 0..3600 seconds (config.py `hook_backoff_s`), in ms. */
 function backoffSeconds(raw: unknown): number {
-  const value = typeof raw === "number" ? raw : Number(text(raw));
+  const value = typeof raw === "number" ? raw : pythonFloat(numberText(raw));
   if (!(value >= 0 && value <= 3600)) {
     throw new BadValue(`must be 0..3600 seconds, not ${JSON.stringify(raw)}`);
   }
@@ -143,7 +202,8 @@ const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   budgetChars: {
     env: "MEMORY_PLUGIN_BUDGET_CHARS", option: "budgetChars",
     // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
-    parse: integer(500, 1_000_000), fallback: 2000,
+    // No maximum, as in the Python settings (harness/settings.py `validate`).
+    parse: integer(500, Infinity), fallback: 2000,
   },
   toolCapture: {
     env: "MEMORY_PLUGIN_TOOL_CAPTURE", option: "toolCapture", parse: toolNames, fallback: new Set(),

@@ -626,9 +626,12 @@ class SQLMemoryStore:
         """Clear every `superseded_by` that names no live memory (one purged, forgotten or never
         stored, or the row itself): a memory must not stay hidden behind a uid nothing holds.
         A forget clears what names the memory it forgets; this repairs what a purge (an
-        expired artifact, an old forget) or an imported file left. Returns how many live
-        memories are current again; forgotten ones are cleared too, so that brought back they
-        are current. One probe of the uid index per superseded row (its partial index)."""
+        expired artifact, an old forget) or an imported file left. Then break each cycle of
+        supersessions (`_break_cycles`: A replaced by B, B by A, which only an edited or
+        foreign file makes), which would hide all its memories and every chain into it.
+        Returns how many live memories are current again; forgotten ones are cleared too, so
+        that brought back they are current. One probe of the uid index per superseded row
+        (its partial index), twice."""
         dangling = ("superseded_by IS NOT NULL AND (superseded_by = uid OR NOT EXISTS ("
                     "SELECT 1 FROM memories o WHERE o.uid = memories.superseded_by "
                     "AND o.deleted = 0))")
@@ -636,7 +639,37 @@ class SQLMemoryStore:
                                   f"deleted = 0 AND {dangling}").rowcount
         self._run(conn, f"UPDATE memories SET superseded_by = NULL WHERE deleted = 1 AND "
                         f"{dangling}")
-        return int(current)
+        return int(current) + self._break_cycles(conn)
+
+    def _break_cycles(self, conn: Any) -> int:
+        """Make the newest memory (latest `created_at`, then `updated_at`, then uid: the same
+        on every store) of each supersession cycle among live memories current: the cycle
+        becomes a chain ending in it, and so does every chain that ran into the cycle. Run
+        after dangling uids are cleared, so every live superseded memory names a live one.
+        Only memories replaced by a replaced memory can be on a cycle; the rest are read
+        once, by the index, and left. Returns how many memories are current again."""
+        rows = self._run(conn, "SELECT m.id, m.uid, m.superseded_by, m.created_at, "
+                               "m.updated_at FROM memories m JOIN memories t ON "
+                               "t.uid = m.superseded_by AND t.deleted = 0 "
+                               "WHERE m.superseded_by IS NOT NULL AND m.deleted = 0 "
+                               "AND t.superseded_by IS NOT NULL").fetchall()
+        by_uid = {row[1]: row for row in rows}
+        done: set[str] = set()  # walked: on a chain out, or a cycle already found
+        heads: list[int] = []
+        for start in by_uid:
+            path: list[str] = []
+            on_path: set[str] = set()
+            uid: str = start
+            while uid in by_uid and uid not in done and uid not in on_path:
+                path.append(uid)
+                on_path.add(uid)
+                uid = by_uid[uid][2]
+            if uid in on_path:  # came back to this walk: path[from uid:] is a cycle
+                cycle = [by_uid[u] for u in path[path.index(uid):]]
+                heads.append(max(cycle, key=lambda r: (r[3], r[4], r[1]))[0])
+            done.update(path)
+        self.make_current(conn, heads)
+        return len(heads)
 
     def forget(self, uid: str, ts: float) -> list[str] | None:
         """Soft-delete one memory, its `updated_at` set to `ts` (when it was forgotten: what
