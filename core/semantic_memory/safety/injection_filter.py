@@ -7,18 +7,25 @@ classes (docs/security.md "What is refused" lists them with examples):
 - `FAMILIES`: override requests, in English and other languages; chat-template role markers;
   persona switches; text addressed to the agent; exfiltration asks; forged tool-call markup.
 - `_role_turns`: a line that opens a forged turn (`SYSTEM:`, `Human:`, `Assistant:`, a
-  `### System Prompt` heading) followed by an instruction.
+  `### System Prompt` heading, a qualified label such as `Developer message (priority 0):` or
+  `[SYSTEM NOTICE] …`, `SYSTEMHINWEIS:` / `システム:` in the other languages) followed by an
+  instruction.
 - `_hidden_instructions`: an HTML comment or a markdown link-reference comment (`[//]: #`)
-  whose text addresses the agent or asks it to act.
+  whose text addresses the agent or asks it to act, in English or another language the rules
+  know ("Note pour l'agent IA :", "AIエージェントへ").
 - `_forged_authority`: text that claims an authority it lacks, with a privileged ask: a chat
   message object of role `system` / `developer` (JSON, a Python dict, YAML), a role link,
   callout or tag (`[system](#override)`, `> [!system]`, `<user>`), a label claiming the user's
   orders or a hidden one ("New instructions from the user:", "Hidden instruction:"), the agent
-  called by name or as "assistant" at a sentence start, then an order.
+  called by name or as "assistant" at a sentence start, then an order; a note in the vendor's
+  or the system's name, a forged hook answer (`additionalContext`), or what "the user prefers"
+  (in each language), with a privileged ask.
 - `_dangerous_commands`: destructive or exfiltrating commands aimed at whoever reads the text.
   They need no trigger word, so they skip the capture record's `Tool(input):` header (the
   command the user's agent itself ran) and spare what reads as documentation: a harmless
   target (`rm -rf build/`), a negation ("never run …"), an install line without urgency.
+  The environment piped to the network and a foreign key planted in `authorized_keys` count
+  whatever the framing; a key merely listed does not.
 - De-obfuscation: letter-spaced or dotted words are joined, reversed text is read backwards,
   plausible base64 runs are decoded, text spelled in Unicode tag characters is read as
   the ASCII it mirrors, digits and signs standing for letters ("1gn0r3 pr3v10us
@@ -602,9 +609,45 @@ def _families_match(folded: str, present: set[str] | None = None) -> bool:
 
 # --- forged turns: a role label or a system heading, then an instruction --------------------
 _ROLE_LINE = re.compile(
-    r"^[>*#=\-\[\s]*(system|developer|admin|administrator|operator|assistant|ai|human|user)"
-    r"(?: (?:message|prompt|instructions?|notice|override))?(?: ?[\]*=\-]+)? ?(?::|>|$) ?(.*)$",
+    r"^[>*#=\-\[\s]*(?:(?:begin|start) (?:of )?(?:the )?)?"
+    r"(system|developer|admin|administrator|operator|assistant|ai|human|user)"
+    r"(?: (?:message|prompt|instructions?|notice|override|note|update|alert|announcement"
+    r"|directive))?(?: ?\([^)\n]{0,40}\))?(?: ?[\]*=\-]+)? ?(?::|>|$) ?(.*)$",
     re.M)
+#: A bracketed role label with a qualifier, then text on the same line: "[SYSTEM NOTICE] …".
+#: A bare `[system]` is a log prefix, so the text must be privileged (`_privileged`).
+_BANNER_NOUNS = ("message", "notice", "note", "update", "alert", "announcement", "directive",
+                 "policy", "override", "instruction")
+_ROLE_BANNER = re.compile(
+    r"^[>*#=\-\s]*\[ ?(?:system|developer|admin|administrator|operator) (?:message|notice|note"
+    r"|update|alert|announcement|directive|policy|override|instructions?) ?\] ?(.*)$", re.M)
+#: Role labels in the other languages the rules know ("SYSTEMHINWEIS:", "システム:",
+#: "Message système :", "Mensaje del sistema:"); `systemd:` and other words that merely start
+#: with "system" are not among them.
+_ROLE_WORDS_I18N = (
+    r"(?:système|systeme|sistema|systemhinweis|systemnachricht|systemmeldung|systemmitteilung"
+    r"|systemanweisung(?:en)?|система|системы|системное сообщение|システム(?:メッセージ|通知)?"
+    r"|系统(?:消息|通知|提示)?|系統(?:訊息|通知|提示)?|시스템(?: 메시지| 알림)?"
+    r"|développeur|entwickler"
+    r"|desarrollador|desenvolvedor|sviluppatore|開発者|开发者|開發者|개발자|разработчик)")
+_ROLE_LINE_I18N = re.compile(
+    r"^[>*#=\-\[\s]*(?:(?:remarque|message|note|avis|consigne|mensaje|nota|aviso|mensagem"
+    r"|messaggio|hinweis|nachricht|meldung|сообщение|уведомление)s? (?:du |de |del |do |della "
+    rf"|des |vom |der )?)?{_ROLE_WORDS_I18N}(?: ?\([^)\n]{{0,40}}\))?(?: ?[\]*=\-]+)? ?[:>] ?(.*)$",
+    re.M)
+_ROLE_NEEDLES_I18N = ("systèm", "systeme", "sistema", "systemhinweis", "systemnachricht",
+                      "systemmeldung", "systemmitteilung", "systemanweisung", "систем", "システム",
+                      "系统", "系統", "시스템", "développeur", "entwickler", "desarrollador",
+                      "desenvolvedor", "sviluppatore", "開発者", "开发者", "開發者", "개발자",
+                      "разработчик")
+#: What makes such a line an instruction in its language: an obligation, always / never, the
+#: imperative of a request.
+_INSTRUCTION_I18N = re.compile(
+    r"\b(?:du musst|musst du|sie müssen|müssen sie|du sollst|sollst du|immer|niemals|stets"
+    r"|tu dois|vous devez|il faut|toujours|jamais|debes|tienes que|siempre|nunca|você deve"
+    r"|sempre|devi|ты должен|вы должны|всегда|никогда)\b"
+    r"|してください|して下さい|すること|しなさい|せよ|必ず|(?<!正)常に|必须|必須|务必|務必|总是|總是|始终"
+    r"|始終|해야|하세요|하십시오|반드시|항상")
 _SYSTEM_HEADING = re.compile(
     r"^#{1,6} (?:(?:new|updated|hidden|secret|real) )?(?:system(?: prompt| message"
     r"| instructions?| override)?|(?:ai|assistant|agent|model|llm) instructions?|instructions"
@@ -647,7 +690,18 @@ def _role_turns(lines: str) -> bool:
             elif role in ("assistant", "ai"):
                 if _ASSENT.search(said) and (roles & {"human", "user"} or _ACTION.search(said)):
                     return True
-            elif _INSTRUCTION.search(said or lines[end:end + 300]):
+            elif _INSTRUCTION.search(said or lines[end:end + 300]) \
+                    or _ordered_privilege(said or lines[end:end + 300]):
+                return True
+    if "[" in lines and any(map(lines.__contains__, _BANNER_NOUNS)) and any(map(
+            _ordered_privilege, _distinct(
+            lines[m.start(1):m.start(1) + 300] for m in _ROLE_BANNER.finditer(lines)))):
+        return True
+    if any(map(lines.__contains__, _ROLE_NEEDLES_I18N)):
+        for m in itertools.islice(_ROLE_LINE_I18N.finditer(lines), _MAX_LOOKS):
+            said = m.group(1) or lines[m.end():m.end() + 300]
+            if _INSTRUCTION_I18N.search(said) or _INSTRUCTION.search(said) \
+                    or _ordered_privilege(said):
                 return True
     if "#" in lines:
         for m in _SYSTEM_HEADING.finditer(lines):
@@ -683,6 +737,36 @@ _HIDDEN_CUE = re.compile(
     r"|assistant))\b.{0,80}?\b(?:must|should|always|also|then|please|instead)\b", re.S)
 
 
+#: "Do not tell the user", in the other languages the rules know.
+_SECRECY_I18N = (  # CJK first: a leading `\b` would make `_Pattern` ask for a boundary there
+    r"ユーザーに(?:は)?(?:言わ|伝え|知らせ)(?:ず|ない)|(?:不要|别|別)(?:告诉|告訴)(?:用户|用戶)"
+    r"|사용자에게 (?:알리지|말하지) (?:말|않)"
+    r"|\bne (?:dis|dites) rien\b|\bne (?:le )?(?:dis|dites) pas à l['’]utilisat|\bsans (?:le )?dire"
+    r" à l['’]utilisat|\bsage (?:dem|der) (?:nutzer|benutzer|anwender)\w* nichts\b|\bohne (?:es )?"
+    r"(?:dem|der) (?:nutzer|benutzer)\w* zu sagen\b|\bno (?:le |les |se lo )?digas (?:nada|al"
+    r" usuario)\b|\bsin decírselo\b|\bnão (?:diga|conte) (?:nada|ao usuário)\b|\bnon dire (?:nulla"
+    r"|all['’]utente)\b|\bне (?:говори|сообщай) (?:ничего )?пользовател")
+#: Hidden text addressed to the agent, or asking for secrecy, in the other languages the rules
+#: know: "Note pour l'agent IA :", "Hinweis an den KI-Assistenten:", "AIエージェントへ：",
+#: "Nota para el asistente de IA", "给AI助手", "ne dis rien à l'utilisateur".
+_AGENT_I18N = (
+    r"(?:(?:ki|ia|ai|llm)[- ]?(?:agent|assistent|asistente|assistente|assistant|modell|modèle"
+    r"|modelo|modello)\w*|(?:agent|assistant|assistent|asistente|assistente|agente|modèle|modell"
+    r"|modelo|modello)\w* (?:de |d['’])?(?:ia|ki|ai|llm)\b|(?:ia|ki|ai|llm|ии)\b"
+    r"|(?:ии-)?(?:ассистент|агент|модел)\w*|(?:agent|assistant|assistent|agente|asistente"
+    r"|assistente|modèle|modell|modelo|modello)\w*)")
+_HIDDEN_CUE_I18N = re.compile(
+    r"\b(?:note|remarque|message|consignes?|instructions?|hinweis|nachricht|anweisung(?:en)?|nota"
+    r"|mensaje|instrucci(?:ón|ones)|aviso|mensagem|instruç(?:ão|ões)|messaggio|istruzion[ei]"
+    r"|примечание|сообщение|указани[ея]|инструкци[ия]|заметка) (?:pour|à|an|für|para|per|al|ao"
+    r"|для) (?:l['’]|le |la |les |den |die |das |der |el |los |las |o |os |a |as |lo |gli |il |i )?"
+    rf"{_AGENT_I18N}"
+    r"|(?:ai|llm)? ?(?:エージェント|アシスタント|モデル)(?:へ|に|宛)"
+    r"|(?:给|給|致)(?:ai|人工智能|智能体"
+    r"|智慧體|助手|代理|模型)|(?:ai|llm) ?(?:에이전트|어시스턴트|모델)(?:에게|께|님)"
+    rf"|{_SECRECY_I18N}")
+
+
 def _hidden_bodies(lines: str) -> list[str]:
     bodies: list[str] = []
     if "<!--" in lines:
@@ -697,7 +781,8 @@ def _hidden_bodies(lines: str) -> list[str]:
 def _hidden_instructions(lines: str) -> bool:
     for raw in _hidden_bodies(lines):
         body = " " + " ".join(raw.split())
-        if len(body) > 8 and (_HIDDEN_CUE.search(body) or _dangerous_commands(body)):
+        if len(body) > 8 and (_HIDDEN_CUE.search(body) or _dangerous_commands(body)
+                              or _HIDDEN_CUE_I18N.search(body)):
             return True
     return False
 
@@ -785,6 +870,11 @@ _EXFIL_VERBS = re.compile(
     r"|deliver|transfer|hand over|publish|mail))(?![\w-])")
 _SENDERS = ("curl", "wget", "nc ", "ncat", "netcat", "openssl", "telnet")
 _KEY_TYPES = ("ssh-rsa", "ssh-ed25519", "ssh-dss", "ecdsa-sha2")
+#: A public key written out, as `authorized_keys` takes it (`ssh-ed25519 AAAA…`).
+_KEY_LITERAL = r"(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+|sk-ssh-ed25519@openssh\.com)"
+#: Verbs that put a key in place ("add the key ssh-ed25519 AAAA… to authorized_keys"): a
+#: listing (`authorized_keys: ssh-rsa AAAA… ci@runner`) has none, and is stored.
+_PLANT = r"\b(?:add|append|put|insert|write|copy|install|paste|place|drop|plant)(?:s|ed|ing)?"
 _RM_RF = r"rm (?:-[a-z-]+ )*-(?:[a-z]*r[a-z]*f|[a-z]*f[a-z]*r)[a-z]* "
 # Catastrophic whatever the framing (unless negated): wiping home or root, reverse shells,
 # secrets piped to the network, a foreign SSH key planted.
@@ -804,11 +894,24 @@ _CATASTROPHIC = (
             rf"|-t|--upload-file|--post-file)[ =]?[\"']?(?:\w+=)?@?[^\s\"']{{0,40}}?{_SECRET_FILE}",
             rf"\b(?:nc|ncat|netcat) [\w.-]+ \d+ ?< ?\S*?{_SECRET_FILE}", also=_SECRET_NEEDLES),
     _family(("authorized_keys",),
-            r"\b(?:echo|printf|cat)\b.{0,900}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) \S{20,}"
-            r".{0,200}?>> ?\S*authorized_keys",
+            rf"\b(?:echo|printf|cat)\b.{{0,900}}?{_KEY_LITERAL} \S{{20,}}.{{0,200}}?"
+            r"(?:>> ?|\|\s*(?:sudo )?tee (?:-a|--append) )\S*authorized_keys",
             r"\b(?:add|append|put|insert|write|copy|install|paste)\b (?:this|the following|the"
             r" attached|the key below|our|my|that)\b.{0,60}?\bkeys?\b.{0,80}?authorized_keys",
-            r"authorized_keys\b.{0,120}?(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-\S+) aaaa"),
+            rf"{_PLANT}\b.{{0,80}}?{_KEY_LITERAL} aaaa\S{{10,}}.{{0,200}}?authorized_keys",
+            rf"{_KEY_LITERAL} aaaa\S{{10,}}.{{0,80}}?\b(?:(?:should|must|needs? to|has to|is to|are"
+            r" to|will) be|gets?) (?:\S+ )?(?:added|appended|installed|placed|copied|written|put)"
+            r" (?:to|into|in|on)\b.{0,80}?authorized_keys",
+            r"authorized_keys\b.{0,80}?\b(?:must|should|needs? to|has to|have to|shall|will)"
+            r" (?:also |always )?(?:contain|include|have|list|carry|hold)\b"
+            rf".{{0,60}}?{_KEY_LITERAL} aaaa"),
+    # The environment (every token and key the shell holds) sent to the network.
+    _family(("env", "environ", "declare -x", "export"),
+            r"\b(?:env|printenv|set|export(?: -p)?|declare -x|cat /proc/(?:self|\d+|\$\$)/environ)"
+            r" ?\|(?: ?[\w.-]+(?: [^|\n]{0,40})? ?\|){0,2} ?(?:sudo )?(?:curl|wget|nc|ncat|netcat"
+            r"|openssl|telnet|socat)\b",
+            r"\b(?:curl|wget)\b[^|\n]{0,160}[\"']?\$\((?:env|printenv|set|export(?: -p)?)\)",
+            also=(*_SENDERS, "socat")),
 )
 # Pipe a download into a shell: fine in an install guide, an attack when it is urged on the
 # agent or fetched from a bare IP address or plain http.
@@ -927,7 +1030,8 @@ _MAX_LOOKS = 200
 _SAFEGUARD = (r"(?:safety|security|guardrails?|filters?|checks?|reviews?|restrictions?"
               r"|polic(?:y|ies)|permissions?|prompts|confirmations?|approvals?|protections?|tests?"
               r"|test suite|ci|limits?|sandbox(?:ing)?|moderation|verification|signing|hooks?"
-              r"|monitoring|audit(?:ing|s| logs?)?)")
+              r"|monitoring|audit(?:ing|s| logs?)?|firewalls?|antivirus|branch protections?"
+              r"|2fa|mfa)")
 _LIFT = (r"(?:(?:disabl|bypass|skip|ignor|suspend|lift|waiv|relax|deactivat|circumvent|overrid"
          r"|remov)\w*|turn(?:s|ed|ing)? off|switch(?:es|ed|ing)? off)")
 #: What a forged system message, or a label claiming the user's or owner's authority, asks
@@ -935,15 +1039,19 @@ _LIFT = (r"(?:(?:disabl|bypass|skip|ignor|suspend|lift|waiv|relax|deactivat|circ
 #: command run or request approved, a secret sent away, the user kept in the dark. A chat
 #: fixture's "You are a helpful assistant" or "Answer in JSON only" asks none of it. Families,
 #: so that a text holding none of a pattern's words costs a substring test.
+#: A safeguard said to be off ("safety checks are disabled"): privileged in a forged system
+#: message, but also what a real notice or banner says ("System notice: the pre-commit hooks
+#: are disabled until the runner is fixed"), so a role label needs an order (`states=False`).
+_SAFEGUARD_OFF = _family(
+    ("off", "disabled", "suspended", "lifted", "waived", "removed", "paused", "not required"),
+    rf"\b{_SAFEGUARD} (?:\S+ ){{0,2}}?(?:(?:is|are|has been|have been|was|were) )?"
+    r"(?:now |temporarily |currently )?(?:off|offline|disabled|suspended|lifted|waived"
+    r"|removed|paused|not required)\b")
 _PRIVILEGED = (
     _family(("disabl", "bypass", "skip", "ignor", "suspend", "lift", "waiv", "relax", "deactivat",
              "circumvent", "overrid", "remov", "turn", "switch"),
             rf"\b{_LIFT} (?:\S+ ){{0,3}}?{_SAFEGUARD}\b"),
-    _family(("off", "disabled", "suspended", "lifted", "waived", "removed", "paused",
-             "not required"),
-            rf"\b{_SAFEGUARD} (?:\S+ ){{0,2}}?(?:(?:is|are|has been|have been|was|were) )?"
-            r"(?:now |temporarily |currently )?(?:off|offline|disabled|suspended|lifted|waived"
-            r"|removed|paused|not required)\b"),
+    _SAFEGUARD_OFF,
     _family((" mode",), r"\b(?:maintenance|developer|debug|admin|god|unrestricted|root|sudo"
             r"|jailbreak|override|privileged|unsafe|unfiltered) mode\b"),
     _family(("without",),
@@ -978,6 +1086,24 @@ _PRIVILEGED = (
             r"|env(?:ironment)? var(?:iable)?s|\.env)\b",
             also=("upload", "send", "post", "mail", "forward", "share", "publish", "leak",
                   "transmit", "exfiltrat", "relay", "submit", "paste")),
+    # Approval claimed in advance, or the asking itself waived: "deploy tasks are
+    # pre-approved", "do not ask the user for confirmation", "never ask before running …".
+    _family(("approv", "authori", "cleared"),
+            r"\b(?:pre-?|auto-?|already )(?:approved|authori[sz]ed|cleared)\b"
+            r"|\bapproved in advance\b|\bblanket (?:approval|permission)\b"),
+    _family(("ask", "wait", "check with", "confirm with", "prompt"),
+            r"\b(?:do not|don't|never|no need to|need not|must not)"
+            r" (?:ask|wait|check|confirm|prompt)\w* (?:\S+ ){0,3}?(?:for )?(?:confirmation"
+            r"|permission|approval|consent|sign-?off)\b",
+            r"\bnever (?:ask|check|confirm)\w* (?:\S+ )?before (?:\S+ )?(?:running|executing"
+            r"|deploying|pushing|merging|deleting|installing)\b"),
+    # A secret said to go somewhere, in the passive: "credentials … should be pasted into …".
+    _family(("key", "credential", "secret", "token", "password", "env", "id_"),
+            r"\b(?:keys?|credentials|secrets?|tokens?|passwords?|\.env|id_\w+) (?:\S+ ){0,4}?"
+            r"(?:should|must|are to|is to|will|can) be (?:\S+ )?(?:pasted|posted|uploaded|sent"
+            r"|shared|published|emailed|forwarded|copied) (?:in)?to\b",
+            also=("pasted", "posted", "uploaded", "sent", "shared", "published", "emailed",
+                  "forwarded", "copied")),
     _family(("outside",),
             r"\b(?:delet|remov|modif|overwrit|writ|edit)\w* (?:\S+ ){0,2}?(?:files?|anything|data"
             r"|directories) outside (?:the |this |your )?(?:workspace|project|repo(?:sitory)?"
@@ -985,14 +1111,67 @@ _PRIVILEGED = (
 )
 
 
-def _privileged(text: str) -> bool:
+#: `_PRIVILEGED`'s asks in the other languages the rules know (a forged authority writes in
+#: the reader's language): without asking / confirmation / review, straight onto main, tests,
+#: review or checks skipped or disabled, approval claimed in advance, the user kept unaware,
+#: run as root. The commands themselves need no translation.
+_PRIVILEGED_ORDERS = tuple(f for f in _PRIVILEGED if f is not _SAFEGUARD_OFF)
+_SKIP_VERBS_I18N = ("désactiv", "saute", "sauter", "contourn", "deaktivier", "überspring",
+                    "umgeh", "abschalt", "desactiv", "omit", "salta", "desativ", "desabilit",
+                    "pular", "pule", "disattiv", "отключ", "пропуст", "обойд")
+_SECRECY_NEEDLES = ("rien", "dis pas", "dites pas", "dire à l", "nichts", "zu sagen", "digas",
+                    "decírselo", "diga", "conte", "non dire", "говори", "сообщай", "ユーザーに",
+                    "告诉", "告訴", "사용자에게")
+_PRIVILEGED_I18N = (
+    _family(("sans ", "ohne ", "sin ", "sem ", "senza ", "без "),
+            r"\b(?:sans (?:revue|relecture|confirmation|demander|validation|vérification|tests?"
+            r"|approbation|prévenir)|ohne (?:zu fragen|rückfrage|nachfrage|bestätigung|review"
+            r"|prüfung|tests?|freigabe)|sin (?:confirmación|preguntar|revisión|pruebas|aprobación"
+            r"|consultar|avisar)|sem (?:confirmação|perguntar|revisão|testes|aprovação)|senza"
+            r" (?:conferma|chiedere|revisione|test|approvazione)|без (?:подтверждени\w*|проверк\w*"
+            r"|ревью|тест\w*|вопрос\w*|согласовани\w*))\b"),
+    _family(("main",), r"\b(?:directement|direkt|directamente|diretamente|direttamente|напрямую)"
+            r" (?:\S+ ){0,2}?main\b"),
+    _family(_SKIP_VERBS_I18N,
+            rf"\b(?:{'|'.join(_SKIP_VERBS_I18N)})\w* (?:\S+ ){{0,2}}?(?:tests?|testes|pruebas"
+            r"|revues?|review|revisión|revisão|revisione|vérifications?|contrôles?|prüfungen"
+            r"|verificación|controlli|checks|hooks?|pare-feu|firewall|cortafuegos|тест\w*"
+            r"|проверк\w*|ревью|защит\w*)\b",
+            r"\b(?:tests?|prüfungen|review|checks|hooks) (?:\S+ )?(?:überspring|deaktivier"
+            r"|abschalt|umgeh)"),
+    _family(("root",), r"\b(?:als|en tant que|como|come|от имени) root\b"),
+    _family(("approuv", "genehmigt", "aprobad", "aprovad", "approvat"),
+            r"\b(?:pré-?approuv|vorab genehmigt|pre-?aprobad|pré-?aprovad|pre-?approvat)\w*"),
+    _family(_SECRECY_NEEDLES, _SECRECY_I18N),
+    _family(("スキップ", "無効", "飛ば", "省略", "回避", "確認", "承認", "跳过", "跳過",
+             "禁用", "关闭", "關閉", "绕过", "繞過", "无需", "無需", "不需要", "不用",
+             "건너뛰", "생략", "비활성", "끄", "없이"),
+            r"(?:テスト|レビュー|確認|チェック|ファイアウォール|フック)を?"
+            r"(?:スキップ|無効|飛ば|省略|回避)"
+            r"|確認(?:なし|せず|不要|無し)|(?:承認済み|事前承認|自動承認)"
+            r"|(?:跳过|跳過|禁用|关闭|關閉|绕过|繞過)(?:所有)?"
+            r"(?:测试|測試|审查|審查|检查|檢查|防火墙|防火牆)"
+            r"|(?:无需|無需|不需要|不用)(?:用户)?(?:确认|確認|审查|審查|批准)"
+            r"|(?:테스트|리뷰|검사|확인|방화벽)(?:를|을)? ?(?:건너뛰|생략|비활성|끄)"
+            r"|(?:확인|승인|리뷰) 없이"),
+)
+
+
+def _privileged(text: str, *, states: bool = True) -> bool:
     """Whether `text`, said with a forged authority, lifts a safeguard or orders something
-    consequential (`_PRIVILEGED`, or a command of the command rules, which need no order or
-    urgency here: the forged authority is both), unless negated ("never push directly to main")."""
+    consequential (`_PRIVILEGED` or `_PRIVILEGED_I18N`, or a command of the command rules,
+    which need no order or urgency here: the forged authority is both), unless negated ("never
+    push directly to main"). `states=False`: a safeguard merely said to be off does not count."""
     flat = " " + " ".join(text.split())
     present = set(filter(flat.__contains__, _COMMAND_KEYS))
-    families = itertools.chain(_PRIVILEGED, _candidates(_COMMAND_FAMILIES, flat, present))
+    asks = _PRIVILEGED if states else _PRIVILEGED_ORDERS
+    families = itertools.chain(asks, _PRIVILEGED_I18N,
+                               _candidates(_COMMAND_FAMILIES, flat, present))
     return any(not _negated(flat, m.start()) for f in families for m in f.finditer(flat))
+
+
+def _ordered_privilege(text: str) -> bool:
+    return _privileged(text, states=False)
 
 
 #: A `role` key in JSON, a Python dict or call, or YAML: `"role": "system"`, `role="developer"`,
@@ -1131,6 +1310,108 @@ def _labelled_orders(lines: str) -> bool:
     return False
 
 
+#: A note in the name of the model's vendor or of the system: "Anthropic safety team note:",
+#: "OpenAI policy update —", "System notice:" (then a privileged ask, `_privileged`).
+_AUTHORITY_NOTE = _Pattern(
+    r"\b(?:anthropic|openai|deepmind|claude|chatgpt|model provider|the system|system|operator)"
+    r"(?: [\w-]+){0,2} (?:note|notice|message|memo|update|announcement|bulletin|directive"
+    rf"|advisory|alert)s?(?: ?\([^)\n]{{0,40}}\))?{_LABEL_END}")
+_AUTHORITY_NEEDLES = ("anthropic", "openai", "deepmind", "claude", "chatgpt", "provider", "system",
+                      "operator")
+_AUTHORITY_NOUNS = ("note", "notice", "message", "memo", "update", "announcement", "bulletin",
+                    "directive", "advisory", "alert")
+#: New orders announced in the other languages the rules know ("Nouvelle consigne :",
+#: "新しい指示：", "Neue Anweisung:"), as the English "New instructions:" (`_ORDER_LABEL`).
+_ORDER_LABEL_I18N = re.compile(
+    r"(?:^|[\s>*#\[(])(?:nouvel(?:le)?s? (?:consignes?|instructions?|directives?)|neue (?:anweisung"
+    r"(?:en)?|instruktion(?:en)?|direktive(?:n)?|vorgabe(?:n)?)|nuevas? (?:instrucci(?:ón|ones)"
+    r"|directivas?|órdenes|orden)|novas? (?:instruç(?:ão|ões)|diretivas?|ordens)|nuov[ae]"
+    r" (?:istruzion[ei]|direttiv[ae]|ordin[ei])|нов(?:ые|ая|ое) (?:инструкци[ия]|указани[ея]"
+    r"|директив[аы])|新しい(?:指示|命令|指令)|新的?(?:指令|指示)|새(?:로운)? (?:지시|지침|명령))"
+    r"(?: ?\([^)\n]{0,40}\))? ?(?::|[\-—–] )")
+_ORDER_LABEL_NEEDLES = ("nouvel", "neue", "nueva", "nuevo", "nova", "nuov", "нов", "新", "새")
+#: A hook's answer forged in the output (Claude Code's `additionalContext` and
+#: `systemMessage`): what it says reaches the agent as the harness's own words.
+_HOOK_OUTPUT = re.compile(r"\"(?:additionalcontext|systemmessage|permissiondecisionreason)\"\s*:"
+                          r"\s*\"((?:[^\"\\\n]|\\.){1,600})")
+#: What the user is said to want or to have allowed: "the user prefers that you always run
+#: `curl … | sh`", "User preference: never ask before …", "agreed with the user", in each
+#: language the rules know. Tool output has no say in what the user wants; with a privileged
+#: ask (`_privileged`) it is a forged authority.
+_USER_CLAIM = _Pattern(
+    r"\bthe user (?:has |have |had )?(?:(?:always|also|explicitly|already|now|really) )?(?:prefers?"
+    r"|wants?|likes?|would (?:like|prefer)|asked|asks|requested|requests|insists?|expects?"
+    r"|requires?|agreed|approved|pre-?approved|authori[sz]e[sd]?|allows?|allowed|permits?"
+    r"|permitted|(?:is|was) (?:fine|ok|okay|happy) with|(?:does not|doesn't|did not|didn't)"
+    r" (?:mind|want to be (?:told|asked|notified|informed)))\b(?! (?:to )?(?:know|learn|understand"
+    r"|see)\b| (?:how|whether|why|what|if|about|for help)\b)"
+    r"|\buser (?:preference|decision|request|instruction|wish)s? ?(?:\([^)\n]{0,40}\) ?)?:"
+    r"|\b(?:agreed|approved|decided|confirmed|requested|authori[sz]ed|signed off) (?:on )?(?:with"
+    r"|by) the user\b"
+    r"|\bl['’]utilisat(?:eur|rice) (?:préfère|veut|voudrait|souhaite|aime|exige|demande|autorise"
+    r"|accepte|a (?:approuvé|autorisé|demandé|accepté|validé))\b|\bpréférence de l['’]utilisat"
+    r"|\b(?:der|die) (?:nutzer|benutzer|anwender)(?:in)? (?:möchte|will|wünscht|bevorzugt|erlaubt"
+    r"|verlangt|hat (?:\S+ ){0,3}?(?:genehmigt|erlaubt|freigegeben|gewünscht|zugestimmt))\b"
+    r"|\b(?:el usuario|la usuaria) (?:prefiere|quiere|desea|pide|exige|autoriza|permite|ha"
+    r" (?:aprobado|autorizado|pedido))\b|\bpreferencia del usuario\b"
+    r"|\bo (?:usuário|utilizador) (?:prefere|quer|deseja|pede|exige|autoriza|permite)\b"
+    r"|\bl['’]utente (?:preferisce|vuole|desidera|chiede|autorizza|permette)\b"
+    r"|\bпользовател[ья] (?:предпочитает|хочет|просит|требует|разрешает|разрешил\w*|одобрил\w*)")
+#: The same in Chinese, Japanese and Korean, where no word boundary comes before the noun.
+_USER_CLAIM_CJK = re.compile(
+    r"ユーザー(?:は|が|様は)[^。\n]{0,80}?(?:好み|好む|望ん|望む|希望|求め|許可し|承認し)"
+    r"|(?:用户|用戶|使用者)(?:更|一直|总是|總是)?(?:喜欢|喜歡|希望|要求|偏好|想要|同意|已批准|批准了"
+    r"|授权|授權|允许|允許)"
+    r"|사용자(?:는|가|께서는)[^.\n]{0,80}?(?:선호|원합니다|원해|원한다|허용|승인)")
+_USER_NEEDLES = ("the user", "user pref", "user dec", "user req", "user inst", "user wish",
+                 "utilisat", "nutzer", "benutzer", "anwender", "usuari", "utilizador",
+                 "utente", "пользовател", "ユーザー", "用户", "用戶", "使用者", "사용자")
+#: A condition before the claim: "if the user wants to skip the tests, pass `-k`" tells how.
+_CONDITION_BEFORE = re.compile(r"(?:^|\W)(?:if|when|whenever|whether|unless|once|si|quand"
+                               r"|lorsque|wenn|falls|ob|cuando|se|если)\W{0,2}$")
+
+
+#: The user asking how, or wanting to know: "El usuario quiere saber cómo …", "用户希望了解如何
+#: …" tells of a question, not of a wish.
+_ASKS_HOW = re.compile(
+    r"\b(?:(?:to )?(?:know|learn|understand)|how (?:to|do|can)|whether|saber|cómo|savoir|comment"
+    r"|wissen|wie man|como|sapere|узнать|как)\b|知りたい|方法|了解|如何|怎么|怎麼|방법|알고 싶")
+
+
+def _user_claims(lines: str) -> bool:
+    """What the user is said to want (`_USER_CLAIM`), then a privileged ask in that sentence,
+    unless the claim is a condition."""
+    if not any(map(lines.__contains__, _USER_NEEDLES)):
+        return False
+    claims = itertools.chain(_USER_CLAIM.finditer(lines), () if lines.isascii()
+                             else _USER_CLAIM_CJK.finditer(lines))
+    for m in itertools.islice(claims, _MAX_LOOKS):
+        if _CONDITION_BEFORE.search(lines, max(0, m.start() - 12), m.start()):
+            continue
+        end = _SENTENCE_BREAK.search(lines, m.end(), m.end() + 400)
+        if end is not None and end.group() in "?？":
+            continue  # a question about what the user wants
+        said = lines[m.start():end.end() if end else m.end() + 400]
+        if _ASKS_HOW.search(said) is None and _privileged(said):
+            return True
+    return False
+
+
+def _authority_labels(lines: str) -> bool:
+    """A note in the vendor's or the system's name, new orders announced in another language,
+    a forged hook answer: each with a privileged ask."""
+    if any(map(lines.__contains__, _AUTHORITY_NEEDLES)) and any(
+            map(lines.__contains__, _AUTHORITY_NOUNS)) and any(map(_ordered_privilege, _distinct(
+            _line_at(lines, m.end()) for m in _AUTHORITY_NOTE.finditer(lines)))):
+        return True
+    if any(map(lines.__contains__, _ORDER_LABEL_NEEDLES)) and any(map(_privileged, _distinct(
+            _line_at(lines, m.end()) for m in _ORDER_LABEL_I18N.finditer(lines)))):
+        return True
+    return ("additionalcontext" in lines or "systemmessage" in lines
+            or "permissiondecisionreason" in lines) and any(map(_privileged, _distinct(
+                m.group(1) for m in _HOOK_OUTPUT.finditer(lines))))
+
+
 def _called_by_name(lines: str) -> bool:
     """The agent addressed by name or as "assistant" at the start of a sentence, then an
     order (`_VOCATIVE_ORDER` after `_VOCATIVE_NAME`)."""
@@ -1189,7 +1470,8 @@ def _forged_authority(lines: str) -> bool:
     if "<" in lines and any(map(_privileged, _distinct(
             m.group(1) for m in _ROLE_TAG.finditer(lines)))):
         return True
-    return _labelled_orders(lines) or _called_by_name(lines)
+    return (_labelled_orders(lines) or _called_by_name(lines) or _authority_labels(lines)
+            or _user_claims(lines))
 
 
 # --- which families to try: one pass over their needles -----------------------------------
