@@ -2118,6 +2118,7 @@ var MemoryPlugin = class {
     if (!text2.trim()) return;
     const state = this.state(sessionID);
     state.prompt = unquote(text2);
+    state.promptDepth = state.open;
     const fact = remembered(text2);
     if (fact !== null) await this.remember(sessionID, state, fact);
   }
@@ -2135,11 +2136,16 @@ var MemoryPlugin = class {
         state.heard.delete(info.id);
         state.flushed.add(info.id);
       }
-      await this.flush(HOOKS.flush, sessionID, this.contextKey(sessionID, state), messages);
+      await this.flush(HOOKS.flush, sessionID, state, messages);
       return;
     }
     const text2 = latestUserText(messages);
-    if (text2 !== null) state.prompt = unquote(text2);
+    if (text2 !== null) {
+      state.prompt = unquote(text2);
+      withoutPrivate(state, messages);
+      const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text2);
+      state.promptDepth = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+    }
   }
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
   async systemTransform(sessionID, system) {
@@ -2155,7 +2161,7 @@ var MemoryPlugin = class {
 ${query}`) {
       state.recalled = `${key}
 ${query}`;
-      await this.inject(key, state, query);
+      await this.inject(key, state, query, state.promptDepth);
     }
     if (state.added.length) system.push(state.added.join("\n\n"));
   }
@@ -2245,7 +2251,7 @@ ${query}`;
       state.flushed.add(id);
       if (info !== null) messages.push({ info, parts: [...parts.values()] });
     }
-    this.background(this.flush(event, sessionID, this.contextKey(sessionID, state), messages));
+    this.background(this.flush(event, sessionID, state, messages));
   }
   /** Starts the service in the background when autostart is on and nothing answers. */
   autostart() {
@@ -2260,10 +2266,11 @@ ${query}`;
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
   }
   // --- the actions --------------------------------------------------------------------------
-  async inject(key, state, prompt) {
+  /** Recalls for `prompt`, a message read `depth` private spans deep (`stripPrivateFrom`). */
+  async inject(key, state, prompt, depth) {
     await this.run(HOOKS.inject, key, async (action) => {
       if (this.optedOut(action, "recall")) return;
-      const query = slice(strip(stripPrivate(prompt)), 0, QUERY_CHARS);
+      const query = slice(strip(stripPrivateFrom(prompt, depth)[0]), 0, QUERY_CHARS);
       if (!query) {
         action.done("skipped", "nothing but <private> text to recall for");
         return;
@@ -2319,7 +2326,7 @@ ${query}`;
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivate(content));
+      const kept = strip(stripPrivateFrom(content, state.promptDepth)[0]);
       if (!kept) {
         action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
@@ -2351,10 +2358,11 @@ ${query}`;
     });
   }
   /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
-  async flush(event, sessionID, key, messages) {
+  async flush(event, sessionID, state, messages) {
+    const key = this.contextKey(sessionID, state);
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = datedTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
+      const turns = withoutPrivate(state, messages);
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       const items = flushItems(turns, FLUSH_MAX);
       if (!items.length) {
@@ -2437,7 +2445,10 @@ ${query}`;
         flushNext: false,
         heard: /* @__PURE__ */ new Map(),
         flushed: /* @__PURE__ */ new Set(),
-        subagent: false
+        subagent: false,
+        promptDepth: 0,
+        openBefore: /* @__PURE__ */ new Map(),
+        open: 0
       };
     } else {
       this.sessions.delete(sessionID);
@@ -2638,8 +2649,39 @@ ${query}`;
 `);
   }
 };
-function datedTurns(messages) {
-  return messages.flatMap((message) => messageTurns([message]).map((turn) => ({ ...turn, at: transcriptTime(message.info.time?.created) })));
+var OPEN_TAG = "<private>";
+var CLOSE_TAG = "</private>";
+var TAG_END = /[>\ufe65\uff1e]/g;
+function stripPrivateFrom(text2, depth) {
+  if (depth <= 0 && stripPrivate(text2) === text2) return [text2, 0];
+  const read = OPEN_TAG.repeat(Math.max(depth, 0)) + text2;
+  let end = 0;
+  for (const match of read.matchAll(TAG_END)) end = (match.index ?? 0) + match[0].length;
+  const head = read.slice(0, end);
+  let open = 0;
+  while (!keptEnd(head, open)) open++;
+  return [stripPrivate(read), open];
+}
+function keptEnd(head, open) {
+  const closed = `${head}${CLOSE_TAG.repeat(open)}`;
+  return stripPrivate(`${closed}.`) === `${stripPrivate(closed)}.`;
+}
+function withoutPrivate(state, messages) {
+  const first = messages[0];
+  let depth = (first === void 0 ? void 0 : state.openBefore.get(first.info.id)) ?? state.open;
+  const turns = [];
+  for (const message of messages) {
+    state.openBefore.set(message.info.id, depth);
+    const at = transcriptTime(message.info.time?.created);
+    for (const turn of messageTurns([message])) {
+      let text2;
+      if (turn.role === "user") [text2, depth] = stripPrivateFrom(turn.text, depth);
+      else text2 = depth ? "" : stripPrivate(turn.text);
+      turns.push({ ...turn, text: text2, at });
+    }
+  }
+  state.open = depth;
+  return turns;
 }
 function blockUids(answer) {
   if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);

@@ -12,11 +12,15 @@ hides everything after it; a stray closing tag and a self-closing `<private/>` a
 The hidden span is removed, tags included, with nothing in its place. Tags are looked for in
 what the text reads as (NFKC, invisible characters dropped: a zero-width space inside the
 name, `＜private＞`), since that is what the injection block, and a model, makes of them.
+
+Across the turns of a conversation (`strip_private_from`) a span the user opens stays open
+until a later message closes it: the text in between, the assistant's replies included, is
+hidden, and the closing tag in the later message closes that span.
 """
 
 from __future__ import annotations
 
-__all__ = ["has_private", "strip_private"]
+__all__ = ["has_private", "strip_private", "strip_private_from"]
 
 # Whitespace spelled out (not `\s`): the TypeScript twin must match the very same characters.
 _SOURCE = r"<[ \t\r\n\f\v]*(/?)[ \t\r\n\f\v]*private(?=[ \t\r\n\f\v/>])[^>]*>"
@@ -48,10 +52,10 @@ def _view(text: str) -> str | None:
     return text if "vate" in text.lower() else None
 
 
-def _kept_spans(view: str) -> list[tuple[int, int]] | None:
-    """The spans of `view` outside private text, or None when it holds no tag."""
+def _kept_spans(view: str, depth: int = 0) -> tuple[list[tuple[int, int]] | None, int]:
+    """The spans of `view` outside private text (None when it holds no tag and starts
+    outside a span), and how many spans are open at its end; `depth` were open before it."""
     kept: list[tuple[int, int]] = []
-    depth = 0
     position = 0
     found = False
     for match in _tag().finditer(view):
@@ -63,11 +67,11 @@ def _kept_spans(view: str) -> list[tuple[int, int]] | None:
             depth = max(depth - 1, 0)
         elif not match.group(0)[:-1].rstrip(" \t\r\n\f\v").endswith("/"):
             depth += 1
-    if not found:
-        return None
+    if not found and not depth:
+        return None, 0
     if depth == 0:
         kept.append((position, len(view)))
-    return kept
+    return kept, depth
 
 
 def has_private(text: str) -> bool:
@@ -78,14 +82,24 @@ def has_private(text: str) -> bool:
 
 def strip_private(text: str) -> str:
     """`text` without its private spans (the same object when it has none)."""
+    return strip_private_from(text, 0)[0]
+
+
+def strip_private_from(text: str, depth: int) -> tuple[str, int]:
+    """`text`, a message read `depth` spans deep (opened by earlier messages and not closed
+    yet), without its private text; and how many spans are open at its end, for the next
+    message. A span opened in one message thus runs on into the next ones, and a closing
+    tag there closes it instead of being dropped as stray (which kept what preceded it)."""
     view = _view(text)
-    kept = None if view is None else _kept_spans(view)
+    if view is None:
+        return (text, 0) if depth <= 0 else ("", depth)
+    kept, depth = _kept_spans(view, max(depth, 0))
     if kept is None:
-        return text
+        return text, 0
     if view is not text:  # spans of what `text` reads as: cut from `text` itself
         from .safety.textnorm import visible_origins
 
         origins = visible_origins(text)
         kept = [(origins[start - 1] + 1 if start else 0,
                  origins[end] if end < len(origins) else len(text)) for start, end in kept]
-    return "".join(text[start:end] for start, end in kept)
+    return "".join(text[start:end] for start, end in kept), depth

@@ -104,6 +104,12 @@ interface SessionState {
   flushed: Set<string>;
   /** A subagent's session (opencode's task tool): its prompt is the agent's, not the user's. */
   subagent: boolean;
+  /** The `<private>` spans open before `prompt` (`stripPrivateFrom`): read inside them. */
+  promptDepth: number;
+  /** The `<private>` spans open before each message read so far, by id (`withoutPrivate`). */
+  openBefore: Map<string, number>;
+  /** The `<private>` spans open after the latest message read. */
+  open: number;
 }
 
 /** What opencode says of a message besides its parts (role, session, `summary`, …). */
@@ -278,6 +284,7 @@ export class MemoryPlugin {
     if (!text.trim()) return;
     const state = this.state(sessionID);
     state.prompt = unquote(text); // `opencode run "…"` wraps a prompt holding a space in quotes
+    state.promptDepth = state.open; // read inside the spans the earlier messages left open
     const fact = remembered(text);
     if (fact !== null) await this.remember(sessionID, state, fact);
   }
@@ -296,12 +303,17 @@ export class MemoryPlugin {
         state.heard.delete(info.id); // stored now: an idle flush has nothing more to say of them
         state.flushed.add(info.id);
       }
-      await this.flush(HOOKS.flush, sessionID, this.contextKey(sessionID, state), messages);
+      await this.flush(HOOKS.flush, sessionID, state, messages);
       return;
     }
     // After a compaction the prompt may be summarised away; the last one seen stays the query.
     const text = latestUserText(messages);
-    if (text !== null) state.prompt = unquote(text);
+    if (text !== null) {
+      state.prompt = unquote(text);
+      withoutPrivate(state, messages); // the spans open before each message
+      const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text);
+      state.promptDepth = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+    }
   }
 
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
@@ -316,7 +328,7 @@ export class MemoryPlugin {
     const query = state.prompt;
     if (query && remembered(query) === null && state.recalled !== `${key}\n${query}`) {
       state.recalled = `${key}\n${query}`; // a turn's later calls (tool steps) reuse the answer
-      await this.inject(key, state, query);
+      await this.inject(key, state, query, state.promptDepth);
     }
     if (state.added.length) system.push(state.added.join("\n\n"));
   }
@@ -413,7 +425,7 @@ export class MemoryPlugin {
       state.flushed.add(id);
       if (info !== null) messages.push({ info, parts: [...parts.values()] });
     }
-    this.background(this.flush(event, sessionID, this.contextKey(sessionID, state), messages));
+    this.background(this.flush(event, sessionID, state, messages));
   }
 
   /** Starts the service in the background when autostart is on and nothing answers. */
@@ -432,10 +444,11 @@ export class MemoryPlugin {
 
   // --- the actions --------------------------------------------------------------------------
 
-  private async inject(key: string, state: SessionState, prompt: string): Promise<void> {
+  /** Recalls for `prompt`, a message read `depth` private spans deep (`stripPrivateFrom`). */
+  private async inject(key: string, state: SessionState, prompt: string, depth: number): Promise<void> {
     await this.run(HOOKS.inject, key, async (action) => {
       if (this.optedOut(action, "recall")) return;
-      const query = slice(strip(stripPrivate(prompt)), 0, QUERY_CHARS);
+      const query = slice(strip(stripPrivateFrom(prompt, depth)[0]), 0, QUERY_CHARS);
       if (!query) {
         action.done("skipped", "nothing but <private> text to recall for");
         return;
@@ -496,7 +509,7 @@ export class MemoryPlugin {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivate(content));
+      const kept = strip(stripPrivateFrom(content, state.promptDepth)[0]);
       if (!kept) {
         action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
@@ -533,10 +546,11 @@ export class MemoryPlugin {
   }
 
   /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
-  private async flush(event: string, sessionID: string, key: string, messages: readonly SessionMessage[]): Promise<void> {
+  private async flush(event: string, sessionID: string, state: SessionState, messages: readonly SessionMessage[]): Promise<void> {
+    const key = this.contextKey(sessionID, state);
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = datedTurns(messages).map((turn) => ({ ...turn, text: stripPrivate(turn.text) }));
+      const turns = withoutPrivate(state, messages);
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       // A long exchange goes whole: the service redacts it before it cuts it (flushItems).
@@ -621,7 +635,8 @@ export class MemoryPlugin {
     if (state === undefined) {
       state = {
         compactions: 0, prompt: null, recalled: null, added: [], flushNext: false,
-        heard: new Map(), flushed: new Set(), subagent: false,
+        heard: new Map(), flushed: new Set(), subagent: false, promptDepth: 0,
+        openBefore: new Map(), open: 0,
       };
     } else {
       this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
@@ -852,13 +867,61 @@ export class MemoryPlugin {
   }
 }
 
+const OPEN_TAG = "<private>";
+const CLOSE_TAG = "</private>";
+/** Every character whose NFKC form is ">" (tests/test_private_spans.py checks it): a tag ends at one. */
+const TAG_END = /[>\ufe65\uff1e]/g;
+
 /**
- * The messages as conversation turns (`messageTurns`), each dated by its message's
- * `time.created`: an exchange is stored with the time it began, not the time it was flushed.
+ * `text`, a message read `depth` `<private>` spans deep (opened by earlier messages, not closed
+ * yet), without its private text; and the spans open at its end, for the next message
+ * (private.py `strip_private_from`). A span opened in one message runs on into the next ones,
+ * and a closing tag there closes it instead of being dropped as stray.
  */
-function datedTurns(messages: readonly SessionMessage[]): Turn[] {
-  return messages.flatMap((message) =>
-    messageTurns([message]).map((turn) => ({ ...turn, at: transcriptTime(message.info.time?.created) })));
+export function stripPrivateFrom(text: string, depth: number): [string, number] {
+  if (depth <= 0 && stripPrivate(text) === text) return [text, 0]; // no tag: tags are never empty
+  const read = OPEN_TAG.repeat(Math.max(depth, 0)) + text;
+  // Every tag ends at or before the last ">" (an unfinished "<private" after it is text): the
+  // spans open there are the closing tags that, put after it, let a last character be kept.
+  let end = 0;
+  for (const match of read.matchAll(TAG_END)) end = (match.index ?? 0) + match[0].length;
+  const head = read.slice(0, end);
+  let open = 0;
+  while (!keptEnd(head, open)) open++;
+  return [stripPrivate(read), open];
+}
+
+/** Whether `head` followed by `open` closing tags ends outside every span. */
+function keptEnd(head: string, open: number): boolean {
+  const closed = `${head}${CLOSE_TAG.repeat(open)}`;
+  return stripPrivate(`${closed}.`) === `${stripPrivate(closed)}.`;
+}
+
+/**
+ * The messages as conversation turns (`messageTurns`) without their private text, read as one
+ * conversation (adapter.py `without_private`): a span a user message opens runs on through the
+ * later messages until a user message closes it; an assistant reply inside one is hidden whole
+ * (its own tags hide only within it: a model's `</private>` does not end the user's span). Each
+ * turn is dated by its message's `time.created` (an exchange is stored with the time it began).
+ * The spans open before each message are kept in `state`: the first message starts inside
+ * those it was read in before, a new one inside those the latest message read left open.
+ */
+function withoutPrivate(state: SessionState, messages: readonly SessionMessage[]): Turn[] {
+  const first = messages[0];
+  let depth = (first === undefined ? undefined : state.openBefore.get(first.info.id)) ?? state.open;
+  const turns: Turn[] = [];
+  for (const message of messages) {
+    state.openBefore.set(message.info.id, depth);
+    const at = transcriptTime(message.info.time?.created);
+    for (const turn of messageTurns([message])) {
+      let text: string;
+      if (turn.role === "user") [text, depth] = stripPrivateFrom(turn.text, depth);
+      else text = depth ? "" : stripPrivate(turn.text);
+      turns.push({ ...turn, text, at });
+    }
+  }
+  state.open = depth;
+  return turns;
 }
 
 /** The uids of the memories in the block (the budget may leave some recalled ones out). */

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..lite import dumps
-from ..private import strip_private
+from ..lite import dumps, loads_input
+from ..private import strip_private, strip_private_from
 from ..sources import FLUSH_SOURCE, TOOL_SOURCE
 from ..tag_chars import LESS_THAN
 from .client import ServiceFailed, ServiceUnavailable, retryable
@@ -441,6 +441,17 @@ class HarnessAdapter:
                 turns.insert(0, question)
         return turns
 
+    def compacted_depth(self, payload: dict[str, Any], turns: list[Turn]) -> int:
+        """The `<private>` spans still open where `turns` (`compacted_turns`) begin: opened
+        before the transcript's last compaction marker and not closed there (the question
+        heading the turns again is not counted: it is read with them)."""
+        path, marker = self.transcript_path(payload), self.compaction_marker
+        start = last_line_offset(path, marker) if path is not None and marker else 0
+        if not start:
+            return 0
+        question = turns[0].text if turns and turns[0].role == "user" else None
+        return self.private_depth(payload, start, question)
+
     def last_user_message(self, payload: dict[str, Any]) -> str | None:
         """The session's latest user message, read from the transcript's end."""
         path = self.transcript_path(payload)
@@ -451,6 +462,34 @@ class HarnessAdapter:
             if turn is not None and turn.role == "user" and clean(turn.text):
                 return turn.text
         return None
+
+    def private_depth(self, payload: dict[str, Any], end: int | None = None,
+                      latest: str | None = None) -> int:
+        """How many `<private>` spans the session's user messages (those on the transcript's
+        lines before byte offset `end`) left open: a message read inside one is hidden up to
+        its closing tag (`strip_private_from`). `latest`, the latest of those messages (the
+        one a hook recalls for, a compaction's question), is not counted: it is read next.
+        Only the lines that could hold a tag are parsed (a prompt hook reads the file)."""
+        path = self.transcript_path(payload)
+        texts = [] if path is not None else \
+            [turn.text for turn in self.turns(payload) if turn.role == "user"]
+        if path is not None:
+            with open(path, "rb") as handle:
+                for line in handle:
+                    if end is not None and handle.tell() > end:
+                        break
+                    if b"vate" not in line.lower() and line.isascii() and b"\\u" not in line:
+                        continue  # no tag (JSON escapes none of its letters)
+                    entry = loads_input(line, None)
+                    turn = self.transcript_turn(entry) if isinstance(entry, dict) else None
+                    if turn is not None and turn.role == "user":
+                        texts.append(turn.text)
+        if latest is not None and texts and texts[-1] == latest:
+            texts.pop()
+        depth = 0
+        for text in texts:
+            depth = strip_private_from(text, depth)[1]
+        return depth
 
     def tool_call(self, payload: dict[str, Any]) -> ToolCall | None:
         name = payload.get("tool_name")
@@ -484,22 +523,26 @@ class HarnessAdapter:
         if not query:
             call.done("skipped", "no earlier user message to recall for")
             return ""
-        return self.inject(call, query)
+        depth = call.reads.ask("private_depth", self.private_depth, call.payload, None, query)
+        return self.inject(call, query, depth)
 
     def on_prompt(self, call: HookCall) -> str:
         prompt = call.reads.ask("prompt", self.prompt, call.payload)
         if not prompt or not prompt.strip():
             call.done("skipped", "empty prompt")
             return ""
+        # Inside a span an earlier message opened, the prompt is private up to its closing tag.
+        depth = call.reads.ask("private_depth", self.private_depth, call.payload, None, prompt)
         fact = remembered(prompt)  # the words inside any quotes wrapped around the prompt
         if fact is not None:
-            return self.remember(call, fact)
-        return self.inject(call, unquote(prompt))
+            return self.remember(call, fact, depth)
+        return self.inject(call, unquote(prompt), depth)
 
     def on_compact(self, call: HookCall) -> str:
         if not call.opted_out("capture"):  # before the transcript is read
-            self.flush(call, call.reads.ask("compacted_turns", self.compacted_turns,
-                                            call.payload))
+            turns = call.reads.ask("compacted_turns", self.compacted_turns, call.payload)
+            depth = call.reads.ask("compacted_depth", self.compacted_depth, call.payload, turns)
+            self.flush(call, turns, depth)
         return ""  # compaction hooks have no context to add
 
     def on_tool(self, call: HookCall) -> str:
@@ -516,14 +559,14 @@ class HarnessAdapter:
 
     # --- what the actions do with the service -----------------------------------------------
 
-    def inject(self, call: HookCall, query: str) -> str:
-        """Recall for `query`; the block of what clears the relevance bar, in the harness's
-        output form (its /inject/report body in `call.report`). Empty when nothing is
-        relevant."""
+    def inject(self, call: HookCall, query: str, depth: int = 0) -> str:
+        """Recall for `query`, a message read `depth` private spans deep (`private_depth`);
+        the block of what clears the relevance bar, in the harness's output form (its
+        /inject/report body in `call.report`). Empty when nothing is relevant."""
         settings = call.settings
         if call.opted_out("recall"):
             return ""
-        query = strip_private(query).strip()[:QUERY_CHARS]
+        query = strip_private_from(query, depth)[0].strip()[:QUERY_CHARS]
         if not query:
             call.done("skipped", "nothing but <private> text to recall for")
             return ""
@@ -575,11 +618,12 @@ class HarnessAdapter:
                 answer = call.service.post("/recall", request)
         return None
 
-    def remember(self, call: HookCall, content: str) -> str:
-        """Store an explicit "remember …" as a memory; tell the model it is stored."""
+    def remember(self, call: HookCall, content: str, depth: int = 0) -> str:
+        """Store an explicit "remember …" (a message read `depth` private spans deep) as a
+        memory; tell the model it is stored."""
         if call.opted_out("capture"):
             return ""
-        content = strip_private(content).strip()
+        content = strip_private_from(content, depth)[0].strip()
         if not content:
             call.done("skipped", "nothing but <private> text to remember")
             return ""
@@ -603,17 +647,18 @@ class HarnessAdapter:
             call, f"semantic-memory stored this as a memory (uid {answer.get('uid')}); "
                   "it does not need to be stored again.")
 
-    def flush(self, call: HookCall, turns: list[Turn]) -> None:
+    def flush(self, call: HookCall, turns: list[Turn], depth: int = 0) -> None:
         """Store the turns as compaction memories: the newest exchanges whose chunks make up
         FLUSH_MAX, each that would be cut sent whole for the service to redact and cut
-        (`flush_items`). A trailing unanswered prompt is the live one (a mid-turn compaction
-        keeps it): it is stored with its answer later."""
+        (`flush_items`), without their private text (`without_private`; `depth` spans were
+        left open by the messages before them). A trailing unanswered prompt is the live one
+        (a mid-turn compaction keeps it): it is stored with its answer later."""
         if call.opted_out("capture"):
             return
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         # Each turn keeps its time: an exchange is dated by its first user turn (flush_items).
-        turns = [Turn(turn.role, strip_private(turn.text), turn.at) for turn in turns]
+        turns = without_private(turns, depth)
         # A long exchange goes whole: the service redacts it before it cuts it (flush_items).
         items, left_out = flush_items(turns, FLUSH_MAX)
         if not items:
@@ -682,6 +727,22 @@ class HarnessAdapter:
             call.done("refused", str(answer.get("reason", "")))
         else:
             call.done("stored", f"{tool.name} output ({answer.get('status')})")
+
+
+def without_private(turns: list[Turn], depth: int = 0) -> list[Turn]:
+    """`turns` without their private text, read as one conversation `depth` spans deep: a
+    span a user message opens runs on through the later turns until a user message closes
+    it. An assistant turn inside a span is hidden whole (a reply echoes what it answers); its
+    own tags hide only within it, so a model's `</private>` cannot end the user's span. An
+    echo after the span closed cannot be told from new text: it is stored (docs/security.md)."""
+    out = []
+    for turn in turns:
+        if turn.role == "user":
+            text, depth = strip_private_from(turn.text, depth)
+        else:
+            text = "" if depth else strip_private(turn.text)
+        out.append(Turn(turn.role, text, turn.at))
+    return out
 
 
 def _refused_exchanges(body: dict[str, Any],

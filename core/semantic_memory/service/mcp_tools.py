@@ -370,13 +370,16 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         if workspace is not None:
             workspace.require(what, refused)
 
-    async def confined(uid: str, refused: str, person: str) -> dict[str, Any] | None:
+    async def confined(uid: str, refused: str, person: str, *, capture: bool = True
+                       ) -> dict[str, Any] | None:
         """Memory `uid` for a write of a workspace-bound server, refused (ToolError) when it
-        belongs to another project (`Workspace.confine`); None without a workspace, or when
-        no live memory has that uid (the write itself says so)."""
+        belongs to another project (`Workspace.confine`), or with `capture` when the
+        repository turns capture off; None without a workspace, or when no live memory has
+        that uid (the write itself says so). A forget only takes away: it needs no capture
+        (the repository's off switch must not keep what recall still shows)."""
         if workspace is None:
             return None
-        repo = workspace.require("capture", refused)
+        repo = workspace.require("capture", refused) if capture else workspace.repo()
         memory = await backend.get(uid)
         if memory is not None:
             workspace.confine(repo, memory.get("project"), refused, person)
@@ -551,7 +554,8 @@ def build_tools(backend: ToolBackend, workspace: Workspace | None = None,
         """Forget one memory the user no longer wants kept. Only single entries can be forgotten
         here; bulk clean-up is an operator task outside MCP. The result names the older
         memories it had replaced, which recall returns again, and how the user takes it back."""
-        await confined(uid, "not forgotten", f"memory-mcp forget {shlex.quote(uid)}")
+        await confined(uid, "not forgotten", f"memory-mcp forget {shlex.quote(uid)}",
+                       capture=False)
         current_again = await backend.forget(uid)
         if current_again is None:
             raise ToolError(f"no live memory with uid {uid!r}")
