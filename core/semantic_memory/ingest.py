@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from . import supersede
+from . import neardup, supersede
 from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
@@ -41,6 +41,9 @@ SUPERSEDE_CHANNEL = "porter"
 SUPERSEDE_CANDIDATES = 5
 #: Longer texts are documents, not one restated value: the rule leaves them alone.
 SUPERSEDE_MAX_CHARS = 500
+#: The digit-free words (from the start) of an untrusted memory that search for the runs it
+#: repeats (`Writer._reruns`): a whole 2 KB tool capture as the query cost ~100 ms a write.
+RERUN_PROBE_WORDS = 16
 #: How many of its session's latest current flush memories a new one is compared with: the
 #: shorter copy of a grown exchange is the newest of them (every memory of a re-flush before
 #: it is a duplicate). Read from the (session, seq) index, so a write costs one small query.
@@ -224,6 +227,7 @@ def _newest_restating(memory: Memory, candidates: list[Memory]) -> Memory | None
     newer = [m for m in candidates
              if (m.created_at, m.id) > (memory.created_at, memory.id)
              and len(m.content) <= SUPERSEDE_MAX_CHARS
+             and supersede.may_replace(m.source, memory.source)
              and supersede.supersedes(memory.content, m.content)]
     return max(newer, key=lambda m: (m.created_at, m.id), default=None)
 
@@ -504,9 +508,15 @@ class Writer:
             candidates = self._candidates(conn, memory)
             replaced.update((m.id, m.uid) for m in candidates
                             if _before(m, memory, dated)
+                            and supersede.may_replace(memory.source, m.source)
                             and supersede.supersedes(m.content, memory.content))
             if dated:  # arrived late (a spooled write replayed): what came since may restate it
                 newer = _newest_restating(memory, [m for m in candidates if m.id < memory.id])
+        if rule and memory is not None and self.settings.supersede and not memory.deleted \
+                and supersede.untrusted(memory.source):
+            dated = item.created_at is not None
+            replaced.update((m.id, m.uid) for m in self._reruns(conn, memory)
+                            if _before(m, memory, dated))
         if rule and memory is not None and not memory.deleted and memory.source == FLUSH_SOURCE:
             replaced.update((m.id, m.uid) for m in self._outgrown(conn, memory))
         if replaced:
@@ -517,6 +527,17 @@ class Writer:
             self.store.supersede(conn, [memory.id], newer.uid)
             result = replace(result, reason=_history_reason(memory, newer))
         return result
+
+    def _reruns(self, conn: Any, memory: Memory) -> list[Memory]:
+        """The current memories of untrusted `memory`'s project, source and kind that say
+        what it says but for its digit-holding words (`neardup.same_template`): the same
+        test run, build or status read again, whose newest run is the current one. Sixty
+        captures of one template differing in numbers otherwise filled a recall's whole
+        candidate list (50 deep), so the user's decision ranked below them was never seen.
+        Whatever its kind (an `artifact` too); not with MEMORY_SUPERSEDE=0."""
+        probe = neardup.probe(memory.content, RERUN_PROBE_WORDS)
+        return [m for m in self._candidates(conn, memory, probe, memory.source)
+                if m.source == memory.source and neardup.same_template(m.content, memory.content)]
 
     def _outgrown(self, conn: Any, memory: Memory) -> list[Memory]:
         """The current memories among the GROWTH_WINDOW before flush memory `memory` in its
@@ -535,7 +556,8 @@ class Writer:
         back: 6543 -> 6544 -> 6543), the restatement is the newest word: `uid` is current again
         and the newest memory of its chain is replaced by it. Not for kinds the rule never
         supersedes, nor for an item dated before that newest memory (an old transcript stored
-        late says nothing about now). Returns the uid of the memory it superseded, if any."""
+        late says nothing about now), nor for an untrusted item when that newest memory is
+        trusted (`supersede.may_replace`). Returns the uid of the memory it superseded, if any."""
         if item.kind not in supersede.SUPERSEDABLE_KINDS:
             return None
         restated = self.store.live_by_uid(conn, uid)
@@ -549,6 +571,8 @@ class Writer:
             seen.add(later.uid)
             newest = later
         if item.created_at is not None and item.created_at < newest.created_at:
+            return None
+        if not supersede.may_replace(item.source, newest.source):
             return None
         self.store.make_current(conn, [restated.id])
         if newest is restated:
@@ -564,9 +588,11 @@ class Writer:
             return None
         return _newest_restating(memory, self._candidates(conn, memory))
 
-    def _candidates(self, conn: Any, memory: Memory) -> list[Memory]:
-        """The current memories of `memory`'s project and kind (itself left out) that may
-        restate it: the porter BM25 channel's best few for its text, so a write costs one
+    def _candidates(self, conn: Any, memory: Memory, query: str | None = None,
+                    source: str | None = None) -> list[Memory]:
+        """The current memories of `memory`'s project and kind (and `source`, when given;
+        itself left out) that may restate it: the porter BM25 channel's best few for its text
+        (or `query`, shorter), so a write costs one
         small search; without that channel (PostgreSQL, whose full-text channel would cache
         corpus statistics from inside this write), or for a text holding CJK (a run is one
         token to porter), the newest memories of the project and kind containing its
@@ -576,8 +602,9 @@ class Writer:
         try:
             found: list[Memory] = []
             if channel is not None:
-                filters = RecallFilters(project=memory.project, kind=memory.kind)
-                hits = channel.search(conn, memory.content, SUPERSEDE_CANDIDATES, filters)
+                filters = RecallFilters(project=memory.project, kind=memory.kind, source=source)
+                hits = channel.search(conn, query or memory.content, SUPERSEDE_CANDIDATES,
+                                      filters)
                 found = list(self.store.load(
                     conn, [h.id for h in hits if h.id != memory.id]).values())
             probe = supersede.probe_word(memory.content) if channel is None or \

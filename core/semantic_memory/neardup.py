@@ -13,6 +13,16 @@ text with a word changed (each changed word takes up to SHINGLE shingles). A mem
 than SHINGLE words is no one's duplicate (three common words say nothing); exact copies of
 those are the formatter's to drop.
 
+Two memories from outside the conversation (`supersede.untrusted`: a tool's output, a file, a
+web page) whose texts differ only in words holding a digit (numbers, versions, hashes, ids,
+build and line numbers) are one text run again, a test run or a build read twice: such
+*reruns* count as near-duplicates too (`template`). Sixty tool captures "deploy staging with
+./deploy-helper.sh variant N (build M)" otherwise took every slot of a block from the user's
+own decision. What the user said is left alone: "release 1 ships from narwhal-1" and "release
+2 ships from narwhal-2" are two facts. Only digit-free words are compared, so "Postgres"
+against "MySQL" stays two texts (`supersede.py`'s wider notion of a volatile token, names
+included, would merge them).
+
 Of two near-duplicates the higher-ranked one stays, unless it is the longer one and adds
 little to the other (no more shingles of its own than it shares): then the compact one takes
 its place, so the block carries the fact, not the fact wrapped in a chat exchange.
@@ -24,7 +34,8 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from .models import RecallHit
+from .models import Memory, RecallHit
+from .supersede import untrusted
 
 #: Words per shingle.
 SHINGLE = 3
@@ -32,6 +43,7 @@ SHINGLE = 3
 CONTAINMENT = 0.8
 
 _WORD = re.compile(r"[^\W_]+")
+_DIGIT = re.compile(r"\d")
 
 Shingles = frozenset[tuple[str, ...]]
 
@@ -43,6 +55,38 @@ def shingles(text: str) -> Shingles:
     remembered for the memories recalls keep bringing back."""
     words = _WORD.findall(text.lower())
     return frozenset(zip(words, words[1:], words[2:]))
+
+
+@lru_cache(maxsize=1024)
+def template(text: str) -> Shingles:
+    """`shingles` of the text with every word that holds a digit read as one placeholder:
+    what two runs of one template share."""
+    words = ["#" if _DIGIT.search(w) else w for w in _WORD.findall(text.lower())]
+    return frozenset(zip(words, words[1:], words[2:]))
+
+
+def probe(text: str, words: int) -> str:
+    """The text's first `words` words that hold no digit: what every run of its template
+    says, as a short search query."""
+    return " ".join([w for w in _WORD.findall(text) if not _DIGIT.search(w)][:words])
+
+
+def variant(a: str, b: str) -> bool:
+    """Whether two texts are near-duplicates once their digit-holding words are set aside."""
+    return near_duplicates(template(a), template(b))
+
+
+def rerun(a: Memory, b: Memory) -> bool:
+    """Whether two untrusted memories are `variant`s without being near-duplicates in their
+    words: the pairs only the digit-blind reading joins."""
+    return untrusted(a.source) and untrusted(b.source) and variant(a.content, b.content) \
+        and not near_duplicates(shingles(a.content), shingles(b.content))
+
+
+def same_template(a: str, b: str) -> bool:
+    """Whether two texts differ in nothing but digit-holding words (word order and repeats
+    aside): one template run twice."""
+    return bool(template(a)) and template(a) == template(b)
 
 
 def near_duplicates(a: Shingles, b: Shingles) -> bool:
@@ -58,13 +102,14 @@ def adds_little(longer: Shingles, shorter: Shingles) -> bool:
 
 
 def distinct(hits: Iterable[RecallHit]) -> list[RecallHit]:
-    """`hits` in order, less each one that near-duplicates one kept before it (the compact
-    one of a pair takes the place of a longer one that adds little to it)."""
+    """`hits` in order, less each one that near-duplicates one kept before it, or is a
+    `rerun` of it (the compact one of a pair takes the place of a longer one that adds
+    little to it)."""
     kept: list[tuple[RecallHit, Shingles]] = []
     for hit in hits:
         own = shingles(hit.memory.content)
         for i, (other, theirs) in enumerate(kept):
-            if near_duplicates(own, theirs):
+            if near_duplicates(own, theirs) or rerun(hit.memory, other.memory):
                 if adds_little(theirs, own):
                     kept[i] = (hit, own)
                 break

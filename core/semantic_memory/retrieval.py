@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
+from . import neardup
 from .channels import Channel, Confident
 from .config import Settings
 from .errors import one_line
@@ -363,7 +364,12 @@ class Searcher:
         MEMORY_INJECT_MIN_COVERAGE; vector: cosine at least its floor). A verdict is the hit's
         own, whatever else is judged with it: the top k are judged first, so a strong top k
         costs one call per channel, and the rest together (a page at a time cost a call per
-        channel and page: 4.3 pages on average for the global memories of a hook's recall)."""
+        channel and page: 4.3 pages on average for the global memories of a hook's recall).
+        An untrusted hit that differs from one kept only in digit-holding words
+        (`neardup.rerun`: a test run or a build captured again) takes no slot of its own: the
+        block shows one of them anyway, and captured variants took all five slots from the
+        user's decision ranked below them. (Near-duplicates in words stay: the block's
+        `neardup.distinct` picks the compact one of them.)"""
         judges = [c for c in self.channels if c.active]
         kept: list[RecallHit] = []
         for page in (hits[:k], hits[k:]):
@@ -376,7 +382,10 @@ class Searcher:
                         vouched |= channel.relevant(conn, query, page)
                 except Exception as exc:  # noqa: BLE001 - no verdict from this channel
                     log.warning("channel %s: relevant failed (%s)", channel.name, one_line(exc))
-            kept += [h for h in page if h.memory.id in vouched]
+            for hit in page:
+                if hit.memory.id in vouched and not any(
+                        neardup.rerun(hit.memory, other.memory) for other in kept):
+                    kept.append(hit)
             if len(kept) >= k:
                 break
         return kept[:k]

@@ -24,6 +24,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from .default_plugins.hygiene import UNTRUSTED_SOURCES
 from .keywords import FUNCTION_WORDS, foreign_function_words
 
 #: Kinds whose memories can be superseded: statements of a current state.
@@ -380,3 +381,19 @@ def cross_project(uid: str, replaced: str | None, new: str | None) -> str | None
     return (f"replaces: memory {uid} is {'global' if replaced is None else there}, not "
             f"{'global' if new is None else repr(new)}: store the new text {there} instead, "
             f"or forget {uid}")
+
+
+def may_replace(newer: str, older: str) -> bool:
+    """Whether a memory from source `newer` may supersede one from source `older` by the rule
+    (or by restating a replaced value): content from outside the conversation
+    (UNTRUSTED_SOURCES: a tool's output, a file, a web page) never replaces what the user said
+    or an agent stored for them, it is stored beside it. A README the agent read could
+    otherwise restate the user's fact with the attacker's host and silently take its place in
+    recall. Untrusted content may update untrusted content; trusted may update anything."""
+    return not untrusted(newer) or untrusted(older)
+
+
+def untrusted(source: str) -> bool:
+    """Whether `source` is content from outside the conversation, as the ingest filter reads
+    it (case aside: `TOOL` is checked there too)."""
+    return source.lower() in UNTRUSTED_SOURCES
