@@ -354,8 +354,9 @@ var FIELDS = {
     env: "MEMORY_PLUGIN_BUDGET_CHARS",
     option: "budgetChars",
     // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
-    // No maximum, as in the Python settings (harness/settings.py `validate`).
-    parse: integer(500, Infinity),
+    // At most what a recall's `budget_chars` takes (core limits.py MAX_BUDGET_CHARS), as the
+    // Python settings say (harness/settings.py `validate`).
+    parse: integer(500, 1e6),
     fallback: 2e3
   },
   toolCapture: {

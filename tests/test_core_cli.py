@@ -158,7 +158,11 @@ def test_bad_environment_is_a_one_line_error(db: Path) -> None:
     assert result.stderr.strip() == "Error: MEMORY_RRF_K: cannot use 'sixty' as an int"
     budget = run(db, "stats", env={"MEMORY_PLUGIN_BUDGET_CHARS": "10"})
     assert (budget.returncode, budget.stderr.strip()) == (
-        2, "Error: MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not 10")
+        2, "Error: MEMORY_PLUGIN_BUDGET_CHARS must be 500..1000000, not 10")
+    # above what a recall's budget_chars takes, every hook's recall was refused (422)
+    budget = run(db, "stats", env={"MEMORY_PLUGIN_BUDGET_CHARS": "2000000"})
+    assert (budget.returncode, budget.stderr.strip()) == (
+        2, "Error: MEMORY_PLUGIN_BUDGET_CHARS must be 500..1000000, not 2000000")
 
 
 def test_an_import_line_superseded_by_no_live_memory_is_current(db: Path, tmp_path: Path) -> None:

@@ -298,14 +298,15 @@ def test_other_variables_are_checked_once_per_value(tmp_path: Path) -> None:
     HookSettings.from_env(env)
 
 
-SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
+SCP = re.compile(r"^(?:[^@/]+@)?(\[[^\]/\n]*\]|[^:/]+):(?!//)(.+)$")
 
 
 def test_scp_like_is_the_pattern() -> None:
     rng = random.Random(7)
     samples = ["git@github.com:Acme/web.git", "host:path", "a@b@c:d", "@x:y", "a/b@c:d",
-               "h://x", "h:", ":x", "u@:x", "h:x\n", "h:x\n\n", "h:\n"]
-    samples += ["".join(rng.choice("a@/:\n") for _ in range(rng.randint(0, 9)))
+               "h://x", "h:", ":x", "u@:x", "h:x\n", "h:x\n\n", "h:\n",
+               "git@[fd00::1]:team/app.git", "[::1]:x", "[a]b:c", "[:x"]
+    samples += ["".join(rng.choice("a@/:\n[]") for _ in range(rng.randint(0, 9)))
                 for _ in range(20_000)]
     for url in samples:
         match = SCP.match(url)

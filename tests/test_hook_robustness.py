@@ -437,7 +437,9 @@ def test_a_block_over_the_harness_cap_is_asked_for_whole(
     assert len(context) <= cap and context.rstrip().endswith("</semantic-memory>"), context[-80:]
     shown = context.count("<memory ")
     entry = hook_log(tmp_path)[-1]
-    assert 0 < shown < 12 and entry["detail"].startswith(f"{shown} memories, "), entry
+    # the block's budget is shared best hit first (each later one keeps ~300 characters), so
+    # all twelve may be in it, cut: what counts is the cap, and the log counting what is shown
+    assert 0 < shown <= 12 and entry["detail"].startswith(f"{shown} memories, "), entry
 
 
 # --- 10, 11: what the service refuses is kept, never dropped ------------------------------------

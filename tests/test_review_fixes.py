@@ -159,7 +159,7 @@ VALUES = ["7", " 7 ", "+7", "007", "1_0", "1__0", "_1", "1_", "0x10", "0X1F90", 
           "5.", ".5", "1E-1", "2e0", "1e1_0", "1.5_0", "1_.5", "１０", "𝟓", "١٢", "\u20007\u3000",
           "\x857", "\ufeff7", "\x1c7", "\t8\n", "-0", "-1", "0", "inf", "-inf", "Infinity",
           "nan", "1e400", "0.05", "0.049", "60", "60.5", "3600", "3601", "49", "50", "51",
-          "499", "500", "2000000", "9007199254740991", "1 0", "+-1", "8080", "65535",
+          "499", "500", "1000000", "1000001", "2000000", "9007199254740991", "1 0", "+-1", "8080", "65535",
           "65536", "0b11", "0o7", "1,5", "ten", "٫5"]
 
 
@@ -168,7 +168,8 @@ def test_the_plugin_reads_numeric_settings_as_the_python_hooks_do(tmp_path: Path
     tests/test_hook_cpu.py holds equal to `Settings`) and the plugin's `loadSettings`: where
     Python refuses it, the plugin does (and uses its default); where Python takes it, the
     plugin takes the same number. Before, the plugin took `0x10`, `1e1`, `5.0` as numbers,
-    refused full-width digits and refused a budget over 1,000,000 characters."""
+    refused full-width digits, and both now refuse a budget over 1,000,000 characters (what a
+    recall's `budget_chars` takes)."""
     cases, expected = [], []
     for variable, (setting, unit) in NUMERIC.items():
         for value in VALUES:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, TypeVar
 
+from .limits import MAX_BUDGET_CHARS
 from .path_settings import path_problem
 
 
@@ -300,8 +301,8 @@ class Settings(SettingsSection):
         # The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
         if not 1 <= self.plugin_limit <= 50:
             raise ConfigError(f"MEMORY_PLUGIN_LIMIT must be 1..50, not {self.plugin_limit}")
-        if self.plugin_budget_chars < 500:
-            raise ConfigError("MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not "
+        if not 500 <= self.plugin_budget_chars <= MAX_BUDGET_CHARS:
+            raise ConfigError(f"MEMORY_PLUGIN_BUDGET_CHARS must be 500..{MAX_BUDGET_CHARS}, not "
                               f"{self.plugin_budget_chars}")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise ConfigError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")

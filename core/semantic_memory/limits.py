@@ -17,6 +17,9 @@ DEFAULT_K = 10
 MAX_BATCH = 1_000
 MAX_UIDS = 500
 MAX_PAGE = 500
+#: The most characters an injected block may take (MEMORY_PLUGIN_BUDGET_CHARS, a recall's
+#: `budget_chars`).
+MAX_BUDGET_CHARS = 1_000_000
 #: How far ahead of this machine's clock a memory's own time may be (another machine's clock
 #: skew): a memory dated later would sort first by recency and never reach its TTL.
 MAX_FUTURE_S = 86_400

@@ -202,8 +202,9 @@ const FIELDS: { [K in keyof Settings]: Field<Settings[K]> } = {
   budgetChars: {
     env: "MEMORY_PLUGIN_BUDGET_CHARS", option: "budgetChars",
     // The block's wrapper and notice take ~200 characters: below 500 hardly a memory fits.
-    // No maximum, as in the Python settings (harness/settings.py `validate`).
-    parse: integer(500, Infinity), fallback: 2000,
+    // At most what a recall's `budget_chars` takes (core limits.py MAX_BUDGET_CHARS), as the
+    // Python settings say (harness/settings.py `validate`).
+    parse: integer(500, 1_000_000), fallback: 2000,
   },
   toolCapture: {
     env: "MEMORY_PLUGIN_TOOL_CAPTURE", option: "toolCapture", parse: toolNames, fallback: new Set(),

@@ -27,13 +27,15 @@ describe("review fixes", () => {
     assert.deepEqual(["1.", ".5", "2e0", "1_0.5", "-inf"].map(pythonFloat), [1, 0.5, 2, 10.5, -Infinity]);
   });
 
-  test("a settings value Python refuses is refused; the budget has no maximum, as in Python", () => {
+  test("a settings value Python refuses is refused; the budget's maximum is Python's", () => {
     const { settings, problems } = loadSettings({
       MEMORY_PORT: "0x1F90", MEMORY_PLUGIN_LIMIT: "5.0", MEMORY_HOOK_BUDGET_S: "0x2",
-      MEMORY_PLUGIN_BUDGET_CHARS: "2000000",
+      MEMORY_PLUGIN_BUDGET_CHARS: "1000000",
     });
     assert.deepEqual(problems.map((p) => p.name), ["MEMORY_PORT", "MEMORY_PLUGIN_LIMIT", "MEMORY_HOOK_BUDGET_S"]);
-    assert.equal(settings.budgetChars, 2_000_000);
+    assert.equal(settings.budgetChars, 1_000_000);
+    assert.deepEqual(loadSettings({ MEMORY_PLUGIN_BUDGET_CHARS: "1000001" }).problems.map((p) => p.name),
+      ["MEMORY_PLUGIN_BUDGET_CHARS"]);
     assert.equal(loadSettings({ MEMORY_HOOK_BUDGET_S: "2e0" }).settings.budgetMs, 2000);
   });
 });

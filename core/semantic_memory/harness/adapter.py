@@ -810,9 +810,9 @@ def _reads_as(ahead: str, names: tuple[str, ...]) -> bool:
 
 
 def _fold_tag(name: str) -> str:
-    """An ASCII tag name as a reader takes it: lower case, without "/", "-", "_" or spacing
-    (the wrapper's `fold` and gaps, for ASCII)."""
-    return "".join(c for c in name.lower() if c not in "/-_" and not c.isspace())
+    """An ASCII tag name as a reader takes it: lower case, without "/", "-", "_", ".", ":" or
+    spacing (the wrapper's `fold` and gaps, for ASCII)."""
+    return "".join(c for c in name.lower() if c not in "/-_.:" and not c.isspace())
 
 
 def additional_context(event: str, text: str) -> str:

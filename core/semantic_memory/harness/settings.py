@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from ..limits import MAX_BUDGET_CHARS
 from ..path_settings import path_problem
 
 TYPE_CHECKING = False
@@ -150,8 +151,8 @@ class HookSettings:
                                     f"(http://host:port), not {self.plugin_url!r}") from None
         if not 1 <= self.plugin_limit <= 50:
             raise SettingsError(f"MEMORY_PLUGIN_LIMIT must be 1..50, not {self.plugin_limit}")
-        if self.plugin_budget_chars < 500:
-            raise SettingsError("MEMORY_PLUGIN_BUDGET_CHARS must be 500 or more, not "
+        if not 500 <= self.plugin_budget_chars <= MAX_BUDGET_CHARS:
+            raise SettingsError(f"MEMORY_PLUGIN_BUDGET_CHARS must be 500..{MAX_BUDGET_CHARS}, not "
                                 f"{self.plugin_budget_chars}")
         if not 0.05 <= self.hook_budget_s <= 60:
             raise SettingsError(f"MEMORY_HOOK_BUDGET_S must be 0.05..60, not {self.hook_budget_s}")

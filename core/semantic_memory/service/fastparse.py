@@ -18,6 +18,7 @@ from typing import Any
 from ..limits import (
     DEFAULT_K,
     MAX_BATCH,
+    MAX_BUDGET_CHARS,
     MAX_QUERY_CHARS,
     MAX_RECALL_K,
     MAX_TAGS,
@@ -28,7 +29,7 @@ from ..limits import MAX_TAG_CHARS as MAX_TAG
 
 # The rest of schemas.py's bounds (not imported from there: that would import pydantic).
 DEFAULT_BUDGET = 2_000
-MAX_BUDGET = 1_000_000
+MAX_BUDGET = MAX_BUDGET_CHARS
 MAX_CHARS = 10**9
 _EXACT_FLOAT = 2**53  # an int up to this converts to a float exactly, as pydantic's does
 

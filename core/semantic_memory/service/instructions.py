@@ -64,7 +64,7 @@ def _bound_instructions(recall: bool, capture: bool) -> str:
         parts.append(CAPTURE_PART if parts else CAPTURE_PART[0].upper() + CAPTURE_PART[1:])
     off = [name for name, on in (("recall", recall), ("capture", capture)) if not on]
     tools = {"recall": "memory_recall, memory_list and the memory resources",
-             "capture": "memory_store, memory_update and memory_forget"}
+             "capture": "memory_store and memory_update"}
     text = "Long-term memory shared across sessions and agents."
     if parts:
         text += " " + "; ".join(parts) + "."

@@ -12,6 +12,7 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..limits import (
     MAX_BATCH,
+    MAX_BUDGET_CHARS,
     MAX_PAGE,
     MAX_PROJECT_CHARS,
     MAX_QUERY_CHARS,
@@ -109,7 +110,7 @@ class RecallRequest(_Body):
     kind: Short | None = None
     source: Short | None = None
     since: Timestamp | None = None
-    budget_chars: int = Field(default=DEFAULT_BUDGET, ge=0, le=1_000_000)
+    budget_chars: int = Field(default=DEFAULT_BUDGET, ge=0, le=MAX_BUDGET_CHARS)
     #: An agent's context: memories injected into it (/inject/report) or flushed from it
     #: (tagged `session:<session>`) are left out.
     session: Short | None = None
