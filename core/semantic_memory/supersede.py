@@ -24,7 +24,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from .default_plugins.hygiene import UNTRUSTED_SOURCES
+from .sources import UNTRUSTED_SOURCES
 from .keywords import FUNCTION_WORDS, foreign_function_words
 
 #: Kinds whose memories can be superseded: statements of a current state.

@@ -15,13 +15,14 @@ from ..hookspecs import hookimpl
 from ..safety.injection_filter import looks_like_injection
 from ..safety.private_fields import strip_private_fields
 from ..safety.redaction import has_substance, redact_many
+from ..sources import UNTRUSTED_SOURCES
 
 __all__ = ["UNTRUSTED_SOURCES", "filter_ingest", "looks_like_injection"]
 
-#: Sources whose content comes from outside the conversation (tool results, files, web pages);
-#: any `kind` `artifact` counts too. What the user says in chat (a "remember …" prompt, an MCP
-#: store the agent makes for the user, compaction of the conversation) is not checked.
-UNTRUSTED_SOURCES = frozenset({"tool", "web", "file", "fetch"})
+# UNTRUSTED_SOURCES (sources.py): content from outside the conversation (tool results, files,
+# web pages); any `kind` `artifact` counts too. What the user says in chat (a "remember …"
+# prompt, an MCP store the agent makes for the user, compaction of the conversation) is not
+# checked.
 
 
 @hookimpl
