@@ -1,11 +1,14 @@
 """The CLI's standard streams and current folder, as an odd environment leaves them: a stream
 closed (`<&-`, `>&-`), a reader that stops early (`| head -1`), a folder deleted under the
 shell, a narrow terminal. Each is one line and an exit code, never a traceback (docs/cli.md).
+Also what every command prints through: tables that fit the terminal, and JSON safe to print.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -210,3 +213,13 @@ def _squeezed(widths: list[int], room: int) -> bool:
             return share < min(CONTENT_ROOM, widest)
         left -= width
     return False
+
+
+#: C1 controls: JSON leaves them raw (it escapes only C0), and U+009B is a terminal's CSI.
+_C1 = re.compile("[\x80-\x9f]")
+
+
+def to_json(data: Any) -> str:
+    """One line of JSON, safe to print: a memory stored before ingest stripped terminal
+    controls may still hold C1 ones, written here as \\u escapes."""
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(data, ensure_ascii=False))
