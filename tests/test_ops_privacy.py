@@ -154,3 +154,25 @@ def test_a_refused_spooled_write_kept_for_review_is_its_owners_only(tmp_path: Pa
     [kept] = list((folder / spool.REJECTED).iterdir())
     assert "db-7.internal" in kept.read_text(encoding="utf-8")
     assert mode(kept) == 0o600
+
+
+def test_answers_holding_memories_are_not_kept_by_a_browser(tmp_path: Path) -> None:
+    """Every answer of the service (the browse page's `/api/*`, REST, MCP) says
+    `Cache-Control: no-store`, so a browser that showed a memory keeps no copy of it on disk;
+    the page's own files, which hold no data, keep their `no-cache`."""
+    from test_service_support import start_service
+
+    service = start_service(tmp_path / "svc")
+    try:
+        with service.client() as http:
+            stored = http.post("/ingest", json={"content": "the NAS admin is Rosalind"})
+            uid = stored.json()["uid"]
+            answers = [stored, http.get("/api/memories"), http.get(f"/api/memories/{uid}"),
+                       http.get("/api/search", params={"q": "NAS"}),
+                       http.post("/recall", json={"query": "NAS admin"}),
+                       http.get("/api/memories/nosuchuid"), http.get("/health")]
+            page = http.get("/")
+    finally:
+        service.stop()
+    assert [a.headers.get("cache-control") for a in answers] == ["no-store"] * len(answers)
+    assert page.headers["cache-control"] == "no-cache"

@@ -264,4 +264,19 @@ class GuardMiddleware:
             if refusal is not None:
                 await send_json(send, *refusal)
                 return
-        await self.app(scope, receive, send)
+        await self.app(scope, receive, _no_store(send))
+
+
+def _no_store(send: Any) -> Any:
+    """`send`, adding `Cache-Control: no-store` to an answer that sets no caching of its own
+    (every answer but the browse page's files holds memories, or names them): a browser that
+    showed a memory keeps no copy of it on disk."""
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers") or [])
+            if not any(key.lower() == b"cache-control" for key, _ in headers):
+                message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+        await send(message)
+
+    return sending
