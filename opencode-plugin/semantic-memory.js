@@ -2119,7 +2119,7 @@ var MemoryPlugin = class {
     if (!text2.trim()) return;
     const state = this.state(sessionID);
     state.prompt = unquote(text2);
-    state.promptDepth = state.open;
+    state.promptCarry = state.open;
     const fact = remembered(text2);
     if (fact !== null) await this.remember(sessionID, state, fact);
   }
@@ -2145,7 +2145,7 @@ var MemoryPlugin = class {
       state.prompt = unquote(text2);
       withoutPrivate(state, messages);
       const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text2);
-      state.promptDepth = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+      state.promptCarry = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
     }
   }
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
@@ -2158,13 +2158,15 @@ var MemoryPlugin = class {
     const state = this.state(sessionID);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
+    const paused = query && remembered(query) === null ? pausedLine(query, state.promptCarry) : null;
     if (query && remembered(query) === null && state.recalled !== `${key}
 ${query}`) {
-      state.recalled = `${key}
+      if (paused === null) state.recalled = `${key}
 ${query}`;
-      await this.inject(key, state, query, state.promptDepth);
+      await this.inject(key, state, query, state.promptCarry);
     }
-    if (state.added.length) system.push(state.added.join("\n\n"));
+    const added = paused === null ? state.added : [...state.added, paused];
+    if (added.length) system.push(added.join("\n\n"));
   }
   /** `experimental.session.compacting`: the next messages transform is the one to flush. */
   compacting(sessionID) {
@@ -2267,11 +2269,18 @@ ${query}`;
     await Promise.race([Promise.allSettled([...this.pending]), deadline]);
   }
   // --- the actions --------------------------------------------------------------------------
-  /** Recalls for `prompt`, a message read `depth` private spans deep (`stripPrivateFrom`). */
-  async inject(key, state, prompt, depth) {
+  /**
+   * Recalls for `prompt`, a message read inside what earlier ones left open (`carryPrivate`);
+   * inside a carried span nothing is recalled, and `systemTransform` tells the model so.
+   */
+  async inject(key, state, prompt, carry) {
     await this.run(HOOKS.inject, key, async (action) => {
       if (this.optedOut(action, "recall")) return;
-      const query = slice(strip(stripPrivateFrom(prompt, depth)[0]), 0, QUERY_CHARS);
+      const query = slice(strip(stripPrivateFrom(prompt, carry[0])[0]), 0, QUERY_CHARS);
+      if (!query && pausedLine(prompt, carry) !== null) {
+        action.done("skipped", "inside a <private> span an earlier message opened: memory paused, the model told");
+        return;
+      }
       if (!query) {
         action.done("skipped", "nothing but <private> text to recall for");
         return;
@@ -2327,7 +2336,13 @@ ${query}`;
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivateFrom(content, state.promptDepth)[0]);
+      const kept = strip(stripPrivateFrom(content, state.promptCarry[0])[0]);
+      const paused = kept ? null : pausedLine(content, state.promptCarry);
+      if (paused !== null) {
+        action.done("skipped", "inside a <private> span an earlier message opened: not remembered, the model told");
+        state.added.push(`semantic-memory did NOT store the user's "remember" message: it is not remembered. ${paused}`);
+        return;
+      }
       if (!kept) {
         action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
@@ -2447,9 +2462,9 @@ ${query}`;
         heard: /* @__PURE__ */ new Map(),
         flushed: /* @__PURE__ */ new Set(),
         subagent: false,
-        promptDepth: 0,
+        promptCarry: NO_CARRY,
         openBefore: /* @__PURE__ */ new Map(),
-        open: 0
+        open: NO_CARRY
       };
     } else {
       this.sessions.delete(sessionID);
@@ -2663,25 +2678,44 @@ function stripPrivateFrom(text2, depth) {
   while (!keptEnd(head, open)) open++;
   return [stripPrivate(read), open];
 }
+var NO_CARRY = [0, 0];
+var CARRY_MESSAGES = 2;
+function carryPrivate(text2, carry) {
+  const [kept, depth] = stripPrivateFrom(text2, carry[0]);
+  if (!depth) return [kept, NO_CARRY];
+  const carried = carry[0] && !kept ? carry[1] + 1 : 0;
+  if (carried >= CARRY_MESSAGES) return [kept, NO_CARRY];
+  return [kept, [depth, carried]];
+}
+function pausedNotice(carry) {
+  const left = CARRY_MESSAGES - carry[1] - 1;
+  const until = left ? `or after ${left} more message${left !== 1 ? "s" : ""} without it` : "or from the next message on (an unclosed tag is then a mention)";
+  return `semantic-memory is paused: an earlier user message opened <private> and none has closed it, so this message is neither recalled for nor stored; memory resumes at </private> ${until}.`;
+}
+function pausedLine(prompt, carry) {
+  if (!carry[0]) return null;
+  const [kept, open] = stripPrivateFrom(prompt, carry[0]);
+  return !strip(kept) && open ? pausedNotice(carry) : null;
+}
 function keptEnd(head, open) {
   const closed = `${head}${CLOSE_TAG.repeat(open)}`;
   return stripPrivate(`${closed}.`) === `${stripPrivate(closed)}.`;
 }
 function withoutPrivate(state, messages) {
   const first = messages[0];
-  let depth = (first === void 0 ? void 0 : state.openBefore.get(first.info.id)) ?? state.open;
+  let carry = (first === void 0 ? void 0 : state.openBefore.get(first.info.id)) ?? state.open;
   const turns = [];
   for (const message of messages) {
-    state.openBefore.set(message.info.id, depth);
+    state.openBefore.set(message.info.id, carry);
     const at = transcriptTime(message.info.time?.created);
     for (const turn of messageTurns([message])) {
       let text2;
-      if (turn.role === "user") [text2, depth] = stripPrivateFrom(turn.text, depth);
-      else text2 = depth ? "" : stripPrivate(turn.text);
+      if (turn.role === "user") [text2, carry] = carryPrivate(turn.text, carry);
+      else text2 = carry[0] ? "" : stripPrivate(turn.text);
       turns.push({ ...turn, text: text2, at });
     }
   }
-  state.open = depth;
+  state.open = carry;
   return turns;
 }
 function blockUids(answer) {

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 from harness_support import hook_env, hook_log, run_hook
-from semantic_memory.private import strip_private, strip_private_from
+from semantic_memory.private import carry_private, strip_private, strip_private_from
 from test_service_mcp import call, call_error
 from test_service_mcp_proxy import proxy_session
 from test_service_support import Service, start_service
@@ -81,9 +81,10 @@ ESBUILD = PLUGIN / "node_modules" / ".bin" / "esbuild"
 @pytest.mark.skipif(not ESBUILD.exists() or shutil.which("node") is None,
                     reason="the opencode plugin's dev dependencies are not installed (npm ci)")
 def test_the_opencode_plugin_reads_a_span_as_the_hooks_do(tmp_path: Path) -> None:
-    """The plugin's `stripPrivateFrom` (src/memory.ts, bundled here from the sources) gives
-    what `strip_private_from` gives, so a chunk both sides flush is the same memory; and the
-    characters it takes for a tag's ">" are those whose NFKC form is one."""
+    """The plugin's `stripPrivateFrom` and `carryPrivate` (src/memory.ts, bundled here from
+    the sources) give what `strip_private_from` and `carry_private` give (a span's lapse
+    included), so a chunk both sides flush is the same memory; and the characters it takes
+    for a tag's ">" are those whose NFKC form is one."""
     bundle = tmp_path / "memory.mjs"
     subprocess.run([str(ESBUILD), "src/memory.ts", "--bundle", "--format=esm", "--platform=node",
                     f"--outfile={bundle}", "--log-level=warning"], cwd=PLUGIN, check=True,
@@ -97,13 +98,20 @@ def test_the_opencode_plugin_reads_a_span_as_the_hooks_do(tmp_path: Path) -> Non
               "e\u0301", "\U0001f642", *ends]
     cases = [["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))),
               rng.choice([0, 0, 1, 2, 3])] for _ in range(3000)]
-    expected = [list(strip_private_from(text, depth)) for text, depth in cases]
-    assert sum(open_ > 0 for _, open_ in expected) > 1000
-    script = (f"import {{ stripPrivateFrom }} from {json.dumps(bundle.as_uri())};\n"
-              "import { readFileSync } from 'node:fs';\n"
-              "const cases = JSON.parse(readFileSync(0, 'utf8'));\n"
-              "process.stdout.write(JSON.stringify(cases.map(([t, d]) => stripPrivateFrom(t, d))));")
-    done = subprocess.run(["node", "--input-type=module", "-e", script], input=json.dumps(cases),
+    carried = [rng.choice([0, 0, 1]) for _ in cases]
+    expected = [[*strip_private_from(text, depth),
+                 json.loads(json.dumps(carry_private(text, (depth, more))))]
+                for (text, depth), more in zip(cases, carried, strict=True)]
+    assert sum(open_ > 0 for _, open_, _ in expected) > 1000
+    assert sum(carry == ["", [0, 0]] and depth for (_, depth), (*_, carry)
+               in zip(cases, expected, strict=True)) > 50  # lapsed spans
+    script = (f"import {{ stripPrivateFrom, carryPrivate }} from {json.dumps(bundle.as_uri())};"
+              "\nimport { readFileSync } from 'node:fs';\n"
+              "const [cases, carried] = JSON.parse(readFileSync(0, 'utf8'));\n"
+              "process.stdout.write(JSON.stringify(cases.map(([t, d], i) =>"
+              " [...stripPrivateFrom(t, d), carryPrivate(t, [d, carried[i]])])));")
+    done = subprocess.run(["node", "--input-type=module", "-e", script],
+                          input=json.dumps([cases, carried]),
                           capture_output=True, text=True, timeout=120, check=True)
     for (text, depth), want, have in zip(cases, expected, json.loads(done.stdout), strict=True):
         assert have == want, (ascii(text), depth)

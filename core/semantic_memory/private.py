@@ -15,12 +15,31 @@ name, `＜private＞`), since that is what the injection block, and a model, mak
 
 Across the turns of a conversation (`strip_private_from`) a span the user opens stays open
 until a later message closes it: the text in between, the assistant's replies included, is
-hidden, and the closing tag in the later message closes that span.
+hidden, and the closing tag in the later message closes that span. Only for a while
+(`carry_private`): a span left open at the end of a user message runs into the next
+CARRY_MESSAGES user messages at most; if none of them closes it, it was a mention of the tag
+("does <private> keep text out?"), not a span, and nothing after them is hidden (what was hidden
+stays hidden). Unbounded, one mention turned memory off for the rest of the session, unseen.
 """
 
 from __future__ import annotations
 
-__all__ = ["has_private", "strip_private", "strip_private_from"]
+__all__ = ["CARRY_MESSAGES", "NO_CARRY", "carry_private", "has_private", "strip_private",
+           "strip_private_from"]
+
+# No typing at run time: a hook imports this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    #: What a user message leaves open for the next: the spans open, and the later messages
+    #: the oldest of them has run into with none closing it.
+    Carry = tuple[int, int]
+
+#: How many later user messages a span left open carries into, unless one closes it. Two: a
+#: person who marks a paste across messages closes it in the next one or two (the record, then
+#: "…</private> now fix the bug"); a mention is never closed, and costs two messages, each told.
+CARRY_MESSAGES = 2
+#: Nothing left open.
+NO_CARRY: Carry = (0, 0)
 
 # Whitespace spelled out (not `\s`): the TypeScript twin must match the very same characters.
 _SOURCE = r"<[ \t\r\n\f\v]*(/?)[ \t\r\n\f\v]*private(?=[ \t\r\n\f\v/>])[^>]*>"
@@ -103,3 +122,17 @@ def strip_private_from(text: str, depth: int) -> tuple[str, int]:
         kept = [(origins[start - 1] + 1 if start else 0,
                  origins[end] if end < len(origins) else len(text)) for start, end in kept]
     return "".join(text[start:end] for start, end in kept), depth
+
+
+def carry_private(text: str, carry: Carry) -> tuple[str, Carry]:
+    """`text`, a user message read inside what the earlier ones left open (`carry`), without
+    its private text; and what it leaves open for the next (`strip_private_from`, bounded by
+    CARRY_MESSAGES). A message that keeps no text ran on inside the span; one that keeps some
+    closed it, and a span still open at its end is a new one."""
+    kept, depth = strip_private_from(text, carry[0])
+    if not depth:
+        return kept, NO_CARRY
+    carried = carry[1] + 1 if carry[0] and not kept else 0
+    if carried >= CARRY_MESSAGES:  # never closed within the bound: a mention of the tag
+        return kept, NO_CARRY
+    return kept, (depth, carried)

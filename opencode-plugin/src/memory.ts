@@ -104,12 +104,12 @@ interface SessionState {
   flushed: Set<string>;
   /** A subagent's session (opencode's task tool): its prompt is the agent's, not the user's. */
   subagent: boolean;
-  /** The `<private>` spans open before `prompt` (`stripPrivateFrom`): read inside them. */
-  promptDepth: number;
-  /** The `<private>` spans open before each message read so far, by id (`withoutPrivate`). */
-  openBefore: Map<string, number>;
-  /** The `<private>` spans open after the latest message read. */
-  open: number;
+  /** What the earlier messages left open before `prompt` (`carryPrivate`): read inside it. */
+  promptCarry: Carry;
+  /** What was left open before each message read so far, by id (`withoutPrivate`). */
+  openBefore: Map<string, Carry>;
+  /** What the latest message read left open. */
+  open: Carry;
 }
 
 /** What opencode says of a message besides its parts (role, session, `summary`, …). */
@@ -284,7 +284,7 @@ export class MemoryPlugin {
     if (!text.trim()) return;
     const state = this.state(sessionID);
     state.prompt = unquote(text); // `opencode run "…"` wraps a prompt holding a space in quotes
-    state.promptDepth = state.open; // read inside the spans the earlier messages left open
+    state.promptCarry = state.open; // read inside the spans the earlier messages left open
     const fact = remembered(text);
     if (fact !== null) await this.remember(sessionID, state, fact);
   }
@@ -312,7 +312,7 @@ export class MemoryPlugin {
       state.prompt = unquote(text);
       withoutPrivate(state, messages); // the spans open before each message
       const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text);
-      state.promptDepth = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+      state.promptCarry = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
     }
   }
 
@@ -326,11 +326,15 @@ export class MemoryPlugin {
     const state = this.state(sessionID);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
+    // Said with every call of the turn, not kept in `added`: the next prompt may close the span.
+    const paused = query && remembered(query) === null ? pausedLine(query, state.promptCarry) : null;
     if (query && remembered(query) === null && state.recalled !== `${key}\n${query}`) {
-      state.recalled = `${key}\n${query}`; // a turn's later calls (tool steps) reuse the answer
-      await this.inject(key, state, query, state.promptDepth);
+      // A turn's later calls (tool steps) reuse the answer; a paused one recalled nothing.
+      if (paused === null) state.recalled = `${key}\n${query}`;
+      await this.inject(key, state, query, state.promptCarry);
     }
-    if (state.added.length) system.push(state.added.join("\n\n"));
+    const added = paused === null ? state.added : [...state.added, paused];
+    if (added.length) system.push(added.join("\n\n"));
   }
 
   /** `experimental.session.compacting`: the next messages transform is the one to flush. */
@@ -444,11 +448,18 @@ export class MemoryPlugin {
 
   // --- the actions --------------------------------------------------------------------------
 
-  /** Recalls for `prompt`, a message read `depth` private spans deep (`stripPrivateFrom`). */
-  private async inject(key: string, state: SessionState, prompt: string, depth: number): Promise<void> {
+  /**
+   * Recalls for `prompt`, a message read inside what earlier ones left open (`carryPrivate`);
+   * inside a carried span nothing is recalled, and `systemTransform` tells the model so.
+   */
+  private async inject(key: string, state: SessionState, prompt: string, carry: Carry): Promise<void> {
     await this.run(HOOKS.inject, key, async (action) => {
       if (this.optedOut(action, "recall")) return;
-      const query = slice(strip(stripPrivateFrom(prompt, depth)[0]), 0, QUERY_CHARS);
+      const query = slice(strip(stripPrivateFrom(prompt, carry[0])[0]), 0, QUERY_CHARS);
+      if (!query && pausedLine(prompt, carry) !== null) {
+        action.done("skipped", "inside a <private> span an earlier message opened: memory paused, the model told");
+        return;
+      }
       if (!query) {
         action.done("skipped", "nothing but <private> text to recall for");
         return;
@@ -509,7 +520,13 @@ export class MemoryPlugin {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivateFrom(content, state.promptDepth)[0]);
+      const kept = strip(stripPrivateFrom(content, state.promptCarry[0])[0]);
+      const paused = kept ? null : pausedLine(content, state.promptCarry);
+      if (paused !== null) {
+        action.done("skipped", "inside a <private> span an earlier message opened: not remembered, the model told");
+        state.added.push(`semantic-memory did NOT store the user's "remember" message: it is not remembered. ${paused}`);
+        return;
+      }
       if (!kept) {
         action.done("skipped", content ? "nothing but <private> text to remember" : "nothing to remember");
         return;
@@ -635,8 +652,8 @@ export class MemoryPlugin {
     if (state === undefined) {
       state = {
         compactions: 0, prompt: null, recalled: null, added: [], flushNext: false,
-        heard: new Map(), flushed: new Set(), subagent: false, promptDepth: 0,
-        openBefore: new Map(), open: 0,
+        heard: new Map(), flushed: new Set(), subagent: false, promptCarry: NO_CARRY,
+        openBefore: new Map(), open: NO_CARRY,
       };
     } else {
       this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
@@ -891,6 +908,46 @@ export function stripPrivateFrom(text: string, depth: number): [string, number] 
   return [stripPrivate(read), open];
 }
 
+/** What a user message leaves open for the next: the spans open, and the later messages the oldest has run into. */
+export type Carry = readonly [number, number];
+/** Nothing left open. */
+const NO_CARRY: Carry = [0, 0];
+/** How many later user messages a span left open carries into, unless one closes it (private.py `CARRY_MESSAGES`). */
+export const CARRY_MESSAGES = 2;
+
+/**
+ * `text`, a user message read inside what the earlier ones left open, without its private text;
+ * and what it leaves open for the next (private.py `carry_private`): a span left open runs into
+ * the next CARRY_MESSAGES user messages at most; none closing it, it was a mention of the tag and
+ * nothing after them is hidden (one mention turned memory off for the whole session, unseen).
+ */
+export function carryPrivate(text: string, carry: Carry): [string, Carry] {
+  const [kept, depth] = stripPrivateFrom(text, carry[0]);
+  if (!depth) return [kept, NO_CARRY];
+  const carried = carry[0] && !kept ? carry[1] + 1 : 0;
+  if (carried >= CARRY_MESSAGES) return [kept, NO_CARRY]; // never closed within the bound: a mention
+  return [kept, [depth, carried]];
+}
+
+/** The line that tells the model memory is paused (adapter.py `paused_notice`). */
+export function pausedNotice(carry: Carry): string {
+  const left = CARRY_MESSAGES - carry[1] - 1;
+  const until = left
+    ? `or after ${left} more message${left !== 1 ? "s" : ""} without it`
+    : "or from the next message on (an unclosed tag is then a mention)";
+  return (
+    "semantic-memory is paused: an earlier user message opened <private> and none has closed it, so this " +
+    `message is neither recalled for nor stored; memory resumes at </private> ${until}.`
+  );
+}
+
+/** `pausedNotice` for `prompt` when it runs on inside a span an earlier message left open, else null. */
+function pausedLine(prompt: string, carry: Carry): string | null {
+  if (!carry[0]) return null;
+  const [kept, open] = stripPrivateFrom(prompt, carry[0]);
+  return !strip(kept) && open ? pausedNotice(carry) : null;
+}
+
 /** Whether `head` followed by `open` closing tags ends outside every span. */
 function keptEnd(head: string, open: number): boolean {
   const closed = `${head}${CLOSE_TAG.repeat(open)}`;
@@ -900,7 +957,7 @@ function keptEnd(head: string, open: number): boolean {
 /**
  * The messages as conversation turns (`messageTurns`) without their private text, read as one
  * conversation (adapter.py `without_private`): a span a user message opens runs on through the
- * later messages until a user message closes it; an assistant reply inside one is hidden whole
+ * later messages until a user message closes it, or lapses (`carryPrivate`); an assistant reply inside one is hidden whole
  * (its own tags hide only within it: a model's `</private>` does not end the user's span). Each
  * turn is dated by its message's `time.created` (an exchange is stored with the time it began).
  * The spans open before each message are kept in `state`: the first message starts inside
@@ -908,19 +965,19 @@ function keptEnd(head: string, open: number): boolean {
  */
 function withoutPrivate(state: SessionState, messages: readonly SessionMessage[]): Turn[] {
   const first = messages[0];
-  let depth = (first === undefined ? undefined : state.openBefore.get(first.info.id)) ?? state.open;
+  let carry = (first === undefined ? undefined : state.openBefore.get(first.info.id)) ?? state.open;
   const turns: Turn[] = [];
   for (const message of messages) {
-    state.openBefore.set(message.info.id, depth);
+    state.openBefore.set(message.info.id, carry);
     const at = transcriptTime(message.info.time?.created);
     for (const turn of messageTurns([message])) {
       let text: string;
-      if (turn.role === "user") [text, depth] = stripPrivateFrom(turn.text, depth);
-      else text = depth ? "" : stripPrivate(turn.text);
+      if (turn.role === "user") [text, carry] = carryPrivate(turn.text, carry);
+      else text = carry[0] ? "" : stripPrivate(turn.text);
       turns.push({ ...turn, text, at });
     }
   }
-  state.open = depth;
+  state.open = carry;
   return turns;
 }
 

@@ -139,4 +139,33 @@ describe("a span across messages", () => {
     const queries = injections.map((i: { query: string }) => i.query);
     assert.deepEqual(queries, ["where is the invoice rounding bug?", "where is the invoice rounding bug?"]);
   });
+
+  test("a mention of the tag pauses memory for two messages, says so, then lapses", async () => {
+    await call(service.url, "POST", "/ingest", { content: "The invoice rounding bug lives in billing.py", project: PROJECT });
+    const memory = plugin();
+    const session = new Events(memory);
+    async function prompt(text: string): Promise<string> {
+      session.say("user", text);
+      await memory.chatMessage(session.id, session.messages[session.messages.length - 1]?.parts ?? []);
+      await memory.messagesTransform(session.messages);
+      const system = [AGENT_SYSTEM];
+      await memory.systemTransform(session.id, system);
+      session.say("assistant", "Answered.");
+      return system.slice(1).join("\n");
+    }
+    assert.doesNotMatch(await prompt("Quick question: does wrapping text in <private> keep it out of memory?"), /paused/);
+    const paused = await prompt("where is the invoice rounding bug?");
+    assert.match(paused, /semantic-memory is paused/);
+    assert.doesNotMatch(paused, /billing\.py/);
+    assert.match(await prompt("remember: the staging proxy listens on port 8443"), /did NOT store the user's "remember" message/);
+    const resumed = await prompt("where is the invoice rounding bug?");
+    assert.match(resumed, /billing\.py/);
+    assert.doesNotMatch(resumed.split("did NOT store")[0] ?? "", /is paused/);
+    memory.compacting(session.id);
+    await memory.messagesTransform(session.messages);
+    await memory.dispose();
+    const stored = await storedFor(session);
+    assert.match(stored, /where is the invoice rounding bug/); // the exchange after the lapse
+    assert.doesNotMatch(stored, /8443/); // what was hidden stays hidden
+  });
 });

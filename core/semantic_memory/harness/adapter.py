@@ -19,7 +19,7 @@ import os
 import time
 
 from ..lite import dumps, loads_input
-from ..private import strip_private, strip_private_from
+from ..private import CARRY_MESSAGES, NO_CARRY, carry_private, strip_private, strip_private_from
 from ..sources import FLUSH_SOURCE, TOOL_SOURCE
 from ..tag_chars import LESS_THAN
 from .client import ServiceFailed, ServiceUnavailable, retryable
@@ -43,11 +43,12 @@ from .transcript import (
 # (docs/harnesses.md, "What the hooks cost").
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # install.py is for the CLI; a hook process does not import it
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
     from typing import Any, ClassVar
 
     from ..config import Settings
+    from ..private import Carry
     from .client import ServiceClient
     from .install import ConfigFile, InstallTarget
     from .repo_config import RepoConfig
@@ -441,16 +442,17 @@ class HarnessAdapter:
                 turns.insert(0, question)
         return turns
 
-    def compacted_depth(self, payload: dict[str, Any], turns: list[Turn]) -> int:
+    def compacted_carry(self, payload: dict[str, Any], turns: list[Turn],
+                        cache: str | None = None) -> Carry:
         """The `<private>` spans still open where `turns` (`compacted_turns`) begin: opened
-        before the transcript's last compaction marker and not closed there (the question
-        heading the turns again is not counted: it is read with them)."""
+        before the transcript's last compaction marker and not closed or lapsed there (the
+        question heading the turns again is not counted: it is read with them)."""
         path, marker = self.transcript_path(payload), self.compaction_marker
         start = last_line_offset(path, marker) if path is not None and marker else 0
         if not start:
-            return 0
+            return NO_CARRY
         question = turns[0].text if turns and turns[0].role == "user" else None
-        return self.private_depth(payload, start, question)
+        return self.private_carry(payload, start, question, cache)
 
     def last_user_message(self, payload: dict[str, Any]) -> str | None:
         """The session's latest user message, read from the transcript's end."""
@@ -463,28 +465,24 @@ class HarnessAdapter:
                 return turn.text
         return None
 
-    def private_depth(self, payload: dict[str, Any], end: int | None = None,
-                      latest: str | None = None) -> int:
-        """How many `<private>` spans the session's user messages (those on the transcript's
-        lines before byte offset `end`) left open: a message read inside one is hidden up to
-        its closing tag (`strip_private_from`). `latest`, the latest of those messages (the
-        one a hook recalls for, a compaction's question), is not counted: it is read next.
-        Only the lines that could hold a tag are parsed (a prompt hook reads the file)."""
+    def private_carry(self, payload: dict[str, Any], end: int | None = None,
+                      latest: str | None = None, cache: str | None = None) -> Carry:
+        """What the session's user messages (those on the transcript's lines before byte
+        offset `end`) left open (`carry_private`): a message read inside a span is hidden up
+        to its closing tag. `latest`, the latest of those messages (the one a hook recalls
+        for, a compaction's question), is not counted: it is read next. `cache`, a folder
+        beside the db, keeps where the last read of a long transcript stopped
+        (`_CarryScan`): a prompt then reads only what was appended since."""
         path = self.transcript_path(payload)
-        texts = [] if path is not None else \
-            [turn.text for turn in self.turns(payload) if turn.role == "user"]
-        if path is not None:
-            for line in _tag_lines(path, end):
-                entry = loads_input(line, None)
-                turn = self.transcript_turn(entry) if isinstance(entry, dict) else None
-                if turn is not None and turn.role == "user":
-                    texts.append(turn.text)
-        if latest is not None and texts and texts[-1] == latest:
-            texts.pop()
-        depth = 0
-        for text in texts:
-            depth = strip_private_from(text, depth)[1]
-        return depth
+        if path is None:
+            texts = [turn.text for turn in self.turns(payload) if turn.role == "user"]
+            if latest is not None and texts and texts[-1] == latest:
+                texts.pop()
+            carry = NO_CARRY
+            for text in texts:
+                carry = carry_private(text, carry)[1]
+            return carry
+        return _CarryScan(self, path, cache).carry(end, latest)
 
     def tool_call(self, payload: dict[str, Any]) -> ToolCall | None:
         name = payload.get("tool_name")
@@ -518,8 +516,9 @@ class HarnessAdapter:
         if not query:
             call.done("skipped", "no earlier user message to recall for")
             return ""
-        depth = call.reads.ask("private_depth", self.private_depth, call.payload, None, query)
-        return self.inject(call, query, depth)
+        carry = call.reads.ask("private_carry", self.private_carry, call.payload, None, query,
+                               beside_db(call.settings, CARRY_CACHE))
+        return self.inject(call, query, carry)
 
     def on_prompt(self, call: HookCall) -> str:
         prompt = call.reads.ask("prompt", self.prompt, call.payload)
@@ -527,17 +526,19 @@ class HarnessAdapter:
             call.done("skipped", "empty prompt")
             return ""
         # Inside a span an earlier message opened, the prompt is private up to its closing tag.
-        depth = call.reads.ask("private_depth", self.private_depth, call.payload, None, prompt)
+        carry = call.reads.ask("private_carry", self.private_carry, call.payload, None, prompt,
+                               beside_db(call.settings, CARRY_CACHE))
         fact = remembered(prompt)  # the words inside any quotes wrapped around the prompt
         if fact is not None:
-            return self.remember(call, fact, depth)
-        return self.inject(call, unquote(prompt), depth)
+            return self.remember(call, fact, carry)
+        return self.inject(call, unquote(prompt), carry)
 
     def on_compact(self, call: HookCall) -> str:
         if not call.opted_out("capture"):  # before the transcript is read
             turns = call.reads.ask("compacted_turns", self.compacted_turns, call.payload)
-            depth = call.reads.ask("compacted_depth", self.compacted_depth, call.payload, turns)
-            self.flush(call, turns, depth)
+            carry = call.reads.ask("compacted_carry", self.compacted_carry, call.payload, turns,
+                                   beside_db(call.settings, CARRY_CACHE))
+            self.flush(call, turns, carry)
         return ""  # compaction hooks have no context to add
 
     def on_tool(self, call: HookCall) -> str:
@@ -554,14 +555,20 @@ class HarnessAdapter:
 
     # --- what the actions do with the service -----------------------------------------------
 
-    def inject(self, call: HookCall, query: str, depth: int = 0) -> str:
-        """Recall for `query`, a message read `depth` private spans deep (`private_depth`);
-        the block of what clears the relevance bar, in the harness's output form (its
-        /inject/report body in `call.report`). Empty when nothing is relevant."""
+    def inject(self, call: HookCall, query: str, carry: Carry = NO_CARRY) -> str:
+        """Recall for `query`, a message read inside what earlier ones left open
+        (`private_carry`); the block of what clears the relevance bar, in the harness's output
+        form (its /inject/report body in `call.report`). Empty when nothing is relevant; a
+        line saying memory is paused when the message runs on inside a carried span."""
         settings = call.settings
         if call.opted_out("recall"):
             return ""
-        query = strip_private_from(query, depth)[0].strip()[:QUERY_CHARS]
+        query, left_open = strip_private_from(query, carry[0])
+        query = query.strip()[:QUERY_CHARS]
+        if not query and carry[0] and left_open:
+            call.done("skipped", "inside a <private> span an earlier message opened: "
+                                 "memory paused, the model told")
+            return self._output(call, paused_notice(carry))
         if not query:
             call.done("skipped", "nothing but <private> text to recall for")
             return ""
@@ -613,12 +620,18 @@ class HarnessAdapter:
                 answer = call.service.post("/recall", request)
         return None
 
-    def remember(self, call: HookCall, content: str, depth: int = 0) -> str:
-        """Store an explicit "remember …" (a message read `depth` private spans deep) as a
-        memory; tell the model it is stored."""
+    def remember(self, call: HookCall, content: str, carry: Carry = NO_CARRY) -> str:
+        """Store an explicit "remember …" (a message read inside what earlier ones left
+        open) as a memory; tell the model it is stored, or why not."""
         if call.opted_out("capture"):
             return ""
-        content = strip_private_from(content, depth)[0].strip()
+        content, left_open = strip_private_from(content, carry[0])
+        content = content.strip()
+        if not content and carry[0] and left_open:
+            call.done("skipped", "inside a <private> span an earlier message opened: "
+                                 "not remembered, the model told")
+            return self._output(call, "semantic-memory did NOT store this: it is not remembered. "
+                                      + paused_notice(carry))
         if not content:
             call.done("skipped", "nothing but <private> text to remember")
             return ""
@@ -642,18 +655,18 @@ class HarnessAdapter:
             call, f"semantic-memory stored this as a memory (uid {answer.get('uid')}); "
                   "it does not need to be stored again.")
 
-    def flush(self, call: HookCall, turns: list[Turn], depth: int = 0) -> None:
+    def flush(self, call: HookCall, turns: list[Turn], carry: Carry = NO_CARRY) -> None:
         """Store the turns as compaction memories: the newest exchanges whose chunks make up
         FLUSH_MAX, each that would be cut sent whole for the service to redact and cut
-        (`flush_items`), without their private text (`without_private`; `depth` spans were
-        left open by the messages before them). A trailing unanswered prompt is the live one
+        (`flush_items`), without their private text (`without_private`; `carry`, what the
+        messages before them left open). A trailing unanswered prompt is the live one
         (a mid-turn compaction keeps it): it is stored with its answer later."""
         if call.opted_out("capture"):
             return
         while turns and turns[-1].role == "user":
             turns = turns[:-1]
         # Each turn keeps its time: an exchange is dated by its first user turn (flush_items).
-        turns = without_private(turns, depth)
+        turns = without_private(turns, carry)
         # A long exchange goes whole: the service redacts it before it cuts it (flush_items).
         items, left_out = flush_items(turns, FLUSH_MAX)
         if not items:
@@ -729,32 +742,166 @@ class HarnessAdapter:
 _LESS_THAN_BYTES = (b"<", "\uff1c".encode(), "\ufe64".encode(), b"\\u")
 
 
-def _tag_lines(path: str, end: int | None) -> Iterator[bytes]:
-    """The lines of the transcript at `path` (those before byte offset `end`) that may hold a
-    `<private>` tag (`_may_hold_tag`). A prompt hook reads the whole transcript, tens of MB in
-    a long session: the file is mapped and searched for the few bytes a tag needs, and only
-    the lines around them are looked at (a line-by-line read cost 0.2 s per 60 MB)."""
-    import mmap
+#: The folder beside the db where `_CarryScan` keeps, per transcript, where its read stopped.
+CARRY_CACHE = "private-carry"
+#: Transcripts shorter than this are read whole each time (a few ms): no file kept for them.
+CARRY_CACHE_FROM = 4 << 20
+#: The bytes before a kept offset whose checksum says the transcript is still the one read.
+_CARRY_TAIL = 256
+#: A long read is kept every this many bytes: a hook that runs out of time on a long
+#: transcript (its first prompt there, a loaded machine) leaves the next one the rest only.
+_CARRY_PIECE = 16 << 20
 
-    with open(path, "rb") as handle:
+
+def paused_notice(carry: Carry) -> str:
+    """The line a hook gives the model for a message read inside a span an earlier message
+    left open (`carry_private`): memory is off there, and the person should know why."""
+    left = CARRY_MESSAGES - carry[1] - 1
+    until = (f"or after {left} more message{'s' if left != 1 else ''} without it"
+             if left else "or from the next message on (an unclosed tag is then a mention)")
+    return ("semantic-memory is paused: an earlier user message opened <private> and none has "
+            "closed it, so this message is neither recalled for nor stored; memory resumes at "
+            f"</private> {until}.")
+
+
+class _CarryScan:
+    """What a transcript's user messages left open (`HarnessAdapter.private_carry`), read
+    from the mapped file: while no span is open, only the lines that may hold a tag
+    (`_may_hold_tag`); while one is, every user message (each counts toward the span's
+    lapse). A prompt hook reads the whole transcript, 150 MB in a long session (~2 ms a MB):
+    with `cache`, where the read stopped is kept with the file's identity, and the next read
+    starts there."""
+
+    def __init__(self, adapter: HarnessAdapter, path: str, cache: str | None) -> None:
+        self.adapter, self.path = adapter, path
+        self.file = None if cache is None else os.path.join(
+            cache, f"{_crc(os.path.abspath(path).encode()):08x}.json")
+
+    def carry(self, end: int | None, latest: str | None) -> Carry:
+        import mmap
+
+        with open(self.path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            stop = stat.st_size if end is None else min(end, stat.st_size)
+            start, carry, last = self._kept(handle, stat, stop)
+            view = None
+            if start < stop:
+                try:
+                    view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # an empty file (or one that cannot be mapped)
+                    pass
+            if view is not None:
+                with view:
+                    stop = min(stop, len(view))
+                    keep = end is None and stop >= CARRY_CACHE_FROM
+                    read, at = None, start
+                    while at < stop:  # in pieces, each kept: a hook out of time leaves less
+                        piece = view.find(b"\n", at + _CARRY_PIECE, stop) + 1 or stop
+                        carry, read_now = self._read(view, at, piece, carry)
+                        if read_now is not None:
+                            read, last = read_now, read_now[1:]
+                        at = piece
+                        if keep and at < stop:
+                            self._keep(view, stat, at, carry, last)
+                    if keep:
+                        boundary = view.rfind(b"\n", start, stop) + 1
+                        if read is not None and read[0] >= boundary:  # a line still written
+                            self._keep(view, stat, read[0], read[2], None)
+                        elif boundary > start:
+                            self._keep(view, stat, boundary, carry, last)
+        if last is not None and latest is not None and last[0] == _crc(latest.encode()):
+            return last[1]  # the message a hook reads next: not counted
+        return carry
+
+    def _read(self, view: Any, at: int, stop: int, carry: Carry
+              ) -> tuple[Carry, tuple[int, int, Carry] | None]:
+        """What the user messages on the lines of `view[at:stop]` leave open, read inside
+        `carry`; and the last one read: its line's offset, its text's checksum and what was
+        open before it (the latest message, a hook's prompt, is not counted)."""
+        last = None
+        upcoming = {mark: view.find(mark, at, stop) for mark in _LESS_THAN_BYTES}
+        while at < stop:
+            if not carry[0]:  # outside a span only a tag matters: skip to the next one
+                for mark, next_at in upcoming.items():
+                    if 0 <= next_at < at:
+                        upcoming[mark] = view.find(mark, at, stop)
+                found = [where for where in upcoming.values() if where >= 0]
+                if not found:
+                    break
+                line_at = view.rfind(b"\n", 0, min(found)) + 1
+            else:
+                line_at = at
+            finish = view.find(b"\n", max(line_at, at), stop)
+            at = stop if finish < 0 else finish + 1
+            line = view[line_at:at]
+            if not carry[0] and not _may_hold_tag(line):
+                continue
+            entry = loads_input(line, None)
+            turn = self.adapter.transcript_turn(entry) if isinstance(entry, dict) else None
+            if turn is not None and turn.role == "user":
+                last = (line_at, _crc(turn.text.encode()), carry)
+                carry = carry_private(turn.text, carry)[1]
+        return carry, last
+
+    def _kept(self, handle: Any, stat: os.stat_result, stop: int
+              ) -> tuple[int, Carry, tuple[int, Carry] | None]:
+        """Where the last read of this transcript stopped, what was open there, and its last
+        user message (`_read`); the start when nothing is kept, or the file is not the one
+        read (replaced, rewritten)."""
+        nothing = (0, NO_CARRY, None)
+        if self.file is None:
+            return nothing
         try:
-            view = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # an empty file (or one that cannot be mapped)
+            with open(self.file, "rb") as kept_file:
+                kept = loads_input(kept_file.read(), None)
+            offset, carry, last = kept["offset"], tuple(kept["carry"]), kept["last"]
+            if last is not None:
+                last = (last[0], tuple(last[1]))
+            if not (isinstance(offset, int) and _CARRY_TAIL <= offset <= stop
+                    and kept["file"] == [stat.st_dev, stat.st_ino] and _carry_like(carry)
+                    and (last is None or (isinstance(last[0], int) and _carry_like(last[1])))):
+                return nothing
+            handle.seek(offset - _CARRY_TAIL)
+            if _crc(handle.read(_CARRY_TAIL)) != kept["tail"]:
+                return nothing
+            return offset, carry, last
+        except (OSError, TypeError, KeyError, IndexError):
+            return nothing
+
+    def _keep(self, view: Any, stat: os.stat_result, offset: int, carry: Carry,
+              last: tuple[int, Carry] | None) -> None:
+        """Keep `carry`, what was open at byte `offset` (a line's start), and the last user
+        message before it, for the next read; written whole (renamed into place),
+        owner-only. Only numbers: no text of the file."""
+        if self.file is None or offset < _CARRY_TAIL:
             return
-        with view:
-            stop = len(view) if end is None else min(end, len(view))
-            upcoming = {mark: view.find(mark, 0, stop) for mark in _LESS_THAN_BYTES}
-            while (found := [at for at in upcoming.values() if at >= 0]):
-                at = min(found)
-                start = view.rfind(b"\n", 0, at) + 1
-                finish = view.find(b"\n", at, stop)
-                finish = stop if finish < 0 else finish + 1
-                line = view[start:finish]
-                if _may_hold_tag(line):
-                    yield line
-                for mark, next_at in upcoming.items():  # each mark is searched for once
-                    if 0 <= next_at < finish:
-                        upcoming[mark] = view.find(mark, finish, stop)
+        body = dumps({"file": [stat.st_dev, stat.st_ino], "offset": offset,
+                      "tail": _crc(view[offset - _CARRY_TAIL:offset]), "carry": carry,
+                      "last": last})
+        temporary = f"{self.file}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.file), mode=0o700, exist_ok=True)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(body)
+            os.replace(temporary, self.file)
+        except OSError:  # a cache: the next read starts from the top
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+
+
+def _carry_like(value: Any) -> bool:
+    """Whether a value read back from a kept file is a `Carry`."""
+    return len(value) == 2 and all(isinstance(n, int) and n >= 0 for n in value)
+
+
+def _crc(data: bytes) -> int:
+    """A checksum (zlib's CRC-32): imported here, a hook pays for it only when used."""
+    import zlib
+
+    return zlib.crc32(data)
 
 
 def _may_hold_tag(line: bytes) -> bool:
@@ -767,18 +914,19 @@ def _may_hold_tag(line: bytes) -> bool:
     return b"vate" in line.lower() or not line.isascii() or b"\\u" in line
 
 
-def without_private(turns: list[Turn], depth: int = 0) -> list[Turn]:
-    """`turns` without their private text, read as one conversation `depth` spans deep: a
-    span a user message opens runs on through the later turns until a user message closes
-    it. An assistant turn inside a span is hidden whole (a reply echoes what it answers); its
+def without_private(turns: list[Turn], carry: Carry = NO_CARRY) -> list[Turn]:
+    """`turns` without their private text, read as one conversation inside what the turns
+    before them left open (`carry`): a span a user message opens runs on through the later
+    turns until a user message closes it, or lapses (`carry_private`). An assistant turn
+    inside a span is hidden whole (a reply echoes what it answers); its
     own tags hide only within it, so a model's `</private>` cannot end the user's span. An
     echo after the span closed cannot be told from new text: it is stored (docs/security.md)."""
     out = []
     for turn in turns:
         if turn.role == "user":
-            text, depth = strip_private_from(turn.text, depth)
+            text, carry = carry_private(turn.text, carry)
         else:
-            text = "" if depth else strip_private(turn.text)
+            text = "" if carry[0] else strip_private(turn.text)
         out.append(Turn(turn.role, text, turn.at))
     return out
 
