@@ -213,7 +213,9 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         try:
             return self.checked(self.embedder.embed_documents([m.content for m in memories]),
                                 len(memories))
-        except Exception as exc:  # noqa: BLE001 - a failed embed leaves a gap the queue fills
+        except Exception as exc:  # noqa: BLE001 - a gap: the service's queue retries it
+            # (`Writer.catch_up`: a batch with no vector is the model's failure), `backfill`
+            # fills it elsewhere
             log.warning("%s: embedding %d memories failed (%s); they stay keyword-only until "
                         "backfill", self._embedder_origin(), len(memories), one_line(exc))
             return [None] * len(memories)
@@ -222,7 +224,9 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         """The embedder's answer for `n` texts as `n` float32 rows of the configured dim, None
         for a row that must not be stored: an answer of another shape fails every row, a row
         holding NaN or infinity fails alone (one log line either way; the memories stay
-        keyword-only until the queue or `backfill` embeds them). A stored row is searched
+        keyword-only). The service's queue tries a batch that got no row again later, and
+        leaves a row refused beside others' vectors for `backfill` (`Writer.catch_up`). A
+        stored row is searched
         under the model's tag: one of the wrong size failed, and one with NaN poisoned, every
         later search of it."""
         import numpy as np  # an embedder answers numpy arrays: there is one
@@ -368,7 +372,13 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         """Embed every live memory without a vector of the configured model (other models'
         vectors are kept beside it, or replaced on a store of one vector per memory), chunk
         by chunk: each chunk is read, embedded outside any transaction, then written in a
-        short write transaction of its own."""
+        short write transaction of its own.
+
+        Unlike the service's queue it merges no near-duplicates: the queue's merge stands in
+        for the check ingest skipped when it deferred (only memories created since the service
+        started), while backfill repairs memories stored before the model, by another model or
+        while it failed, which a person has had for long and which no check would have merged
+        then; merging them now would forget memories by surprise."""
         if not self.active:
             return {"embedded": 0, "reason": self.inactive_reason()}
         assert self.embedder is not None

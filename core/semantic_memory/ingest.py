@@ -13,6 +13,7 @@ import secrets
 import shlex
 import sys
 import threading
+import time
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -325,6 +326,22 @@ def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
             raise Rejected(reason) from None
 
 
+#: Seconds a batch the model made no vector for waits before the queue tries it again.
+EMBED_RETRY_S = 10.0
+#: The longest such wait, after failures in a row (a model down for long, a lone bad text).
+EMBED_RETRY_MAX_S = 300.0
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """A memory waiting for the queue's retry: when it is due, when it last failed (both
+    monotonic) and how many times in a row."""
+
+    due: float
+    failed_at: float
+    failures: int
+
+
 class Writer:
     """The engine's write stage: one per engine, sharing its store, plugins and channels."""
 
@@ -341,9 +358,22 @@ class Writer:
         #: into an older near-duplicate when their vector arrives. A restored memory (an import
         #: of an export keeps its creation time) was judged already, as ingest never checks it.
         self.defer_since = now()
-        #: Memories whose preparation failed in this process: skipped by `catch_up` (so one
-        #: bad text or a broken model never spins the queue); backfill or a restart retries.
-        self._unprepared: set[int] = set()
+        #: The queue's marks (`catch_up`), under `_marks_lock` (the queue's thread and the
+        #: write lane both change them). A batch that made no vector at all (the model raised,
+        #: hung up, answered a wrong shape) is the model's failure, not its texts': each of its
+        #: memories waits in `_retry` until due (EMBED_RETRY_S, doubled per failure in a row
+        #: up to EMBED_RETRY_MAX_S), and all are due at once when an embed succeeds again.
+        #: A memory the model answers no vector for while it embeds others (`checked` refused
+        #: that text's row) goes to `_refused`: skipped for this process's life and left out
+        #: of `pending` (`backfill`, an edit or a restart tries it again).
+        self._retry: dict[int, _Retry] = {}
+        self._refused: set[int] = set()
+        self._marks_lock = threading.Lock()
+        #: When a batch of the queue last made a vector (monotonic; 0: never).
+        self._embedded_at = 0.0
+        #: Memories edited in this process: their vector comes from the queue, but an edit is
+        #: never merged into a near-duplicate (`update` refuses rather than merges).
+        self._edited: set[int] = set()
 
     def deferrable(self) -> bool:
         """Whether some active channel can be prepared in the background."""
@@ -772,14 +802,22 @@ class Writer:
             # same text, not a new version
             item = replace(item, content=current.content)
         changed_text = item.content != current.content
-        preparers = [c for c in self._preparers if c.active] if changed_text else []
-        prepared = {name: values[0]  # embed outside the write lock
+        # embed outside the write lock; a deferred channel (the service's embedding queue)
+        # not at all: its old vector is dropped with the edit, so the queue embeds the new
+        # text, and an edit never waits for a model in the write lane
+        preparers = [c for c in self._preparers if c.active and not self._deferred(c)] \
+            if changed_text else []
+        prepared = {name: values[0]
                     for name, values in self._prepare(preparers, [item]).items()}
         given = frozenset(name for name, value in (
             ("content", content), ("kind", kind), ("tags", tags), ("project", project))
             if value is not None)
         with self.store.write() as conn:
-            return self._write_edit(conn, uid, item, given, prepared, if_version)
+            result = self._write_edit(conn, uid, item, given, prepared, if_version)
+        if result.status == "updated" and changed_text and self.defer \
+                and any(c.active and self._deferred(c) for c in self._preparers):
+            self.queued.set()
+        return result
 
     def _write_edit(self, conn: Any, uid: str, item: NewMemory, given: frozenset[str],
                     prepared: dict[str, Any], if_version: str | None) -> UpdateResult:
@@ -814,6 +852,10 @@ class Writer:
         self.store.replace(conn, old, new, new.updated_at)
         if new.content != old.content:
             self._reindex(conn, new, prepared)
+            with self._marks_lock:  # a new text: the queue tries it afresh, never merges it
+                self._retry.pop(new.id, None)
+                self._refused.discard(new.id)
+                self._edited.add(new.id)
         new.superseded_by = old.superseded_by
         if (new.content, new.kind, new.project) != (old.content, old.kind, old.project):
             self._recheck_replaced(conn, new)
@@ -901,20 +943,28 @@ class Writer:
 
     # --- the embedding queue (Deferrable channels) ---------------------------------------
 
-    def catch_up(self, limit: int = 64) -> int:
+    def catch_up(self, limit: int = 64, retry_s: float | None = None) -> int:
         """One batch of the embedding queue: for each active `Deferrable` channel, prepare
         (embed) up to `limit` memories it has not indexed, outside the write lock, then index
         them; a memory whose vector shows it near-duplicates an older one (`find_duplicate`)
         is merged into it, as ingest would have. Returns how many memories were handled (0:
-        nothing to do, or the channel's `prepare` failed and was logged)."""
+        nothing to do now). A batch that made no vector waits `retry_s` (EMBED_RETRY_S)
+        before it is tried again (`retry_in` says when), so a model that is down never spins
+        the queue and one that is back finds its memories again (`_retry`, `_refused`)."""
+        retry_s = EMBED_RETRY_S if retry_s is None else retry_s
         handled = 0
         for channel in self._preparers:
             if not (channel.active and isinstance(channel, Deferrable)):
                 continue
             name = channel.name  # type: ignore[attr-defined]
+            clock = time.monotonic()
+            with self._marks_lock:
+                skip = self._refused | {i for i, m in self._retry.items() if m.due > clock}
             with self.store.snapshot() as conn:
-                ids = [i for i in channel.pending_ids(conn, limit + len(self._unprepared))
-                       if i not in self._unprepared][:limit]
+                asked = limit + len(skip)
+                pending = channel.pending_ids(conn, asked)
+                self._drop_marks_of_gone(pending, asked)
+                ids = [i for i in pending if i not in skip][:limit]
                 waiting = self.store.load(conn, ids)
             memories = [m for m in waiting.values() if not m.deleted]
             if not memories:
@@ -922,26 +972,80 @@ class Writer:
             values = self._prepare([channel], [
                 NewMemory(m.content, kind=m.kind, source=m.source, project=m.project)
                 for m in memories]).get(name)
-            if values is None:  # prepare raised (logged): not these again in this process
-                self._unprepared.update(m.id for m in memories)
+            if values is None or all(v is None for v in values):  # the model's failure
+                self._mark_failed([m.id for m in memories], retry_s)
                 continue
+            self._embedded([m.id for m in memories])
             with self.store.write() as conn:
                 current = self.store.load(conn, [m.id for m in memories])
                 for memory, value in zip(memories, values, strict=True):
                     now_memory = current.get(memory.id)
                     if now_memory is None or now_memory.deleted \
                             or now_memory.content != memory.content:
-                        continue  # forgotten or edited meanwhile: the edit indexed it
-                    if value is None:  # no vector made for this text
-                        self._unprepared.add(memory.id)
+                        continue  # forgotten or edited meanwhile: the edit queued it again
+                    if value is None:  # the model made vectors, not this text's: refused
+                        with self._marks_lock:
+                            self._refused.add(memory.id)
                         continue
                     handled += 1
                     # judged before its own vector is stored (its nearest would be itself);
                     # a memory merged keeps its vector, as any forgotten one does: brought
                     # back (`unforget`), it is not in the queue to be judged again
-                    self._merge_if_duplicate(conn, channel, memory, value)
+                    if memory.id not in self._edited:
+                        self._merge_if_duplicate(conn, channel, memory, value)
                     self._index(conn, channel, [memory], [value])  # type: ignore[arg-type]
         return handled
+
+    def _mark_failed(self, ids: list[int], retry_s: float) -> None:
+        """A batch made no vector: its memories wait for the retry, each doubling its wait
+        per failure in a row; one retried alone that fails again after the model embedded
+        others since is refused (the text, not the model: a lone NaN row looks the same)."""
+        clock = time.monotonic()
+        with self._marks_lock:
+            for i in ids:
+                before = self._retry.get(i)
+                if len(ids) == 1 and before is not None and before.failed_at < self._embedded_at:
+                    self._retry.pop(i)
+                    self._refused.add(i)
+                    continue
+                failures = before.failures + 1 if before is not None else 1
+                wait = min(retry_s * 2 ** (failures - 1), max(retry_s, EMBED_RETRY_MAX_S))
+                self._retry[i] = _Retry(clock + wait, clock, failures)
+
+    def _embedded(self, ids: list[int]) -> None:
+        """The model made vectors again (for some of `ids`): every memory waiting for a retry
+        is due now."""
+        with self._marks_lock:
+            self._embedded_at = time.monotonic()
+            for i in ids:
+                self._retry.pop(i, None)
+            for i, mark in self._retry.items():
+                self._retry[i] = _Retry(0.0, mark.failed_at, mark.failures)
+
+    def _drop_marks_of_gone(self, pending: list[int], asked: int) -> None:
+        """Forget the marks of memories no longer in the queue (forgotten, purged, embedded
+        by `backfill`): `pending` holds every waiting id up to its last, or all of them."""
+        last = pending[-1] if len(pending) >= asked else None
+        waiting = set(pending)
+        with self._marks_lock:
+            for i in [i for i in (*self._retry, *self._refused)
+                      if i not in waiting and (last is None or i < last)]:
+                self._retry.pop(i, None)
+                self._refused.discard(i)
+
+    def retry_in(self) -> float | None:
+        """Seconds until the first memory waiting for a retry is due (0: now), None when none
+        waits: the queue sleeps until then, not a whole rescan."""
+        with self._marks_lock:
+            if not self._retry:
+                return None
+            return max(0.0, min(m.due for m in self._retry.values()) - time.monotonic())
+
+    def refused(self) -> int:
+        """Memories the queue will not embed in this process (their model refused their text):
+        found by their words; `backfill` or a restart tries them again."""
+        with self._marks_lock:
+            return len(self._refused)
 
     def _merge_if_duplicate(self, conn: Any, channel: Prepares, memory: Memory,
                             value: Any) -> None:
@@ -971,10 +1075,16 @@ class Writer:
         log.info("forgot memory %s (near-duplicate of %s)", memory.uid, older.uid)
 
     def pending(self) -> int:
-        """Memories waiting in the embedding queue (all `Deferrable` channels)."""
+        """Memories waiting in the embedding queue (all `Deferrable` channels): not those it
+        refused (`refused`), which it will not embed; `stats.embedder.missing` counts them."""
         total = 0
+        with self._marks_lock:
+            refused = set(self._refused)
         with self.store.snapshot() as conn:
             for channel in self._preparers:
                 if channel.active and isinstance(channel, Deferrable):
-                    total += channel.pending_count(conn)
+                    count = channel.pending_count(conn)
+                    if refused and count:
+                        count -= len(refused.intersection(channel.pending_ids(conn, count)))
+                    total += count
         return total
