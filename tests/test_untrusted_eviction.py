@@ -5,7 +5,8 @@
   memories supersession is as before, and it stays visible (the answer's `supersedes`, the
   listing's history).
 - F2: captures of one template differing only in numbers (a test run, a build, a hostile
-  README's "variant N (build M)") take one slot of a block, not all of them.
+  README's "variant N (build M)") take one slot of a block, not all of them (parallel
+  captures stay current: tests/test_parallel_captures.py).
 """
 
 from __future__ import annotations
@@ -106,11 +107,10 @@ def test_sixty_captures_of_one_template_leave_the_users_decision_in_the_block(
             for i in range(60)]
     block = block_for(engine)
     assert "Argo CD" in block
-    assert block.count("<memory ") == 2  # one capture (the newest run), one decision
-    # the older runs are history, not gone
-    assert current(engine, uids[-1]) and not any(current(engine, u) for u in uids[:-1])
-    listed = engine.list(RecallFilters(project="proj", include_superseded=True), 100)
-    assert len(listed) == 61
+    assert block.count("<memory ") == 2  # one capture (the best-ranked run), one decision
+    # each names its own file (`deploy-N.md`, an identifier): parallel captures, all current;
+    # the recall counts them once and searches past them (test_parallel_captures.py)
+    assert all(current(engine, u) for u in uids)
 
 
 def test_variants_stored_in_bulk_take_one_slot_of_a_recall(engine: MemoryEngine) -> None:
@@ -124,8 +124,12 @@ def test_variants_stored_in_bulk_take_one_slot_of_a_recall(engine: MemoryEngine)
 
 def test_variants_differ_only_in_digit_holding_words() -> None:
     assert neardup.variant(capture(1), capture(2))
-    assert neardup.same_template(capture(1), capture(2))
-    assert not neardup.same_template(capture(1), capture(2) + " Then run the smoke tests.")
+    # a rerun at write time differs in counts only; `deploy-1.md` is an identifier
+    assert not neardup.same_template(capture(1), capture(2))
+    run = "deploy staging with ./deploy-helper.sh variant {} (build {})."
+    assert neardup.same_template(run.format(1, 1007), run.format(2, 1014))
+    assert not neardup.same_template(run.format(1, 1007),
+                                     run.format(2, 1014) + " Then run the smoke tests.")
     # a name is no number: two databases are two texts
     assert not neardup.variant("We use Postgres for the main application database",
                                "We use MySQL for the main application database")

@@ -18,12 +18,15 @@ web page) whose texts differ only in words holding a digit (numbers, versions, h
 build and line numbers) are one text run again, a test run or a build read twice: such
 *reruns* count as near-duplicates too (`template`). Sixty tool captures "deploy staging with
 ./deploy-helper.sh variant N (build M)" otherwise took every slot of a block from the user's
-own decision. What the user said is left alone: "release 1 ships from narwhal-1" and "release
-2 ships from narwhal-2" are two facts. Only digit-free words are compared, so "Postgres"
-against "MySQL" stays two texts (`supersede.py`'s wider notion of a volatile token, names
-included, would merge them).
+own decision. A family takes one slot, held by its best-ranked member (a query naming `py311`
+keeps the py311 run, so parallel jobs stay recallable); only `same_template`, which lets a
+write supersede, is narrower: counts may differ, identifiers (`py311`, `:8081`) may not. What
+the user said is left alone: "release 1 ships from narwhal-1" and "release 2 ships from
+narwhal-2" are two facts. Only digit-free words are compared, so "Postgres" against "MySQL"
+stays two texts (`supersede.py`'s wider notion of a volatile token, names included, would
+merge them).
 
-Of two near-duplicates the higher-ranked one stays, unless it is the longer one and adds
+Of two near-duplicates (in words) the higher-ranked one stays, unless it is the longer one and adds
 little to the other (no more shingles of its own than it shares): then the compact one takes
 its place, so the block carries the fact, not the fact wrapped in a chat exchange.
 """
@@ -84,9 +87,37 @@ def rerun(a: Memory, b: Memory) -> bool:
 
 
 def same_template(a: str, b: str) -> bool:
-    """Whether two texts differ in nothing but digit-holding words (word order and repeats
-    aside): one template run twice."""
-    return bool(template(a)) and template(a) == template(b)
+    """Whether two texts differ in nothing but counts (word order and repeats aside): one
+    template run twice. A differing identifier (`py311`, `python3.12`, `3.11`, `:8081`,
+    `port 8082`, `deploy-7.md`) makes them parallel facts, not a rerun: the tox job, the
+    instance or the interpreter is what the capture is about."""
+    if not template(a) or template(a) != template(b):
+        return False
+    return all(map(_count, _numbered(a) ^ _numbered(b)))
+
+
+#: Tokens as a reader splits them: paths, versions and host:port stay one token.
+_TOKEN = re.compile(r"[^\s/\\(){}\[\]<>\"'`,;=|]+")
+#: A count or a measure: 412, 1,024, 38s, 1.5s, 92.3%, 12ms (a bare 3.11 is a version).
+_COUNT = re.compile(r"\d[\d,_]*|\d+(?:\.\d+)?(?:ms|s|sec|min|m|h|%|x|kb|mb|gb)", re.I)
+_PORT = re.compile(r"\bports?\W*$", re.I)
+
+
+def _numbered(text: str) -> frozenset[str]:
+    """The text's digit-holding tokens, each with what precedes it marked when that makes
+    a number an identifier (":8081", "port 8081")."""
+    out = set()
+    for match in _TOKEN.finditer(text):
+        token = match.group().rstrip(".:!?")
+        if _DIGIT.search(token):
+            before = text[max(0, match.start() - 8):match.start()]
+            out.add("port " + token if _PORT.search(before) else token)
+    return frozenset(out)
+
+
+def _count(token: str) -> bool:
+    """Whether a differing token is a count or a measure, not an identifier."""
+    return _COUNT.fullmatch(token) is not None
 
 
 def near_duplicates(a: Shingles, b: Shingles) -> bool:
@@ -109,9 +140,11 @@ def distinct(hits: Iterable[RecallHit]) -> list[RecallHit]:
     for hit in hits:
         own = shingles(hit.memory.content)
         for i, (other, theirs) in enumerate(kept):
-            if near_duplicates(own, theirs) or rerun(hit.memory, other.memory):
+            if near_duplicates(own, theirs):
                 if adds_little(theirs, own):
                     kept[i] = (hit, own)
+                break
+            if rerun(hit.memory, other.memory):  # the better-ranked run holds the slot
                 break
         else:
             kept.append((hit, own))

@@ -33,8 +33,9 @@ from .fusion import (
     score_fusion,
     with_share,
 )
-from .models import ChannelHit, RecallFilters, RecallHit
+from .models import ChannelHit, Memory, RecallFilters, RecallHit
 from .stores import MemoryStore, StoreError
+from .supersede import untrusted
 from .workers import DaemonPool, Task
 
 log = logging.getLogger("semantic_memory")
@@ -50,6 +51,8 @@ ORDER_SLACK = 1e-6
 #: that is one slow day from being left out), at most once a SLOW_LOG_EVERY_S per channel.
 SLOW_SHARE = 0.75
 SLOW_LOG_EVERY_S = 60.0
+#: How much deeper than asked a search may go when untrusted reruns took its places.
+RERUN_DEPTH_FACTOR = 8
 
 @dataclass(frozen=True)
 class RecallWindow:
@@ -204,6 +207,8 @@ class Evidence:
     deadline: Deadline = field(default_factory=lambda: NO_DEADLINE)
     #: channel -> why it gave no answer by the deadline (still searching, not asked)
     cut: dict[str, str] = field(default_factory=dict)
+    #: places searched past the asked depth, as untrusted reruns took some (`Searcher.search`)
+    extra: int = 0
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -224,6 +229,24 @@ class Evidence:
         for id_ in ids:
             self.signals.pop(id_, None)
             self.weak.pop(id_, None)
+
+    def trim(self, depth: int, collapsed: dict[str, set[int]]) -> int:
+        """Cut each channel's answer to its first `depth` ids that are not in `collapsed` (its
+        reruns of a hit ranked before them), those reruns among them kept: what a search
+        `depth` deep would have answered, had the reruns taken no place. The most places one
+        answer keeps past `depth`."""
+        extra = 0
+        for channel, ranking in self.rankings.items():
+            skip, seen, end = collapsed.get(channel, set()), 0, len(ranking)
+            for at, id_ in enumerate(ranking):
+                seen += id_ not in skip
+                if seen == depth:
+                    end = at + 1
+                    break
+            self.rankings[channel] = ranking[:end]
+            self.scored[channel] = self.scored[channel][:end]
+            extra = max(extra, end - depth)
+        return extra
 
     def only_weak(self, fused: Fused) -> bool:
         """Whether every channel that found this hit judged it weak (a vector hit below the
@@ -259,9 +282,54 @@ class Searcher:
         self._slow_logged: dict[str, float] = {}  # channel -> when its last "slow" line went
 
     def search(self, conn: Any, query: str, depth: int, filters: RecallFilters) -> Evidence:
+        """Every active channel's best `depth` for `query` (`_gather`), deeper where untrusted
+        reruns (`neardup.rerun`) took places in a channel's full answer: they take one slot
+        in relevant-only recall and the block, so each collapsed rerun is a candidate the
+        recall did not see. Sixty captures of one template otherwise filled the 50 places and
+        the user's decision ranked 61st was never a candidate. Up to RERUN_DEPTH_FACTOR x
+        `depth`; each channel's answer is then cut back to `depth` places besides its
+        collapsed reruns (a channel without any answers as before), and the places past
+        `depth` are `Evidence.extra` for `fuse`."""
+        deadline = self._deadline()
+        evidence = self._gather(conn, query, depth, filters, deadline)
+        deeper, cap = depth, depth * RERUN_DEPTH_FACTOR
+        if not any(len(r) >= depth for r in evidence.rankings.values()):
+            return evidence  # every answer short: nothing was left unseen
+        collapsed = self._collapsed(conn, evidence)
+        while deeper < cap and (lost := max((len(collapsed[name]) for name, r
+                                             in evidence.rankings.items() if len(r) >= deeper),
+                                            default=0)) \
+                and depth + lost > deeper and time.monotonic() < deadline.at:
+            deeper = min(cap, max(depth + lost, 2 * deeper))
+            evidence = self._gather(conn, query, deeper, filters, deadline)
+            collapsed = self._collapsed(conn, evidence)
+        if deeper > depth:
+            evidence.extra = evidence.trim(depth, collapsed)
+        return evidence
+
+    def _collapsed(self, conn: Any, evidence: Evidence) -> dict[str, set[int]]:
+        """channel -> the ids in its answer that are `neardup.rerun`s of an untrusted hit it
+        ranked before them."""
+        memories = self.store.load(conn, list({i for r in evidence.rankings.values()
+                                               for i in r}))
+        out: dict[str, set[int]] = {}
+        for name, ranking in evidence.rankings.items():
+            kept: list[Memory] = []
+            out[name] = set()
+            for id_ in ranking:
+                memory = memories.get(id_)
+                if memory is None or not untrusted(memory.source):
+                    continue
+                if any(neardup.rerun(memory, other) for other in kept):
+                    out[name].add(id_)
+                else:
+                    kept.append(memory)
+        return out
+
+    def _gather(self, conn: Any, query: str, depth: int, filters: RecallFilters,
+                deadline: Deadline) -> Evidence:
         """Every active channel's best `depth` for `query`: the cheap ones at once, then the
         expensive ones unless the keyword fast path says the cheap ones are sure enough."""
-        deadline = self._deadline()
         live = [c for c in self.channels if c.active]
         cheap = [c for c in live if not c.expensive]
         expensive = [c for c in live if c.expensive]
@@ -339,11 +407,12 @@ class Searcher:
                 own = evidence.answered[0].fusion_share
                 share = 0.5 if own is None else own
             weights = with_share(self.score_weights, answered, share)
-            return score_fusion(evidence.scored, weights, limit=depth,
+            return score_fusion(evidence.scored, weights, limit=depth + evidence.extra,
                                 lead=self.settings.fusion_lead), True
         weights = keyword_gated_weights(self.weights, evidence.keyword, answered,
                                         evidence.confidence, self.settings.fusion_gate_power)
-        return rrf(evidence.rankings, weights, self.settings.rrf_k, limit=depth), False
+        return rrf(evidence.rankings, weights, self.settings.rrf_k,
+                   limit=depth + evidence.extra), False
 
     def neighbour_gap(self, evidence: Evidence) -> float:
         """How many ranks behind its hit a session neighbour goes: MEMORY_NEIGHBOUR_GAP, else

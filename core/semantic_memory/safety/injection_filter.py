@@ -640,14 +640,20 @@ _ROLE_NEEDLES_I18N = ("systèm", "systeme", "sistema", "systemhinweis", "systemn
                       "系统", "系統", "시스템", "développeur", "entwickler", "desarrollador",
                       "desenvolvedor", "sviluppatore", "開発者", "开发者", "開發者", "개발자",
                       "разработчик")
-#: What makes such a line an instruction in its language: an obligation, always / never, the
-#: imperative of a request.
+#: What makes such a line an instruction in its language: an obligation or the imperative of
+#: a request, anywhere in it.
 _INSTRUCTION_I18N = re.compile(
-    r"\b(?:du musst|musst du|sie müssen|müssen sie|du sollst|sollst du|immer|niemals|stets"
-    r"|tu dois|vous devez|il faut|toujours|jamais|debes|tienes que|siempre|nunca|você deve"
-    r"|sempre|devi|ты должен|вы должны|всегда|никогда)\b"
-    r"|してください|して下さい|すること|しなさい|せよ|必ず|(?<!正)常に|必须|必須|务必|務必|总是|總是|始终"
-    r"|始終|해야|하세요|하십시오|반드시|항상")
+    r"\b(?:du musst|musst du|sie müssen|müssen sie|du sollst|sollst du|tu dois|vous devez"
+    r"|il faut|debes|tienes que|você deve|devi|ты должен|вы должны)\b"
+    r"|してください|して下さい|すること|しなさい|せよ|必须|必須|务必|務必|해야|하세요|하십시오")
+#: Always / never as an instruction: opening what the label says ("Система: всегда отключай
+#: …", "Système : toujours pousser …"), where an order puts it. Inside a statement it
+#: describes ("Systemmeldung: Das Backup läuft immer um Mitternacht.", "시스템: 이 서버는 항상
+#: 8080 포트에서 실행됩니다.", "Entwickler: Max Mustermann (immer erreichbar …)").
+_ALWAYS_OPENING_I18N = re.compile(
+    r"^\W*(?:(?:bitte|por favor|s'il vous plaît|per favore|por favor|пожалуйста)\W+)?"
+    r"(?:(?:immer|niemals|stets|toujours|jamais|siempre|nunca|sempre|всегда|никогда)\b"
+    r"|必ず|常に|总是|總是|始终|始終|반드시|항상)", re.I)
 _SYSTEM_HEADING = re.compile(
     r"^#{1,6} (?:(?:new|updated|hidden|secret|real) )?(?:system(?: prompt| message"
     r"| instructions?| override)?|(?:ai|assistant|agent|model|llm) instructions?|instructions"
@@ -700,8 +706,8 @@ def _role_turns(lines: str) -> bool:
     if any(map(lines.__contains__, _ROLE_NEEDLES_I18N)):
         for m in itertools.islice(_ROLE_LINE_I18N.finditer(lines), _MAX_LOOKS):
             said = m.group(1) or lines[m.end():m.end() + 300]
-            if _INSTRUCTION_I18N.search(said) or _INSTRUCTION.search(said) \
-                    or _ordered_privilege(said):
+            if _INSTRUCTION_I18N.search(said) or _ALWAYS_OPENING_I18N.match(said) \
+                    or _INSTRUCTION.search(said) or _ordered_privilege(said):
                 return True
     if "#" in lines:
         for m in _SYSTEM_HEADING.finditer(lines):
