@@ -150,7 +150,10 @@ def test_a_text_that_yields_no_vector_never_spins_the_queue(tmp_path: Path,
         assert engine.writer.catch_up(8) == 0  # no progress: the worker sleeps, no busy loop
         good = engine.store_one(NewMemory("the staging db listens on port 5433", project="p"))
         assert engine.writer.catch_up(8) == 1 and engine.writer.catch_up(8) == 0
-        assert engine.stats()["embedding_queue"] == 1  # the bad one, still found by its words
+        # the bad one is refused, not queued: still found by its words, still without a vector
+        stats = engine.stats()
+        assert (stats["embedding_queue"], stats["embedding_refused"]) == (0, 1)
+        assert engine.embedder_info()["missing"] == 1
         assert engine.recall("will not embed")[0].memory.uid == bad.uid
         assert engine.recall("staging port")[0].memory.uid == good.uid
     finally:

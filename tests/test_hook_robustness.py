@@ -819,7 +819,7 @@ def test_doctor_shows_a_minimal_embedders_info_as_it_is(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     assert lines[0].endswith("channels bm25, vector"), lines[0]
-    assert lines[1] == "embedder  qa-hash-64, 2 vectorized, 0 in the embedding queue"
+    assert lines[1] == "embedder  qa-hash-64, 2 vectorized, 0 without a vector yet"
 
 
 def test_a_block_its_escaping_lengthens_past_claude_codes_cap_is_never_cut(

@@ -674,6 +674,8 @@ class MemoryEngine:
                 "device": (embedder or {}).get("device"),
                 # memories stored but not yet embedded (service/embed_queue.py)
                 "embedding_queue": self.writer.pending() if self.writer.deferrable() else 0,
+                # and those its model refused a vector for (found by their words)
+                "embedding_refused": self.writer.refused() if self.writer.deferrable() else 0,
                 "store": self.store.name,
                 "db_path": self.store.location,
                 "db_bytes": self.store.size_bytes(),

@@ -96,7 +96,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
         device = embedder.get("device") or embedder.get("device_requested")
         described = (f"{model or 'unnamed'}{f' on {device}' if device else ''}, "
                      f"{embedder.get('vectorized', 0)} vectorized, "
-                     f"{embedder.get('missing', 0)} in the embedding queue")
+                     f"{embedder.get('missing', 0)} without a vector yet")
     elif embedder:
         described = f"inactive: {embedder.get('reason', 'no model configured')}"
     else:
