@@ -189,7 +189,10 @@ def test_a_declared_channel_stuck_on_one_recalls_thread_holds_no_other_recall(
             stuck.join(HANG_S)
             engine.recall("kubernetes")
         assert porter.threads[-1] != threading.get_ident()  # and does from now on
-        lines = [r.getMessage() for r in caplog.records if "porter" in r.getMessage()]
+        # (on a loaded machine a worker's search may also take most of its deadline: that
+        # "slow" line is another one, logged at most once a minute)
+        lines = [r.getMessage() for r in caplog.records if "porter" in r.getMessage()
+                 and ": slow;" not in r.getMessage()]
         assert len(lines) == 1 and lines[0].startswith(
             "channel porter: search on the recall's own thread took "), lines
         assert lines[0].endswith(f"past {TIMEOUT_S:g} s (MEMORY_CHANNEL_TIMEOUT_S); it searches "

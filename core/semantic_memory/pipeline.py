@@ -513,7 +513,9 @@ class MemoryEngine:
         depth = max(2 * k, self.settings.recall_depth)
         evidence = self.searcher.search(conn, query, depth, filters)
         fused, by_score = self.searcher.fuse(evidence, depth)
-        memories = self.store.load(conn, [f.id for f in fused])
+        memories = {f.id: evidence.memories[f.id] for f in fused if f.id in evidence.memories}
+        if len(memories) < len(fused):  # not loaded by the search already
+            memories.update(self.store.load(conn, [f.id for f in fused if f.id not in memories]))
         while ghosts := {f.id for f in fused} - memories.keys():
             # ids no memory holds (a channel's stale table): fuse again without them, so they
             # take no rank place

@@ -209,6 +209,9 @@ class Evidence:
     cut: dict[str, str] = field(default_factory=dict)
     #: places searched past the asked depth, as untrusted reruns took some (`Searcher.search`)
     extra: int = 0
+    #: the memories of the channels' answers, where the search loaded them to find reruns
+    #: (`Searcher._collapsed`): the recall takes its hits from these, not a second load
+    memories: dict[int, Memory] = field(default_factory=dict)
 
     def add(self, channel: Channel, found: list[ChannelHit] | None) -> None:
         if found is None:
@@ -310,8 +313,8 @@ class Searcher:
     def _collapsed(self, conn: Any, evidence: Evidence) -> dict[str, set[int]]:
         """channel -> the ids in its answer that are `neardup.rerun`s of an untrusted hit it
         ranked before them."""
-        memories = self.store.load(conn, list({i for r in evidence.rankings.values()
-                                               for i in r}))
+        memories = evidence.memories = self.store.load(
+            conn, list({i for r in evidence.rankings.values() for i in r}))
         out: dict[str, set[int]] = {}
         for name, ranking in evidence.rankings.items():
             kept: list[Memory] = []
