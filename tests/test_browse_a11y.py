@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from test_browse_page import WIDE, Tab, browser, go, tab  # noqa: F401
 from test_service_support import Service, start_service
+from test_service_support import stored as store
 
 SMALLEST = {"width": 320, "height": 800}  # WCAG 1.4.10 (Reflow): no sideways scroll at 320 px
 ARABIC = "يجب تشغيل ترحيل قاعدة البيانات قبل النشر، الإصدار 3.2."
@@ -30,13 +31,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = start_service(tmp_path_factory.mktemp("browse-a11y"))
     yield svc
     svc.stop()
-
-
-def store(service: Service, content: str, **fields: object) -> str:
-    with service.client() as http:
-        response = http.post("/ingest", json={"content": content, **fields})
-        assert response.json()["status"] == "new", response.text
-        return response.json()["uid"]
 
 
 def scroll_width(page: Page) -> int:

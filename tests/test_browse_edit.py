@@ -28,6 +28,7 @@ from test_browse_page import (  # noqa: F401
 )
 from test_service_support import (Service, memory_mcp_command, service_env,
                                   start_service)
+from test_service_support import stored as store
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +36,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = start_service(tmp_path_factory.mktemp("browse-edit"))
     yield svc
     svc.stop()
-
-
-def store(service: Service, content: str, **fields: object) -> str:
-    with service.client() as http:
-        response = http.post("/ingest", json={"content": content, **fields})
-        assert response.json()["status"] == "new", response.text
-        return response.json()["uid"]
 
 
 def test_edit_saves_and_shows_the_earlier_version(tab: Tab, service: Service) -> None:  # noqa: F811

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Dialog, expect
 from test_browse_page import Tab, browser, go, tab  # noqa: F401
 from test_service_support import Service, start_service
+from test_service_support import stored as store
 
 #: What the page may log while the service is stopped: the refused connections.
 SERVICE_DOWN = r"request failed|ERR_CONNECTION_REFUSED"
@@ -27,13 +28,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = start_service(tmp_path_factory.mktemp("browse-review"))
     yield svc
     svc.stop()
-
-
-def store(service: Service, content: str, **fields: object) -> str:
-    with service.client() as http:
-        response = http.post("/ingest", json={"content": content, **fields})
-        assert response.json()["status"] == "new", response.text
-        return response.json()["uid"]
 
 
 def test_a_views_own_link_loads_it_again_once_the_service_is_back(

@@ -124,6 +124,14 @@ def start_service(tmp: Path, *args: str, fd_limit: int | None = None, **env: str
             continue
 
 
+def stored(service: Service, content: str, **fields: object) -> str:
+    """The uid of a new memory stored through the service's /ingest."""
+    with service.client() as http:
+        response = http.post("/ingest", json={"content": content, **fields})
+        assert response.json()["status"] == "new", response.text
+        return response.json()["uid"]
+
+
 def wait_gone(path: Path, timeout: float = 10) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
