@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..lite import dumps, loads_input
+from ..lite import dumps, loads_input, replace_private
 from ..private import CARRY_MESSAGES, NO_CARRY, carry_private, strip_private, strip_private_from
 from ..sources import FLUSH_SOURCE, TOOL_SOURCE
 from ..tag_chars import LESS_THAN
@@ -878,18 +878,11 @@ class _CarryScan:
         body = dumps({"file": [stat.st_dev, stat.st_ino], "offset": offset,
                       "tail": _crc(view[offset - _CARRY_TAIL:offset]), "carry": carry,
                       "last": last})
-        temporary = f"{self.file}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.file), mode=0o700, exist_ok=True)
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(body)
-            os.replace(temporary, self.file)
+            replace_private(self.file, body.encode("utf-8"))
         except OSError:  # a cache: the next read starts from the top
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            pass
 
 
 def _carry_like(value: Any) -> bool:
