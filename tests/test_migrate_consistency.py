@@ -195,3 +195,44 @@ def _memories_in(url: str) -> int:
         if conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None:
             return 0
         return int(conn.execute("SELECT count(*) FROM memories").fetchone()[0])
+
+
+def _staged(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.name.endswith(".migrating")]
+
+
+def test_the_copy_a_killed_migrate_left_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """A `migrate` killed outright left its hidden copy (as big as the source) beside the
+    target for good; the docs said to find and delete it by hand."""
+    source = MemoryEngine(Settings(db_path=str(tmp_path / "src.db"), plugins=PLUGINS))
+    source.ingest([NewMemory(f"Note {i}: subsystem owns ticket T{i:05d} " + "detail " * 40,
+                             project="qa") for i in range(6000)], batch_is_session=False)
+    source.close()
+    folder = tmp_path / "to"
+    folder.mkdir()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_")}
+    environment.update(MEMORY_DEVICE="cpu", MEMORY_PLUGINS=PLUGINS)
+    killed = subprocess.Popen([sys.executable, "-m", "semantic_memory", "--db",
+                               str(tmp_path / "src.db"), "migrate", "--to", str(folder / "t.db")],
+                              env=environment, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        while not _staged(folder) and killed.poll() is None:
+            time.sleep(0.005)
+    finally:
+        killed.kill()
+        killed.wait(30)
+    left = _staged(folder)
+    assert len(left) == 1, sorted(p.name for p in folder.iterdir())
+    # a copy some migration still works on (its lock held) is not taken away
+    from semantic_memory.filelock import exclusive
+
+    busy = folder / ".t.db.busy.migrating"
+    busy.write_bytes(b"")
+    with exclusive(folder / ".t.db.busy.migrating.lock") as held:
+        assert held
+        again = cli(str(tmp_path / "src.db"), "migrate", "--to", str(folder / "t.db"))
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["copied"]["memories"] == 6000
+    assert _staged(folder) == [busy]
+    assert not any(p.name.startswith(left[0].name) for p in folder.iterdir())

@@ -29,6 +29,7 @@ from typing import Any
 
 from .channels import TransfersVectors
 from .errors import InvalidMemory, one_line
+from .filelock import exclusive
 from .ingest import validate
 from .models import Memory, NewMemory, RecallFilters
 from .pipeline import MemoryEngine, as_stored
@@ -182,28 +183,50 @@ def _copy_through_file(source: MemoryEngine, target: MemoryEngine, file: Path,
     that fails anywhere (a full disk, counts that differ, Ctrl-C) leaves the target as it was
     and removes the new file. Not renamed over the target: `target` stays open, and in use."""
     path = Path(os.path.realpath(file))  # through a link, as SQLite opens it
+    _remove_abandoned(path)
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".migrating",
-                                    dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_STAGED, dir=path.parent)
     except OSError as exc:
         raise MigrationError(f"cannot create a file beside {path}: {exc.strerror or exc}; "
                              "nothing was written to it") from None
     os.close(fd)
     staged = Path(name)
     try:
-        copy = MemoryEngine(replace(target.settings, db_url=f"sqlite:///{staged}"),
-                            plugin_manager=target.pm)
-        try:
-            result = _copy(source, copy, progress)
-        finally:
-            copy.close()
-        _fill(path, staged)
+        with exclusive(_lock_of(staged)):  # held while the copy lives: not abandoned
+            copy = MemoryEngine(replace(target.settings, db_url=f"sqlite:///{staged}"),
+                                plugin_manager=target.pm)
+            try:
+                result = _copy(source, copy, progress)
+            finally:
+                copy.close()
+            _fill(path, staged)
     except Exception as exc:  # noqa: BLE001 - whatever it was, the target is as it was
         raise MigrationError(f"the copy failed ({_why(exc)}); nothing was written to "
                              f"{path}") from None
     finally:
-        _remove_with_companions(staged)
+        _remove_with_companions(staged)  # the lock too, released first (Windows)
     return result | {"target": target.store.location}
+
+
+#: The suffix of the copy `_copy_through_file` stages beside a SQLite target.
+_STAGED = ".migrating"
+
+
+def _lock_of(staged: Path) -> Path:
+    """The file whose lock says a migration still works on `staged` (a companion of it)."""
+    return staged.with_name(staged.name + ".lock")
+
+
+def _remove_abandoned(path: Path) -> None:
+    """The copies beside `path` that a migration killed outright (SIGKILL, a power cut) left:
+    as big as the source each, hidden, and never read again. One whose lock nobody holds is
+    abandoned; a copy made before its lock was (the instant after `mkstemp`) looks abandoned
+    only to a migration into the same file started in that instant."""
+    for staged in path.parent.glob(glob.escape(f".{path.name}.") + "*" + _STAGED):
+        with exclusive(_lock_of(staged)) as free:
+            abandoned = free
+        if abandoned:
+            _remove_with_companions(staged)
 
 
 def _fill(path: Path, staged: Path) -> None:
