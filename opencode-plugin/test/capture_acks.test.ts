@@ -8,13 +8,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { acknowledges } from "../src/transcript.js";
-import { MARCH_10, Session, suiteService } from "./capture_support.js";
+import { MARCH_10, Session } from "./capture_support.js";
+import { suiteService } from "./support.js";
 
 describe("acknowledgements", () => {
   const service = suiteService();
 
   test("an exchange that only acknowledges is left out; a short question's answer is kept", async () => {
-    const s = new Session(service());
+    const s = new Session(service);
     for (const [user, reply] of [
       ["thanks!", "You're welcome! Let me know if you need anything else."],
       ["ok", "Great, I'll proceed with the next step then."],

@@ -8,13 +8,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { flushItems, transcriptTime } from "../src/transcript.js";
-import { DAY_MS, MARCH_10, Session, suiteService } from "./capture_support.js";
+import { DAY_MS, MARCH_10, Session } from "./capture_support.js";
+import { suiteService } from "./support.js";
 
 describe("a flushed exchange's time", () => {
   const service = suiteService();
 
   test("an exchange is stored with the time its user message was written", async () => {
-    const s = new Session(service());
+    const s = new Session(service);
     const today = new Date().toISOString().slice(0, 10);
     s.say("user", "why does the checkout test fail on CI?", MARCH_10);
     s.say("assistant", "The Redis fixture flushes keys between workers.", MARCH_10 + 5000);

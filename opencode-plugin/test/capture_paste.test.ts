@@ -7,13 +7,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { MESSAGE_CHARS, capped } from "../src/transcript.js";
-import { Session, suiteService } from "./capture_support.js";
+import { Session } from "./capture_support.js";
+import { suiteService } from "./support.js";
 
 describe("a pasted message", () => {
   const service = suiteService();
 
   test("a pasted log of megabytes is stored as its head and tail", async () => {
-    const s = new Session(service());
+    const s = new Session(service);
     const log = Array.from({ length: 60_000 }, (_, i) => `ERROR worker-${i % 8} PASTEWORD peer reset reading body #${i}\n`).join("");
     const prompt = `why does the worker keep dying?\n${log}`;
     s.say("user", prompt);

@@ -4,27 +4,12 @@
  * real service, and what the service stored of it.
  */
 
-import { join } from "node:path";
+import type { MemoryPlugin } from "../src/memory.js";
 
-import { MemoryPlugin } from "../src/memory.js";
-import { after, before } from "node:test";
-
-import { memories, removeDir, settingsFor, startService, type Service } from "./support.js";
+import { memories, pluginFor, type Service } from "./support.js";
 
 export const DAY_MS = 86_400_000;
 
-/** A real service for the enclosing `describe`, started before its tests and removed after. */
-export function suiteService(): () => Service {
-  let service: Service;
-  before(async () => {
-    service = await startService();
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(service.dir);
-  });
-  return () => service;
-}
 /** 2025-03-10T08:00:01Z in milliseconds, as opencode's `time.created`. */
 export const MARCH_10 = Date.UTC(2025, 2, 10, 8, 0, 1);
 
@@ -35,11 +20,7 @@ export class Session {
   readonly plugin: MemoryPlugin;
 
   constructor(readonly service: Service) {
-    const settings = settingsFor(
-      { MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(service.dir, "memory.db") },
-      { project: "capture" },
-    );
-    this.plugin = new MemoryPlugin(settings, "/src/web", [], () => undefined);
+    this.plugin = pluginFor(service.url, service.dir, { project: "capture" });
     this.plugin.event("session.created", { info: { id: this.id } });
   }
 

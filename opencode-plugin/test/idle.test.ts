@@ -7,21 +7,11 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { MAX_SESSIONS, MemoryPlugin } from "../src/memory.js";
+import { MAX_SESSIONS, type MemoryPlugin } from "../src/memory.js";
 import type { SessionMessage } from "../src/messages.js";
-import {
-  fakeService,
-  hookLog,
-  memories,
-  removeDir,
-  settingsFor,
-  startService,
-  tempDir,
-  type Service,
-} from "./support.js";
+import { fakeService, hookLog, memories, pluginFor, removeDir, suiteService, tempDir } from "./support.js";
 
 const PROJECT = "acme-web";
 const QUESTION = "why does the checkout integration test keep failing on CI?";
@@ -66,25 +56,14 @@ class Events {
 }
 
 describe("idle and deleted sessions", () => {
-  let service: Service;
-  let dir: string;
+  const service = suiteService();
 
-  before(async () => {
-    service = await startService();
-    dir = service.dir;
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(dir);
-  });
-
-  function plugin(url = service.url, logDir = dir): MemoryPlugin {
-    const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(logDir, "memory.db") }, { project: PROJECT });
-    return new MemoryPlugin(settings, "/src/web", [], () => undefined);
+  function plugin(url = service.url, logDir = service.dir): MemoryPlugin {
+    return pluginFor(url, logDir, { project: PROJECT });
   }
 
   function flushLog(session: Events): [string, string, string][] {
-    return hookLog(dir)
+    return hookLog(service.dir)
       .filter((e) => String(e["session"]).startsWith(`${session.id}@`) && e["event"] !== "chat.message")
       .map((e) => [e["event"], e["outcome"], e["detail"]]);
   }

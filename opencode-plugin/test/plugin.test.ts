@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { PROBE_MS, now } from "../src/client.js";
 import { MemoryPlugin, REPORT_MS } from "../src/memory.js";
@@ -24,12 +24,12 @@ import {
   hookLog,
   memories,
   memoryMcpBin,
+  pluginFor,
   removeDir,
   settingsFor,
-  startService,
   store,
+  suiteService,
   tempDir,
-  type Service,
 } from "./support.js";
 
 const PROJECT = "acme-web";
@@ -92,22 +92,10 @@ class Session {
 }
 
 describe("against a live service", () => {
-  let service: Service;
-  let dir: string;
-
-  before(async () => {
-    service = await startService();
-    dir = service.dir;
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(dir);
-  });
+  const service = suiteService();
 
   function plugin(options: Record<string, unknown> = {}, env: Record<string, string> = {}): MemoryPlugin {
-    const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "memory.db"), ...env },
-      { project: PROJECT, ...options });
-    return new MemoryPlugin(settings, "/src/web", [], () => undefined);
+    return pluginFor(service.url, service.dir, { project: PROJECT, ...options }, env);
   }
 
   test("a relevant memory goes into the agent's calls, the same bytes each time, and is reported", async () => {
@@ -134,7 +122,7 @@ describe("against a live service", () => {
     assert.equal(injections[0].hook, "experimental.chat.system.transform");
     assert.equal(injections[0].query, QUESTION);
     assert.match(injections[0].session, new RegExp(`^${session.id}@[0-9a-f]{6}$`));
-    const lines = hookLog(dir).filter((e) => e["session"] === injections[0].session);
+    const lines = hookLog(service.dir).filter((e) => e["session"] === injections[0].session);
     assert.deepEqual(lines.map((e) => [e["harness"], e["event"], e["outcome"], e["project"]]),
       [["opencode", "experimental.chat.system.transform", "injected", PROJECT]]);
   });
@@ -188,7 +176,7 @@ describe("against a live service", () => {
     await session.plugin.messagesTransform(compacted);
     // A compaction of a context that holds only the last summary has nothing to store.
     await session.compact();
-    const log = hookLog(dir).filter((e) => e["event"] === "experimental.session.compacting");
+    const log = hookLog(service.dir).filter((e) => e["event"] === "experimental.session.compacting");
     assert.deepEqual(log.map((e) => [e["outcome"], e["detail"]]), [
       ["stored", "2 chunks: 2 new, 0 already stored, 0 refused"],
       ["stored", "2 chunks: 0 new, 2 already stored, 0 refused"],
@@ -216,7 +204,7 @@ describe("against a live service", () => {
       }
     }
     assert.ok(stored.some((m) => m.content.includes("[REDACTED:private-key]")));
-    const [flush] = hookLog(dir).filter((e) => e["event"] === "experimental.session.compacting" &&
+    const [flush] = hookLog(service.dir).filter((e) => e["event"] === "experimental.session.compacting" &&
       String(e["session"]).startsWith(session.id));
     assert.equal(flush?.["outcome"], "stored");
   });
@@ -237,7 +225,7 @@ describe("against a live service", () => {
     await session.prompt("remember ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
     const system = await session.modelCall();
     assert.match(system[1] ?? "", /^semantic-memory did NOT store the user's "remember" message \(content: nothing but a redacted secret is left.*\); it is not remembered\.$/);
-    const [line] = hookLog(dir).filter((e) => e["outcome"] === "refused");
+    const [line] = hookLog(service.dir).filter((e) => e["outcome"] === "refused");
     assert.ok(line, "the refusal is logged");
   });
 
@@ -252,7 +240,7 @@ describe("against a live service", () => {
     assert.ok(system[1]?.startsWith("<semantic-memory>") && system[1].includes(chosen), system.join("\n"));
     const stored = (await memories(service.url, "chat")).filter((m) => /billing|remember/i.test(m.content));
     assert.deepEqual(stored.map((m) => m.content), [chosen], "only the memory stored beforehand");
-    const lines = hookLog(dir).filter((e) => e["event"] === "chat.message" && String(e["session"]).startsWith(session.id));
+    const lines = hookLog(service.dir).filter((e) => e["event"] === "chat.message" && String(e["session"]).startsWith(session.id));
     assert.deepEqual(lines, []);
   });
 

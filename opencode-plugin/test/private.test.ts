@@ -8,13 +8,13 @@
 import assert from "node:assert/strict";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { stripPrivate } from "../src/private.js";
 import { loadRepoConfig, parseRepoConfig } from "../src/repoconfig.js";
-import { call, closedPort, hookLog, removeDir, settingsFor, startService, store, tempDir, type Service } from "./support.js";
+import { call, closedPort, hookLog, pluginFor, removeDir, settingsFor, store, suiteService, tempDir } from "./support.js";
 
 const SECRET = "hunter2-swordfish";
 const AGENT_SYSTEM = "You are opencode.\n<env>\n  Working directory: /src/web\n</env>";
@@ -92,20 +92,10 @@ describe("private text", () => {
 });
 
 describe(".semantic-memory.toml", () => {
-  let service: Service;
-  let dir: string;
-  before(async () => {
-    service = await startService();
-    dir = service.dir;
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(dir);
-  });
+  const service = suiteService();
 
   function plugin(cwd: string, env: Record<string, string> = {}): MemoryPlugin {
-    const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "memory.db"), MEMORY_PLUGIN_TOOL_CAPTURE: "bash", ...env });
-    return new MemoryPlugin(settings, cwd, [], () => undefined);
+    return pluginFor(service.url, service.dir, {}, { MEMORY_PLUGIN_TOOL_CAPTURE: "bash", ...env }, cwd);
   }
 
   test("the three keys, and a malformed file stops capture", () => {
@@ -147,7 +137,7 @@ describe(".semantic-memory.toml", () => {
       await memory.dispose();
       const stored = (await call(service.url, "GET", "/api/memories?limit=200")).items.filter((m: { content: string }) => m.content.includes("optout"));
       assert.deepEqual(stored, []);
-      const log = hookLog(dir).filter((e) => e["session"]?.startsWith("ses_off"));
+      const log = hookLog(service.dir).filter((e) => e["session"]?.startsWith("ses_off"));
       assert.deepEqual(log.map((e) => e["outcome"]), ["skipped", "skipped", "skipped"]);
       for (const entry of log) assert.match(entry["detail"], /\.semantic-memory\.toml: \[capture\] enabled = false$/);
     } finally {
@@ -160,7 +150,7 @@ describe(".semantic-memory.toml", () => {
     try {
       const cwd = repository(root, '[recall]\nenabled = false\n[project]\nname = "acme/pinned"\n');
       // The user allowed this file's name (`memory-mcp allow`): it is not the detected one.
-      writeFileSync(join(dir, "repo-approvals.json"), JSON.stringify({ allowed: { [join(root, ".semantic-memory.toml")]: "acme/pinned" } }));
+      writeFileSync(join(service.dir, "repo-approvals.json"), JSON.stringify({ allowed: { [join(root, ".semantic-memory.toml")]: "acme/pinned" } }));
       await store(service.url, "The pinned service deploys from the release branch", "acme/pinned");
       const memory = plugin(cwd);
       assert.equal(memory.project, "acme/pinned");
@@ -168,7 +158,7 @@ describe(".semantic-memory.toml", () => {
       const system = [AGENT_SYSTEM];
       await memory.systemTransform("ses_nr", system);
       assert.deepEqual(system, [AGENT_SYSTEM]);
-      const [last] = hookLog(dir).filter((e) => e["session"]?.startsWith("ses_nr"));
+      const [last] = hookLog(service.dir).filter((e) => e["session"]?.startsWith("ses_nr"));
       assert.equal(last?.["outcome"], "skipped");
       assert.match(last?.["detail"], /\[recall\] enabled = false/);
       writeFileSync(join(root, ".semantic-memory.toml"), '[project]\nname = "acme/pinned"\n');

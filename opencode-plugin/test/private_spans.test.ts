@@ -7,12 +7,11 @@
  */
 
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { MemoryPlugin, stripPrivateFrom } from "../src/memory.js";
+import { type MemoryPlugin, stripPrivateFrom } from "../src/memory.js";
 import type { SessionMessage } from "../src/messages.js";
-import { call, memories, removeDir, settingsFor, startService, type Service } from "./support.js";
+import { call, memories, pluginFor, suiteService } from "./support.js";
 
 const NAME = "Rosalind Vexley";
 const PHONE = "020 7946 0311";
@@ -65,21 +64,10 @@ test("a message read inside a span (the cases of tests/test_private_spans.py)", 
 });
 
 describe("a span across messages", () => {
-  let service: Service;
-  let dir: string;
-
-  before(async () => {
-    service = await startService();
-    dir = service.dir;
-  });
-  after(async () => {
-    await service.stop();
-    removeDir(dir);
-  });
+  const service = suiteService();
 
   function plugin(): MemoryPlugin {
-    const settings = settingsFor({ MEMORY_PLUGIN_URL: service.url, MEMORY_DB_PATH: join(dir, "memory.db") }, { project: PROJECT });
-    return new MemoryPlugin(settings, "/src/web", [], () => undefined);
+    return pluginFor(service.url, service.dir, { project: PROJECT });
   }
 
   async function storedFor(session: Events): Promise<string> {

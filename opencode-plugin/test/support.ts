@@ -13,7 +13,9 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { after, before } from "node:test";
 
+import { MemoryPlugin } from "../src/memory.js";
 import { loadSettings, type Settings } from "../src/settings.js";
 
 /** opencode-plugin/ (the tests run from build/test/). */
@@ -82,6 +84,37 @@ export function startService(dir = tempDir()): Promise<Service> {
       });
     });
   });
+}
+
+/**
+ * A real service for the enclosing `describe`: started before its tests, stopped and its folder
+ * removed after. Its fields are there once `before` has run (in the tests, not in the describe).
+ */
+export function suiteService(): Service {
+  const service = {} as Service;
+  before(async () => {
+    Object.assign(service, await startService());
+  });
+  after(async () => {
+    await service.stop();
+    removeDir(service.dir);
+  });
+  return service;
+}
+
+/**
+ * A plugin as opencode loads it in `cwd`, told `url` for the service and `dir` for its db
+ * folder (where its hook log and spool go); `env` and `options` add to those settings.
+ */
+export function pluginFor(
+  url: string,
+  dir: string,
+  options: Record<string, unknown> = {},
+  env: Record<string, string> = {},
+  cwd = "/src/web",
+): MemoryPlugin {
+  const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "memory.db"), ...env }, options);
+  return new MemoryPlugin(settings, cwd, [], () => undefined);
 }
 
 /** A JSON call to the service (the tests' own client, independent of the plugin's). */
