@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import embedder_support
 import numpy as np
+from embedder_support import DIM
 from semantic_memory import testing
-from semantic_memory.embedders import Embedder
-from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import NewMemory
 from semantic_memory.service import embed_queue
 from semantic_memory.stores import sqlite as sqlite_store
-
-DIM = 26
 
 #: The model: a letter histogram; raises while FLAG.fail exists, hangs while FLAG exists.
 PLUGIN = '''
@@ -170,42 +168,25 @@ def test_an_edit_never_waits_for_a_stuck_model(memory_service: Any, tmp_path: Pa
     assert "Traceback" not in log and "CancelledError" not in log, log[-3000:]
 
 
-class Letters(Embedder):
+class Letters(embedder_support.Letters):
     """In process: raises while `broken`, answers NaN for a text holding "poison"."""
 
-    name = "letters"
-    model_id = "letters#1"
-    dim = DIM
-    cosine_floor = 0.0
     broken = False
 
     def embed_documents(self, texts: list[str]) -> Any:
         if self.broken:
             raise RuntimeError("model server restarting")
-        return np.stack([self.embed_query(t) for t in texts])
+        return super().embed_documents(texts)
 
     def embed_query(self, text: str) -> Any:
-        v = np.zeros(DIM, np.float32)
-        for ch in text.lower():
-            if "a" <= ch <= "z":
-                v[ord(ch) - 97] += 1
-        if "poison" in text:
-            v[0] = np.nan
-        return v / max(float(np.linalg.norm(v)), 1e-12)
-
-
-class Plugin:
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-
-    @hookimpl
-    def register_embedders(self, register: Any, settings: Any) -> None:
-        register(self.embedder)
+        if "poison" in text:  # all NaN: a NaN count, normed, spreads to the whole row
+            return np.full(DIM, np.nan, np.float32)
+        return super().embed_query(text)
 
 
 def engine(tmp_path: Path, model: Letters) -> Any:
-    made = testing.engine_with(tmp_path, Plugin(model), plugins="bm25_porter,vector",
-                               fast_path=False)
+    made = testing.engine_with(tmp_path, embedder_support.Plugin(model),
+                               plugins="bm25_porter,vector", fast_path=False)
     made.writer.defer = True
     return made
 

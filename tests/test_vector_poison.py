@@ -12,58 +12,37 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import embedder_support
 import numpy as np
 import pytest
+from embedder_support import DIM
 from semantic_memory import testing
-from semantic_memory.embedders import Embedder
-from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import NewMemory
 from semantic_memory.pipeline import MemoryEngine
 
 pytestmark = pytest.mark.sqlite_only
-DIM = 26
 
 
-class Letters(Embedder):
+class Letters(embedder_support.Letters):
     """Bag-of-letters vectors; `mode` breaks them: `wrongdim` answers 3 floats too many,
     `nan` answers NaN for texts holding "poison"."""
-
-    name = "letters"
-    model_id = "letters#1"
-    dim = DIM
-    cosine_floor = 0.0
 
     def __init__(self) -> None:
         self.mode = ""
 
     def embed_documents(self, texts: Any) -> Any:
-        rows = np.stack([self.embed_query(t) for t in texts])
+        rows = super().embed_documents(texts)
         if self.mode == "wrongdim":
             return np.hstack([rows, np.zeros((len(texts), 3), np.float32)])
         if self.mode == "nan":
             rows[[("poison" in t) for t in texts]] = np.nan
         return rows
 
-    def embed_query(self, text: str) -> Any:
-        v = np.zeros(DIM, np.float32)
-        for ch in text.lower():
-            if "a" <= ch <= "z":
-                v[ord(ch) - 97] += 1
-        return v / max(float(np.linalg.norm(v)), 1e-12)
-
-
-class Plugin:
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-
-    @hookimpl
-    def register_embedders(self, register: Any, settings: Any) -> None:
-        register(self.embedder)
-
 
 def engine(tmp_path: Path, embedder: Letters, **settings: Any) -> MemoryEngine:
-    return testing.engine_with(tmp_path, Plugin(embedder), plugins="bm25_porter,vector",
-                               fast_path=False, dedup_sim=0.0, **settings)
+    return testing.engine_with(tmp_path, embedder_support.Plugin(embedder),
+                               plugins="bm25_porter,vector", fast_path=False, dedup_sim=0.0,
+                               **settings)
 
 
 def missing(eng: MemoryEngine) -> int:
