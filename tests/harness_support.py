@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from test_service_support import memory_mcp_command
+from test_service_support import Service, memory_mcp_command
 
 REPO = Path(__file__).resolve().parent.parent
 HARNESS_BIN = REPO / "tests" / "harnesses" / "node_modules" / ".bin"
@@ -90,6 +90,41 @@ def session_end(tmp: Path, url: str, transcript: Path) -> dict[str, Any]:
                     hook_env(tmp, url, MEMORY_HOOK_BUDGET_S="10"), timeout=60)
     assert done.returncode == 0, done.stderr
     return hook_log(tmp)[-1]
+
+
+def transcript_entry(role: str, text: str, i: int, **extra: Any) -> dict[str, Any]:
+    """Line `i` of Claude Code session `cc`'s transcript, written at second `i`."""
+    return {"type": role, "uuid": f"u{i}", "sessionId": "cc",
+            "timestamp": f"2026-12-07T10:00:{i:02d}Z", "message": {"role": role, "content": text},
+            **extra}
+
+
+def write_transcript(path: Path, lines: list[dict[str, Any]]) -> Path:
+    """A transcript file of `lines`, one compact JSON object a line as Claude Code writes it."""
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    return path
+
+
+def claude_hook(tmp: Path, url: str, event: str, transcript: Path, project: str,
+                **payload: Any) -> HookRun:
+    """Claude Code's `event` hook on `transcript`, in `tmp/ws`, storing to `project` (a 10 s
+    budget: a loaded machine); `payload` adds to or overrides what it sends (session `cc`).
+    A hook that fails fails the test."""
+    ws = tmp / "ws"
+    ws.mkdir(exist_ok=True)
+    done = run_hook("claude-code", event, {
+        "session_id": "cc", "cwd": str(ws), "transcript_path": str(transcript),
+        "hook_event_name": event, **payload},
+        hook_env(tmp, url, MEMORY_HOOK_BUDGET_S="10", MEMORY_PROJECT=project), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def stored_contents(service: Service, project: str) -> list[str]:
+    """The contents the service holds for `project`, newest first (100 at most)."""
+    with service.client() as client:
+        return [m["content"] for m in client.get(
+            "/api/memories", params={"project": project, "limit": 100}).json()["items"]]
 
 
 def closed_port() -> int:

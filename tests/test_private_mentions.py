@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_support import hook_env, hook_log, run_hook
+from harness_support import (
+    claude_hook,
+    hook_log,
+    stored_contents,
+    transcript_entry,
+    write_transcript,
+)
 from semantic_memory.private import CARRY_MESSAGES, NO_CARRY, carry_private
 from semantic_memory_claude_code import ClaudeCodeAdapter
 from test_service_support import Service, start_service
@@ -34,27 +40,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     svc.stop()
 
 
-def entry(role: str, text: str, i: int) -> dict[str, Any]:
-    """One transcript line as Claude Code writes it."""
-    return {"type": role, "uuid": f"u{i}", "sessionId": "cc",
-            "timestamp": f"2026-12-07T10:00:{i:02d}Z", "message": {"role": role, "content": text}}
-
-
 def transcript(path: Path, texts: list[str]) -> Path:
     """User and assistant turns, alternating, from the first user message."""
-    path.write_text("".join(json.dumps(entry("user" if i % 2 == 0 else "assistant", text, i))
-                            + "\n" for i, text in enumerate(texts)))
-    return path
+    return write_transcript(path, [transcript_entry("user" if i % 2 == 0 else "assistant", text, i)
+                                   for i, text in enumerate(texts)])
 
 
 def prompt_hook(tmp: Path, service: Service, path: Path, prompt: str) -> tuple[str, dict[str, Any]]:
-    (tmp / "ws").mkdir(exist_ok=True)
-    done = run_hook("claude-code", "UserPromptSubmit", {
-        "session_id": "cc", "cwd": str(tmp / "ws"), "transcript_path": str(path),
-        "hook_event_name": "UserPromptSubmit", "prompt": prompt},
-        hook_env(tmp, service.url, MEMORY_HOOK_BUDGET_S="10", MEMORY_PROJECT="p-mention"),
-        cwd=tmp / "ws")
-    assert done.returncode == 0, done.stderr
+    done = claude_hook(tmp, service.url, "UserPromptSubmit", path, "p-mention", prompt=prompt)
     return done.stdout, hook_log(tmp)[-1]
 
 
@@ -108,9 +101,7 @@ def test_a_remember_inside_a_carried_span_says_it_was_not_remembered(
     context = json.loads(stdout)["hookSpecificOutput"]["additionalContext"]
     assert "did NOT store this" in context and "<private>" in context, context
     assert log["outcome"] == "skipped", log
-    with service.client() as client:
-        contents = [m["content"] for m in client.get(
-            "/api/memories", params={"project": "p-mention", "limit": 100}).json()["items"]]
+    contents = stored_contents(service, "p-mention")
     assert not any("8443" in content for content in contents), contents
 
 
@@ -122,16 +113,9 @@ def test_a_compaction_stores_the_exchanges_after_a_mention(service: Service,
         "and the lockfile?", "pnpm-lock.yaml.",
         "We decided to use pnpm for the monorepo.", "Noted: pnpm it is.",
         "Fix the invoice rounding in billing.py please.", "Fixed the rounding in billing.py."])
-    (tmp_path / "ws").mkdir()
-    done = run_hook("claude-code", "PreCompact", {
-        "session_id": "cc-compact", "cwd": str(tmp_path / "ws"), "transcript_path": str(path),
-        "hook_event_name": "PreCompact", "trigger": "manual"},
-        hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10",
-                 MEMORY_PROJECT="p-mention-flush"), cwd=tmp_path / "ws")
-    assert done.returncode == 0, done.stderr
-    with service.client() as client:
-        text = "\n".join(m["content"] for m in client.get(
-            "/api/memories", params={"project": "p-mention-flush", "limit": 100}).json()["items"])
+    claude_hook(tmp_path, service.url, "PreCompact", path, "p-mention-flush",
+                session_id="cc-compact", trigger="manual")
+    text = "\n".join(stored_contents(service, "p-mention-flush"))
     assert "pnpm for the monorepo" in text and "rounding in billing.py" in text, text
     assert "8443" not in text and "lockfile" not in text, text  # hidden then, hidden now
     assert "keep it out" not in text, text  # the mention's own rest stays hidden
@@ -147,8 +131,9 @@ def test_a_long_transcript_is_read_from_where_the_last_prompt_stopped(tmp_path: 
     line = "Step {}: \u2713 ran the tests \u2192 412 passed; caf\u00e9 r\u00e9sum\u00e9 " + "x" * 400
     with open(path, "w", encoding="utf-8") as out:
         for i in range(80_000):  # ~36 MB, every line non-ASCII
-            out.write(json.dumps(entry("user" if i % 2 == 0 else "assistant",
-                                       line.format(i), i % 60), ensure_ascii=False) + "\n")
+            out.write(json.dumps(transcript_entry("user" if i % 2 == 0 else "assistant",
+                                                  line.format(i), i % 60),
+                                 ensure_ascii=False) + "\n")
     adapter, payload, cache = ClaudeCodeAdapter(), {"transcript_path": str(path)}, \
         str(tmp_path / "private-carry")
 
@@ -166,7 +151,7 @@ def test_a_long_transcript_is_read_from_where_the_last_prompt_stopped(tmp_path: 
     def append(*texts: str) -> None:
         with open(path, "a", encoding="utf-8") as out:
             for text in texts:
-                out.write(json.dumps(entry("user", text, 1)) + "\n")
+                out.write(json.dumps(transcript_entry("user", text, 1)) + "\n")
 
     append(MENTION)
     assert adapter.private_carry(payload, cache=cache) == (1, 0)
@@ -181,6 +166,7 @@ def test_a_long_transcript_is_read_from_where_the_last_prompt_stopped(tmp_path: 
     replaced = tmp_path / "t2.jsonl"
     with open(path, "rb") as source, open(replaced, "wb") as copy:
         copy.write(source.read(5 << 20))
-        copy.write(b"\n" + json.dumps(entry("user", "a <private>b", 1)).encode() + b"\n")
+        copy.write(b"\n" + json.dumps(transcript_entry("user", "a <private>b", 1)).encode()
+                   + b"\n")
     os.replace(replaced, path)
     assert adapter.private_carry(payload, cache=cache) == (1, 0)

@@ -21,7 +21,8 @@ from typing import Any
 
 import anyio
 import pytest
-from harness_support import hook_env, hook_log, run_hook
+from harness_support import claude_hook, hook_log, stored_contents, write_transcript
+from harness_support import transcript_entry as entry
 from semantic_memory.private import carry_private, strip_private, strip_private_from
 from test_service_mcp import call, call_error
 from test_service_mcp_proxy import proxy_session
@@ -39,18 +40,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
                         MEMORY_PLUGINS="bm25_porter,bm25_trigram")
     yield svc
     svc.stop()
-
-
-def entry(role: str, text: str, i: int, **extra: Any) -> dict[str, Any]:
-    """One transcript line as Claude Code writes it."""
-    return {"type": role, "uuid": f"u{i}", "sessionId": "cc",
-            "timestamp": f"2026-12-07T10:00:0{i}Z", "message": {"role": role, "content": text},
-            **extra}
-
-
-def write_transcript(path: Path, lines: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
-    return path
 
 
 # --- the rule ---------------------------------------------------------------------------------
@@ -122,7 +111,6 @@ def test_the_opencode_plugin_reads_a_span_as_the_hooks_do(tmp_path: Path) -> Non
 
 def test_a_span_opened_in_one_message_and_closed_in_a_later_one_is_not_stored(
         service: Service, tmp_path: Path) -> None:
-    (tmp_path / "ws").mkdir()
     transcript = write_transcript(tmp_path / "t.jsonl", [
         entry("user", f"Here is the customer record, keep it out of memory: "
                       f"<private>Name: {NAME}", 0),
@@ -130,16 +118,9 @@ def test_a_span_opened_in_one_message_and_closed_in_a_later_one_is_not_stored(
         entry("user", f"Phone {PHONE}, email {EMAIL}</private> Now please fix the invoice "
                       "bug.", 2),
         entry("assistant", "Fixed the invoice rounding bug in billing.py.", 3)])
-    done = run_hook("claude-code", "PreCompact", {
-        "session_id": "cc", "cwd": str(tmp_path / "ws"), "transcript_path": str(transcript),
-        "hook_event_name": "PreCompact", "trigger": "manual"},
-        hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10",
-                 MEMORY_PROJECT="p-spans"), cwd=tmp_path / "ws")
-    assert done.returncode == 0, done.stderr
+    claude_hook(tmp_path, service.url, "PreCompact", transcript, "p-spans", trigger="manual")
     assert hook_log(tmp_path)[-1]["outcome"] == "stored", hook_log(tmp_path)[-1]
-    with service.client() as client:
-        contents = [m["content"] for m in client.get(
-            "/api/memories", params={"project": "p-spans", "limit": 100}).json()["items"]]
+    contents = stored_contents(service, "p-spans")
     text = "\n".join(contents)
     assert "invoice" in text, contents  # what follows the closing tag is kept
     for private in (NAME, "Rosalind", PHONE, EMAIL, "Vexley"):
@@ -150,7 +131,6 @@ def test_a_span_open_before_the_last_compaction_hides_the_turns_after_it(
         service: Service, tmp_path: Path) -> None:
     """The turns since the transcript's last compaction marker are read inside the spans the
     turns before it left open."""
-    (tmp_path / "ws").mkdir()
     transcript = write_transcript(tmp_path / "t.jsonl", [
         entry("user", "Deploy notes follow <private>the vault token belongs to", 0),
         entry("assistant", "Noted.", 1),
@@ -160,15 +140,9 @@ def test_a_span_open_before_the_last_compaction_hides_the_turns_after_it(
         entry("assistant", f"I will call {NAME} about the vault.", 3),
         entry("user", "done</private> Which port does the staging proxy use?", 4),
         entry("assistant", "The staging proxy listens on port 8443.", 5)])
-    done = run_hook("claude-code", "PreCompact", {
-        "session_id": "cc2", "cwd": str(tmp_path / "ws"), "transcript_path": str(transcript),
-        "hook_event_name": "PreCompact", "trigger": "auto"},
-        hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10",
-                 MEMORY_PROJECT="p-marker"), cwd=tmp_path / "ws")
-    assert done.returncode == 0, done.stderr
-    with service.client() as client:
-        contents = [m["content"] for m in client.get(
-            "/api/memories", params={"project": "p-marker", "limit": 100}).json()["items"]]
+    claude_hook(tmp_path, service.url, "PreCompact", transcript, "p-marker",
+                session_id="cc2", trigger="auto")
+    contents = stored_contents(service, "p-marker")
     text = "\n".join(contents)
     assert "8443" in text, contents
     assert NAME not in text and PHONE not in text and "done" not in text, contents
@@ -181,22 +155,16 @@ def test_the_recall_query_of_a_prompt_inside_a_span_holds_no_private_text(
     with service.client() as client:
         client.post("/ingest", json={"content": "The invoice rounding bug lives in billing.py",
                                      "project": "p-query-span"})
-    (tmp_path / "ws").mkdir()
     prompt = f"Phone {PHONE}, email {EMAIL}</private> where is the invoice rounding bug?"
     transcript = write_transcript(tmp_path / "t.jsonl", [
         entry("user", f"Customer record: <private>Name: {NAME}", 0),
         entry("assistant", "Understood.", 1)])
-    env = hook_env(tmp_path, service.url, MEMORY_HOOK_BUDGET_S="10",
-                   MEMORY_PROJECT="p-query-span")
-    for payload in (  # the transcript without the prompt, then with it (written already)
-            {"session_id": "q1", "transcript_path": str(transcript)},
-            {"session_id": "q2", "transcript_path": str(write_transcript(
-                tmp_path / "t2.jsonl", [*map(json.loads, transcript.read_text().splitlines()),
-                                        entry("user", prompt, 2)]))}):
-        done = run_hook("claude-code", "UserPromptSubmit", {
-            **payload, "cwd": str(tmp_path / "ws"), "hook_event_name": "UserPromptSubmit",
-            "prompt": prompt}, env, cwd=tmp_path / "ws")
-        assert done.returncode == 0, done.stderr
+    for session, path in (  # the transcript without the prompt, then with it (written already)
+            ("q1", transcript),
+            ("q2", write_transcript(tmp_path / "t2.jsonl", [
+                *map(json.loads, transcript.read_text().splitlines()), entry("user", prompt, 2)]))):
+        done = claude_hook(tmp_path, service.url, "UserPromptSubmit", path, "p-query-span",
+                           session_id=session, prompt=prompt)
         assert "billing.py" in done.stdout, (done.stdout, hook_log(tmp_path)[-1])
     with service.client() as client:
         queries = [i["query"] for i in client.get(
