@@ -371,9 +371,13 @@ class Writer:
         self._marks_lock = threading.Lock()
         #: When a batch of the queue last made a vector (monotonic; 0: never).
         self._embedded_at = 0.0
-        #: Memories edited in this process: their vector comes from the queue, but an edit is
-        #: never merged into a near-duplicate (`update` refuses rather than merges).
-        self._edited: set[int] = set()
+        #: Memories edited or brought back (`unforget`) in this process while it defers: their
+        #: vector comes from the queue, but such a memory is never merged into a near-duplicate
+        #: (`update` refuses rather than merges; a person brought it back). Each maps to when
+        #: its write was committed (monotonic; inf while in the transaction): the mark goes once
+        #: the queue embedded the memory, or a later look at the queue (`_drop_marks_of_gone`)
+        #: no longer finds it there, so the set does not grow for the process's life.
+        self._edited: dict[int, float] = {}
 
     def deferrable(self) -> bool:
         """Whether some active channel can be prepared in the background."""
@@ -814,9 +818,8 @@ class Writer:
             if value is not None)
         with self.store.write() as conn:
             result = self._write_edit(conn, uid, item, given, prepared, if_version)
-        if result.status == "updated" and changed_text and self.defer \
-                and any(c.active and self._deferred(c) for c in self._preparers):
-            self.queued.set()
+        if result.status == "updated" and changed_text:
+            self._committed(result.memory.id)
         return result
 
     def _write_edit(self, conn: Any, uid: str, item: NewMemory, given: frozenset[str],
@@ -855,7 +858,7 @@ class Writer:
             with self._marks_lock:  # a new text: the queue tries it afresh, never merges it
                 self._retry.pop(new.id, None)
                 self._refused.discard(new.id)
-                self._edited.add(new.id)
+            self._mark_unmerged(new.id)
         new.superseded_by = old.superseded_by
         if (new.content, new.kind, new.project) != (old.content, old.kind, old.project):
             self._recheck_replaced(conn, new)
@@ -903,9 +906,11 @@ class Writer:
         """Take a forget back (`store.restore_forgotten`, whose answer this is), in one write
         transaction with what the memory needs to stay back:
 
-        - its vector (embedded before the lock, as an edit's is): a person brought it back,
-          and in the embedding queue a memory created since the service started is judged a
-          near-duplicate again and merged away within seconds;
+        - its vector, as an edit's: in a one-off command embedded before the lock; in a
+          service left to the embedding queue (a stuck model never holds an unforget), with
+          the memory marked as an edit is (`_edited`): a person brought it back, and the
+          queue would judge a memory created since the service started a near-duplicate again
+          and merge it away within seconds;
         - its place among supersessions: a fact, preference or decision that a newer current
           memory of its project and kind restates with changed details (stored while it was
           forgotten: 6544 forgotten, 6546 stored, 6544 brought back) comes back superseded by
@@ -915,7 +920,8 @@ class Writer:
         channels: list[Prepares] = []
         prepared: dict[str, list[Any]] = {}
         if found is not None and found.deleted:
-            channels = [c for c in self._preparers if c.active and isinstance(c, Deferrable)]
+            channels = [c for c in self._preparers if c.active and isinstance(c, Deferrable)
+                        and not self._deferred(c)]
             prepared = self._prepare(channels, [NewMemory(
                 found.content, kind=found.kind, source=found.source, project=found.project)])
         with self.store.write() as conn:
@@ -927,12 +933,29 @@ class Writer:
                 values = prepared.get(channel.name)  # type: ignore[attr-defined]
                 if values and values[0] is not None:
                     self._index(conn, channel, [memory], values)  # type: ignore[arg-type]
-            if memory.superseded_by is not None:  # replaced before its forget: still history
-                return found, None
-            newer = self._newer_restating(conn, memory)
-            if newer is not None:
-                self.store.supersede(conn, [memory.id], newer.uid)
+            self._mark_unmerged(memory.id)
+            if memory.superseded_by is None:  # replaced before its forget: history still
+                newer = self._newer_restating(conn, memory)
+                if newer is not None:
+                    self.store.supersede(conn, [memory.id], newer.uid)
+        self._committed(memory.id)
         return found, None
+
+    def _mark_unmerged(self, memory_id: int) -> None:
+        """Inside an edit's or unforget's write transaction, where the queue embeds this
+        memory: mark it never to be merged (`_edited`), before any batch can see it."""
+        if self.defer and any(c.active and self._deferred(c) for c in self._preparers):
+            with self._marks_lock:
+                self._edited[memory_id] = float("inf")
+
+    def _committed(self, memory_id: int) -> None:
+        """After that transaction committed: the mark may go once a later look at the queue
+        misses the memory (`_drop_marks_of_gone`), and the queue, perhaps asleep, is woken."""
+        with self._marks_lock:
+            if memory_id not in self._edited:
+                return
+            self._edited[memory_id] = time.monotonic()
+        self.queued.set()
 
     def _reindex(self, conn: Any, memory: Memory, prepared: dict[str, Any]) -> None:
         """Index an edited memory again in every channel (inside the edit's transaction)."""
@@ -963,7 +986,7 @@ class Writer:
             with self.store.snapshot() as conn:
                 asked = limit + len(skip)
                 pending = channel.pending_ids(conn, asked)
-                self._drop_marks_of_gone(pending, asked)
+                self._drop_marks_of_gone(pending, asked, clock)
                 ids = [i for i in pending if i not in skip][:limit]
                 waiting = self.store.load(conn, ids)
             memories = [m for m in waiting.values() if not m.deleted]
@@ -991,7 +1014,9 @@ class Writer:
                     # judged before its own vector is stored (its nearest would be itself);
                     # a memory merged keeps its vector, as any forgotten one does: brought
                     # back (`unforget`), it is not in the queue to be judged again
-                    if memory.id not in self._edited:
+                    with self._marks_lock:  # embedded now: an edit marks it again
+                        edited = self._edited.pop(memory.id, None) is not None
+                    if not edited:
                         self._merge_if_duplicate(conn, channel, memory, value)
                     self._index(conn, channel, [memory], [value])  # type: ignore[arg-type]
         return handled
@@ -1022,16 +1047,23 @@ class Writer:
             for i, mark in self._retry.items():
                 self._retry[i] = _Retry(0.0, mark.failed_at, mark.failures)
 
-    def _drop_marks_of_gone(self, pending: list[int], asked: int) -> None:
+    def _drop_marks_of_gone(self, pending: list[int], asked: int, since: float) -> None:
         """Forget the marks of memories no longer in the queue (forgotten, purged, embedded
-        by `backfill`): `pending` holds every waiting id up to its last, or all of them."""
+        by `backfill`; brought back with their vector): `pending` holds every waiting id up
+        to its last, or all of them, read after monotonic time `since`. An edit's mark goes
+        only when its write committed before `since` (`_committed`): the read saw it."""
         last = pending[-1] if len(pending) >= asked else None
         waiting = set(pending)
+
+        def gone(i: int) -> bool:
+            return i not in waiting and (last is None or i < last)
+
         with self._marks_lock:
-            for i in [i for i in (*self._retry, *self._refused)
-                      if i not in waiting and (last is None or i < last)]:
+            for i in [i for i in (*self._retry, *self._refused) if gone(i)]:
                 self._retry.pop(i, None)
                 self._refused.discard(i)
+            for i in [i for i, at in self._edited.items() if at < since and gone(i)]:
+                del self._edited[i]
 
     def retry_in(self) -> float | None:
         """Seconds until the first memory waiting for a retry is due (0: now), None when none
