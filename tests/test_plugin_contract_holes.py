@@ -320,7 +320,7 @@ def test_embedding_failures_name_the_embedder_its_plugin_and_distribution(
     assert stored.returncode == 0 and stored.stdout.startswith("new ")
     assert stored.stderr.splitlines() == [
         f"vector: {QUIRKY}: embedding 1 memories failed (RuntimeError: model fell over); they "
-        "stay keyword-only until backfill"]
+        "stay keyword-only until the embedding queue or backfill embeds them"]
     refilled = memory_mcp(tmp_path, site, "backfill", QA_MODE="raise")
     assert refilled.returncode == 1
     assert (f"Error: vector: 1 memories could not be embedded: {QUIRKY} raised RuntimeError: "

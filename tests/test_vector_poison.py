@@ -60,7 +60,7 @@ def test_a_batch_of_the_wrong_shape_or_a_nan_row_is_not_stored_and_backfill_mend
         assert first.status == "new" and missing(eng) == 1
         assert [r.getMessage() for r in caplog.records] == [
             "vector: embedder letters answered shape (1, 29) for 1 texts, not (1, 26); they "
-            "stay keyword-only until backfill"]
+            "stay keyword-only until the embedding queue or backfill embeds them"]
         embedder.mode = "nan"
         eng.ingest([NewMemory("a poison pill"), NewMemory("quartz clocks tick")])
         assert missing(eng) == 2  # the NaN row alone failed

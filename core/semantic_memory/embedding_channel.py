@@ -37,6 +37,10 @@ log = logging.getLogger("semantic_memory.vector")
 BACKFILL_CHUNK = 64
 #: Rows per page when `export_vectors` walks a store.
 EXPORT_PAGE = 500
+#: How long a memory whose embedding failed stays keyword-only, said in each such line: true
+#: in a service (its queue retries: `Writer.catch_up`) and in a one-off command (a running
+#: service's queue picks up other processes' writes; else `memory-mcp backfill`).
+UNTIL_EMBEDDED = "until the embedding queue or backfill embeds them"
 
 
 class BadQueryVector(ValueError):
@@ -216,8 +220,8 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
         except Exception as exc:  # noqa: BLE001 - a gap: the service's queue retries it
             # (`Writer.catch_up`: a batch with no vector is the model's failure), `backfill`
             # fills it elsewhere
-            log.warning("%s: embedding %d memories failed (%s); they stay keyword-only until "
-                        "backfill", self._embedder_origin(), len(memories), one_line(exc))
+            log.warning("%s: embedding %d memories failed (%s); they stay keyword-only %s",
+                        self._embedder_origin(), len(memories), one_line(exc), UNTIL_EMBEDDED)
             return [None] * len(memories)
 
     def checked(self, vecs: Any, n: int) -> list[Any]:
@@ -238,14 +242,14 @@ class EmbeddingChannel(Channel, Prepares, Deferrable, Backfills, TransfersVector
             rows = None
         if rows is None or rows.shape != (n, dim):
             got = f"shape {rows.shape}" if rows is not None else type(vecs).__name__
-            log.warning("%s answered %s for %d texts, not (%d, %d); they stay keyword-only "
-                        "until backfill", self._embedder_origin(), got, n, n, dim)
+            log.warning("%s answered %s for %d texts, not (%d, %d); they stay keyword-only %s",
+                        self._embedder_origin(), got, n, n, dim, UNTIL_EMBEDDED)
             return [None] * n
         finite = np.isfinite(rows).all(axis=1)
         if not finite.all():
             log.warning("%s answered NaN or infinity for %d of %d texts; those stay "
-                        "keyword-only until backfill", self._embedder_origin(),
-                        int((~finite).sum()), n)
+                        "keyword-only %s", self._embedder_origin(), int((~finite).sum()), n,
+                        UNTIL_EMBEDDED)
         return [row if ok else None for row, ok in zip(rows, finite.tolist())]
 
     def find_duplicate(self, conn: Any, memory: NewMemory, prepared: Any) -> int | None:
