@@ -331,8 +331,10 @@ def _cjk_credential(m: re.Match[str]) -> bool:
 
 # What docs write where a URL's password goes: the field's own name (`user:password@`,
 # `:secret@`), a template. Not `_PLACEHOLDER`: a real password may start with `$` or `%`.
+# ... or a mask (`postgres://app:***@db`, as the stores print a URL in an error line: the MCP
+# tools' error went through redaction and read `[REDACTED:db-url-password]` where REST said ***)
 _NAMED_PLACEHOLDER = re.compile(r"(?i)(?:your[_-]?|my[_-]?)?(?:password|passwd|pass|pwd|secret"
-                                r"|token|changeme)|\$\{\w+\}|\{\{[^{}]*\}\}")
+                                r"|token|changeme)|\$\{\w+\}|\{\{[^{}]*\}\}|\*+")
 
 
 def _not_a_named_placeholder(m: re.Match[str]) -> bool:
