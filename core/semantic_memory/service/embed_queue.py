@@ -5,9 +5,9 @@ With MEMORY_EMBED_BACKGROUND on (the default) the service's writes store and key
 memory at once and leave `Deferrable` channels (the vector channels) out, edits and unforgets
 included; this task then embeds what they have not indexed, BATCH memories at a time
 (`Writer.catch_up`, on a thread of its own: below): woken by each such write, and every
-RESCAN_S seconds for memories other processes wrote (a CLI import). The queue is the store itself (live memories without a
-vector of the model), so it survives a restart and resumes. Recall uses a vector as soon as it
-is written; until then a memory is found by its words.
+RESCAN_S seconds for memories other processes wrote (a CLI import). The queue is the store
+itself (live memories without a vector of the model), so it survives a restart and resumes.
+Recall uses a vector as soon as it is written; until then a memory is found by its words.
 
 A batch the model made no vector for (it raised, or answered nothing usable) is tried again
 RETRY_S later (longer after failures in a row), or as soon as the model embeds another batch;
