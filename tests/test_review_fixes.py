@@ -75,6 +75,32 @@ def test_a_supersession_cycle_leaves_its_newest_memory_current(engine: MemoryEng
         assert engine.store.clear_dangling_supersessions(conn) == 0  # nothing left to break
 
 
+@pytest.mark.both_stores
+def test_an_imported_link_into_another_project_hides_nothing(engine: MemoryEngine) -> None:
+    """An imported `superseded_by` naming a memory of another project (which `replaces`
+    refuses with a 422) hid the memory from its own project for good (PostgreSQL QA)."""
+    items = [NewMemory("The kestrel rack holds build cache shard 1", project="p",
+                       uid="f000000000000001", superseded_by="f000000000000002"),
+             NewMemory("The lagoon rack holds build cache shard 2", project="q",
+                       uid="f000000000000002"),
+             NewMemory("The marble rack holds build cache shard 3", project=None,
+                       uid="f000000000000003", superseded_by="f000000000000004"),
+             NewMemory("The nickel rack holds build cache shard 4", project=None,
+                       uid="f000000000000004"),
+             NewMemory("The opal rack holds build cache shard 5", project="p",
+                       uid="f000000000000005", superseded_by="f000000000000006"),
+             NewMemory("The amber rack holds build cache shard 6", project="p",
+                       uid="f000000000000006")]
+    results = engine.ingest(items, batch_is_session=False)
+    assert all(r.status == "new" for r in results), results
+    assert engine.finish_import(len(items), 500) == 1
+    assert engine.get("f000000000000001").superseded_by is None
+    assert "f000000000000001" in {m.uid for m in engine.list(RecallFilters(project="p"), 9, 0)}
+    # a link within one project (the global one too) stays
+    assert engine.get("f000000000000003").superseded_by == "f000000000000004"
+    assert engine.get("f000000000000005").superseded_by == "f000000000000006"
+
+
 def test_an_imported_cycle_is_found_by_recall_and_counted(tmp_path: Path) -> None:
     """The review's repro through the real CLI: A replaced by B and B by A, C by itself."""
     lines = [{"uid": "aaaaaaaaaaaaaaaa", "content": "the build cache lives on nas-1",

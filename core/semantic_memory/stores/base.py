@@ -623,8 +623,10 @@ class SQLMemoryStore:
                                  "deleted = 0 ORDER BY updated_at DESC, id DESC", (uid,))]
 
     def clear_dangling_supersessions(self, conn: Any) -> int:
-        """Clear every `superseded_by` that names no live memory (one purged, forgotten or never
-        stored, or the row itself): a memory must not stay hidden behind a uid nothing holds.
+        """Clear every `superseded_by` that names no live memory of the same project (one
+        purged, forgotten or never stored, the row itself, or one of another project, which
+        `replaces` refuses and only an imported file or a later move makes): a memory must not
+        stay hidden behind a uid its project does not hold.
         A forget clears what names the memory it forgets; this repairs what a purge (an
         expired artifact, an old forget) or an imported file left. Then break each cycle of
         supersessions (`_break_cycles`: A replaced by B, B by A, which only an edited or
@@ -634,7 +636,8 @@ class SQLMemoryStore:
         (its partial index), twice."""
         dangling = ("superseded_by IS NOT NULL AND (superseded_by = uid OR NOT EXISTS ("
                     "SELECT 1 FROM memories o WHERE o.uid = memories.superseded_by "
-                    "AND o.deleted = 0))")
+                    "AND o.deleted = 0 AND (o.project = memories.project "
+                    "OR (o.project IS NULL AND memories.project IS NULL))))")
         current = self._run(conn, "UPDATE memories SET superseded_by = NULL WHERE "
                                   f"deleted = 0 AND {dangling}").rowcount
         self._run(conn, f"UPDATE memories SET superseded_by = NULL WHERE deleted = 1 AND "
