@@ -437,10 +437,7 @@ class MemoryEngine:
         restored = self.store.get(uid) or memory
         log.info("unforgot memory %s%s", uid, f"; superseded by newer memory "
                  f"{restored.superseded_by}" if restored.superseded_by else "")
-        if self.writer.defer and self.writer.deferrable():  # forgotten before its vector
-            # was made: it is in the embedding queue again, which may be asleep
-            self.writer.queued.set()
-        return UnforgetResult("restored", restored)
+        return UnforgetResult("restored", restored)  # the writer woke the embedding queue
 
     def revisions(self, uid: str) -> list[dict[str, Any]]:
         """The earlier versions of `uid`, newest first, times as ISO 8601 (UTC)."""
