@@ -21,6 +21,7 @@ from semantic_memory.errors import InvalidMemory, UnknownMemory
 from semantic_memory.models import NewMemory, RecallFilters
 from semantic_memory.pipeline import MemoryEngine
 from semantic_memory.stores.sqlite import SCHEMA_VERSION
+from semantic_memory import supersede
 from semantic_memory.supersede import DEFAULT_RULE, same_details, signals, supersedes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +228,49 @@ def test_an_update_replaces_the_old_fact_and_history_stays(engine: MemoryEngine)
     assert engine.unsupersede(old) is None
     with pytest.raises(UnknownMemory):
         engine.unsupersede("feedfacefeedface")
+
+
+@pytest.mark.both_stores
+@pytest.mark.parametrize("old_text,new_text", [
+    ("The staging database listens on port 6543",
+     "The staging database listens on port 7777 permanently"),
+    ("The build cache lives in /var/cache/ci", "The build cache lives in /srv/cache/ci nowadays"),
+    ("Our deploy window opens at 14:00 UTC", "Our deploy window opens at 16:00 UTC (weekdays)"),
+])
+def test_an_update_that_adds_a_longer_word_replaces_on_both_stores(
+        engine: MemoryEngine, old_text: str, new_text: str) -> None:
+    """PostgreSQL looked for candidates by the new text's one longest word, which an update
+    adding a word ("permanently") holds alone: SQLite replaced the old value, PostgreSQL kept
+    both current (PostgreSQL QA)."""
+    old = engine.store_one(NewMemory(old_text, project="ops")).uid
+    new = engine.store_one(NewMemory(new_text, project="ops"))
+    assert new.supersedes == [old]
+    assert engine.get(old).superseded_by == new.uid
+
+
+@pytest.mark.both_stores
+def test_an_update_behind_many_newer_memories_sharing_a_word_replaces_on_both_stores(
+        engine: MemoryEngine) -> None:
+    """PostgreSQL took the 20 newest memories holding the probe word: 21 newer facts about
+    other databases pushed the staging one out, and both values stayed current."""
+    old = engine.store_one(NewMemory("The staging database listens on port 6543",
+                                     project="ops")).uid
+    for word in ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+                 "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa",
+                 "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey",
+                 "xray", "yankee"]:
+        engine.store_one(NewMemory(f"The {word} database keeps {word} records for the "
+                                   f"{word} team", project="ops"))
+    new = engine.store_one(NewMemory("The staging database now listens on port 7777",
+                                     project="ops"))
+    assert new.supersedes == [old]
+
+
+def test_probe_words_are_the_longest_stable_words_then_a_cjk_run() -> None:
+    assert supersede.probe_words("The staging database listens on port 7777 permanently") \
+        == ["permanently", "database", "staging"]
+    assert supersede.probe_words("数据库端口改为 6544 了") == ["数据库"]
+    assert supersede.probe_words("ok") == []
 
 
 @pytest.mark.both_stores

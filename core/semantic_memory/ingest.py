@@ -629,8 +629,9 @@ class Writer:
         (or `query`, shorter), so a write costs one
         small search; without that channel (PostgreSQL, whose full-text channel would cache
         corpus statistics from inside this write), or for a text holding CJK (a run is one
-        token to porter), the newest memories of the project and kind containing its
-        `supersede.probe_word` (pg_trgm answers the ILIKE). Not the trigram channel: its
+        token to porter), the memories of the project and kind holding the most of its
+        `supersede.probe_words`, newest first among equals (pg_trgm answers the ILIKEs).
+        Not the trigram channel: its
         remembered phrase counts, taken inside this write, would steer later searches."""
         channel = next((c for c in self.channels if c.name == SUPERSEDE_CHANNEL), None)
         try:
@@ -641,12 +642,12 @@ class Writer:
                                       filters)
                 found = list(self.store.load(
                     conn, [h.id for h in hits if h.id != memory.id]).values())
-            probe = supersede.probe_word(memory.content) if channel is None or \
-                supersede.has_cjk(memory.content) else None  # a CJK run: one token to porter
+            probe = supersede.probe_words(memory.content) if channel is None or \
+                supersede.has_cjk(memory.content) else []  # a CJK run: one token to porter
             if probe:
                 seen = {m.id for m in found}
                 found += [m for m in self.store.containing(
-                    conn, memory, probe, SUPERSEDE_CANDIDATES * 4) if m.id not in seen]
+                    conn, memory, probe, SUPERSEDE_CANDIDATES * 4, source) if m.id not in seen]
         except Exception as exc:  # a write never fails for a missed supersession
             log.warning("supersession: candidate search failed: %s", exc)
             return []

@@ -258,16 +258,23 @@ def has_cjk(text: str) -> bool:
     return _CJK_RUN.search(text) is not None
 
 
-def probe_word(text: str) -> str | None:
-    """A piece of `text` that a memory it restates most likely holds too, for a substring
-    search of candidates: its longest stable word of 3+ characters, else the opening 3
-    characters of its longest CJK run (a CJK text's stable words are character pairs, too
-    short for a trigram index; its subject comes first)."""
-    words = sorted(split(text)[0], key=len, reverse=True)
-    if words and len(words[0]) >= 3:
-        return words[0]
+#: How many words of a text `probe_words` gives: one missed an update that adds a longer word
+#: than its older text holds ("… port 7777 permanently" never found "… port 6543").
+PROBE_WORDS = 3
+
+
+def probe_words(text: str) -> list[str]:
+    """Pieces of `text` that a memory it restates most likely holds too, for a substring
+    search of candidates: its PROBE_WORDS longest stable words of 3+ characters (first seen
+    first among equals), then the opening 3 characters of its longest CJK run (a CJK text's
+    stable words are character pairs, too short for a trigram index; its subject comes
+    first)."""
+    words = sorted(dict.fromkeys(w for w in split(text)[0] if len(w) >= 3), key=len,
+                   reverse=True)
     runs = sorted(_CJK_RUN.findall(text), key=len, reverse=True)
-    return runs[0][:3] if runs and len(runs[0]) >= 3 else None
+    if runs and len(runs[0]) >= 3 and runs[0][:3] not in words:
+        words.append(runs[0][:3])
+    return words[:PROBE_WORDS]
 
 
 def _in_subject(word: str, words: list[str]) -> bool:

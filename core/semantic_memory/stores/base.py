@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -590,19 +590,30 @@ class SQLMemoryStore:
             self._run(conn, "UPDATE memories SET superseded_by = NULL "
                             f"WHERE id IN ({marks(chunk)})", chunk)
 
-    def containing(self, conn: Any, memory: Memory, word: str, limit: int) -> list[Memory]:
-        """The newest current memories of `memory`'s project and kind (itself left out) whose
-        text contains `word`, case-insensitive: supersession candidates where no porter
-        channel finds them."""
-        like = word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    def containing(self, conn: Any, memory: Memory, words: Sequence[str], limit: int,
+                   source: str | None = None) -> list[Memory]:
+        """The current memories of `memory`'s project and kind (and `source`, when given;
+        itself left out) whose text contains any of `words`, case-insensitive: per word the
+        `limit` newest, those holding the most words first: supersession candidates where no
+        porter channel finds them. Per word, not the newest holding any: twenty newer
+        memories sharing one common word pushed the restated one out (each search stays one
+        index walk; ranking every memory that holds a word by the words held took 3x as
+        long a write at 50,000 memories)."""
         project = "project IS NULL" if memory.project is None else "project = ?"
-        params = [] if memory.project is None else [memory.project]
-        rows = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {project} AND "
-                               "kind = ? AND deleted = 0 AND superseded_by IS NULL AND id <> ? "
-                               f"AND content {self.like_operator} ? ESCAPE '\\' "
-                               "ORDER BY id DESC LIMIT ?",
-                         [*params, memory.kind, memory.id, f"%{like}%", limit]).fetchall()
-        return [row_to_memory(r) for r in rows]
+        params = [*([] if memory.project is None else [memory.project]), memory.kind, memory.id,
+                  *([] if source is None else [source])]
+        found: dict[int, Memory] = {}
+        for word in words:
+            like = word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = self._run(conn, f"SELECT {MEMORY_COLUMNS} FROM memories WHERE {project} AND "
+                                   "kind = ? AND deleted = 0 AND superseded_by IS NULL AND "
+                                   f"id <> ? {'' if source is None else 'AND source = ? '}"
+                                   f"AND content {self.like_operator} ? ESCAPE '\\' "
+                                   "ORDER BY id DESC LIMIT ?",
+                             [*params, f"%{like}%", limit]).fetchall()
+            found.update((m.id, m) for m in map(row_to_memory, rows))
+        held = {i: sum(w.lower() in m.content.lower() for w in words) for i, m in found.items()}
+        return sorted(found.values(), key=lambda m: (-held[m.id], -m.id))[:limit]
 
     def unsupersede(self, uid: str) -> str | None:
         """Make memory `uid` current again; returns the uid that had replaced it, None when it
