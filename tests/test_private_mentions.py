@@ -93,6 +93,24 @@ def test_a_mention_pauses_recall_for_two_messages_and_says_so(service: Service,
     assert "semantic-memory is paused" in stdout, (stdout, log)
 
 
+def test_a_resumed_session_is_not_told_memory_is_paused_at_its_start(
+        service: Service, tmp_path: Path) -> None:
+    """Claude Code and Codex resume a session with a SessionStart hook that recalls for the
+    last user message: read inside a carried span, it told the model "this message" was
+    paused, beside the block the next prompt's hook gave (the prompt closed the span) or
+    alone (the prompt was past the bound: recalled for and stored). The QA's real binaries."""
+    path = transcript(tmp_path / "t.jsonl", [MENTION, "No: it hides the rest.",
+                                             "where is the invoice rounding bug?"])
+    done = claude_hook(tmp_path, service.url, "SessionStart", path, "p-mention",
+                       source="resume")
+    assert done.stdout.strip() == "", done.stdout
+    log = hook_log(tmp_path)[-1]
+    assert log["outcome"] == "skipped" and "paused" in log["detail"], log
+    # the next prompt, still inside the span, is told
+    stdout, log = prompt_hook(tmp_path, service, path, "and the invoice rounding bug?")
+    assert "semantic-memory is paused" in stdout and log["outcome"] == "skipped", (stdout, log)
+
+
 def test_a_remember_inside_a_carried_span_says_it_was_not_remembered(
         service: Service, tmp_path: Path) -> None:
     path = transcript(tmp_path / "t.jsonl", [f"Should the README say `{MENTION[-40:]}`?", "Yes."])

@@ -518,7 +518,10 @@ class HarnessAdapter:
             return ""
         carry = call.reads.ask("private_carry", self.private_carry, call.payload, None, query,
                                beside_db(call.settings, CARRY_CACHE))
-        return self.inject(call, query, carry)
+        # The paused line names "this message": the prompt the session resumes with, which
+        # this hook has not seen (it may close the span, or be past its bound). Its prompt
+        # hook says it when it holds; said here, it stood beside a block of that prompt.
+        return self.inject(call, query, carry, tell_paused=False)
 
     def on_prompt(self, call: HookCall) -> str:
         prompt = call.reads.ask("prompt", self.prompt, call.payload)
@@ -555,17 +558,23 @@ class HarnessAdapter:
 
     # --- what the actions do with the service -----------------------------------------------
 
-    def inject(self, call: HookCall, query: str, carry: Carry = NO_CARRY) -> str:
+    def inject(self, call: HookCall, query: str, carry: Carry = NO_CARRY,
+               tell_paused: bool = True) -> str:
         """Recall for `query`, a message read inside what earlier ones left open
         (`private_carry`); the block of what clears the relevance bar, in the harness's output
         form (its /inject/report body in `call.report`). Empty when nothing is relevant; a
-        line saying memory is paused when the message runs on inside a carried span."""
+        line saying memory is paused when the message runs on inside a carried span (with
+        `tell_paused`; else nothing)."""
         settings = call.settings
         if call.opted_out("recall"):
             return ""
         query, left_open = strip_private_from(query, carry[0])
         query = query.strip()[:QUERY_CHARS]
         if not query and carry[0] and left_open:
+            if not tell_paused:
+                call.done("skipped", "inside a <private> span an earlier message opened: "
+                                     "memory paused (the next prompt's hook says so)")
+                return ""
             call.done("skipped", "inside a <private> span an earlier message opened: "
                                  "memory paused, the model told")
             return self._output(call, paused_notice(carry))
