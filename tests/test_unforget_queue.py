@@ -14,13 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from embedder_support import Letters, Plugin
 from semantic_memory import testing
-from semantic_memory.embedders import Embedder
-from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import NewMemory
-
-DIM = 26
 
 #: The model: a letter histogram; hangs while the file FLAG exists.
 PLUGIN = '''
@@ -110,34 +106,6 @@ def test_an_unforget_never_waits_for_a_stuck_model(memory_service: Any, tmp_path
     assert stats(service)["embedder"]["vectorized"] == 1
     status, body = service.request("GET", f"/api/memories/{uid}")
     assert status == 200 and not body.get("deleted"), body
-
-
-class Letters(Embedder):
-    """In process: a letter histogram."""
-
-    name = "letters"
-    model_id = "letters#1"
-    dim = DIM
-    cosine_floor = 0.0
-
-    def embed_documents(self, texts: list[str]) -> Any:
-        return np.stack([self.embed_query(t) for t in texts])
-
-    def embed_query(self, text: str) -> Any:
-        v = np.zeros(DIM, np.float32)
-        for ch in text.lower():
-            if "a" <= ch <= "z":
-                v[ord(ch) - 97] += 1
-        return v / max(float(np.linalg.norm(v)), 1e-12)
-
-
-class Plugin:
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-
-    @hookimpl
-    def register_embedders(self, register: Any, settings: Any) -> None:
-        register(self.embedder)
 
 
 def deferring(tmp_path: Path) -> Any:
