@@ -1,5 +1,5 @@
-"""JSON, a TCP connection, the alarm signal, SHA-256 and a private file write for a hook
-process, at a fraction of the import.
+"""JSON, a TCP connection, the alarm signal, SHA-256, a private file write and a store's
+identity (`store_identity`) for a hook process, at a fraction of the import.
 
 `json`, `socket` and `signal` each build enum classes when imported (`re` for json, IntEnum
 families for socket and signal): ~10 ms of CPU together, as much as the bare interpreter's
@@ -334,10 +334,51 @@ def serves(info: dict[str, Any], db: str | PathLike[str]) -> bool:
     if not isinstance(published, str):
         return True
     try:
-        return os.path.realpath(os.path.expanduser(published)) == \
-            os.path.realpath(os.path.expanduser(db))
+        return db_identity(published) == db_identity(db)
     except (OSError, ValueError):
         return published == os.fspath(db)
+
+
+def db_identity(path: str | PathLike[str]) -> str:
+    """What names a SQLite db file for every process: `~` expanded, symlinks and `..`
+    resolved (a file not made yet: by its folder's real path), so a discovery file's
+    `db_path`, a hook's MEMORY_DB_PATH and a service's db compare alike."""
+    import os
+
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+#: The prefixes a SQLite store URL's file path follows (stores/sqlite.py `path_of`).
+_SQLITE_PREFIXES = ("sqlite:///", "sqlite://", "sqlite:", "file://")
+
+
+def store_identity(db_url: str, db_path: str) -> str:
+    """The store a service serves, or a client expects, named the same on both sides: a
+    SQLite file (MEMORY_DB_PATH, or a `sqlite:` MEMORY_DB_URL) by `db_identity`; any other
+    URL without its password (the userinfo's, and every `*password*` query parameter), its
+    scheme without a driver (`postgresql+psycopg`, `postgres`: `postgresql`)."""
+    url = db_url.strip()
+    if not url:
+        return db_identity(db_path)
+    for prefix in _SQLITE_PREFIXES:
+        if url.startswith(prefix):
+            return db_identity(url[len(prefix):])
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower().split("+", 1)[0]
+    scheme = "postgresql" if scheme == "postgres" else scheme
+    at = rest.rfind("@")  # by position, as stores.redact_url: a password may hold @ / ? #
+    colon = rest.find(":", 0, at) if at >= 0 else -1
+    if colon >= 0:
+        rest = rest[:colon] + rest[at:]
+    base, query_sep, query = rest.partition("?")
+    kept = [p for p in query.split("&") if p and "password" not in p.split("=")[0].lower()]
+    return f"{scheme}{sep}{base}" + (f"?{'&'.join(kept)}" if kept else "")
+
+
+def store_tag(identity: str) -> str:
+    """The short digest of a `store_identity` a client sends as X-Memory-Store: names no
+    path or host, and says whether two are the same store."""
+    return sha256_hex(identity.encode("utf-8", "surrogatepass"))[:16]
 
 
 def is_service(info: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ import os
 import time
 
 from .. import lite, peer
-from .settings import discovery_file
+from .settings import HookSettings, discovery_file
 from .urls import ServiceURL, split_url
 
 TYPE_CHECKING = False
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..config import Settings
-    from .settings import HookSettings
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -31,6 +30,13 @@ DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 PROBE_S = 0.5
 #: The most X-Memory-Wait-Ms says (a day: the service takes 8 digits at most).
 WAIT_MAX_S = 86_400
+#: The variables that name a hook's store explicitly: only then may a service found by the
+#: fallback port be told which store the hook expects (`expected_store`).
+STORE_VARIABLES = ("MEMORY_DB_PATH", "MEMORY_DB_URL", "MEMORY_DB_URL_FILE")
+#: url -> (tag, identity) of the store the hooks expect at a URL `resolve_url` found by the
+#: fallback (the port): a ServiceClient for that URL sends the tag as X-Memory-Store, and the
+#: service answers 421 when it serves another store (service/auth.py `store_refusal`).
+_EXPECTED: dict[str, tuple[str, str]] = {}
 
 
 class ServiceUnavailable(Exception):
@@ -41,6 +47,12 @@ class ServiceUnavailable(Exception):
 
 class ServiceDown(ServiceUnavailable):
     outcome = "service down"
+
+
+class ServiceMisdirected(ServiceDown):
+    """The service at the fallback port serves another store than the one this process names
+    (it answered 421 to X-Memory-Store): for this process no service is up. Writes go to the
+    spool, for the right service to replay; a recall injects nothing."""
 
 
 class ServiceForeign(ServiceDown):
@@ -151,8 +163,30 @@ def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
         info = lite.read_discovery(path, None if settings.discovery_file
                                    else os.path.expanduser(settings.db_path))
         if info and not info.get("stale") and isinstance(info.get("url"), str):
-            return info["url"].rstrip("/"), f"discovery file {path}"
-    return configured_url(settings)
+            url = info["url"].rstrip("/")
+            _EXPECTED.pop(url, None)  # the file names this db's service
+            return url, f"discovery file {path}"
+    url, origin = configured_url(settings)
+    expected = expected_store(settings)
+    if expected:  # whoever answers at the port may serve another db: say which one is meant
+        _EXPECTED[url] = (lite.store_tag(expected), expected)
+    else:
+        _EXPECTED.pop(url, None)
+    return url, origin
+
+
+def expected_store(settings: Settings | HookSettings) -> str:
+    """The store identity (`lite.store_identity`) these settings name explicitly
+    (STORE_VARIABLES set where they were read), else "": hooks that leave the db to the
+    default keep using whatever service answers at the port, as they always did."""
+    if isinstance(settings, HookSettings):
+        env = os.environ if settings._env is None else settings._env  # no full Settings
+    else:
+        env = settings.env
+    if not any(env.get(name) for name in STORE_VARIABLES):
+        return ""
+    url = settings.db_url if env.get("MEMORY_DB_URL") or env.get("MEMORY_DB_URL_FILE") else ""
+    return lite.store_identity(url, settings.db_path)
 
 
 def configured_url(settings: Settings | HookSettings) -> tuple[str, str]:
@@ -199,6 +233,8 @@ class ServiceClient:
         #: True while a request is on the network, from its connection on (a watchdog that
         #: fires then met a hung service, not a slow transcript or a hook that started late).
         self.waiting = False
+        #: (tag, identity) of the store expected at this URL (`resolve_url`), else None.
+        self.store = _EXPECTED.get(url)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -248,6 +284,8 @@ class ServiceClient:
             head.append(f"Authorization: Bearer {self.token}")
         if self.harness:
             head.append(f"X-Memory-Harness: {self.harness}")
+        if self.store is not None:
+            head.append(f"X-Memory-Store: {self.store[0]}")
         # What is left of the budget: the service's recall leaves out a channel slower than
         # that (less a margin for its own work), so the others' answer still arrives in time.
         head.append(f"X-Memory-Wait-Ms: {int(min(timeout, WAIT_MAX_S) * 1000)}")
@@ -280,6 +318,11 @@ class ServiceClient:
         except OSError as exc:  # reset, unreachable, unknown host
             raise ServiceDown(f"{self.url}: {exc.strerror or exc}") from None
         status, answer, content = _parse_response(raw, self.url)
+        if status == 421 and self.store is not None and isinstance(answer, dict) \
+                and "store" in answer:
+            # Not "answered": for this store no service is up (back-off, spool, no recall).
+            raise ServiceMisdirected(f"{self.url}: {_first_line(str(answer.get('error')))}; "
+                                     f"MEMORY_DB_PATH/MEMORY_DB_URL here name {self.store[1]}")
         self.answered = True
         if status >= 400:
             raise _failure(status, answer, content)

@@ -29,6 +29,7 @@ from .client import (
     ServiceClient,
     ServiceFailed,
     ServiceForeign,
+    ServiceMisdirected,
     ServiceTimeout,
     ServiceUnavailable,
     answers,
@@ -66,6 +67,8 @@ def service_report(settings: Settings) -> dict[str, Any]:
             report["owner"] = user_name(exc.uid)
             report["error"] = (f"another user's process listens there ({report['owner']}); "
                                "nothing was sent to it")
+        elif state == "other store":  # the hooks' own words: it is up, for another db
+            report["error"] = str(exc)
         elif state == "held":  # never "service down": starting one would not help
             report["error"] = f"another program listens there ({exc})"
         elif isinstance(exc, ServiceFailed):  # the service's own answer: its one line
@@ -111,7 +114,9 @@ def service_report(settings: Settings) -> dict[str, Any]:
 
 def unreachable_state(exc: ServiceUnavailable, url: str, token: str = "") -> str:
     """Why /health did not give the service's report, each with its own advice: "other user"
-    (another OS user's process listens there: nothing was sent to it); the service's own
+    (another OS user's process listens there: nothing was sent to it); "other store" (a
+    memory service found by the port alone serves another db than MEMORY_DB_PATH /
+    MEMORY_DB_URL name: the hooks spool rather than write into it); the service's own
     error answer, so it is up: "store unavailable" (503: its store cannot answer for now, a
     database server down or slow, and it recovers by itself), "failing" (any other 5xx: a
     damaged SQLite file, an internal error), "refused" (4xx: this request, e.g. its Host);
@@ -122,6 +127,8 @@ def unreachable_state(exc: ServiceUnavailable, url: str, token: str = "") -> str
     "down" (nothing listens: start it)."""
     if isinstance(exc, ServiceForeign):
         return "other user"
+    if isinstance(exc, ServiceMisdirected):
+        return "other store"
     if isinstance(exc, ServiceTimeout):
         return "store unavailable" if answers(url, token) else "hung"
     if isinstance(exc, ServiceFailed) and not exc.foreign:
@@ -338,6 +345,10 @@ def _unreachable_advice(service: dict[str, Any]) -> list[str]:
     except ValueError:
         port = "PORT"
     autostart = service.get("autostart")
+    if state == "other store":
+        return [f"          the service on port {port} serves another db: start this db's own "
+                "(`MEMORY_PORT=0 memory-mcp`: the hooks find it by its discovery file), or "
+                "set MEMORY_DB_PATH to the db it serves; the spool keeps the hooks' writes"]
     if state == "other user":
         start = ("MEMORY_PLUGIN_AUTOSTART is on: the next session start starts one on a free "
                  "port" if autostart else "MEMORY_PLUGIN_AUTOSTART=1 starts one on a free port")

@@ -17,6 +17,8 @@ protection) and the Bearer token.
   `/mcp` alike: the MCP SDK's own check is switched off so that the two can never disagree.
 - With `MEMORY_TOKEN` set, every route but `/health` and the browse page's three static files
   (read with GET or HEAD) needs `Authorization: Bearer <token>` (compared in constant time).
+- A request naming the store it expects (`X-Memory-Store`, sent by hooks that found the service
+  by its port alone) gets 421 when this service serves another (`store_refusal`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import ConfigError, Settings
+from ..lite import store_identity, store_tag
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
@@ -224,6 +227,9 @@ class GuardMiddleware:
         self.app = app
         self.hosts = frozenset(allowed_hosts(settings))
         self.token = settings.token
+        #: (tag, identity) of the store this service serves, for `store_refusal`.
+        identity = store_identity(settings.db_url, settings.db_path)
+        self.store = (store_tag(identity), identity)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -259,12 +265,25 @@ class GuardMiddleware:
                 await send_json(send, 401, {"error": "a valid Bearer token is required"},
                                 [(b"www-authenticate", b'Bearer realm="memory-mcp"')])
                 return
-        if scope["method"] not in SAFE_METHODS:
+        refusal = store_refusal(headers.get(b"x-memory-store"), self.store)
+        if refusal is None and scope["method"] not in SAFE_METHODS:
             refusal = cross_origin_refusal(headers, host)
-            if refusal is not None:
-                await send_json(send, *refusal)
-                return
+        if refusal is not None:
+            await send_json(send, *refusal)
+            return
         await self.app(scope, receive, _no_store(send))
+
+
+def store_refusal(expected: bytes | None, store: tuple[str, str]
+                  ) -> tuple[int, dict[str, Any]] | None:
+    """421 when a client names the store it expects (X-Memory-Store, a `lite.store_tag`) and
+    this service serves another: hooks that found a service by the port alone, one serving
+    another db, would store into and recall from it. No header: no check (as before)."""
+    if expected is None or expected.decode("latin-1").strip() == store[0]:
+        return None
+    return 421, {"error": f"this service serves {store[1]} (store {store[0]}), not the store "
+                          f"the client expects (store {expected.decode('latin-1')[:64]!r})",
+                 "store": store[0]}
 
 
 def _no_store(send: Any) -> Any:
