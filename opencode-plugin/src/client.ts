@@ -5,11 +5,12 @@
  * same under Bun, which runs opencode, and under Node, which runs the tests).
  */
 
+import { createHash } from "node:crypto";
 import { readFileSync, realpathSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { connect } from "node:net";
-import { resolve as resolvePath } from "node:path";
+import { basename, dirname, join, resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 
 import { owner, trusted } from "./peer.js";
@@ -59,6 +60,18 @@ export class ServiceFailed extends ServiceUnavailable {
    */
   get retryable(): boolean {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
+  }
+}
+
+/**
+ * The service found at the port alone serves another store than the one the settings name
+ * (it answered 421 to X-Memory-Store; client.py ServiceMisdirected): for this plugin no
+ * service is up. Writes go to the spool, for the right service to replay; a recall injects
+ * nothing.
+ */
+export class ServiceMisdirected extends ServiceUnavailable {
+  constructor(message: string) {
+    super("service down", message);
   }
 }
 
@@ -131,13 +144,65 @@ export function resolveUrl(settings: Settings): { url: string; origin: string } 
     // db's (unless MEMORY_DISCOVERY_FILE names one several services share).
     const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
-      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
+      const url = info.url.replace(/\/+$/, "");
+      expectedStores.delete(url); // the file names this db's service
+      return { url, origin: `discovery file ${path}` };
     }
   }
-  if (settings.port && settings.port !== DEFAULT_PORT) {
-    return { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" };
+  const found = settings.port && settings.port !== DEFAULT_PORT
+    ? { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" }
+    : { url: DEFAULT_URL, origin: "default" };
+  // Whoever answers at the port may serve another db: say which store is meant.
+  if (settings.storeNamed) {
+    const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
+    expectedStores.set(found.url, { tag: storeTag(identity), identity });
+  } else {
+    expectedStores.delete(found.url);
   }
-  return { url: DEFAULT_URL, origin: "default" };
+  return found;
+}
+
+/** The store expected at a URL `resolveUrl` found by the port: a ServiceClient for that URL
+ * sends its tag as X-Memory-Store, and the service answers 421 when it serves another. */
+const expectedStores = new Map<string, { tag: string; identity: string }>();
+
+/** The prefixes a SQLite store URL's file path follows (stores/sqlite.py `path_of`). */
+const SQLITE_PREFIXES = ["sqlite:///", "sqlite://", "sqlite:", "file://"];
+
+/**
+ * The store a service serves, or a client expects, named alike on both sides (lite.py
+ * `store_identity`): a SQLite file by its real path (`dbIdentity`); any other URL without its
+ * password (the userinfo's, and every `*password*` query parameter), its scheme without a
+ * driver (`postgresql+psycopg`, `postgres`: `postgresql`).
+ */
+export function storeIdentity(dbUrl: string, dbPath: string): string {
+  const url = dbUrl.trim();
+  if (!url) return dbIdentity(dbPath);
+  for (const prefix of SQLITE_PREFIXES) {
+    if (url.startsWith(prefix)) return dbIdentity(url.slice(prefix.length));
+  }
+  const sep = url.indexOf("://");
+  let scheme = (sep < 0 ? url : url.slice(0, sep)).toLowerCase().split("+")[0] as string;
+  if (scheme === "postgres") scheme = "postgresql";
+  let rest = sep < 0 ? "" : url.slice(sep + 3);
+  const at = rest.lastIndexOf("@"); // by position: a password may hold @ / ? #
+  const colon = at >= 0 ? rest.slice(0, at).indexOf(":") : -1;
+  if (colon >= 0) rest = rest.slice(0, colon) + rest.slice(at);
+  const mark = rest.indexOf("?");
+  const base = mark < 0 ? rest : rest.slice(0, mark);
+  const kept = (mark < 0 ? "" : rest.slice(mark + 1)).split("&")
+    .filter((part) => part && !(part.split("=")[0] as string).toLowerCase().includes("password"));
+  return `${scheme}${sep < 0 ? "" : "://"}${base}${kept.length ? `?${kept.join("&")}` : ""}`;
+}
+
+/** A db file as every process names it: `~` expanded, symlinks resolved (lite.py `db_identity`). */
+export function dbIdentity(path: string): string {
+  return realPath(expandHome(path));
+}
+
+/** The short digest of a `storeIdentity` sent as X-Memory-Store (lite.py `store_tag`). */
+export function storeTag(identity: string): string {
+  return createHash("sha256").update(identity, "utf8").digest("hex").slice(0, 16);
 }
 
 export interface Discovery {
@@ -175,11 +240,18 @@ export function serves(info: Record<string, unknown>, db: string): boolean {
   return realPath(expandHome(published)) === realPath(expandHome(db));
 }
 
+/** `path` absolute with its symlinks resolved; a file not there (yet) by its nearest existing
+ * folder's real path, as Python's `os.path.realpath` names it. */
 function realPath(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return resolvePath(path); // not there (yet): compared as written, made absolute
+  const absolute = resolvePath(path);
+  const missing: string[] = [];
+  for (let head = absolute; ; head = dirname(head)) {
+    try {
+      return join(realpathSync(head), ...missing);
+    } catch {
+      if (dirname(head) === head) return absolute;
+      missing.unshift(basename(head));
+    }
   }
 }
 
@@ -290,7 +362,12 @@ export class ServiceClient {
     private readonly token: string,
     readonly offline: ServiceUnavailable | null = null,
     readonly writesHeld: ServiceUnavailable | null = null,
-  ) {}
+  ) {
+    this.store = expectedStores.get(url) ?? null;
+  }
+
+  /** The store expected at this URL (`resolveUrl`), sent as X-Memory-Store; null: none. */
+  readonly store: { tag: string; identity: string } | null;
 
   get(path: string, deadline: number): Promise<unknown> {
     return this.request("GET", path, undefined, deadline);
@@ -346,6 +423,7 @@ export class ServiceClient {
     };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+    if (this.store !== null) headers["X-Memory-Store"] = this.store.tag;
     const transport = target.protocol === "https:" ? https : http;
 
     const request = (): Promise<unknown> => new Promise((resolve, reject) => {
@@ -371,7 +449,10 @@ export class ServiceClient {
             answer = null;
           }
           const status = res.statusCode ?? 0;
-          if (status >= 400) {
+          if (status === 421 && this.store !== null && isObject(answer) && "store" in answer) {
+            settle(new ServiceMisdirected(`${this.url}: ${String(answer["error"]).split("\n")[0]}; `
+              + `MEMORY_DB_PATH/MEMORY_DB_URL here name ${this.store.identity}`));
+          } else if (status >= 400) {
             const message = (answer as { error?: unknown } | null)?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200)), typeof message !== "string"));
           } else if (!isObject(answer)) {

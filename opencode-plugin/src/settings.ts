@@ -7,6 +7,7 @@
  * environment configures every harness alike.
  */
 
+import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { stripPrivate } from "./private.js";
@@ -44,6 +45,14 @@ export interface Settings {
   discoveryFile: string;
   /** The `memory-mcp` executable autostart runs. */
   command: string;
+  /** MEMORY_DB_URL (else the text of MEMORY_DB_URL_FILE): the store, when not a db file. */
+  dbUrl?: string;
+  /**
+   * Whether the store is named explicitly (MEMORY_DB_PATH, MEMORY_DB_URL, MEMORY_DB_URL_FILE,
+   * or the `dbPath` option): only then is a service found by the port alone told which store
+   * is expected there (client.ts `resolveUrl`), as the hooks do (harness/client.py).
+   */
+  storeNamed?: boolean;
 }
 
 export type Options = Readonly<Record<string, unknown>>;
@@ -255,7 +264,23 @@ export function loadSettings(env: Env, options: Options = {}): {
     }
     values[key] = value;
   }
-  return { settings: values as Settings, problems };
+  const settings = values as Settings;
+  settings.dbUrl = dbUrl(env);
+  settings.storeNamed = Boolean(env["MEMORY_DB_PATH"] || env["MEMORY_DB_URL"] || env["MEMORY_DB_URL_FILE"]
+    || options["dbPath"]);
+  return { settings, problems };
+}
+
+/** MEMORY_DB_URL, else the first line of the file MEMORY_DB_URL_FILE names (config.py), else "". */
+function dbUrl(env: Env): string {
+  if (env["MEMORY_DB_URL"]) return env["MEMORY_DB_URL"].trim();
+  const file = env["MEMORY_DB_URL_FILE"];
+  if (!file) return "";
+  try {
+    return (readFileSync(expandHome(file), "utf8").trim().split(/\r?\n/)[0] ?? "").trim(); // its first line
+  } catch {
+    return ""; // the service refuses to start without it: compared as the db file
+  }
 }
 
 /** Where the hook log lives: `hooks.jsonl` beside the db file (harness/outcomes.py). */
