@@ -234,17 +234,25 @@ def resolve(host: str | bytes, port: int, timeout: float) -> list[tuple[Any, ...
     return found[0]
 
 
+#: The SHA-256 constructor `sha256_hex` found (a failed import is not cached by Python: looked
+#: for again, it costs ~0.3 ms each time on Python 3.11, where `_sha2` is missing).
+_sha256: Any = None
+
+
 def sha256_hex(data: bytes) -> str:
     """`hashlib.sha256(data).hexdigest()`: the interpreter's own SHA-256 where it has one
     (hashlib's import loads OpenSSL's, ~3 ms of CPU)."""
-    try:
-        from _sha2 import sha256  # Python 3.12+
-    except ImportError:
+    global _sha256
+    if _sha256 is None:
         try:
-            from _sha256 import sha256  # type: ignore[no-redef]
+            from _sha2 import sha256  # Python 3.12+
         except ImportError:
-            from hashlib import sha256
-    return sha256(data).hexdigest()
+            try:
+                from _sha256 import sha256  # type: ignore[no-redef]
+            except ImportError:
+                from hashlib import sha256
+        _sha256 = sha256
+    return str(_sha256(data).hexdigest())
 
 
 def replace_private(path: str | PathLike[str], data: bytes, *,
