@@ -13,7 +13,7 @@ import os
 import time
 
 from .. import lite, peer
-from .settings import HookSettings, discovery_file
+from .settings import discovery_file
 from .urls import ServiceURL, split_url
 
 TYPE_CHECKING = False
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..config import Settings
+    from .settings import HookSettings
 
 DEFAULT_PORT = 8765
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
@@ -179,10 +180,7 @@ def expected_store(settings: Settings | HookSettings) -> str:
     """The store identity (`lite.store_identity`) these settings name explicitly
     (STORE_VARIABLES set where they were read), else "": hooks that leave the db to the
     default keep using whatever service answers at the port, as they always did."""
-    if isinstance(settings, HookSettings):
-        env = os.environ if settings._env is None else settings._env  # no full Settings
-    else:
-        env = settings.env
+    env = settings.env
     if not any(env.get(name) for name in STORE_VARIABLES):
         return ""
     url = settings.db_url if env.get("MEMORY_DB_URL") or env.get("MEMORY_DB_URL_FILE") else ""

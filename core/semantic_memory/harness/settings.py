@@ -84,6 +84,11 @@ class HookSettings:
         self._env = env
         self._full: Settings | None = None
 
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The variables these settings were read from (as `Settings.env`)."""
+        return os.environ if self._env is None else self._env
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
         """Read the hook's `MEMORY_<FIELD>` variables; SettingsError (or `ConfigError`) names
