@@ -244,6 +244,44 @@ def test_a_run_that_ends_without_a_compaction_is_stored(world: World) -> None:
         ("stored", "1 chunks: 1 new, 0 already stored, 0 refused")] * 2
 
 
+def test_a_remember_inside_a_span_an_earlier_run_opened_is_not_stored(world: World) -> None:
+    """`opencode run "… <private> …"`, then `opencode run --continue "remember that …"`: the
+    second process's plugin reads the first message only at its messages transform, after
+    chat.message. The "remember" is read inside the span all the same: nothing is stored, and
+    the model is told why (as the hooks do)."""
+    world.mock.script({"text": "Noted."})
+    world.opencode("the vault setup <private> is done by Orla Pennyworth")
+    world.mock.script({"text": "Understood."})
+    seen = len(world.mock.requests)
+    world.opencode("remember that the vault PIN is 4417", "--continue")
+    assert drained(world.tmp / "svc" / "spool")
+    system = system_of(world.agent_calls(seen)[0])
+    assert 'semantic-memory did NOT store the user\'s "remember" message' in system, system
+    assert "semantic-memory is paused" in system
+    assert world.memories("chat") == []
+    stored = json.dumps(world.memories("compaction"))
+    assert "4417" not in stored and "Pennyworth" not in stored, stored
+    [line] = [e for e in world.log() if e["event"] == "chat.message"]
+    assert (line["outcome"], line["detail"]) == (
+        "skipped", "inside a <private> span an earlier message opened: not remembered, "
+                   "the model told")
+
+
+def test_a_span_across_runs_leaves_no_quote_and_keeps_the_text_before_it(world: World) -> None:
+    """A span opened in one `opencode run "…"` and closed in the next (`--continue`): the
+    stored exchange holds no stray quote of the wrapped prompts, and the first prompt's text
+    before `<private>` (its reply hidden) joined to the second's, as the hooks store it."""
+    world.mock.script({"text": "Noted, Rosalind Vexley."})
+    world.opencode("the invoice job is slow <private> customer Rosalind Vexley")
+    world.mock.script({"text": "The invoice job uses the billing-low queue."})
+    world.opencode("her phone is 020 7946 0311 </private> so which queue does the invoice job use?",
+                   "--continue")
+    assert drained(world.tmp / "svc" / "spool")
+    assert [m["content"] for m in world.memories("compaction")] == [
+        "User: the invoice job is slow\n\nso which queue does the invoice job use?\n"
+        "Assistant: The invoice job uses the billing-low queue."]
+
+
 def test_quoted_prompts_recall_and_a_remembered_fact_is_injected_once(tmp_path: Path) -> None:
     """BM25 only: a quoted question recalls what its words find; a quoted "remember" is stored
     once: the compaction flush of its session leaves it out, and a later run's block holds it

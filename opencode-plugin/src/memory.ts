@@ -110,6 +110,18 @@ interface SessionState {
   openBefore: Map<string, Carry>;
   /** What the latest message read left open. */
   open: Carry;
+  /**
+   * The "remember" prompts not decided yet, with their message's id: the next messages
+   * transform decides each, once it has read the spans the earlier messages left open (in a new
+   * opencode process, `run --continue`, chat.message comes before any of them was read).
+   */
+  remembers: { messageID: string | undefined; fact: string }[];
+  /**
+   * The messages after the last reply a flush stored, whose own replies a span hid: flushed
+   * again with the next exchange, their prompts' visible text joined to its prompt (as the hooks
+   * store them, re-reading the whole transcript). In a new process, read from the session.
+   */
+  lead: SessionMessage[];
 }
 
 /** What opencode says of a message besides its parts (role, session, `summary`, …). */
@@ -278,7 +290,10 @@ export class MemoryPlugin {
 
   // --- opencode hooks ---------------------------------------------------------------------
 
-  /** `chat.message`: a new user message; "remember …" is stored. */
+  /**
+   * `chat.message`: a new user message; "remember …" waits for the next messages transform,
+   * which stores it unless it is read inside a span an earlier message left open.
+   */
   async chatMessage(sessionID: string, parts: readonly MessagePart[]): Promise<void> {
     const text = conversationText(parts);
     if (!text.trim()) return;
@@ -286,7 +301,7 @@ export class MemoryPlugin {
     state.prompt = unquote(text); // `opencode run "…"` wraps a prompt holding a space in quotes
     state.promptCarry = state.open; // read inside the spans the earlier messages left open
     const fact = remembered(text);
-    if (fact !== null) await this.remember(sessionID, state, fact);
+    if (fact !== null) state.remembers.push({ messageID: parts[0]?.messageID, fact });
   }
 
   /**
@@ -303,17 +318,45 @@ export class MemoryPlugin {
         state.heard.delete(info.id); // stored now: an idle flush has nothing more to say of them
         state.flushed.add(info.id);
       }
-      await this.flush(HOOKS.flush, sessionID, state, messages);
+      state.lead = []; // a compaction's flush stores them; what follows it starts afresh
+      const read = withoutPrivate(state, messages);
+      await this.decideRemembers(sessionID, state); // a prompt the compaction came before its model call
+      await this.flush(HOOKS.flush, sessionID, state, read.flat());
       return;
     }
     // After a compaction the prompt may be summarised away; the last one seen stays the query.
     const text = latestUserText(messages);
     if (text !== null) {
+      const first = !state.openBefore.size; // this process reads the session for the first time
       state.prompt = unquote(text);
-      withoutPrivate(state, messages); // the spans open before each message
-      const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text);
+      const read = withoutPrivate(state, messages); // the spans open before each message
+      const at = messages.map((m) => m.info.role === "user" && conversationText(m.parts) === text).lastIndexOf(true);
+      const latest = messages[at];
       state.promptCarry = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+      if (first && at >= 0) this.leadFrom(state, messages.slice(0, at), read.slice(0, at));
     }
+    await this.decideRemembers(sessionID, state);
+  }
+
+  /**
+   * Stores the "remember" prompts `chatMessage` left waiting, each read inside what the messages
+   * before it left open (the latest prompt's, for one not among the messages read).
+   */
+  private async decideRemembers(sessionID: string, state: SessionState): Promise<void> {
+    for (const { messageID, fact } of state.remembers.splice(0)) {
+      const carry = (messageID === undefined ? undefined : state.openBefore.get(messageID)) ?? state.promptCarry;
+      await this.remember(sessionID, state, fact, carry);
+    }
+  }
+
+  /**
+   * The session's messages before the latest prompt (as a new process reads them first), and
+   * their turns: those after the last reply left visible become the lead of the next flush.
+   */
+  private leadFrom(state: SessionState, earlier: readonly SessionMessage[], read: readonly Turn[][]): void {
+    const lead = earlier.slice(answeredUpTo(read)).filter(({ info }) => !state.heard.has(info.id));
+    for (const { info } of lead) state.flushed.add(info.id);
+    state.lead = lead;
   }
 
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
@@ -324,6 +367,8 @@ export class MemoryPlugin {
       return;
     }
     const state = this.state(sessionID);
+    // None left once a messages transform ran; were that experimental hook gone, still decided.
+    await this.decideRemembers(sessionID, state);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
     // Said with every call of the turn, not kept in `added`: the next prompt may close the span.
@@ -413,8 +458,11 @@ export class MemoryPlugin {
 
   /**
    * Flushes, in the background, what `state` heard and no flush took: the messages up to the
-   * last reply with text in it (`all`: every one, the session is gone), each taken once. With
-   * nothing new, nothing is sent or logged; what was stored already is answered a duplicate.
+   * last reply with text in it (`all`: every one, the session is gone), each taken once, after
+   * the lead (the prompts whose replies a span hid, which go again joined to the next prompt;
+   * a prompt's visible text before `<private>` was lost when only its own hidden reply
+   * followed). With nothing new, nothing is sent or logged; what was stored already is answered
+   * a duplicate.
    */
   private flushHeard(event: string, sessionID: string, state: SessionState, all: boolean): void {
     const heard = [...state.heard];
@@ -423,13 +471,15 @@ export class MemoryPlugin {
       if (info?.role === "assistant" && conversationText([...parts.values()]).trim()) end = at + 1;
     });
     if (end === 0) return;
-    const messages: SessionMessage[] = [];
+    const messages: SessionMessage[] = [...state.lead];
     for (const [id, { info, parts }] of heard.slice(0, end)) {
       state.heard.delete(id);
       state.flushed.add(id);
       if (info !== null) messages.push({ info, parts: [...parts.values()] });
     }
-    this.background(this.flush(event, sessionID, state, messages));
+    const read = withoutPrivate(state, messages);
+    state.lead = all ? [] : messages.slice(answeredUpTo(read));
+    this.background(this.flush(event, sessionID, state, read.flat()));
   }
 
   /** Starts the service in the background when autostart is on and nothing answers. */
@@ -516,12 +566,13 @@ export class MemoryPlugin {
     this.reports.set(key, task);
   }
 
-  private async remember(sessionID: string, state: SessionState, content: string): Promise<void> {
+  /** Stores a "remember" prompt's fact, read inside `carry` (what the earlier messages left open). */
+  private async remember(sessionID: string, state: SessionState, content: string, carry: Carry): Promise<void> {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivateFrom(content, state.promptCarry[0])[0]);
-      const paused = kept ? null : pausedLine(content, state.promptCarry);
+      const kept = strip(stripPrivateFrom(content, carry[0])[0]);
+      const paused = kept ? null : pausedLine(content, carry);
       if (paused !== null) {
         action.done("skipped", "inside a <private> span an earlier message opened: not remembered, the model told");
         state.added.push(`semantic-memory did NOT store the user's "remember" message: it is not remembered. ${paused}`);
@@ -562,12 +613,15 @@ export class MemoryPlugin {
     });
   }
 
-  /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
-  private async flush(event: string, sessionID: string, state: SessionState, messages: readonly SessionMessage[]): Promise<void> {
+  /**
+   * Stores the exchanges of `read`, turns without their private text (`source=compaction`,
+   * as the hooks' flushes).
+   */
+  private async flush(event: string, sessionID: string, state: SessionState, read: readonly Turn[]): Promise<void> {
     const key = this.contextKey(sessionID, state);
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = withoutPrivate(state, messages);
+      const turns = [...read];
       // A trailing unanswered prompt is the live one: it is stored with its answer later.
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       // A long exchange goes whole: the service redacts it before it cuts it (flushItems).
@@ -653,7 +707,7 @@ export class MemoryPlugin {
       state = {
         compactions: 0, prompt: null, recalled: null, added: [], flushNext: false,
         heard: new Map(), flushed: new Set(), subagent: false, promptCarry: NO_CARRY,
-        openBefore: new Map(), open: NO_CARRY,
+        openBefore: new Map(), open: NO_CARRY, remembers: [], lead: [],
       };
     } else {
       this.sessions.delete(sessionID); // re-inserted below: the map stays in use order
@@ -955,30 +1009,42 @@ function keptEnd(head: string, open: number): boolean {
 }
 
 /**
- * The messages as conversation turns (`messageTurns`) without their private text, read as one
- * conversation (adapter.py `without_private`): a span a user message opens runs on through the
+ * The messages as conversation turns (`messageTurns`), a list per message, without their
+ * private text, read as one conversation (adapter.py `without_private`): a span a user message opens runs on through the
  * later messages until a user message closes it, or lapses (`carryPrivate`); an assistant reply inside one is hidden whole
  * (its own tags hide only within it: a model's `</private>` does not end the user's span). Each
  * turn is dated by its message's `time.created` (an exchange is stored with the time it began).
  * The spans open before each message are kept in `state`: the first message starts inside
  * those it was read in before, a new one inside those the latest message read left open.
  */
-function withoutPrivate(state: SessionState, messages: readonly SessionMessage[]): Turn[] {
+function withoutPrivate(state: SessionState, messages: readonly SessionMessage[]): Turn[][] {
   const first = messages[0];
   let carry = (first === undefined ? undefined : state.openBefore.get(first.info.id)) ?? state.open;
-  const turns: Turn[] = [];
+  const read: Turn[][] = [];
   for (const message of messages) {
     state.openBefore.set(message.info.id, carry);
     const at = transcriptTime(message.info.time?.created);
+    const turns: Turn[] = [];
     for (const turn of messageTurns([message])) {
       let text: string;
-      if (turn.role === "user") [text, carry] = carryPrivate(turn.text, carry);
+      // Unquoted first: a span opened or closed inside `opencode run "…"`'s quotes would keep one.
+      if (turn.role === "user") [text, carry] = carryPrivate(unquote(turn.text), carry);
       else text = carry[0] ? "" : stripPrivate(turn.text);
       turns.push({ ...turn, text, at });
     }
+    read.push(turns);
   }
   state.open = carry;
-  return turns;
+  return read;
+}
+
+/** How many of the messages `read` are taken up to the last one with a reply left visible. */
+function answeredUpTo(read: readonly Turn[][]): number {
+  let end = 0;
+  read.forEach((turns, at) => {
+    if (turns.some((turn) => turn.role === "assistant" && strip(turn.text))) end = at + 1;
+  });
+  return end;
 }
 
 /** The uids of the memories in the block (the budget may leave some recalled ones out). */

@@ -15,7 +15,7 @@ import { describe, test } from "node:test";
 import { answers, ServiceClient, ServiceForeign } from "../src/client.js";
 import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart } from "../src/messages.js";
-import { hookLog, PACKAGE_ROOT, removeDir, settingsFor, tempDir } from "./support.js";
+import { prompt, hookLog, PACKAGE_ROOT, removeDir, settingsFor, tempDir } from "./support.js";
 
 interface Squatter {
   port: number;
@@ -51,7 +51,7 @@ describe("another user's process on the service's port", () => {
         MEMORY_PORT: String(other.port), MEMORY_TOKEN: "alice-secret-0123456789", MEMORY_DB_PATH: join(dir, "m.db"),
       });
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-      await memory.chatMessage("ses_1", [
+      await prompt(memory, "ses_1", [
         { type: "text", text: "remember that the staging DB_PASSWORD=Xk9vL2pQ7mZ4 lives in vault" } as MessagePart,
       ]);
       const [line] = hookLog(dir);

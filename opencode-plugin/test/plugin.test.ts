@@ -212,10 +212,10 @@ describe("against a live service", () => {
   test("a 'remember …' prompt is stored as a fact and the model told so", async () => {
     const session = new Session(plugin());
     await session.prompt("Remember that the deploy freeze starts on Fridays at noon");
+    const system = await session.modelCall(); // the transform before it decides the "remember"
     const [fact] = (await memories(service.url, "chat")).filter((m) => m.content.includes("deploy freeze"));
     assert.equal(fact.content, "the deploy freeze starts on Fridays at noon");
     assert.equal(fact.kind, "fact");
-    const system = await session.modelCall();
     assert.equal(system[1], `semantic-memory stored the user's "remember" message as a memory (uid ${fact.uid}); ` +
       "it does not need to be stored again.");
   });
@@ -310,6 +310,7 @@ describe("fail-open", () => {
       const other = new Session(new MemoryPlugin(settings, dir, [], () => undefined));
       started = now();
       await other.prompt("remember that the hung service is the staging one");
+      await other.modelCall(); // the transform before it decides the "remember"
       assert.ok(now() - started < 100, "a write while backing off is spooled at once");
       const log = hookLog(dir);
       assert.deepEqual(log.map((e) => e["outcome"]), ["timeout", "timeout", "spooled"]);
@@ -378,6 +379,7 @@ describe("a slow service is not a hung one (a long writer holds the store's writ
       const { memory } = plugin(service.url, dir, { MEMORY_HOOK_BUDGET_S: "0.5" });
       const session = new Session(memory);
       await session.prompt("remember that the deploy freeze starts on Fridays at noon");
+      await session.modelCall();
       const [said] = hookLog(dir);
       assert.deepEqual([said?.["event"], said?.["outcome"]], ["chat.message", "spooled"]);
       assert.match(said?.["detail"], /^remembered in the spool \(timeout: .* did not answer within the budget\); the service answers a probe: slow, not hung, no back-off$/);
@@ -403,7 +405,9 @@ describe("a slow service is not a hung one (a long writer holds the store's writ
     const service = await fakeService({ "HEAD /": {}, "POST /ingest": "hang" });
     try {
       const { memory } = plugin(service.url, dir, { MEMORY_HOOK_BUDGET_S: "0.3", MEMORY_HOOK_BACKOFF_S: "0" });
-      await new Session(memory).prompt("remember that the probe is only for the back-off");
+      const session = new Session(memory);
+      await session.prompt("remember that the probe is only for the back-off");
+      await session.modelCall();
       assert.deepEqual(service.requests, ["POST /ingest"]);
       assert.deepEqual(hookLog(dir).map((e) => e["outcome"]), ["spooled"]);
     } finally {
@@ -428,6 +432,7 @@ describe("autostart", () => {
       memory.autostart();
       const session = new Session(memory);
       await session.prompt("remember that autostart found no service");
+      await session.modelCall();
       const info = JSON.parse(readFileSync(`${db}.server.json`, "utf8")) as { url: string; pid: number };
       pid = info.pid;
       assert.notEqual(info.url, "http://127.0.0.1:8765");
@@ -457,7 +462,9 @@ describe("autostart beside another program's server", () => {
       const settings = settingsFor(env, { command: memoryMcpBin(), project: PROJECT, budgetS: 20 });
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
       memory.autostart();
-      await new Session(memory).prompt("remember that a dev server holds the port");
+      const session = new Session(memory);
+      await session.prompt("remember that a dev server holds the port");
+      await session.modelCall();
       const info = JSON.parse(readFileSync(`${db}.server.json`, "utf8")) as { url: string; pid: number };
       pid = info.pid;
       assert.notEqual(info.url, `http://127.0.0.1:${port}`);

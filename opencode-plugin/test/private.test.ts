@@ -14,7 +14,7 @@ import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { stripPrivate } from "../src/private.js";
 import { loadRepoConfig, parseRepoConfig } from "../src/repoconfig.js";
-import { call, closedPort, hookLog, pluginFor, removeDir, settingsFor, store, suiteService, tempDir } from "./support.js";
+import { prompt, call, closedPort, hookLog, pluginFor, removeDir, settingsFor, store, suiteService, tempDir } from "./support.js";
 
 const SECRET = "hunter2-swordfish";
 const AGENT_SYSTEM = "You are opencode.\n<env>\n  Working directory: /src/web\n</env>";
@@ -68,8 +68,8 @@ describe("private text", () => {
       const url = `http://127.0.0.1:${await closedPort()}`;
       const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "m.db"), MEMORY_PLUGIN_TOOL_CAPTURE: "bash" });
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-      await memory.chatMessage("ses_p", [part("ses_p", `remember that the vault is sealed <private>${SECRET}</private>`)]);
-      await memory.chatMessage("ses_p", [part("ses_p", `remember that the vault has two keys <pri\u200bvate>${SECRET}</pri\u200bvate>`)]);
+      await prompt(memory, "ses_p", [part("ses_p", `remember that the vault is sealed <private>${SECRET}</private>`)]);
+      await prompt(memory, "ses_p", [part("ses_p", `remember that the vault has two keys <pri\u200bvate>${SECRET}</pri\u200bvate>`)]);
       memory.toolExecuted("bash", "ses_p", { command: "cat .env" }, `DB=staging <private>${SECRET}`);
       memory.toolExecuted("bash", "ses_p", { command: "cat .env.local" }, `DB=local \uff1c\uff50rivate\uff1e${SECRET}`);
       memory.compacting("ses_p");
@@ -130,7 +130,7 @@ describe(".semantic-memory.toml", () => {
     const root = tempDir();
     try {
       const memory = plugin(repository(root, "[capture]\nenabled = false\n"));
-      await memory.chatMessage("ses_off", [part("ses_off", "remember that the opted-out cache is in /var/optout")]);
+      await prompt(memory, "ses_off", [part("ses_off", "remember that the opted-out cache is in /var/optout")]);
       memory.toolExecuted("bash", "ses_off", { command: "ls" }, "optout listing");
       memory.compacting("ses_off");
       await memory.messagesTransform([message("ses_off", "user", "what about optout?"), message("ses_off", "assistant", "optout it is.")]);

@@ -12,7 +12,7 @@ import { describe, test } from "node:test";
 import { activeBackOff, activeSlowMark, clearBackOff, markSlow, slowMs, SLOW_MS } from "../src/backoff.js";
 import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart } from "../src/messages.js";
-import { fakeService, hookLog, removeDir, settingsFor, tempDir } from "./support.js";
+import { prompt, fakeService, hookLog, removeDir, settingsFor, tempDir } from "./support.js";
 
 const remember = (text: string): MessagePart[] => [{ type: "text", text: `remember that ${text}` } as MessagePart];
 
@@ -49,7 +49,7 @@ describe("the slow mark", () => {
         { project: "acme-web" },
       );
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-      await memory.chatMessage("ses_1", remember("the pool size is 20"));
+      await prompt(memory, "ses_1", remember("the pool size is 20"));
       const writes = (): number => service.requests.filter((r) => r === "POST /ingest").length;
       assert.equal(writes(), 1);
       assert.notEqual(activeSlowMark(join(dir, "hooks.backoff.json"), service.url), null);
@@ -57,7 +57,7 @@ describe("the slow mark", () => {
 
       // Another process's action (a new plugin) reads the same mark.
       const other = new MemoryPlugin(settings, dir, [], () => undefined);
-      await other.chatMessage("ses_2", remember("the deploy freeze starts friday at noon"));
+      await prompt(other, "ses_2", remember("the deploy freeze starts friday at noon"));
       assert.equal(writes(), 1, "spooled without a request");
       // A recall still tries.
       const system = ["You are opencode.\n<env>\n  Working directory: /src/web\n</env>"];
@@ -88,7 +88,7 @@ describe("the slow mark", () => {
       markSlow(path, service.url, 1, "a moment ago"); // run out at once: the write is made
       await new Promise((resolve) => setTimeout(resolve, 10));
       const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-      await memory.chatMessage("ses_1", remember("the pool size is 20"));
+      await prompt(memory, "ses_1", remember("the pool size is 20"));
       assert.equal(hookLog(dir)[0]?.["outcome"], "stored");
       assert.throws(() => readFileSync(join(dir, "hooks.slow.json")), "the file is gone");
     } finally {

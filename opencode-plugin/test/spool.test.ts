@@ -18,7 +18,7 @@ import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { backoffPath, spoolPath } from "../src/settings.js";
 import { appendSpool, refusedItems, replaySpool, stampCreatedAt } from "../src/spool.js";
-import { call, closedPort, hangingServer, hookLog, memories, removeDir, settingsFor, startService, tempDir } from "./support.js";
+import { prompt, call, closedPort, hangingServer, hookLog, memories, removeDir, settingsFor, startService, tempDir } from "./support.js";
 
 const PROJECT = "acme-web";
 const NAME = /^\d{20}-\d+-[0-9a-f]{8}\.json$/;
@@ -169,7 +169,7 @@ describe("the shared back-off", () => {
       assert.equal(settings.backoffMs, 0);
       assert.equal(backoffPath(settings), join(dir, "hooks.backoff.json"));
       assert.equal(spoolPath(settings), join(dir, "spool"));
-      await new MemoryPlugin(settings, dir, [], () => undefined).chatMessage("ses_1", [
+      await prompt(new MemoryPlugin(settings, dir, [], () => undefined), "ses_1", [
         { type: "text", text: "remember that nothing listens" } as MessagePart,
       ]);
       assert.deepEqual(readdirSync(dir).sort(), ["hooks.jsonl", "spool"]);
@@ -189,7 +189,7 @@ describe("what is spooled", () => {
       try {
         const settings = settingsFor({ MEMORY_PLUGIN_URL: server.url, MEMORY_DB_PATH: join(dir, "m.db") }, { project: PROJECT });
         const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-        await memory.chatMessage("ses_1", [{ type: "text", text: "remember that the pool size is 20" } as MessagePart]);
+        await prompt(memory, "ses_1", [{ type: "text", text: "remember that the pool size is 20" } as MessagePart]);
         const [line] = hookLog(dir);
         assert.equal(line?.["outcome"], expected);
         assert.match(line?.["detail"], new RegExp(`HTTP ${status}: status ${status}`));
@@ -222,7 +222,7 @@ describe("what is spooled", () => {
       try {
         const settings = settingsFor({ MEMORY_PLUGIN_URL: server.url, MEMORY_DB_PATH: join(dir, "m.db") }, { project: PROJECT });
         const memory = new MemoryPlugin(settings, dir, [], () => undefined);
-        await memory.chatMessage("ses_1", [{ type: "text", text: "remember that the pool size is 20" } as MessagePart]);
+        await prompt(memory, "ses_1", [{ type: "text", text: "remember that the pool size is 20" } as MessagePart]);
         const [line] = hookLog(dir);
         assert.equal(line?.["outcome"], "spooled");
         assert.match(line?.["detail"], /without the service's JSON/);
@@ -274,7 +274,8 @@ describe("what is spooled", () => {
         const { settings } = loadSettings({ MEMORY_PLUGIN_URL: ${JSON.stringify(hung.url)},
           MEMORY_DB_PATH: ${JSON.stringify(join(dir, "m.db"))}, MEMORY_HOOK_BUDGET_S: "30" }, { project: "p" });
         const memory = new MemoryPlugin(settings, "/", [], () => undefined);
-        void memory.chatMessage("ses_1", [{ type: "text", text: "remember that exits lose nothing" }]);
+        const parts = [{ type: "text", text: "remember that exits lose nothing" }];
+        void memory.chatMessage("ses_1", parts).then(() => memory.messagesTransform([{ info: { id: "msg_1", sessionID: "ses_1", role: "user" }, parts }]));
         setTimeout(() => process.exit(0), 300);`;
       const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "inherit" });
       const code = await new Promise((resolve) => child.on("exit", resolve));

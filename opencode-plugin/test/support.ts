@@ -7,6 +7,7 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -16,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { after, before } from "node:test";
 
 import { MemoryPlugin } from "../src/memory.js";
+import type { MessagePart, SessionMessage } from "../src/messages.js";
 import { loadSettings, type Settings } from "../src/settings.js";
 
 /** opencode-plugin/ (the tests run from build/test/). */
@@ -115,6 +117,23 @@ export function pluginFor(
 ): MemoryPlugin {
   const settings = settingsFor({ MEMORY_PLUGIN_URL: url, MEMORY_DB_PATH: join(dir, "memory.db"), ...env }, options);
   return new MemoryPlugin(settings, cwd, [], () => undefined);
+}
+
+/**
+ * A user prompt as opencode hands it to the plugin: `chat.message`, then the messages transform
+ * before the agent's first model call, with `earlier` (the session's messages before it). The
+ * transform decides a "remember …": only then are the spans earlier messages left open known.
+ */
+export async function prompt(
+  plugin: MemoryPlugin,
+  sessionID: string,
+  parts: MessagePart[],
+  earlier: SessionMessage[] = [],
+): Promise<void> {
+  await plugin.chatMessage(sessionID, parts);
+  const id = parts[0]?.messageID ?? `msg_${randomUUID()}`;
+  const info = { id, sessionID, role: "user", time: { created: Date.now() } };
+  await plugin.messagesTransform([...earlier, { info, parts } as unknown as SessionMessage]);
 }
 
 /** A JSON call to the service (the tests' own client, independent of the plugin's). */
