@@ -7,14 +7,15 @@ import { randomBytes as randomBytes2 } from "node:crypto";
 // src/autostart.ts
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
-import { dirname as dirname2, join as join2 } from "node:path";
+import { dirname as dirname3, join as join3 } from "node:path";
 
 // src/client.ts
-import { readFileSync as readFileSync2, realpathSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { readFileSync as readFileSync3, realpathSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { connect } from "node:net";
-import { resolve as resolvePath } from "node:path";
+import { basename, dirname as dirname2, join as join2, resolve as resolvePath } from "node:path";
 import { performance } from "node:perf_hooks";
 
 // src/peer.ts
@@ -158,6 +159,7 @@ function pythonJson(value) {
 }
 
 // src/settings.ts
+import { readFileSync as readFileSync2 } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -407,7 +409,20 @@ function loadSettings(env, options = {}) {
     }
     values[key] = value;
   }
-  return { settings: values, problems };
+  const settings = values;
+  settings.dbUrl = dbUrl(env);
+  settings.storeNamed = Boolean(env["MEMORY_DB_PATH"] || env["MEMORY_DB_URL"] || env["MEMORY_DB_URL_FILE"] || options["dbPath"]);
+  return { settings, problems };
+}
+function dbUrl(env) {
+  if (env["MEMORY_DB_URL"]) return env["MEMORY_DB_URL"].trim();
+  const file = env["MEMORY_DB_URL_FILE"];
+  if (!file) return "";
+  try {
+    return (readFileSync2(expandHome(file), "utf8").trim().split(/\r?\n/)[0] ?? "").trim();
+  } catch {
+    return "";
+  }
 }
 function hookLogPath(settings) {
   return join(dirname(settings.dbPath), "hooks.jsonl");
@@ -458,6 +473,11 @@ var ServiceFailed = class extends ServiceUnavailable {
     return this.status >= 500 || [401, 403, 404, 405, 408, 429].includes(this.status);
   }
 };
+var ServiceMisdirected = class extends ServiceUnavailable {
+  constructor(message) {
+    super("service down", message);
+  }
+};
 var NotTheService = class extends ServiceUnavailable {
   constructor(message) {
     super("error", message);
@@ -503,18 +523,50 @@ function resolveUrl(settings) {
   if (path !== null) {
     const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
-      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}` };
+      const url = info.url.replace(/\/+$/, "");
+      expectedStores.delete(url);
+      return { url, origin: `discovery file ${path}` };
     }
   }
-  if (settings.port && settings.port !== DEFAULT_PORT) {
-    return { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" };
+  const found = settings.port && settings.port !== DEFAULT_PORT ? { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" } : { url: DEFAULT_URL, origin: "default" };
+  if (settings.storeNamed) {
+    const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
+    expectedStores.set(found.url, { tag: storeTag(identity), identity });
+  } else {
+    expectedStores.delete(found.url);
   }
-  return { url: DEFAULT_URL, origin: "default" };
+  return found;
+}
+var expectedStores = /* @__PURE__ */ new Map();
+var SQLITE_PREFIXES = ["sqlite:///", "sqlite://", "sqlite:", "file://"];
+function storeIdentity(dbUrl2, dbPath) {
+  const url = dbUrl2.trim();
+  if (!url) return dbIdentity(dbPath);
+  for (const prefix of SQLITE_PREFIXES) {
+    if (url.startsWith(prefix)) return dbIdentity(url.slice(prefix.length));
+  }
+  const sep = url.indexOf("://");
+  let scheme = (sep < 0 ? url : url.slice(0, sep)).toLowerCase().split("+")[0];
+  if (scheme === "postgres") scheme = "postgresql";
+  let rest = sep < 0 ? "" : url.slice(sep + 3);
+  const at = rest.lastIndexOf("@");
+  const colon = at >= 0 ? rest.slice(0, at).indexOf(":") : -1;
+  if (colon >= 0) rest = rest.slice(0, colon) + rest.slice(at);
+  const mark = rest.indexOf("?");
+  const base = mark < 0 ? rest : rest.slice(0, mark);
+  const kept = (mark < 0 ? "" : rest.slice(mark + 1)).split("&").filter((part) => part && !part.split("=")[0].toLowerCase().includes("password"));
+  return `${scheme}${sep < 0 ? "" : "://"}${base}${kept.length ? `?${kept.join("&")}` : ""}`;
+}
+function dbIdentity(path) {
+  return realPath(expandHome(path));
+}
+function storeTag(identity) {
+  return createHash("sha256").update(identity, "utf8").digest("hex").slice(0, 16);
 }
 function readDiscovery(path, db = null) {
   let data;
   try {
-    data = JSON.parse(readFileSync2(path, "utf8"));
+    data = JSON.parse(readFileSync3(path, "utf8"));
   } catch {
     return null;
   }
@@ -528,10 +580,15 @@ function serves(info, db) {
   return realPath(expandHome(published)) === realPath(expandHome(db));
 }
 function realPath(path) {
-  try {
-    return realpathSync(path);
-  } catch {
-    return resolvePath(path);
+  const absolute = resolvePath(path);
+  const missing = [];
+  for (let head = absolute; ; head = dirname2(head)) {
+    try {
+      return join2(realpathSync(head), ...missing);
+    } catch {
+      if (dirname2(head) === head) return absolute;
+      missing.unshift(basename(head));
+    }
   }
 }
 function isService(info) {
@@ -554,7 +611,7 @@ function pidAlive(pid) {
 function procStart(pid) {
   let stat;
   try {
-    stat = readFileSync2(`/proc/${pid}/stat`, "latin1");
+    stat = readFileSync3(`/proc/${pid}/stat`, "latin1");
   } catch {
     return null;
   }
@@ -605,6 +662,7 @@ var ServiceClient = class {
     this.token = token;
     this.offline = offline;
     this.writesHeld = writesHeld;
+    this.store = expectedStores.get(url) ?? null;
   }
   url;
   token;
@@ -618,6 +676,8 @@ var ServiceClient = class {
   succeeded = false;
   /** Whether it took a write (a 2xx answer to POST /ingest): what ends a slow mark. */
   wrote = false;
+  /** The store expected at this URL (`resolveUrl`), sent as X-Memory-Store; null: none. */
+  store;
   get(path, deadline) {
     return this.request("GET", path, void 0, deadline);
   }
@@ -668,6 +728,7 @@ var ServiceClient = class {
     };
     if (body !== void 0) headers["Content-Type"] = "application/json";
     if (this.token) headers["Authorization"] = `Bearer ${this.token}`;
+    if (this.store !== null) headers["X-Memory-Store"] = this.store.tag;
     const transport = target.protocol === "https:" ? https : http;
     const request = () => new Promise((resolve2, reject2) => {
       let settled = false;
@@ -691,7 +752,9 @@ var ServiceClient = class {
             answer = null;
           }
           const status = res.statusCode ?? 0;
-          if (status >= 400) {
+          if (status === 421 && this.store !== null && isObject(answer) && "store" in answer) {
+            settle(new ServiceMisdirected(`${this.url}: ${String(answer["error"]).split("\n")[0]}; MEMORY_DB_PATH/MEMORY_DB_URL here name ${this.store.identity}`));
+          } else if (status >= 400) {
             const message = answer?.error;
             settle(new ServiceFailed(status, String(message ?? raw.slice(-200)), typeof message !== "string"));
           } else if (!isObject(answer)) {
@@ -729,7 +792,7 @@ var LISTENING = "MEMORY_MCP_LISTENING ";
 var POLL_MS = 50;
 async function startService(settings, waitMs) {
   const deadline = now() + waitMs;
-  const lock = join2(dirname2(settings.dbPath), "autostart.lock");
+  const lock = join3(dirname3(settings.dbPath), "autostart.lock");
   if (takeLock(lock)) {
     return { url: await spawnService(settings, deadline), how: "started" };
   }
@@ -755,8 +818,8 @@ function spawnService(settings, deadline) {
   } else {
     env["MEMORY_PORT"] = "0";
   }
-  const logPath = join2(dirname2(settings.dbPath), "service.log");
-  mkdirSync(dirname2(logPath), { recursive: true, mode: 448 });
+  const logPath = join3(dirname3(settings.dbPath), "service.log");
+  mkdirSync(dirname3(logPath), { recursive: true, mode: 448 });
   rotateLog(logPath);
   const log = openSync(logPath, "a", 384);
   return new Promise((resolve2, reject2) => {
@@ -806,7 +869,7 @@ function rotateLog(path) {
   }
 }
 function takeLock(path) {
-  mkdirSync(dirname2(path), { recursive: true, mode: 448 });
+  mkdirSync(dirname3(path), { recursive: true, mode: 448 });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, "wx", 384);
@@ -829,8 +892,8 @@ function sleep(ms) {
 }
 
 // src/backoff.ts
-import { mkdirSync as mkdirSync2, readFileSync as readFileSync3, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
-import { basename, dirname as dirname3, join as join3 } from "node:path";
+import { mkdirSync as mkdirSync2, readFileSync as readFileSync4, renameSync as renameSync2, unlinkSync as unlinkSync2, writeFileSync } from "node:fs";
+import { basename as basename2, dirname as dirname4, join as join4 } from "node:path";
 var SLOW_FILE = "hooks.slow.json";
 var SLOW_MS = 2e4;
 function activeBackOff(path, url, nowS = Date.now() / 1e3) {
@@ -846,7 +909,7 @@ function startBackOff(path, url, ms, outcome, detail) {
   writeState(path, url, ms, outcome, detail);
 }
 function slowPath(path) {
-  return join3(dirname3(path), SLOW_FILE);
+  return join4(dirname4(path), SLOW_FILE);
 }
 function activeSlowMark(path, url, nowS = Date.now() / 1e3) {
   const data = readState(slowPath(path));
@@ -872,9 +935,9 @@ function writeState(path, url, ms, outcome, detail) {
     detail: detail.slice(0, 300),
     url
   });
-  const tmp = join3(dirname3(path), `.${basename(path)}.${process.pid}.tmp`);
+  const tmp = join4(dirname4(path), `.${basename2(path)}.${process.pid}.tmp`);
   try {
-    mkdirSync2(dirname3(path), { recursive: true, mode: 448 });
+    mkdirSync2(dirname4(path), { recursive: true, mode: 448 });
     writeFileSync(tmp, data, { encoding: "utf8", mode: 384 });
     renameSync2(tmp, path);
   } catch {
@@ -897,7 +960,7 @@ function unlink(path) {
 }
 function readState(path) {
   try {
-    const data = JSON.parse(readFileSync3(path, "utf8"));
+    const data = JSON.parse(readFileSync4(path, "utf8"));
     return typeof data === "object" && data !== null && !Array.isArray(data) ? data : null;
   } catch {
     return null;
@@ -1239,12 +1302,12 @@ function isAgentTurn(system) {
 
 // src/outcomes.ts
 import { closeSync as closeSync2, mkdirSync as mkdirSync3, openSync as openSync2, renameSync as renameSync3, statSync as statSync2, writeSync as writeSync2 } from "node:fs";
-import { dirname as dirname4 } from "node:path";
+import { dirname as dirname5 } from "node:path";
 var MAX_LOG_BYTES = 1e6;
 function record(path, entry2) {
   const line = JSON.stringify({ ts: Math.round(Date.now()) / 1e3, ...entry2 }) + "\n";
   try {
-    mkdirSync3(dirname4(path), { recursive: true, mode: 448 });
+    mkdirSync3(dirname5(path), { recursive: true, mode: 448 });
     try {
       if (statSync2(path).size > MAX_LOG_BYTES) renameSync3(path, `${path}.1`);
     } catch {
@@ -1260,10 +1323,10 @@ function record(path, entry2) {
 }
 
 // src/project.ts
-import { createHash } from "node:crypto";
-import { readFileSync as readFileSync4, realpathSync as realpathSync2, statSync as statSync3 } from "node:fs";
+import { createHash as createHash2 } from "node:crypto";
+import { readFileSync as readFileSync5, realpathSync as realpathSync2, statSync as statSync3 } from "node:fs";
 import { homedir as homedir2 } from "node:os";
-import { basename as basename2, dirname as dirname5, isAbsolute, join as join4, resolve } from "node:path";
+import { basename as basename3, dirname as dirname6, isAbsolute, join as join5, resolve } from "node:path";
 var SCP_LIKE = /^(?:[^@/\n]+@)?(\[[^\]/\n]*\]|[^:/\n]+):(?!\/\/)(.+)$/;
 var MAX_PROJECT_CHARS2 = 256;
 var HASH_CHARS = 8;
@@ -1281,22 +1344,22 @@ function detected(cwd) {
     if (main !== null) return main;
   }
   const folder = nameText(top ?? start);
-  const name = basename2(folder);
+  const name = basename3(folder);
   return strip(name) ? name : strip(folder);
 }
 function mainCheckout(gitDir) {
   const common = commonDir(gitDir);
   if (common === null) return null;
   let folder = nameText(common);
-  if (basename2(folder) === ".git") folder = dirname5(folder);
-  let name = basename2(folder);
+  if (basename3(folder) === ".git") folder = dirname6(folder);
+  let name = basename3(folder);
   if (name.endsWith(".git") && name !== ".git") name = name.slice(0, -".git".length);
   return strip(name) ? name : strip(folder) || null;
 }
 function bounded(name) {
   const composed = name.normalize("NFC");
   if (length(composed) <= MAX_PROJECT_CHARS2) return length(name) <= MAX_PROJECT_CHARS2 ? name : composed;
-  const digest = createHash("sha256").update(composed, "utf8").digest("hex").slice(0, HASH_CHARS);
+  const digest = createHash2("sha256").update(composed, "utf8").digest("hex").slice(0, HASH_CHARS);
   const chars = Array.from(composed);
   let tail = chars.slice(chars.length - (MAX_PROJECT_CHARS2 - 2 - HASH_CHARS)).join("");
   const slash = tail.indexOf("/");
@@ -1326,15 +1389,15 @@ function resolvePath2(path) {
   return nameText(realPath2(expandUser(path)));
 }
 function expandUser(path) {
-  return path === "~" || path.startsWith("~/") ? join4(homedir2(), path.slice(1)) : path;
+  return path === "~" || path.startsWith("~/") ? join5(homedir2(), path.slice(1)) : path;
 }
 function realPath2(path) {
   const absolute = resolve(path);
   try {
     return fsdecode(realpathSync2(fsPath(absolute), { encoding: "buffer" }));
   } catch {
-    const parent = dirname5(absolute);
-    return parent === absolute ? absolute : join4(realPath2(parent), basename2(absolute));
+    const parent = dirname6(absolute);
+    return parent === absolute ? absolute : join5(realPath2(parent), basename3(absolute));
   }
 }
 function nameText(name) {
@@ -1402,24 +1465,24 @@ function kind(path) {
   }
 }
 function findRepository(start) {
-  for (let folder = start; ; folder = dirname5(folder)) {
-    const dotGit = join4(folder, ".git");
+  for (let folder = start; ; folder = dirname6(folder)) {
+    const dotGit = join5(folder, ".git");
     const found = kind(dotGit);
     if (found === "dir") return [folder, dotGit];
     if (found === "file") {
       const text2 = readPathFile(dotGit);
       if (text2 !== null && text2.startsWith("gitdir:")) {
         const target = strip(text2.slice("gitdir:".length));
-        return [folder, realPath2(isAbsolute(target) ? target : join4(folder, target))];
+        return [folder, realPath2(isAbsolute(target) ? target : join5(folder, target))];
       }
       return [folder, null];
     }
-    if (dirname5(folder) === folder) return [null, null];
+    if (dirname6(folder) === folder) return [null, null];
   }
 }
 function remoteUrl(gitDir) {
   const common = commonDir(gitDir) ?? gitDir;
-  const sections = readConfig(join4(common, "config"));
+  const sections = readConfig(join5(common, "config"));
   if (sections === null) return null;
   const remotes = [...sections.keys()].filter((name) => name.startsWith('remote "'));
   remotes.sort((a, b) => Number(a !== 'remote "origin"') - Number(b !== 'remote "origin"'));
@@ -1430,14 +1493,14 @@ function remoteUrl(gitDir) {
   return null;
 }
 function commonDir(gitDir) {
-  const pointer = readPathFile(join4(gitDir, "commondir"));
+  const pointer = readPathFile(join5(gitDir, "commondir"));
   return pointer ? realPath2(resolve(gitDir, pointer)) : null;
 }
 var BLANK_BYTES = /* @__PURE__ */ new Set([32, 9, 10, 11, 12, 13]);
 function readPathFile(path) {
   let bytes;
   try {
-    bytes = readFileSync4(fsPath(path));
+    bytes = readFileSync5(fsPath(path));
   } catch {
     return null;
   }
@@ -1450,7 +1513,7 @@ function readPathFile(path) {
 function readConfig(path) {
   let text2;
   try {
-    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync4(fsPath(path)));
+    text2 = new TextDecoder("utf-8", { fatal: true }).decode(readFileSync5(fsPath(path)));
   } catch {
     return null;
   }
@@ -1522,8 +1585,8 @@ function insteadOf(sections) {
 function userConfigs() {
   const configured = process.env["GIT_CONFIG_GLOBAL"];
   if (configured) return [configured];
-  const xdg = process.env["XDG_CONFIG_HOME"] || join4(homedir2(), ".config");
-  return [join4(xdg, "git", "config"), join4(homedir2(), ".gitconfig")];
+  const xdg = process.env["XDG_CONFIG_HOME"] || join5(homedir2(), ".config");
+  return [join5(xdg, "git", "config"), join5(homedir2(), ".gitconfig")];
 }
 function parseGitConfig(text2) {
   const sections = /* @__PURE__ */ new Map();
@@ -1630,8 +1693,8 @@ function removeSuffix(text2, suffix) {
 }
 
 // src/repoconfig.ts
-import { readFileSync as readFileSync5, statSync as statSync4 } from "node:fs";
-import { dirname as dirname6, isAbsolute as isAbsolute2, join as join5 } from "node:path";
+import { readFileSync as readFileSync6, statSync as statSync4 } from "node:fs";
+import { dirname as dirname7, isAbsolute as isAbsolute2, join as join6 } from "node:path";
 var MAX_PROJECT_CHARS3 = 256;
 var FILE_NAME = ".semantic-memory.toml";
 var MAX_BYTES = 64 * 1024;
@@ -1646,7 +1709,7 @@ var TABLES = /* @__PURE__ */ new Set(["capture", "recall", "project"]);
 function configPath(cwd) {
   const start = resolvePath2(cwd);
   const [top] = findRepository(start);
-  return join5(top ?? start, FILE_NAME);
+  return join6(top ?? start, FILE_NAME);
 }
 function loadRepoConfig(cwd, approvals = null) {
   let path;
@@ -1654,9 +1717,9 @@ function loadRepoConfig(cwd, approvals = null) {
   try {
     path = configPath(cwd);
     if (!statSync4(path, { throwIfNoEntry: false })?.isFile()) return { ...DEFAULTS };
-    raw = readFileSync5(path);
+    raw = readFileSync6(path);
   } catch (error) {
-    return { ...DEFAULTS, path: join5(cwd, FILE_NAME), capture: false, error: error.message };
+    return { ...DEFAULTS, path: join6(cwd, FILE_NAME), capture: false, error: error.message };
   }
   if (raw.length > MAX_BYTES) return { ...DEFAULTS, path, capture: false, error: `larger than ${MAX_BYTES} bytes` };
   try {
@@ -1681,7 +1744,7 @@ function allowedNames(approvals) {
   const names = /* @__PURE__ */ new Map();
   if (!isAbsolute2(approvals)) return names;
   try {
-    const raw = readFileSync5(approvals);
+    const raw = readFileSync6(approvals);
     if (raw.length > MAX_APPROVALS_BYTES) return names;
     const data = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
     const entries = typeof data === "object" && data !== null && !Array.isArray(data) ? data["allowed"] : null;
@@ -1696,7 +1759,7 @@ function allowedNames(approvals) {
 function repoWarning(config) {
   if (config.error) return `${config.path}: ${config.error}`;
   if (config.ignored !== void 0 && config.path !== null) {
-    return `${config.path}: [project] name "${config.ignored}" is ignored until you allow it: run \`memory-mcp allow ${shellQuote(dirname6(config.path))}\``;
+    return `${config.path}: [project] name "${config.ignored}" is ignored until you allow it: run \`memory-mcp allow ${shellQuote(dirname7(config.path))}\``;
   }
   return null;
 }
@@ -1757,7 +1820,7 @@ import {
   mkdirSync as mkdirSync4,
   openSync as openSync3,
   readdirSync,
-  readFileSync as readFileSync6,
+  readFileSync as readFileSync7,
   renameSync as renameSync4,
   unlinkSync as unlinkSync3,
   utimesSync,
@@ -1765,7 +1828,7 @@ import {
   writeSync as writeSync3
 } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { join as join6 } from "node:path";
+import { join as join7 } from "node:path";
 var SPOOL_VERSION = 1;
 var REJECTED = "rejected";
 var EPOCH_NS = BigInt(Date.now()) * 1000000n - process.hrtime.bigint();
@@ -1794,11 +1857,11 @@ function appendSpool(folder, path, body, origin = {}) {
     record2.rejected = slice(origin.rejected, 0, 500);
     record2.rejected_at = record2.ts;
   }
-  const directory = origin.rejected !== void 0 ? join6(folder, REJECTED) : folder;
+  const directory = origin.rejected !== void 0 ? join7(folder, REJECTED) : folder;
   const data = Buffer.from(JSON.stringify(record2), "utf8");
   mkdirSync4(directory, { recursive: true, mode: 448 });
-  const tmp = join6(directory, `.${name}.tmp`);
-  const final = join6(directory, `${name}.json`);
+  const tmp = join7(directory, `.${name}.tmp`);
+  const final = join7(directory, `${name}.json`);
   const fd = openSync3(tmp, "wx", 384);
   try {
     try {
@@ -1851,9 +1914,9 @@ async function replaySpool(folder, send, until) {
   let rejected = 0;
   for (const name of pendingSpool(folder)) {
     if (!until()) break;
-    const claimed = join6(folder, `${name}${CLAIM}${process.pid}`);
+    const claimed = join7(folder, `${name}${CLAIM}${process.pid}`);
     try {
-      renameSync4(join6(folder, name), claimed);
+      renameSync4(join7(folder, name), claimed);
       utimesSync(claimed, /* @__PURE__ */ new Date(), /* @__PURE__ */ new Date());
     } catch (error) {
       if (errorCode(error) === "ENOENT") continue;
@@ -1920,7 +1983,7 @@ function refusedItems(body, answer) {
   return refused.length === items.length ? [body, reason] : [{ ...body, items: refused }, reason];
 }
 function readRecord(path) {
-  const text2 = readFileSync6(path, "utf8");
+  const text2 = readFileSync7(path, "utf8");
   try {
     const record2 = JSON.parse(text2);
     const valid = typeof record2 === "object" && record2 !== null && typeof record2.path === "string" && typeof record2.body === "object" && record2.body !== null && !Array.isArray(record2.body);
@@ -1934,19 +1997,19 @@ function errorCode(error) {
 }
 function putBack(folder, name, claimed) {
   try {
-    renameSync4(claimed, join6(folder, name));
+    renameSync4(claimed, join7(folder, name));
   } catch {
   }
 }
 function reject(folder, name, claimed, reason, record2) {
-  const target = join6(folder, REJECTED, name);
+  const target = join7(folder, REJECTED, name);
   try {
-    mkdirSync4(join6(folder, REJECTED), { recursive: true, mode: 448 });
+    mkdirSync4(join7(folder, REJECTED), { recursive: true, mode: 448 });
     if (record2 === null) {
       renameSync4(claimed, target);
       return;
     }
-    const tmp = join6(folder, REJECTED, `.${name}.tmp`);
+    const tmp = join7(folder, REJECTED, `.${name}.tmp`);
     writeFileSync2(tmp, JSON.stringify({
       ...record2,
       rejected: slice(reason, 0, 500),
@@ -2113,7 +2176,10 @@ var MemoryPlugin = class {
     return this.detectedProject;
   }
   // --- opencode hooks ---------------------------------------------------------------------
-  /** `chat.message`: a new user message; "remember …" is stored. */
+  /**
+   * `chat.message`: a new user message; "remember …" waits for the next messages transform,
+   * which stores it unless it is read inside a span an earlier message left open.
+   */
   async chatMessage(sessionID, parts) {
     const text2 = conversationText(parts);
     if (!text2.trim()) return;
@@ -2121,7 +2187,7 @@ var MemoryPlugin = class {
     state.prompt = unquote(text2);
     state.promptCarry = state.open;
     const fact = remembered(text2);
-    if (fact !== null) await this.remember(sessionID, state, fact);
+    if (fact !== null) state.remembers.push({ messageID: parts[0]?.messageID, fact });
   }
   /**
    * `experimental.chat.messages.transform`: runs before each agent call with the session's
@@ -2137,16 +2203,42 @@ var MemoryPlugin = class {
         state.heard.delete(info.id);
         state.flushed.add(info.id);
       }
-      await this.flush(HOOKS.flush, sessionID, state, messages);
+      state.lead = [];
+      const read = withoutPrivate(state, messages);
+      await this.decideRemembers(sessionID, state);
+      await this.flush(HOOKS.flush, sessionID, state, read.flat());
       return;
     }
     const text2 = latestUserText(messages);
     if (text2 !== null) {
+      const first = !state.openBefore.size;
       state.prompt = unquote(text2);
-      withoutPrivate(state, messages);
-      const latest = [...messages].reverse().find((m) => m.info.role === "user" && conversationText(m.parts) === text2);
+      const read = withoutPrivate(state, messages);
+      const at = messages.map((m) => m.info.role === "user" && conversationText(m.parts) === text2).lastIndexOf(true);
+      const latest = messages[at];
       state.promptCarry = (latest && state.openBefore.get(latest.info.id)) ?? state.open;
+      if (first && at >= 0) this.leadFrom(state, messages.slice(0, at), read.slice(0, at));
     }
+    await this.decideRemembers(sessionID, state);
+  }
+  /**
+   * Stores the "remember" prompts `chatMessage` left waiting, each read inside what the messages
+   * before it left open (the latest prompt's, for one not among the messages read).
+   */
+  async decideRemembers(sessionID, state) {
+    for (const { messageID, fact } of state.remembers.splice(0)) {
+      const carry = (messageID === void 0 ? void 0 : state.openBefore.get(messageID)) ?? state.promptCarry;
+      await this.remember(sessionID, state, fact, carry);
+    }
+  }
+  /**
+   * The session's messages before the latest prompt (as a new process reads them first), and
+   * their turns: those after the last reply left visible become the lead of the next flush.
+   */
+  leadFrom(state, earlier, read) {
+    const lead = earlier.slice(answeredUpTo(read)).filter(({ info }) => !state.heard.has(info.id));
+    for (const { info } of lead) state.flushed.add(info.id);
+    state.lead = lead;
   }
   /** `experimental.chat.system.transform`: adds this context's memories to an agent call. */
   async systemTransform(sessionID, system) {
@@ -2156,6 +2248,7 @@ var MemoryPlugin = class {
       return;
     }
     const state = this.state(sessionID);
+    await this.decideRemembers(sessionID, state);
     const key = this.contextKey(sessionID, state);
     const query = state.prompt;
     const paused = query && remembered(query) === null ? pausedLine(query, state.promptCarry) : null;
@@ -2238,8 +2331,11 @@ ${query}`;
   }
   /**
    * Flushes, in the background, what `state` heard and no flush took: the messages up to the
-   * last reply with text in it (`all`: every one, the session is gone), each taken once. With
-   * nothing new, nothing is sent or logged; what was stored already is answered a duplicate.
+   * last reply with text in it (`all`: every one, the session is gone), each taken once, after
+   * the lead (the prompts whose replies a span hid, which go again joined to the next prompt;
+   * a prompt's visible text before `<private>` was lost when only its own hidden reply
+   * followed). With nothing new, nothing is sent or logged; what was stored already is answered
+   * a duplicate.
    */
   flushHeard(event, sessionID, state, all) {
     const heard = [...state.heard];
@@ -2248,13 +2344,15 @@ ${query}`;
       if (info?.role === "assistant" && conversationText([...parts.values()]).trim()) end = at + 1;
     });
     if (end === 0) return;
-    const messages = [];
+    const messages = [...state.lead];
     for (const [id, { info, parts }] of heard.slice(0, end)) {
       state.heard.delete(id);
       state.flushed.add(id);
       if (info !== null) messages.push({ info, parts: [...parts.values()] });
     }
-    this.background(this.flush(event, sessionID, state, messages));
+    const read = withoutPrivate(state, messages);
+    state.lead = all ? [] : messages.slice(answeredUpTo(read));
+    this.background(this.flush(event, sessionID, state, read.flat()));
   }
   /** Starts the service in the background when autostart is on and nothing answers. */
   autostart() {
@@ -2332,12 +2430,13 @@ ${query}`;
     this.pending.add(task);
     this.reports.set(key, task);
   }
-  async remember(sessionID, state, content) {
+  /** Stores a "remember" prompt's fact, read inside `carry` (what the earlier messages left open). */
+  async remember(sessionID, state, content, carry) {
     const key = this.contextKey(sessionID, state);
     await this.run(HOOKS.remember, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const kept = strip(stripPrivateFrom(content, state.promptCarry[0])[0]);
-      const paused = kept ? null : pausedLine(content, state.promptCarry);
+      const kept = strip(stripPrivateFrom(content, carry[0])[0]);
+      const paused = kept ? null : pausedLine(content, carry);
       if (paused !== null) {
         action.done("skipped", "inside a <private> span an earlier message opened: not remembered, the model told");
         state.added.push(`semantic-memory did NOT store the user's "remember" message: it is not remembered. ${paused}`);
@@ -2373,12 +2472,15 @@ ${query}`;
       );
     });
   }
-  /** Stores the exchanges of `messages` (`source=compaction`, as the hooks' flushes). */
-  async flush(event, sessionID, state, messages) {
+  /**
+   * Stores the exchanges of `read`, turns without their private text (`source=compaction`,
+   * as the hooks' flushes).
+   */
+  async flush(event, sessionID, state, read) {
     const key = this.contextKey(sessionID, state);
     await this.run(event, key, async (action) => {
       if (this.optedOut(action, "capture")) return;
-      const turns = withoutPrivate(state, messages);
+      const turns = [...read];
       while (turns.length && turns[turns.length - 1]?.role === "user") turns.pop();
       const items = flushItems(turns, FLUSH_MAX);
       if (!items.length) {
@@ -2464,7 +2566,9 @@ ${query}`;
         subagent: false,
         promptCarry: NO_CARRY,
         openBefore: /* @__PURE__ */ new Map(),
-        open: NO_CARRY
+        open: NO_CARRY,
+        remembers: [],
+        lead: []
       };
     } else {
       this.sessions.delete(sessionID);
@@ -2704,19 +2808,28 @@ function keptEnd(head, open) {
 function withoutPrivate(state, messages) {
   const first = messages[0];
   let carry = (first === void 0 ? void 0 : state.openBefore.get(first.info.id)) ?? state.open;
-  const turns = [];
+  const read = [];
   for (const message of messages) {
     state.openBefore.set(message.info.id, carry);
     const at = transcriptTime(message.info.time?.created);
+    const turns = [];
     for (const turn of messageTurns([message])) {
       let text2;
-      if (turn.role === "user") [text2, carry] = carryPrivate(turn.text, carry);
+      if (turn.role === "user") [text2, carry] = carryPrivate(unquote(turn.text), carry);
       else text2 = carry[0] ? "" : stripPrivate(turn.text);
       turns.push({ ...turn, text: text2, at });
     }
+    read.push(turns);
   }
   state.open = carry;
-  return turns;
+  return read;
+}
+function answeredUpTo(read) {
+  let end = 0;
+  read.forEach((turns, at) => {
+    if (turns.some((turn) => turn.role === "assistant" && strip(turn.text))) end = at + 1;
+  });
+  return end;
 }
 function blockUids(answer) {
   if (Array.isArray(answer["block_uids"])) return answer["block_uids"].map(String);

@@ -172,10 +172,14 @@ def test_doctor_shows_the_wiring_and_the_plugins_outcomes(tmp_path: Path) -> Non
     env = env_for(tmp_path, MEMORY_PLUGIN_URL="http://127.0.0.1:9")
     user_file(tmp_path)
     ok(env, "install", "opencode")
+    # opencode's order: the message, then the transform before its agent call, where the
+    # plugin decides a "remember" (once the spans of earlier messages are read)
     script = (f"import plugin from {json.dumps(BUNDLE.as_uri())};\n"
               "const hooks = await plugin.server({ directory: process.cwd() }, {});\n"
-              "await hooks['chat.message']({ sessionID: 's' }, { parts: [{ type: 'text', "
-              "text: 'remember that doctor reads this' }] });\n")
+              "const parts = [{ type: 'text', text: 'remember that doctor reads this' }];\n"
+              "await hooks['chat.message']({ sessionID: 's' }, { parts });\n"
+              "await hooks['experimental.chat.messages.transform']({}, { messages: [\n"
+              "  { info: { id: 'm', sessionID: 's', role: 'user' }, parts }] });\n")
     subprocess.run(["node", "--input-type=module", "-e", script], env=env, cwd=tmp_path,
                    check=True, timeout=60)
     done = memory_mcp(env, "doctor")
