@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +23,7 @@ from semantic_memory import testing
 from semantic_memory.models import NewMemory
 from semantic_memory.service import embed_queue
 from semantic_memory.stores import sqlite as sqlite_store
+from test_plugin_isolation import install
 
 #: The model: a letter histogram; raises while FLAG.fail exists, hangs while FLAG exists.
 PLUGIN = '''
@@ -57,23 +57,12 @@ def register_embedders(register, settings):
 '''
 
 
-def install(site: Path) -> Path:
-    """The plugin as an installed distribution: module plus entry point, on `site`."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "flakyemb.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
-    info = site / "flakyemb-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: flakyemb\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[semantic_memory]\nflakyemb = flakyemb\n")
-    return site
-
-
 def serve(memory_service: Any, tmp_path: Path) -> tuple[Any, Path]:
     flag = tmp_path / "model.flag"
     home = tmp_path / "home"
     home.mkdir()
     service = memory_service(
-        PYTHONPATH=str(install(tmp_path / "site")), FLAKYEMB_FLAG=str(flag), HOME=str(home),
+        PYTHONPATH=str(install(tmp_path / "site", "flakyemb", PLUGIN)), FLAKYEMB_FLAG=str(flag), HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
         MEMORY_EMBEDDER="letters", MEMORY_PLUGINS="bm25_porter,vector,flakyemb")
     return service, flag

@@ -8,7 +8,6 @@ real SQLite file. Timings are compared as ratios only."""
 
 from __future__ import annotations
 
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from embedder_support import Letters, Plugin
 from semantic_memory import testing
 from semantic_memory.models import NewMemory
+from test_plugin_isolation import install
 
 #: The model: a letter histogram; hangs while the file FLAG exists.
 PLUGIN = '''
@@ -48,17 +48,6 @@ def register_embedders(register, settings):
 '''
 
 
-def install(site: Path) -> Path:
-    """The plugin as an installed distribution: module plus entry point, on `site`."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "stuckemb.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
-    info = site / "stuckemb-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: stuckemb\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[semantic_memory]\nstuckemb = stuckemb\n")
-    return site
-
-
 def stats(service: Any) -> dict[str, Any]:
     status, body = service.request("GET", "/api/stats")
     assert status == 200
@@ -84,7 +73,7 @@ def test_an_unforget_never_waits_for_a_stuck_model(memory_service: Any, tmp_path
     home = tmp_path / "home"
     home.mkdir()
     service = memory_service(
-        PYTHONPATH=str(install(tmp_path / "site")), STUCKEMB_FLAG=str(flag), HOME=str(home),
+        PYTHONPATH=str(install(tmp_path / "site", "stuckemb", PLUGIN)), STUCKEMB_FLAG=str(flag), HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local/share"),
         MEMORY_EMBEDDER="letters", MEMORY_PLUGINS="bm25_porter,vector,stuckemb")
     flag.touch()  # stuck from the start: the queue's batch waits on the model
