@@ -11,10 +11,18 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from harness_support import hook_env, hook_log, run_hook
 from test_service_support import Service, memory_mcp_command, start_service, stored
 
 from semantic_memory import lite
+from semantic_memory.harness.client import (
+    ServiceAddress,
+    ServiceClient,
+    ServiceMisdirected,
+    resolve_address,
+)
+from semantic_memory.harness.settings import HookSettings
 
 PLUGINS = "bm25_porter,bm25_trigram"
 
@@ -95,3 +103,40 @@ def test_hooks_do_not_use_a_service_of_another_db_found_by_the_port(tmp_path: Pa
         assert not list((a / "spool").glob("*.json"))
     finally:
         own.stop()
+
+
+def test_the_expected_store_travels_with_the_address_not_a_map_per_url(tmp_path: Path) -> None:
+    """`resolve_address` hands the store its settings name to the client that is built from
+    it: a module map per URL forgot it as soon as another settings object of the same process
+    resolved the same URL naming no store (the default db), and a client built for a URL that
+    this process had not resolved sent no X-Memory-Store at all."""
+    other = start_service(tmp_path / "b", MEMORY_PLUGINS=PLUGINS)  # db B, on a random port
+    try:
+        port = str(other.info["port"])
+        mine = str(tmp_path / "a" / "memory.db")
+        named = HookSettings.from_env({"MEMORY_DB_PATH": mine, "MEMORY_PORT": port})
+        plain = HookSettings.from_env({"MEMORY_PORT": port, "MEMORY_DISCOVERY_FILE": "off"})
+        address = resolve_address(named)
+        identity = lite.store_identity("", mine)
+        assert address == ServiceAddress(f"http://127.0.0.1:{port}", "MEMORY_PORT",
+                                         (lite.store_tag(identity), identity))
+        default = resolve_address(plain)  # same URL, no store named: no header, B answers
+        assert (default.url, default.store) == (address.url, None)
+        ServiceClient(default.url, time.monotonic() + 10, store=default.store).get("/health")
+
+        # Resolved before `plain` was, and built after: still sends A's tag; B refuses it.
+        with pytest.raises(ServiceMisdirected, match="MEMORY_DB_PATH/MEMORY_DB_URL here name"):
+            ServiceClient(address.url, time.monotonic() + 10,
+                          store=address.store).post("/ingest", {"content": "not for B"})
+        assert not any("not for B" in c for c in _contents(other))
+
+        # A service found through the discovery file or MEMORY_PLUGIN_URL is this db's own,
+        # or the user's choice: nothing to check there.
+        pinned = HookSettings.from_env({"MEMORY_DB_PATH": mine, "MEMORY_PLUGIN_URL": other.url})
+        assert resolve_address(pinned) == ServiceAddress(other.url, "MEMORY_PLUGIN_URL")
+        found = HookSettings.from_env({"MEMORY_DB_PATH": str(tmp_path / "b" / "memory.db"),
+                                       "MEMORY_PORT": "1"})
+        assert resolve_address(found).store is None
+        assert resolve_address(found).origin.startswith("discovery file")
+    finally:
+        other.stop()

@@ -1027,11 +1027,12 @@ def spool_replay(obj: Context) -> None:
     import time
 
     from . import spool as queue
-    from .harness.client import ServiceClient, ServiceUnavailable, resolve_url, spool_sender
+    from .harness.client import ServiceClient, ServiceUnavailable, resolve_address, spool_sender
 
     settings = obj.settings
-    url, _ = resolve_url(settings)
-    service = ServiceClient(url, time.monotonic() + 60, settings.plugin_token or settings.token)
+    url, _, store = resolve_address(settings)
+    service = ServiceClient(url, time.monotonic() + 60, settings.plugin_token or settings.token,
+                            store=store)
     try:
         try:
             service.request("GET", "/health", deadline=time.monotonic() + 2)

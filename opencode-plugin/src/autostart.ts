@@ -39,10 +39,10 @@ export async function startService(settings: Settings, waitMs: number): Promise<
   }
   // Another starter holds the lock: its service shows up in the discovery file.
   while (now() < deadline) {
-    const { url, origin } = resolveUrl(settings);
+    const { url, origin, store } = resolveUrl(settings);
     if (origin !== "default") {
       try {
-        await new ServiceClient(url, settings.token).get("/health", Math.min(deadline, now() + 1000));
+        await new ServiceClient(url, settings.token, { store }).get("/health", Math.min(deadline, now() + 1000));
         return { url, how: "found" };
       } catch {
         // not up yet

@@ -131,40 +131,49 @@ export function now(): number {
   return performance.now();
 }
 
+/** A store as both sides name it (`storeTag`, `storeIdentity`): the tag goes out as X-Memory-Store. */
+export interface ExpectedStore {
+  readonly tag: string;
+  readonly identity: string;
+}
+
 /**
- * The service URL and where it came from: MEMORY_PLUGIN_URL, else a live discovery file, else
- * MEMORY_PORT on loopback (8765 by default; also when it is 0, the OS's pick that only the
- * discovery file knows) (harness/client.py resolve_url).
+ * Where the service is (`resolveUrl`; client.py ServiceAddress): its URL, where that came from,
+ * and the store expected there, which a ServiceClient given it sends as X-Memory-Store (the
+ * service answers 421 when it serves another). A value, not state kept per URL: each client
+ * gets the store its own settings name.
  */
-export function resolveUrl(settings: Settings): { url: string; origin: string } {
-  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
+export interface ServiceAddress {
+  readonly url: string;
+  readonly origin: string;
+  readonly store: ExpectedStore | null;
+}
+
+/**
+ * The service's address: MEMORY_PLUGIN_URL, else a live discovery file, else MEMORY_PORT on
+ * loopback (8765 by default; also when it is 0, the OS's pick that only the discovery file
+ * knows), where whoever answers may serve another db: then it carries the store the settings
+ * name, if they name one (harness/client.py resolve_address).
+ */
+export function resolveUrl(settings: Settings): ServiceAddress {
+  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL", store: null };
   const path = discoveryPath(settings);
   if (path !== null) {
     // A data folder copied with its discovery file names the original's service: not this
     // db's (unless MEMORY_DISCOVERY_FILE names one several services share).
     const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
-      const url = info.url.replace(/\/+$/, "");
-      expectedStores.delete(url); // the file names this db's service
-      return { url, origin: `discovery file ${path}` };
+      // The file names this db's service: no store to check.
+      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}`, store: null };
     }
   }
   const found = settings.port && settings.port !== DEFAULT_PORT
     ? { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" }
     : { url: DEFAULT_URL, origin: "default" };
-  // Whoever answers at the port may serve another db: say which store is meant.
-  if (settings.storeNamed) {
-    const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
-    expectedStores.set(found.url, { tag: storeTag(identity), identity });
-  } else {
-    expectedStores.delete(found.url);
-  }
-  return found;
+  if (!settings.storeNamed) return { ...found, store: null };
+  const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
+  return { ...found, store: { tag: storeTag(identity), identity } };
 }
-
-/** The store expected at a URL `resolveUrl` found by the port: a ServiceClient for that URL
- * sends its tag as X-Memory-Store, and the service answers 421 when it serves another. */
-const expectedStores = new Map<string, { tag: string; identity: string }>();
 
 /** The prefixes a SQLite store URL's file path follows (stores/sqlite.py `path_of`). */
 const SQLITE_PREFIXES = ["sqlite:///", "sqlite://", "sqlite:", "file://"];
@@ -353,21 +362,27 @@ export class ServiceClient {
   wrote = false;
 
   /**
-   * `offline`: every request fails with it at once, without touching the network (the
-   * hooks' back-off is in force). `writesHeld`: every write (POST /ingest) does, and only
-   * writes (the service's slow mark is in force: backoff.ts); a recall still tries.
+   * Every request fails with it at once, without touching the network (the hooks' back-off is
+   * in force); null: none.
    */
+  readonly offline: ServiceUnavailable | null;
+  /**
+   * Every write (POST /ingest) fails with it at once, and only writes (the service's slow
+   * mark is in force: backoff.ts); a recall still tries. Null: none.
+   */
+  readonly writesHeld: ServiceUnavailable | null;
+  /** The store expected at this URL (`ServiceAddress.store`), sent as X-Memory-Store; null: none. */
+  readonly store: ExpectedStore | null;
+
   constructor(
     readonly url: string,
     private readonly token: string,
-    readonly offline: ServiceUnavailable | null = null,
-    readonly writesHeld: ServiceUnavailable | null = null,
+    options: { offline?: ServiceUnavailable | null; writesHeld?: ServiceUnavailable | null; store?: ExpectedStore | null } = {},
   ) {
-    this.store = expectedStores.get(url) ?? null;
+    this.offline = options.offline ?? null;
+    this.writesHeld = options.writesHeld ?? null;
+    this.store = options.store ?? null;
   }
-
-  /** The store expected at this URL (`resolveUrl`), sent as X-Memory-Store; null: none. */
-  readonly store: { tag: string; identity: string } | null;
 
   get(path: string, deadline: number): Promise<unknown> {
     return this.request("GET", path, undefined, deadline);

@@ -31,7 +31,7 @@ import { randomBytes } from "node:crypto";
 
 import { startService } from "./autostart.js";
 import { activeBackOff, activeSlowMark, clearBackOff, clearSlowMark, markSlow, slowMs, startBackOff } from "./backoff.js";
-import { NotTheService, ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl } from "./client.js";
+import { NotTheService, ServiceClient, ServiceFailed, ServiceUnavailable, answers, now, resolveUrl, type ServiceAddress } from "./client.js";
 import {
   conversationText,
   isAgentTurn,
@@ -530,7 +530,7 @@ export class MemoryPlugin {
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      this.report(action.service.url, key, {
+      this.report(action.service, key, {
         harness: HARNESS,
         hook: HOOKS.inject,
         project: this.project,
@@ -551,8 +551,8 @@ export class MemoryPlugin {
    * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
    * out of the back-off (the service answered the recall).
    */
-  private report(url: string, key: string, body: Record<string, unknown>): void {
-    const task: Promise<void> = new ServiceClient(url, this.settings.token)
+  private report(service: ServiceClient, key: string, body: Record<string, unknown>): void {
+    const task: Promise<void> = new ServiceClient(service.url, this.settings.token, { store: service.store })
       .post("/inject/report", body, now() + REPORT_MS)
       .then(
         () => undefined,
@@ -769,9 +769,9 @@ export class MemoryPlugin {
     let service: ServiceClient | null = null;
     try {
       if (offline === null) await this.waitForStart(deadline);
-      const { url, origin } = this.serviceUrl();
+      const { url, origin, store } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      service = new ServiceClient(url, this.settings.token, offline, offline === null ? this.writesHeld(url) : null);
+      service = new ServiceClient(url, this.settings.token, { offline, writesHeld: offline === null ? this.writesHeld(url) : null, store });
       const action = new Action(deadline, service, target);
       await body(action);
       return { outcome: action.outcome, detail: action.detail, service };
@@ -834,7 +834,7 @@ export class MemoryPlugin {
       if (timedOut && failure !== null) markSlow(path, service.url, slowFor, failure.message);
       else if (service.wrote) clearSlowMark(path, service.url);
       // While the mark holds, the service replays its spool itself: a replay would only wait.
-      if (service.succeeded && service.writesHeld === null) this.replay(service.url);
+      if (service.succeeded && service.writesHeld === null) this.replay(service);
     }
     return "";
   }
@@ -845,12 +845,12 @@ export class MemoryPlugin {
    * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`, and so do
    * the memories it refuses one by one in a 200 answer.
    */
-  private replay(url: string): void {
+  private replay(service: ServiceClient): void {
     const folder = spoolPath(this.settings);
     if (this.replaying !== null || !pendingSpool(folder).length) return;
     const started = now();
     const deadline = started + this.settings.budgetMs;
-    const client = new ServiceClient(url, this.settings.token);
+    const client = new ServiceClient(service.url, this.settings.token, { store: service.store });
     const send = async (path: string, body: Record<string, unknown>): Promise<unknown> => {
       try {
         return await client.post(path, body, deadline); // replaySpool keeps what it refused item by item
@@ -882,16 +882,17 @@ export class MemoryPlugin {
   }
 
   /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
-  private serviceUrl(): { url: string; origin: string } {
+  private serviceUrl(): ServiceAddress {
     const found = resolveUrl(this.settings);
-    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart" };
+    // The service autostart started serves this db (MEMORY_DB_PATH is the plugin's): no store to check.
+    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart", store: null };
     return found;
   }
 
   private async ensureRunning(): Promise<void> {
-    const { url } = this.serviceUrl();
+    const { url, store } = this.serviceUrl();
     try {
-      await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
+      await new ServiceClient(url, this.settings.token, { store }).get("/health", now() + this.settings.budgetMs);
       return;
     } catch (error) {
       if (!startable(error)) return;

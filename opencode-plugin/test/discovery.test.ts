@@ -11,7 +11,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { readDiscovery, resolveUrl } from "../src/client.js";
+import { readDiscovery, resolveUrl, storeIdentity, storeTag } from "../src/client.js";
 import { loadSettings } from "../src/settings.js";
 import { removeDir, startService, tempDir, type Service } from "./support.js";
 
@@ -39,20 +39,22 @@ describe("discovery file", () => {
       const db = join(dir, "memory.db");
       const path = `${db}.server.json`;
       const settings = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "1" }).settings;
+      // Found by the port alone, the address carries the store MEMORY_DB_PATH names; found by the file, none.
+      const store = { tag: storeTag(storeIdentity("", db)), identity: storeIdentity("", db) };
       assert.equal(typeof written["proc_start"], "number");
       // As copied with its data folder: it names the original db's service, not this db's.
       writeFileSync(path, JSON.stringify(written));
       assert.equal(readDiscovery(path)?.stale, false);
       assert.equal(readDiscovery(path, db)?.stale, true);
-      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT" });
+      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT", store });
       // This db's service (its db_path is this db).
       writeFileSync(path, JSON.stringify({ ...written, db_path: db }));
       assert.equal(readDiscovery(path, db)?.stale, false);
-      assert.deepEqual(resolveUrl(settings), { url: service.url.replace(/\/+$/, ""), origin: `discovery file ${path}` });
+      assert.deepEqual(resolveUrl(settings), { url: service.url.replace(/\/+$/, ""), origin: `discovery file ${path}`, store: null });
       // A service killed hard, its pid now another program's: alive, but not the service.
       writeFileSync(path, JSON.stringify({ ...written, db_path: db, pid: other.pid }));
       assert.equal(readDiscovery(path)?.stale, true);
-      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT" });
+      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:1", origin: "MEMORY_PORT", store });
       // An older release wrote no start time (nor does a system without /proc): only whether the pid lives.
       const { proc_start: _, ...older } = written;
       writeFileSync(path, JSON.stringify({ ...older, pid: other.pid }));

@@ -12,7 +12,7 @@ import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, test } from "node:test";
 
-import { storeIdentity, storeTag } from "../src/client.js";
+import { ServiceClient, ServiceMisdirected, now, resolveUrl, storeIdentity, storeTag } from "../src/client.js";
 import { MemoryPlugin } from "../src/memory.js";
 import type { MessagePart } from "../src/messages.js";
 import { call, hookLog, PACKAGE_ROOT, prompt, removeDir, settingsFor, startService, store, tempDir } from "./support.js";
@@ -51,6 +51,32 @@ describe("a service of another db on the fallback port", () => {
       assert.doesNotMatch(storeIdentity(cases[2]![0], ""), /s3cr|pw/);
     } finally {
       removeDir(dir);
+    }
+  });
+
+  test("the expected store travels with the address, not in a map per URL", async () => {
+    // A module map per URL forgot it as soon as other settings of the same process resolved
+    // the same URL naming no store, and a client built for a URL not resolved here sent none.
+    const mine = tempDir();
+    const other = await startService(); // db B
+    try {
+      const port = new URL(other.url).port;
+      const db = join(mine, "memory.db");
+      const address = resolveUrl(settingsFor({ MEMORY_PORT: port, MEMORY_DB_PATH: db }));
+      const identity = storeIdentity("", db);
+      assert.deepEqual(address, { url: `http://127.0.0.1:${port}`, origin: "MEMORY_PORT", store: { tag: storeTag(identity), identity } });
+      const plain = resolveUrl(settingsFor({ MEMORY_PORT: port, MEMORY_DISCOVERY_FILE: "off" }));
+      assert.deepEqual(plain, { ...address, store: null }); // same URL, no store named: B answers it
+      await new ServiceClient(plain.url, "", { store: plain.store }).get("/health", now() + 10_000);
+
+      // Resolved before `plain` was, and built after: still sends this db's tag; B refuses it.
+      const client = new ServiceClient(address.url, "", { store: address.store });
+      await assert.rejects(client.post("/ingest", { content: "not for B", project: PROJECT }, now() + 10_000), ServiceMisdirected);
+      assert.ok(!(await contents(other.url)).some((c) => c.includes("not for B")));
+    } finally {
+      await other.stop();
+      removeDir(other.dir);
+      removeDir(mine);
     }
   });
 

@@ -12,7 +12,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
-import { PROBE_MS, ServiceClient, ServiceUnavailable, answers, now, resolveUrl } from "../src/client.js";
+import { PROBE_MS, ServiceClient, ServiceUnavailable, answers, now, resolveUrl, storeIdentity, storeTag } from "../src/client.js";
 import { MAX_LOG_BYTES, record } from "../src/outcomes.js";
 import { normaliseRemote } from "../src/project.js";
 import { CAPTURE_CHARS, captureRecord, describeInput } from "../src/records.js";
@@ -164,19 +164,21 @@ describe("client", () => {
       const db = join(dir, "memory.db");
       const discovery = `${db}.server.json`;
       const settings = loadSettings({ MEMORY_DB_PATH: db }).settings;
-      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:8765", origin: "default" });
+      // Found by the port alone: the store MEMORY_DB_PATH names goes with it (X-Memory-Store).
+      const store = { tag: storeTag(storeIdentity("", db)), identity: storeIdentity("", db) };
+      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:8765", origin: "default", store });
       writeFileSync(discovery, JSON.stringify({ url: "http://127.0.0.1:4711/", pid: process.pid }));
-      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:4711", origin: `discovery file ${discovery}` });
+      assert.deepEqual(resolveUrl(settings), { url: "http://127.0.0.1:4711", origin: `discovery file ${discovery}`, store: null });
       // Left behind by a killed service: its process is gone.
       writeFileSync(discovery, JSON.stringify({ url: "http://127.0.0.1:4711", pid: 2 ** 22 + 12345 }));
       assert.equal(resolveUrl(settings).origin, "default");
       const pinned = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PLUGIN_URL: "http://127.0.0.1:9/" }).settings;
-      assert.deepEqual(resolveUrl(pinned), { url: "http://127.0.0.1:9", origin: "MEMORY_PLUGIN_URL" });
+      assert.deepEqual(resolveUrl(pinned), { url: "http://127.0.0.1:9", origin: "MEMORY_PLUGIN_URL", store: null });
       // No live discovery file: the service's own MEMORY_PORT (0: the OS picks, only the file knows).
       const ported = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "44913" }).settings;
-      assert.deepEqual(resolveUrl(ported), { url: "http://127.0.0.1:44913", origin: "MEMORY_PORT" });
+      assert.deepEqual(resolveUrl(ported), { url: "http://127.0.0.1:44913", origin: "MEMORY_PORT", store });
       const picked = loadSettings({ MEMORY_DB_PATH: db, MEMORY_PORT: "0" }).settings;
-      assert.deepEqual(resolveUrl(picked), { url: "http://127.0.0.1:8765", origin: "default" });
+      assert.deepEqual(resolveUrl(picked), { url: "http://127.0.0.1:8765", origin: "default", store });
     } finally {
       removeDir(dir);
     }

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..config import Settings
 from .client import (ServiceClient, ServiceDown, ServiceFailed, ServiceTimeout,
-                     ServiceUnavailable, resolve_url)
+                     ServiceUnavailable, resolve_address)
 from .install import entry_point_path
 from .urls import split_url
 
@@ -54,9 +54,9 @@ def ensure_running(service: ServiceClient, settings: Settings) -> ServiceClient:
     if _take_lock(_lock_path(settings)):
         spawn(settings)
     while service.remaining() > POLL_S:
-        url, origin = resolve_url(settings)
+        url, origin, store = resolve_address(settings)
         if url != service.url or origin == "MEMORY_PLUGIN_URL":
-            candidate = ServiceClient(url, service.deadline, service.token)
+            candidate = ServiceClient(url, service.deadline, service.token, store=store)
             try:
                 candidate.get("/health")
                 return candidate

@@ -34,10 +34,36 @@ WAIT_MAX_S = 86_400
 #: The variables that name a hook's store explicitly: only then may a service found by the
 #: fallback port be told which store the hook expects (`expected_store`).
 STORE_VARIABLES = ("MEMORY_DB_PATH", "MEMORY_DB_URL", "MEMORY_DB_URL_FILE")
-#: url -> (tag, identity) of the store the hooks expect at a URL `resolve_url` found by the
-#: fallback (the port): a ServiceClient for that URL sends the tag as X-Memory-Store, and the
-#: service answers 421 when it serves another store (service/auth.py `store_refusal`).
-_EXPECTED: dict[str, tuple[str, str]] = {}
+
+
+class ServiceAddress(tuple[str, str, "tuple[str, str] | None"]):  # NamedTuple sans typing
+    """(url, origin, store) of the service, as `resolve_address` found it. `origin`: where the
+    URL came from. `store`: (tag, identity) of the store the settings name when the URL was
+    found by the port alone (`expected_store`), else None; a ServiceClient given it sends the
+    tag as X-Memory-Store, and the service answers 421 when it serves another store
+    (service/auth.py `store_refusal`). A value, not state kept per URL: each client gets the
+    store its own settings name."""
+
+    __slots__ = ()
+
+    def __new__(cls, url: str, origin: str,
+                store: tuple[str, str] | None = None) -> ServiceAddress:
+        return tuple.__new__(cls, (url, origin, store))
+
+    @property
+    def url(self) -> str:
+        return self[0]
+
+    @property
+    def origin(self) -> str:
+        return self[1]
+
+    @property
+    def store(self) -> tuple[str, str] | None:
+        return self[2]
+
+    def __repr__(self) -> str:
+        return "ServiceAddress(url={!r}, origin={!r}, store={!r})".format(*self)
 
 
 class ServiceUnavailable(Exception):
@@ -152,11 +178,12 @@ def is_write(method: str, path: str) -> bool:
     return method == "POST" and path == "/ingest"
 
 
-def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
-    """(service URL, where it came from): MEMORY_PLUGIN_URL, else a live discovery file, else
-    the service's port on loopback (MEMORY_PORT, 8765 by default)."""
+def resolve_address(settings: Settings | HookSettings) -> ServiceAddress:
+    """The service's address: MEMORY_PLUGIN_URL, else a live discovery file, else the
+    service's port on loopback (MEMORY_PORT, 8765 by default), where whoever answers may serve
+    another db: then it carries the store these settings name, if they name one."""
     if settings.plugin_url:
-        return settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL"
+        return ServiceAddress(settings.plugin_url.rstrip("/"), "MEMORY_PLUGIN_URL")
     path = discovery_file(settings)
     if path is not None:
         # A data folder copied with its discovery file names the original's service: not
@@ -164,16 +191,18 @@ def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
         info = lite.read_discovery(path, None if settings.discovery_file
                                    else os.path.expanduser(settings.db_path))
         if info and not info.get("stale") and isinstance(info.get("url"), str):
-            url = info["url"].rstrip("/")
-            _EXPECTED.pop(url, None)  # the file names this db's service
-            return url, f"discovery file {path}"
+            # The file names this db's service: no store to check.
+            return ServiceAddress(info["url"].rstrip("/"), f"discovery file {path}")
     url, origin = configured_url(settings)
     expected = expected_store(settings)
-    if expected:  # whoever answers at the port may serve another db: say which one is meant
-        _EXPECTED[url] = (lite.store_tag(expected), expected)
-    else:
-        _EXPECTED.pop(url, None)
-    return url, origin
+    return ServiceAddress(url, origin, (lite.store_tag(expected), expected) if expected else None)
+
+
+def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
+    """(service URL, where it came from): `resolve_address` without the store, for a caller
+    that builds no client (a client needs the address's store)."""
+    address = resolve_address(settings)
+    return address.url, address.origin
 
 
 def expected_store(settings: Settings | HookSettings) -> str:
@@ -201,7 +230,8 @@ class ServiceClient:
 
     def __init__(self, url: str, deadline: float, token: str = "",
                  offline: ServiceUnavailable | None = None, harness: str = "",
-                 writes_held: ServiceUnavailable | None = None) -> None:
+                 writes_held: ServiceUnavailable | None = None,
+                 store: tuple[str, str] | None = None) -> None:
         try:
             self._parts = split_url(url)
         except ValueError as exc:  # a discovery file's (HookSettings checks MEMORY_PLUGIN_URL)
@@ -231,8 +261,9 @@ class ServiceClient:
         #: True while a request is on the network, from its connection on (a watchdog that
         #: fires then met a hung service, not a slow transcript or a hook that started late).
         self.waiting = False
-        #: (tag, identity) of the store expected at this URL (`resolve_url`), else None.
-        self.store = _EXPECTED.get(url)
+        #: (tag, identity) of the store expected at this URL (`ServiceAddress.store`), sent
+        #: as X-Memory-Store; None: no header.
+        self.store = store
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -33,7 +33,7 @@ from .client import (
     ServiceTimeout,
     ServiceUnavailable,
     answers,
-    resolve_url,
+    resolve_address,
     user_name,
 )
 from .repo_config import approvals_file, load_repo_config, project_for
@@ -48,7 +48,7 @@ TOKEN_PROBE = "/api/memories?limit=1"
 
 
 def service_report(settings: Settings) -> dict[str, Any]:
-    url, origin = resolve_url(settings)
+    url, origin, store = resolve_address(settings)
     report: dict[str, Any] = {"url": url, "from": origin, "reachable": False,
                               "autostart": settings.plugin_autostart}
     try:
@@ -58,7 +58,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
         report.update(state="invalid", error=f"not an http(s) URL (http://host:port){off}")
         return report
     token = settings.plugin_token or settings.token
-    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token)
+    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token, store=store)
     try:
         health = client.get("/health")
     except ServiceUnavailable as exc:
@@ -83,7 +83,7 @@ def service_report(settings: Settings) -> dict[str, Any]:
         return report
     # /health needs no token: a service that wants one answers it all the same, and then
     # refuses every hook's recall (401) while their writes pile up in the spool.
-    refused = token_problem(url, token) if health.get("auth") else None
+    refused = token_problem(url, token, store) if health.get("auth") else None
     if refused is not None:
         report.update(state=refused, version=health.get("version"),
                       error=f"{refused}: the service requires a Bearer token and "
@@ -148,10 +148,11 @@ def _listening(url: str) -> bool:
     return True
 
 
-def token_problem(url: str, token: str) -> str | None:
+def token_problem(url: str, token: str, store: tuple[str, str] | None = None) -> str | None:
     """"token missing" or "token refused" when a route that needs the token answers 401 to
-    this one; None when it is taken (any other answer: that route's own business)."""
-    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token)
+    this one; None when it is taken (any other answer: that route's own business). `store`:
+    the address's (`ServiceAddress.store`), sent as the hooks send it."""
+    client = ServiceClient(url, time.monotonic() + HEALTH_TIMEOUT_S, token, store=store)
     try:
         client.get(TOKEN_PROBE)
     except ServiceFailed as exc:
@@ -275,7 +276,7 @@ def spool_report(settings: Settings) -> dict[str, Any]:
     """The write spool's depth, what keeps this user from replaying it (`blocked`), and the
     hooks' back-off, as a hook would find them now."""
     depth = spool.depth(settings.spool_path)
-    url = resolve_url(settings)[0]
+    url = resolve_address(settings).url
     state = backoff.active(settings.backoff_path, url)
     slow = backoff.slow(settings.backoff_path, url)
     return {"path": str(settings.spool_path), "pending": depth.count, "oldest": depth.oldest,

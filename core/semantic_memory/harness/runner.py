@@ -40,12 +40,13 @@ from . import outcomes
 from .adapter import WILL_STORE, AdapterReads, HookCall
 from .client import (
     PROBE_S,
+    ServiceAddress,
     ServiceClient,
     ServiceDown,
     ServiceTimeout,
     ServiceUnavailable,
     answers,
-    resolve_url,
+    resolve_address,
     spool_sender,
 )
 from .project import hook_folder
@@ -178,7 +179,7 @@ class _Run:
     budget cut short before it was made can pick up where the watchdog stopped it."""
 
     def __init__(self, harness: str, event: str, settings: HookSettings, budget_end: float,
-                 service_url: tuple[str, str], offline: ServiceUnavailable | None,
+                 address: ServiceAddress, offline: ServiceUnavailable | None,
                  watchdog: Watchdog, debug: Any,
                  writes_held: ServiceUnavailable | None = None) -> None:
         self.harness, self.event, self.settings = harness, event, settings
@@ -186,8 +187,9 @@ class _Run:
             budget_end, offline, watchdog, debug)
         #: What every write of this run raises at once while the slow mark holds (`_held`).
         self.writes_held = writes_held
-        #: (URL, where it came from): `resolve_url`'s, read once per run.
-        self.service_url = service_url
+        #: The service's URL, where it came from and the store expected there:
+        #: `resolve_address`'s, read once per run.
+        self.address = address
         self.adapter: Any = None
         self.action: str | None = None
         self.payload: dict[str, Any] | None = None
@@ -237,12 +239,12 @@ class _Run:
             if not (isinstance(prompt, str) and may_remember(prompt)):
                 self.remembers = False  # a recall, told at once (no pattern, no import)
         if self.call is None:
-            url, origin = self.service_url
+            url, origin, store = self.address
             self.debug(f"service {url} ({origin})")
             self.service = ServiceClient(url, self.budget_end - EXIT_MARGIN_S,
                                          self.settings.plugin_token or self.settings.token,
                                          self.offline, harness=self.adapter.name,
-                                         writes_held=self.writes_held)
+                                         writes_held=self.writes_held, store=store)
             self.watchdog.service = self.service
             payload, adapter, ask = self.payload, self.adapter, self.reads.ask
             self.call = HookCall(self.harness, self.event, payload, self.settings, self.service,
@@ -356,11 +358,11 @@ def _run(argv: list[str], started: float) -> int:
     debug = _debugger(settings, harness, event)
     budget_end = started + settings.hook_budget_s
     output = ""
-    service_url = resolve_url(settings)
-    offline = _offline(settings, service_url[0])
-    writes_held = _held(settings, service_url[0]) if offline is None else None
+    address = resolve_address(settings)
+    offline = _offline(settings, address.url)
+    writes_held = _held(settings, address.url) if offline is None else None
     watchdog = Watchdog(budget_end + WRITE_GRACE_S)
-    run = _Run(harness, event, settings, budget_end, service_url, offline, watchdog, debug,
+    run = _Run(harness, event, settings, budget_end, address, offline, watchdog, debug,
                writes_held)
     armed = lite.HAS_ALARM  # POSIX; elsewhere the socket timeouts bound it
     if armed:

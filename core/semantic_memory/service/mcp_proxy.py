@@ -57,7 +57,7 @@ from ..harness.client import (
     ServiceTimeout,
     ServiceUnavailable,
     answers,
-    resolve_url,
+    resolve_address,
     retryable,
 )
 from ..models import NewMemory, RecallFilters
@@ -170,11 +170,11 @@ class RestBackend:
     def _call(self, method: str, path: str, body: dict[str, Any] | None, shape: Shape
               ) -> dict[str, Any]:
         """One request, blocking (run in a worker thread), over within timeout_s."""
-        url, _ = resolve_url(self.settings)  # per call: a restarted service may move
+        url, _, store = resolve_address(self.settings)  # per call: a restarted service may move
         offline = self._offline(url)
         held = None if offline is not None else self._writes_held(url)
         client = ServiceClient(url, time.monotonic() + self.timeout_s, self.token, offline,
-                               writes_held=held)
+                               writes_held=held, store=store)
         try:
             answer = client.request(method, path, body)
             if not shape(answer):
