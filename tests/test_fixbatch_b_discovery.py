@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from semantic_memory.harness.client import resolve_url
+from semantic_memory.harness.client import resolve_address
 from semantic_memory.harness.settings import HookSettings
 from semantic_memory.service.discovery import proc_start, read_discovery
 from test_service_support import Service, start_service
@@ -69,7 +69,7 @@ def test_the_hooks_take_a_reused_pid_for_no_service(tmp_path: Path) -> None:
     with service_and_other_program(tmp_path) as (svc, other):
         db = tmp_path / "memory.db"
         settings = HookSettings.from_env({"MEMORY_DB_PATH": str(db), "MEMORY_PORT": "1"})
-        assert resolve_url(settings)[0] == svc.url
+        assert resolve_address(settings).url == svc.url
         path = tmp_path / "memory.db.server.json"
         path.write_text(json.dumps({**svc.info, "pid": other.pid}))
-        assert resolve_url(settings) == ("http://127.0.0.1:1", "MEMORY_PORT")
+        assert resolve_address(settings)[:2] == ("http://127.0.0.1:1", "MEMORY_PORT")

@@ -24,7 +24,7 @@ from semantic_memory.harness.client import (
     ServiceDown,
     ServiceFailed,
     ServiceTimeout,
-    resolve_url,
+    resolve_address,
 )
 from semantic_memory.harness.project import detect_project, normalise_remote
 from semantic_memory.harness.settings import HookSettings
@@ -447,24 +447,25 @@ def test_client_tells_down_from_slow_from_failing(hanging: _Hanging, failing: st
 
 def test_service_url_from_env_then_discovery_then_default(tmp_path: Path) -> None:
     settings = Settings(db_path=str(tmp_path / "memory.db"))
-    assert resolve_url(settings) == ("http://127.0.0.1:8765", "default")
+    assert resolve_address(settings)[:2] == ("http://127.0.0.1:8765", "default")
     discovery = tmp_path / "memory.db.server.json"
     discovery.write_text(json.dumps({"url": "http://127.0.0.1:41000", "pid": 999_999_999}))
-    assert resolve_url(settings)[1] == "default"  # a stale file (dead pid) is ignored
+    assert resolve_address(settings).origin == "default"  # a stale file (dead pid) is ignored
     import os
 
     discovery.write_text(json.dumps({"url": "http://127.0.0.1:41000", "pid": os.getpid()}))
-    assert resolve_url(settings) == ("http://127.0.0.1:41000", f"discovery file {discovery}")
+    assert resolve_address(settings)[:2] == ("http://127.0.0.1:41000",
+                                             f"discovery file {discovery}")
     explicit = Settings(db_path=str(tmp_path / "memory.db"), plugin_url="http://h:1/")
-    assert resolve_url(explicit) == ("http://h:1", "MEMORY_PLUGIN_URL")
+    assert resolve_address(explicit)[:2] == ("http://h:1", "MEMORY_PLUGIN_URL")
     # no live discovery file: the service's own MEMORY_PORT, not a port the user never chose
     discovery.unlink()
     for settings in (Settings(db_path=str(tmp_path / "memory.db"), port=44913),
                      HookSettings.from_env({"MEMORY_DB_PATH": str(tmp_path / "memory.db"),
                                             "MEMORY_PORT": "44913"})):
-        assert resolve_url(settings) == ("http://127.0.0.1:44913", "MEMORY_PORT")
+        assert resolve_address(settings)[:2] == ("http://127.0.0.1:44913", "MEMORY_PORT")
     os_picked = Settings(db_path=str(tmp_path / "memory.db"), port=0)  # only discovery knows
-    assert resolve_url(os_picked) == ("http://127.0.0.1:8765", "default")
+    assert resolve_address(os_picked)[:2] == ("http://127.0.0.1:8765", "default")
 
 
 # --- the runner: fail-open within the budget -------------------------------------------------

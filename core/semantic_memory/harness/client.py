@@ -198,13 +198,6 @@ def resolve_address(settings: Settings | HookSettings) -> ServiceAddress:
     return ServiceAddress(url, origin, (lite.store_tag(expected), expected) if expected else None)
 
 
-def resolve_url(settings: Settings | HookSettings) -> tuple[str, str]:
-    """(service URL, where it came from): `resolve_address` without the store, for a caller
-    that builds no client (a client needs the address's store)."""
-    address = resolve_address(settings)
-    return address.url, address.origin
-
-
 def expected_store(settings: Settings | HookSettings) -> str:
     """The store identity (`lite.store_identity`) these settings name explicitly
     (STORE_VARIABLES set where they were read), else "": hooks that leave the db to the
