@@ -27,10 +27,10 @@ def measure(db: Path, forget: int) -> dict[str, Any]:
     steps: list[tuple[str, float]] = []
     merge_step = sqlite.merge_fts_step
 
-    def timed(conn: Any, table: str, pages: int) -> bool:
+    def timed(conn: Any, table: str, pages: int, first: bool) -> bool:
         start = time.perf_counter()
         try:
-            return merge_step(conn, table, pages)
+            return merge_step(conn, table, pages, first)
         finally:
             steps.append((table, time.perf_counter() - start))
 

@@ -902,9 +902,11 @@ class MemoryEngine:
         """The routine a service runs at its start and every MEMORY_MAINTENANCE_INTERVAL_S
         when MEMORY_MAINTENANCE_ON_START is on: the TTLs applied and a purge of the memories
         forgotten over MEMORY_FORGET_GRACE_DAYS ago (an agent's forget can be taken back until
-        then) that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went."""
+        then) that reclaims space only when STARTUP_RECLAIM_SHARE of the rows went; first, a
+        full-text index grown past what FTS5 reads back is rebuilt (`bound_index_levels`)."""
         if not self.settings.maintenance_on_start:
             return None
+        self.store.bound_index_levels()
         self._normalize_recent_names()
         grace = self.settings.forget_grace_days
         report = self.purge(STARTUP_RECLAIM_SHARE, grace)

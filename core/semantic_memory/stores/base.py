@@ -1101,6 +1101,11 @@ class SQLMemoryStore:
         rewritten. None here."""
         return []
 
+    def bound_index_levels(self) -> list[str]:
+        """Rebuild the indexes whose structure grew past what their engine reads back (FTS5's
+        levels, sqlite.py `bound_fts_levels`); returns those rebuilt. None here."""
+        return []
+
     def flush_journal(self) -> str | None:
         """After a purge: move what the store's own journal still holds from before it into
         the store and empty the journal, so the text purged is in no file beside it (SQLite's

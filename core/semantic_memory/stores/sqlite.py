@@ -11,7 +11,9 @@ process writes, and on a read-only file (on a read-only file system, read as imm
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -31,6 +33,8 @@ from .names import normalize_stored_names, stale_names
 
 if TYPE_CHECKING:
     from ..config import Settings
+
+log = logging.getLogger("semantic_memory")
 
 SCHEMA_VERSION = 13
 #: The longest a write waits for the write lock, this process's writers and other processes'
@@ -171,26 +175,94 @@ def fts_tables(conn: sqlite3.Connection) -> list[str]:
 
 def merge_fts_indexes(conn: sqlite3.Connection) -> list[str]:
     """Merge every FTS5 index in the db into one segment (FTS5 'optimize', in the caller's
-    transaction); returns the FTS5 tables."""
+    transaction; a rebuild for one with too many levels, `bound_fts_levels`); returns the
+    FTS5 tables."""
     tables = fts_tables(conn)
     for table in tables:
-        conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        if not bound_fts_levels(conn, table):
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
     return tables
 
 
 #: FTS5 keeps an index's structure (its segments, and a merge under way) in this row of its
 #: `_data` table (FTS5_STRUCTURE_ROWID): a merge step that changed nothing left it as it was.
 _FTS_STRUCTURE_ROW = 10
+#: What a structure record of a later FTS5 holds after its 4-byte cookie (FTS5_STRUCTURE_V2).
+_FTS_STRUCTURE_V2 = b"\xff\x00\x00\x01"
+#: FTS5 reads an index of more than FTS_MAX_LEVELS levels as corrupt. Each full
+#: merge ('optimize', a scrub) that finds segments written since the last one moves them all
+#: into a new level above the others and writes its output one level higher still: on SQLite
+#: 3.40 (Debian 12's) two levels more every time, never removed (3.51 stops at 64). An index
+#: at this many is rebuilt instead of merged (`bound_fts_levels`): ~500 merges apart.
+FTS_LEVEL_BOUND = 1000
+#: The most levels FTS5 opens an index with (FTS5_MAX_SEGMENT).
+FTS_MAX_LEVELS = 2000
 
 
-def merge_fts_step(conn: sqlite3.Connection, table: str, pages: int) -> bool:
-    """One step of merging FTS5 index `table` into one segment (`'merge', -pages`: every
-    segment, about `pages` pages written), in the caller's transaction. False once there was
-    nothing left to merge. Step by step, the index ends as 'optimize' leaves it, without
-    holding a transaction for the whole rewrite."""
+def fts_levels(conn: sqlite3.Connection, table: str) -> int:
+    """How many levels FTS5 index `table` has: the varint after the cookie (and the marker
+    of a later version's record) of its structure record, as FTS5 decodes it. Reading the
+    row, not the index, also works on an index FTS5 refuses to read."""
+    row = conn.execute(
+        f"SELECT block FROM {table}_data WHERE id = {_FTS_STRUCTURE_ROW}").fetchone()
+    block = bytes(row[0]) if row and row[0] else b""
+    at = 8 if block[4:8] == _FTS_STRUCTURE_V2 else 4
+    levels = 0
+    for byte in block[at:at + 9]:
+        levels = levels << 7 | byte & 0x7F
+        if not byte & 0x80:
+            break
+    return levels
+
+
+def bound_fts_levels(conn: sqlite3.Connection, table: str) -> bool:
+    """Rebuild FTS5 index `table` from its content, in the caller's transaction, when it has
+    FTS_LEVEL_BOUND levels or more; whether it did. The rebuilt index starts from one level
+    and, written from what is stored, holds no word of what was deleted: what a full merge
+    is for. Costs ~2.5x an 'optimize'."""
+    levels = fts_levels(conn, table)
+    if levels < FTS_LEVEL_BOUND:
+        return False
+    log.warning("the full-text index %s has %d levels (FTS5 refuses one past %d): "
+                "rebuilding it", table, levels, FTS_MAX_LEVELS)
+    if levels > FTS_MAX_LEVELS:  # FTS5 cannot open the table even to rebuild it
+        conn.execute(f"UPDATE {table}_data SET block = ? WHERE id = {_FTS_STRUCTURE_ROW}",
+                     (_empty_fts_structure(),))
+    conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+    return True
+
+
+@functools.cache
+def _empty_fts_structure() -> bytes:
+    """The structure record of an empty FTS5 index, as this SQLite's FTS5 writes it."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE empty USING fts5(content)")
+        return bytes(conn.execute(
+            f"SELECT block FROM empty_data WHERE id = {_FTS_STRUCTURE_ROW}").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def merge_fts_step(conn: sqlite3.Connection, table: str, pages: int, first: bool) -> bool:
+    """One step of merging FTS5 index `table` into one segment, about `pages` pages written,
+    in the caller's transaction. False once there was nothing left to merge. Step by step,
+    the index ends as 'optimize' leaves it, without holding a transaction for the whole
+    rewrite.
+
+    Only the `first` step is `'merge', -pages` (every segment becomes an input of one merge);
+    the later ones are `'merge', +pages`, which carries that merge on. A negative step finding
+    segments written since the last one (other writers take the lock between steps) moves
+    them all into a new level above the others: one level more a step, never removed before
+    SQLite 3.42, and an index past 2000 levels reads as corrupt ("database disk image is
+    malformed") to every process. A first step rebuilds an index of too many levels
+    (`bound_fts_levels`) instead, and is the last."""
+    if first and bound_fts_levels(conn, table):
+        return False
     structure = f"SELECT block FROM {table}_data WHERE id = {_FTS_STRUCTURE_ROW}"
     before = conn.execute(structure).fetchone()
-    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-pages,))
+    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)",
+                 (-pages if first else pages,))
     return conn.execute(structure).fetchone() != before
 
 
@@ -889,11 +961,28 @@ class SQLiteStore(SQLMemoryStore):
         with self.write() as conn:
             tables = fts_tables(conn)
         for table in tables:
+            first = True
             while True:
                 with self.write() as conn:
-                    if not merge_fts_step(conn, table, SCRUB_STEP_PAGES):
+                    if not merge_fts_step(conn, table, SCRUB_STEP_PAGES, first):
                         break
+                first = False
         return tables
+
+    def bound_index_levels(self) -> list[str]:
+        """Rebuild each FTS5 index of FTS_LEVEL_BOUND levels or more (`bound_fts_levels`),
+        such as the scrubs of earlier releases left (a level each step another process wrote
+        between): the maintenance's first step, since an index past 2000 levels fails every
+        search and every write. Takes the write lock only for an index that needs it; returns
+        the tables rebuilt."""
+        with self.snapshot() as conn:
+            due = [t for t in fts_tables(conn) if fts_levels(conn, t) >= FTS_LEVEL_BOUND]
+        rebuilt = []
+        for table in due:
+            with self.write() as conn:
+                if bound_fts_levels(conn, table):
+                    rebuilt.append(table)
+        return rebuilt
 
     def flush_journal(self) -> str | None:
         """Copy the WAL into the db file and cut it to zero bytes (`wal_checkpoint(TRUNCATE)`),

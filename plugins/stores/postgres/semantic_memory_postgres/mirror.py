@@ -303,6 +303,7 @@ class KeywordMirror:
                 return False
             tables = fts_tables(self._writer)
         for table in [*tables, None]:  # None: the mark, once every index is merged
+            first = True
             while True:
                 with self._lock:
                     writer = self._writer
@@ -315,7 +316,7 @@ class KeywordMirror:
                                            "AND value = ?", (due,))
                             more = False
                         else:
-                            more = merge_fts_step(writer, table, SCRUB_STEP_PAGES)
+                            more = merge_fts_step(writer, table, SCRUB_STEP_PAGES, first)
                         writer.execute("COMMIT")
                     except sqlite3.Error as exc:
                         if writer.in_transaction:
@@ -325,6 +326,7 @@ class KeywordMirror:
                         return False
                     if table is None and self._scrub_due == due:
                         self._scrub_due = None
+                first = False
                 if not more:
                     break
         self._cut_wal()
