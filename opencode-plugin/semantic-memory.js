@@ -518,26 +518,19 @@ function now() {
   return performance.now();
 }
 function resolveUrl(settings) {
-  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL" };
+  if (settings.url) return { url: settings.url, origin: "MEMORY_PLUGIN_URL", store: null };
   const path = discoveryPath(settings);
   if (path !== null) {
     const info = readDiscovery(path, settings.discoveryFile ? null : settings.dbPath);
     if (info && !info.stale && typeof info.url === "string") {
-      const url = info.url.replace(/\/+$/, "");
-      expectedStores.delete(url);
-      return { url, origin: `discovery file ${path}` };
+      return { url: info.url.replace(/\/+$/, ""), origin: `discovery file ${path}`, store: null };
     }
   }
   const found = settings.port && settings.port !== DEFAULT_PORT ? { url: `http://127.0.0.1:${settings.port}`, origin: "MEMORY_PORT" } : { url: DEFAULT_URL, origin: "default" };
-  if (settings.storeNamed) {
-    const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
-    expectedStores.set(found.url, { tag: storeTag(identity), identity });
-  } else {
-    expectedStores.delete(found.url);
-  }
-  return found;
+  if (!settings.storeNamed) return { ...found, store: null };
+  const identity = storeIdentity(settings.dbUrl ?? "", settings.dbPath);
+  return { ...found, store: { tag: storeTag(identity), identity } };
 }
-var expectedStores = /* @__PURE__ */ new Map();
 var SQLITE_PREFIXES = ["sqlite:///", "sqlite://", "sqlite:", "file://"];
 function storeIdentity(dbUrl2, dbPath) {
   const url = dbUrl2.trim();
@@ -652,22 +645,15 @@ function isWrite(method, path) {
   return method === "POST" && path === "/ingest";
 }
 var ServiceClient = class {
-  /**
-   * `offline`: every request fails with it at once, without touching the network (the
-   * hooks' back-off is in force). `writesHeld`: every write (POST /ingest) does, and only
-   * writes (the service's slow mark is in force: backoff.ts); a recall still tries.
-   */
-  constructor(url, token, offline = null, writesHeld = null) {
+  constructor(url, token, options = {}) {
     this.url = url;
     this.token = token;
-    this.offline = offline;
-    this.writesHeld = writesHeld;
-    this.store = expectedStores.get(url) ?? null;
+    this.offline = options.offline ?? null;
+    this.writesHeld = options.writesHeld ?? null;
+    this.store = options.store ?? null;
   }
   url;
   token;
-  offline;
-  writesHeld;
   /** The last "service down" / "timeout" a request of this client met on the network. */
   lastFailure = null;
   /** Whether the service answered at least one request (any status). */
@@ -676,7 +662,17 @@ var ServiceClient = class {
   succeeded = false;
   /** Whether it took a write (a 2xx answer to POST /ingest): what ends a slow mark. */
   wrote = false;
-  /** The store expected at this URL (`resolveUrl`), sent as X-Memory-Store; null: none. */
+  /**
+   * Every request fails with it at once, without touching the network (the hooks' back-off is
+   * in force); null: none.
+   */
+  offline;
+  /**
+   * Every write (POST /ingest) fails with it at once, and only writes (the service's slow
+   * mark is in force: backoff.ts); a recall still tries. Null: none.
+   */
+  writesHeld;
+  /** The store expected at this URL (`ServiceAddress.store`), sent as X-Memory-Store; null: none. */
   store;
   get(path, deadline) {
     return this.request("GET", path, void 0, deadline);
@@ -797,10 +793,10 @@ async function startService(settings, waitMs) {
     return { url: await spawnService(settings, deadline), how: "started" };
   }
   while (now() < deadline) {
-    const { url, origin } = resolveUrl(settings);
+    const { url, origin, store } = resolveUrl(settings);
     if (origin !== "default") {
       try {
-        await new ServiceClient(url, settings.token).get("/health", Math.min(deadline, now() + 1e3));
+        await new ServiceClient(url, settings.token, { store }).get("/health", Math.min(deadline, now() + 1e3));
         return { url, how: "found" };
       } catch {
       }
@@ -2399,7 +2395,7 @@ ${query}`;
       }
       state.added.push(block);
       const uids = blockUids(answer);
-      this.report(action.service.url, key, {
+      this.report(action.service, key, {
         harness: HARNESS,
         hook: HOOKS.inject,
         project: this.project,
@@ -2419,8 +2415,8 @@ ${query}`;
    * REPORT_MS, never spooled or retried; a failure is a debug line, and its own client keeps it
    * out of the back-off (the service answered the recall).
    */
-  report(url, key, body) {
-    const task = new ServiceClient(url, this.settings.token).post("/inject/report", body, now() + REPORT_MS).then(
+  report(service, key, body) {
+    const task = new ServiceClient(service.url, this.settings.token, { store: service.store }).post("/inject/report", body, now() + REPORT_MS).then(
       () => void 0,
       (error) => this.debug(HOOKS.inject, `report failed: ${error.message}`)
     ).finally(() => {
@@ -2616,9 +2612,9 @@ ${query}`;
     let service = null;
     try {
       if (offline === null) await this.waitForStart(deadline);
-      const { url, origin } = this.serviceUrl();
+      const { url, origin, store } = this.serviceUrl();
       debug(`service ${url} (${origin})`);
-      service = new ServiceClient(url, this.settings.token, offline, offline === null ? this.writesHeld(url) : null);
+      service = new ServiceClient(url, this.settings.token, { offline, writesHeld: offline === null ? this.writesHeld(url) : null, store });
       const action = new Action(deadline, service, target);
       await body(action);
       return { outcome: action.outcome, detail: action.detail, service };
@@ -2676,7 +2672,7 @@ ${query}`;
       clearBackOff(path, service.url);
       if (timedOut && failure !== null) markSlow(path, service.url, slowFor, failure.message);
       else if (service.wrote) clearSlowMark(path, service.url);
-      if (service.succeeded && service.writesHeld === null) this.replay(service.url);
+      if (service.succeeded && service.writesHeld === null) this.replay(service);
     }
     return "";
   }
@@ -2686,12 +2682,12 @@ ${query}`;
    * it cannot take now stays queued; one it refuses as invalid goes to `rejected/`, and so do
    * the memories it refuses one by one in a 200 answer.
    */
-  replay(url) {
+  replay(service) {
     const folder = spoolPath(this.settings);
     if (this.replaying !== null || !pendingSpool(folder).length) return;
     const started = now();
     const deadline = started + this.settings.budgetMs;
-    const client = new ServiceClient(url, this.settings.token);
+    const client = new ServiceClient(service.url, this.settings.token, { store: service.store });
     const send = async (path, body) => {
       try {
         return await client.post(path, body, deadline);
@@ -2719,13 +2715,13 @@ ${query}`;
   /** MEMORY_PLUGIN_URL, else a live discovery file, else a service autostart started, else the default. */
   serviceUrl() {
     const found = resolveUrl(this.settings);
-    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart" };
+    if (found.origin === "default" && this.startedUrl) return { url: this.startedUrl, origin: "autostart", store: null };
     return found;
   }
   async ensureRunning() {
-    const { url } = this.serviceUrl();
+    const { url, store } = this.serviceUrl();
     try {
-      await new ServiceClient(url, this.settings.token).get("/health", now() + this.settings.budgetMs);
+      await new ServiceClient(url, this.settings.token, { store }).get("/health", now() + this.settings.budgetMs);
       return;
     } catch (error) {
       if (!startable(error)) return;
