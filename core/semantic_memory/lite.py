@@ -360,6 +360,20 @@ def db_identity(path: str | PathLike[str]) -> str:
 _SQLITE_PREFIXES = ("sqlite:///", "sqlite://", "sqlite:", "file://")
 
 
+def url_password_span(url: str) -> tuple[int, int] | None:
+    """Where the userinfo's password of `url` is, by position rather than by URL parsing
+    (which a password holding `@ / ? #` or a space defeats): from the first ':' after
+    `scheme://` to the LAST '@' of the URL. A '@' further on (in the query string) takes in
+    more than the password, never less. None without one."""
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    colon = rest.find(":", 0, at) if sep and at >= 0 else -1
+    if colon < 0:
+        return None
+    start = len(scheme) + len(sep)
+    return start + colon + 1, start + at
+
+
 def store_identity(db_url: str, db_path: str) -> str:
     """The store a service serves, or a client expects, named the same on both sides: a
     SQLite file (MEMORY_DB_PATH, or a `sqlite:` MEMORY_DB_URL) by `db_identity`; any other
@@ -371,13 +385,11 @@ def store_identity(db_url: str, db_path: str) -> str:
     for prefix in _SQLITE_PREFIXES:
         if url.startswith(prefix):
             return db_identity(url[len(prefix):])
+    if (span := url_password_span(url)) is not None:
+        url = url[:span[0] - 1] + url[span[1]:]  # the ':' before it too
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower().split("+", 1)[0]
     scheme = "postgresql" if scheme == "postgres" else scheme
-    at = rest.rfind("@")  # by position, as stores.redact_url: a password may hold @ / ? #
-    colon = rest.find(":", 0, at) if at >= 0 else -1
-    if colon >= 0:
-        rest = rest[:colon] + rest[at:]
     base, query_sep, query = rest.partition("?")
     kept = [p for p in query.split("&") if p and "password" not in p.split("=")[0].lower()]
     return f"{scheme}{sep}{base}" + (f"?{'&'.join(kept)}" if kept else "")

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
+from ..lite import url_password_span
 from ..models import PLUGIN_NAME
 from .base import Retention, StoreError
 
@@ -178,20 +179,6 @@ _QUOTED_VALUE = re.compile(r""""[^"]*"|'[^']*'""")
 _PIECE_MIN = 3
 
 
-def _password_span(url: str) -> tuple[int, int] | None:
-    """Where the userinfo's password is, by position rather than by URL parsing (which a
-    password holding `@ / ? #` or a space defeats): from the first ':' after `scheme://` to
-    the LAST '@' of the URL. A '@' further on (in the query string) masks more than the
-    password, never less."""
-    scheme, sep, rest = url.partition("://")
-    at = rest.rfind("@")
-    colon = rest.find(":", 0, at) if sep and at >= 0 else -1
-    if colon < 0:
-        return None
-    start = len(scheme) + len(sep)
-    return start + colon + 1, start + at
-
-
 def _is_secret(name: str) -> bool:
     return "password" in unquote(name).lower()
 
@@ -202,7 +189,7 @@ def redact_url(url: str) -> str:
     name holds "password" (`password=`, `sslpassword=`). Never raises, whatever the URL holds."""
     if "://" not in url:
         return url
-    span = _password_span(url)
+    span = url_password_span(url)
     if span is not None:
         url = f"{url[:span[0]]}***{url[span[1]:]}"
     return _QUERY_PARAM.sub(lambda m: f"{m[1]}=***" if _is_secret(m[1]) else m[0], url)
@@ -214,7 +201,7 @@ def _secrets(url: str) -> set[str]:
     delimiters."""
     if "://" not in url:
         return set()
-    span = _password_span(url)
+    span = url_password_span(url)
     found = [url[span[0]:span[1]]] if span is not None else []
     found += [m[2] for m in _QUERY_PARAM.finditer(url) if _is_secret(m[1])]
     secrets: set[str] = set()
