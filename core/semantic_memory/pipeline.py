@@ -818,9 +818,10 @@ class MemoryEngine:
         indexes and VACUUM when what went is at least `reclaim_share` of the rows (memories
         and injection reports; 0: whenever anything went, `memory-mcp purge`). Below a real
         share SQLite reuses the freed pages and FTS5's automerge folds the deletions in, while
-        the merge holds the write lock for seconds on a big store (~11 s at 1M memories);
-        there the store merges its indexes a step at a time (`store.scrub_indexes`), so that
-        the words of what went leave them while writes go on. Then the store's journal is
+        the VACUUM holds the write lock for seconds on a big store (~4-8 s at 1M memories);
+        there the store only merges its indexes, a step at a time (`store.scrub_indexes`, as
+        `store.optimize(vacuum=True)` does too), so that the words of what went leave them
+        while writes go on. Then the store's journal is
         emptied (`store.flush_journal`: SQLite's WAL kept the text purged), and each channel
         rewrites what it keeps outside the store without them (`Channel.purged`)."""
         counts = self.counts() if reclaim_share > 0 else None

@@ -930,13 +930,20 @@ class SQLiteStore(SQLMemoryStore):
         Batched writes leave an index in many segments and every query reads them all: after a
         bulk import, one merge makes searches up to ~1.5x faster. Takes the write lock for
         about a second per 100k memories.
+
+        With `vacuum` (a purge, while a service may write) the merge goes a step at a time
+        (`scrub_indexes`), as the service's own purge does: in one transaction it held every
+        other writer for its whole length (4-10 s at 1M memories of bench/scale.py, 31.7 s in
+        an earlier measurement); the VACUUM (~4-8 s there) is now the longest wait
+        (bench/purge_wait.py).
         """
-        with self.write() as conn:
-            tables = merge_fts_indexes(conn)
-        if vacuum:
-            deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-            with self._write_lock:
-                self._take_lock(self._writer, "VACUUM", deadline)
+        if not vacuum:
+            with self.write() as conn:
+                return merge_fts_indexes(conn)
+        tables = self.scrub_indexes()
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        with self._write_lock:
+            self._take_lock(self._writer, "VACUUM", deadline)
         return tables
 
     def normalize_names(self, since: float) -> bool:
@@ -950,7 +957,7 @@ class SQLiteStore(SQLMemoryStore):
             return normalize_stored_names(conn.execute, since)
 
     def scrub_indexes(self) -> list[str]:
-        """After a purge too small for the merge and VACUUM (the service's maintenance): merge
+        """After a purge (the service's maintenance; before a purge's VACUUM, `optimize`): merge
         each FTS5 index into one segment, a step of SCRUB_STEP_PAGES a transaction, so that the
         words of what went leave the file. FTS5 keeps a deleted memory's words in its
         segments, with the delete's own markers, until a merge rewrites all of them (SQLite
