@@ -996,31 +996,34 @@ class SQLiteStore(SQLMemoryStore):
         after a purge: a WAL restarts from its start and keeps its old frames up to
         WAL_SIZE_LIMIT, so the page images from before the purge, holding what it removed,
         stayed in `memory.db-wal` for as long as the service ran. A reader on an older
-        snapshot blocks the cut: tried again, LOCK_TRY_MS at a time, for FLUSH_JOURNAL_WAIT_S.
-        Returns why it could not, else None."""
+        snapshot blocks the cut: tried again, LOCK_TRY_MS apart, for FLUSH_JOURNAL_WAIT_S.
+        Each try takes the write lock once and waits for no reader (a TRUNCATE checkpoint
+        holds SQLite's writer lock while it waits): writes go on between tries, where a wait
+        inside the lock stopped every writer for the whole FLUSH_JOURNAL_WAIT_S while an
+        export or a migrate read its snapshot. Returns why it could not, else None."""
         if not isinstance(self._target, Path):  # an immutable view: no WAL of its own
             return None
         deadline = time.monotonic() + FLUSH_JOURNAL_WAIT_S
-        with self._write_lock:
-            conn = self._writer
-            conn.execute(f"PRAGMA busy_timeout = {LOCK_TRY_MS}")
-            try:
-                while True:
-                    try:
-                        if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
-                            return None
-                    except sqlite3.OperationalError as exc:
-                        if (problem := self._problem(exc)) is not None:
-                            return problem
-                        if not _is_busy(exc):
-                            raise
-                    if time.monotonic() >= deadline:
-                        return (f"{self.path}-wal was not cut: another connection kept reading "
-                                f"an older state for {FLUSH_JOURNAL_WAIT_S:g} s; it may hold "
-                                "purged text until the next purge that removes something, or "
-                                "until the last process with the file open closes it")
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        while True:
+            with self._write_lock:
+                conn = self._writer
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    if conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0:
+                        return None
+                except sqlite3.OperationalError as exc:
+                    if (problem := self._problem(exc)) is not None:
+                        return problem
+                    if not _is_busy(exc):
+                        raise
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if time.monotonic() >= deadline:
+                return (f"{self.path}-wal was not cut: another connection kept reading "
+                        f"an older state for {FLUSH_JOURNAL_WAIT_S:g} s; it may hold "
+                        "purged text until the next purge that removes something, or "
+                        "until the last process with the file open closes it")
+            time.sleep(LOCK_TRY_MS / 1000)
 
     def size_bytes(self) -> int:
         return sum(
