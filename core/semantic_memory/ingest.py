@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import secrets
 import shlex
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from . import neardup, supersede
+from . import held, neardup, supersede
 from .channels import Channel, Deferrable, Prepares
 from .config import Settings
 from .errors import InvalidMemory, Rejected, UnknownMemory, one_line
@@ -304,14 +305,31 @@ def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
     """Every `filter_ingest` on a `validate`d `item`, in pluggy's order. A filter refuses with
     `Rejected` (or `InvalidMemory`); one that raises anything else refuses the memory too, in
     one line naming it: filters enforce hygiene, so nothing is stored unfiltered (fail
-    closed). The memory is validated again after each filter, so one that edits it into
-    something no store takes (content None, tags a str, nothing left) is named in the reason,
-    not the user's text."""
+    closed). So does one that overruns MEMORY_CHANNEL_TIMEOUT_S in the service (`held`: a
+    hung filter held every write, four of them the whole write lane), and every write while
+    that call still runs: a filter cannot be skipped. (A late call may go on editing `item`:
+    a refused memory is never stored.) The memory is validated again after each filter, so
+    one that edits it into something no store takes (content None, tags a str, nothing left)
+    is named in the reason, not the user's text."""
+    timeout = settings.channel_timeout_s if settings.serving else 0.0
+    seconds = timeout if timeout > 0 else math.inf  # a one-off command: its user can stop it
     for plugin, call in pm.calls("filter_ingest", memory=item, settings=settings):
+        if held.running_late(pm, "filter_ingest", plugin):
+            reason = (f"plugin {pm.origin(plugin)}: filter_ingest still runs on an earlier "
+                      f"memory past its {timeout:g} s (MEMORY_CHANNEL_TIMEOUT_S); refused "
+                      "rather than stored unfiltered")
+            log.warning("%s", reason)
+            raise Rejected(reason)
         try:
-            call()
+            held.call_held(pm, "filter_ingest", plugin, call, seconds)
         except (Rejected, InvalidMemory):
             raise
+        except held.Overran as exc:
+            took = "took longer than" if exc.started else "did not start (no free thread) within"
+            reason = (f"plugin {pm.origin(plugin)}: filter_ingest {took} {timeout:g} s "
+                      "(MEMORY_CHANNEL_TIMEOUT_S); refused rather than stored unfiltered")
+            log.warning("%s", reason)
+            raise Rejected(reason) from None
         except Exception as exc:  # noqa: BLE001 - refused, never stored unfiltered
             reason = (f"plugin {pm.origin(plugin)}: filter_ingest failed ({one_line(exc)}); "
                       "refused rather than stored unfiltered")

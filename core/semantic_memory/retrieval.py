@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import sys
 import threading
@@ -110,6 +111,23 @@ class Deadline:
 NO_DEADLINE = Deadline(math.inf, math.inf, "no limit")
 
 
+def hook_deadline(settings: Settings) -> Deadline:
+    """The deadline of a plugin hook's call after the searches (`modify_hits`,
+    `format_injection`; `held.call_held`), from now: MEMORY_CHANNEL_TIMEOUT_S in the service, or
+    what the caller can still wait for the answer (`service_recall`'s `answer_by`,
+    X-Memory-Wait-Ms) where that comes first; none in a one-off command."""
+    now = time.monotonic()
+    timeout = settings.channel_timeout_s if settings.serving else 0.0
+    window = _window.get()
+    until = None if window is None else window.answer_by
+    if until is not None and (timeout <= 0 or until < now + timeout):
+        return Deadline(until, max(0.0, until - now),
+                        "what its caller could still wait, X-Memory-Wait-Ms")
+    if timeout > 0:
+        return Deadline(now + timeout, timeout, "MEMORY_CHANNEL_TIMEOUT_S")
+    return NO_DEADLINE
+
+
 class BrokenAnswer(Exception):
     """A channel's search answered against the contract (what `_bad_hits` says)."""
 
@@ -185,6 +203,23 @@ def _bad_hits(found: Any) -> str | None:
                 isinstance(k, str) and finite_number(v) for k, v in signals.items())):
             return f"answered a hit with signals {signals!r}, not names to finite numbers"
     return None
+
+
+def _vouched_ids(answer: Any) -> set[int] | str:
+    """The memory ids a `Channel.relevant` answer vouches for: any iterable of ints (a set, a
+    list, a generator; numpy's ints too); else what it answered instead, said by type alone (a
+    hit's repr would put memory content in the log). Uid strings vouched for nothing,
+    silently, and a list failed in the core's own `|=`."""
+    if isinstance(answer, (str, bytes, dict)):
+        return f"a {type(answer).__name__}"
+    try:
+        ids = list(answer)
+    except TypeError:
+        return f"a {type(answer).__name__}"
+    for id_ in ids:
+        if isinstance(id_, bool) or not isinstance(id_, numbers.Integral):
+            return f"a {type(answer).__name__} holding a {type(id_).__name__}"
+    return {int(id_) for id_ in ids}
 
 
 @dataclass
@@ -451,9 +486,16 @@ class Searcher:
             for channel in judges:
                 try:
                     with self._kept_usable(conn, shared=True):
-                        vouched |= channel.relevant(conn, query, page)
+                        answer = channel.relevant(conn, query, page)
+                        ids = _vouched_ids(answer)  # a generator's error is the channel's
                 except Exception as exc:  # noqa: BLE001 - no verdict from this channel
                     log.warning("channel %s: relevant failed (%s)", channel.name, one_line(exc))
+                    continue
+                if isinstance(ids, str):
+                    log.warning("channel %s: relevant answered %s, not memory ids (ints); no "
+                                "verdict from it", channel.name, ids)
+                else:
+                    vouched |= ids
             for hit in page:
                 if hit.memory.id in vouched and not any(
                         neardup.rerun(hit.memory, other.memory) for other in kept):
