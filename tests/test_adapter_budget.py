@@ -99,7 +99,7 @@ def test_an_adapter_that_fails_to_load_loads_no_other_plugin(tmp_path: Path) -> 
     line, _ = hook(tmp_path, site, "qabroken", QA_SENTINEL=str(tmp_path / "imported"))
     assert not (tmp_path / "imported").exists()
     assert line["outcome"] == "error", line
-    assert "no harness adapter named 'qabroken': qabroken-plugin (plugin qabroken): not " \
+    assert "no harness adapter named 'qabroken': plugin qabroken (qabroken-plugin 0.1): not " \
            "loaded: RuntimeError: adapter import boom" in line["detail"], line
 
 
@@ -111,7 +111,7 @@ def test_an_adapter_that_registers_no_adapter_is_named_in_the_log_and_by_doctor(
     site = install(tmp_path / "site", "qajunk", ADAPTER.format(name="qajunk",
                                                                registered="object()"))
     line, _ = hook(tmp_path, site, "qajunk", QA_CALLS=str(tmp_path / "calls"))
-    refused = ("qajunk-plugin (plugin qajunk): object is not a "
+    refused = ("plugin qajunk (qajunk-plugin 0.1): object is not a "
                "semantic_memory.harness.HarnessAdapter; refused")
     assert line["outcome"] == "error" and refused in line["detail"], line
     assert "AttributeError" not in line["detail"], line

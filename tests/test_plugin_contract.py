@@ -10,6 +10,7 @@ import math
 import re
 import sqlite3
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -638,8 +639,9 @@ def test_a_trylast_adapter_cannot_take_an_installed_harness_name(
     adapters = registry.all_adapters(
         Settings(db_path=str(tmp_path / "m.db"), plugins="claude_code"), lines)
     assert not isinstance(adapters["claude-code"], Impostor)
-    assert lines == ["harness 'claude-code': the adapter from plugin Late is refused, "
-                     "semantic-memory-claude-code (plugin claude_code) registered that name first"]
+    assert lines == ["plugin Late: harness adapter 'claude-code' refused: the name is taken by "
+                     f"claude_code (semantic-memory-claude-code "
+                     f"{metadata.version('semantic-memory-claude-code')})"]
 
 
 def test_the_docs_settings_section_reads_checks_and_stops_in_one_line(

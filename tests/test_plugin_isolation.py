@@ -259,7 +259,7 @@ def test_a_harness_adapter_failing_or_printing_at_import_never_reaches_the_hooks
         assert "IMPORT NOISE ON STDOUT" in done.stderr and line["outcome"] == "service down"
     else:
         assert line["outcome"] == "error" and line["warning"] == \
-            f"qahook-plugin (plugin qahook): {logged}", line
+            f"plugin qahook (qahook-plugin 0.1): {logged}", line
 
 
 # --- run time --------------------------------------------------------------------------------

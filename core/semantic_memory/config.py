@@ -1,10 +1,11 @@
 """Settings from the `MEMORY_*` environment variables (names and defaults follow the spec).
 
 `SettingsSection` is how a group of variables is declared: a frozen dataclass whose fields are
-read from `<prefix><FIELD>`. The core's is `Settings`; each plugin declares its own section
+read from `<prefix><FIELD>`. The core's is `Settings`; each plugin has its own section
 (the llama-cpp embedder's `MEMORY_EMBED_*`, the vector channel's `MEMORY_VECTOR_ANN*`, the
-PostgreSQL store's pool) and reads it with `settings.section(TheirSection)`, from the same
-environment the core's were read from.
+PostgreSQL store's pool), declares it through the `register_settings` hook (validated as the
+plugins load) and reads it with `settings.section(TheirSection)`, from the same environment the
+core's were read from.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ class SettingsSection:
     section with prefix `MEMORY_` reads MEMORY_EMBED_DIM (bool, int, float or str, parsed as
     the core's are). A number declares its range on the field (`metadata=within(1, 1000)`),
     checked first; `validate` then raises ConfigError naming a variable for what a range
-    cannot say. A plugin's section that fails either stops the command with that one line,
-    like a core setting."""
+    cannot say. A plugin declares its sections through the `register_settings` hook: each is
+    then checked as the plugins load, and one that fails either stops every command at its
+    start with that one line (naming the plugin), like a core setting."""
 
     #: Prepended to the upper-cased field name to name its variable.
     prefix: ClassVar[str] = "MEMORY_"

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     import click
 
     from .channels import Channel
+    from .config import Settings, SettingsSection
     from .embedders import Embedder
-    from .config import Settings
     from .models import InjectionBlock, NewMemory, RecallHit
-    from .stores import MemoryStore
+    from .stores import MemoryStore, StoreKind
 
 hookspec = pluggy.HookspecMarker("semantic_memory")
 #: Marks a plugin's implementation of a hook: `@hookimpl def register_channels(register, settings)`.
@@ -35,10 +35,19 @@ def register_channels(register: Callable[["Channel"], None], settings: "Settings
 
 
 @hookspec
-def register_stores(register: Callable[[Any], None]) -> None:
-    """Register store kinds: classes (or factories) with `name`, `schemes` (URL schemes they
-    open, e.g. ("postgresql",)) and `open(url, settings) -> MemoryStore`
-    (`semantic_memory.stores`). MEMORY_DB_URL's scheme picks one; SQLite is the default."""
+def register_settings(register: Callable[[type["SettingsSection"]], None]) -> None:
+    """Declare the plugin's own settings sections: `SettingsSection` subclasses (frozen
+    dataclasses). Each is read and validated as the plugins load, so a bad value stops every
+    command at its start (exit code 2, one line naming the variable and the plugin), as a core
+    setting does, and not first when a hook (`filter_ingest`, `modify_hits`) reads it."""
+
+
+@hookspec
+def register_stores(register: Callable[["StoreKind"], None]) -> None:
+    """Register store kinds: `semantic_memory.stores.StoreKind`, classes (or objects) with
+    `name`, `schemes` (URL schemes they open, e.g. ("postgresql",)) and
+    `open(url, settings) -> MemoryStore`. MEMORY_DB_URL's scheme picks one; SQLite is the
+    default. Anything else is refused in one line naming the plugin."""
 
 
 @hookspec
@@ -51,8 +60,10 @@ def register_embedders(register: Callable[["Embedder"], None], settings: "Settin
 
 @hookspec
 def register_harnesses(register: Callable[[Any], None]) -> None:
-    """Register harness adapters (Claude Code, Codex, …): objects with a `name` that handle
-    `memory-mcp hook <harness> <event>` and `memory-mcp install <harness>`."""
+    """Register harness adapters (Claude Code, Codex, …): instances of
+    `semantic_memory.harness.HarnessAdapter`, which handle `memory-mcp hook <harness> <event>`
+    and `memory-mcp install <harness>`. Anything else is refused in one line naming the
+    plugin."""
 
 
 @hookspec

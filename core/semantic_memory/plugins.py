@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from importlib import import_module
 from types import ModuleType
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .config import ConfigError, Settings
+from .config import ConfigError, Settings, SettingsSection
 from .errors import one_line
 from .stdout_guard import stdout_to_stderr
 from .stores import StoreKind, check_store_kind
@@ -220,6 +220,38 @@ def store_kinds(pm: PluginManager) -> dict[str, StoreKind]:
     return by_scheme
 
 
+def check_settings(pm: PluginManager, settings: Settings) -> None:
+    """Read and validate every settings section the plugins declare (`register_settings`)
+    from the environment `settings` were read from, as the plugins load: a value that cannot
+    be used raises ConfigError in one line naming the plugin and the variable, which stops the
+    command with exit code 2 as a bad core setting does. A section read only inside a run-time
+    hook (`filter_ingest`, `modify_hits`) was checked first on the first write: the service
+    started, and then refused every one. A hook that raises, or registers something that is
+    not a SettingsSection dataclass, or a section that raises anything but ConfigError (a bug
+    in the plugin), is a problem line instead: the rest loads."""
+    for plugin, function, _ in pm.implementations("register_settings"):
+        where = pm.origin(plugin)
+        sections: list[type[SettingsSection]] = []
+        try:
+            function(register=sections.append)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
+            pm.refuse(where, f"register_settings failed: {one_line(exc)}")
+            continue
+        for section in sections:
+            if not (isinstance(section, type) and issubclass(section, SettingsSection)
+                    and is_dataclass(section)):
+                pm.refuse(where, f"settings section refused: {section!r} is not a "
+                                 "SettingsSection dataclass")
+                continue
+            try:
+                settings.section(section)
+            except ConfigError as exc:
+                raise ConfigError(f"plugin {where}: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - the plugin's bug: one line, not fatal
+                pm.refuse(where, f"settings section {section.__name__} failed: "
+                                 f"{one_line(exc)}")
+
+
 def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] = ()
                          ) -> PluginManager:
     """Load default plugins, installed entry-point plugins (filtered by MEMORY_PLUGINS) and
@@ -228,7 +260,8 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
 
     A name in MEMORY_PLUGINS that is not installed (a plugin uninstalled since) is left out as
     a problem, not logged: `unmet_allowlist` says it, and the CLI stops every command on it but
-    those that show what is wrong (`--help`, `doctor`, `plugins`)."""
+    those that show what is wrong (`--help`, `doctor`, `plugins`). The sections the plugins
+    declare are validated last (`check_settings`: ConfigError on a bad value)."""
     from importlib.metadata import entry_points  # not at import: hooks import this module
 
     pm = PluginManager()
@@ -270,6 +303,7 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
         if not pm.is_registered(plugin):
             name = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__name__
             pm.add(plugin, name if not pm.has_plugin(name) else pm.get_canonical_name(plugin))
+    check_settings(pm, settings)
     if settings.trace_hooks:
         pm.trace.root.setwriter(lambda message: sys.stderr.write(message))
         pm.enable_tracing()

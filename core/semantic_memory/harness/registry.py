@@ -13,7 +13,8 @@ all plugins loaded through the plugin manager.
 One harness name, one adapter: when a second distribution registers a name already taken,
 it is refused with one line naming both, and the first one registered keeps the name
 (`all_adapters` writes the line to stderr, the hook run to its log line, `conflicts` returns
-them for `plugins` and `doctor`).
+them for `plugins` and `doctor`). Every such line reads as the plugin manager's problems do:
+`plugin NAME (DISTRIBUTION VERSION): …` (`origin`).
 """
 
 from __future__ import annotations
@@ -44,10 +45,15 @@ def _key(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
+def origin(plugin: str, distribution: str = "") -> str:
+    """`plugin` with its distribution ("NAME VERSION"), as `PluginManager.origin` writes it:
+    "my_agent (my-agent 0.1)"; an in-process plugin has none."""
+    return f"{plugin} ({distribution})" if distribution else plugin
+
+
 def refusal(name: str, kept: str, refused: str) -> str:
-    """The one line that reports a refused duplicate adapter."""
-    return (f"harness {name!r}: the adapter from {refused} is refused, {kept} registered "
-            "that name first")
+    """The one line that reports a refused duplicate adapter (`kept` and `refused`: origins)."""
+    return f"plugin {refused}: harness adapter {name!r} refused: the name is taken by {kept}"
 
 
 def _keep_first(found: list[tuple[Any, str]], conflicts: list[str]) -> dict[str, Any]:
@@ -78,13 +84,13 @@ def all_adapters(settings: Settings | HookSettings,
     # registration order, whatever trylast says: no plugin takes a name from an earlier one
     for plugin, function, _ in pm.implementations("register_harnesses"):
         dist = distributions.get(plugin)
-        source = f"{dist[0]} (plugin {plugin})" if dist else f"plugin {plugin}"
+        source = origin(plugin, f"{dist[0]} {dist[1]}" if dist else "")
         registered: list[Any] = []
         try:
             with stdout_to_stderr():  # as at import: stdout is the answer
                 function(register=registered.append)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - left out, not fatal
-            lines.append(f"{source}: register_harnesses failed: {one_line(exc)}")
+            lines.append(f"plugin {source}: register_harnesses failed: {one_line(exc)}")
             continue
         _sort_registered(registered, source, found, lines)
     adapters = _keep_first(found, lines)
@@ -135,7 +141,7 @@ def refused_adapter(name: str, settings: Settings | HookSettings) -> str | None:
         return None
     if lines:
         return "; ".join(lines)
-    sources = ", ".join(f"{dist} (plugin {ep_name})" for ep_name, _, dist in entry_points)
+    sources = ", ".join(f"plugin {origin(ep_name, dist)}" for ep_name, _, dist in entry_points)
     return f"{sources}: registers no adapter named {name!r}"
 
 
@@ -150,7 +156,7 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
     for ep_name, target, dist in entry_points:
         if allow is not None and ep_name not in allow:
             continue
-        source = f"{dist} (plugin {ep_name})"
+        source = origin(ep_name, dist)
         module_name, _, attr = target.partition(":")
         registered: list[Any] = []
         try:
@@ -168,11 +174,11 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
         except ModuleNotFoundError as exc:
             if exc.name == module_name:
                 return None
-            lines.append(f"{source}: not loaded: {one_line(exc)}")
+            lines.append(f"plugin {source}: not loaded: {one_line(exc)}")
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - sys.exit() too: left out, not the hook's status
-            lines.append(f"{source}: not loaded: {one_line(exc)}")
+            lines.append(f"plugin {source}: not loaded: {one_line(exc)}")
         _sort_registered(registered, source, found, lines)
     return found
 
@@ -217,9 +223,10 @@ def _cached_entry_points(name: str, cache: str, fresh: bool = False
 
 
 def _named_entry_points(name: str) -> list[tuple[str, str, str]]:
-    """(entry point name, "module[:attr]", distribution) of the `semantic_memory` entry
-    points named like the harness, read straight from the installed distributions'
-    entry_points.txt, in sys.path order (a distribution found twice counts once)."""
+    """(entry point name, "module[:attr]", "distribution version") of the `semantic_memory`
+    entry points named like the harness, read straight from the installed distributions'
+    entry_points.txt, in sys.path order (a distribution found twice counts once). The version
+    is the folder name's (`name-1.0.dist-info`), as problem lines name it."""
     found = []
     seen: set[str] = set()
     for folder in filter(None, sys.path):  # not "": the harness's working folder
@@ -230,7 +237,8 @@ def _named_entry_points(name: str) -> list[tuple[str, str, str]]:
         except OSError:
             continue
         for info in names:
-            dist = info.rsplit(".", 1)[0].split("-", 1)[0].replace("_", "-").lower()
+            name_version = info.rsplit(".", 1)[0].split("-")
+            dist = name_version[0].replace("_", "-").lower()
             if dist in seen:
                 continue
             try:
@@ -248,7 +256,8 @@ def _named_entry_points(name: str) -> list[tuple[str, str, str]]:
                 elif section == ENTRY_POINT_GROUP and "=" in line:
                     ep_name, _, target = (part.strip() for part in line.partition("="))
                     if _key(ep_name) == _key(name):
-                        found.append((ep_name, target, dist))
+                        found.append((ep_name, target, " ".join(
+                            [dist, *name_version[1:2]])))
     return found
 
 
@@ -260,5 +269,5 @@ def _sort_registered(registered: list[Any], source: str, found: list[tuple[Any, 
         if isinstance(adapter, HarnessAdapter):
             found.append((adapter, source))
         else:
-            lines.append(f"{source}: {type(adapter).__name__} is not a "
+            lines.append(f"plugin {source}: {type(adapter).__name__} is not a "
                          "semantic_memory.harness.HarnessAdapter; refused")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import unquote
 
 from ..lite import url_password_span
@@ -244,9 +244,11 @@ def _masked_value(quoted: str, secrets: set[str]) -> str:
     return quoted
 
 
+@runtime_checkable
 class StoreKind(Protocol):
     """What `register_stores` registers: a class (or any object) opening one engine's stores.
-    `SQLiteStore` is one; `semantic-memory-postgres`'s `PostgresKind` another."""
+    `SQLiteStore` is one; `semantic-memory-postgres`'s `PostgresKind` another. Runtime
+    checkable: `check_store_kind` refuses what does not have these members."""
 
     #: The engine's name, unique among store kinds ("sqlite", "postgresql").
     name: str
@@ -256,16 +258,18 @@ class StoreKind(Protocol):
     def open(self, url: str, settings: Settings) -> MemoryStore: ...
 
 
-def check_store_kind(obj: Any) -> str | None:
-    """Why `obj` cannot be registered as a store kind (None when it can)."""
-    try:
-        name, schemes, opener = obj.name, obj.schemes, obj.open
-    except AttributeError:
-        return (f"{type(obj).__name__} is not a store kind (a class with name, schemes and "
+def check_store_kind(obj: object) -> str | None:
+    """Why `obj` cannot be registered as a store kind (None when it can): it must be a
+    `StoreKind` (checked against the protocol, not probed), with a valid name, a callable
+    `open` and at least one URL scheme."""
+    label = obj.__name__ if isinstance(obj, type) else type(obj).__name__
+    if not isinstance(obj, StoreKind):
+        return (f"{label} is not a store kind (a class with name, schemes and "
                 "open(url, settings))")
+    name, schemes = obj.name, obj.schemes
     if not isinstance(name, str) or not PLUGIN_NAME.match(name):
-        return f"{type(obj).__name__} has no valid name (got {name!r})"
-    if not callable(opener):
+        return f"{label} has no valid name (got {name!r})"
+    if not callable(obj.open):
         return f"store kind {name!r}: open is not callable"
     if not isinstance(schemes, (tuple, list)) or not schemes \
             or not all(isinstance(s, str) and s for s in schemes):
