@@ -21,6 +21,7 @@ import pytest
 from semantic_memory import held
 from semantic_memory.hookspecs import hookimpl
 from semantic_memory.models import ChannelHit, InjectionBlock, NewMemory, RecallHit
+from semantic_memory.retrieval import service_recall
 from test_plugin_isolation import Answering, channel_plugin, engine_with, install
 from test_service_support import start_service
 
@@ -279,3 +280,29 @@ def test_over_http_a_hung_modify_hits_holds_no_recall_and_is_named(tmp_path: Pat
     assert logged.count("plugin sleeper (sleeper-plugin 0.1): modify_hits took longer than "
                         f"{TIMEOUT_S:g} s (MEMORY_CHANNEL_TIMEOUT_S); skipped until it "
                         "returns") == 1, logged[-3000:]
+
+
+def test_the_cores_own_hooks_are_held_to_no_deadline(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The core's formatter (and, by the same rule, its hygiene filter and boost) is the
+    project's code: a block formatted once the caller's wait ran out is no hung plugin, nor a
+    capture stored with a deadline no filter could meet."""
+    writer = engine_with(tmp_path, serving=True, channel_timeout_s=1e-6)
+    try:
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            stored = writer.store_one(NewMemory(FACT + " " + "build log line " * 2000))
+    finally:
+        writer.close()
+    engine = engine_with(tmp_path, serving=True, channel_timeout_s=TIMEOUT_S)
+    try:
+        with caplog.at_level(logging.WARNING, "semantic_memory"):
+            hits = engine.recall("kubernetes")
+            now = time.monotonic()
+            with service_recall(now - 10, now - 5, now - 1):  # the caller's wait ran out
+                block = engine.injection("kubernetes", hits, 2000)
+        assert stored.uid is not None and [h.memory.uid for h in hits] == [stored.uid]
+        assert block.uids == [stored.uid] and "kubernetes" in block.text.lower()
+        assert not [r for r in caplog.records if "took longer" in r.getMessage()
+                    or "did not start" in r.getMessage()]
+    finally:
+        engine.close()

@@ -27,7 +27,7 @@ from .limits import (MAX_FUTURE_S, MAX_PROJECT_CHARS, MAX_SESSION_CHARS, MAX_TAG
 from .lite import encodes
 from .models import (IngestResult, Memory, NewMemory, RecallFilters, in_time_range, iso, now,
                      project_name)
-from .plugins import PluginManager
+from .plugins import CORE_PLUGINS, PluginManager
 from .safety.terminal import strip_terminal_controls
 from .safety.textnorm import strip_format_chars
 from .sources import CAPTURED_SOURCES, FLUSH_SOURCE
@@ -321,7 +321,8 @@ def run_filters(pm: PluginManager, item: NewMemory, settings: Settings) -> None:
             log.warning("%s", reason)
             raise Rejected(reason)
         try:
-            held.call_held(pm, "filter_ingest", plugin, call, seconds)
+            held.call_held(pm, "filter_ingest", plugin, call,
+                           math.inf if plugin in CORE_PLUGINS else seconds)
         except (Rejected, InvalidMemory):
             raise
         except held.Overran as exc:

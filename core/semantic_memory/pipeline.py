@@ -7,9 +7,10 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
-from . import neardup, neighbours, supersede
+from . import held, neardup, neighbours, supersede
 from .channels import Backfills, Channel, check_channel, skip_reason
 from .config import Settings
 from .embedders import NO_EMBEDDER_PLUGIN, Embedder, check_embedder, choose_embedder
@@ -17,7 +18,7 @@ from .private import strip_private
 from .safety.redaction import redact, ruleset_info
 from .errors import UnknownMemory, one_line
 from .ingest import SUPERSEDE_MAX_CHARS, UID, UpdateResult, Writer
-from .retrieval import Searcher
+from .retrieval import NO_DEADLINE, Deadline, Searcher, hook_deadline
 from .limits import MAX_RECALL_K, MAX_TAG_CHARS
 from .models import (
     Holdings,
@@ -32,7 +33,7 @@ from .models import (
     now,
     project_name,
 )
-from .plugins import PluginManager, build_plugin_manager, collect, store_kinds
+from .plugins import CORE_PLUGINS, PluginManager, build_plugin_manager, collect, store_kinds
 from .stores import MemoryStore, open_store
 from .stores.base import VALUE_COLUMNS, StoreError, top_values
 from .telemetry import fill_days, to_api
@@ -145,6 +146,13 @@ def _hit_problem(hit: Any) -> str:
         return f"left a {type(hit).__name__} in the hits, not a RecallHit"
     score = hit.score if isinstance(hit.score, (int, float)) else type(hit.score).__name__
     return f"left memory {hit.memory.uid} with score {score}, not a finite number"
+
+
+def _overran(exc: held.Overran, deadline: Deadline) -> str:
+    """A post-processing hook's overrun, for its log line (after its name and the hook's)."""
+    if exc.started:
+        return f"took longer than {deadline}; skipped until it returns"
+    return f"did not start within {deadline} (no free thread); skipped for this recall"
 
 
 def _block_problem(block: Any, budget_chars: int) -> str | None:
@@ -540,24 +548,58 @@ class MemoryEngine:
                                  decay)
 
     def _modify_hits(self, query: str, hits: list[RecallHit], conn: Any) -> None:
-        """Each `modify_hits` on its own: one that raises, or leaves anything but RecallHits
-        with finite scores, is undone and skipped for this recall in one line naming it."""
-        for plugin, call in self.pm.calls("modify_hits", query=query, hits=hits,
-                                          settings=self.settings, store=self.store, conn=conn):
-            kept, scores = list(hits), [h.score for h in hits]
+        """Each `modify_hits` on its own, on a copy of the hits adopted only when it succeeds:
+        one that raises, leaves anything but RecallHits with finite scores or overruns the
+        recall's deadline (`retrieval.hook_deadline`, as channel searches are held) is skipped
+        for this recall in one line naming it; one still running past its deadline is skipped
+        until it returns. Held to a deadline, it runs on a worker with a snapshot of its own
+        (`_modify_beside`), never the recall's `conn`, which the recall goes on using."""
+        for plugin in self._implementers("modify_hits"):
+            if held.running_late(self.pm, "modify_hits", plugin):
+                continue  # a call of it from an earlier recall still runs
+            mine = [replace(h, ranks=dict(h.ranks), signals=dict(h.signals)) for h in hits]
+            deadline = NO_DEADLINE if plugin in CORE_PLUGINS else hook_deadline(self.settings)
             try:
-                call()
-                problem = next((_hit_problem(h) for h in hits if not isinstance(h, RecallHit)
+                if deadline is NO_DEADLINE:  # a one-off command: this thread, this snapshot
+                    self._call("modify_hits", plugin, query=query, hits=mine,
+                               settings=self.settings, store=self.store, conn=conn)
+                elif not held.call_held(self.pm, "modify_hits", plugin, partial(
+                        self._modify_beside, plugin, query, mine), deadline.seconds):
+                    with self.store.savepoint(conn, "modify_hits"):  # no snapshot to spare
+                        self._call("modify_hits", plugin, query=query, hits=mine,
+                                   settings=self.settings, store=self.store, conn=conn)
+                problem = next((_hit_problem(h) for h in mine if not isinstance(h, RecallHit)
                                 or not isinstance(h.score, (int, float))
                                 or not math.isfinite(h.score)), None)
+            except held.Overran as exc:
+                problem = _overran(exc, deadline)
             except Exception as exc:  # noqa: BLE001 - a broken plugin never takes recall down
-                problem = f"failed ({one_line(exc)})"
+                problem = f"failed ({one_line(exc)}); skipped for this recall"
+            else:
+                if problem:
+                    problem += "; skipped for this recall"
             if problem:
-                hits[:] = kept
-                for hit, score in zip(kept, scores):
-                    hit.score = score
-                log.warning("plugin %s: modify_hits %s; skipped for this recall",
-                            self.pm.origin(plugin), problem)
+                log.warning("plugin %s: modify_hits %s", self.pm.origin(plugin), problem)
+            else:
+                hits[:] = mine
+
+    def _modify_beside(self, plugin: str, query: str, hits: list[RecallHit]) -> bool:
+        """`plugin`'s `modify_hits` on this (worker) thread's own snapshot; False when the store
+        spares none (a busy connection pool), and it did not run."""
+        with self.store.spare_snapshot() as conn:
+            if conn is None:
+                return False
+            self._call("modify_hits", plugin, query=query, hits=hits, settings=self.settings,
+                       store=self.store, conn=conn)
+            return True
+
+    def _implementers(self, hook: str) -> list[str]:
+        """The plugins implementing `hook`, in pluggy's order (`PluginManager.calls`)."""
+        return [plugin for plugin, _ in self.pm.calls(hook)]
+
+    def _call(self, hook: str, plugin: str, **kwargs: Any) -> Any:
+        """`plugin`'s implementation of `hook` called with `kwargs`."""
+        return next(call for name, call in self.pm.calls(hook, **kwargs) if name == plugin)()
 
     def injection(self, query: str, hits: list[RecallHit], budget_chars: int
                   ) -> InjectionBlock:
@@ -565,13 +607,24 @@ class MemoryEngine:
         holds, never holding two near-duplicates (`neardup.distinct`): whatever formats it, a
         block does not spend its budget on the same fact twice. The first `format_injection`
         answering an InjectionBlock within `budget_chars` wins; one that raises, answers
-        anything else or a longer block is skipped in one line naming it (the core's own
-        formatter, last in line, answers then)."""
+        anything else or a longer block, or overruns the recall's deadline
+        (`retrieval.hook_deadline`) is skipped in one line naming it (the core's own
+        formatter, last in line, answers then), and one still running past its deadline is
+        skipped until it returns."""
         distinct = neardup.distinct(hits)
-        for plugin, call in self.pm.calls("format_injection", query=query, hits=distinct,
-                                          budget_chars=budget_chars):
+        for plugin in self._implementers("format_injection"):
+            if held.running_late(self.pm, "format_injection", plugin):
+                continue  # a call of it from an earlier recall still runs
+            deadline = NO_DEADLINE if plugin in CORE_PLUGINS else hook_deadline(self.settings)
+            mine = list(distinct)  # a late call's changes reach no formatter after it
             try:
-                block = call()
+                block = held.call_held(self.pm, "format_injection", plugin, partial(
+                    self._call, "format_injection", plugin, query=query, hits=mine,
+                    budget_chars=budget_chars), deadline.seconds)
+            except held.Overran as exc:
+                log.warning("plugin %s: format_injection %s", self.pm.origin(plugin),
+                            _overran(exc, deadline))
+                continue
             except Exception as exc:  # noqa: BLE001 - a broken plugin never takes recall down
                 log.warning("plugin %s: format_injection failed (%s); skipped",
                             self.pm.origin(plugin), one_line(exc))

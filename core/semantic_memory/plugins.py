@@ -39,6 +39,9 @@ DEFAULT_PLUGINS = (
     "semantic_memory.default_plugins.boost",
     "semantic_memory.default_plugins.injection",
 )
+#: Their names: the project's own code, which no deadline holds (`held`): a slow hygiene
+#: filter on a big capture or the core's formatter past a hook's wait is not a hung plugin.
+CORE_PLUGINS = frozenset(module.rsplit(".", 1)[-1] for module in DEFAULT_PLUGINS)
 
 
 @dataclass

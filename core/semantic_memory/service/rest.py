@@ -444,11 +444,11 @@ async def recall(request: Request) -> JSONResponse:
 
     def work() -> tuple[list[dict[str, Any]], InjectionBlock]:
         exclude = engine.in_agent_context(req.session, harness)
-        with answer_window(arrived, wait):
+        with answer_window(arrived, wait):  # a plugin's format_injection is held to it too
             hits = engine.recall(req.query, req.k, filters, exclude=exclude,
                                  relevant_only=req.relevant_only, with_global=req.with_global)
-        return ([recall_item(h, req.budget_chars) for h in hits],
-                engine.injection(req.query, hits, req.budget_chars))
+            block = engine.injection(req.query, hits, req.budget_chars)
+        return [recall_item(h, req.budget_chars) for h in hits], block
 
     items, block = await threads.read(work)
     # `block_uids`: the memories that made it into the block (the budget may leave some out),
