@@ -3,9 +3,10 @@
 `SettingsSection` is how a group of variables is declared: a frozen dataclass whose fields are
 read from `<prefix><FIELD>`. The core's is `Settings`; each plugin has its own section
 (the llama-cpp embedder's `MEMORY_EMBED_*`, the vector channel's `MEMORY_VECTOR_ANN*`, the
-PostgreSQL store's pool), declares it through the `register_settings` hook (validated as the
-plugins load) and reads it with `settings.section(TheirSection)`, from the same environment the
-core's were read from.
+PostgreSQL store's pool) and reads it with `settings.section(TheirSection)`, from the same
+environment the core's were read from. A section declared through the `register_settings`
+hook is validated as the plugins load; one read first in a `register_*` hook is validated
+then (the project's own plugins), one read first at run time only then.
 """
 
 from __future__ import annotations

@@ -116,10 +116,15 @@ def hook_deadline(settings: Settings) -> Deadline:
     `format_injection`; `held.call_held`), from now: MEMORY_CHANNEL_TIMEOUT_S in the service, or
     what the caller can still wait for the answer (`service_recall`'s `answer_by`,
     X-Memory-Wait-Ms) where that comes first; none in a one-off command."""
-    now = time.monotonic()
-    timeout = settings.channel_timeout_s if settings.serving else 0.0
     window = _window.get()
-    until = None if window is None else window.answer_by
+    return deadline_from(settings.channel_timeout_s if settings.serving else 0.0,
+                         None if window is None else window.answer_by)
+
+
+def deadline_from(timeout: float, until: float | None) -> Deadline:
+    """From now: `timeout` seconds (MEMORY_CHANNEL_TIMEOUT_S; 0: none), or `until` (what the
+    caller can still wait, a `time.monotonic()` value) where that comes first."""
+    now = time.monotonic()
     if until is not None and (timeout <= 0 or until < now + timeout):
         return Deadline(until, max(0.0, until - now),
                         "what its caller could still wait, X-Memory-Wait-Ms")
@@ -570,15 +575,8 @@ class Searcher:
     def _deadline(self) -> Deadline:
         """This search's deadline: MEMORY_CHANNEL_TIMEOUT_S from now (in the service), or what
         the caller can still wait (`service_recall`) where that comes first."""
-        now, timeout = time.monotonic(), self._timeout()
         window = _window.get()
-        until = None if window is None else window.searches_by
-        if until is not None and (timeout <= 0 or until < now + timeout):
-            return Deadline(until, max(0.0, until - now),
-                            "what its caller could still wait, X-Memory-Wait-Ms")
-        if timeout > 0:
-            return Deadline(now + timeout, timeout, "MEMORY_CHANNEL_TIMEOUT_S")
-        return NO_DEADLINE
+        return deadline_from(self._timeout(), None if window is None else window.searches_by)
 
     def _search_at_once(
         self, channels: list[Channel], conn: Any, query: str, depth: int,
