@@ -360,6 +360,12 @@ def db_identity(path: str | PathLike[str]) -> str:
 _SQLITE_PREFIXES = ("sqlite:///", "sqlite://", "sqlite:", "file://")
 
 
+def plugin_origin(plugin: str, distribution: str = "") -> str:
+    """`plugin` with its distribution ("NAME VERSION"), as every problem line names it:
+    "my_agent (my-agent 0.1)"; an in-process plugin has none."""
+    return f"{plugin} ({distribution})" if distribution else plugin
+
+
 def url_password_span(url: str) -> tuple[int, int] | None:
     """Where the userinfo's password of `url` is, by position rather than by URL parsing
     (which a password holding `@ / ? #` or a space defeats): from the first ':' after

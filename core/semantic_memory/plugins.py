@@ -21,6 +21,7 @@ import pluggy
 from . import hookspecs
 from .config import ConfigError, Settings, SettingsSection
 from .errors import one_line
+from .lite import plugin_origin
 from .stdout_guard import stdout_to_stderr
 from .stores import StoreKind, check_store_kind
 
@@ -94,13 +95,12 @@ class PluginManager(pluggy.PluginManager):
 
     def origin(self, plugin: str) -> str:
         """`plugin` with its distribution, for messages: "my_channel (my-channel 0.1)"."""
-        dist = self.distributions.get(plugin)
-        return f"{plugin} ({dist[0]} {dist[1]})" if dist else plugin
+        return plugin_origin(plugin, " ".join(self.distributions.get(plugin, ())))
 
     def add(self, plugin: Any, name: str, dist: tuple[str, str] | None = None) -> bool:
         """Register one plugin, refusing it (one line) when its hooks do not validate or it
         implements a hook that does not exist. True when it was registered."""
-        where = f"{name} ({dist[0]} {dist[1]})" if dist else name
+        where = plugin_origin(name, " ".join(dist or ()))
         try:
             self.register(plugin, name=name)
         except (pluggy.PluginValidationError, ValueError) as exc:
@@ -289,7 +289,7 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
         dist = (ep.dist.name, ep.dist.version) if ep.dist is not None else None
         if pm.has_plugin(ep.name):
             taken = pm.origin(ep.name)
-            pm.refuse(f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name,
+            pm.refuse(plugin_origin(ep.name, " ".join(dist or ())),
                       f"not loaded: the entry point name is taken by {taken}")
             continue
         try:
@@ -298,7 +298,7 @@ def build_plugin_manager(settings: Settings, extra: list[Any] | tuple[Any, ...] 
             with stdout_to_stderr():
                 plugin = ep.load()
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - unimportable: left out
-            where = f"{ep.name} ({dist[0]} {dist[1]})" if dist else ep.name
+            where = plugin_origin(ep.name, " ".join(dist or ()))
             pm.refuse(where, f"not loaded: {one_line(exc)}")
             continue
         pm.add(plugin, ep.name, dist)

@@ -23,7 +23,7 @@ import os
 import sys
 
 from ..errors import one_line
-from ..lite import dumps, replace_private, try_loads
+from ..lite import dumps, plugin_origin, replace_private, try_loads
 from ..stdout_guard import stdout_to_stderr
 from .adapter import HarnessAdapter
 from .settings import beside_db
@@ -43,12 +43,6 @@ IMPL_ATTRIBUTE = ENTRY_POINT_GROUP + "_impl"
 
 def _key(name: str) -> str:
     return name.lower().replace("_", "-")
-
-
-def origin(plugin: str, distribution: str = "") -> str:
-    """`plugin` with its distribution ("NAME VERSION"), as `PluginManager.origin` writes it:
-    "my_agent (my-agent 0.1)"; an in-process plugin has none."""
-    return f"{plugin} ({distribution})" if distribution else plugin
 
 
 def refusal(name: str, kept: str, refused: str) -> str:
@@ -84,7 +78,7 @@ def all_adapters(settings: Settings | HookSettings,
     # registration order, whatever trylast says: no plugin takes a name from an earlier one
     for plugin, function, _ in pm.implementations("register_harnesses"):
         dist = distributions.get(plugin)
-        source = origin(plugin, f"{dist[0]} {dist[1]}" if dist else "")
+        source = plugin_origin(plugin, " ".join(dist or ()))
         registered: list[Any] = []
         try:
             with stdout_to_stderr():  # as at import: stdout is the answer
@@ -141,7 +135,8 @@ def refused_adapter(name: str, settings: Settings | HookSettings) -> str | None:
         return None
     if lines:
         return "; ".join(lines)
-    sources = ", ".join(f"plugin {origin(ep_name, dist)}" for ep_name, _, dist in entry_points)
+    sources = ", ".join(f"plugin {plugin_origin(ep_name, dist)}"
+                        for ep_name, _, dist in entry_points)
     return f"{sources}: registers no adapter named {name!r}"
 
 
@@ -156,7 +151,7 @@ def _registered(entry_points: list[tuple[str, str, str]], allow: set[str] | None
     for ep_name, target, dist in entry_points:
         if allow is not None and ep_name not in allow:
             continue
-        source = origin(ep_name, dist)
+        source = plugin_origin(ep_name, dist)
         module_name, _, attr = target.partition(":")
         registered: list[Any] = []
         try:
